@@ -1,0 +1,154 @@
+package messages
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// WorkItem is the body of a work message on fleet.work.<pool>.<job>.
+type WorkItem struct {
+	JobID  string `json:"job_id"`
+	ItemID string `json:"item_id"`
+	// Index is the item's 0-based position in the job's input.
+	Index int64 `json:"index"`
+	// Group is the item's best-effort group ("" = the single default group).
+	Group string `json:"group,omitempty"`
+	// Payload is the item as given in the input.
+	Payload json.RawMessage `json:"payload"`
+	// Generation is 0 when first published and grows on every replay; it
+	// makes the message id fresh so the dedupe window cannot drop a replay.
+	Generation int `json:"generation"`
+	// CorrelationID follows the item across retries and replays.
+	CorrelationID string `json:"correlation_id"`
+	// ReplayCount counts DLQ replays of this item.
+	ReplayCount int `json:"replay_count,omitempty"`
+	// History carries the attempts of earlier generations (on replay).
+	History []Attempt `json:"history,omitempty"`
+	// ResetAttempts asks the agent to ignore persisted retry state (replay
+	// with --reset-attempts).
+	ResetAttempts bool `json:"reset_attempts,omitempty"`
+}
+
+// Attempt is one failed (or final) run of an item's step.
+type Attempt struct {
+	// Attempt is the 1-based attempt number of the step.
+	Attempt    int       `json:"attempt"`
+	Step       int       `json:"step"`
+	StepName   string    `json:"step_name,omitempty"`
+	Agent      string    `json:"agent,omitempty"`
+	Time       time.Time `json:"time"`
+	DurationMS int64     `json:"duration_ms"`
+	// ErrorClass is the built-in class of the error (network, timeout,
+	// server_error, rate_limit) or "error".
+	ErrorClass string `json:"error_class,omitempty"`
+	Message    string `json:"message,omitempty"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	// Decision is what followed: retry, snooze, give_up, continue, fallback.
+	Decision string `json:"decision,omitempty"`
+	// DelayMS is the backoff chosen after this attempt, when retrying.
+	DelayMS int64 `json:"delay_ms,omitempty"`
+	// Generation is the work-message generation the attempt ran under.
+	Generation int `json:"generation,omitempty"`
+}
+
+// ItemState is an item's retry state in the fleet_items bucket, created at
+// its first failure. Any agent resumes the item from it.
+type ItemState struct {
+	JobID      string `json:"job_id"`
+	ItemID     string `json:"item_id"`
+	Generation int    `json:"generation"`
+	// Step is the 0-based step to resume at.
+	Step int `json:"step"`
+	// StepAttempt is the number of failed runs of Step so far.
+	StepAttempt int `json:"step_attempt"`
+	// StepFirstFailure is when Step first failed; StepBudgetExpiry is that
+	// plus the step's retry_budget.
+	StepFirstFailure time.Time  `json:"step_first_failure"`
+	StepBudgetExpiry *time.Time `json:"step_budget_expiry,omitempty"`
+	// StepDelaySpent is the cumulative backoff delay of Step.
+	StepDelaySpent Duration `json:"step_delay_spent"`
+	// LastDelay is the previous backoff (decorrelated jitter needs it).
+	LastDelay Duration `json:"last_delay,omitempty"`
+	// ItemRun counts whole-item runs under on_item_failure: retry (1-based).
+	ItemRun int `json:"item_run,omitempty"`
+	// Retries counts retry units claimed by the item (per-item budget).
+	Retries int `json:"retries"`
+	// Outputs are the outputs of the steps finished so far.
+	Outputs      []string  `json:"outputs,omitempty"`
+	FirstFailure time.Time `json:"first_failure"`
+	History      []Attempt `json:"history"`
+}
+
+// Item outcomes.
+const (
+	OutcomeSucceeded    = "succeeded"
+	OutcomeFailed       = "failed"
+	OutcomeDeadLettered = "dead_lettered"
+	OutcomeSkipped      = "skipped"
+	OutcomeNotRun       = "not_run"
+)
+
+// Give-up reasons.
+const (
+	ReasonAttempts           = "attempts"
+	ReasonRetryBudget        = "retry_budget"
+	ReasonNotRetryable       = "not_retryable"
+	ReasonPermanent          = "permanent"
+	ReasonItemBudget         = "item_budget_exhausted"
+	ReasonJobBudget          = "job_budget_exhausted"
+	ReasonMaxDeliveries      = "max_deliveries"
+	ReasonPoison             = "poison"
+	ReasonUnknownHandler     = "unknown_handler"
+	ReasonJobGone            = "job_not_found"
+	ReasonItemRetryExhausted = "item_retries"
+)
+
+// Result is the outcome of one item run, on fleet.results.<job>.
+type Result struct {
+	JobID  string `json:"job_id"`
+	ItemID string `json:"item_id"`
+	Index  int64  `json:"index"`
+	Group  string `json:"group,omitempty"`
+	// Outcome is succeeded, failed, dead_lettered or skipped.
+	Outcome    string `json:"outcome"`
+	Generation int    `json:"generation"`
+	// Attempts is the number of step runs the item took in this generation.
+	Attempts int `json:"attempts"`
+	// Retries is the number of retries (redeliveries after a failure).
+	Retries int `json:"retries"`
+	// Reason is why the item gave up (Reason* constants).
+	Reason     string `json:"reason,omitempty"`
+	Error      string `json:"error,omitempty"`
+	ErrorClass string `json:"error_class,omitempty"`
+	Signature  string `json:"signature,omitempty"`
+	// Output is the last step's stdout tail or handler return value.
+	Output     string    `json:"output,omitempty"`
+	Agent      string    `json:"agent,omitempty"`
+	FinishedAt time.Time `json:"finished_at"`
+	DurationMS int64     `json:"duration_ms"`
+}
+
+// DLQEntry is a dead-lettered item on fleet.dlq.<job> (DESIGN §5).
+type DLQEntry struct {
+	JobID         string          `json:"job_id"`
+	ItemID        string          `json:"item_id"`
+	Index         int64           `json:"index"`
+	Group         string          `json:"group,omitempty"`
+	Pool          string          `json:"pool"`
+	Payload       json.RawMessage `json:"payload"`
+	CorrelationID string          `json:"correlation_id"`
+	// Subject and StreamSeq locate the original work message.
+	Subject    string    `json:"subject"`
+	StreamSeq  uint64    `json:"stream_seq"`
+	Generation int       `json:"generation"`
+	Attempts   []Attempt `json:"attempts"`
+	Reason     string    `json:"reason"`
+	Error      string    `json:"error,omitempty"`
+	ErrorClass string    `json:"error_class,omitempty"`
+	// Signature is a stable hash of the normalised error.
+	Signature      string    `json:"signature,omitempty"`
+	ReplayCount    int       `json:"replay_count"`
+	DeadLetteredAt time.Time `json:"dead_lettered_at"`
+	Agent          string    `json:"agent,omitempty"`
+}

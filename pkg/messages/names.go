@@ -1,0 +1,165 @@
+package messages
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the subject prefix and resource-name stem used when none
+// is configured.
+const DefaultPrefix = "fleet"
+
+// DefaultPool is the agent pool a job runs on when its spec names none.
+const DefaultPool = "default"
+
+// Header names set on jetfleet messages.
+const (
+	// HeaderMsgID is JetStream's de-duplication header.
+	HeaderMsgID = "Nats-Msg-Id"
+	// HeaderJobID carries the job id on work, result, DLQ and event messages.
+	HeaderJobID = "Fleet-Job-Id"
+	// HeaderItemID carries the (unencoded) item id on work, result and DLQ messages.
+	HeaderItemID = "Fleet-Item-Id"
+	// HeaderCorrelationID carries an item's correlation id, kept across replays.
+	HeaderCorrelationID = "Fleet-Correlation-Id"
+	// HeaderEventType carries the event type on FLEET_EVENTS messages.
+	HeaderEventType = "Fleet-Event-Type"
+)
+
+// Names derives every subject, stream, consumer and bucket name from one
+// prefix, so that several independent fleets can share a NATS account.
+// The zero value is not usable; build one with [NewNames].
+type Names struct {
+	Prefix string
+	upper  string
+}
+
+// NewNames returns the names for prefix (DefaultPrefix when empty). The
+// prefix must be a valid subject token.
+func NewNames(prefix string) (Names, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if err := ValidToken(prefix); err != nil {
+		return Names{}, fmt.Errorf("prefix: %w", err)
+	}
+	return Names{Prefix: prefix, upper: strings.ToUpper(prefix)}, nil
+}
+
+// MustNames is NewNames that panics on an invalid prefix; for constants and tests.
+func MustNames(prefix string) Names {
+	n, err := NewNames(prefix)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// Streams.
+func (n Names) JobsStream() string    { return n.upper + "_JOBS" }
+func (n Names) WorkStream() string    { return n.upper + "_WORK" }
+func (n Names) ResultsStream() string { return n.upper + "_RESULTS" }
+func (n Names) DLQStream() string     { return n.upper + "_DLQ" }
+func (n Names) EventsStream() string  { return n.upper + "_EVENTS" }
+
+// AdvisoriesStream captures MAX_DELIVERIES advisories of the work stream.
+func (n Names) AdvisoriesStream() string { return n.upper + "_ADVISORIES" }
+
+// KV buckets.
+func (n Names) JobsBucket() string   { return n.Prefix + "_jobs" }
+func (n Names) BudgetBucket() string { return n.Prefix + "_budget" }
+func (n Names) ItemsBucket() string  { return n.Prefix + "_items" }
+
+// InputsBucket is the object store bucket that holds uploaded job inputs.
+func (n Names) InputsBucket() string { return n.Prefix + "_inputs" }
+
+// AgentsConsumer is the durable pull consumer shared by a pool's agents.
+func (n Names) AgentsConsumer(pool string) string { return "agents-" + pool }
+
+// JobsSubmitSubject is the durable intake subject (stream FLEET_JOBS).
+func (n Names) JobsSubmitSubject() string { return n.Prefix + ".jobs.submit" }
+
+// WorkSubject is the subject an item of job is published to for pool.
+func (n Names) WorkSubject(pool, job string) string {
+	return n.Prefix + ".work." + pool + "." + job
+}
+
+// WorkPoolFilter matches every work subject of pool.
+func (n Names) WorkPoolFilter(pool string) string { return n.Prefix + ".work." + pool + ".>" }
+
+// WorkFilter matches every work subject.
+func (n Names) WorkFilter() string { return n.Prefix + ".work.>" }
+
+// ResultSubject carries the outcomes of job's item runs.
+func (n Names) ResultSubject(job string) string { return n.Prefix + ".results." + job }
+
+// ResultsFilter matches every result subject.
+func (n Names) ResultsFilter() string { return n.Prefix + ".results.>" }
+
+// DLQSubject carries job's dead-letter entries.
+func (n Names) DLQSubject(job string) string { return n.Prefix + ".dlq." + job }
+
+// DLQFilter matches every dead-letter subject.
+func (n Names) DLQFilter() string { return n.Prefix + ".dlq.>" }
+
+// EventSubject carries events of type typ for job.
+func (n Names) EventSubject(job, typ string) string {
+	return n.Prefix + ".events." + job + "." + typ
+}
+
+// EventsFilter matches every event subject.
+func (n Names) EventsFilter() string { return n.Prefix + ".events.>" }
+
+// APISubject is the subject of an API endpoint such as "jobs.submit".
+func (n Names) APISubject(endpoint string) string { return n.Prefix + ".api." + endpoint }
+
+// MaxDeliveriesAdvisory is the advisory subject the server emits when a
+// message of the work stream exhausts MaxDeliver on consumer (or "*").
+func (n Names) MaxDeliveriesAdvisory(consumer string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + n.WorkStream() + "." + consumer
+}
+
+// ValidToken reports whether s can be used as a job id, pool or prefix: a
+// non-empty subject token of letters, digits, '-' and '_', at most 128 bytes.
+func ValidToken(s string) error {
+	if s == "" {
+		return fmt.Errorf("must not be empty")
+	}
+	if len(s) > MaxTokenLen {
+		return fmt.Errorf("is %d bytes long, the limit is %d", len(s), MaxTokenLen)
+	}
+	for i, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return fmt.Errorf("invalid character %q at offset %d (allowed: letters, digits, '-', '_')", r, i)
+		}
+	}
+	return nil
+}
+
+// MaxTokenLen bounds job ids and pool names.
+const MaxTokenLen = 128
+
+// EncodeItemID encodes an item id (which may hold any bytes) so that it can
+// be used in a subject token, a Nats-Msg-Id or a KV key: unpadded base64url.
+// It never truncates.
+func EncodeItemID(id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(id))
+}
+
+// DecodeItemID reverses EncodeItemID.
+func DecodeItemID(enc string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return "", fmt.Errorf("messages: decode item id %q: %w", enc, err)
+	}
+	return string(b), nil
+}
+
+// ItemKey is the fleet_items KV key of an item.
+func ItemKey(job, itemID string) string { return job + "." + EncodeItemID(itemID) }
+
+// WorkMsgID is the de-duplication id of a work message.
+func WorkMsgID(job, itemID string, generation int) string {
+	return fmt.Sprintf("%s/%s/%d", job, EncodeItemID(itemID), generation)
+}

@@ -1,0 +1,97 @@
+package messages
+
+import "time"
+
+// Job states.
+const (
+	StatePending   = "pending"
+	StateRunning   = "running"
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+	StateStopped   = "stopped"
+	StateCancelled = "cancelled"
+	// StateRejected is the state of a durable submission that failed validation.
+	StateRejected = "rejected"
+)
+
+// TerminalState reports whether a job in state s is finished.
+func TerminalState(s string) bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateStopped, StateCancelled, StateRejected:
+		return true
+	}
+	return false
+}
+
+// Completion reasons.
+const (
+	CompletionAllCompleted     = "all_completed"
+	CompletionMinGroups        = "min_groups_reached"
+	CompletionDeadline         = "deadline_expired"
+	CompletionMaxFailures      = "max_failures"
+	CompletionFailureThreshold = "failure_threshold"
+	CompletionFirstFailure     = "first_failure"
+	CompletionItemStop         = "item_failure_stop"
+	CompletionCancelled        = "cancelled"
+)
+
+// JobStatus is a job's status (DESIGN §7). When the job ends,
+// Succeeded+DeadLettered+Skipped+NotRun+Failed == Items.
+type JobStatus struct {
+	ID               string       `json:"id"`
+	Name             string       `json:"name,omitempty"`
+	Pool             string       `json:"pool"`
+	State            string       `json:"state"`
+	Items            int64        `json:"items"`
+	Published        int64        `json:"published"`
+	Succeeded        int64        `json:"succeeded"`
+	Failed           int64        `json:"failed"`
+	DeadLettered     int64        `json:"dead_lettered"`
+	Skipped          int64        `json:"skipped"`
+	NotRun           int64        `json:"not_run"`
+	Retries          int64        `json:"retries"`
+	Budget           BudgetStatus `json:"budget"`
+	CompletionReason string       `json:"completion_reason,omitempty"`
+	// Success is false for a finished best-effort job with too few groups.
+	Groups      map[string]GroupStatus `json:"groups,omitempty"`
+	Problems    []FieldError           `json:"problems,omitempty"`
+	Errors      []ErrorSummary         `json:"errors,omitempty"`
+	LateResults int64                  `json:"late_results,omitempty"`
+	SubmittedAt time.Time              `json:"submitted_at"`
+	StartedAt   *time.Time             `json:"started_at,omitempty"`
+	FinishedAt  *time.Time             `json:"finished_at,omitempty"`
+}
+
+// Done is the number of items in a terminal state.
+func (s *JobStatus) Done() int64 {
+	return s.Succeeded + s.Failed + s.DeadLettered + s.Skipped + s.NotRun
+}
+
+// BudgetStatus is the job retry budget as seen in the status.
+type BudgetStatus struct {
+	Total            int    `json:"total"`
+	PerItemMax       int    `json:"per_item_max"`
+	Consumed         int    `json:"consumed"`
+	Exhausted        bool   `json:"exhausted"`
+	RequestedTotal   string `json:"requested_total,omitempty"`
+	RequestedPerItem string `json:"requested_per_item,omitempty"`
+	ClampedBy        string `json:"clamped_by,omitempty"`
+	DeniedJob        int64  `json:"denied_job,omitempty"`
+	DeniedItem       int64  `json:"denied_item,omitempty"`
+}
+
+// GroupStatus is the progress of one best-effort group.
+type GroupStatus struct {
+	Items     int64 `json:"items"`
+	Done      int64 `json:"done"`
+	Succeeded int64 `json:"succeeded"`
+}
+
+// ErrorSummary groups failed items by error signature (error_collection: aggregate).
+type ErrorSummary struct {
+	Signature string   `json:"signature"`
+	Class     string   `json:"class,omitempty"`
+	Message   string   `json:"message"`
+	Count     int64    `json:"count"`
+	Items     []string `json:"items,omitempty"`
+}
