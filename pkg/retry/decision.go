@@ -1,0 +1,225 @@
+package retry
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// State is a step's retry state, persisted between attempts (in
+// messages.ItemState, see [StateFromItem] and [State.ApplyTo]) so that any
+// agent, after any restart, continues where the last one stopped. The zero
+// State is a step that has not failed yet; reset it when the item moves on
+// to another step. It marshals to JSON with snake_case names and humantime
+// durations.
+type State struct {
+	// Attempts is the number of failed runs of the step so far.
+	Attempts int
+	// FirstFailure is when the step first failed.
+	FirstFailure time.Time
+	// BudgetExpiry is FirstFailure + retry_budget; zero when no budget.
+	BudgetExpiry time.Time
+	// DelaySpent is the cumulative backoff delay granted so far.
+	DelaySpent time.Duration
+	// LastDelay is the last backoff granted (decorrelated jitter grows from it).
+	LastDelay time.Duration
+}
+
+type stateJSON struct {
+	Attempts     int               `json:"attempts"`
+	FirstFailure *time.Time        `json:"first_failure,omitempty"`
+	BudgetExpiry *time.Time        `json:"budget_expiry,omitempty"`
+	DelaySpent   messages.Duration `json:"delay_spent"`
+	LastDelay    messages.Duration `json:"last_delay"`
+}
+
+// MarshalJSON writes {"attempts", "first_failure", "budget_expiry",
+// "delay_spent", "last_delay"}.
+func (s State) MarshalJSON() ([]byte, error) {
+	j := stateJSON{Attempts: s.Attempts, DelaySpent: messages.Duration(s.DelaySpent), LastDelay: messages.Duration(s.LastDelay)}
+	if !s.FirstFailure.IsZero() {
+		j.FirstFailure = &s.FirstFailure
+	}
+	if !s.BudgetExpiry.IsZero() {
+		j.BudgetExpiry = &s.BudgetExpiry
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *State) UnmarshalJSON(b []byte) error {
+	var j stateJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = State{Attempts: j.Attempts, DelaySpent: j.DelaySpent.D(), LastDelay: j.LastDelay.D()}
+	if j.FirstFailure != nil {
+		s.FirstFailure = *j.FirstFailure
+	}
+	if j.BudgetExpiry != nil {
+		s.BudgetExpiry = *j.BudgetExpiry
+	}
+	return nil
+}
+
+// StateFromItem reads the current step's retry state from an item's state:
+// StepAttempt, StepFirstFailure, StepBudgetExpiry, StepDelaySpent, LastDelay.
+func StateFromItem(is *messages.ItemState) State {
+	if is == nil {
+		return State{}
+	}
+	s := State{
+		Attempts:     is.StepAttempt,
+		FirstFailure: is.StepFirstFailure,
+		DelaySpent:   is.StepDelaySpent.D(),
+		LastDelay:    is.LastDelay.D(),
+	}
+	if is.StepBudgetExpiry != nil {
+		s.BudgetExpiry = *is.StepBudgetExpiry
+	}
+	return s
+}
+
+// ApplyTo writes s into the Step* fields and LastDelay of is.
+func (s State) ApplyTo(is *messages.ItemState) {
+	is.StepAttempt = s.Attempts
+	is.StepFirstFailure = s.FirstFailure
+	is.StepBudgetExpiry = nil
+	if !s.BudgetExpiry.IsZero() {
+		t := s.BudgetExpiry
+		is.StepBudgetExpiry = &t
+	}
+	is.StepDelaySpent = messages.Duration(s.DelaySpent)
+	is.LastDelay = messages.Duration(s.LastDelay)
+}
+
+// Action is the kind of a [Decision].
+type Action int
+
+// Actions. Their String values are those of messages.Attempt.Decision.
+const (
+	// ActionRetry: run the step again after Decision.Delay (NakWithDelay).
+	ActionRetry Action = iota + 1
+	// ActionGiveUp: stop retrying; Decision.Reason and Decision.Err say why, and
+	// the step's on_failure ([Policy.OnFailure]) says what follows.
+	ActionGiveUp
+	// ActionSnooze: run the step again after Decision.Delay without counting the
+	// failure (no attempt, no budget spent).
+	ActionSnooze
+)
+
+func (a Action) String() string {
+	switch a {
+	case ActionRetry:
+		return "retry"
+	case ActionGiveUp:
+		return "give_up"
+	case ActionSnooze:
+		return "snooze"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// Decision is what follows a failed attempt.
+type Decision struct {
+	Action Action
+	// Delay is the backoff before the next run (ActionRetry and ActionSnooze).
+	Delay time.Duration
+	// Reason is why the step gives up: messages.ReasonAttempts,
+	// ReasonRetryBudget, ReasonNotRetryable or ReasonPermanent ("" otherwise).
+	Reason string
+	// Err is a *GiveUpError wrapping the last error (ActionGiveUp only), so
+	// errors.Is(d.Err, lastErr) and errors.Is(d.Err, ErrBudgetExhausted) hold.
+	Err error
+	// Class is the error class of the failure ([Classify]).
+	Class string
+	// State is the updated retry state, to persist before acting.
+	State State
+}
+
+// Decide decides what follows a failed attempt of the step, given the state
+// before this failure and the current time. It never sleeps. In order:
+//
+//  1. a [Permanent] marker gives up with reason permanent;
+//  2. a [Snooze] marker snoozes: the state is returned unchanged;
+//  3. the failure is counted (at the first one, FirstFailure = now and
+//     BudgetExpiry = now + retry_budget);
+//  4. an error no retry_on matcher matches gives up with not_retryable
+//     (an [After] marker is always retryable);
+//  5. after `attempts` failed runs it gives up with attempts;
+//  6. the delay is computed ([Policy.Delay], or the [After] delay);
+//  7. with a retry_budget, it gives up with retry_budget when now >=
+//     BudgetExpiry or DelaySpent + delay > retry_budget;
+//  8. otherwise it retries after the delay, adding it to DelaySpent.
+//
+// r is the jitter source (nil = [DefaultRand]).
+func (p *Policy) Decide(now time.Time, st State, f Failure, r Rand) Decision {
+	return p.decide(now, st, f, r, p.Retryable(f))
+}
+
+func (p *Policy) decide(now time.Time, st State, f Failure, r Rand, retryable bool) Decision {
+	err := f.Error()
+	class := Classify(f)
+	if IsPermanent(err) {
+		return p.giveUp(p.count(now, st), messages.ReasonPermanent, err, class)
+	}
+	if d, ok := SnoozeDelay(err); ok {
+		return Decision{Action: ActionSnooze, Delay: max(d, 0), Class: class, State: st}
+	}
+	st = p.count(now, st)
+	after, isAfter := AfterDelay(err)
+	if !retryable && !isAfter {
+		return p.giveUp(st, messages.ReasonNotRetryable, err, class)
+	}
+	if st.Attempts >= p.attempts {
+		return p.giveUp(st, messages.ReasonAttempts, err, class)
+	}
+	var d time.Duration
+	if isAfter {
+		d = max(after, 0) // honoured as given: clamp to [0, max(max_delay, d)]
+	} else {
+		d = p.Delay(st.Attempts, st.LastDelay, r)
+	}
+	if p.hasBudget && (!now.Before(st.BudgetExpiry) || d > p.budget-st.DelaySpent) {
+		return p.giveUp(st, messages.ReasonRetryBudget, err, class)
+	}
+	st.DelaySpent = addSat(st.DelaySpent, d)
+	st.LastDelay = d
+	return Decision{Action: ActionRetry, Delay: d, Class: class, State: st}
+}
+
+// count records one more failed attempt in st.
+func (p *Policy) count(now time.Time, st State) State {
+	if st.Attempts <= 0 || st.FirstFailure.IsZero() {
+		st.FirstFailure = now
+	}
+	if st.Attempts < 0 {
+		st.Attempts = 0
+	}
+	st.Attempts++
+	if p.hasBudget && st.BudgetExpiry.IsZero() {
+		st.BudgetExpiry = st.FirstFailure.Add(p.budget)
+	}
+	return st
+}
+
+func (p *Policy) giveUp(st State, reason string, err error, class string) Decision {
+	return Decision{
+		Action: ActionGiveUp,
+		Reason: reason,
+		Err:    &GiveUpError{Reason: reason, Attempts: st.Attempts, Err: err},
+		Class:  class,
+		State:  st,
+	}
+}
+
+// addSat is a + b, saturating at math.MaxInt64 (both are >= 0).
+func addSat(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

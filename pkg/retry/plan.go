@@ -1,0 +1,41 @@
+package retry
+
+import (
+	"errors"
+	"time"
+)
+
+// Plan is the retry timeline of a policy when every attempt fails at once
+// (run time counts for nothing, as for the retry budget).
+type Plan struct {
+	// Delays are the backoffs before retries 1, 2, ….
+	Delays []time.Duration
+	// Total is the sum of Delays.
+	Total time.Duration
+	// StoppedBy is what ends the retries: messages.ReasonAttempts or
+	// messages.ReasonRetryBudget.
+	StoppedBy string
+}
+
+var errPlanned = errors.New("planned failure")
+
+// Plan runs [Policy.Decide] over a simulated clock with failures that are
+// always retryable, and returns the delays it grants and what stops them.
+// r is the jitter source; use [Policy.WithoutJitter] for the documented
+// timeline.
+func (p *Policy) Plan(r Rand) Plan {
+	now := time.Unix(0, 0).UTC()
+	var st State
+	plan := Plan{Delays: []time.Duration{}}
+	for {
+		d := p.decide(now, st, Failure{Err: errPlanned}, r, true)
+		if d.Action != ActionRetry {
+			plan.StoppedBy = d.Reason
+			return plan
+		}
+		plan.Delays = append(plan.Delays, d.Delay)
+		plan.Total = addSat(plan.Total, d.Delay)
+		now = now.Add(d.Delay)
+		st = d.State
+	}
+}
