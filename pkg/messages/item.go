@@ -78,6 +78,14 @@ type ItemState struct {
 	Outputs      []string  `json:"outputs,omitempty"`
 	FirstFailure time.Time `json:"first_failure"`
 	History      []Attempt `json:"history"`
+	// Final is set (to an Outcome*) once the item gave up and its terminal
+	// outcome is being recorded: a redelivery then re-finalises the item
+	// (idempotent DLQ publish, result, Term) instead of running it again.
+	Final string `json:"final,omitempty"`
+	// Reason, Error and ErrorClass describe the give-up when Final is set.
+	Reason     string `json:"reason,omitempty"`
+	Error      string `json:"error,omitempty"`
+	ErrorClass string `json:"error_class,omitempty"`
 }
 
 // Item outcomes.
