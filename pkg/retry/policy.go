@@ -325,7 +325,7 @@ func fibonacciDelay(i time.Duration, n int, limit time.Duration) time.Duration {
 	if i >= limit {
 		return limit
 	}
-	most := int64(limit / i) // fib(n) above this means i·fib(n) > limit
+	most := int64(limit / i)   // fib(n) above this means i·fib(n) > limit
 	a, b := int64(1), int64(1) // fib(1), fib(2)
 	for k := 3; k <= n; k++ {
 		if a > most-b {
