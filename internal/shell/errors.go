@@ -1,0 +1,38 @@
+package shell
+
+import "errors"
+
+// Errors of template expansion. A *RefError wraps one of them.
+var (
+	// ErrItemField: an ${item...} reference names a field the item lacks, or
+	// the item is not valid JSON.
+	ErrItemField = errors.New("shell: item field not found")
+	// ErrEnvUnset: an ${env.NAME} reference names an unset variable.
+	ErrEnvUnset = errors.New("shell: environment variable not set")
+	// ErrNoMap: a ${map.*} reference outside a reduce step.
+	ErrNoMap = errors.New("shell: map values are only available in reduce steps")
+	// ErrUnsafePosition: a reference stands where no quoting can keep its
+	// value a literal (inside `...`, a here-document, ${...} or $((...)),
+	// after a backslash, or after bash's $'...' quoting).
+	ErrUnsafePosition = errors.New("shell: reference cannot be quoted safely here")
+	// ErrNUL: a value holds a NUL byte, which no shell argument, script or
+	// environment variable can carry.
+	ErrNUL = errors.New("shell: value contains a NUL byte")
+	// ErrUnknownRef: a reference outside the template grammar (only a
+	// Template built by hand, not by messages.ParseTemplate, has one).
+	ErrUnknownRef = errors.New("shell: unknown reference")
+)
+
+// Errors of [Run]. [Result.AsError] returns a *RunError matching one of them.
+var (
+	// ErrStart: the process could not be started (bad directory, NUL byte in
+	// the script or environment, unsupported platform, ...).
+	ErrStart = errors.New("shell: cannot start")
+	// ErrTimeout: the step ran longer than its timeout and was killed.
+	ErrTimeout = errors.New("shell: timeout")
+	// ErrCancelled: the caller's context ended while the step ran.
+	ErrCancelled = errors.New("shell: cancelled")
+	// ErrExit: the process exited with a non-zero status or died of a signal
+	// it was not sent by Run.
+	ErrExit = errors.New("shell: command failed")
+)

@@ -1,0 +1,38 @@
+package shell
+
+import "strings"
+
+// Quote returns s as one literal POSIX shell word: single-quoted, with each
+// embedded single quote written as '\'' (close, escaped quote, reopen). The
+// empty string becomes ''. Nothing inside the result is special to the
+// shell: not $, `, \, ", globs, spaces or newlines.
+func Quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// quoteInSingle encodes s for a position already inside '...': embedded
+// single quotes close the quotes, add an escaped quote and reopen them.
+func quoteInSingle(s string) string {
+	return strings.ReplaceAll(s, "'", `'\''`)
+}
+
+// quoteInDouble encodes s for a position inside "...": the four characters
+// a backslash escapes there ($ ` " \) get one. A newline stays as it is
+// (a backslash before it would be a line continuation).
+func quoteInDouble(s string) string {
+	if !strings.ContainsAny(s, "$`\"\\") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '$', '`', '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}

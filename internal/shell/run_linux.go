@@ -1,0 +1,149 @@
+package shell
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Run runs c.Script with /bin/sh -c in a process group of its own, stdin
+// from /dev/null, and waits for it. Run is safe for concurrent use.
+//
+// When c.Timeout expires or ctx ends, the whole group gets SIGTERM, then
+// SIGKILL after c.KillGrace. When the shell itself exits, whatever it left
+// running in its group (background jobs) is killed with SIGKILL, so a step
+// leaves nothing behind. Output pipes held open by processes that left the
+// group (setsid, daemons) are closed c.KillGrace after the shell exits.
+//
+// The group is only ever signalled while its leader, the shell, is not yet
+// reaped, so its id cannot have been reused by another process group.
+//
+// Run does not return an error: failures to start are in Result.Err, and
+// [Result.Failed], [Result.Message] and [Result.AsError] describe the rest.
+func Run(ctx context.Context, c Command) Result {
+	c = c.withDefaults()
+	res := Result{ExitCode: -1, timeout: c.Timeout}
+	if err := c.check(); err != nil {
+		res.Err = startError(err)
+		return res
+	}
+	if ctx.Err() != nil {
+		res.Cancelled, res.cause = true, context.Cause(ctx)
+		return res
+	}
+
+	stdout, stderr := newTailWriter(c.TailBytes), newTailWriter(c.TailBytes)
+	cmd := exec.Command(shellPath, "-c", c.Script)
+	cmd.Env = append(os.Environ(), c.Env...)
+	cmd.Dir = c.Dir
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = c.KillGrace
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		res.Err = startError(err)
+		res.Duration = time.Since(start)
+		return res
+	}
+	pgid := cmd.Process.Pid // Setpgid with Pgid 0: the group is named after the shell
+
+	exited := make(chan error, 1)
+	go func() { exited <- waitExited(pgid) }()
+
+	stopBeat := make(chan struct{})
+	var beats sync.WaitGroup
+	if c.Heartbeat != nil {
+		beats.Go(func() { heartbeat(c.Heartbeat, c.HeartbeatInterval, stopBeat) })
+	}
+
+	var timeoutC <-chan time.Time
+	if c.Timeout > 0 {
+		t := time.NewTimer(c.Timeout)
+		defer t.Stop()
+		timeoutC = t.C
+	}
+
+	var waitErr error
+	done := false
+	select {
+	case waitErr = <-exited:
+		done = true
+	case <-timeoutC:
+		res.TimedOut = true
+	case <-ctx.Done():
+		res.Cancelled, res.cause = true, context.Cause(ctx)
+	}
+	if !done {
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		grace := time.NewTimer(c.KillGrace)
+		select {
+		case waitErr = <-exited:
+		case <-grace.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			waitErr = <-exited
+		}
+		grace.Stop()
+	}
+	// The shell has exited but is not reaped: the group id is still ours.
+	// Kill what it left behind, so Wait is not held up by their pipes and
+	// nothing outlives the step.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	close(stopBeat)
+	beats.Wait()
+
+	err := cmd.Wait()
+	res.Duration = time.Since(start)
+	res.Stdout, res.StdoutBytes = stdout.String(), stdout.Total()
+	res.Stderr, res.StderrBytes = stderr.String(), stderr.Total()
+	if st := cmd.ProcessState; st != nil {
+		res.ExitCode = st.ExitCode()
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal = ws.Signal()
+		}
+	}
+	if waitErr != nil {
+		res.Err = fmt.Errorf("shell: waiting for the process: %w", waitErr)
+	} else if err != nil && cmd.ProcessState == nil {
+		res.Err = fmt.Errorf("shell: waiting for the process: %w", err)
+	}
+	// exec.ErrWaitDelay (pipes closed while an escaped process held them)
+	// and *exec.ExitError are described by the fields above.
+	return res
+}
+
+// waitExited blocks until the process pid has exited, without reaping it.
+func waitExited(pid int) error {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+func heartbeat(beat func(), every time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			select {
+			case <-stop: // the process ended while the tick was pending
+				return
+			default:
+			}
+			beat()
+		}
+	}
+}
