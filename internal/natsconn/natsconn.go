@@ -1,0 +1,87 @@
+// Package natsconn builds NATS connections for jetfleet's binaries from the
+// common flags: server URL, credentials and TLS files.
+package natsconn
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Options are the connection settings shared by every binary.
+type Options struct {
+	// URL of the server(s), comma-separated. Empty = none (callers may
+	// start an embedded server).
+	URL string
+	// Creds is a NATS credentials file (JWT + nkey seed).
+	Creds string
+	// NKey is an nkey seed file.
+	NKey string
+	// User and Password for user/password auth.
+	User, Password string
+	// TLS client certificate, key and CA files.
+	TLSCert, TLSKey, TLSCA string
+	// Name of the connection, shown by the server.
+	Name string
+}
+
+// Register adds --server, --creds, --nkey, --user, --password and the TLS
+// flags to fs, with defaults from getenv (NATS_URL, NATS_CREDS, NATS_NKEY,
+// NATS_USER, NATS_PASSWORD).
+func (o *Options) Register(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&o.URL, "server", getenv("NATS_URL"), "NATS server URL(s), comma-separated (env NATS_URL)")
+	fs.StringVar(&o.Creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
+	fs.StringVar(&o.NKey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
+	fs.StringVar(&o.User, "user", getenv("NATS_USER"), "NATS user (env NATS_USER)")
+	fs.StringVar(&o.Password, "password", getenv("NATS_PASSWORD"), "NATS password (env NATS_PASSWORD)")
+	fs.StringVar(&o.TLSCert, "tls-cert", "", "TLS client certificate file")
+	fs.StringVar(&o.TLSKey, "tls-key", "", "TLS client key file")
+	fs.StringVar(&o.TLSCA, "tls-ca", "", "TLS CA file to verify the server")
+}
+
+// Connect connects to o.URL (or url when o.URL is empty), reconnecting
+// forever once connected.
+func (o Options) Connect(url string) (*nats.Conn, error) {
+	if o.URL != "" {
+		url = o.URL
+	}
+	if url == "" {
+		return nil, errors.New("natsconn: no server URL (use --server or NATS_URL)")
+	}
+	opts := []nats.Option{
+		nats.Name(o.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(false),
+	}
+	if o.Creds != "" {
+		opts = append(opts, nats.UserCredentials(o.Creds))
+	}
+	if o.NKey != "" {
+		opt, err := nats.NkeyOptionFromSeed(o.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("natsconn: --nkey: %w", err)
+		}
+		opts = append(opts, opt)
+	}
+	if o.User != "" {
+		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	}
+	if o.TLSCert != "" || o.TLSKey != "" {
+		if o.TLSCert == "" || o.TLSKey == "" {
+			return nil, errors.New("natsconn: --tls-cert and --tls-key go together")
+		}
+		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
+	}
+	if o.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(o.TLSCA))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("natsconn: connect %s: %w", url, err)
+	}
+	return nc, nil
+}
