@@ -1,0 +1,56 @@
+package expand
+
+import "fmt"
+
+// DefaultMaxGroups bounds the number of distinct groups Count accepts. See
+// WithMaxGroups.
+const DefaultMaxGroups = 10_000
+
+// Option configures Open and Count.
+type Option func(*config) error
+
+type config struct {
+	maxDocumentBytes int64
+	maxGroups        int
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := config{maxDocumentBytes: DefaultMaxDocumentBytes, maxGroups: DefaultMaxGroups}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return config{}, err
+		}
+	}
+	return c, nil
+}
+
+// WithMaxDocumentBytes bounds the size of an input that must be read whole
+// because its json_path cannot be streamed (see Open). Inputs read through a
+// streamable json_path have no size limit. Defaults to
+// DefaultMaxDocumentBytes (64 MiB); n must be positive.
+func WithMaxDocumentBytes(n int64) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: WithMaxDocumentBytes(%d): must be positive", ErrSpec, n)
+		}
+		c.maxDocumentBytes = n
+		return nil
+	}
+}
+
+// WithMaxGroups bounds how many distinct groups group_by may yield: Count
+// fails with ErrTooManyGroups beyond it, so a group_by on a per-item field
+// cannot make the group table as large as the input. Defaults to
+// DefaultMaxGroups (10,000); n must be positive.
+func WithMaxGroups(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: WithMaxGroups(%d): must be positive", ErrSpec, n)
+		}
+		c.maxGroups = n
+		return nil
+	}
+}
