@@ -152,7 +152,9 @@ type Decision struct {
 //  5. after `attempts` failed runs it gives up with attempts;
 //  6. the delay is computed ([Policy.Delay], or the [After] delay);
 //  7. with a retry_budget, it gives up with retry_budget when now >=
-//     BudgetExpiry or DelaySpent + delay > retry_budget;
+//     BudgetExpiry (a wall-clock deadline, so run time after the first
+//     failure uses it up too) or DelaySpent + delay > retry_budget (the
+//     delay accounting, which ignores run time);
 //  8. otherwise it retries after the delay, adding it to DelaySpent.
 //
 // r is the jitter source (nil = [DefaultRand]).
