@@ -25,12 +25,15 @@ var durationUnits = []struct {
 	name string
 	d    time.Duration
 }{
-	// Longest names first so "ms" wins over "m".
-	{"ms", time.Millisecond}, {"us", time.Microsecond}, {"µs", time.Microsecond}, {"ns", time.Nanosecond},
+	{"ns", time.Nanosecond}, {"us", time.Microsecond}, {"µs", time.Microsecond}, {"ms", time.Millisecond},
 	{"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}, {"w", 7 * 24 * time.Hour},
 }
 
+const unitsHint = "use ns, us, ms, s, m, h, d or w, e.g. \"30s\""
+
 // ParseDuration parses a humantime duration. Negative durations are rejected.
+// The arithmetic is exact on integers, so ParseDuration(d.String()) == d
+// for every non-negative d.
 func ParseDuration(s string) (Duration, error) {
 	orig := s
 	s = strings.TrimSpace(s)
@@ -43,7 +46,10 @@ func ParseDuration(s string) (Duration, error) {
 	if s[0] == '-' {
 		return 0, fmt.Errorf("%w %q: must not be negative", ErrBadDuration, orig)
 	}
-	var total float64
+	tooLarge := func() error {
+		return fmt.Errorf("%w %q: too large (max %s)", ErrBadDuration, orig, Duration(math.MaxInt64))
+	}
+	var total int64
 	sawUnit := false
 	for len(s) > 0 {
 		s = strings.TrimLeft(s, " ")
@@ -57,38 +63,66 @@ func ParseDuration(s string) (Duration, error) {
 		if i == 0 {
 			return 0, fmt.Errorf("%w %q: expected a number at %q", ErrBadDuration, orig, s)
 		}
-		num, err := strconv.ParseFloat(s[:i], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%w %q: bad number %q", ErrBadDuration, orig, s[:i])
+		num := s[:i]
+		intPart, fracPart, _ := strings.Cut(num, ".")
+		if strings.Contains(fracPart, ".") || intPart == "" && fracPart == "" {
+			return 0, fmt.Errorf("%w %q: bad number %q", ErrBadDuration, orig, num)
 		}
 		s = strings.TrimLeft(s[i:], " ")
+		j := 0
+		for j < len(s) && !(s[j] >= '0' && s[j] <= '9' || s[j] == ' ' || s[j] == '.') {
+			j++
+		}
+		word := s[:j]
+		if word == "" {
+			return 0, fmt.Errorf("%w %q: missing unit after %q (%s)", ErrBadDuration, orig, num, unitsHint)
+		}
 		unit := time.Duration(0)
 		for _, u := range durationUnits {
-			if strings.HasPrefix(s, u.name) {
-				unit, s = u.d, s[len(u.name):]
+			if word == u.name {
+				unit = u.d
 				break
 			}
 		}
 		if unit == 0 {
-			if s == "" {
-				return 0, fmt.Errorf("%w %q: missing unit (use ns, us, ms, s, m, h, d or w, e.g. \"30s\")", ErrBadDuration, orig)
+			return 0, fmt.Errorf("%w %q: unknown unit %q (%s)", ErrBadDuration, orig, word, unitsHint)
+		}
+		s = s[j:]
+		// Integer part, exactly.
+		var v int64
+		for k := 0; k < len(intPart); k++ {
+			if v > (math.MaxInt64-9)/10 {
+				return 0, tooLarge()
 			}
-			return 0, fmt.Errorf("%w %q: unknown unit at %q (use ns, us, ms, s, m, h, d or w)", ErrBadDuration, orig, s)
+			v = v*10 + int64(intPart[k]-'0')
 		}
-		// A unit must be followed by a digit, a space or the end ("5mins" is not "5m"+"ins").
-		if s != "" && !(s[0] >= '0' && s[0] <= '9' || s[0] == ' ' || s[0] == '.') {
-			return 0, fmt.Errorf("%w %q: unknown unit at %q (use ns, us, ms, s, m, h, d or w)", ErrBadDuration, orig, s)
+		if v > math.MaxInt64/int64(unit) {
+			return 0, tooLarge()
 		}
-		total += num * float64(unit)
+		v *= int64(unit)
+		// Fraction part, rounded to the nearest nanosecond.
+		if fracPart != "" {
+			var f, scale int64 = 0, 1
+			for k := 0; k < len(fracPart) && scale < 1e17; k++ {
+				f = f*10 + int64(fracPart[k]-'0')
+				scale *= 10
+			}
+			add := int64(math.Round(float64(f) * (float64(unit) / float64(scale))))
+			if v > math.MaxInt64-add {
+				return 0, tooLarge()
+			}
+			v += add
+		}
+		if total > math.MaxInt64-v {
+			return 0, tooLarge()
+		}
+		total += v
 		sawUnit = true
-		if total > float64(math.MaxInt64) {
-			return 0, fmt.Errorf("%w %q: too large (max %s)", ErrBadDuration, orig, Duration(math.MaxInt64))
-		}
 	}
 	if !sawUnit {
-		return 0, fmt.Errorf("%w %q: missing unit", ErrBadDuration, orig)
+		return 0, fmt.Errorf("%w %q: missing unit (%s)", ErrBadDuration, orig, unitsHint)
 	}
-	return Duration(math.Round(total)), nil
+	return Duration(total), nil
 }
 
 // MustDuration parses s or panics; for tests and constants.
@@ -146,34 +180,58 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalJSON writes the humantime string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
-// UnmarshalJSON accepts a humantime string or a {secs, nanos} object.
+// UnmarshalJSON accepts a humantime string, a {secs, nanos} object, or the
+// number 0.
 func (d *Duration) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '{' {
-		var sn struct {
-			Secs  *int64 `json:"secs"`
-			Nanos *int64 `json:"nanos"`
-		}
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&sn); err != nil {
-			return fmt.Errorf("%w: {secs, nanos} form: %v", ErrBadDuration, err)
-		}
-		v, err := DurationFromSecsNanos(sn.Secs, sn.Nanos)
-		if err != nil {
-			return err
-		}
-		*d = v
-		return nil
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadDuration, err)
 	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		if len(b) > 0 && (b[0] >= '0' && b[0] <= '9' || b[0] == '-') {
-			return fmt.Errorf("%w: bare number %s: write a string with a unit, e.g. \"%ss\"", ErrBadDuration, b, b)
-		}
-		return fmt.Errorf("%w: want a string such as \"30s\" or {secs, nanos}, got %s", ErrBadDuration, b)
+	if v == nil {
+		return nil // like encoding/json: null leaves the value unchanged
 	}
-	return d.UnmarshalText([]byte(s))
+	nd, err := durationFromTree(v)
+	if err != nil {
+		return err
+	}
+	*d = nd
+	return nil
+}
+
+// durationFromTree decodes a duration from a generic JSON/YAML value: a
+// humantime string, a {secs, nanos} object, or the number 0.
+func durationFromTree(v any) (Duration, error) {
+	switch x := v.(type) {
+	case string:
+		return ParseDuration(x)
+	case map[string]any:
+		var secs, nanos *int64
+		for _, k := range sortedKeys(x) {
+			n, err := asInt(x[k])
+			if err != nil {
+				return 0, fmt.Errorf("%w: {secs, nanos} form: %s: %v", ErrBadDuration, k, err)
+			}
+			switch k {
+			case "secs":
+				secs = &n
+			case "nanos":
+				nanos = &n
+			default:
+				return 0, fmt.Errorf("%w: {secs, nanos} form: unknown field %q", ErrBadDuration, k)
+			}
+		}
+		return DurationFromSecsNanos(secs, nanos)
+	}
+	if isNumber(v) {
+		if f, err := asFloat(v); err == nil && f == 0 {
+			return 0, nil
+		}
+		n := numberText(v)
+		return 0, fmt.Errorf("%w: bare number %s: write a string with a unit, e.g. \"%ss\"", ErrBadDuration, n, n)
+	}
+	return 0, fmt.Errorf("%w: want a string such as \"30s\" or {secs, nanos}, got %s", ErrBadDuration, describe(v))
 }
 
 // DurationFromSecsNanos builds a Duration from the {secs, nanos} form.

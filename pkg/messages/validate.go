@@ -1,0 +1,496 @@
+package messages
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"regexp/syntax"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Validate checks the spec's values: tokens, required fields, ranges,
+// templates, regexes, and duplicate inline item ids. It reports every
+// problem at once in a *ValidationError with each field's path. The
+// parsers call it; call it yourself on a spec built in code.
+func (s *JobSpec) Validate() error {
+	v := &validator{}
+	v.jobSpec(s)
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: v.problems}
+}
+
+// Validate checks a standalone retry config as a step's retry_config is
+// checked; problem paths are relative to it ("backoff.exponential.base").
+func (rc *RetryConfig) Validate() error {
+	v := &validator{}
+	if rc == nil {
+		return nil
+	}
+	v.retryConfig("", rc, false)
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &ValidationError{Kind: KindRetryConfig, Problems: v.problems}
+}
+
+// validator collects validation problems. bad and given come from the
+// decoder (nil when validating a spec built in code): problems at or under a
+// path that failed to decode are dropped, since the decode problem already
+// says what is wrong there.
+type validator struct {
+	problems []FieldError
+	bad      map[string]bool
+	given    map[string]bool
+}
+
+func (v *validator) addf(path, format string, args ...any) {
+	for b := range v.bad {
+		if under(path, b) {
+			return
+		}
+	}
+	v.problems = append(v.problems, FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// isBad reports whether path or something under it failed to decode: the
+// field was given, even though its value is unusable.
+func (v *validator) isBad(path string) bool {
+	for b := range v.bad {
+		if under(b, path) {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *validator) isGiven(path string) bool { return v.given[path] }
+
+func (v *validator) jobSpec(s *JobSpec) {
+	if s == nil {
+		v.addf("", "no job spec")
+		return
+	}
+	if s.ID != "" {
+		if err := ValidToken(s.ID); err != nil {
+			v.addf("id", "%v", err)
+		}
+	}
+	if s.Pool != "" {
+		if err := ValidToken(s.Pool); err != nil {
+			v.addf("pool", "%v", err)
+		}
+	}
+	if s.GroupBy != "" {
+		v.template("group_by", s.GroupBy, false)
+	}
+	hasItems := len(s.Items) > 0 || v.isBad("items")
+	hasInput := s.Input != "" || v.isBad("input")
+	switch {
+	case hasItems && hasInput:
+		v.addf("input", "set either items or input, not both")
+	case !hasItems && !hasInput:
+		if v.isGiven("items") {
+			v.addf("items", "must not be empty (or set input to read the items from a file)")
+		} else {
+			v.addf("items", "required: set items (inline) or input (a file of items)")
+		}
+	}
+	if s.JSONPath != "" {
+		if !hasInput {
+			v.addf("json_path", "only allowed with input")
+		} else if !strings.HasPrefix(s.JSONPath, "$") {
+			v.addf("json_path", `must start with "$", e.g. "$.items[*]"`)
+		}
+	}
+	if s.MaxParallel < 0 {
+		v.addf("max_parallel", "must be >= 0 (0 = no cap), got %d", s.MaxParallel)
+	}
+	if len(s.AgentTemplate) == 0 && !v.isBad("agent_template") {
+		v.addf("agent_template", "required: at least one step")
+	}
+	for i := range s.AgentTemplate {
+		v.step(IndexPath("agent_template", i), &s.AgentTemplate[i], false)
+	}
+	if s.ErrorPolicy != nil {
+		v.errorPolicy("error_policy", s.ErrorPolicy)
+	}
+	if s.RetryBudget != nil {
+		v.budget("retry_budget", s.RetryBudget)
+	}
+	if s.RetryBudgetPerItem != nil {
+		v.budget("retry_budget_per_item", s.RetryBudgetPerItem)
+	}
+	if s.BestEffort != nil {
+		v.bestEffort("best_effort", s.BestEffort)
+	}
+	for i := range s.Reduce {
+		v.step(IndexPath("reduce", i), &s.Reduce[i], true)
+	}
+	keys := make([]string, 0, len(s.Env))
+	for k := range s.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !validEnvName(k) {
+			v.addf(JoinPath("env", k), "invalid variable name (letters, digits and '_', not starting with a digit)")
+		}
+	}
+	v.items(s)
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *validator) items(s *JobSpec) {
+	seen := make(map[string]int, len(s.Items))
+	for i, raw := range s.Items {
+		p := IndexPath("items", i)
+		if !json.Valid(raw) {
+			v.addf(p, "not valid JSON")
+			continue
+		}
+		id := ItemIdentity(raw, s.IDField, int64(i))
+		if id == "" {
+			idField := s.IDField
+			if idField == "" {
+				idField = DefaultIDField
+			}
+			v.addf(JoinPath(p, idField), "item id must not be empty")
+			continue
+		}
+		if j, dup := seen[id]; dup {
+			v.addf(p, "duplicate item id %q (same as items[%d])", id, j)
+			continue
+		}
+		seen[id] = i
+	}
+}
+
+func (v *validator) step(p string, st *Step, reduce bool) {
+	shellP, handlerP := JoinPath(p, "shell"), JoinPath(p, "handler")
+	hasShell := st.Shell != "" || v.isBad(shellP)
+	hasHandler := st.Handler != "" || v.isBad(handlerP)
+	if st.Shell != "" && strings.TrimSpace(st.Shell) == "" || st.Shell == "" && v.isGiven(shellP) {
+		v.addf(shellP, "must not be empty")
+		hasShell = true
+	}
+	if st.Handler != "" && strings.TrimSpace(st.Handler) == "" || st.Handler == "" && v.isGiven(handlerP) {
+		v.addf(handlerP, "must not be empty")
+		hasHandler = true
+	}
+	switch {
+	case hasShell && hasHandler:
+		v.addf(p, "set only one of shell or handler")
+	case !hasShell && !hasHandler:
+		v.addf(p, "needs one of shell (a command) or handler (a registered Go handler)")
+	}
+	if strings.TrimSpace(st.Shell) != "" {
+		v.template(shellP, st.Shell, reduce)
+	}
+	if len(st.With) > 0 && st.Handler == "" && st.Shell != "" {
+		v.addf(JoinPath(p, "with"), "only allowed with handler (shell steps use ${item.<field>} references)")
+	}
+	if st.Timeout < 0 {
+		v.addf(JoinPath(p, "timeout"), "must not be negative, got %s", st.Timeout)
+	}
+	if st.RetryConfig != nil {
+		v.retryConfig(JoinPath(p, "retry_config"), st.RetryConfig, reduce)
+	}
+}
+
+func (v *validator) template(p, s string, allowMap bool) {
+	t, err := ParseTemplate(s)
+	if err != nil {
+		v.addf(p, "%v", err)
+		return
+	}
+	if !allowMap && t.UsesMap() {
+		v.addf(p, "${map.*} references are only allowed in reduce steps")
+	}
+}
+
+func (v *validator) retryConfig(p string, rc *RetryConfig, reduce bool) {
+	if rc.Attempts != nil && (*rc.Attempts < 1 || *rc.Attempts > MaxAttempts) {
+		v.addf(JoinPath(p, "attempts"), "must be between 1 and %d, got %d", MaxAttempts, *rc.Attempts)
+	}
+	if rc.Backoff != nil {
+		v.backoff(JoinPath(p, "backoff"), rc.Backoff)
+	}
+	v.delayBounds(p, rc.InitialDelay, rc.MaxDelay, rc.Backoff)
+	v.jitterFactor(JoinPath(p, "jitter_factor"), rc.JitterFactor)
+	switch rc.JitterMode {
+	case "", JitterProportional, JitterFull, JitterEqual, JitterDecorrelated:
+	default:
+		modes := []string{string(JitterProportional), string(JitterFull), string(JitterEqual), string(JitterDecorrelated)}
+		v.addf(JoinPath(p, "jitter_mode"), "unknown jitter mode %q (use proportional, full, equal or decorrelated)%s", rc.JitterMode, suggestion(string(rc.JitterMode), modes))
+	}
+	for i, m := range rc.RetryOn {
+		v.matcher(IndexPath(JoinPath(p, "retry_on"), i), m)
+	}
+	if rc.RetryBudget != nil && *rc.RetryBudget <= 0 {
+		v.addf(JoinPath(p, "retry_budget"), "must be greater than 0 (omit it for no budget), got %s", *rc.RetryBudget)
+	}
+	if rc.OnFailure != nil {
+		v.onFailure(JoinPath(p, "on_failure"), rc.OnFailure, reduce)
+	}
+}
+
+func (v *validator) jitterFactor(p string, f *float64) {
+	if f != nil && !(*f >= 0 && *f <= 1) {
+		v.addf(p, "must be between 0 and 1, got %s", fmtFloat(*f))
+	}
+}
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// delayBounds checks the durations of a retry config and that the effective
+// initial delay does not exceed the effective max_delay.
+func (v *validator) delayBounds(p string, initialDelay, maxDelay *Duration, b *Backoff) {
+	initP, maxP := JoinPath(p, "initial_delay"), JoinPath(p, "max_delay")
+	if initialDelay != nil && *initialDelay < 0 {
+		v.addf(initP, "must not be negative, got %s", *initialDelay)
+		return
+	}
+	if maxDelay != nil && *maxDelay < 0 {
+		v.addf(maxP, "must not be negative, got %s", *maxDelay)
+		return
+	}
+	initV, initDefault := DefaultInitialDelay, true
+	if initialDelay != nil {
+		initV, initDefault = *initialDelay, false
+	}
+	if b != nil && b.Initial != nil && validBackoffKind(b.Kind) {
+		initV, initDefault = *b.Initial, false
+		initP = JoinPath(p, "backoff."+string(b.Kind)+".initial")
+		if b.Kind == BackoffFixed {
+			initP = JoinPath(p, "backoff.fixed.delay")
+		}
+	}
+	maxV, maxDefault := DefaultMaxDelay, true
+	if maxDelay != nil {
+		maxV, maxDefault = *maxDelay, false
+	}
+	if initV <= maxV || v.isBad(initP) || v.isBad(maxP) || v.isBad(JoinPath(p, "backoff")) {
+		return
+	}
+	if initDefault {
+		v.addf(maxP, "%s is less than initial_delay %s (default)", maxV, initV)
+		return
+	}
+	def := ""
+	if maxDefault {
+		def = " (default)"
+	}
+	v.addf(initP, "%s is greater than max_delay %s%s", initV, maxV, def)
+}
+
+func (v *validator) backoff(p string, b *Backoff) {
+	if !validBackoffKind(b.Kind) {
+		v.addf(p, "unknown backoff strategy %q (use fixed, linear, exponential, fibonacci or custom)", b.Kind)
+		return
+	}
+	kp := JoinPath(p, string(b.Kind))
+	if b.Base != 0 {
+		if b.Kind != BackoffExponential {
+			v.addf(kp, "base only applies to exponential backoff")
+		} else if math.IsInf(b.Base, 0) || !(b.Base >= 1) {
+			v.addf(JoinPath(kp, "base"), "must be a finite number >= 1, got %s", fmtFloat(b.Base))
+		}
+	}
+	if b.Increment != nil {
+		if b.Kind != BackoffLinear {
+			v.addf(kp, "increment only applies to linear backoff")
+		} else if *b.Increment < 0 {
+			v.addf(JoinPath(kp, "increment"), "must not be negative, got %s", *b.Increment)
+		}
+	}
+	if len(b.Delays) > 0 && b.Kind != BackoffCustom {
+		v.addf(kp, "delays only apply to custom backoff")
+	}
+	for i, d := range b.Delays {
+		if d < 0 {
+			v.addf(IndexPath(JoinPath(kp, "delays"), i), "must not be negative, got %s", d)
+		}
+	}
+	if b.Initial != nil {
+		if b.Kind == BackoffCustom {
+			v.addf(kp, "initial does not apply to custom backoff (its delays are absolute)")
+		} else if *b.Initial < 0 {
+			v.addf(JoinPath(kp, "initial"), "must not be negative, got %s", *b.Initial)
+		}
+	}
+}
+
+func (v *validator) matcher(p string, m Matcher) {
+	set := 0
+	for _, ok := range []bool{m.Builtin != "", m.Pattern != "", len(m.ExitCodes) > 0} {
+		if ok {
+			set++
+		}
+	}
+	switch {
+	case set == 0:
+		v.addf(p, "empty matcher (use %s)", matcherForms)
+		return
+	case set > 1:
+		v.addf(p, "set only one of a built-in name, pattern or exit_code")
+		return
+	}
+	if m.Builtin != "" && !isBuiltinMatcher(strings.ToLower(m.Builtin)) {
+		v.addf(p, "unknown matcher %q (use %s)", m.Builtin, matcherForms)
+	}
+	if m.Pattern != "" {
+		if _, err := regexp.Compile(m.Pattern); err != nil {
+			v.addf(JoinPath(p, "pattern"), "invalid regex: %s", regexProblem(m.Pattern, err))
+		}
+	}
+	for j, c := range m.ExitCodes {
+		if c < 0 || c > 255 {
+			v.addf(IndexPath(JoinPath(p, "exit_code"), j), "must be between 0 and 255, got %d", c)
+		}
+	}
+}
+
+// regexProblem turns a regexp compile error into "missing closing )" or
+// "invalid escape sequence: `\q`".
+func regexProblem(pattern string, err error) string {
+	var se *syntax.Error
+	if errors.As(err, &se) {
+		msg := se.Code.String()
+		if se.Expr != "" && se.Expr != pattern {
+			msg += ": `" + se.Expr + "`"
+		}
+		return msg
+	}
+	return err.Error()
+}
+
+func (v *validator) onFailure(p string, f *OnFailure, reduce bool) {
+	switch f.Action {
+	case OnFailureStop, OnFailureContinue:
+		if f.Fallback != "" {
+			v.addf(p, "a fallback command only applies to the fallback action")
+		}
+	case OnFailureFallback:
+		cp := JoinPath(p, "fallback.command")
+		if strings.TrimSpace(f.Fallback) == "" {
+			v.addf(cp, "required: the command to run when the step gives up")
+		} else {
+			v.template(cp, f.Fallback, reduce)
+		}
+	default:
+		v.addf(p, `unknown action %q (use stop, continue or {fallback: {command: "..."}})`, f.Action)
+	}
+}
+
+func (v *validator) errorPolicy(p string, ep *ErrorPolicy) {
+	if a := ep.OnItemFailure; a != nil {
+		ap := JoinPath(p, "on_item_failure")
+		switch a.Action {
+		case ItemFailureDLQ, ItemFailureRetry, ItemFailureSkip, ItemFailureStop:
+			if a.Custom != nil {
+				v.addf(ap, "a step only applies to the custom action")
+			}
+		case ItemFailureCustom:
+			if a.Custom == nil {
+				v.addf(ap, "custom needs a step: %s", customStepForm)
+			} else {
+				v.step(JoinPath(ap, "custom"), a.Custom, false)
+			}
+		default:
+			v.addf(ap, "unknown action %q (use dlq, retry, skip, stop or %s)", a.Action, customStepForm)
+		}
+	}
+	if ep.MaxFailures != nil && *ep.MaxFailures < 1 {
+		v.addf(JoinPath(p, "max_failures"), "must be >= 1, got %d", *ep.MaxFailures)
+	}
+	if f := ep.FailureThreshold; f != nil && !(*f > 0 && *f <= 1) {
+		v.addf(JoinPath(p, "failure_threshold"), "must be greater than 0 and at most 1 (a failure rate), got %s", fmtFloat(*f))
+	}
+	if c := ep.ErrorCollection; c != nil {
+		cp := JoinPath(p, "error_collection")
+		switch c.Mode {
+		case CollectAggregate, CollectImmediate:
+			if c.BatchSize != 0 {
+				v.addf(cp, "a batch size only applies to batched")
+			}
+		case CollectBatched:
+			if c.BatchSize < 1 {
+				v.addf(JoinPath(cp, "batched.size"), "must be >= 1, got %d", c.BatchSize)
+			}
+		default:
+			v.addf(cp, "unknown mode %q (use aggregate, immediate or {batched: {size: N}})", c.Mode)
+		}
+	}
+	if cb := ep.CircuitBreaker; cb != nil {
+		bp := JoinPath(p, "circuit_breaker")
+		for _, f := range []struct {
+			name string
+			val  int
+		}{{"failure_threshold", cb.FailureThreshold}, {"success_threshold", cb.SuccessThreshold}, {"half_open_requests", cb.HalfOpenRequests}} {
+			fp := JoinPath(bp, f.name)
+			if f.val < 0 || f.val == 0 && v.isGiven(fp) {
+				v.addf(fp, "must be >= 1, got %d", f.val)
+			}
+		}
+		tp := JoinPath(bp, "timeout")
+		if cb.Timeout < 0 || cb.Timeout == 0 && v.isGiven(tp) {
+			v.addf(tp, "must be greater than 0, got %s", cb.Timeout)
+		}
+	}
+	if rc := ep.RetryConfig; rc != nil {
+		rp := JoinPath(p, "retry_config")
+		if rc.MaxAttempts != nil && (*rc.MaxAttempts < 1 || *rc.MaxAttempts > MaxAttempts) {
+			v.addf(JoinPath(rp, "max_attempts"), "must be between 1 and %d, got %d", MaxAttempts, *rc.MaxAttempts)
+		}
+		if rc.Backoff != nil {
+			v.backoff(JoinPath(rp, "backoff"), rc.Backoff)
+		}
+		v.delayBounds(rp, rc.InitialDelay, rc.MaxDelay, rc.Backoff)
+		v.jitterFactor(JoinPath(rp, "jitter_factor"), rc.JitterFactor)
+	}
+}
+
+func (v *validator) budget(p string, b *BudgetValue) {
+	switch {
+	case b.IsPercent && b.Count != 0:
+		v.addf(p, "set a count or a percentage, not both")
+	case b.IsPercent && !(b.Percent >= 0 && b.Percent <= 100):
+		v.addf(p, "percentage must be between 0%% and 100%%, got %s%%", fmtFloat(b.Percent))
+	case !b.IsPercent && b.Percent != 0:
+		v.addf(p, "Percent is set but IsPercent is false")
+	case !b.IsPercent && b.Count < 0:
+		v.addf(p, "must be >= 0 (0 = no retries), got %d", b.Count)
+	}
+}
+
+func (v *validator) bestEffort(p string, be *BestEffort) {
+	if be.MinGroups < 0 {
+		v.addf(JoinPath(p, "min_groups"), "must be >= 0, got %d", be.MinGroups)
+	}
+	if be.Deadline < 0 {
+		v.addf(JoinPath(p, "deadline"), "must not be negative, got %s", be.Deadline)
+	}
+	switch be.LateResults {
+	case "", LateResultsLog, LateResultsUpdate:
+	default:
+		v.addf(JoinPath(p, "late_results"), "unknown policy %q (use log or update)%s", be.LateResults, suggestion(be.LateResults, []string{LateResultsLog, LateResultsUpdate}))
+	}
+}
