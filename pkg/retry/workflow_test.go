@@ -70,11 +70,11 @@ func TestWorkflowThresholdNeedsTenFinished(t *testing.T) {
 func TestWorkflowActions(t *testing.T) {
 	custom := &messages.Step{Handler: "notify"}
 	tests := []struct {
-		name   string
-		ep     *messages.ErrorPolicy
-		f      ItemFailure
-		c      Counts
-		want   Verdict
+		name string
+		ep   *messages.ErrorPolicy
+		f    ItemFailure
+		c    Counts
+		want Verdict
 	}{
 		{"defaults: dlq, continue", nil, ItemFailure{Run: 1}, Counts{Finished: 50, Failed: 40},
 			Verdict{Action: messages.ItemFailureDLQ, Final: true}},
