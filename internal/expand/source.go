@@ -285,4 +285,3 @@ func (it *inlineIter) next() (json.RawMessage, error) {
 }
 
 func (it *inlineIter) close() error { return nil }
-

@@ -80,7 +80,7 @@ func (it *streamIter) descend() error {
 		if !found {
 			// Read the closing brace: a truncated or malformed object is
 			// reported as such rather than as a missing field.
-			if _, err := it.token(sepAny); err != nil {
+			if _, err := it.token(sepDelim); err != nil {
 				return err
 			}
 			return it.pathErr(ErrPathNotFound, "no field %q in %s", name, location(names, i))
@@ -125,7 +125,7 @@ func (it *streamIter) next() (json.RawMessage, error) {
 		return nil, io.EOF
 	}
 	if !it.dec.More() {
-		if _, err := it.token(sepNone); err != nil { // the closing ']'
+		if _, err := it.token(sepDelim); err != nil { // the closing ']'
 			return nil, err
 		}
 		if err := it.finish(); err != nil {
@@ -165,7 +165,7 @@ func (it *streamIter) finish() error {
 				return err
 			}
 		}
-		if _, err := it.token(sepAny); err != nil { // the closing '}'
+		if _, err := it.token(sepDelim); err != nil { // the closing '}'
 			return err
 		}
 	}

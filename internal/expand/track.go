@@ -48,11 +48,17 @@ func (t *trackReader) since(off int64) ([]byte, bool) {
 	return t.win[off-start:], true
 }
 
-// Separators that may precede the value being read when an error occurs.
+// What may precede the value being read when an error occurs.
 const (
-	sepNone  = 0   // the value starts right away (after whitespace)
-	sepAny   = 1   // an optional ',' or ':' (inside a value being skipped)
-	sepComma = ',' // a ',' (array elements after the first)
+	// sepNone: the value starts right away (after whitespace).
+	sepNone = 0
+	// sepAny: an optional ',' or ':' (inside a value being skipped).
+	sepAny = 1
+	// sepDelim: no value, a closing ']' or '}' is expected; encoding/json
+	// reports errors on delimiters at their exact offset.
+	sepDelim = 2
+	// sepComma: a ',' (array elements after the first).
+	sepComma = ','
 )
 
 // malformed turns an error returned by dec while reading a value that
@@ -82,6 +88,9 @@ func malformed(ref string, tr *trackReader, err error, start int64, sep byte, it
 // with a fresh decoder and returns the offset in b of the first syntax
 // error, if any.
 func locate(b []byte, sep byte) (int64, string, bool) {
+	if sep == sepDelim {
+		return 0, "", false
+	}
 	i := skipSpace(b, 0)
 	switch sep {
 	case sepAny:
