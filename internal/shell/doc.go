@@ -7,7 +7,7 @@
 //	'; rm -rf / #    $(touch /tmp/pwned)    `id`    a "quoted" word    two\nlines
 //
 // reaches the command as exactly that one argument. A bare reference is
-// written with [Quote] (POSIX single quotes, '\'' for an embedded quote, ''
+// written with [Quote] (POSIX single quotes, '\” for an embedded quote, ”
 // for the empty string). Expand follows the shell's quoting through the
 // template, so a reference inside "..." or '...' is escaped for that place
 // instead, and one in a comment is left as written. Where no quoting can be

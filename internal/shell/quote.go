@@ -3,8 +3,8 @@ package shell
 import "strings"
 
 // Quote returns s as one literal POSIX shell word: single-quoted, with each
-// embedded single quote written as '\'' (close, escaped quote, reopen). The
-// empty string becomes ''. Nothing inside the result is special to the
+// embedded single quote written as '\” (close, escaped quote, reopen). The
+// empty string becomes ”. Nothing inside the result is special to the
 // shell: not $, `, \, ", globs, spaces or newlines.
 func Quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,8 +70,18 @@ func (c Command) withDefaults() Command {
 	return c
 }
 
-// check finds what exec would refuse with a bare EINVAL.
+// check finds what exec would refuse with a bare EINVAL, or report as a
+// failure of "fork/exec /bin/sh".
 func (c Command) check() error {
+	if c.Dir != "" {
+		fi, err := os.Stat(c.Dir)
+		if err != nil {
+			return fmt.Errorf("working directory: %w", err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("working directory %s: not a directory", c.Dir)
+		}
+	}
 	if strings.IndexByte(c.Script, 0) >= 0 {
 		return fmt.Errorf("%w in the script", ErrNUL)
 	}
