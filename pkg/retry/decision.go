@@ -134,6 +134,8 @@ type Decision struct {
 	// Err is a *GiveUpError wrapping the last error (ActionGiveUp only), so
 	// errors.Is(d.Err, lastErr) and errors.Is(d.Err, ErrBudgetExhausted) hold.
 	Err error
+	// Refused is, for a retry_budget give-up, the delay the budget refused.
+	Refused time.Duration
 	// Class is the error class of the failure ([Classify]).
 	Class string
 	// State is the updated retry state, to persist before acting.
@@ -186,7 +188,9 @@ func (p *Policy) decide(now time.Time, st State, f Failure, r Rand, retryable bo
 		d = p.Delay(st.Attempts, st.LastDelay, r)
 	}
 	if p.hasBudget && (!now.Before(st.BudgetExpiry) || d > p.budget-st.DelaySpent) {
-		return p.giveUp(st, messages.ReasonRetryBudget, err, class)
+		dec := p.giveUp(st, messages.ReasonRetryBudget, err, class)
+		dec.Refused = d
+		return dec
 	}
 	st.DelaySpent = addSat(st.DelaySpent, d)
 	st.LastDelay = d

@@ -65,6 +65,8 @@ func TestDecideBudgetKeepsLastError(t *testing.T) {
 	require.Equal(t, 3, gu.Attempts)
 	require.Equal(t, "retry: retry budget exhausted after 3 attempts: fail 3", last.Err.Error())
 	require.Equal(t, 3*time.Second, last.State.DelaySpent)
+	require.Equal(t, 4*time.Second, last.Refused)
+	require.Zero(t, last.Delay)
 	require.Equal(t, t0, last.State.FirstFailure)
 	require.Equal(t, t0.Add(5*time.Second), last.State.BudgetExpiry, "expiry stamped at the first failure")
 }

@@ -15,6 +15,8 @@ type Plan struct {
 	// StoppedBy is what ends the retries: messages.ReasonAttempts or
 	// messages.ReasonRetryBudget.
 	StoppedBy string
+	// Refused is the delay the retry budget refused (StoppedBy retry_budget).
+	Refused time.Duration
 }
 
 var errPlanned = errors.New("planned failure")
@@ -30,7 +32,7 @@ func (p *Policy) Plan(r Rand) Plan {
 	for {
 		d := p.decide(now, st, Failure{Err: errPlanned}, r, true)
 		if d.Action != ActionRetry {
-			plan.StoppedBy = d.Reason
+			plan.StoppedBy, plan.Refused = d.Reason, d.Refused
 			return plan
 		}
 		plan.Delays = append(plan.Delays, d.Delay)

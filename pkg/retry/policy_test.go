@@ -116,6 +116,11 @@ func TestPlanTimelines(t *testing.T) {
 				total += d
 			}
 			require.Equal(t, total, plan.Total)
+			if tt.stoppedBy == messages.ReasonRetryBudget {
+				require.Equal(t, p.BaseDelay(len(tt.want)+1), plan.Refused)
+			} else {
+				require.Zero(t, plan.Refused)
+			}
 		})
 	}
 }

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
+)
+
+func init() {
+	register(command{name: "backoff", summary: "backoff plan --config FILE: the delays a retry_config gives", run: runBackoff})
+}
+
+const backoffUsage = "backoff plan --config FILE [--json] [--seed N]"
+
+// backoffPlanJSON is the --json output of `backoff plan` (DESIGN §7).
+type backoffPlanJSON struct {
+	DelaysMS     []int64 `json:"delays_ms"`
+	TotalDelayMS int64   `json:"total_delay_ms"`
+	Retries      int     `json:"retries"`
+	StoppedBy    string  `json:"stopped_by"`
+}
+
+func runBackoff(_ context.Context, env *cliEnv, args []string) int {
+	if len(args) == 0 || args[0] != "plan" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprintf(env.stdout, "usage: fleetctl %s\n", backoffUsage)
+			return exitOK
+		}
+		fmt.Fprintf(env.stderr, "usage: fleetctl %s\n", backoffUsage)
+		return exitUsage
+	}
+	fs := newFlagSet(env, "backoff plan", backoffUsage)
+	configPath := fs.String("config", "", "retry_config document, YAML or JSON (optionally wrapped as {retry_config: …})")
+	asJSON := fs.Bool("json", false, `print {"delays_ms", "total_delay_ms", "retries", "stopped_by"}`)
+	seed := fs.Uint64("seed", 0, "apply the configured jitter with this random seed (default: no jitter)")
+	if code, ok := parseFlags(fs, args[1:]); !ok {
+		return code
+	}
+	seeded := false
+	fs.Visit(func(f *flag.Flag) { seeded = seeded || f.Name == "seed" })
+	if *configPath == "" || fs.NArg() != 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	data, err := os.ReadFile(*configPath)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "fleetctl backoff plan: %v\n", err)
+		return exitUsage
+	}
+	cfg, err := parseBackoffConfig(data)
+	if err == nil {
+		var p *retry.Policy
+		if p, err = retry.NewPolicy(cfg); err == nil {
+			return printBackoffPlan(env.stdout, p, *asJSON, seeded, *seed)
+		}
+	}
+	fmt.Fprintf(env.stderr, "fleetctl backoff plan: %s: invalid retry config:\n", *configPath)
+	for _, p := range backoffProblems(err) {
+		fmt.Fprintf(env.stderr, "  %s\n", p)
+	}
+	return exitUsage
+}
+
+// parseBackoffConfig decodes a retry_config document: JSON through
+// messages.ParseRetryConfig, anything else as YAML through
+// messages.DecodeRetryConfig (both strict, problems with field paths).
+func parseBackoffConfig(data []byte) (*messages.RetryConfig, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed) {
+		return messages.ParseRetryConfig(data)
+	}
+	var tree any
+	if err := yaml.Unmarshal(data, &tree); err != nil {
+		return nil, fmt.Errorf("not YAML or JSON: %w", err)
+	}
+	return messages.DecodeRetryConfig(tree)
+}
+
+// backoffProblems lists the problems of a parse or policy error, one per field.
+func backoffProblems(err error) []string {
+	var ve *messages.ValidationError
+	if errors.As(err, &ve) && len(ve.Problems) > 0 {
+		out := make([]string, len(ve.Problems))
+		for i, p := range ve.Problems {
+			out[i] = p.Error()
+		}
+		return out
+	}
+	var ce *retry.ConfigError
+	if errors.As(err, &ce) && len(ce.Problems) > 0 {
+		out := make([]string, len(ce.Problems))
+		for i, p := range ce.Problems {
+			out[i] = p.Error()
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+func printBackoffPlan(w io.Writer, p *retry.Policy, asJSON, seeded bool, seed uint64) int {
+	var plan retry.Plan
+	if seeded {
+		plan = p.Plan(retry.NewRand(seed))
+	} else {
+		plan = p.WithoutJitter().Plan(nil)
+	}
+	if asJSON {
+		out := backoffPlanJSON{DelaysMS: make([]int64, len(plan.Delays)), Retries: len(plan.Delays), StoppedBy: plan.StoppedBy}
+		for i, d := range plan.Delays {
+			out.DelaysMS[i] = backoffMS(d)
+			out.TotalDelayMS += out.DelaysMS[i]
+		}
+		b, _ := json.Marshal(out)
+		fmt.Fprintf(w, "%s\n", b)
+		return exitOK
+	}
+	writeBackoffTable(w, p, plan, seeded, seed)
+	return exitOK
+}
+
+// backoffMS is d in milliseconds, rounded to the nearest.
+func backoffMS(d time.Duration) int64 { return int64(d.Round(time.Millisecond) / time.Millisecond) }
+
+// backoffBarWidth is the length of the longest bar of the chart.
+const backoffBarWidth = 40
+
+// writeBackoffTable prints the policy, a table of retries (delay, cumulative
+// delay and a bar proportional to the delay) and what stops the retries.
+// Long plans show their first 20 and last 5 retries.
+func writeBackoffTable(w io.Writer, p *retry.Policy, plan retry.Plan, seeded bool, seed uint64) {
+	fmt.Fprintf(w, "policy:  %s\n", p)
+	switch {
+	case p.JitterMode() == "":
+	case seeded:
+		fmt.Fprintf(w, "jitter:  %s, seed %d\n", p.JitterMode(), seed)
+	default:
+		fmt.Fprintln(w, "jitter:  not applied (pass --seed N to apply it)")
+	}
+	fmt.Fprintln(w)
+	if len(plan.Delays) == 0 {
+		fmt.Fprintln(w, "no retries: the first run is the only attempt")
+	} else {
+		var longest time.Duration
+		for _, d := range plan.Delays {
+			longest = max(longest, d)
+		}
+		fmt.Fprintf(w, "%5s  %12s  %12s\n", "retry", "delay", "cumulative")
+		var cum time.Duration
+		for i, d := range plan.Delays {
+			cum += d
+			n := i + 1
+			if len(plan.Delays) > 30 && n > 20 && n <= len(plan.Delays)-5 {
+				if n == 21 {
+					fmt.Fprintf(w, "%5s  %12s  %12s\n", "…", fmt.Sprintf("(%d more)", len(plan.Delays)-25), "")
+				}
+				continue
+			}
+			fmt.Fprintf(w, "%5d  %12s  %12s  %s\n", n, backoffDur(d), backoffDur(cum), backoffBar(d, longest))
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "retries: %d, total delay %s\n", len(plan.Delays), backoffDur(plan.Total))
+	switch plan.StoppedBy {
+	case messages.ReasonRetryBudget:
+		budget, _ := p.Budget()
+		if plan.Total >= budget {
+			fmt.Fprintf(w, "stopped by: retry_budget (%s): spent\n", backoffDur(budget))
+			break
+		}
+		fmt.Fprintf(w, "stopped by: retry_budget (%s): retry %d would wait %s, taking the total to %s > %s\n",
+			backoffDur(budget), len(plan.Delays)+1, backoffDur(plan.Refused), backoffDur(plan.Total+plan.Refused), backoffDur(budget))
+	default:
+		fmt.Fprintf(w, "stopped by: attempts (%d = the first run + %d retries)\n", p.Attempts(), p.Attempts()-1)
+	}
+}
+
+// backoffDur formats d to the millisecond: humantime for whole seconds
+// ("1m30s"), decimal seconds otherwise ("3.083s", "1m5.5s").
+func backoffDur(d time.Duration) string {
+	d = d.Round(time.Millisecond)
+	if d%time.Second == 0 {
+		return messages.Duration(d).String()
+	}
+	return d.String()
+}
+
+// backoffBar is a horizontal bar of d relative to longest (at least one cell when d > 0).
+func backoffBar(d, longest time.Duration) string {
+	if longest <= 0 || d <= 0 {
+		return ""
+	}
+	n := int(float64(d) / float64(longest) * backoffBarWidth)
+	return strings.Repeat("█", max(n, 1))
+}
