@@ -136,7 +136,8 @@ func (b *Breaker) Admit(now time.Time, st BreakerState) (next BreakerState, admi
 
 // OnSuccess records a successful call. Closed: the failure count resets.
 // Half-open: the probe is counted, and success_threshold successes close
-// the breaker. Open: ignored (a call admitted before it opened).
+// the breaker. Open: ignored (a call admitted before it opened). When the
+// returned state equals st nothing changed and KV need not be written.
 func (b *Breaker) OnSuccess(now time.Time, st BreakerState) BreakerState {
 	switch {
 	case st.Is(CircuitHalfOpen):
@@ -148,6 +149,9 @@ func (b *Breaker) OnSuccess(now time.Time, st BreakerState) BreakerState {
 		return st
 	case st.Is(CircuitOpen):
 		return st
+	}
+	if st.Failures == 0 {
+		return st // unchanged: no KV write needed
 	}
 	return BreakerState{State: CircuitClosed}
 }

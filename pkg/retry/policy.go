@@ -71,8 +71,11 @@ func NewPolicy(cfg *messages.RetryConfig) (*Policy, error) {
 	initialField := "initial_delay"
 	if b := cfg.Backoff; b != nil {
 		p.compileBackoff(b, "backoff", &ce)
-		if b.Initial != nil {
-			initialField = "backoff.initial"
+		switch {
+		case b.Initial != nil && p.kind == messages.BackoffFixed:
+			initialField = "backoff.fixed.delay"
+		case b.Initial != nil:
+			initialField = "backoff." + string(p.kind) + ".initial"
 		}
 	}
 	if p.initial < 0 {
@@ -107,8 +110,8 @@ func NewPolicy(cfg *messages.RetryConfig) (*Policy, error) {
 	}
 	if cfg.RetryBudget != nil {
 		p.budget, p.hasBudget = cfg.RetryBudget.D(), true
-		if p.budget < 0 {
-			ce.add("retry_budget", "must not be negative, got %s", *cfg.RetryBudget)
+		if p.budget <= 0 {
+			ce.add("retry_budget", "must be greater than 0 (omit it for no budget), got %s", *cfg.RetryBudget)
 		}
 	}
 	if cfg.OnFailure != nil {
@@ -134,24 +137,26 @@ func (p *Policy) compileBackoff(b *messages.Backoff, field string, ce *ConfigErr
 	default:
 		ce.add(field, "unknown strategy %q (want fixed, linear, exponential, fibonacci or custom)", b.Kind)
 	}
+	// Paths as the spec parser writes them: backoff.exponential.base.
+	kp := field + "." + string(p.kind)
 	if b.Initial != nil {
 		p.initial = b.Initial.D()
 	}
 	if b.Base != 0 {
 		p.base = b.Base
 		if math.IsNaN(b.Base) || math.IsInf(b.Base, 0) || b.Base < 1 {
-			ce.add(field+".base", "must be a number >= 1, got %v", b.Base)
+			ce.add(kp+".base", "must be a number >= 1, got %v", b.Base)
 		}
 	}
 	if b.Increment != nil {
 		p.increment = b.Increment.D()
 		if p.increment < 0 {
-			ce.add(field+".increment", "must not be negative, got %s", *b.Increment)
+			ce.add(kp+".increment", "must not be negative, got %s", *b.Increment)
 		}
 	}
 	for i, d := range b.Delays {
 		if d < 0 {
-			ce.add(fmt.Sprintf("%s.delays[%d]", field, i), "must not be negative, got %s", d)
+			ce.add(fmt.Sprintf("%s.delays[%d]", kp, i), "must not be negative, got %s", d)
 		}
 		p.delays = append(p.delays, d.D())
 	}
