@@ -24,7 +24,7 @@ const (
 	DefaultWorkDupWindow = 10 * time.Minute
 	DefaultRetention     = 7 * 24 * time.Hour
 	DefaultDLQMaxAge     = 30 * 24 * time.Hour
-	DefaultDLQMaxBytes   = 1 << 30
+	DefaultDLQMaxBytes   = 256 << 20
 )
 
 // Config sizes the resources. The zero value is usable: WithDefaults fills it.
@@ -48,7 +48,8 @@ type Config struct {
 	// Retention is the MaxAge of the jobs, results and events streams. Defaults to 7d.
 	Retention time.Duration
 	// DLQMaxAge, DLQMaxBytes, DLQMaxMsgs bound the dead-letter stream; when it
-	// is full publishes fail and agents retry later. Defaults: 30d / 1 GiB / unlimited.
+	// is full publishes fail and agents retry later. Defaults: 30d / 256 MiB / unlimited. MaxBytes is reserved
+	// from the account's JetStream storage when the stream is created.
 	DLQMaxAge   time.Duration
 	DLQMaxBytes int64
 	DLQMaxMsgs  int64

@@ -1,0 +1,98 @@
+// Command agent runs a jetfleet agent: it pulls work items of one pool and
+// runs their shell steps and built-in handlers (noop, sleep, flaky). To run
+// Go handlers of your own, build an agent with package agent instead.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/obs"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	var conn natsconn.Options
+	conn.Register(fs, getenv)
+	cfg := agent.Config{}
+	fs.StringVar(&cfg.Prefix, "prefix", envOr(getenv, "FLEET_PREFIX", "fleet"), "subject and resource prefix (env FLEET_PREFIX)")
+	fs.StringVar(&cfg.Pool, "pool", envOr(getenv, "FLEET_POOL", "default"), "pool whose items this agent runs (env FLEET_POOL)")
+	fs.StringVar(&cfg.Name, "name", getenv("FLEET_AGENT_NAME"), "agent name in histories (default host-pid)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", envInt(getenv, "FLEET_CONCURRENCY", agent.DefaultConcurrency), "items run at once (env FLEET_CONCURRENCY)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", agent.DefaultShutdownTimeout, "how long in-flight items may finish at shutdown")
+	fs.StringVar(&cfg.WorkDir, "work-dir", "", "working directory of shell steps")
+	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9091 (env FLEET_METRICS_ADDR)")
+	logLevel := fs.String("log-level", envOr(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		os.Exit(2)
+	}
+	log, err := obs.Logger(os.Stderr, *logLevel, false)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.Logger = log
+	reg := obs.Registry()
+	cfg.Registerer = reg
+	conn.Name = "jetfleet-agent"
+	url := conn.URL
+	if url == "" {
+		url = "nats://127.0.0.1:4222"
+	}
+	// Wait for the server: agents may start before it.
+	var nc interface{ Close() }
+	for {
+		c, err := conn.Connect(url)
+		if err == nil {
+			nc = c
+			defer nc.Close()
+			if err := obs.ServeMetrics(ctx, *metricsAddr, reg, log); err != nil {
+				return fmt.Errorf("--metrics-addr: %w", err)
+			}
+			if err := agent.New(c, cfg).HandleBuiltins().Run(ctx); err != nil {
+				return err
+			}
+			return c.Drain()
+		}
+		log.Warn().Err(err).Msg("cannot connect yet; retrying")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(getenv func(string) string, key string, def int) int {
+	if v, err := strconv.Atoi(getenv(key)); err == nil {
+		return v
+	}
+	return def
+}

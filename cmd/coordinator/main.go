@@ -1,0 +1,132 @@
+// Command coordinator runs a jetfleet coordinator: it accepts jobs (API and
+// durable intake), publishes their items and tracks them to the end.
+//
+// With no --server (and no NATS_URL) it starts an embedded JetStream server
+// listening on --listen with data under --data-dir, so that
+//
+//	go run ./cmd/coordinator   # then, elsewhere:
+//	go run ./cmd/agent
+//
+// works on a bare machine.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/jetfleet/jetfleet/internal/embedded"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/obs"
+	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	var conn natsconn.Options
+	conn.Register(fs, getenv)
+	cfg := coordinator.Config{}
+	fs.StringVar(&cfg.Prefix, "prefix", envOr(getenv, "FLEET_PREFIX", "fleet"), "subject and resource prefix (env FLEET_PREFIX)")
+	fs.IntVar(&cfg.Provision.Replicas, "replicas", envInt(getenv, "FLEET_REPLICAS", 1), "replicas of every stream and bucket: 1, or 3 on a 3-node cluster (env FLEET_REPLICAS)")
+	fs.DurationVar(&cfg.Provision.AckWait, "ack-wait", 0, "work consumers' AckWait, the crash-detection timeout (default 30s)")
+	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", 0, "work consumers' MaxDeliver backstop (default 100)")
+	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", 0, "work consumers' MaxAckPending: in-flight plus parked retries (default 20000)")
+	fs.StringVar(&cfg.InputDir, "input-dir", "", "directory that relative input paths resolve against (default: working directory)")
+	budget.RegisterFlags(fs, &cfg.Budget)
+	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
+	listen := fs.String("listen", "127.0.0.1:4222", "embedded server address when no --server is given")
+	dataDir := fs.String("data-dir", "jetfleet-data", "embedded server's JetStream directory")
+	logLevel := fs.String("log-level", envOr(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		os.Exit(2)
+	}
+	bs, err := budget.SettingsFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	cfg.Budget = budget.MergeSettings(bs, cfg.Budget)
+	log, err := obs.Logger(os.Stderr, *logLevel, false)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.Logger = log
+	reg := obs.Registry()
+	cfg.Registerer = reg
+
+	url := conn.URL
+	if url == "" {
+		host, port, err := splitHostPort(*listen)
+		if err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
+		srv, err := embedded.Start(embedded.Options{Host: host, Port: port, StoreDir: *dataDir})
+		if err != nil {
+			return err
+		}
+		defer srv.Shutdown()
+		url = srv.URL()
+		log.Info().Str("url", url).Str("data_dir", *dataDir).Msg("embedded JetStream server started")
+	}
+	conn.Name = "jetfleet-coordinator"
+	nc, err := conn.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := obs.ServeMetrics(ctx, *metricsAddr, reg, log); err != nil {
+		return fmt.Errorf("--metrics-addr: %w", err)
+	}
+	c, err := coordinator.New(nc, cfg)
+	if err != nil {
+		return err
+	}
+	if err := c.Run(ctx); err != nil {
+		return err
+	}
+	return nc.Drain()
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(getenv func(string) string, key string, def int) int {
+	if v, err := strconv.Atoi(getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
+func splitHostPort(s string) (string, int, error) {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == ':' {
+			p, err := strconv.Atoi(s[i+1:])
+			if err != nil {
+				return "", 0, fmt.Errorf("bad port in %q", s)
+			}
+			return s[:i], p, nil
+		}
+	}
+	return "", 0, fmt.Errorf("want host:port, got %q", s)
+}

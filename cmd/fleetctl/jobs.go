@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+func init() {
+	register(command{name: "submit", summary: "submit a job through the API (--wait follows it)", run: runSubmit})
+	register(command{name: "status", summary: "print a job's status", run: runStatus})
+	register(command{name: "watch", summary: "follow a job with a live progress bar until it ends", run: runWatch})
+	register(command{name: "cancel", summary: "cancel a running job", run: runCancel})
+	register(command{name: "list", summary: "list jobs", run: runList})
+}
+
+// exitForAPIError maps an API error to an exit code: 2 for bad input.
+func exitForAPIError(err error) int {
+	var ae *messages.APIError
+	if errors.As(err, &ae) {
+		switch ae.Code {
+		case messages.CodeBadRequest, messages.CodeInvalid, messages.CodeNotFound, messages.CodeTooLarge:
+			return exitUsage
+		}
+	}
+	return exitFailed
+}
+
+func runSubmit(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "submit", "submit FILE [--wait] [--json]")
+	conn := addConnFlags(fs, env)
+	wait := fs.Bool("wait", false, "follow the job until it ends; exit 1 unless it succeeded")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	path := fs.Arg(0)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitUsage
+	}
+	spec, err := jobspec.Parse(data)
+	if err != nil {
+		printProblems(env, path, err)
+		return exitUsage
+	}
+	nc, client, err := conn.client()
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitFailed
+	}
+	defer nc.Close()
+	if spec.Input != "" && !strings.Contains(spec.Input, "://") {
+		ref, err := uploadInput(ctx, nc, conn.prefix, filepath.Join(filepath.Dir(path), spec.Input), spec)
+		if err != nil {
+			errorf(env, "uploading input %s: %v", spec.Input, err)
+			return exitFailed
+		}
+		spec.Input = ref
+	}
+	body, _ := json.Marshal(spec)
+	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	reply, err := client.Submit(rctx, body)
+	cancel()
+	if err != nil {
+		printProblems(env, path, err)
+		return exitForAPIError(err)
+	}
+	if !*wait {
+		if *asJSON {
+			writeJSON(env.stdout, reply)
+		} else if reply.Existing {
+			fmt.Fprintf(env.stdout, "%s (already submitted, %s)\n", reply.JobID, reply.State)
+		} else {
+			fmt.Fprintln(env.stdout, reply.JobID)
+		}
+		return exitOK
+	}
+	return watchJob(ctx, env, client, reply.JobID, *asJSON)
+}
+
+// uploadInput stores a local input file in the inputs object store and
+// returns its objstore:// reference.
+func uploadInput(ctx context.Context, nc *nats.Conn, prefix, path string, spec *messages.JobSpec) (string, error) {
+	names, err := messages.NewNames(prefix)
+	if err != nil {
+		return "", err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	obj, err := js.ObjectStore(ctx, names.InputsBucket())
+	if err != nil {
+		return "", fmt.Errorf("%w (has a coordinator run with --prefix %s?)", err, prefix)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	name := filepath.Base(path)
+	if spec.ID != "" {
+		name = spec.ID + "/" + name
+	} else {
+		name = fmt.Sprintf("%d/%s", time.Now().UnixNano(), name)
+	}
+	if _, err := obj.Put(ctx, jetstream.ObjectMeta{Name: name}, f); err != nil {
+		return "", err
+	}
+	return "objstore://" + names.InputsBucket() + "/" + name, nil
+}
+
+func jobArg(env *cliEnv, fs *flag.FlagSet) (string, bool) {
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return "", false
+	}
+	return fs.Arg(0), true
+}
+
+func runStatus(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "status", "status JOB [--json]")
+	conn := addConnFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	id, ok := jobArg(env, fs)
+	if !ok {
+		return exitUsage
+	}
+	nc, client, err := conn.client()
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitFailed
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	defer cancel()
+	st, err := client.Status(rctx, id)
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitForAPIError(err)
+	}
+	if *asJSON {
+		writeJSON(env.stdout, st)
+	} else {
+		var el time.Duration
+		if st.StartedAt != nil && st.FinishedAt != nil {
+			el = st.FinishedAt.Sub(*st.StartedAt)
+		}
+		printSummary(env.stdout, st, el)
+	}
+	if st.State == messages.StateFailed || st.State == messages.StateRejected {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func runWatch(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "watch", "watch JOB [--json]")
+	conn := addConnFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print the final status as JSON")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	id, ok := jobArg(env, fs)
+	if !ok {
+		return exitUsage
+	}
+	nc, client, err := conn.client()
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitFailed
+	}
+	defer nc.Close()
+	return watchJob(ctx, env, client, id, *asJSON)
+}
+
+func watchJob(ctx context.Context, env *cliEnv, client *coordinator.Client, id string, asJSON bool) int {
+	start := time.Now()
+	prog := newProgress(env.stderr)
+	st, err := client.Wait(ctx, id, 250*time.Millisecond, prog.update)
+	prog.finish()
+	if err != nil {
+		errorf(env, "watching %s: %v", id, err)
+		return exitFailed
+	}
+	if asJSON {
+		writeJSON(env.stdout, st)
+	} else {
+		printSummary(env.stdout, st, time.Since(start))
+	}
+	if st.State == messages.StateSucceeded {
+		return exitOK
+	}
+	return exitFailed
+}
+
+func runCancel(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "cancel", "cancel JOB [--json]")
+	conn := addConnFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	id, ok := jobArg(env, fs)
+	if !ok {
+		return exitUsage
+	}
+	nc, client, err := conn.client()
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitFailed
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	defer cancel()
+	st, err := client.Cancel(rctx, id)
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitForAPIError(err)
+	}
+	if *asJSON {
+		writeJSON(env.stdout, st)
+	} else {
+		printSummary(env.stdout, st, 0)
+	}
+	return exitOK
+}
+
+func runList(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "list", "list [--state S] [--limit N] [--json]")
+	conn := addConnFlags(fs, env)
+	state := fs.String("state", "", "only jobs in this state")
+	limit := fs.Int("limit", 50, "at most this many jobs")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	nc, client, err := conn.client()
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitFailed
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	defer cancel()
+	jobs, err := client.List(rctx, messages.ListRequest{State: *state, Limit: *limit})
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitForAPIError(err)
+	}
+	if *asJSON {
+		writeJSON(env.stdout, jobs)
+		return exitOK
+	}
+	fmt.Fprintf(env.stdout, "%-28s %-10s %8s %9s %6s %7s  %s\n", "JOB", "STATE", "ITEMS", "SUCCEEDED", "DLQ", "RETRIES", "SUBMITTED")
+	for _, j := range jobs {
+		fmt.Fprintf(env.stdout, "%-28s %-10s %8d %9d %6d %7d  %s\n", j.ID, j.State, j.Items, j.Succeeded, j.DeadLettered, j.Retries, j.SubmittedAt.Format(time.RFC3339))
+	}
+	return exitOK
+}

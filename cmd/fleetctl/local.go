@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/internal/embedded"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+)
+
+// localFleet is a coordinator and N agents in this process, on an embedded
+// server unless a server URL is given (fleetctl run and demo).
+type localFleet struct {
+	srv    *embedded.Server
+	nc     *nats.Conn
+	client *coordinator.Client
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	errMu  sync.Mutex
+	err    error
+}
+
+type localOptions struct {
+	conn        *connFlags
+	agents      int
+	concurrency int
+	inputDir    string
+	logger      zerolog.Logger
+}
+
+func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
+	f := &localFleet{}
+	url := o.conn.URL
+	if url == "" {
+		srv, err := embedded.Start(embedded.Options{})
+		if err != nil {
+			return nil, err
+		}
+		f.srv, url = srv, srv.URL()
+	}
+	o.conn.Name = "fleetctl"
+	nc, err := o.conn.Connect(url)
+	if err != nil {
+		f.stop()
+		return nil, err
+	}
+	f.nc = nc
+	if f.client, err = coordinator.NewClient(nc, o.conn.prefix); err != nil {
+		f.stop()
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	f.cancel = cancel
+	coord, err := coordinator.New(nc, coordinator.Config{Prefix: o.conn.prefix, InputDir: o.inputDir, Logger: o.logger})
+	if err != nil {
+		f.stop()
+		return nil, err
+	}
+	f.goRun(func() error { return coord.Run(runCtx) })
+	select {
+	case <-coord.Ready():
+	case <-time.After(30 * time.Second):
+		f.stop()
+		return nil, errors.New("coordinator not ready after 30s")
+	case <-ctx.Done():
+		f.stop()
+		return nil, ctx.Err()
+	}
+	for i := 0; i < o.agents; i++ {
+		a := agent.New(nc, agent.Config{
+			Prefix: o.conn.prefix, Name: fmt.Sprintf("local-agent-%d", i+1),
+			Concurrency: o.concurrency, Logger: o.logger, ShutdownTimeout: 5 * time.Second,
+		}).HandleBuiltins()
+		f.goRun(func() error { return a.Run(runCtx) })
+	}
+	return f, nil
+}
+
+func (f *localFleet) goRun(fn func() error) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := fn(); err != nil {
+			f.errMu.Lock()
+			f.err = errors.Join(f.err, err)
+			f.errMu.Unlock()
+		}
+	}()
+}
+
+// stop shuts agents and coordinator down, then the connection and server.
+func (f *localFleet) stop() error {
+	if f.cancel != nil {
+		f.cancel()
+	}
+	f.wg.Wait()
+	if f.nc != nil {
+		_ = f.nc.Drain()
+	}
+	if f.srv != nil {
+		f.srv.Shutdown()
+	}
+	f.errMu.Lock()
+	defer f.errMu.Unlock()
+	return f.err
+}

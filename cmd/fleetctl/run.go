@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+
+	"github.com/jetfleet/jetfleet/examples"
+	"github.com/jetfleet/jetfleet/internal/obs"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+func init() {
+	register(command{name: "run", summary: "run one job to completion with in-process agents", run: runRun})
+	register(command{name: "demo", summary: "run the demo job on an embedded server and print a summary", run: runDemo})
+}
+
+func runRun(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "run", "run FILE [--agents N] [--server URL] [--json]")
+	conn := addConnFlags(fs, env)
+	agents := fs.Int("agents", 4, "number of in-process agents")
+	conc := fs.Int("concurrency", 8, "items each agent runs at once")
+	asJSON := fs.Bool("json", false, "print the final status as JSON")
+	logLevel := fs.String("log-level", "warn", "log level of the in-process coordinator and agents")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	path := fs.Arg(0)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitUsage
+	}
+	spec, err := jobspec.Parse(data)
+	if err != nil {
+		printProblems(env, path, err)
+		return exitUsage
+	}
+	if *agents < 1 {
+		errorf(env, "--agents: %d, want >= 1", *agents)
+		return exitUsage
+	}
+	return hostAndRun(ctx, env, spec, localOptions{conn: conn, agents: *agents, concurrency: *conc, inputDir: filepath.Dir(path)}, *logLevel, *asJSON, false)
+}
+
+func runDemo(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "demo", "demo [--items N] [--agents N] [--json]")
+	conn := addConnFlags(fs, env)
+	items := fs.Int("items", 300, "number of demo items")
+	agents := fs.Int("agents", 4, "number of in-process agents")
+	asJSON := fs.Bool("json", false, "print the final status as JSON")
+	logLevel := fs.String("log-level", "warn", "log level of the in-process coordinator and agents")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	data, err := examples.FS.ReadFile("demo.yaml")
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitFailed
+	}
+	spec, err := jobspec.Parse(data)
+	if err != nil {
+		printProblems(env, "demo.yaml", err)
+		return exitFailed
+	}
+	spec.Items = nil
+	for i := 1; i <= *items; i++ {
+		raw, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("img-%04d", i), "path": fmt.Sprintf("photos/img-%04d.jpg", i)})
+		spec.Items = append(spec.Items, raw)
+	}
+	spec.ID = fmt.Sprintf("demo-%d", time.Now().Unix())
+	if !*asJSON {
+		fmt.Fprintf(env.stdout, "jetfleet demo: %d items, %d agents, embedded JetStream server\n", *items, *agents)
+		fmt.Fprintf(env.stdout, "steps: fetch (shell) -> resize (flaky: 35%% transient failures, 1.5%% permanent) -> publish\n\n")
+	}
+	code := hostAndRun(ctx, env, spec, localOptions{conn: conn, agents: *agents, concurrency: 8}, *logLevel, *asJSON, true)
+	if code == exitFailed {
+		code = exitOK // dead letters are part of the demo
+	}
+	return code
+}
+
+// hostAndRun starts a local fleet, submits spec, follows it to the end and
+// prints the outcome.
+func hostAndRun(ctx context.Context, env *cliEnv, spec *messages.JobSpec, o localOptions, logLevel string, asJSON, demo bool) int {
+	log, err := obs.Logger(env.stderr, logLevel, true)
+	if err != nil {
+		errorf(env, "--log-level: %v", err)
+		return exitUsage
+	}
+	o.logger = log
+	if o.inputDir != "" && spec.Input != "" && !strings.Contains(spec.Input, "://") && !filepath.IsAbs(spec.Input) {
+		spec.Input = filepath.Join(o.inputDir, spec.Input)
+	}
+	start := time.Now()
+	fleet, err := startLocalFleet(ctx, o)
+	if err != nil {
+		errorf(env, "starting the fleet: %v", err)
+		return exitFailed
+	}
+	defer func() {
+		if err := fleet.stop(); err != nil {
+			errorf(env, "shutdown: %v", err)
+		}
+	}()
+	body, _ := json.Marshal(spec)
+	reply, err := fleet.client.Submit(ctx, body)
+	if err != nil {
+		printProblems(env, "job", err)
+		return exitUsage
+	}
+	var prog *progress
+	if !asJSON {
+		prog = newProgress(env.stderr)
+	}
+	st, err := fleet.client.Wait(ctx, reply.JobID, 200*time.Millisecond, func(st *messages.JobStatus) {
+		if prog != nil {
+			prog.update(st)
+		}
+	})
+	if prog != nil {
+		prog.finish()
+	}
+	if err != nil {
+		errorf(env, "waiting for %s: %v", reply.JobID, err)
+		return exitFailed
+	}
+	if asJSON {
+		writeJSON(env.stdout, st)
+	} else {
+		printSummary(env.stdout, st, time.Since(start))
+		if demo {
+			fmt.Fprintf(env.stdout, "\nThe demo ran on an embedded server that is gone now. Against a real fleet:\n"+
+				"  go run ./cmd/coordinator &   go run ./cmd/agent &\n"+
+				"  go run ./cmd/fleetctl submit examples/flaky.yaml --wait\n")
+		}
+	}
+	if st.State == messages.StateSucceeded {
+		return exitOK
+	}
+	return exitFailed
+}
+
+func writeJSON(w io.Writer, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// printSummary prints a finished job's status for people.
+func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
+	fmt.Fprintf(w, "job %s: %s", st.ID, st.State)
+	if st.CompletionReason != "" {
+		fmt.Fprintf(w, " (%s)", st.CompletionReason)
+	}
+	if elapsed > 0 {
+		fmt.Fprintf(w, " in %s", elapsed.Round(10*time.Millisecond))
+	}
+	fmt.Fprintln(w)
+	row := func(name string, v int64, extra string) {
+		fmt.Fprintf(w, "  %-14s %7d  %s\n", name, v, extra)
+	}
+	row("items", st.Items, "")
+	row("succeeded", st.Succeeded, "")
+	row("dead-lettered", st.DeadLettered, "")
+	if st.Failed > 0 {
+		row("failed", st.Failed, "")
+	}
+	if st.Skipped > 0 {
+		row("skipped", st.Skipped, "")
+	}
+	if st.NotRun > 0 {
+		row("not run", st.NotRun, "")
+	}
+	b := st.Budget
+	budget := fmt.Sprintf("job budget %d/%d used", b.Consumed, b.Total)
+	if b.PerItemMax > 0 {
+		budget += fmt.Sprintf(", at most %d per item", b.PerItemMax)
+	}
+	if b.Exhausted {
+		budget += ", EXHAUSTED"
+	}
+	row("retries", st.Retries, budget)
+	if sum := st.Done(); sum != st.Items && messages.TerminalState(st.State) {
+		fmt.Fprintf(w, "  WARNING: outcomes add up to %d of %d items\n", sum, st.Items)
+	}
+	if elapsed > 0 && st.Items > 0 {
+		fmt.Fprintf(w, "  %-14s %7.0f  items/s\n", "throughput", float64(st.Done())/elapsed.Seconds())
+	}
+	if len(st.Errors) > 0 {
+		fmt.Fprintln(w, "errors (by signature):")
+		errs := append([]messages.ErrorSummary(nil), st.Errors...)
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Count > errs[j].Count })
+		for i, e := range errs {
+			if i == 8 {
+				fmt.Fprintf(w, "  … %d more\n", len(errs)-i)
+				break
+			}
+			fmt.Fprintf(w, "  %5d  %-12s %s\n", e.Count, e.Class, oneLine(e.Message, 90))
+		}
+	}
+	if st.DeadLettered > 0 {
+		fmt.Fprintf(w, "dead letters: fleetctl dlq list --job %s\n", st.ID)
+	}
+	for _, p := range st.Problems {
+		fmt.Fprintf(w, "  problem: %s\n", p.Error())
+	}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
+
+// printProblems prints an error, one line per validation problem.
+func printProblems(env *cliEnv, what string, err error) {
+	var ve *messages.ValidationError
+	var ae *messages.APIError
+	switch {
+	case errorsAs(err, &ve):
+		errorf(env, "%s: %d problem(s):", what, len(ve.Problems))
+		for _, p := range ve.Problems {
+			fmt.Fprintf(env.stderr, "  %s\n", p.Error())
+		}
+	case errorsAs(err, &ae) && len(ae.Problems) > 0:
+		errorf(env, "%s: %d problem(s):", what, len(ae.Problems))
+		for _, p := range ae.Problems {
+			fmt.Fprintf(env.stderr, "  %s\n", p.Error())
+		}
+	default:
+		errorf(env, "%s: %v", what, err)
+	}
+}
+

@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// testProvision keeps crash detection short so redelivery tests are quick.
+var testProvision = provision.Config{AckWait: 2 * time.Second, MaxDeliver: 50, DLQMaxBytes: 64 << 20}
+
+func testLogger(t testing.TB) zerolog.Logger {
+	if testing.Verbose() {
+		return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	}
+	return zerolog.Nop()
+}
+
+// proc is a coordinator or agent running on its own connection, so a test
+// can stop it gracefully (cancel) or hard (close the connection first).
+type proc struct {
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+func (p *proc) stop(t testing.TB) {
+	p.once.Do(func() {
+		p.cancel()
+		select {
+		case err := <-p.done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("process did not stop within 30s")
+		}
+		p.nc.Close()
+	})
+}
+
+// kill closes the connection without acking anything, then stops.
+func (p *proc) kill(t testing.TB) {
+	p.once.Do(func() {
+		p.nc.Close()
+		p.cancel()
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("killed process did not return within 30s")
+		}
+	})
+}
+
+func startCoordinator(t testing.TB, url string, cfg coordinator.Config) *proc {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	require.NoError(t, err)
+	if cfg.Provision == (provision.Config{}) {
+		cfg.Provision = testProvision
+	}
+	if cfg.StatusInterval == 0 {
+		cfg.StatusInterval = 20 * time.Millisecond
+	}
+	cfg.Logger = testLogger(t).With().Str("proc", "coordinator").Logger()
+	c, err := coordinator.New(nc, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &proc{nc: nc, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- c.Run(ctx) }()
+	select {
+	case <-c.Ready():
+	case err := <-p.done:
+		t.Fatalf("coordinator exited early: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("coordinator not ready")
+	}
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+func startAgent(t testing.TB, url string, cfg agent.Config, handlers map[string]agent.HandlerFunc) *proc {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	require.NoError(t, err)
+	if cfg.Provision == (provision.Config{}) {
+		cfg.Provision = testProvision
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 5 * time.Second
+	}
+	cfg.Logger = testLogger(t).With().Str("proc", cfg.Name).Logger()
+	a := agent.New(nc, cfg).HandleBuiltins()
+	for name, fn := range handlers {
+		a.Handle(name, fn)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &proc{nc: nc, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- a.Run(ctx) }()
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+func client(t testing.TB, srv *fleettest.Server) *coordinator.Client {
+	c, err := coordinator.NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+	return c
+}
+
+func submit(t testing.TB, c *coordinator.Client, spec string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reply, err := c.Submit(ctx, []byte(spec))
+	require.NoError(t, err)
+	return reply.JobID
+}
+
+// waitJob waits for the job to end and checks that its counts add up.
+func waitJob(t testing.TB, c *coordinator.Client, id string, timeout time.Duration) *messages.JobStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last *messages.JobStatus
+	st, err := c.Wait(ctx, id, 20*time.Millisecond, func(s *messages.JobStatus) { last = s })
+	require.NoError(t, err, "job %s did not end; last status %+v", id, last)
+	require.Equal(t, st.Items, st.Succeeded+st.DeadLettered+st.Skipped+st.NotRun+st.Failed, "counts must add up: %+v", st)
+	return st
+}
+
+// waitDone waits until at least n items of the job are done.
+func waitDone(t testing.TB, c *coordinator.Client, id string, n int64) {
+	t.Helper()
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		st, err := c.Status(context.Background(), id)
+		if err != nil {
+			return err
+		}
+		if st.Done() < n {
+			return errNotYet
+		}
+		return nil
+	})
+}
+
+type notYet struct{}
+
+func (notYet) Error() string { return "not yet" }
+
+var errNotYet error = notYet{}
+
+func itemsJSON(n int, mk func(i int) map[string]any) string {
+	items := make([]map[string]any, n)
+	for i := range items {
+		items[i] = mk(i)
+	}
+	b, _ := json.Marshal(items)
+	return string(b)
+}

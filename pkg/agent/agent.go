@@ -1,0 +1,251 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/dlq"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Agent runs work items of one pool. Register handlers with Handle before
+// Run; Run may be called once. Handle and Run are safe for concurrent use.
+type Agent struct {
+	cfg Config
+	nc  *nats.Conn
+	log zerolog.Logger
+
+	mu       sync.RWMutex
+	handlers map[string]HandlerFunc
+	started  bool
+
+	// Set up by Run.
+	js      jetstream.JetStream
+	names   messages.Names
+	items   jetstream.KeyValue
+	jobs    *jobCache
+	budget  *budget.Budget
+	dlq     *dlq.Writer
+	metrics *metrics
+	acks    chan pendingAck
+	hb      time.Duration
+}
+
+// New returns an agent for nc. Configuration errors are reported by Run.
+func New(nc *nats.Conn, cfg Config) *Agent {
+	cfg = cfg.WithDefaults()
+	return &Agent{
+		cfg:      cfg,
+		nc:       nc,
+		log:      cfg.Logger.With().Str("component", "agent").Str("pool", cfg.Pool).Str("agent", cfg.Name).Logger(),
+		handlers: map[string]HandlerFunc{},
+	}
+}
+
+// Handle registers fn as the handler named name, replacing any earlier one,
+// and returns a for chaining. It panics if called after Run started.
+func (a *Agent) Handle(name string, fn HandlerFunc) *Agent {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
+		panic("agent: Handle called after Run")
+	}
+	a.handlers[name] = fn
+	return a
+}
+
+// HandleBuiltins registers noop, sleep and flaky (see Builtins).
+func (a *Agent) HandleBuiltins() *Agent {
+	for name, fn := range Builtins() {
+		a.Handle(name, fn)
+	}
+	return a
+}
+
+func (a *Agent) handler(name string) (HandlerFunc, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	fn, ok := a.handlers[name]
+	return fn, ok
+}
+
+// Name is the agent's name in histories and logs.
+func (a *Agent) Name() string { return a.cfg.Name }
+
+// Run pulls and runs items until ctx is cancelled, then shuts down in
+// phases: stop pulling, let in-flight items finish for ShutdownTimeout,
+// cancel the rest and nak them without delay, and wait for pending acks.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.cfg.Validate(); err != nil {
+		return fmt.Errorf("agent: config: %w", err)
+	}
+	a.mu.Lock()
+	if a.started {
+		a.mu.Unlock()
+		return errors.New("agent: Run called twice")
+	}
+	a.started = true
+	a.mu.Unlock()
+
+	names, err := messages.NewNames(a.cfg.Prefix)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.names = names
+	if a.js, err = jetstream.New(a.nc); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	cons, err := provision.WaitPool(ctx, a.js, names, a.cfg.Pool, a.cfg.Provision)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("agent: %w", err)
+	}
+	if err := a.setup(ctx, cons); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer a.budget.Close()
+	a.log.Info().Int("concurrency", a.cfg.Concurrency).Dur("heartbeat", a.hb).Msg("agent running")
+	return a.consume(ctx, cons)
+}
+
+func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
+	info := cons.CachedInfo()
+	a.hb = a.cfg.Heartbeat
+	if a.hb == 0 {
+		a.hb = info.Config.AckWait / 3
+		if a.hb <= 0 {
+			a.hb = 10 * time.Second
+		}
+	}
+	var err error
+	if a.items, err = a.waitKV(ctx, a.names.ItemsBucket()); err != nil {
+		return err
+	}
+	jobsKV, err := a.waitKV(ctx, a.names.JobsBucket())
+	if err != nil {
+		return err
+	}
+	a.jobs = newJobCache(jobsKV)
+	bkv, err := a.waitKV(ctx, a.names.BudgetBucket())
+	if err != nil {
+		return err
+	}
+	a.budget = budget.New(bkv, budget.WithLogger(a.log), budget.WithRegisterer(a.cfg.Registerer))
+	a.dlq = dlq.NewWriter(a.js, a.names)
+	a.metrics = newMetrics(a.cfg.Registerer)
+	a.acks = make(chan pendingAck, 4*a.cfg.Prefetch+64)
+	return nil
+}
+
+// waitKV waits for a bucket the coordinator creates.
+func (a *Agent) waitKV(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
+	delay := 100 * time.Millisecond
+	for {
+		kv, err := a.js.KeyValue(ctx, bucket)
+		if err == nil {
+			return kv, nil
+		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, fmt.Errorf("agent: bucket %s: %w", bucket, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// consume runs the pull loop with Concurrency workers.
+func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
+	it, err := cons.Messages(jetstream.PullMaxMessages(a.cfg.Prefetch))
+	if err != nil {
+		return fmt.Errorf("agent: pull: %w", err)
+	}
+	// workCtx outlives ctx by up to ShutdownTimeout so in-flight items can finish.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	ackDone := make(chan struct{})
+	go func() { defer close(ackDone); a.ackLoop() }()
+
+	msgs := make(chan jetstream.Msg)
+	var workers sync.WaitGroup
+	for i := 0; i < a.cfg.Concurrency; i++ {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for m := range msgs {
+				a.metrics.inFlight.Inc()
+				a.process(workCtx, m)
+				a.metrics.inFlight.Dec()
+			}
+		}()
+	}
+
+	go func() {
+		<-ctx.Done()
+		it.Drain() // stop pulling; buffered messages are still delivered below
+	}()
+	var pullErr error
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				pullErr = err
+				if ctx.Err() == nil && isTransientPull(err) {
+					a.log.Warn().Err(err).Msg("pull failed; continuing")
+					continue
+				}
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			// Drained after shutdown began: give it back at once.
+			_ = m.Nak()
+			continue
+		}
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+			_ = m.Nak()
+		}
+	}
+	close(msgs)
+
+	finished := make(chan struct{})
+	go func() { workers.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(a.cfg.ShutdownTimeout):
+		a.log.Warn().Dur("timeout", a.cfg.ShutdownTimeout).Msg("shutdown timeout: cancelling in-flight items")
+		cancelWork()
+		<-finished
+	}
+	close(a.acks)
+	<-ackDone
+	if pullErr != nil && ctx.Err() == nil {
+		return fmt.Errorf("agent: pull: %w", pullErr)
+	}
+	return nil
+}
+
+func isTransientPull(err error) bool {
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, context.DeadlineExceeded)
+}

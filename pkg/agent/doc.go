@@ -1,0 +1,15 @@
+// Package agent is jetfleet's agent as a library. An agent pulls work items
+// of one pool from JetStream with bounded concurrency, runs each item's
+// steps — shell commands and Go handlers registered with [Agent.Handle] —
+// and reports one result per finished item.
+//
+// Failures are retried by redelivery, never by sleeping: the agent asks the
+// step's retry policy (package retry) for a decision, claims a unit of the
+// job's retry budget, persists the item's retry state in the fleet_items
+// bucket and calls NakWithDelay with the computed delay. Whichever agent
+// receives the item next resumes it at the failed step. An item that gives
+// up is dead-lettered (publish, PubAck, then Term) with its full history.
+//
+// Handlers and commands must be idempotent: delivery is at-least-once, and a
+// crash between a step's side effect and the acknowledgement runs it again.
+package agent

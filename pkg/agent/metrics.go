@@ -1,0 +1,54 @@
+package agent
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the agent's Prometheus metrics; no item ids as labels.
+type metrics struct {
+	items        *prometheus.CounterVec
+	attempts     *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	retryDelay   prometheus.Histogram
+	stepDuration *prometheus.HistogramVec
+	inFlight     prometheus.Gauge
+	deadLettered *prometheus.CounterVec
+	dlqFailures  prometheus.Counter
+	budgetDenied *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		items: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_agent_items_total", Help: "Items finished by this agent, by outcome.",
+		}, []string{"outcome"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_agent_attempts_total", Help: "Step attempts, by result (success, failure, cancelled).",
+		}, []string{"result"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_agent_retries_total", Help: "Redeliveries requested after a failure, by kind (retry, snooze).",
+		}, []string{"kind"}),
+		retryDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "jetfleet_agent_retry_delay_seconds", Help: "Backoff delays chosen for retries.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
+		}),
+		stepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "jetfleet_agent_step_duration_seconds", Help: "Duration of step attempts, by kind (shell, handler).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12),
+		}, []string{"kind"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jetfleet_agent_in_flight", Help: "Items being processed by this agent.",
+		}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_dlq_dead_lettered_total", Help: "Items dead-lettered by this agent, by reason.",
+		}, []string{"reason"}),
+		dlqFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_agent_dlq_publish_failures_total", Help: "Dead-letter publishes that failed (item kept and retried).",
+		}),
+		budgetDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_agent_budget_denials_total", Help: "Retries denied by the job or item retry budget, by reason.",
+		}, []string{"reason"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.budgetDenied)
+	}
+	return m
+}

@@ -1,0 +1,191 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// serveAPI registers the jetfleet micro service.
+func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
+	svc, err := micro.AddService(c.nc, micro.Config{
+		Name:        messages.ServiceName,
+		Version:     Version,
+		Description: "jetfleet coordinator API",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: micro service: %w", err)
+	}
+	g := svc.AddGroup(c.cfg.Prefix + ".api")
+	endpoints := map[string]func(context.Context, []byte) (any, *messages.APIError){
+		messages.EndpointJobsSubmit: c.apiSubmit,
+		messages.EndpointJobsStatus: c.apiStatus,
+		messages.EndpointJobsList:   c.apiList,
+		messages.EndpointJobsCancel: c.apiCancel,
+	}
+	for name, fn := range c.extraEndpoints() {
+		endpoints[name] = fn
+	}
+	for name, fn := range endpoints {
+		fn := fn
+		h := micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
+			reply, apiErr := fn(ctx, req.Data())
+			if apiErr != nil {
+				body, _ := json.Marshal(messages.ErrorReply{Error: apiErr})
+				_ = req.Error(httpish(apiErr.Code), apiErr.Message, body)
+				return
+			}
+			_ = req.RespondJSON(reply)
+		})
+		if err := g.AddEndpoint(strings.ReplaceAll(name, ".", "_"), h, micro.WithEndpointSubject(name)); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("coordinator: endpoint %s: %w", name, err)
+		}
+	}
+	return svc, nil
+}
+
+// extraEndpoints lets other files (the DLQ API) add endpoints.
+func (c *Coordinator) extraEndpoints() map[string]func(context.Context, []byte) (any, *messages.APIError) {
+	return nil
+}
+
+func httpish(code string) string {
+	switch code {
+	case messages.CodeBadRequest, messages.CodeInvalid:
+		return "400"
+	case messages.CodeNotFound:
+		return "404"
+	case messages.CodeConflict:
+		return "409"
+	case messages.CodeTooLarge:
+		return "413"
+	}
+	return "500"
+}
+
+func apiErr(code, msg string) *messages.APIError { return &messages.APIError{Code: code, Message: msg} }
+
+func badJSON(err error) *messages.APIError {
+	return apiErr(messages.CodeBadRequest, "request is not valid JSON: "+err.Error())
+}
+
+// decodeRequest decodes a JSON request strictly; an empty body is allowed
+// when the request has no required field.
+func decodeRequest(data []byte, v any) *messages.APIError {
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badJSON(err)
+	}
+	return nil
+}
+
+func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *messages.APIError) {
+	if len(data) > c.cfg.MaxSpecBytes {
+		return nil, apiErr(messages.CodeTooLarge, fmt.Sprintf("spec is %d bytes, the limit is %d; put large item lists in an input file", len(data), c.cfg.MaxSpecBytes))
+	}
+	spec, err := jobspec.Parse(data)
+	if err != nil {
+		problems := problemsOf(err)
+		e := &messages.APIError{Code: messages.CodeInvalid, Message: err.Error(), Problems: problems}
+		if len(problems) > 0 {
+			e.Field = problems[0].Field
+		}
+		return nil, e
+	}
+	if spec.ID == "" {
+		spec.ID = "job-" + strings.ToLower(nuid.Next())
+	}
+	if rec, err := c.store.get(ctx, spec.ID); err == nil {
+		return messages.SubmitReply{JobID: spec.ID, Existing: true, State: rec.Status.State}, nil
+	} else if !errors.Is(err, errNoJob) {
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	ack, err := c.js.Publish(ctx, c.names.JobsSubmitSubject(), body, jetstream.WithMsgID(spec.ID))
+	if err != nil {
+		return nil, apiErr(messages.CodeInternal, "storing the submission: "+err.Error())
+	}
+	return messages.SubmitReply{JobID: spec.ID, Existing: ack.Duplicate, State: messages.StatePending}, nil
+}
+
+func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *messages.APIError) {
+	var req messages.JobRequest
+	if e := decodeRequest(data, &req); e != nil {
+		return nil, e
+	}
+	if req.JobID == "" {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "job_id", Message: "required"}
+	}
+	st, err := c.Status(ctx, req.JobID)
+	if errors.Is(err, errNoJob) {
+		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}
+	}
+	if err != nil {
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	return messages.StatusReply{Status: st}, nil
+}
+
+func (c *Coordinator) apiList(ctx context.Context, data []byte) (any, *messages.APIError) {
+	var req messages.ListRequest
+	if e := decodeRequest(data, &req); e != nil {
+		return nil, e
+	}
+	recs, err := c.store.list(ctx)
+	if err != nil {
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	reply := messages.ListReply{Jobs: []messages.JobStatus{}}
+	for _, rec := range recs {
+		if req.State != "" && rec.Status.State != req.State {
+			continue
+		}
+		st := rec.Status
+		if r := c.runner(st.ID); r != nil {
+			st = r.snapshot().Status
+		}
+		st.Errors = nil
+		reply.Jobs = append(reply.Jobs, st)
+		if req.Limit > 0 && len(reply.Jobs) >= req.Limit {
+			break
+		}
+	}
+	return reply, nil
+}
+
+func (c *Coordinator) apiCancel(ctx context.Context, data []byte) (any, *messages.APIError) {
+	var req messages.JobRequest
+	if e := decodeRequest(data, &req); e != nil {
+		return nil, e
+	}
+	if req.JobID == "" {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "job_id", Message: "required"}
+	}
+	st, err := c.Cancel(ctx, req.JobID)
+	switch {
+	case errors.Is(err, errNoJob):
+		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}
+	case errors.Is(err, errJobFinished):
+		return nil, &messages.APIError{Code: messages.CodeConflict, Field: "job_id", Message: fmt.Sprintf("job %q already ended (%s)", req.JobID, st.State)}
+	case err != nil:
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	return messages.StatusReply{Status: st}, nil
+}

@@ -1,0 +1,157 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Client calls the jetfleet API (the coordinator's micro service) over
+// NATS. It is what fleetctl uses; the nats CLI can make the same requests.
+// Safe for concurrent use.
+type Client struct {
+	nc    *nats.Conn
+	names messages.Names
+}
+
+// NewClient returns a client for the fleet under prefix ("" = "fleet").
+func NewClient(nc *nats.Conn, prefix string) (*Client, error) {
+	names, err := messages.NewNames(prefix)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{nc: nc, names: names}, nil
+}
+
+// ErrNoCoordinator is returned when no coordinator answers a request.
+var ErrNoCoordinator = errors.New("coordinator: no coordinator answered (is one running with this --prefix?)")
+
+// Call sends req (marshalled to JSON, or sent as is when it is []byte) to
+// endpoint and decodes the reply into reply. An API error reply is returned
+// as a *messages.APIError.
+func (c *Client) Call(ctx context.Context, endpoint string, req, reply any) error {
+	var data []byte
+	switch r := req.(type) {
+	case []byte:
+		data = r
+	case nil:
+	default:
+		var err error
+		if data, err = json.Marshal(req); err != nil {
+			return err
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	msg, err := c.nc.RequestWithContext(ctx, c.names.APISubject(endpoint), data)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return ErrNoCoordinator
+	}
+	if err != nil {
+		return fmt.Errorf("coordinator: %s: %w", endpoint, err)
+	}
+	var er messages.ErrorReply
+	if err := json.Unmarshal(msg.Data, &er); err == nil && er.Error != nil {
+		return er.Error
+	}
+	if msg.Header.Get("Nats-Service-Error-Code") != "" {
+		return &messages.APIError{Code: messages.CodeInternal, Message: msg.Header.Get("Nats-Service-Error")}
+	}
+	if reply == nil {
+		return nil
+	}
+	if err := json.Unmarshal(msg.Data, reply); err != nil {
+		return fmt.Errorf("coordinator: %s: bad reply: %w", endpoint, err)
+	}
+	return nil
+}
+
+// Submit submits a spec (JSON) and returns the reply.
+func (c *Client) Submit(ctx context.Context, specJSON []byte) (*messages.SubmitReply, error) {
+	var r messages.SubmitReply
+	if err := c.Call(ctx, messages.EndpointJobsSubmit, specJSON, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Status returns a job's status.
+func (c *Client) Status(ctx context.Context, id string) (*messages.JobStatus, error) {
+	var r messages.StatusReply
+	if err := c.Call(ctx, messages.EndpointJobsStatus, messages.JobRequest{JobID: id}, &r); err != nil {
+		return nil, err
+	}
+	if r.Status == nil {
+		return nil, fmt.Errorf("coordinator: empty status for %s", id)
+	}
+	return r.Status, nil
+}
+
+// List returns jobs, newest first.
+func (c *Client) List(ctx context.Context, req messages.ListRequest) ([]messages.JobStatus, error) {
+	var r messages.ListReply
+	if err := c.Call(ctx, messages.EndpointJobsList, req, &r); err != nil {
+		return nil, err
+	}
+	return r.Jobs, nil
+}
+
+// Cancel cancels a running job.
+func (c *Client) Cancel(ctx context.Context, id string) (*messages.JobStatus, error) {
+	var r messages.StatusReply
+	if err := c.Call(ctx, messages.EndpointJobsCancel, messages.JobRequest{JobID: id}, &r); err != nil {
+		return nil, err
+	}
+	return r.Status, nil
+}
+
+// Wait polls a job's status every interval, calling onUpdate (if not nil)
+// with each status, until the job is terminal or ctx ends.
+func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, onUpdate func(*messages.JobStatus)) (*messages.JobStatus, error) {
+	if interval <= 0 {
+		interval = 250 * time.Millisecond
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var lastErr error
+	for {
+		st, err := c.Status(ctx, id)
+		var apiErr *messages.APIError
+		switch {
+		case err == nil:
+			if onUpdate != nil {
+				onUpdate(st)
+			}
+			if messages.TerminalState(st.State) {
+				return st, nil
+			}
+		case errors.As(err, &apiErr) && apiErr.Code == messages.CodeNotFound:
+			// A durable submission not yet taken in: keep waiting.
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.As(err, &apiErr):
+			return nil, err
+		default:
+			// No responders or a timeout: a coordinator or server restart
+			// in progress. Keep watching until ctx ends.
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return st, fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
+			}
+			return st, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,43 @@
+package coordinator
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	published      prometheus.Counter
+	publishRetries prometheus.Counter
+	jobsAccepted   prometheus.Counter
+	jobsRejected   prometheus.Counter
+	jobsFinished   *prometheus.CounterVec
+	activeJobs     prometheus.Gauge
+	inFlight       prometheus.GaugeFunc
+}
+
+func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
+	m := &metrics{
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_coordinator_items_published_total", Help: "Work items published to the work stream.",
+		}),
+		publishRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_coordinator_publish_retries_total", Help: "Work publishes refused by the stream (full) and retried.",
+		}),
+		jobsAccepted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_coordinator_jobs_accepted_total", Help: "Jobs accepted.",
+		}),
+		jobsRejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_coordinator_jobs_rejected_total", Help: "Durable submissions rejected by validation.",
+		}),
+		jobsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_coordinator_jobs_finished_total", Help: "Jobs finished, by final state.",
+		}, []string{"state"}),
+		activeJobs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jetfleet_coordinator_active_jobs", Help: "Jobs being published and tracked.",
+		}),
+		inFlight: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "jetfleet_coordinator_publish_window", Help: "Published items without an outcome, over all active jobs.",
+		}, inFlight),
+	}
+	if reg != nil {
+		reg.MustRegister(m.published, m.publishRetries, m.jobsAccepted, m.jobsRejected, m.jobsFinished, m.activeJobs, m.inFlight)
+	}
+	return m
+}

@@ -1,0 +1,91 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// jobStore reads and writes job records in the fleet_jobs bucket. The
+// coordinator is the only writer.
+type jobStore struct {
+	kv jetstream.KeyValue
+}
+
+var errNoJob = errors.New("coordinator: no such job")
+
+func (s *jobStore) get(ctx context.Context, id string) (*messages.JobRecord, error) {
+	e, err := s.kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, errNoJob
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rec messages.JobRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, fmt.Errorf("job record %s: %w", id, err)
+	}
+	return &rec, nil
+}
+
+// create stores a new record; created=false when the id already exists.
+func (s *jobStore) create(ctx context.Context, rec *messages.JobRecord) (created bool, err error) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return false, err
+	}
+	_, err = s.kv.Create(ctx, rec.Status.ID, data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (s *jobStore) put(ctx context.Context, rec *messages.JobRecord) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	_, err = s.kv.Put(ctx, rec.Status.ID, data)
+	return err
+}
+
+// list returns every job record, newest submission first.
+func (s *jobStore) list(ctx context.Context) ([]*messages.JobRecord, error) {
+	lister, err := s.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var recs []*messages.JobRecord
+	for k := range lister.Keys() {
+		rec, err := s.get(ctx, k)
+		if errors.Is(err, errNoJob) {
+			continue
+		}
+		if err != nil {
+			_ = lister.Stop()
+			return nil, err
+		}
+		recs = append(recs, rec)
+	}
+	sort.Slice(recs, func(i, j int) bool {
+		return recs[i].Status.SubmittedAt.After(recs[j].Status.SubmittedAt)
+	})
+	return recs, nil
+}
+
+func sortErrors(es []messages.ErrorSummary) {
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].Count != es[j].Count {
+			return es[i].Count > es[j].Count
+		}
+		return es[i].Signature < es[j].Signature
+	})
+}

@@ -1,0 +1,71 @@
+package dlq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// ErrFull is wrapped when the DLQ stream refuses an entry because it is at
+// its limits; the caller keeps the item (NakWithDelay) and tries later.
+var ErrFull = errors.New("dlq: stream full")
+
+// publisher is the part of jetstream.JetStream the writer needs.
+type publisher interface {
+	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+// Writer publishes dead-letter entries. Safe for concurrent use.
+type Writer struct {
+	js    publisher
+	names messages.Names
+}
+
+// NewWriter returns a writer publishing under names.
+func NewWriter(js publisher, names messages.Names) *Writer {
+	return &Writer{js: js, names: names}
+}
+
+// EntryMsgID is the de-duplication id of an item's entry for a generation.
+func EntryMsgID(job, itemID string, generation int) string {
+	return "dlq/" + messages.WorkMsgID(job, itemID, generation)
+}
+
+// Write publishes e and waits for the stream's acknowledgement. A nil error
+// means the entry is stored (or was already, as a duplicate).
+func (w *Writer) Write(ctx context.Context, e *messages.DLQEntry) error {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("dlq: encode entry: %w", err)
+	}
+	m := nats.NewMsg(w.names.DLQSubject(e.JobID))
+	m.Data = data
+	m.Header.Set(messages.HeaderJobID, e.JobID)
+	m.Header.Set(messages.HeaderItemID, messages.EncodeItemID(e.ItemID))
+	m.Header.Set(messages.HeaderCorrelationID, e.CorrelationID)
+	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(EntryMsgID(e.JobID, e.ItemID, e.Generation)))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && isLimitCode(apiErr.ErrorCode) {
+			return fmt.Errorf("%w: %v", ErrFull, err)
+		}
+		return fmt.Errorf("dlq: publish entry: %w", err)
+	}
+	return nil
+}
+
+// isLimitCode reports JetStream's "stream full" refusals.
+func isLimitCode(code jetstream.ErrorCode) bool {
+	switch code {
+	case 10077, // store failed: "maximum messages/bytes exceeded" under DiscardNew
+		10047: // insufficient resources
+		return true
+	}
+	return false
+}
