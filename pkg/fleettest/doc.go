@@ -1,0 +1,29 @@
+// Package fleettest runs real NATS JetStream servers inside `go test`: a
+// single node ([RunServer]) and an in-process cluster ([RunCluster]) for
+// replicated streams and KV buckets.
+//
+// Servers listen on random localhost ports, keep their JetStream files in
+// t.TempDir() (unless [WithStoreDir] says otherwise) and are shut down, with
+// every connection they handed out, when the test ends (t.Cleanup). Nothing
+// needs to be installed: the server is github.com/nats-io/nats-server/v2
+// linked into the test binary.
+//
+//	func TestPublish(t *testing.T) {
+//		srv := fleettest.RunServer(t)
+//		_, err := srv.JS().CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+//		...
+//		srv.Restart(t) // same port and store: file-stored streams survive
+//	}
+//
+// A cluster needs a few seconds to elect its meta leader; [RunCluster] waits
+// for that, and for every node to be known to the leader, before it returns.
+// Stopping the leader of a replicated stream with [Cluster.StopNode] costs a
+// Raft election (4–9 s with nats-server's default timeouts); moving
+// leadership with [Cluster.StepDownStreamLeader] takes milliseconds.
+//
+// Wait for outcomes with [WaitFor] (a polling loop with a deadline), never
+// with a bare sleep.
+//
+// The helpers call t.Fatal on failure, so call them from the test's own
+// goroutine.
+package fleettest
