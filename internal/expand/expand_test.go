@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -607,4 +608,33 @@ func TestOptionErrors(t *testing.T) {
 	_, _, err := Count(context.Background(), &messages.JobSpec{}, nil, WithMaxGroups(0))
 	require.ErrorIs(t, err, ErrSpec)
 	require.True(t, errors.Is(err, ErrSpec))
+}
+
+func TestMalformedJSONFarIntoTheInput(t *testing.T) {
+	// Past several look-back windows, offsets stay exact.
+	var b strings.Builder
+	b.WriteString(`{"items":[`)
+	pad := strings.Repeat("p", 100)
+	for i := range 30_000 { // 3.6 MB: past the look-back window
+		fmt.Fprintf(&b, `{"id":"item-%07d","pad":"%s"},`, i, pad)
+	}
+	bad := b.Len() + len(`{"id":`)
+	b.WriteString(`{"id":@}]}`)
+	spec, open := fileSpec(t, b.String(), "$.items[*]")
+	items, err := expand(t, spec, open)
+	require.Len(t, items, 30_000)
+	var se *SyntaxError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, SyntaxError{Ref: "items.json", Offset: int64(bad), Item: 30_000,
+		Msg: "invalid character '@' looking for beginning of value"}, *se)
+
+	// Inside an item larger than the window, the error names where the item
+	// starts.
+	big := `[{"id":"a"},{"id":"b","pad":"` + strings.Repeat("x", 3*lookBack) + `",}]`
+	spec, open = fileSpec(t, big, "")
+	_, err = expand(t, spec, open)
+	require.ErrorAs(t, err, &se)
+	require.True(t, se.Approx)
+	require.Equal(t, int64(len(`[{"id":"a"}`)), se.Offset)
+	require.EqualError(t, err, `input items.json: malformed JSON in the value starting at byte 11: invalid character '}' looking for beginning of object key string (in items[1])`)
 }
