@@ -7,14 +7,14 @@
 //	'; rm -rf / #    $(touch /tmp/pwned)    `id`    a "quoted" word    two\nlines
 //
 // reaches the command as exactly that one argument. A bare reference is
-// written with [Quote] (POSIX single quotes, '\” for an embedded quote, ”
-// for the empty string). Expand follows the shell's quoting through the
+// written with [Quote], in POSIX single quotes. Expand follows the shell's quoting through the
 // template, so a reference inside "..." or '...' is escaped for that place
 // instead, and one in a comment is left as written. Where no quoting can be
 // safe — inside `...`, a here-document, ${...} or $((...)), right after a
-// backslash, or after bash's $'...' — the reference is refused with
-// [ErrUnsafePosition]; [Validate] finds those at submission time. Do not
-// put quotes around a reference to make it one word: it already is one.
+// backslash, after bash's $'...', or after a case statement inside
+// $(...) — the reference is refused with [ErrUnsafePosition]; [Validate]
+// finds those at submission time. There is no need to put quotes around a
+// reference to make it one word: it already is one.
 //
 // Values stay literal only as far as the template takes them: a script that
 // re-evaluates its arguments (eval, sh -c "$1", xargs sh -c) runs them.

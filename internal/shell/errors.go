@@ -13,7 +13,8 @@ var (
 	ErrNoMap = errors.New("shell: map values are only available in reduce steps")
 	// ErrUnsafePosition: a reference stands where no quoting can keep its
 	// value a literal (inside `...`, a here-document, ${...} or $((...)),
-	// after a backslash, or after bash's $'...' quoting).
+	// after a backslash, after bash's $'...' quoting, or after a case
+	// statement inside $(...)).
 	ErrUnsafePosition = errors.New("shell: reference cannot be quoted safely here")
 	// ErrNUL: a value holds a NUL byte, which no shell argument, script or
 	// environment variable can carry.

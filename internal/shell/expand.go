@@ -94,8 +94,9 @@ func (e *RefError) Unwrap() []error { return []error{e.Kind, e.Err} }
 // special there are escaped; inside '...' the quotes are closed and
 // reopened around embedded single quotes. References in comments are left
 // as written and not resolved. A reference where no quoting is safe —
-// inside `...`, a here-document, ${...} or $((...)), after a backslash, or
-// after bash's $'...' — is an ErrUnsafePosition error.
+// inside `...`, a here-document, ${...} or $((...)), after a backslash,
+// after bash's $'...', or after a case statement inside $(...) — is an
+// ErrUnsafePosition error.
 //
 // ${item} is the whole item: its JSON text, or the scalar itself; a string
 // field is its text, a number or bool as written, an object or array its

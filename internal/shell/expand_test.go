@@ -112,6 +112,7 @@ func TestExpandInjection(t *testing.T) {
 		{"after an arithmetic expansion", `printf '[%s]' $((1+2))${item.x}`, func(v string) string { return "[3" + v + "]" }},
 		{"after a parameter expansion", `printf '[%s]' $${UNSET_SHELL_TEST_VAR:-d}${item.x}`, func(v string) string { return "[d" + v + "]" }},
 		{"after backquotes", "printf '[%s]' `echo q`${item.x}", func(v string) string { return "[q" + v + "]" }},
+		{"after a top-level case", "case a in a) printf '[%s]' ${item.x};; esac", func(v string) string { return "[" + v + "]" }},
 	}
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
@@ -247,6 +248,7 @@ func TestExpandUnsafePositions(t *testing.T) {
 		{name: "after a backslash", template: `echo \${item.x}`, contains: "after a backslash"},
 		{name: "after a backslash in double quotes", template: `echo "\${item.x}"`, contains: "after a backslash"},
 		{name: "after bash $'...'", template: "echo $'a\\'' ${item.x}", contains: "$'...'"},
+		{name: "after case in command substitution", template: "echo \"$(case a in a) echo ${item.x};; esac)\"", contains: "case statement"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -289,6 +291,9 @@ func FuzzExpand(f *testing.F) {
 		}
 		item, err := json.Marshal(map[string]string{"x": value})
 		require.NoError(t, err)
+		var back map[string]string // JSON turns invalid UTF-8 into U+FFFD
+		require.NoError(t, json.Unmarshal(item, &back))
+		value = back["x"]
 		got, err := Expand(tpl, Vars{Item: item, LookupEnv: func(string) (string, bool) { return value, true }, Map: &MapVars{}})
 		verr := Validate(tpl)
 		require.Equal(t, verr != nil, errors.Is(err, ErrUnsafePosition), "Expand: %v; Validate: %v", err, verr)

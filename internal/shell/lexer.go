@@ -9,8 +9,8 @@ import (
 // a template, so that each reference is encoded for the place it stands in:
 // a bare word gets [Quote], a position inside "..." or '...' gets the escape
 // that keeps the value literal there, and places where no encoding is safe
-// (`...`, here-documents, ${...}, $((...)), after a backslash or after
-// bash's $'...') are refused. It knows POSIX sh as dash and bash read it;
+// (`...`, here-documents, ${...}, $((...)), after a backslash, after
+// bash's $'...', after a case statement inside $(...)) are refused. It knows POSIX sh as dash and bash read it;
 // where the two differ it refuses rather than guesses.
 
 // ctxKind is a shell context that changes how characters are read.
@@ -269,6 +269,12 @@ func (l *lexer) cmdChar(s string, i int) int {
 	case ' ', '\t', ';', '&', '|', '>':
 		f.wordStart = true
 	default:
+		// A case pattern's unbalanced ")" would end $(...) for a reader
+		// that counts parentheses, as this one does.
+		if f.sub && f.wordStart && l.poison == "" && strings.HasPrefix(s[i:], "case") &&
+			i+4 < len(s) && strings.IndexByte(" \t\n", s[i+4]) >= 0 {
+			l.poison = "after a case statement inside $(...)"
+		}
 		f.wordStart = false
 	}
 	return 0

@@ -2,10 +2,15 @@ package shell
 
 import "strings"
 
-// Quote returns s as one literal POSIX shell word: single-quoted, with each
-// embedded single quote written as '\” (close, escaped quote, reopen). The
-// empty string becomes ”. Nothing inside the result is special to the
-// shell: not $, `, \, ", globs, spaces or newlines.
+// Quote returns s as one literal POSIX shell word, in single quotes; each
+// embedded single quote closes the quotes, is escaped, and reopens them:
+//
+//	Quote("it's")           == `'it'\''s'`
+//	Quote("")               == `''`
+//	Quote("$(id); rm -rf /") == `'$(id); rm -rf /'`
+//
+// Nothing inside the result is special to the shell: not $, `, \, ", globs,
+// spaces or newlines.
 func Quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
