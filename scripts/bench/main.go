@@ -1,0 +1,218 @@
+// Command bench measures jetfleet's end-to-end throughput against raw
+// JetStream on the same embedded server, in one process and one run:
+//
+//	(a) raw: async-publish N messages to a WorkQueue stream, then consume
+//	    and ack them with nats.go (Messages with a prefetch buffer);
+//	(b) jetfleet: a job of N items with one no-op Go handler, submitted
+//	    through the API to a coordinator and agents, until it is done.
+//
+// It prints items/s for both and, last, "jetfleet/raw ratio: X.XX". It can
+// also measure the coordinator's peak heap while expanding an input file.
+//
+//	go run ./scripts/bench -n 100000
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/internal/embedded"
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+var profilePath string
+
+func main() {
+	n := flag.Int("n", 100000, "items")
+	agents := flag.Int("agents", 2, "in-process agents")
+	conc := flag.Int("concurrency", 64, "concurrency per agent")
+	prefetch := flag.Int("prefetch", 256, "prefetch per agent (and raw consumer)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the jetfleet phase to this file")
+	flag.Parse()
+	profilePath = *cpuprofile
+	if err := run(*n, *agents, *conc, *prefetch); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n, agents, conc, prefetch int) error {
+	dir, err := os.MkdirTemp("", "jetfleet-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := embedded.Start(embedded.Options{StoreDir: filepath.Join(dir, "js")})
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	fmt.Printf("machine: %d CPUs, %s; N = %d; file storage\n", runtime.NumCPU(), runtime.Version(), n)
+
+	rawRate, err := raw(srv.URL(), n, prefetch)
+	if err != nil {
+		return fmt.Errorf("raw: %w", err)
+	}
+	fmt.Printf("raw JetStream      : %8.0f msgs/s  (publish async + consume/ack)\n", rawRate)
+	fleetRate, err := fleet(srv.URL(), dir, n, agents, conc, prefetch)
+	if err != nil {
+		return fmt.Errorf("jetfleet: %w", err)
+	}
+	fmt.Printf("jetfleet noop job  : %8.0f items/s (%d agents x %d)\n", fleetRate, agents, conc)
+	fmt.Printf("jetfleet/raw ratio: %.2f\n", fleetRate/rawRate)
+	return nil
+}
+
+// payload is a work item of about the size jetfleet publishes.
+func payload(i int) []byte {
+	b, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("item-%07d", i), "path": fmt.Sprintf("photos/%07d.jpg", i)})
+	return b
+}
+
+func raw(url string, n, prefetch int) (float64, error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	ctx := context.Background()
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage})
+	if err != nil {
+		return 0, err
+	}
+	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 20000})
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		m := nats.NewMsg("raw.default.job")
+		m.Data = payload(i)
+		m.Header.Set(messages.HeaderMsgID, fmt.Sprintf("raw/%d", i))
+		if _, err := js.PublishMsgAsync(m); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(5 * time.Minute):
+		return 0, fmt.Errorf("publish did not complete")
+	}
+	var got atomic.Int64
+	done := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		_ = m.Ack()
+		if got.Add(1) == int64(n) {
+			close(done)
+		}
+	}, jetstream.PullMaxMessages(prefetch))
+	if err != nil {
+		return 0, err
+	}
+	defer cc.Stop()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Minute):
+		return 0, fmt.Errorf("consumed %d of %d", got.Load(), n)
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func fleet(url, dir string, n, agents, conc, prefetch int) (float64, error) {
+	input := filepath.Join(dir, "items.json")
+	f, err := os.Create(input)
+	if err != nil {
+		return 0, err
+	}
+	f.WriteString(`{"items":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			f.WriteString(",")
+		}
+		f.Write(payload(i))
+	}
+	f.WriteString("]}")
+	if err := f.Close(); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conns := []*nats.Conn{}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	connect := func() (*nats.Conn, error) {
+		c, err := nats.Connect(url)
+		if err == nil {
+			conns = append(conns, c)
+		}
+		return c, err
+	}
+	prov := provision.Config{MaxAckPending: 50000}
+	cnc, err := connect()
+	if err != nil {
+		return 0, err
+	}
+	coord, err := coordinator.New(cnc, coordinator.Config{Provision: prov, PublishBatch: 2048, StatusInterval: 100 * time.Millisecond})
+	if err != nil {
+		return 0, err
+	}
+	errs := make(chan error, agents+1)
+	go func() { errs <- coord.Run(ctx) }()
+	<-coord.Ready()
+	for i := 0; i < agents; i++ {
+		anc, err := connect()
+		if err != nil {
+			return 0, err
+		}
+		a := agent.New(anc, agent.Config{Name: fmt.Sprintf("bench-%d", i), Concurrency: conc, Prefetch: prefetch, Provision: prov}).
+			Handle("noop", func(context.Context, *agent.Call) (any, error) { return nil, nil })
+		go func() { errs <- a.Run(ctx) }()
+	}
+	client, _ := coordinator.NewClient(cnc, "")
+	if profilePath != "" {
+		pf, err := os.Create(profilePath)
+		if err != nil {
+			return 0, err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return 0, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	spec := fmt.Sprintf(`{"id": "bench", "input": %q, "json_path": "$.items[*]", "agent_template": [{"handler": "noop"}]}`, input)
+	start := time.Now()
+	reply, err := client.Submit(ctx, []byte(spec))
+	if err != nil {
+		return 0, err
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer wcancel()
+	st, err := client.Wait(wctx, reply.JobID, 50*time.Millisecond, nil)
+	if err != nil {
+		return 0, err
+	}
+	el := time.Since(start)
+	if st.Succeeded != int64(n) {
+		return 0, fmt.Errorf("job ended %s with %d of %d succeeded", st.State, st.Succeeded, n)
+	}
+	return float64(n) / el.Seconds(), nil
+}
