@@ -28,27 +28,29 @@ func unmarshalVia(b []byte, rv reflect.Value) error {
 	return d.err()
 }
 
-func decodeDurationHook(d *decoder, path string, v any, rv reflect.Value) {
+func decodeDurationHook(d *decoder, path string, v any, rv reflect.Value) bool {
 	dur, err := durationFromTree(v)
 	if err != nil {
 		d.addf(path, "%v", err)
-		return
+		return false
 	}
 	rv.SetInt(int64(dur))
+	return true
 }
 
-func decodeRawHook(d *decoder, path string, v any, rv reflect.Value) {
-	n, err := normalize(v, 0)
-	if err != nil {
-		d.addf(path, "%v", err)
-		return
+func decodeRawHook(d *decoder, path string, v any, rv reflect.Value) bool {
+	n, fe := normalize(path, v, 0)
+	if fe != nil {
+		d.addf(fe.Field, "%s", fe.Message)
+		return false
 	}
 	b, err := canonicalJSON(n)
 	if err != nil {
 		d.addf(path, "%v", err)
-		return
+		return false
 	}
 	rv.SetBytes(b)
+	return true
 }
 
 // ---- Backoff ----
@@ -66,26 +68,26 @@ func validBackoffKind(k BackoffKind) bool {
 	return false
 }
 
-func decodeBackoffHook(d *decoder, path string, v any, rv reflect.Value) {
+func decodeBackoffHook(d *decoder, path string, v any, rv reflect.Value) bool {
 	var b Backoff
 	switch x := v.(type) {
 	case string:
 		k := BackoffKind(strings.ToLower(x))
 		if !validBackoffKind(k) {
 			d.addf(path, "unknown backoff strategy %q (use fixed, linear, exponential, fibonacci or custom)%s", x, suggestion(x, backoffKinds))
-			return
+			return false
 		}
 		b.Kind = k
 	case map[string]any:
 		key, params, ok := d.oneKey(path, x, "one key naming the strategy (fixed, linear, exponential, fibonacci or custom)")
 		if !ok {
-			return
+			return false
 		}
 		kp := JoinPath(path, key)
 		b.Kind = BackoffKind(strings.ToLower(key))
 		if !validBackoffKind(b.Kind) {
 			d.addf(kp, "unknown backoff strategy (use fixed, linear, exponential, fibonacci or custom)%s", suggestion(key, backoffKinds))
-			return
+			return false
 		}
 		if params == nil {
 			break // {fixed: null}
@@ -149,9 +151,10 @@ func decodeBackoffHook(d *decoder, path string, v any, rv reflect.Value) {
 		}
 	default:
 		d.typeErr(path, backoffForms, v)
-		return
+		return false
 	}
 	rv.Set(reflect.ValueOf(b))
+	return true
 }
 
 // hasParams reports whether b needs the object form.
@@ -207,20 +210,20 @@ func isBuiltinMatcher(s string) bool {
 
 const matcherForms = "network, timeout, server_error, rate_limit, {pattern: regex} or {exit_code: [codes]}"
 
-func decodeMatcherHook(d *decoder, path string, v any, rv reflect.Value) {
+func decodeMatcherHook(d *decoder, path string, v any, rv reflect.Value) bool {
 	var m Matcher
 	switch x := v.(type) {
 	case string:
 		name := strings.ToLower(x)
 		if !isBuiltinMatcher(name) {
 			d.addf(path, "unknown matcher %q (use %s)%s", x, matcherForms, suggestion(name, builtinMatchers))
-			return
+			return false
 		}
 		m.Builtin = name
 	case map[string]any:
 		key, val, ok := d.oneKey(path, x, "one key: pattern or exit_code")
 		if !ok {
-			return
+			return false
 		}
 		kp := JoinPath(path, key)
 		switch key {
@@ -228,11 +231,11 @@ func decodeMatcherHook(d *decoder, path string, v any, rv reflect.Value) {
 			s, ok := val.(string)
 			if !ok {
 				d.typeErr(kp, "a regular expression string", val)
-				return
+				return false
 			}
 			if s == "" {
 				d.addf(kp, "must not be empty (omit retry_on to retry every error)")
-				return
+				return false
 			}
 			m.Pattern = s
 		case "exit_code":
@@ -241,7 +244,7 @@ func decodeMatcherHook(d *decoder, path string, v any, rv reflect.Value) {
 				d.value(kp, arr, reflect.ValueOf(&codes).Elem())
 				if len(arr) == 0 {
 					d.addf(kp, "must list at least one exit code")
-					return
+					return false
 				}
 			} else if isNumber(val) {
 				var c int
@@ -249,18 +252,19 @@ func decodeMatcherHook(d *decoder, path string, v any, rv reflect.Value) {
 				codes = []int{c}
 			} else {
 				d.typeErr(kp, "an exit code or a list of exit codes", val)
-				return
+				return false
 			}
 			m.ExitCodes = codes
 		default:
 			d.addf(kp, "unknown matcher field (use pattern or exit_code)%s", suggestion(key, []string{"pattern", "exit_code"}))
-			return
+			return false
 		}
 	default:
 		d.typeErr(path, "a matcher ("+matcherForms+")", v)
-		return
+		return false
 	}
 	rv.Set(reflect.ValueOf(m))
+	return true
 }
 
 // MarshalJSON writes the built-in name, {"pattern": ...} or {"exit_code": [...]}.
@@ -283,7 +287,7 @@ func (m *Matcher) UnmarshalJSON(data []byte) error {
 
 // ---- OnFailure ----
 
-func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) {
+func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) bool {
 	var f OnFailure
 	switch x := v.(type) {
 	case string:
@@ -292,20 +296,20 @@ func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) {
 			f.Action = a
 		case OnFailureFallback:
 			d.addf(path, `fallback needs a command: {fallback: {command: "..."}}`)
-			return
+			return false
 		default:
 			d.addf(path, `unknown action %q (use stop, continue or {fallback: {command: "..."}})%s`, x, suggestion(a, []string{OnFailureStop, OnFailureContinue, OnFailureFallback}))
-			return
+			return false
 		}
 	case map[string]any:
 		key, val, ok := d.oneKey(path, x, `{fallback: {command: "..."}}`)
 		if !ok {
-			return
+			return false
 		}
 		kp := JoinPath(path, key)
 		if key != OnFailureFallback {
 			d.addf(kp, `unknown action (the object form is {fallback: {command: "..."}}; write stop or continue as a string)%s`, suggestion(key, []string{OnFailureFallback}))
-			return
+			return false
 		}
 		f.Action = OnFailureFallback
 		var p struct {
@@ -319,9 +323,10 @@ func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) {
 		}
 	default:
 		d.typeErr(path, `stop, continue or {fallback: {command: "..."}}`, v)
-		return
+		return false
 	}
 	rv.Set(reflect.ValueOf(f))
+	return true
 }
 
 // MarshalJSON writes "stop", "continue" or {"fallback": {"command": ...}}.
@@ -343,7 +348,7 @@ var itemFailureActions = []string{ItemFailureDLQ, ItemFailureRetry, ItemFailureS
 
 const customStepForm = `{custom: {handler: name, with: {...}}} or {custom: {shell: "..."}}`
 
-func decodeItemFailureHook(d *decoder, path string, v any, rv reflect.Value) {
+func decodeItemFailureHook(d *decoder, path string, v any, rv reflect.Value) bool {
 	var a ItemFailureAction
 	switch x := v.(type) {
 	case string:
@@ -352,33 +357,34 @@ func decodeItemFailureHook(d *decoder, path string, v any, rv reflect.Value) {
 			a.Action = s
 		case ItemFailureCustom:
 			d.addf(path, "custom needs a step: %s", customStepForm)
-			return
+			return false
 		default:
 			d.addf(path, "unknown action %q (use dlq, retry, skip, stop or %s)%s", x, customStepForm, suggestion(s, itemFailureActions))
-			return
+			return false
 		}
 	case map[string]any:
 		key, val, ok := d.oneKey(path, x, customStepForm)
 		if !ok {
-			return
+			return false
 		}
 		kp := JoinPath(path, key)
 		if key != ItemFailureCustom {
 			d.addf(kp, "unknown action (the object form is %s; write dlq, retry, skip or stop as a string)%s", customStepForm, suggestion(key, []string{ItemFailureCustom}))
-			return
+			return false
 		}
 		if val == nil {
 			d.addf(kp, "custom needs a step: %s", customStepForm)
-			return
+			return false
 		}
 		a.Action = ItemFailureCustom
 		a.Custom = &Step{}
 		d.value(kp, val, reflect.ValueOf(a.Custom).Elem())
 	default:
 		d.typeErr(path, "dlq, retry, skip, stop or "+customStepForm, v)
-		return
+		return false
 	}
 	rv.Set(reflect.ValueOf(a))
+	return true
 }
 
 // MarshalJSON writes the action name, or {"custom": step}.
@@ -396,7 +402,7 @@ func (a *ItemFailureAction) UnmarshalJSON(data []byte) error {
 
 // ---- ErrorCollection ----
 
-func decodeErrorCollectionHook(d *decoder, path string, v any, rv reflect.Value) {
+func decodeErrorCollectionHook(d *decoder, path string, v any, rv reflect.Value) bool {
 	var c ErrorCollection
 	modes := []string{CollectAggregate, CollectImmediate, CollectBatched}
 	switch x := v.(type) {
@@ -406,20 +412,20 @@ func decodeErrorCollectionHook(d *decoder, path string, v any, rv reflect.Value)
 			c.Mode = s
 		case CollectBatched:
 			d.addf(path, "batched needs a size: {batched: {size: N}}")
-			return
+			return false
 		default:
 			d.addf(path, "unknown mode %q (use aggregate, immediate or {batched: {size: N}})%s", x, suggestion(s, modes))
-			return
+			return false
 		}
 	case map[string]any:
 		key, val, ok := d.oneKey(path, x, "{batched: {size: N}}")
 		if !ok {
-			return
+			return false
 		}
 		kp := JoinPath(path, key)
 		if key != CollectBatched {
 			d.addf(kp, "unknown mode (the object form is {batched: {size: N}}; write aggregate or immediate as a string)%s", suggestion(key, []string{CollectBatched}))
-			return
+			return false
 		}
 		c.Mode = CollectBatched
 		var p struct {
@@ -433,9 +439,10 @@ func decodeErrorCollectionHook(d *decoder, path string, v any, rv reflect.Value)
 		}
 	default:
 		d.typeErr(path, "aggregate, immediate or {batched: {size: N}}", v)
-		return
+		return false
 	}
 	rv.Set(reflect.ValueOf(c))
+	return true
 }
 
 // MarshalJSON writes "aggregate", "immediate" or {"batched": {"size": N}}.
@@ -455,7 +462,7 @@ func (c *ErrorCollection) UnmarshalJSON(data []byte) error {
 
 const budgetForms = `a non-negative integer or a percentage such as "10%"`
 
-func decodeBudgetHook(d *decoder, path string, v any, rv reflect.Value) {
+func decodeBudgetHook(d *decoder, path string, v any, rv reflect.Value) bool {
 	var b BudgetValue
 	switch x := v.(type) {
 	case string:
@@ -464,7 +471,7 @@ func decodeBudgetHook(d *decoder, path string, v any, rv reflect.Value) {
 			f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 			if err != nil || f != f || f > 1e300 || f < -1e300 {
 				d.addf(path, "invalid percentage %q (want a number from 0 to 100 followed by %%, e.g. \"10%%\")", x)
-				return
+				return false
 			}
 			b.Percent, b.IsPercent = f, true
 			break
@@ -472,22 +479,23 @@ func decodeBudgetHook(d *decoder, path string, v any, rv reflect.Value) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || int64(int(n)) != n {
 			d.addf(path, "expected %s, got %s", budgetForms, describe(v))
-			return
+			return false
 		}
 		b.Count = int(n)
 	default:
 		if !isNumber(v) {
 			d.typeErr(path, budgetForms, v)
-			return
+			return false
 		}
 		n, err := asInt(v)
 		if err != nil || int64(int(n)) != n {
 			d.addf(path, "expected %s, got %s", budgetForms, describe(v))
-			return
+			return false
 		}
 		b.Count = int(n)
 	}
 	rv.Set(reflect.ValueOf(b))
+	return true
 }
 
 // String writes "10%" or "20".

@@ -32,7 +32,8 @@ func ParseJobSpec(data []byte) (*JobSpec, error) {
 // map[string]any, []any, string, bool, nil, and numbers as json.Number,
 // float64 or any integer type — what encoding/json produces when decoding
 // into an `any`, and what package jobspec produces from YAML. Problems are
-// reported as by [ParseJobSpec], without lines.
+// reported as by [ParseJobSpec], without lines. A tree producer reports a
+// value it could not convert by putting an [InvalidValue] in its place.
 func DecodeJobSpec(tree any) (*JobSpec, error) {
 	spec, verr := decodeJobSpec(tree, nil)
 	if verr != nil {
@@ -148,8 +149,9 @@ func (d *decoder) err() error {
 
 // A hook decodes a type that has no plain struct/slice/map shape. It is
 // called with the tree value (possibly nil, for array elements) and a
-// settable value of its type.
-type hook func(d *decoder, path string, v any, rv reflect.Value)
+// settable value of its type, and reports whether it set the value; when
+// it did not, the path is marked bad (its problem is already recorded).
+type hook func(d *decoder, path string, v any, rv reflect.Value) bool
 
 var (
 	hooksOnce sync.Once
@@ -174,8 +176,14 @@ func hookFor(t reflect.Type) hook {
 
 // value decodes v into rv at path.
 func (d *decoder) value(path string, v any, rv reflect.Value) {
+	if iv, ok := v.(InvalidValue); ok {
+		d.addf(path, "%s", iv.Problem)
+		return
+	}
 	if h := hookFor(rv.Type()); h != nil {
-		h(d, path, v, rv)
+		if !h(d, path, v, rv) {
+			d.bad[path] = true
+		}
 		return
 	}
 	switch rv.Kind() {
@@ -266,9 +274,10 @@ func (d *decoder) value(path string, v any, rv reflect.Value) {
 			rv.SetZero()
 			return
 		}
-		n, err := normalize(v, 0)
-		if err != nil {
-			d.addf(path, "%v", err)
+		n, fe := normalize(path, v, 0)
+		if fe != nil {
+			d.addf(fe.Field, "%s", fe.Message)
+			d.bad[path] = true
 			return
 		}
 		rv.Set(reflect.ValueOf(n))
@@ -304,7 +313,9 @@ func (d *decoder) object(path string, v any, rv reflect.Value) {
 				d.addf(JoinPath(path, k), "unknown field (did you mean %q?)", s)
 				// A misspelt field counts as given but unusable, so that
 				// validation does not also report it missing.
-				d.bad[JoinPath(path, s)] = true
+				if top, _, _ := strings.Cut(s, "."); m[top] == nil {
+					d.bad[JoinPath(path, s)] = true
+				}
 			}
 		}
 	}
@@ -393,6 +404,21 @@ func closest(word string, names []string) string {
 		if norm(n) == norm(word) {
 			return n
 		}
+	}
+	// "attempts" for "max_attempts", "delay" for "fixed_delay": a unique
+	// name that is word with a prefix or suffix.
+	affix := ""
+	for _, n := range names {
+		if strings.HasSuffix(n, "_"+word) || strings.HasPrefix(n, word+"_") {
+			if affix != "" {
+				affix = ""
+				break
+			}
+			affix = n
+		}
+	}
+	if affix != "" {
+		return affix
 	}
 	best, bestD := "", 0
 	for _, n := range names {

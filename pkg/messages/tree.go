@@ -17,6 +17,14 @@ import (
 // signed or unsigned integer type. encoding/json (with or without UseNumber)
 // and package jobspec produce such trees.
 
+// InvalidValue stands in a generic tree for a value its producer could
+// not convert (a YAML custom tag, an infinity): DecodeJobSpec reports
+// Problem at the value's path and treats the field as given but unusable,
+// so that validation does not also report it missing.
+type InvalidValue struct {
+	Problem string
+}
+
 // maxTreeDepth bounds the nesting of a document, so that hostile input
 // cannot exhaust the stack of the recursive walkers.
 const maxTreeDepth = 1000
@@ -213,25 +221,26 @@ func validNumber(s string) bool {
 	return json.Unmarshal([]byte(s), &n) == nil
 }
 
-// normalize converts a tree value into plain JSON data: maps, slices,
-// strings, bools, nil and json.Number numbers. It rejects what JSON cannot
-// hold (NaN, infinities, other Go types).
-func normalize(v any, depth int) (any, error) {
+// normalize converts the tree value at path into plain JSON data: maps,
+// slices, strings, bools, nil and json.Number numbers. It rejects what JSON
+// cannot hold (NaN, infinities, other Go types), with the path of the
+// offending value.
+func normalize(path string, v any, depth int) (any, *FieldError) {
 	if depth > maxTreeDepth {
-		return nil, fmt.Errorf("nested deeper than %d levels", maxTreeDepth)
+		return nil, &FieldError{Field: path, Message: fmt.Sprintf("nested deeper than %d levels", maxTreeDepth)}
 	}
 	switch x := v.(type) {
 	case nil, bool, string:
 		return x, nil
 	case json.Number:
 		if !validNumber(string(x)) {
-			return nil, fmt.Errorf("invalid number %q", string(x))
+			return nil, &FieldError{Field: path, Message: fmt.Sprintf("invalid number %q", string(x))}
 		}
 		return x, nil
 	case map[string]any:
 		m := make(map[string]any, len(x))
-		for k, e := range x {
-			n, err := normalize(e, depth+1)
+		for _, k := range sortedKeys(x) {
+			n, err := normalize(JoinPath(path, k), x[k], depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -241,7 +250,7 @@ func normalize(v any, depth int) (any, error) {
 	case []any:
 		s := make([]any, len(x))
 		for i, e := range x {
-			n, err := normalize(e, depth+1)
+			n, err := normalize(IndexPath(path, i), e, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -250,14 +259,16 @@ func normalize(v any, depth int) (any, error) {
 		return s, nil
 	case float64, float32:
 		if _, err := asFloat(x); err != nil {
-			return nil, err
+			return nil, &FieldError{Field: path, Message: err.Error()}
 		}
 		return json.Number(numberText(x)), nil
+	case InvalidValue:
+		return nil, &FieldError{Field: path, Message: x.Problem}
 	}
 	if isNumber(v) {
 		return json.Number(numberText(v)), nil
 	}
-	return nil, fmt.Errorf("unsupported value of type %T", v)
+	return nil, &FieldError{Field: path, Message: fmt.Sprintf("unsupported value of type %T", v)}
 }
 
 // canonicalJSON encodes normalized data with sorted keys and without HTML
@@ -320,6 +331,15 @@ func (t *jsonTree) syntaxMessage(err error) string {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		off = se.Offset
+		// Depending on where the decoder failed, Offset is just before or
+		// just after the offending character: point at the character.
+		msg := se.Error()
+		if i := strings.Index(msg, "invalid character '"); i >= 0 && len(msg) > i+20 && msg[i+20] == '\'' {
+			c := msg[i+19]
+			if off > 0 && off <= int64(len(t.data)) && t.data[off-1] == c {
+				off--
+			}
+		}
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		off = int64(len(t.data))

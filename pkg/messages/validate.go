@@ -87,7 +87,7 @@ func (v *validator) jobSpec(s *JobSpec) {
 		}
 	}
 	if s.GroupBy != "" {
-		v.template("group_by", s.GroupBy, false)
+		v.groupBy("group_by", s.GroupBy)
 	}
 	hasItems := len(s.Items) > 0 || v.isBad("items")
 	hasInput := s.Input != "" || v.isBad("input")
@@ -226,6 +226,22 @@ func (v *validator) template(p, s string, allowMap bool) {
 	}
 }
 
+// groupBy checks a group_by template: items are grouped when the job is
+// expanded, so only ${item...} and ${item_id} are known then.
+func (v *validator) groupBy(p, s string) {
+	t, err := ParseTemplate(s)
+	if err != nil {
+		v.addf(p, "%v", err)
+		return
+	}
+	for _, part := range t.Parts {
+		if part.Ref != nil && part.Ref[0] != RefItem && part.Ref[0] != RefItemID {
+			v.addf(p, "${%s} is not known when items are grouped (use ${item.<field>} or ${item_id})", strings.Join(part.Ref, "."))
+			return
+		}
+	}
+}
+
 func (v *validator) retryConfig(p string, rc *RetryConfig, reduce bool) {
 	if rc.Attempts != nil && (*rc.Attempts < 1 || *rc.Attempts > MaxAttempts) {
 		v.addf(JoinPath(p, "attempts"), "must be between 1 and %d, got %d", MaxAttempts, *rc.Attempts)
@@ -287,7 +303,7 @@ func (v *validator) delayBounds(p string, initialDelay, maxDelay *Duration, b *B
 	if maxDelay != nil {
 		maxV, maxDefault = *maxDelay, false
 	}
-	if initV <= maxV || v.isBad(initP) || v.isBad(maxP) || v.isBad(JoinPath(p, "backoff")) {
+	if initV <= maxV || v.isBad(initP) || v.isBad(maxP) || v.initialBad(JoinPath(p, "backoff")) {
 		return
 	}
 	if initDefault {
@@ -299,6 +315,24 @@ func (v *validator) delayBounds(p string, initialDelay, maxDelay *Duration, b *B
 		def = " (default)"
 	}
 	v.addf(initP, "%s is greater than max_delay %s%s", initV, maxV, def)
+}
+
+// initialBad reports whether a backoff at p failed to decode in a way that
+// may have lost its initial delay.
+func (v *validator) initialBad(p string) bool {
+	if v.bad[p] {
+		return true
+	}
+	for b := range v.bad {
+		if !under(b, p) {
+			continue
+		}
+		rest := strings.Split(strings.TrimPrefix(b, p+"."), ".")
+		if len(rest) == 1 || rest[1] == "initial" || rest[1] == "delay" {
+			return true
+		}
+	}
+	return false
 }
 
 func (v *validator) backoff(p string, b *Backoff) {

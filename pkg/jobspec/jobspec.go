@@ -1,0 +1,116 @@
+package jobspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// ErrRead is wrapped by the error of ParseFile and ParseRetryConfigFile
+// when the file cannot be read.
+var ErrRead = errors.New("jobspec: cannot read file")
+
+// Parse decodes and validates a job spec written in YAML 1.2 or JSON. The
+// same field names and forms are accepted in both, and both give identical
+// structs. Every problem is reported at once in a *messages.ValidationError
+// (errors.Is(err, messages.ErrInvalidSpec) holds), each with its field path
+// and source line: `agent_template[1].timeout (line 12): invalid duration
+// "5 seconds": ...`. YAML duplicate keys and non-string keys are problems
+// too.
+func Parse(data []byte) (*messages.JobSpec, error) {
+	if isJSON(data) {
+		return messages.ParseJobSpec(data)
+	}
+	t := parseYAML(data)
+	if t.value == nil && len(t.problems) > 0 {
+		return nil, &messages.ValidationError{Problems: t.problems}
+	}
+	spec, err := messages.DecodeJobSpec(t.value)
+	if err = merge(err, t, ""); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// ParseFile reads and parses a job spec file: JSON when its name ends in
+// ".json", otherwise YAML or JSON by content.
+func ParseFile(path string) (*messages.JobSpec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRead, err)
+	}
+	if strings.EqualFold(filepath.Ext(path), ".json") {
+		return messages.ParseJobSpec(data)
+	}
+	return Parse(data)
+}
+
+// ToJSON converts a job spec in YAML or JSON to canonical JSON, the form
+// the jobs.submit API takes. The spec is validated first; defaults are not
+// filled in.
+func ToJSON(data []byte) ([]byte, error) {
+	spec, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(spec)
+}
+
+// ParseRetryConfig decodes and validates a standalone retry_config
+// document in YAML or JSON, as a step's retry_config is validated. The
+// document may also be wrapped as {retry_config: {...}}, so that a spec
+// fragment can be used as is.
+func ParseRetryConfig(data []byte) (*messages.RetryConfig, error) {
+	if isJSON(data) {
+		return messages.ParseRetryConfig(data)
+	}
+	t := parseYAML(data)
+	if t.value == nil && len(t.problems) > 0 {
+		return nil, &messages.ValidationError{Kind: messages.KindRetryConfig, Problems: t.problems}
+	}
+	rc, err := messages.DecodeRetryConfig(t.value)
+	if err = merge(err, t, messages.KindRetryConfig); err != nil {
+		return nil, err
+	}
+	return rc, nil
+}
+
+// ParseRetryConfigFile reads and parses a retry_config file.
+func ParseRetryConfigFile(path string) (*messages.RetryConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRead, err)
+	}
+	return ParseRetryConfig(data)
+}
+
+// merge combines the YAML-level problems of t with the decoder's error and
+// gives every problem its line.
+func merge(err error, t tree, kind string) error {
+	var ve *messages.ValidationError
+	if err != nil && !errors.As(err, &ve) {
+		return err
+	}
+	if ve == nil && len(t.problems) == 0 {
+		return nil
+	}
+	out := &messages.ValidationError{Kind: kind, Problems: append([]messages.FieldError(nil), t.problems...)}
+	if ve != nil {
+		out.Problems = append(out.Problems, ve.Problems...)
+	}
+	out.SetLines(t.lines)
+	return out
+}
+
+// isJSON reports whether data is a JSON object (YAML flow mappings such as
+// {a: b} are not JSON and go to the YAML parser).
+func isJSON(data []byte) bool {
+	d := bytes.TrimSpace(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")))
+	return len(d) > 0 && d[0] == '{' && json.Valid(d)
+}

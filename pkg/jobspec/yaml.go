@@ -1,0 +1,293 @@
+package jobspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+const (
+	// maxDepth bounds the nesting of a document.
+	maxDepth = 1000
+	// linesMaxDepth bounds the paths whose lines are recorded; deeper
+	// paths can only be free-form data.
+	linesMaxDepth = 12
+)
+
+// tree is a YAML document converted to the generic tree messages decodes:
+// map[string]any, []any, string, bool, nil and json.Number.
+type tree struct {
+	value    any
+	lines    map[string]int
+	problems []messages.FieldError
+}
+
+// converter walks a yaml.Node tree.
+type converter struct {
+	lines    map[string]int
+	problems []messages.FieldError
+	// nodes counts the nodes visited, aliases expanded; it is bounded so
+	// that an alias bomb cannot blow up time or memory.
+	nodes, maxNodes int
+	exhausted       bool
+}
+
+var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// parseYAML parses one YAML document into a tree. A syntax error returns
+// a nil value and a single problem.
+func parseYAML(data []byte) (t tree) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	fail := func(err error) tree {
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		fe := messages.FieldError{Message: "invalid YAML: " + msg}
+		if m := yamlErrLine.FindStringSubmatch(err.Error()); m != nil {
+			fe.Line, _ = strconv.Atoi(m[1])
+			fe.Message = "invalid YAML: " + m[2]
+		}
+		return tree{problems: []messages.FieldError{fe}}
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := safeDecode(dec, &doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return tree{problems: []messages.FieldError{{Message: "empty document"}}}
+		}
+		return fail(err)
+	}
+	var next yaml.Node
+	switch err := safeDecode(dec, &next); {
+	case err == nil:
+		return tree{problems: []messages.FieldError{{Line: next.Line, Message: "expected a single YAML document, found another after '---'"}}}
+	case !errors.Is(err, io.EOF):
+		return fail(err)
+	}
+	c := &converter{lines: map[string]int{}, maxNodes: 10*len(data) + 10000}
+	v := c.node("", &doc, 0, true)
+	if c.exhausted {
+		return tree{problems: []messages.FieldError{{Message: fmt.Sprintf("document too large: more than %d values after expanding aliases", c.maxNodes)}}}
+	}
+	return tree{value: v, lines: c.lines, problems: c.problems}
+}
+
+// safeDecode turns a panic of the YAML parser into an error.
+func safeDecode(dec *yaml.Decoder, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: parser failure: %v", r)
+		}
+	}()
+	return dec.Decode(n)
+}
+
+func (c *converter) addf(path string, line int, format string, args ...any) {
+	c.problems = append(c.problems, messages.FieldError{Field: path, Line: line, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *converter) record(path string, line, depth int) {
+	if depth > linesMaxDepth {
+		return
+	}
+	if _, ok := c.lines[path]; !ok {
+		c.lines[path] = line
+	}
+}
+
+// node converts n found at path. record says whether lines are recorded
+// under it (not inside items or handler arguments).
+func (c *converter) node(path string, n *yaml.Node, depth int, record bool) any {
+	c.nodes++
+	if c.nodes > c.maxNodes {
+		c.exhausted = true
+		return nil
+	}
+	if c.exhausted {
+		return nil
+	}
+	if depth > maxDepth {
+		return invalid("nested deeper than %d levels", maxDepth)
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil
+		}
+		return c.node(path, n.Content[0], depth, record)
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			return invalid("unknown alias %q", n.Value)
+		}
+		return c.node(path, n.Alias, depth+1, record)
+	case yaml.ScalarNode:
+		return scalar(n)
+	case yaml.SequenceNode:
+		if tag := n.ShortTag(); tag != "!!seq" {
+			return invalid("unsupported YAML tag %s", tag)
+		}
+		s := make([]any, 0, len(n.Content))
+		for i, e := range n.Content {
+			ip := messages.IndexPath(path, i)
+			if record {
+				c.record(ip, e.Line, depth+1)
+			}
+			// Item contents are free-form data: no lines inside.
+			s = append(s, c.node(ip, e, depth+1, record && path != "items"))
+		}
+		return s
+	case yaml.MappingNode:
+		if tag := n.ShortTag(); tag != "!!map" {
+			return invalid("unsupported YAML tag %s", tag)
+		}
+		return c.mapping(path, n, depth, record)
+	}
+	return invalid("unsupported YAML node")
+}
+
+func (c *converter) mapping(path string, n *yaml.Node, depth int, record bool) map[string]any {
+	m := map[string]any{}
+	keyLine := map[string]int{}
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		for kn.Kind == yaml.AliasNode && kn.Alias != nil {
+			kn = kn.Alias
+		}
+		if kn.Kind != yaml.ScalarNode {
+			c.addf(path, kn.Line, "mapping keys must be strings, got a %s", kindName(kn))
+			continue
+		}
+		switch tag := kn.ShortTag(); tag {
+		case "!!str":
+		case "!!merge":
+			merges = append(merges, vn)
+			continue
+		default:
+			c.addf(messages.JoinPath(path, kn.Value), kn.Line, "mapping key %s is a %s, not a string (quote it)", kn.Value, tag)
+			continue
+		}
+		k := kn.Value
+		kp := messages.JoinPath(path, k)
+		if first, dup := keyLine[k]; dup {
+			c.addf(kp, kn.Line, "duplicate key (first at line %d)", first)
+			continue
+		}
+		keyLine[k] = kn.Line
+		if record {
+			c.record(kp, kn.Line, depth+1)
+		}
+		// Handler arguments are free-form data: no lines inside.
+		m[k] = c.node(kp, vn, depth+1, record && k != "with")
+	}
+	// Merge keys (<<: *base, or a list of them): explicit keys win, then
+	// earlier merges over later ones.
+	for _, mn := range merges {
+		srcs := []*yaml.Node{mn}
+		if mn.Kind == yaml.SequenceNode {
+			srcs = mn.Content
+		}
+		for _, src := range srcs {
+			v := c.node(path, src, depth+1, record)
+			mm, ok := v.(map[string]any)
+			if !ok {
+				c.addf(path, src.Line, "a merge key (<<) needs a mapping or a list of mappings")
+				continue
+			}
+			for k, e := range mm {
+				if _, exists := m[k]; !exists {
+					m[k] = e
+				}
+			}
+		}
+	}
+	return m
+}
+
+// invalid stands for a value that could not be converted; DecodeJobSpec
+// reports the problem at the value's path.
+func invalid(format string, args ...any) messages.InvalidValue {
+	return messages.InvalidValue{Problem: fmt.Sprintf(format, args...)}
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "sequence"
+	}
+	return "node"
+}
+
+// scalar resolves a scalar by its YAML 1.2 tag. Numbers become json.Number,
+// keeping their text when it is JSON number syntax, so that YAML and JSON
+// give identical values; timestamps stay strings.
+func scalar(n *yaml.Node) any {
+	switch tag := n.ShortTag(); tag {
+	case "!!str", "!!timestamp", "!!binary":
+		return n.Value
+	case "!!null":
+		return nil
+	case "!!bool":
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return invalid("%v", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		return b
+	case "!!int":
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return invalid("%v", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if jsonNumber(n.Value) {
+			return json.Number(n.Value)
+		}
+		switch x := v.(type) {
+		case int:
+			return json.Number(strconv.Itoa(x))
+		case int64:
+			return json.Number(strconv.FormatInt(x, 10))
+		case uint64:
+			return json.Number(strconv.FormatUint(x, 10))
+		case float64:
+			return floatNumber(n, x)
+		}
+		return invalid("cannot read %q as an integer", n.Value)
+	case "!!float":
+		var f float64
+		if err := n.Decode(&f); err != nil {
+			return invalid("%v", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		return floatNumber(n, f)
+	default:
+		return invalid("unsupported YAML tag %s", tag)
+	}
+}
+
+func floatNumber(n *yaml.Node, f float64) any {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return invalid("%s is not a finite number (JSON has no NaN or infinity)", n.Value)
+	}
+	if jsonNumber(n.Value) {
+		return json.Number(n.Value)
+	}
+	return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+}
+
+// jsonNumber reports whether s is JSON number syntax.
+func jsonNumber(s string) bool {
+	if s == "" || !(s[0] == '-' || s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	var n json.Number
+	return json.Unmarshal([]byte(s), &n) == nil
+}
