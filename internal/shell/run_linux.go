@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,12 +26,19 @@ import (
 // The group is only ever signalled while its leader, the shell, is not yet
 // reaped, so its id cannot have been reused by another process group.
 //
+// The script and each Env entry must be shorter than 128 KiB, Linux's
+// limit for one exec string (ITEM_JSON of a larger item would not fit).
+//
 // Run does not return an error: failures to start are in Result.Err, and
 // [Result.Failed], [Result.Message] and [Result.AsError] describe the rest.
 func Run(ctx context.Context, c Command) Result {
 	c = c.withDefaults()
 	res := Result{ExitCode: -1, timeout: c.Timeout}
 	if err := c.check(); err != nil {
+		res.Err = startError(err)
+		return res
+	}
+	if err := checkArgLen(c); err != nil {
 		res.Err = startError(err)
 		return res
 	}
@@ -117,6 +125,24 @@ func Run(ctx context.Context, c Command) Result {
 	// exec.ErrWaitDelay (pipes closed while an escaped process held them)
 	// and *exec.ExitError are described by the fields above.
 	return res
+}
+
+// maxArgLen is Linux's MAX_ARG_STRLEN (32 pages of 4 KiB): the longest
+// single argument or NAME=value string exec accepts, NUL included.
+const maxArgLen = 32 * 4096
+
+// checkArgLen names what exec would refuse with a bare E2BIG.
+func checkArgLen(c Command) error {
+	if len(c.Script) >= maxArgLen {
+		return fmt.Errorf("the script is %d bytes, over the %d-byte limit of one exec argument", len(c.Script), maxArgLen-1)
+	}
+	for _, kv := range c.Env {
+		if len(kv) >= maxArgLen {
+			name, _, _ := strings.Cut(kv, "=")
+			return fmt.Errorf("environment variable %s is %d bytes, over the %d-byte limit of one exec string", name, len(kv), maxArgLen-1)
+		}
+	}
+	return nil
 }
 
 // waitExited blocks until the process pid has exited, without reaping it.

@@ -146,6 +146,8 @@ func TestRunStartFailures(t *testing.T) {
 		{name: "missing directory", cmd: Command{Script: "true", Dir: "/nonexistent/jetfleet"}, wantErr: syscall.ENOENT, contains: "shell: cannot start: working directory: stat /nonexistent/jetfleet: no such file or directory"},
 		{name: "NUL in script", cmd: Command{Script: "echo a\x00b"}, wantErr: ErrNUL, contains: "NUL byte in the script"},
 		{name: "NUL in env", cmd: Command{Script: "true", Env: []string{"ITEM_ID=a\x00b"}}, wantErr: ErrNUL, contains: "environment variable ITEM_ID"},
+		{name: "script too long", cmd: Command{Script: "#" + strings.Repeat("x", maxArgLen)}, wantErr: ErrStart, contains: "over the 131071-byte limit"},
+		{name: "variable too long", cmd: Command{Script: "true", Env: []string{"ITEM_JSON=" + strings.Repeat("x", maxArgLen)}}, wantErr: ErrStart, contains: "environment variable ITEM_JSON is 131082 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
