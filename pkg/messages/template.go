@@ -122,49 +122,59 @@ func (t Template) UsesMap() bool {
 
 // LookupItemField resolves a path (without the leading "item") in an item's
 // JSON. It returns the value's text: strings unquoted, numbers/bools/null as
-// written, objects and arrays as compact JSON.
+// written, objects and arrays as compact JSON with their keys in the
+// original order (the same bytes as ITEM_JSON, minus insignificant space).
 func LookupItemField(item json.RawMessage, path []string) (string, error) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(item))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return "", fmt.Errorf("item is not valid JSON: %w", err)
+	if !json.Valid(item) {
+		return "", fmt.Errorf("item is not valid JSON")
 	}
+	cur := bytes.TrimSpace(item)
 	for i, seg := range path {
-		switch x := v.(type) {
-		case map[string]any:
-			nv, ok := x[seg]
+		where := "item"
+		if i > 0 {
+			where = "item." + strings.Join(path[:i], ".")
+		}
+		switch {
+		case len(cur) > 0 && cur[0] == '{':
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(cur, &m); err != nil {
+				return "", fmt.Errorf("%s: %w", where, err)
+			}
+			nv, ok := m[seg]
 			if !ok {
 				return "", fmt.Errorf("item has no field %q", strings.Join(path[:i+1], "."))
 			}
-			v = nv
-		case []any:
-			n, err := strconv.Atoi(seg)
-			if err != nil || n < 0 || n >= len(x) {
-				return "", fmt.Errorf("item.%s: index %q out of range (len %d)", strings.Join(path[:i], "."), seg, len(x))
+			cur = bytes.TrimSpace(nv)
+		case len(cur) > 0 && cur[0] == '[':
+			var a []json.RawMessage
+			if err := json.Unmarshal(cur, &a); err != nil {
+				return "", fmt.Errorf("%s: %w", where, err)
 			}
-			v = x[n]
+			n, err := strconv.Atoi(seg)
+			if err != nil || n < 0 || n >= len(a) || seg[0] == '+' {
+				return "", fmt.Errorf("%s: index %q out of range (len %d)", where, seg, len(a))
+			}
+			cur = bytes.TrimSpace(a[n])
 		default:
-			return "", fmt.Errorf("item has no field %q (item.%s is a scalar)", strings.Join(path[:i+1], "."), strings.Join(path[:i], "."))
+			return "", fmt.Errorf("item has no field %q (%s is a scalar)", strings.Join(path[:i+1], "."), where)
 		}
 	}
-	return valueText(v), nil
+	return rawText(cur), nil
 }
 
-func valueText(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case json.Number:
-		return x.String()
-	case nil:
-		return "null"
-	case bool:
-		return strconv.FormatBool(x)
-	default:
-		b, _ := json.Marshal(x)
-		return string(b)
+// rawText is the text of a JSON value: strings unquoted, others compacted.
+func rawText(raw json.RawMessage) string {
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
 	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return buf.String()
 }
 
 // DefaultIDField is the item field used as item id when id_field is unset.
