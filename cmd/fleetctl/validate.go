@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+func init() {
+	register(command{name: "validate", summary: "validate FILE: check a job spec, every problem with its field path", run: runValidate})
+}
+
+const validateUsage = "validate FILE [--json]"
+
+// validateReport is the --json output of `validate`.
+type validateReport struct {
+	Valid    bool                  `json:"valid"`
+	Problems []messages.FieldError `json:"problems"`
+	// Items counts the job's items: inline, or read from a local input
+	// file through json_path as the coordinator will. 0 when the spec is
+	// invalid or its input is in the object store.
+	Items int64 `json:"items"`
+	// Steps is the number of agent_template steps.
+	Steps int `json:"steps"`
+	// Groups is the number of best-effort groups (group_by), when counted.
+	Groups int `json:"groups,omitempty"`
+	// remote is set when the items are in the object store, not counted.
+	remote bool
+}
+
+// runValidate checks a job spec file: the strict decoding and validation
+// of pkg/jobspec, then a read of its items (inline, or the local input
+// file relative to the spec's directory) that checks json_path, item ids
+// and group_by as the coordinator would at submission. Exit 0 when valid,
+// 2 when not or when the file cannot be read.
+func runValidate(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "validate", validateUsage)
+	asJSON := fs.Bool("json", false, `print {"valid", "problems": [{"field", "message", "line"}], "items", "steps"}`)
+	if code, ok := parseFlags(fs, validateFlagsFirst(args)); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	path := fs.Arg(0)
+	rep := validateFile(ctx, path)
+	if *asJSON {
+		writeJSON(env.stdout, rep)
+	} else if rep.Valid {
+		fmt.Fprintf(env.stdout, "%s: valid (%s)\n", path, validateSummary(rep))
+	} else {
+		for _, p := range rep.Problems {
+			fmt.Fprintln(env.stdout, p.Error())
+		}
+		n := len(rep.Problems)
+		fmt.Fprintf(env.stderr, "fleetctl validate: %s: %d problem%s\n", path, n, map[bool]string{true: "", false: "s"}[n == 1])
+	}
+	if !rep.Valid {
+		return exitUsage
+	}
+	return exitOK
+}
+
+func validateFile(ctx context.Context, path string) *validateReport {
+	rep := &validateReport{Problems: []messages.FieldError{}}
+	spec, err := jobspec.ParseFile(path)
+	if err != nil {
+		var ve *messages.ValidationError
+		if errors.As(err, &ve) {
+			rep.Problems = append(rep.Problems, ve.Problems...)
+		} else {
+			rep.Problems = append(rep.Problems, messages.FieldError{Message: err.Error()})
+		}
+		return rep
+	}
+	rep.Steps = len(spec.AgentTemplate)
+	if strings.HasPrefix(spec.Input, expand.ObjectStoreScheme) {
+		// Only the coordinator can read it.
+		rep.Valid, rep.remote = true, true
+		return rep
+	}
+	total, groups, err := expand.Count(ctx, spec, expand.FileOpener(filepath.Dir(path)))
+	if err != nil {
+		rep.Problems = append(rep.Problems, validateItemsProblem(spec, err))
+		return rep
+	}
+	rep.Valid, rep.Items = true, total
+	if spec.GroupBy != "" {
+		rep.Groups = len(groups)
+	}
+	return rep
+}
+
+// validateItemsProblem attributes an error from reading the items to the
+// field it concerns.
+func validateItemsProblem(spec *messages.JobSpec, err error) messages.FieldError {
+	msg := err.Error()
+	var ie *expand.ItemError
+	switch {
+	case errors.As(err, &ie) && spec.Input == "":
+		return messages.FieldError{Field: messages.IndexPath("items", int(ie.Index)), Message: ie.Err.Error()}
+	case errors.Is(err, expand.ErrGroup) || errors.Is(err, expand.ErrTooManyGroups):
+		return messages.FieldError{Field: "group_by", Message: msg}
+	case errors.Is(err, expand.ErrJSONPath) || errors.Is(err, expand.ErrPathNotFound) ||
+		errors.Is(err, expand.ErrNotArray) || errors.Is(err, expand.ErrDuplicateField):
+		return messages.FieldError{Field: "json_path", Message: msg}
+	case spec.Input != "":
+		return messages.FieldError{Field: "input", Message: msg}
+	}
+	return messages.FieldError{Field: "items", Message: msg}
+}
+
+func validateSummary(rep *validateReport) string {
+	plural := func(n int64, word string) string {
+		if n == 1 {
+			return fmt.Sprintf("1 %s", word)
+		}
+		return fmt.Sprintf("%d %ss", n, word)
+	}
+	items := plural(rep.Items, "item")
+	if rep.remote {
+		items = "items in the object store"
+	}
+	if rep.Groups > 0 {
+		items += " in " + plural(int64(rep.Groups), "group")
+	}
+	return items + ", " + plural(int64(rep.Steps), "step")
+}
+
+// validateFlagsFirst moves flags before the file argument, so that both
+// `validate --json FILE` and `validate FILE --json` work.
+func validateFlagsFirst(args []string) []string {
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i+1:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") && a != "-" {
+			flags = append(flags, a)
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return append(append(flags, "--"), rest...)
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// runValidateCLI runs `fleetctl validate args...` in-process.
+func runValidateCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &cliEnv{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	code = runCLI(context.Background(), env, append([]string{"validate"}, args...))
+	return code, out.String(), errb.String()
+}
+
+// writeValidateFiles writes name → content into a temp dir and returns it.
+func writeValidateFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
+	}
+	return dir
+}
+
+func TestValidateBadExample(t *testing.T) {
+	code, out, errOut := runValidateCLI(t, "../../examples/validate-bad.yaml")
+	require.Equal(t, exitUsage, code)
+	require.Equal(t, `id (line 7): invalid character ' ' at offset 7 (allowed: letters, digits, '-', '_')
+items[2] (line 12): duplicate item id "img-1" (same as items[0])
+agent_template[0].timeout (line 15): invalid duration "30 seconds": unknown unit "seconds" (use ns, us, ms, s, m, h, d or w, e.g. "30s")
+agent_template[0].retry_config.backoff.exponential.base (line 18): must be >= 1, got 0.5
+agent_template[0].retry_config.initial_delay (line 19): 1m is greater than max_delay 30s (default)
+agent_template[0].retry_config.retry_on[2].pattern (line 20): invalid regex: missing closing )
+agent_template[1].retyr_config (line 22): unknown field (did you mean "retry_config"?)
+error_policy.error_collection (line 25): batched needs a size: {batched: {size: N}}
+error_policy.failure_threshold (line 26): must be greater than 0 and at most 1 (a failure rate), got 25
+retry_budget (line 27): percentage must be between 0% and 100%, got 150%
+`, out)
+	require.Equal(t, "fleetctl validate: ../../examples/validate-bad.yaml: 10 problems\n", errOut)
+}
+
+func TestValidateJSONOutput(t *testing.T) {
+	dir := writeValidateFiles(t, map[string]string{
+		"good.yaml": "items: [{id: a, dc: eu}, {id: b, dc: us}, {id: c, dc: eu}]\ngroup_by: ${item.dc}\nagent_template: [{shell: x}, {handler: h}]\n",
+		"bad.json":  "{\n  \"items\": [1],\n  \"agent_template\": [{\"shell\": \"x\", \"timeout\": \"5\"}],\n  \"max_parallel\": -2\n}\n",
+	})
+
+	code, out, _ := runValidateCLI(t, "--json", filepath.Join(dir, "good.yaml"))
+	require.Equal(t, exitOK, code)
+	require.JSONEq(t, `{"valid": true, "problems": [], "items": 3, "steps": 2, "groups": 2}`, out)
+
+	// Flags may follow the file.
+	code, out, _ = runValidateCLI(t, filepath.Join(dir, "bad.json"), "--json")
+	require.Equal(t, exitUsage, code)
+	require.JSONEq(t, `{"valid": false, "items": 0, "steps": 0, "problems": [
+		{"field": "agent_template[0].timeout", "line": 3, "message": "invalid duration \"5\": missing unit after \"5\" (use ns, us, ms, s, m, h, d or w, e.g. \"30s\")"},
+		{"field": "max_parallel", "line": 4, "message": "must be >= 0 (0 = no cap), got -2"}
+	]}`, out)
+
+	var rep struct {
+		Valid    bool
+		Problems []messages.FieldError
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Len(t, rep.Problems, 2)
+}
+
+func TestValidateInputFile(t *testing.T) {
+	dir := writeValidateFiles(t, map[string]string{
+		"items.json":     `{"items": [{"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "d"}]}`,
+		"dup-items.json": `[{"id": "a"}, {"id": "a"}]`,
+		"ok.yaml":        "input: items.json\njson_path: $.items[*]\nagent_template: [{shell: x}]\n",
+		"missing.yaml":   "input: nope.json\nagent_template: [{shell: x}]\n",
+		"badpath.yaml":   "input: items.json\njson_path: $.things[*]\nagent_template: [{shell: x}]\n",
+		"dup.yaml":       "input: dup-items.json\nagent_template: [{shell: x}]\n",
+		"remote.yaml":    "input: objstore://fleet_inputs/items.json\nagent_template: [{shell: x}]\n",
+		"group.yaml":     "items: [{id: a, dc: eu}, {id: b}]\ngroup_by: ${item.dc}\nagent_template: [{shell: x}]\n",
+	})
+	tests := []struct {
+		file, wantOut string
+		wantCode      int
+	}{
+		{"ok.yaml", "ok.yaml: valid (4 items, 1 step)\n", exitOK},
+		{"remote.yaml", "remote.yaml: valid (items in the object store, 1 step)\n", exitOK},
+		{"missing.yaml", "input: ", exitUsage},
+		{"badpath.yaml", "json_path: ", exitUsage},
+		{"dup.yaml", "input: ", exitUsage},
+		{"group.yaml", "items[1]: ", exitUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			code, out, _ := runValidateCLI(t, filepath.Join(dir, tt.file))
+			require.Equal(t, tt.wantCode, code, out)
+			out = strings.ReplaceAll(out, dir+string(filepath.Separator), "")
+			require.True(t, strings.HasPrefix(out, tt.wantOut), "output %q, want prefix %q", out, tt.wantOut)
+			if tt.wantCode != exitOK {
+				require.Equal(t, 1, strings.Count(out, "\n"), out)
+			}
+		})
+	}
+	_, out, _ := runValidateCLI(t, filepath.Join(dir, "dup.yaml"))
+	require.Contains(t, out, `duplicate item id "a"`)
+	_, out, _ = runValidateCLI(t, filepath.Join(dir, "missing.yaml"))
+	require.Contains(t, out, "no such file")
+}
+
+func TestValidateUsageAndUnreadable(t *testing.T) {
+	code, _, errOut := runValidateCLI(t)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "usage: fleetctl validate FILE [--json]")
+
+	code, _, _ = runValidateCLI(t, "a.yaml", "b.yaml")
+	require.Equal(t, exitUsage, code)
+
+	code, _, _ = runValidateCLI(t, "--bogus", "a.yaml")
+	require.Equal(t, exitUsage, code)
+
+	code, _, _ = runValidateCLI(t, "-h")
+	require.Equal(t, exitOK, code)
+
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	code, out, errOut := runValidateCLI(t, missing)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, out, "cannot read file")
+	require.Contains(t, out, "no such file or directory")
+	require.Contains(t, errOut, "1 problem\n")
+
+	code, out, _ = runValidateCLI(t, "--json", missing)
+	require.Equal(t, exitUsage, code)
+	var rep validateReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.False(t, rep.Valid)
+	require.Len(t, rep.Problems, 1)
+	require.Empty(t, rep.Problems[0].Field)
+}
+
+// TestValidateExamples: every example job in examples/ is valid, except
+// the one that shows what validate reports.
+func TestValidateExamples(t *testing.T) {
+	files, err := filepath.Glob("../../examples/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		if filepath.Base(f) == "validate-bad.yaml" {
+			continue
+		}
+		code, out, errOut := runValidateCLI(t, f)
+		require.Equal(t, exitOK, code, "%s: %s%s", f, out, errOut)
+	}
+}

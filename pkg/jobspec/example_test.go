@@ -1,0 +1,67 @@
+package jobspec_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// A YAML spec with two problems: both are reported, with path and line.
+func ExampleParse() {
+	_, err := jobspec.Parse([]byte(`
+items: [{id: a}, {id: b}]
+agent_template:
+  - shell: convert ${item.path}
+    retyr_config: {attempts: 3}
+  - handler: upload
+    timeout: 5 seconds
+`))
+	var ve *messages.ValidationError
+	if errors.As(err, &ve) {
+		for _, p := range ve.Problems {
+			fmt.Println(p)
+		}
+	}
+	// Output:
+	// agent_template[0].retyr_config (line 5): unknown field (did you mean "retry_config"?)
+	// agent_template[1].timeout (line 7): invalid duration "5 seconds": unknown unit "seconds" (use ns, us, ms, s, m, h, d or w, e.g. "30s")
+}
+
+// ToJSON turns a YAML spec into the canonical JSON that jobs.submit takes.
+func ExampleToJSON() {
+	out, err := jobspec.ToJSON([]byte(`
+id: thumbs
+items: [{id: a, path: a.jpg}]
+agent_template:
+  - shell: convert ${item.path} out/${item.id}.png
+    retry_config:
+      backoff: {exponential: {base: 3}}
+      retry_on: [network, {exit_code: 75}]
+retry_budget: 10%
+`))
+	fmt.Println(string(out), err)
+	// Output:
+	// {"id":"thumbs","items":[{"id":"a","path":"a.jpg"}],"agent_template":[{"shell":"convert ${item.path} out/${item.id}.png","retry_config":{"backoff":{"exponential":{"base":3}},"retry_on":["network",{"exit_code":[75]}]}}],"retry_budget":"10%"} <nil>
+}
+
+// A standalone retry_config, as `fleetctl backoff plan --config` reads it.
+func ExampleParseRetryConfig() {
+	rc, err := jobspec.ParseRetryConfig([]byte(`
+retry_config:
+  attempts: 5
+  max_delay: 60s
+  backoff:
+    custom:
+      delays: [1s, {secs: 3, nanos: 0}, 7s, 15s]
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	eff := rc.WithDefaults()
+	fmt.Println(*eff.Attempts, eff.Backoff.Kind, eff.Backoff.Delays, *eff.MaxDelay)
+	// Output:
+	// 5 custom [1s 3s 7s 15s] 1m
+}
