@@ -1,0 +1,379 @@
+package budget
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// jobState is what one process knows about one job's budget. Every field
+// below mu is guarded by it.
+type jobState struct {
+	b   *Budget
+	job string
+
+	mu        sync.Mutex
+	known     bool   // rec/rev are a record read or written (possibly stale)
+	rec       Record // latest record seen
+	rev       uint64 // its revision
+	exhausted bool   // the KV said consumed >= total: it never refills
+	surplus   int    // units recorded in KV for this process, not yet handed out
+	pending   []*waiter
+	flushing  bool           // a flush goroutine owns the compare-and-set
+	inDoubt   map[string]int // claim id -> units of writes whose outcome is unknown
+	forgotten bool
+}
+
+// decideLocked settles a claim without KV if it can: per-item cap, then a
+// unit already recorded for this process, then known exhaustion.
+func (st *jobState) decideLocked(itemRetries int) (Grant, bool) {
+	if st.known && itemRetries >= st.rec.PerItemMax {
+		return denyItem(itemRetries, st.rec.PerItemMax), true
+	}
+	if st.surplus > 0 {
+		st.surplus--
+		return granted, true
+	}
+	if st.exhausted {
+		return denyJob(st.rec.Consumed, st.rec.Total), true
+	}
+	return Grant{}, false
+}
+
+// observeLocked records a record seen at rev (from a read, a write or the
+// watch). Older revisions are ignored. Claims of this process whose write
+// was in doubt and that the record lists are now known to be recorded:
+// their units become surplus.
+func (st *jobState) observeLocked(rec Record, rev uint64) {
+	if rev < st.rev || rev == st.rev && st.known {
+		return
+	}
+	st.rec, st.rev, st.known = rec, rev, true
+	if len(st.inDoubt) > 0 {
+		for _, c := range rec.recent {
+			if units, ok := st.inDoubt[c.ID]; ok {
+				delete(st.inDoubt, c.ID)
+				st.surplus += units
+				st.b.m.consumed.Add(float64(units))
+				st.b.log.Debug().Str("job_id", st.job).Int("units", units).Msg("in-doubt budget write found recorded")
+			}
+		}
+	}
+	if rec.Consumed >= rec.Total && !st.exhausted {
+		st.exhausted = true
+		st.inDoubt = map[string]int{} // nothing more can land
+		if n := len(rec.recent); n > 0 && st.b.ownsClaim(rec.recent[n-1].ID) {
+			st.b.m.exhausted.WithLabelValues(ScopeJob).Inc()
+			st.b.log.Info().Str("job_id", st.job).Int("consumed", rec.Consumed).Int("limit", rec.Total).Msg("job retry budget exhausted")
+		}
+	}
+	if !st.forgotten {
+		st.b.m.remaining.WithLabelValues(st.job).Set(float64(rec.Remaining()))
+	}
+}
+
+// invalidateLocked marks the cached record stale after a failed write at rev.
+func (st *jobState) invalidateLocked(rev uint64) {
+	if st.rev == rev {
+		st.known = false
+	}
+}
+
+type waiterState = int32
+
+const (
+	waiting waiterState = iota
+	resolved
+	abandoned
+)
+
+// waiter is one Claim call waiting for the flush goroutine.
+type waiter struct {
+	itemRetries int
+	state       atomic.Int32
+	ch          chan result // capacity 1
+}
+
+type result struct {
+	g   Grant
+	err error
+}
+
+// resolve hands the outcome to the waiter unless it has given up.
+func (w *waiter) resolve(g Grant, err error) bool {
+	if !w.state.CompareAndSwap(waiting, resolved) {
+		return false
+	}
+	w.ch <- result{g, err}
+	return true
+}
+
+// flush serves st's waiting claims until none are left: it claims as many
+// units as there are waiters with one compare-and-set, and hands the
+// recorded units out. It runs in one goroutine per job at a time.
+func (b *Budget) flush(st *jobState) {
+	var batch []*waiter
+	attempt := 0
+	for {
+		st.mu.Lock()
+		batch = st.settleLocked(append(batch, st.pending...))
+		st.pending = nil
+		if len(batch) == 0 || b.ctx.Err() != nil {
+			for _, w := range batch {
+				w.resolve(Grant{}, ErrClosed)
+			}
+			st.flushing = false
+			st.mu.Unlock()
+			return
+		}
+		known, rec, rev := st.known, st.rec, st.rev
+		st.mu.Unlock()
+
+		if !known {
+			if err := b.refresh(b.ctx, st); err != nil {
+				if isPermanent(err) {
+					if b.ctx.Err() != nil {
+						err = ErrClosed
+					}
+					st.mu.Lock()
+					for _, w := range batch {
+						w.resolve(Grant{}, err)
+					}
+					batch = nil
+					st.mu.Unlock()
+					continue
+				}
+				attempt++
+				_ = b.sleep(b.ctx, attempt, ErrorBackoffMin, ErrorBackoffMax)
+			}
+			continue
+		}
+
+		want := len(batch)
+		if b.o.maxBatch > 0 {
+			want = min(want, b.o.maxBatch)
+		}
+		units := min(want, rec.Total-rec.Consumed)
+		if units <= 0 { // the record we hold is exhausted
+			st.mu.Lock()
+			st.exhausted = true
+			st.mu.Unlock()
+			continue
+		}
+		err := b.write(b.ctx, st, rec, rev, units)
+		switch {
+		case err == nil:
+			attempt = 0
+		case isConflict(err):
+			attempt++
+			_ = b.sleep(b.ctx, attempt, ConflictBackoffMin, ConflictBackoffMax)
+		case isPermanent(err):
+			if b.ctx.Err() != nil {
+				err = ErrClosed
+			}
+			st.mu.Lock()
+			for _, w := range batch {
+				w.resolve(Grant{}, err)
+			}
+			batch = nil
+			st.mu.Unlock()
+		default:
+			attempt++
+			_ = b.sleep(b.ctx, attempt, ErrorBackoffMin, ErrorBackoffMax)
+		}
+	}
+}
+
+// settleLocked resolves the waiters that need no KV and returns the others.
+func (st *jobState) settleLocked(batch []*waiter) []*waiter {
+	live := batch[:0]
+	for _, w := range batch {
+		if w.state.Load() != waiting {
+			continue // gave up
+		}
+		if g, ok := st.decideLocked(w.itemRetries); ok {
+			if !w.resolve(g, nil) && g.Granted {
+				st.surplus++ // gave up just now: keep the unit
+			}
+			continue
+		}
+		live = append(live, w)
+	}
+	clear(batch[len(live):])
+	return live
+}
+
+// claimDirect is Claim without coalescing: one unit per compare-and-set,
+// in the caller's goroutine, bounded by ctx.
+func (b *Budget) claimDirect(ctx context.Context, st *jobState, itemRetries int) (Grant, error) {
+	attempt := 0
+	for {
+		if b.ctx.Err() != nil {
+			return Grant{}, ErrClosed
+		}
+		st.mu.Lock()
+		if g, ok := st.decideLocked(itemRetries); ok {
+			st.mu.Unlock()
+			return g, nil
+		}
+		known, rec, rev := st.known, st.rec, st.rev
+		st.mu.Unlock()
+
+		var err error
+		switch {
+		case !known:
+			err = b.refresh(ctx, st)
+		case rec.Consumed >= rec.Total:
+			st.mu.Lock()
+			st.exhausted = true
+			st.mu.Unlock()
+			continue
+		default:
+			if err = b.write(ctx, st, rec, rev, 1); err == nil {
+				continue // the unit is in surplus: decideLocked hands it out
+			}
+		}
+		if err == nil {
+			continue
+		}
+		if isPermanent(err) {
+			return Grant{}, err
+		}
+		attempt++
+		lo, hi := ErrorBackoffMin, ErrorBackoffMax
+		if isConflict(err) {
+			lo, hi = ConflictBackoffMin, ConflictBackoffMax
+		}
+		if err := b.sleep(ctx, attempt, lo, hi); err != nil {
+			return Grant{}, err
+		}
+	}
+}
+
+// write claims units on top of rec (at rev) with one compare-and-set. On
+// success the units become st's surplus. A failure other than a conflict
+// leaves the write in doubt: its claim id is remembered and its units are
+// credited if a later record lists it.
+func (b *Budget) write(ctx context.Context, st *jobState, rec Record, rev uint64, units int) error {
+	id := b.nextClaimID()
+	next := rec.consume(units, id)
+	data, err := json.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidRecord, err)
+	}
+	octx, cancel := context.WithTimeout(ctx, b.o.opTimeout)
+	defer cancel()
+	b.stats.writes.Add(1)
+	newRev, err := b.kv.Update(octx, st.job, data, rev)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case err == nil:
+		st.surplus += units
+		b.m.consumed.Add(float64(units))
+		st.observeLocked(next, newRev)
+		return nil
+	case isConflict(err):
+		b.stats.conflicts.Add(1)
+		st.invalidateLocked(rev)
+		return err
+	default:
+		b.stats.errors.Add(1)
+		st.inDoubt[id] = units
+		st.invalidateLocked(rev)
+		b.log.Debug().Err(err).Str("job_id", st.job).Int("units", units).Msg("budget write failed; outcome in doubt")
+		return fmt.Errorf("budget: update %s: %w", st.job, err)
+	}
+}
+
+// refresh reads st's record from KV.
+func (b *Budget) refresh(ctx context.Context, st *jobState) error {
+	rec, rev, err := b.read(ctx, st.job)
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	st.observeLocked(rec, rev)
+	stale := !st.known // older than a revision already seen: a lagging replica
+	st.mu.Unlock()
+	if stale {
+		return errStaleRead
+	}
+	return nil
+}
+
+// errStaleRead is transient: the read came from a replica behind a
+// revision this process has already seen.
+var errStaleRead = errors.New("budget: stale read")
+
+func (b *Budget) read(ctx context.Context, job string) (Record, uint64, error) {
+	octx, cancel := context.WithTimeout(ctx, b.o.opTimeout)
+	defer cancel()
+	b.stats.reads.Add(1)
+	rec, rev, err := b.reader.get(octx, job)
+	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			b.stats.errors.Add(1)
+		}
+		return Record{}, 0, fmt.Errorf("budget: read %s: %w", job, err)
+	}
+	return rec, rev, nil
+}
+
+// sleep waits a jittered exponential backoff: attempt 1 waits in
+// [lo/2, lo], doubling up to hi.
+func (b *Budget) sleep(ctx context.Context, attempt int, lo, hi time.Duration) error {
+	d := hi
+	if attempt < 30 {
+		if x := lo << (attempt - 1); x > 0 && x < hi {
+			d = x
+		}
+	}
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// isConflict reports a compare-and-set refused for a stale revision: 10071
+// on R1, 10164 on replicated streams (JETSTREAM.md 10). Never test
+// ErrKeyExists for this: on R1 it matches every conflict too.
+func isConflict(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// isPermanent reports errors that retrying will not fix.
+func isPermanent(err error) bool {
+	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidRecord), errors.Is(err, ErrClosed),
+		errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrInvalidKey),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, context.Canceled):
+		return true
+	case isConflict(err):
+		return false
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code > 0 && apiErr.Code < 500 // 503: no leader yet, and the like
+	}
+	return false // timeouts, no responders, reconnects
+}

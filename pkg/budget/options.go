@@ -1,0 +1,114 @@
+package budget
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Defaults of the options.
+const (
+	// DefaultOpTimeout bounds one KV request (read or write).
+	DefaultOpTimeout = 5 * time.Second
+	// Backoff between compare-and-set attempts after a revision conflict:
+	// jittered, doubling from ConflictBackoffMin up to ConflictBackoffMax.
+	ConflictBackoffMin = 500 * time.Microsecond
+	ConflictBackoffMax = 32 * time.Millisecond
+	// Backoff after a failed request (timeout, no responders, leader
+	// election): jittered, doubling from ErrorBackoffMin to ErrorBackoffMax.
+	ErrorBackoffMin = 10 * time.Millisecond
+	ErrorBackoffMax = time.Second
+)
+
+// Option configures New. Options validate their arguments.
+type Option func(*options) error
+
+type options struct {
+	log       zerolog.Logger
+	reg       prometheus.Registerer
+	js        jetstream.JetStream
+	opTimeout time.Duration
+	coalesce  bool
+	maxBatch  int
+	watch     bool
+}
+
+func defaultOptions() options {
+	return options{log: zerolog.Nop(), opTimeout: DefaultOpTimeout, coalesce: true, watch: true}
+}
+
+// WithLogger sets the logger; a child with component=budget is used.
+// Defaults to zerolog.Nop().
+func WithLogger(l zerolog.Logger) Option {
+	return func(o *options) error { o.log = l; return nil }
+}
+
+// WithRegisterer registers the metrics (jetfleet_retry_budget_*) with reg.
+// Several Budgets may share one registry. Defaults to no registration.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(o *options) error {
+		if reg == nil {
+			return errors.New("budget: WithRegisterer: nil registerer")
+		}
+		o.reg = reg
+		return nil
+	}
+}
+
+// WithJetStream makes the reads behind every compare-and-set go to the
+// bucket stream's leader through the $JS.API.STREAM.MSG.GET API, whatever
+// the bucket's AllowDirect setting. Recommended for replicated buckets:
+// a KV Get uses direct get there, which any replica may answer, possibly a
+// lagging one, and a stale read only buys a failed compare-and-set
+// (JETSTREAM.md 10). Without it, reads use the KeyValue's Get.
+func WithJetStream(js jetstream.JetStream) Option {
+	return func(o *options) error {
+		if js == nil {
+			return errors.New("budget: WithJetStream: nil JetStream")
+		}
+		o.js = js
+		return nil
+	}
+}
+
+// WithOpTimeout bounds each KV request. Defaults to DefaultOpTimeout.
+func WithOpTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("budget: WithOpTimeout: %v is not positive", d)
+		}
+		o.opTimeout = d
+		return nil
+	}
+}
+
+// WithCoalescing turns the in-process coalescing of claims on (the
+// default) or off. Off, every Claim runs its own read and compare-and-set
+// loop for one unit in the caller's goroutine: slower under contention,
+// and exactly as correct, which the tests show.
+func WithCoalescing(on bool) Option {
+	return func(o *options) error { o.coalesce = on; return nil }
+}
+
+// WithMaxBatch caps the units one compare-and-set may claim for waiting
+// callers. Defaults to 0: no cap.
+func WithMaxBatch(n int) Option {
+	return func(o *options) error {
+		if n < 0 {
+			return fmt.Errorf("budget: WithMaxBatch: %d is negative", n)
+		}
+		o.maxBatch = n
+		return nil
+	}
+}
+
+// WithWatch turns the bucket watch on (the default) or off. The watch lets
+// a process learn, without a read or a write, that other processes have
+// moved or exhausted a budget.
+func WithWatch(on bool) Option {
+	return func(o *options) error { o.watch = on; return nil }
+}
