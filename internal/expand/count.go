@@ -30,7 +30,7 @@ func Count(ctx context.Context, spec *messages.JobSpec, open Opener, opts ...Opt
 	for {
 		it, err := src.Next()
 		if err == io.EOF {
-			return src.Read(), groups, nil
+			return total, groups, nil
 		}
 		if err != nil {
 			return 0, nil, err
@@ -40,5 +40,6 @@ func Count(ctx context.Context, spec *messages.JobSpec, open Opener, opts ...Opt
 				Err: errorf(ErrTooManyGroups, "group %q: group_by %q yields more than %d groups", it.Group, spec.GroupBy, cfg.maxGroups)}
 		}
 		groups[it.Group]++
+		total++
 	}
 }

@@ -209,9 +209,6 @@ func (s *Source) Close() error {
 	return nil
 }
 
-// Read reports how many items Next has returned so far.
-func (s *Source) Read() int64 { return s.index }
-
 func (s *Source) fail(err error) error {
 	if s.err == nil {
 		s.it.close()
