@@ -83,6 +83,10 @@ func TestParseForms(t *testing.T) {
 			`{"items":[1],"agent_template":[{"shell":"a","retry_config":{"attempts":5,"backoff":"fibonacci"}},{"shell":"b","retry_config":{"attempts":5,"backoff":"fibonacci"}}]}`},
 		{"merge keys", "items: [1]\nagent_template:\n  - &s {shell: a, timeout: 5s}\n  - {<<: *s, timeout: 1m}\n  - {<<: [*s], name: n}\n",
 			`{"items":[1],"agent_template":[{"shell":"a","timeout":"5s"},{"shell":"a","timeout":"1m"},{"shell":"a","timeout":"5s","name":"n"}]}`},
+		{"items keep their key order", "items:\n  - z: 1\n    a: \"<b> & é\"\n    m: {y: [1, 2.50, 1e3], b: ~}\n  - s\nagent_template: [{shell: x}]\n",
+			`{"items":[{"z":1,"a":"<b> & \u00e9","m":{"y":[1,2.50,1e3],"b":null}},"s"],"agent_template":[{"shell":"x"}]}`},
+		{"items with merge keys and aliases", "items:\n  - &base {z: 1, a: 2}\n  - {<<: *base, b: 3, a: 4}\n  - *base\nagent_template: [{shell: x}]\n",
+			`{"items":[{"z":1,"a":2},{"b":3,"a":4,"z":1},{"z":1,"a":2}],"agent_template":[{"shell":"x"}]}`},
 		{"flow mapping document", `{items: [1], agent_template: [{handler: h, with: {n: 1, s: "x"}}]}`, `{"items":[1],"agent_template":[{"handler":"h","with":{"n":1,"s":"x"}}]}`},
 		{"legacy error policy", "items: [1]\nagent_template: [{shell: x}]\nerror_policy:\n  retry_config:\n    max_attempts: 3\n    backoff:\n      linear: {initial: 1s, increment: 2s}\n",
 			`{"items":[1],"agent_template":[{"shell":"x"}],"error_policy":{"retry_config":{"max_attempts":3,"backoff":{"linear":{"initial":"1s","increment":"2s"}}}}}`},
@@ -96,6 +100,19 @@ func TestParseForms(t *testing.T) {
 			require.Equal(t, fromJSON, fromYAML)
 		})
 	}
+	byName := func(name string) string {
+		for _, tt := range tests {
+			if tt.name == name {
+				return tt.yaml
+			}
+		}
+		t.Fatalf("no test %q", name)
+		return ""
+	}
+	ordered := mustParseYAML(t, byName("items keep their key order"))
+	require.Equal(t, `{"z":1,"a":"<b> & é","m":{"y":[1,2.50,1e3],"b":null}}`, string(ordered.Items[0]))
+	require.Equal(t, `{"b":3,"a":4,"z":1}`, string(mustParseYAML(t, byName("items with merge keys and aliases")).Items[1]))
+
 	spec, err := Parse([]byte(tests[0].yaml))
 	require.NoError(t, err)
 	rc := spec.AgentTemplate[0].RetryConfig
@@ -106,6 +123,13 @@ func TestParseForms(t *testing.T) {
 	out, err := json.Marshal(rc)
 	require.NoError(t, err)
 	require.Equal(t, `{"initial_delay":"500ms","max_delay":"1h30m","retry_budget":"1d"}`, string(out))
+}
+
+func mustParseYAML(t *testing.T, doc string) *messages.JobSpec {
+	t.Helper()
+	spec, err := Parse([]byte(doc))
+	require.NoError(t, err)
+	return spec
 }
 
 func TestParseRejects(t *testing.T) {

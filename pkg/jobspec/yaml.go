@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -40,6 +41,9 @@ type converter struct {
 	// that an alias bomb cannot blow up time or memory.
 	nodes, maxNodes int
 	exhausted       bool
+	// ordered is set while converting an inline item: mappings become
+	// orderedMaps, so the item's JSON keeps the document's key order.
+	ordered bool
 }
 
 var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -140,8 +144,11 @@ func (c *converter) node(path string, n *yaml.Node, depth int, record bool) any 
 			if record {
 				c.record(ip, e.Line, depth+1)
 			}
-			// Item contents are free-form data: no lines inside.
-			s = append(s, c.node(ip, e, depth+1, record && path != "items"))
+			if depth == 1 && path == "items" {
+				s = append(s, c.item(ip, e, depth+1))
+				continue
+			}
+			s = append(s, c.node(ip, e, depth+1, record))
 		}
 		return s
 	case yaml.MappingNode:
@@ -153,8 +160,98 @@ func (c *converter) node(path string, n *yaml.Node, depth int, record bool) any 
 	return invalid("unsupported YAML node")
 }
 
-func (c *converter) mapping(path string, n *yaml.Node, depth int, record bool) map[string]any {
+// item converts an inline item to JSON bytes that keep the document's key
+// order (no lines are recorded inside: item contents are free-form data).
+// An item holding a value that cannot be converted is returned as a plain
+// tree, for the decoder to report the value's path.
+func (c *converter) item(path string, n *yaml.Node, depth int) any {
+	c.ordered = true
+	v := c.node(path, n, depth, false)
+	c.ordered = false
+	var b bytes.Buffer
+	if writeOrdered(&b, v) {
+		return json.RawMessage(b.Bytes())
+	}
+	return plain(v)
+}
+
+// orderedMap is a mapping that remembers its key order (inside items).
+type orderedMap struct {
+	keys []string
+	m    map[string]any
+}
+
+// writeOrdered writes v as JSON, mappings in key order; it reports false
+// when v holds an InvalidValue.
+func writeOrdered(b *bytes.Buffer, v any) bool {
+	switch x := v.(type) {
+	case orderedMap:
+		b.WriteByte('{')
+		for i, k := range x.keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeString(b, k)
+			b.WriteByte(':')
+			if !writeOrdered(b, x.m[k]) {
+				return false
+			}
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if !writeOrdered(b, e) {
+				return false
+			}
+		}
+		b.WriteByte(']')
+	case string:
+		writeString(b, x)
+	case json.Number:
+		b.WriteString(string(x))
+	case bool:
+		b.WriteString(strconv.FormatBool(x))
+	case nil:
+		b.WriteString("null")
+	default:
+		return false
+	}
+	return true
+}
+
+func writeString(b *bytes.Buffer, s string) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	b.Truncate(b.Len() - 1) // Encode's newline
+}
+
+// plain turns ordered maps back into maps.
+func plain(v any) any {
+	switch x := v.(type) {
+	case orderedMap:
+		m := make(map[string]any, len(x.m))
+		for k, e := range x.m {
+			m[k] = plain(e)
+		}
+		return m
+	case []any:
+		for i, e := range x {
+			x[i] = plain(e)
+		}
+	}
+	return v
+}
+
+// mapping converts a mapping node: a map[string]any, or an orderedMap
+// inside items.
+func (c *converter) mapping(path string, n *yaml.Node, depth int, record bool) any {
 	m := map[string]any{}
+	var keys []string
 	keyLine := map[string]int{}
 	var merges []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -187,6 +284,7 @@ func (c *converter) mapping(path string, n *yaml.Node, depth int, record bool) m
 		}
 		// Handler arguments are free-form data: no lines inside.
 		m[k] = c.node(kp, vn, depth+1, record && k != "with")
+		keys = append(keys, k)
 	}
 	// Merge keys (<<: *base, or a list of them): explicit keys win, then
 	// earlier merges over later ones.
@@ -197,19 +295,38 @@ func (c *converter) mapping(path string, n *yaml.Node, depth int, record bool) m
 		}
 		for _, src := range srcs {
 			v := c.node(path, src, depth+1, record)
-			mm, ok := v.(map[string]any)
-			if !ok {
+			var mm map[string]any
+			var mkeys []string
+			switch x := v.(type) {
+			case map[string]any:
+				mm, mkeys = x, sortedKeys(x)
+			case orderedMap:
+				mm, mkeys = x.m, x.keys
+			default:
 				c.addf(path, src.Line, "a merge key (<<) needs a mapping or a list of mappings")
 				continue
 			}
-			for k, e := range mm {
+			for _, k := range mkeys {
 				if _, exists := m[k]; !exists {
-					m[k] = e
+					m[k] = mm[k]
+					keys = append(keys, k)
 				}
 			}
 		}
 	}
+	if c.ordered {
+		return orderedMap{keys: keys, m: m}
+	}
 	return m
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // invalid stands for a value that could not be converted; DecodeJobSpec

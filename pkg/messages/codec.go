@@ -39,6 +39,15 @@ func decodeDurationHook(d *decoder, path string, v any, rv reflect.Value) bool {
 }
 
 func decodeRawHook(d *decoder, path string, v any, rv reflect.Value) bool {
+	if raw, ok := v.(json.RawMessage); ok {
+		b, err := CompactJSON(raw)
+		if err != nil {
+			d.addf(path, "invalid JSON: %v", err)
+			return false
+		}
+		rv.SetBytes(b)
+		return true
+	}
 	n, fe := normalize(path, v, 0)
 	if fe != nil {
 		d.addf(fe.Field, "%s", fe.Message)

@@ -31,7 +31,9 @@ func ParseJobSpec(data []byte) (*JobSpec, error) {
 // DecodeJobSpec decodes and validates a job spec from a generic tree:
 // map[string]any, []any, string, bool, nil, and numbers as json.Number,
 // float64 or any integer type — what encoding/json produces when decoding
-// into an `any`, and what package jobspec produces from YAML. Problems are
+// into an `any`, and what package jobspec produces from YAML — and
+// json.RawMessage for an already-encoded value (inline items given that way
+// keep their key order; others are compacted as in [CompactJSON]). Problems are
 // reported as by [ParseJobSpec], without lines. A tree producer reports a
 // value it could not convert by putting an [InvalidValue] in its place.
 func DecodeJobSpec(tree any) (*JobSpec, error) {
@@ -179,6 +181,15 @@ func (d *decoder) value(path string, v any, rv reflect.Value) {
 	if iv, ok := v.(InvalidValue); ok {
 		d.addf(path, "%s", iv.Problem)
 		return
+	}
+	if raw, ok := v.(json.RawMessage); ok && rv.Type() != reflect.TypeFor[json.RawMessage]() {
+		n, fe := normalize(path, raw, 0)
+		if fe != nil {
+			d.addf(fe.Field, "%s", fe.Message)
+			d.bad[path] = true
+			return
+		}
+		v = n
 	}
 	if h := hookFor(rv.Type()); h != nil {
 		if !h(d, path, v, rv) {

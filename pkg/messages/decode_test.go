@@ -404,3 +404,52 @@ func TestDecodeJobSpecTrees(t *testing.T) {
 		"agent_template[0].shell: unsupported YAML tag !env",
 	})
 }
+
+// TestInlineItemsKeepTheirBytes: an inline item keeps its key order and
+// spelling (the agent passes it on as ITEM_JSON), compacted, and survives
+// a marshal/parse round trip byte for byte.
+func TestInlineItemsKeepTheirBytes(t *testing.T) {
+	spec := mustParse(t, `{"items": [ {"z": 1, "a": "<b> & \u00e9\/", "m": {"y": [1, 2.50, 1e3], "b": null}} , "s", 7 ],
+		"agent_template": [{"shell": "x"}]}`)
+	want := []string{`{"z":1,"a":"<b> & é/","m":{"y":[1,2.50,1e3],"b":null}}`, `"s"`, `7`}
+	for i, w := range want {
+		if string(spec.Items[i]) != w {
+			t.Errorf("items[%d] = %s, want %s", i, spec.Items[i], w)
+		}
+	}
+	out, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `\u003cb\u003e`) {
+		t.Fatalf("expected json.Marshal to HTML-escape the item: %s", out)
+	}
+	back := mustParse(t, string(out))
+	if !reflect.DeepEqual(back.Items, spec.Items) {
+		t.Fatalf("items after round trip: %s", back.Items)
+	}
+}
+
+func TestCompactJSON(t *testing.T) {
+	tests := []struct{ in, want, wantErr string }{
+		{` { "b" : [ 1 , {"a":true} ] , "a" : null } `, `{"b":[1,{"a":true}],"a":null}`, ""},
+		{`"\u003c\/\u00e9\u2028"`, `"</é\u2028"`, ""},
+		{`-0.50E+3`, `-0.50E+3`, ""},
+		{`[]`, `[]`, ""},
+		{``, ``, "unexpected EOF"},
+		{`1 2`, ``, "more than one JSON value"},
+		{`{"a":}`, ``, "invalid character '}'"},
+	}
+	for _, tt := range tests {
+		got, err := CompactJSON([]byte(tt.in))
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("CompactJSON(%q) error = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || string(got) != tt.want {
+			t.Errorf("CompactJSON(%q) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+}

@@ -15,7 +15,8 @@ import (
 // A generic tree is what DecodeJobSpec walks: map[string]any, []any,
 // string, bool, nil, and numbers as json.Number, float64, float32, or any
 // signed or unsigned integer type. encoding/json (with or without UseNumber)
-// and package jobspec produce such trees.
+// and package jobspec produce such trees. A json.RawMessage stands for the
+// JSON value it holds; inline items given that way keep their bytes.
 
 // InvalidValue stands in a generic tree for a value its producer could
 // not convert (a YAML custom tag, an infinity): DecodeJobSpec reports
@@ -264,6 +265,14 @@ func normalize(path string, v any, depth int) (any, *FieldError) {
 		return json.Number(numberText(x)), nil
 	case InvalidValue:
 		return nil, &FieldError{Field: path, Message: x.Problem}
+	case json.RawMessage:
+		dec := json.NewDecoder(bytes.NewReader(x))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, &FieldError{Field: path, Message: "invalid JSON: " + err.Error()}
+		}
+		return normalize(path, v, depth)
 	}
 	if isNumber(v) {
 		return json.Number(numberText(v)), nil
@@ -281,6 +290,83 @@ func canonicalJSON(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// CompactJSON re-encodes one JSON value without insignificant space,
+// keeping its key order and number spelling, and writing strings without
+// HTML escaping ("<" stays "<"): the form inline items take in a decoded
+// spec, so that a marshalled spec decodes back to identical bytes.
+func CompactJSON(data []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var out, sb bytes.Buffer
+	out.Grow(len(data))
+	senc := json.NewEncoder(&sb)
+	senc.SetEscapeHTML(false)
+	type frame struct {
+		obj bool
+		n   int
+	}
+	var stack []frame
+	sep := func() {
+		if len(stack) == 0 {
+			return
+		}
+		top := &stack[len(stack)-1]
+		switch {
+		case top.obj && top.n%2 == 1:
+			out.WriteByte(':')
+		case top.n > 0:
+			out.WriteByte(',')
+		}
+		top.n++
+	}
+	values := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(stack) == 0 {
+			if values++; values > 1 {
+				return nil, errors.New("more than one JSON value")
+			}
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			if t == '{' || t == '[' {
+				sep()
+				out.WriteByte(byte(t))
+				stack = append(stack, frame{obj: t == '{'})
+			} else {
+				out.WriteByte(byte(t))
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			sep()
+			sb.Reset()
+			if err := senc.Encode(t); err != nil {
+				return nil, err
+			}
+			out.Write(bytes.TrimSuffix(sb.Bytes(), []byte("\n")))
+		case json.Number:
+			sep()
+			out.WriteString(string(t))
+		case bool:
+			sep()
+			out.WriteString(strconv.FormatBool(t))
+		case nil:
+			sep()
+			out.WriteString("null")
+		}
+	}
+	if values == 0 {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return out.Bytes(), nil
 }
 
 // jsonTree decodes JSON text into a generic tree with json.Number numbers.
@@ -358,8 +444,8 @@ func (t *jsonTree) lineCol(off int64) (int, int) {
 	return i + 1, int(off) - start + 1
 }
 
-// nextLine is the line of the next token after the decoder's offset.
-func (t *jsonTree) nextLine() int {
+// nextOffset is the offset of the next token after the decoder's offset.
+func (t *jsonTree) nextOffset() int64 {
 	off := t.dec.InputOffset()
 	for off < int64(len(t.data)) {
 		switch t.data[off] {
@@ -369,6 +455,10 @@ func (t *jsonTree) nextLine() int {
 		}
 		break
 	}
+	return off
+}
+
+func (t *jsonTree) lineAt(off int64) int {
 	l, _ := t.lineCol(off)
 	return l
 }
@@ -440,13 +530,18 @@ func (t *jsonTree) value(path string, depth int, record bool) (any, error) {
 		s := []any{}
 		for i := 0; t.dec.More(); i++ {
 			ip := IndexPath(path, i)
+			start := t.nextOffset()
 			if record {
-				t.record(ip, t.nextLine(), depth+1)
+				t.record(ip, t.lineAt(start), depth+1)
 			}
 			// Item contents are free-form data: no lines inside.
 			v, err := t.value(ip, depth+1, record && path != "items")
 			if err != nil {
 				return nil, err
+			}
+			if depth == 1 && path == "items" {
+				// An inline item keeps its own bytes (and key order).
+				v = json.RawMessage(t.data[start:t.dec.InputOffset()])
 			}
 			s = append(s, v)
 		}
