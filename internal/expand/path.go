@@ -5,11 +5,13 @@ import (
 
 	"github.com/theory/jsonpath"
 	"github.com/theory/jsonpath/spec"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // DefaultJSONPath selects the elements of a top-level array; it is used
 // when a spec has an input and no json_path.
-const DefaultJSONPath = "$[*]"
+const DefaultJSONPath = messages.DefaultJSONPath
 
 // query is a parsed json_path. When names is non-nil the query has the
 // streamable form $.n1.n2…[*]: the elements of the array reached through
