@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,8 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -59,7 +57,7 @@ func runBackoff(_ context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "fleetctl backoff plan: %v\n", err)
 		return exitUsage
 	}
-	cfg, err := parseBackoffConfig(data)
+	cfg, err := jobspec.ParseRetryConfig(data)
 	if err == nil {
 		var p *retry.Policy
 		if p, err = retry.NewPolicy(cfg); err == nil {
@@ -71,21 +69,6 @@ func runBackoff(_ context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "  %s\n", p)
 	}
 	return exitUsage
-}
-
-// parseBackoffConfig decodes a retry_config document: JSON through
-// messages.ParseRetryConfig, anything else as YAML through
-// messages.DecodeRetryConfig (both strict, problems with field paths).
-func parseBackoffConfig(data []byte) (*messages.RetryConfig, error) {
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed) {
-		return messages.ParseRetryConfig(data)
-	}
-	var tree any
-	if err := yaml.Unmarshal(data, &tree); err != nil {
-		return nil, fmt.Errorf("not YAML or JSON: %w", err)
-	}
-	return messages.DecodeRetryConfig(tree)
 }
 
 // backoffProblems lists the problems of a parse or policy error, one per field.

@@ -145,7 +145,8 @@ func TestBackoffPlanBadInput(t *testing.T) {
 		stderr []string
 	}{
 		{"field paths from the parser", "attempts: 0\nbackoff: {exponential: {base: -1}}\nretry_on: [network, {pattern: \"a(\"}]\n", nil,
-			[]string{"attempts:", "backoff.exponential.base:", "retry_on[1].pattern: invalid regex"}},
+			[]string{"attempts (line 1): must be", "backoff.exponential.base (line 2):", "retry_on[1].pattern (line 3): invalid regex"}},
+		{"JSON field paths", `{"attempts": 3, "jitter_factor": 2}`, nil, []string{"jitter_factor: must be between 0 and 1"}},
 		{"unknown field", "attempts: 3\nretries: 5\n", nil, []string{"retries"}},
 		{"bad duration", "initial_delay: 5 seconds\n", nil, []string{"initial_delay"}},
 		{"not YAML", "attempts: [\n", nil, []string{"invalid retry config"}},
