@@ -116,7 +116,8 @@ func stepDefaults(st *Step, name string) {
 // WithDefaults returns a copy of rc with its defaults filled in: attempts
 // (3), backoff (exponential, base 2; a linear increment defaults to the
 // initial delay), initial_delay (1s, or the backoff's own initial),
-// max_delay (30s), jitter_factor (0.3), jitter_mode (proportional) and
+// max_delay (30s), jitter_factor (0.3), jitter_mode (proportional, only
+// when jitter is on) and
 // on_failure (stop). retry_on and retry_budget stay unset. A nil rc gives
 // the default config.
 func (rc *RetryConfig) WithDefaults() *RetryConfig {
@@ -134,7 +135,9 @@ func (rc *RetryConfig) WithDefaults() *RetryConfig {
 	if c.JitterFactor == nil {
 		c.JitterFactor = valuePtr(DefaultJitterFactor)
 	}
-	if c.JitterMode == "" {
+	// jitter_mode on its own turns jitter on (package retry), so it is
+	// filled only where jitter already is.
+	if c.JitterMode == "" && c.Jitter {
 		c.JitterMode = JitterProportional
 	}
 	if c.OnFailure == nil {

@@ -142,11 +142,11 @@ func TestWithDefaults(t *testing.T) {
 		Pool: "default", Input: "items.json", JSONPath: "$[*]", IDField: "id",
 		AgentTemplate: []Step{
 			{Name: "step-1", Shell: "a", RetryConfig: &RetryConfig{Attempts: &three, Backoff: &Backoff{Kind: BackoffExponential, Base: 2},
-				InitialDelay: durp("1s"), MaxDelay: durp("30s"), JitterFactor: &jf, JitterMode: JitterProportional, OnFailure: stop}},
+				InitialDelay: durp("1s"), MaxDelay: durp("30s"), JitterFactor: &jf, OnFailure: stop}},
 			{Name: "up", Handler: "h", RetryConfig: &RetryConfig{Attempts: &five, Backoff: &Backoff{Kind: BackoffLinear, Initial: durp("2s"), Increment: durp("2s")},
-				InitialDelay: durp("2s"), MaxDelay: durp("30s"), JitterFactor: &jf, JitterMode: JitterProportional, OnFailure: stop}},
+				InitialDelay: durp("2s"), MaxDelay: durp("30s"), JitterFactor: &jf, OnFailure: stop}},
 			{Name: "step-3", Shell: "c", RetryConfig: &RetryConfig{Attempts: &three, Backoff: &Backoff{Kind: BackoffFixed, Initial: durp("5s")},
-				InitialDelay: durp("5s"), MaxDelay: durp("30s"), JitterFactor: &jf, JitterMode: JitterProportional, OnFailure: stop}},
+				InitialDelay: durp("5s"), MaxDelay: durp("30s"), JitterFactor: &jf, OnFailure: stop}},
 		},
 		ErrorPolicy: &ErrorPolicy{
 			OnItemFailure: &ItemFailureAction{Action: ItemFailureRetry}, ContinueOnFailure: &yes,
@@ -157,7 +157,7 @@ func TestWithDefaults(t *testing.T) {
 		},
 		BestEffort: &BestEffort{MinGroups: 1, Deadline: MustDuration("5m"), LateResults: LateResultsLog},
 		Reduce: []Step{{Name: "reduce-1", Shell: "r", RetryConfig: &RetryConfig{Attempts: &three, Backoff: &Backoff{Kind: BackoffExponential, Base: 2},
-			InitialDelay: durp("1s"), MaxDelay: durp("30s"), JitterFactor: &jf, JitterMode: JitterProportional, OnFailure: stop}}},
+			InitialDelay: durp("1s"), MaxDelay: durp("30s"), JitterFactor: &jf, OnFailure: stop}}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		g, _ := json.MarshalIndent(got, "", " ")
