@@ -14,4 +14,12 @@
 // with the path of the field it concerns, for example
 //
 //	agent_template[1].retry_config.retry_on[2].pattern: invalid regex: missing closing )
+//
+// [DecodeJobSpec] applies the same decoder to a generic tree (how package
+// jobspec reads YAML); [JobSpec.Validate] checks a spec built in code;
+// [JobSpec.WithDefaults] returns the spec as accepted, with every default
+// filled in. The polymorphic spec types (Backoff, Matcher, OnFailure,
+// ItemFailureAction, ErrorCollection, BudgetValue) marshal to a canonical
+// form, so that a marshalled spec parses back to an equal one. See
+// docs/job-spec.md for the accepted forms, the rules and the defaults.
 package messages
