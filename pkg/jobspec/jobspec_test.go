@@ -85,6 +85,8 @@ func TestParseForms(t *testing.T) {
 			`{"items":[1],"agent_template":[{"shell":"a","timeout":"5s"},{"shell":"a","timeout":"1m"},{"shell":"a","timeout":"5s","name":"n"}]}`},
 		{"items keep their key order", "items:\n  - z: 1\n    a: \"<b> & é\"\n    m: {y: [1, 2.50, 1e3], b: ~}\n  - s\nagent_template: [{shell: x}]\n",
 			`{"items":[{"z":1,"a":"<b> & \u00e9","m":{"y":[1,2.50,1e3],"b":null}},"s"],"agent_template":[{"shell":"x"}]}`},
+		{"aliased item list", "agent_template: [{handler: h, with: {l: &l [{z: 1, a: 2}]}}]\nitems: *l\n",
+			`{"items":[{"z":1,"a":2}],"agent_template":[{"handler":"h","with":{"l":[{"a":2,"z":1}]}}]}`},
 		{"items with merge keys and aliases", "items:\n  - &base {z: 1, a: 2}\n  - {<<: *base, b: 3, a: 4}\n  - *base\nagent_template: [{shell: x}]\n",
 			`{"items":[{"z":1,"a":2},{"b":3,"a":4,"z":1},{"z":1,"a":2}],"agent_template":[{"shell":"x"}]}`},
 		{"flow mapping document", `{items: [1], agent_template: [{handler: h, with: {n: 1, s: "x"}}]}`, `{"items":[1],"agent_template":[{"handler":"h","with":{"n":1,"s":"x"}}]}`},

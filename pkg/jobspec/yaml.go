@@ -144,7 +144,7 @@ func (c *converter) node(path string, n *yaml.Node, depth int, record bool) any 
 			if record {
 				c.record(ip, e.Line, depth+1)
 			}
-			if depth == 1 && path == "items" {
+			if path == "items" {
 				s = append(s, c.item(ip, e, depth+1))
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -478,7 +479,7 @@ func decodeBudgetHook(d *decoder, path string, v any, rv reflect.Value) bool {
 		s := strings.TrimSpace(x)
 		if num, ok := strings.CutSuffix(s, "%"); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-			if err != nil || f != f || f > 1e300 || f < -1e300 {
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 				d.addf(path, "invalid percentage %q (want a number from 0 to 100 followed by %%, e.g. \"10%%\")", x)
 				return false
 			}

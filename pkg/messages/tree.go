@@ -539,7 +539,7 @@ func (t *jsonTree) value(path string, depth int, record bool) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if depth == 1 && path == "items" {
+			if path == "items" {
 				// An inline item keeps its own bytes (and key order).
 				v = json.RawMessage(t.data[start:t.dec.InputOffset()])
 			}
