@@ -175,17 +175,25 @@ func (c *Cluster) waitMeta(t testing.TB) {
 }
 
 // StreamLeader is the index of the node leading stream, or -1 while the
-// stream has no leader.
-func (c *Cluster) StreamLeader(ctx context.Context, stream string) (int, error) {
-	s, err := c.js.Stream(ctx, stream)
-	if err != nil {
-		return -1, err
+// stream has no leader. It asks the nodes themselves (their Raft state in
+// the account of WithAccount), which is current at once; stream info
+// answered through the API may lag a leader change by seconds.
+func (c *Cluster) StreamLeader(stream string) int {
+	leader := -1
+	for i, s := range c.Servers() {
+		if s == nil {
+			continue
+		}
+		acc, err := s.LookupAccount(c.cfg.accountName())
+		if err != nil || !acc.JetStreamIsStreamLeader(stream) {
+			continue
+		}
+		if leader >= 0 {
+			return -1 // two nodes think they lead: the change is not settled
+		}
+		leader = i
 	}
-	info := s.CachedInfo()
-	if info.Cluster == nil || info.Cluster.Leader == "" {
-		return -1, nil
-	}
-	return c.nodeIndex(info.Cluster.Leader), nil
+	return leader
 }
 
 // WaitForStreamLeader waits until stream has a leader and every running
@@ -210,7 +218,9 @@ func (c *Cluster) WaitForStreamLeader(t testing.TB, stream string) int {
 				return fmt.Errorf("stream %s: replica %s is not current", stream, r.Name)
 			}
 		}
-		leader = c.nodeIndex(info.Cluster.Leader)
+		if leader = c.StreamLeader(stream); leader < 0 {
+			return fmt.Errorf("stream %s: no node leads it yet", stream)
+		}
 		return nil
 	})
 	return leader
@@ -218,34 +228,56 @@ func (c *Cluster) WaitForStreamLeader(t testing.TB, stream string) int {
 
 // StepDownStreamLeader asks stream's leader to step down (through the
 // $JS.API.STREAM.LEADER.STEPDOWN.<stream> API) and waits, bounded by ctx,
-// until another node leads it. It returns the new leader's index.
+// until another node leads it; it returns the new leader's index. A request
+// that gets no answer (the leader may be mid-change) or a leadership that
+// comes back to the same node is retried.
 func (c *Cluster) StepDownStreamLeader(ctx context.Context, stream string) (int, error) {
-	old, err := c.StreamLeader(ctx, stream)
-	if err != nil {
-		return -1, err
+	var last error
+	for ctx.Err() == nil {
+		l, err := c.stepDownOnce(ctx, stream)
+		if err == nil {
+			return l, nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+		case <-time.After(PollInterval):
+		}
+	}
+	return -1, fmt.Errorf("fleettest: step down %s: %w (last error: %v)", stream, ctx.Err(), last)
+}
+
+// stepDownAttempt bounds one step-down request and the wait for its effect.
+const stepDownAttempt = 3 * time.Second
+
+func (c *Cluster) stepDownOnce(ctx context.Context, stream string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, stepDownAttempt)
+	defer cancel()
+	old := c.StreamLeader(stream)
+	if old < 0 {
+		return -1, fmt.Errorf("stream %s has no leader", stream)
 	}
 	msg, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil)
 	if err != nil {
-		return -1, fmt.Errorf("fleettest: step down %s: %w", stream, err)
+		return -1, err
 	}
 	var resp struct {
 		Success bool                `json:"success"`
 		Error   *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return -1, fmt.Errorf("fleettest: step down %s: %w", stream, err)
+		return -1, err
 	}
 	if resp.Error != nil {
-		return -1, fmt.Errorf("fleettest: step down %s: %w", stream, resp.Error)
+		return -1, resp.Error
 	}
 	for {
-		l, err := c.StreamLeader(ctx, stream)
-		if err == nil && l >= 0 && l != old {
+		if l := c.StreamLeader(stream); l >= 0 && l != old {
 			return l, nil
 		}
 		select {
 		case <-ctx.Done():
-			return -1, fmt.Errorf("fleettest: waiting for a new leader of %s: %w", stream, ctx.Err())
+			return -1, fmt.Errorf("leadership did not move from %s: %w", c.NodeName(old), ctx.Err())
 		case <-time.After(PollInterval):
 		}
 	}

@@ -23,6 +23,21 @@ type config struct {
 	connOpts     []nats.Option
 	readyTimeout time.Duration
 	serverLogs   bool
+	account      string
+}
+
+func (c *config) accountName() string {
+	if c.account == "" {
+		return server.DEFAULT_GLOBAL_ACCOUNT
+	}
+	return c.account
+}
+
+// WithAccount names the account whose streams the cluster's leader helpers
+// look at. Defaults to the global account ("$G"), where clients land when
+// no accounts are configured.
+func WithAccount(name string) Option {
+	return func(c *config) { c.account = name }
 }
 
 func newConfig(opts []Option) config {
