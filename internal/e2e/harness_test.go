@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,8 @@ func (p *proc) stop(t testing.TB) {
 		case err := <-p.done:
 			require.NoError(t, err)
 		case <-time.After(30 * time.Second):
+			buf := make([]byte, 1<<20)
+			t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 			t.Fatal("process did not stop within 30s")
 		}
 		p.nc.Close()

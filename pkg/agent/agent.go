@@ -17,6 +17,9 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
+// publishAsyncTimeout bounds the wait for an async publish's PubAck.
+const publishAsyncTimeout = 10 * time.Second
+
 // Agent runs work items of one pool. Register handlers with Handle before
 // Run; Run may be called once. Handle and Run are safe for concurrent use.
 type Agent struct {
@@ -101,7 +104,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.names = names
-	if a.js, err = jetstream.New(a.nc); err != nil {
+	// A PubAck lost in a reconnect must not leave a future pending forever:
+	// the ack loop would wait on it and shutdown with it.
+	if a.js, err = jetstream.New(a.nc, jetstream.WithPublishAsyncTimeout(publishAsyncTimeout)); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	cons, err := provision.WaitPool(ctx, a.js, names, a.cfg.Pool, a.cfg.Provision)
@@ -117,7 +122,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	defer a.budget.Close()
+	defer func() { _ = a.budget.Close() }()
 	a.log.Info().Int("concurrency", a.cfg.Concurrency).Dur("heartbeat", a.hb).Msg("agent running")
 	return a.consume(ctx, cons)
 }
@@ -144,7 +149,13 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	if err != nil {
 		return err
 	}
-	a.budget = budget.New(bkv, budget.WithLogger(a.log), budget.WithRegisterer(a.cfg.Registerer))
+	bopts := []budget.Option{budget.WithLogger(a.log), budget.WithJetStream(a.js)}
+	if a.cfg.Registerer != nil {
+		bopts = append(bopts, budget.WithRegisterer(a.cfg.Registerer))
+	}
+	if a.budget, err = budget.New(bkv, bopts...); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
 	a.dlq = dlq.NewWriter(a.js, a.names)
 	a.metrics = newMetrics(a.cfg.Registerer)
 	a.acks = make(chan pendingAck, 4*a.cfg.Prefetch+64)

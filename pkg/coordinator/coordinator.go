@@ -57,7 +57,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: config: %w", err)
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(10*time.Second), jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
@@ -94,8 +94,14 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	c.budget = budget.New(bkv, budget.WithLogger(c.log))
-	defer c.budget.Close()
+	bopts := []budget.Option{budget.WithLogger(c.log), budget.WithJetStream(c.js)}
+	if c.cfg.Registerer != nil {
+		bopts = append(bopts, budget.WithRegisterer(c.cfg.Registerer))
+	}
+	if c.budget, err = budget.New(bkv, bopts...); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	defer func() { _ = c.budget.Close() }()
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -266,7 +272,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		return c.reject(ctx, spec.ID, []messages.FieldError{{Field: field, Message: err.Error()}}, now)
 	}
 	brec := budget.Effective(eff, total, c.cfg.Budget)
-	if _, err := c.budget.Create(ctx, spec.ID, brec); err != nil {
+	if _, _, err := c.budget.Create(ctx, spec.ID, brec); err != nil {
 		return fmt.Errorf("budget of %s: %w", spec.ID, err)
 	}
 	if _, err := provision.EnsurePool(ctx, c.js, c.names, eff.Pool, c.cfg.Provision); err != nil {

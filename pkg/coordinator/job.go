@@ -127,7 +127,9 @@ func (r *jobRunner) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			pubCancel()
-			<-pubDone
+			if pubDone != nil {
+				<-pubDone
+			}
 			r.flush(context.Background())
 			return
 		case err := <-pubDone:
