@@ -47,6 +47,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", 0, "work consumers' MaxDeliver backstop (default 100)")
 	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", 0, "work consumers' MaxAckPending: in-flight plus parked retries (default 20000)")
 	fs.StringVar(&cfg.InputDir, "input-dir", "", "directory that relative input paths resolve against (default: working directory)")
+	bs, err := budget.SettingsFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	cfg.Budget = bs // flags below override the environment
 	budget.RegisterFlags(fs, &cfg.Budget)
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
 	listen := fs.String("listen", "127.0.0.1:4222", "embedded server address when no --server is given")
@@ -58,11 +63,6 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		}
 		os.Exit(2)
 	}
-	bs, err := budget.SettingsFromEnv(getenv)
-	if err != nil {
-		return err
-	}
-	cfg.Budget = budget.MergeSettings(bs, cfg.Budget)
 	log, err := obs.Logger(os.Stderr, *logLevel, false)
 	if err != nil {
 		return fmt.Errorf("--log-level: %w", err)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -97,9 +98,33 @@ func newFlagSet(env *cliEnv, name, usageLine string) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args; ok=false means the caller should return code.
+// parseFlags parses args, flags and positional arguments in any order
+// ("run FILE --json" as well as "run --json FILE"); after "--" everything
+// is positional. ok=false means the caller should return code.
 func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			positional = append(positional, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		// A non-boolean flag takes the next argument as its value.
+		if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	if err := fs.Parse(append(append(flags, "--"), positional...)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK, false
 		}
@@ -107,3 +132,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	}
 	return 0, true
 }
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

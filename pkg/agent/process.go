@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -227,9 +228,9 @@ func (a *Agent) claim(ctx context.Context, it *item) (granted bool, reason strin
 		return false, "", err
 	}
 	if !g.Granted {
-		a.metrics.budgetDenied.WithLabelValues(g.Reason).Inc()
-		a.budgetEvent(it, g.Reason, g.Consumed, g.Limit)
-		return false, g.Reason, nil
+		a.metrics.budgetDenied.WithLabelValues(g.Deny.Reason).Inc()
+		a.budgetEvent(it, g.Deny)
+		return false, g.Deny.Reason, nil
 	}
 	return true, "", nil
 }
@@ -614,14 +615,10 @@ func boolInt(b bool) int {
 }
 
 // budgetEvent publishes RetryBudgetExhausted (best effort).
-func (a *Agent) budgetEvent(it *item, reason string, consumed, limit int) {
-	scope := "job"
-	if reason == messages.ReasonItemBudget {
-		scope = "item"
-	}
+func (a *Agent) budgetEvent(it *item, d *budget.Deny) {
 	data, _ := json.Marshal(map[string]any{
-		"job_id": it.wi.JobID, "item_id": it.wi.ItemID, "scope": scope, "reason": reason,
-		"consumed": consumed, "limit": limit,
+		"job_id": it.wi.JobID, "item_id": it.wi.ItemID, "scope": d.Scope(), "reason": d.Reason,
+		"consumed": d.Consumed, "limit": d.Limit,
 	})
 	body, _ := json.Marshal(messages.Event{Type: "RetryBudgetExhausted", JobID: it.wi.JobID, Time: a.cfg.Clock.Now(), Data: data})
 	m := nats.NewMsg(a.names.EventSubject(it.wi.JobID, messages.EventBudget))
