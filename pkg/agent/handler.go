@@ -151,6 +151,14 @@ func chance(seed uint64, item string, attempt int) float64 {
 	binary.LittleEndian.PutUint64(b[8:], uint64(attempt))
 	h.Write(b[:])
 	h.Write([]byte(item))
-	return float64(h.Sum64()>>11) / float64(uint64(1)<<53)
+	// FNV's high bits barely change between inputs that differ only at
+	// the end ("img-0001", "img-0002"): mix them (splitmix64's finaliser).
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / float64(uint64(1)<<53)
 }
 
