@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/jetfleet/jetfleet/examples"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -249,4 +248,3 @@ func printProblems(env *cliEnv, what string, err error) {
 		errorf(env, "%s: %v", what, err)
 	}
 }
-

@@ -121,4 +121,3 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-

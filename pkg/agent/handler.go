@@ -161,4 +161,3 @@ func chance(seed uint64, item string, attempt int) float64 {
 	x ^= x >> 31
 	return float64(x>>11) / float64(uint64(1)<<53)
 }
-

@@ -425,4 +425,3 @@ func (c *Coordinator) Cancel(ctx context.Context, id string) (*messages.JobStatu
 	}
 	return &st, nil
 }
-

@@ -47,8 +47,8 @@ type jobRunner struct {
 
 	mu       sync.Mutex
 	rec      messages.JobRecord
-	outcome  []uint8         // per item index
-	gens     map[int64]int   // generation of replayed items (absent = 0)
+	outcome  []uint8       // per item index
+	gens     map[int64]int // generation of replayed items (absent = 0)
 	errs     map[string]*messages.ErrorSummary
 	dirty    bool
 	finished bool
