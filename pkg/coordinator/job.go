@@ -83,6 +83,7 @@ func newJobRunner(c *Coordinator, rec messages.JobRecord) *jobRunner {
 	// snapshot for readers.
 	st := &r.rec.Status
 	st.Succeeded, st.Failed, st.DeadLettered, st.Skipped, st.NotRun, st.Retries = 0, 0, 0, 0, 0, 0
+	st.Budget.DeniedJob, st.Budget.DeniedItem = 0, 0
 	st.Published = rec.Cursor
 	st.Errors = nil
 	for g, gs := range st.Groups {
@@ -253,6 +254,12 @@ func (r *jobRunner) count(code uint8, res *messages.Result, sign int64) {
 	}
 	if sign > 0 {
 		st.Retries += int64(res.Retries)
+	}
+	switch res.Reason {
+	case messages.ReasonJobBudget:
+		st.Budget.DeniedJob += sign
+	case messages.ReasonItemBudget:
+		st.Budget.DeniedItem += sign
 	}
 	if st.Groups != nil {
 		g := st.Groups[res.Group]
