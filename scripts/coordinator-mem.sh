@@ -43,8 +43,8 @@ YAML
 start=$(date +%s.%N)
 "$work/fleetctl" submit "$work/job.yaml"
 while :; do
-  pub=$("$work/fleetctl" status "mem-$N" --json | sed -n 's/^  "published": \([0-9]*\).*/\1/p')
-  [ "${pub:-0}" -ge "$N" ] && break
+  pub=$( { "$work/fleetctl" status "mem-$N" --json 2>/dev/null || true; } | sed -n 's/^  "published": \([0-9]*\).*/\1/p')
+  [ "${pub:-0}" -ge "$N" ] && break || true
   kill -0 "$coord_pid" || { echo "coordinator died"; cat "$work/coord.log"; exit 1; }
   sleep 0.5
 done
