@@ -256,3 +256,22 @@ func TestMalformedSubmissions(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, reply.Existing)
 }
+
+// An item whose retries would outlast the consumer's MaxDeliver gives up on
+// its last delivery with reason max_deliveries instead of vanishing.
+func TestLastDeliveryGivesUp(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	prov := testProvision
+	prov.MaxDeliver = 3
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov})
+	startAgent(t, srv.URL(), agent.Config{Name: "a1", Provision: prov}, nil)
+	cl := client(t, srv)
+	id := submit(t, cl, `{"id": "maxdel", "items": [{"id": "x"}, {"id": "y"}],
+		"agent_template": [{"handler": "flaky", "with": {"fail_rate": 1.0},
+			"retry_config": {"attempts": 10, "backoff": "fixed", "initial_delay": "10ms"}}],
+		"retry_budget": 100}`)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 2, st.DeadLettered, "%+v", st)
+	require.EqualValues(t, 4, st.Retries, "deliveries 1 and 2 retry, delivery 3 is the last")
+	require.Len(t, st.Errors, 1)
+}

@@ -41,6 +41,9 @@ type Agent struct {
 	metrics *metrics
 	acks    chan pendingAck
 	hb      time.Duration
+	// maxDeliver is the consumer's MaxDeliver (0 = unlimited): on that
+	// delivery a retry would never come back, so the item gives up instead.
+	maxDeliver uint64
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -129,6 +132,9 @@ func (a *Agent) Run(ctx context.Context) error {
 
 func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	info := cons.CachedInfo()
+	if info.Config.MaxDeliver > 0 {
+		a.maxDeliver = uint64(info.Config.MaxDeliver)
+	}
 	a.hb = a.cfg.Heartbeat
 	if a.hb == 0 {
 		a.hb = info.Config.AckWait / 3

@@ -153,6 +153,13 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 		pol := it.job.policies[i]
 		d := pol.Decide(a.cfg.Clock.Now(), retry.StateFromItem(&it.st), *f, a.cfg.Rand)
 		att := a.attempt(it, i, attempt, f, d.Class, dur)
+		if d.Action != retry.ActionGiveUp && a.lastDelivery(it) {
+			// The server would not redeliver after this nak (MaxDeliver):
+			// give up now, with the item's outcome recorded.
+			d.State.ApplyTo(&it.st)
+			d.Action, d.Reason = retry.ActionGiveUp, messages.ReasonMaxDeliveries
+			d.Err = &retry.GiveUpError{Reason: messages.ReasonMaxDeliveries, Attempts: d.State.Attempts, Err: f.Error()}
+		}
 		switch d.Action {
 		case retry.ActionSnooze:
 			att.Decision, att.DelayMS = "snooze", d.Delay.Milliseconds()
@@ -212,6 +219,12 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 		}
 	}
 	a.succeed(ctx, it)
+}
+
+// lastDelivery reports whether this is the consumer's last delivery of the
+// message: a delayed nak now would leave the item with no outcome.
+func (a *Agent) lastDelivery(it *item) bool {
+	return a.maxDeliver > 0 && it.md.NumDelivered >= a.maxDeliver
 }
 
 // stepDone moves the item to its next step.
