@@ -69,7 +69,6 @@ func (st *jobState) observeLocked(rec Record, rev uint64) {
 	}
 	if rec.Consumed >= rec.Total && !st.exhausted {
 		st.exhausted = true
-		st.inDoubt = map[string]int{} // nothing more can land
 		if n := len(rec.recent); n > 0 && st.b.ownsClaim(rec.recent[n-1].ID) {
 			st.b.m.exhausted.WithLabelValues(ScopeJob).Inc()
 			st.b.log.Info().Str("job_id", st.job).Int("consumed", rec.Consumed).Int("limit", rec.Total).Msg("job retry budget exhausted")
@@ -258,10 +257,13 @@ func (b *Budget) claimDirect(ctx context.Context, st *jobState, itemRetries int)
 	}
 }
 
-// write claims units on top of rec (at rev) with one compare-and-set. On
-// success the units become st's surplus. A failure other than a conflict
-// leaves the write in doubt: its claim id is remembered and its units are
-// credited if a later record lists it.
+// write claims units on top of rec (at rev) with one compare-and-set. The
+// claim id is registered as in doubt before the request goes out, and its
+// units are credited to st's surplus exactly once: by the reply, or by any
+// record (read or watched) that lists the id, whichever comes first. So a
+// write whose reply is lost, or that the watch reports before its reply
+// arrives, is never counted twice nor lost while the id is in the record's
+// recent claims.
 func (b *Budget) write(ctx context.Context, st *jobState, rec Record, rev uint64, units int) error {
 	id := b.nextClaimID()
 	next := rec.consume(units, id)
@@ -269,25 +271,36 @@ func (b *Budget) write(ctx context.Context, st *jobState, rec Record, rev uint64
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidRecord, err)
 	}
+	st.mu.Lock()
+	st.inDoubt[id] = units
+	st.mu.Unlock()
+
 	octx, cancel := context.WithTimeout(ctx, b.o.opTimeout)
 	defer cancel()
 	b.stats.writes.Add(1)
 	newRev, err := b.kv.Update(octx, st.job, data, rev)
+
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	_, uncredited := st.inDoubt[id]
 	switch {
 	case err == nil:
-		st.surplus += units
-		b.m.consumed.Add(float64(units))
+		if uncredited {
+			delete(st.inDoubt, id)
+			st.surplus += units
+			b.m.consumed.Add(float64(units))
+		}
 		st.observeLocked(next, newRev)
 		return nil
 	case isConflict(err):
+		delete(st.inDoubt, id) // refused: it was not written
 		b.stats.conflicts.Add(1)
 		st.invalidateLocked(rev)
 		return err
+	case !uncredited:
+		return nil // the reply was lost, but a record already showed it written
 	default:
 		b.stats.errors.Add(1)
-		st.inDoubt[id] = units
 		st.invalidateLocked(rev)
 		b.log.Debug().Err(err).Str("job_id", st.job).Int("units", units).Msg("budget write failed; outcome in doubt")
 		return fmt.Errorf("budget: update %s: %w", st.job, err)

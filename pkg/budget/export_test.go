@@ -30,3 +30,18 @@ func ReadRevision(ctx context.Context, b *Budget, job string) (uint64, error) {
 	_, rev, err := b.reader.get(ctx, job)
 	return rev, err
 }
+
+// Surplus is how many recorded units b holds for job without having handed
+// them out (only after a write whose acknowledgement was lost, or a caller
+// that gave up while its unit was being written).
+func Surplus(b *Budget, job string) int {
+	b.mu.Lock()
+	st := b.jobs[job]
+	b.mu.Unlock()
+	if st == nil {
+		return 0
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.surplus
+}

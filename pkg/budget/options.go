@@ -12,8 +12,10 @@ import (
 
 // Defaults of the options.
 const (
-	// DefaultOpTimeout bounds one KV request (read or write).
-	DefaultOpTimeout = 5 * time.Second
+	// DefaultOpTimeout bounds one KV request (read or write). A request in
+	// flight when a replicated bucket's leader changes gets no answer and
+	// stalls its claims this long before it is retried.
+	DefaultOpTimeout = 2 * time.Second
 	// Backoff between compare-and-set attempts after a revision conflict:
 	// jittered, doubling from ConflictBackoffMin up to ConflictBackoffMax.
 	ConflictBackoffMin = 500 * time.Microsecond

@@ -18,7 +18,7 @@ const (
 
 const (
 	clampSep     = "," // separator of several clamps in ClampedBy
-	recentClaims = 8   // claim ids kept in a record to settle in-doubt writes
+	recentClaims = 16  // claim ids kept in a record to settle in-doubt writes
 )
 
 // Record is a job's retry budget, the value of its key in the fleet_budget

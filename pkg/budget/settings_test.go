@@ -11,7 +11,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-func env(m map[string]string) func(string) string {
+func getenv(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
@@ -53,11 +53,11 @@ func TestParseValue(t *testing.T) {
 }
 
 func TestSettingsFromEnv(t *testing.T) {
-	s, err := budget.SettingsFromEnv(env(nil))
+	s, err := budget.SettingsFromEnv(getenv(nil))
 	require.NoError(t, err)
 	require.Equal(t, budget.Settings{}, s, "nothing set: out-of-the-box behaviour")
 
-	s, err = budget.SettingsFromEnv(env(map[string]string{
+	s, err = budget.SettingsFromEnv(getenv(map[string]string{
 		"RETRY_BUDGET_DEFAULT": "20", "RETRY_BUDGET_MAX": "50",
 		"RETRY_BUDGET_PER_ITEM_DEFAULT": "3", "RETRY_BUDGET_PER_ITEM_MAX": "5",
 	}))
@@ -65,18 +65,18 @@ func TestSettingsFromEnv(t *testing.T) {
 	require.Equal(t, budget.AD44Settings(), s)
 	require.Equal(t, "RETRY_BUDGET_DEFAULT=20 RETRY_BUDGET_MAX=50 RETRY_BUDGET_PER_ITEM_DEFAULT=3 RETRY_BUDGET_PER_ITEM_MAX=5", s.String())
 
-	s, err = budget.SettingsFromEnv(env(map[string]string{"RETRY_BUDGET_DEFAULT": "10%"}))
+	s, err = budget.SettingsFromEnv(getenv(map[string]string{"RETRY_BUDGET_DEFAULT": "10%"}))
 	require.NoError(t, err)
 	require.Equal(t, budget.Percent(10), s.Default)
 
 	// Every malformed variable is named, in one error.
-	_, err = budget.SettingsFromEnv(env(map[string]string{"RETRY_BUDGET_MAX": "lots", "RETRY_BUDGET_PER_ITEM_MAX": "-2"}))
+	_, err = budget.SettingsFromEnv(getenv(map[string]string{"RETRY_BUDGET_MAX": "lots", "RETRY_BUDGET_PER_ITEM_MAX": "-2"}))
 	require.ErrorContains(t, err, `RETRY_BUDGET_MAX: "lots" is not a count or a percentage`)
 	require.ErrorContains(t, err, `RETRY_BUDGET_PER_ITEM_MAX: "-2" is negative`)
 
-	_, err = budget.SettingsFromEnv(env(map[string]string{"RETRY_BUDGET_DEFAULT": "60", "RETRY_BUDGET_MAX": "50"}))
+	_, err = budget.SettingsFromEnv(getenv(map[string]string{"RETRY_BUDGET_DEFAULT": "60", "RETRY_BUDGET_MAX": "50"}))
 	require.EqualError(t, err, "budget: RETRY_BUDGET_DEFAULT (60) exceeds RETRY_BUDGET_MAX (50)")
-	_, err = budget.SettingsFromEnv(env(map[string]string{"RETRY_BUDGET_PER_ITEM_DEFAULT": "6", "RETRY_BUDGET_PER_ITEM_MAX": "5"}))
+	_, err = budget.SettingsFromEnv(getenv(map[string]string{"RETRY_BUDGET_PER_ITEM_DEFAULT": "6", "RETRY_BUDGET_PER_ITEM_MAX": "5"}))
 	require.EqualError(t, err, "budget: RETRY_BUDGET_PER_ITEM_DEFAULT (6) exceeds RETRY_BUDGET_PER_ITEM_MAX (5)")
 }
 
@@ -90,7 +90,7 @@ func TestSettingsValidate(t *testing.T) {
 }
 
 func TestRegisterFlags(t *testing.T) {
-	s, err := budget.SettingsFromEnv(env(map[string]string{"RETRY_BUDGET_DEFAULT": "20", "RETRY_BUDGET_MAX": "50"}))
+	s, err := budget.SettingsFromEnv(getenv(map[string]string{"RETRY_BUDGET_DEFAULT": "20", "RETRY_BUDGET_MAX": "50"}))
 	require.NoError(t, err)
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

@@ -100,6 +100,13 @@ func (c *Cluster) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	return connect(t, c.URLs(), c.cfg.connectOptions("fleettest-cluster"), opts)
 }
 
+// ConnectNode opens a connection to node i only (no failover), closed when
+// t ends: to observe what a client of that node sees.
+func (c *Cluster) ConnectNode(t testing.TB, i int, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	return connect(t, c.nodes[i].url(), c.cfg.connectOptions("fleettest-"+c.nodes[i].name), opts)
+}
+
 // Servers are the nodes' servers in order; a stopped node's entry is nil.
 func (c *Cluster) Servers() []*server.Server {
 	out := make([]*server.Server, len(c.nodes))
