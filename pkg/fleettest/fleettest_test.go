@@ -136,9 +136,15 @@ func TestClusterR3SurvivesNodeLoss(t *testing.T) {
 	c.RestartNode(t, leader)
 	require.NotNil(t, c.Server(leader))
 	c.WaitForStreamLeader(t, "R3") // every running replica current again
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if !c.Server(leader).JetStreamIsStreamCurrent("$G", "R3") {
+			return fmt.Errorf("node %s has not caught up on R3", c.NodeName(leader))
+		}
+		return nil
+	})
 	publish(40, 45)
 	s, err = js.Stream(ctx, "R3")
 	require.NoError(t, err)
 	require.EqualValues(t, 45, s.CachedInfo().State.Msgs)
-	require.Len(t, s.CachedInfo().Cluster.Replicas, 2)
+	require.Len(t, s.CachedInfo().Cluster.Replicas, 2) // leader + 2 replicas, all back
 }
