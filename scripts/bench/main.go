@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -42,15 +43,16 @@ func main() {
 	conc := flag.Int("concurrency", 64, "concurrency per agent")
 	prefetch := flag.Int("prefetch", 256, "prefetch per agent (and raw consumer)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the jetfleet phase to this file")
+	runs := flag.Int("runs", 3, "alternating raw/jetfleet runs; medians are compared")
 	flag.Parse()
 	profilePath = *cpuprofile
-	if err := run(*n, *agents, *conc, *prefetch); err != nil {
+	if err := run(*n, *agents, *conc, *prefetch, max(1, *runs)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, agents, conc, prefetch int) error {
+func run(n, agents, conc, prefetch, runs int) error {
 	dir, err := os.MkdirTemp("", "jetfleet-bench-")
 	if err != nil {
 		return err
@@ -63,18 +65,34 @@ func run(n, agents, conc, prefetch int) error {
 	defer srv.Shutdown()
 	fmt.Printf("machine: %d CPUs, %s; N = %d; file storage\n", runtime.NumCPU(), runtime.Version(), n)
 
-	rawRate, err := raw(srv.URL(), n, prefetch)
-	if err != nil {
-		return fmt.Errorf("raw: %w", err)
+	// The machine is shared and noisy: alternate the two and compare medians.
+	var raws, fleets []float64
+	for r := 0; r < runs; r++ {
+		rawRate, err := raw(srv.URL(), n, prefetch, r)
+		if err != nil {
+			return fmt.Errorf("raw: %w", err)
+		}
+		fmt.Printf("run %d raw JetStream : %8.0f msgs/s  (publish async + consume/ack)\n", r+1, rawRate)
+		fleetRate, err := fleet(srv.URL(), dir, n, agents, conc, prefetch, r)
+		if err != nil {
+			return fmt.Errorf("jetfleet: %w", err)
+		}
+		fmt.Printf("run %d jetfleet job  : %8.0f items/s (no-op handler, %d agents x %d)\n", r+1, fleetRate, agents, conc)
+		raws, fleets = append(raws, rawRate), append(fleets, fleetRate)
 	}
-	fmt.Printf("raw JetStream      : %8.0f msgs/s  (publish async + consume/ack)\n", rawRate)
-	fleetRate, err := fleet(srv.URL(), dir, n, agents, conc, prefetch)
-	if err != nil {
-		return fmt.Errorf("jetfleet: %w", err)
-	}
-	fmt.Printf("jetfleet noop job  : %8.0f items/s (%d agents x %d)\n", fleetRate, agents, conc)
-	fmt.Printf("jetfleet/raw ratio: %.2f\n", fleetRate/rawRate)
+	rm, fm := median(raws), median(fleets)
+	fmt.Printf("median raw %.0f msgs/s, median jetfleet %.0f items/s over %d runs\n", rm, fm, runs)
+	fmt.Printf("jetfleet/raw ratio: %.2f\n", fm/rm)
 	return nil
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // payload is a work item of about the size jetfleet publishes.
@@ -83,7 +101,7 @@ func payload(i int) []byte {
 	return b
 }
 
-func raw(url string, n, prefetch int) (float64, error) {
+func raw(url string, n, prefetch, run int) (float64, error) {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return 0, err
@@ -91,7 +109,8 @@ func raw(url string, n, prefetch int) (float64, error) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	ctx := context.Background()
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage})
+	name := fmt.Sprintf("RAW%d", run)
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{fmt.Sprintf("raw%d.>", run)}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage})
 	if err != nil {
 		return 0, err
 	}
@@ -101,7 +120,7 @@ func raw(url string, n, prefetch int) (float64, error) {
 	}
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		m := nats.NewMsg("raw.default.job")
+		m := nats.NewMsg(fmt.Sprintf("raw%d.default.job", run))
 		m.Data = payload(i)
 		m.Header.Set(messages.HeaderMsgID, fmt.Sprintf("raw/%d", i))
 		if _, err := js.PublishMsgAsync(m); err != nil {
@@ -130,10 +149,13 @@ func raw(url string, n, prefetch int) (float64, error) {
 	case <-time.After(10 * time.Minute):
 		return 0, fmt.Errorf("consumed %d of %d", got.Load(), n)
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	rate := float64(n) / time.Since(start).Seconds()
+	cc.Stop()
+	_ = js.DeleteStream(ctx, name)
+	return rate, nil
 }
 
-func fleet(url, dir string, n, agents, conc, prefetch int) (float64, error) {
+func fleet(url, dir string, n, agents, conc, prefetch, run int) (float64, error) {
 	input := filepath.Join(dir, "items.json")
 	f, err := os.Create(input)
 	if err != nil {
@@ -198,7 +220,7 @@ func fleet(url, dir string, n, agents, conc, prefetch int) (float64, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	spec := fmt.Sprintf(`{"id": "bench", "input": %q, "json_path": "$.items[*]", "agent_template": [{"handler": "noop"}]}`, input)
+	spec := fmt.Sprintf(`{"id": "bench-%d", "input": %q, "json_path": "$.items[*]", "agent_template": [{"handler": "noop"}]}`, run, input)
 	start := time.Now()
 	reply, err := client.Submit(ctx, []byte(spec))
 	if err != nil {
@@ -211,6 +233,10 @@ func fleet(url, dir string, n, agents, conc, prefetch int) (float64, error) {
 		return 0, err
 	}
 	el := time.Since(start)
+	cancel()
+	for i := 0; i < agents+1; i++ {
+		<-errs
+	}
 	if st.Succeeded != int64(n) {
 		return 0, fmt.Errorf("job ended %s with %d of %d succeeded", st.State, st.Succeeded, n)
 	}
