@@ -638,3 +638,23 @@ func TestMalformedJSONFarIntoTheInput(t *testing.T) {
 	require.Equal(t, int64(len(`[{"id":"a"}`)), se.Offset)
 	require.EqualError(t, err, `input items.json: malformed JSON in the value starting at byte 11: invalid character '}' looking for beginning of object key string (in items[1])`)
 }
+
+func TestWithoutDuplicateCheck(t *testing.T) {
+	spec := &messages.JobSpec{Items: []json.RawMessage{json.RawMessage(`{"id":"a"}`), json.RawMessage(`{"id":"a"}`)}}
+	src, err := Open(context.Background(), spec, nil, WithoutDuplicateCheck())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for i := 0; i < 2; i++ {
+		if _, err := src.Next(); err != nil {
+			t.Fatalf("item %d: %v (the check was meant to be skipped)", i, err)
+		}
+	}
+	src2, _ := Open(context.Background(), spec, nil)
+	defer src2.Close()
+	_, _ = src2.Next()
+	if _, err := src2.Next(); !errors.Is(err, ErrDuplicateID) {
+		t.Fatalf("with the check, want ErrDuplicateID, got %v", err)
+	}
+}

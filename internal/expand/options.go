@@ -12,6 +12,7 @@ type Option func(*config) error
 type config struct {
 	maxDocumentBytes int64
 	maxGroups        int
+	skipDupCheck     bool
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -51,6 +52,17 @@ func WithMaxGroups(n int) Option {
 			return fmt.Errorf("%w: WithMaxGroups(%d): must be positive", ErrSpec, n)
 		}
 		c.maxGroups = n
+		return nil
+	}
+}
+
+// WithoutDuplicateCheck makes Open skip the duplicate-id check, for a second
+// pass over an input that Count has already validated (the coordinator's
+// publishing pass): it saves a hash-set insert per item. The Opener must
+// return the same content as for Count.
+func WithoutDuplicateCheck() Option {
+	return func(c *config) error {
+		c.skipDupCheck = true
 		return nil
 	}
 }

@@ -102,7 +102,9 @@ func openSource(ctx context.Context, spec *messages.JobSpec, open Opener, cfg co
 			return nil, err
 		}
 		s.grouper = g
-		s.ids = newIDSet()
+		if !cfg.skipDupCheck {
+			s.ids = newIDSet()
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

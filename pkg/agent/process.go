@@ -355,8 +355,8 @@ func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 	}
 	msg := nats.NewMsg(a.names.ResultSubject(res.JobID))
 	msg.Data = data
-	msg.Header.Set(messages.HeaderMsgID, "res/"+messages.WorkMsgID(res.JobID, res.ItemID, res.Generation))
-	msg.Header.Set(messages.HeaderJobID, res.JobID)
+	// No Nats-Msg-Id: the coordinator de-duplicates results by item index
+	// and generation, and server-side dedupe would cost a map entry per item.
 	fut, err := a.js.PublishMsgAsync(msg)
 	if err != nil {
 		a.log.Warn().Err(err).Msg("result publish failed; item redelivered later")

@@ -396,7 +396,8 @@ func (r *jobRunner) publishAll(ctx context.Context) error {
 	if cursor >= items {
 		return nil
 	}
-	src, err := expand.Open(ctx, spec, r.c.opener)
+	// Count validated the input when the job was accepted.
+	src, err := expand.Open(ctx, spec, r.c.opener, expand.WithoutDuplicateCheck())
 	if err != nil {
 		return err
 	}
@@ -533,9 +534,9 @@ func (r *jobRunner) workMsg(spec *messages.JobSpec, routes map[string]string, it
 	}
 	m := nats.NewMsg(r.c.names.WorkSubject(pool, r.id))
 	m.Data = data
+	// Only the dedupe id: job and item are in the body (and the job in the
+	// subject), and every header costs parsing per message on the hot path.
 	m.Header.Set(messages.HeaderMsgID, messages.WorkMsgID(r.id, it.ID, 0))
-	m.Header.Set(messages.HeaderJobID, r.id)
-	m.Header.Set(messages.HeaderItemID, messages.EncodeItemID(it.ID))
 	return m, nil
 }
 

@@ -17,9 +17,10 @@ const DefaultPool = "default"
 const (
 	// HeaderMsgID is JetStream's de-duplication header.
 	HeaderMsgID = "Nats-Msg-Id"
-	// HeaderJobID carries the job id on work, result, DLQ and event messages.
+	// HeaderJobID carries the job id on DLQ and event messages (work and
+	// result messages carry it in the body and subject only).
 	HeaderJobID = "Fleet-Job-Id"
-	// HeaderItemID carries the (unencoded) item id on work, result and DLQ messages.
+	// HeaderItemID carries the base64url-encoded item id on DLQ messages.
 	HeaderItemID = "Fleet-Item-Id"
 	// HeaderCorrelationID carries an item's correlation id, kept across replays.
 	HeaderCorrelationID = "Fleet-Correlation-Id"
