@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -274,4 +275,51 @@ func TestLastDeliveryGivesUp(t *testing.T) {
 	require.EqualValues(t, 2, st.DeadLettered, "%+v", st)
 	require.EqualValues(t, 4, st.Retries, "deliveries 1 and 2 retry, delivery 3 is the last")
 	require.Len(t, st.Errors, 1)
+}
+
+// An item whose agent dies on every delivery exhausts MaxDeliver with no
+// outcome; the server's advisory brings it to the DLQ mover, which
+// dead-letters it so the job still ends with counts that add up.
+func TestCrashOnLastDeliveryReachesTheDLQ(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	prov := testProvision
+	prov.MaxDeliver = 2
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov})
+	cl := client(t, srv)
+	id := submit(t, cl, `{"id": "crashy", "items": [{"id": "doomed"}], "agent_template": [{"handler": "hang"}]}`)
+	for i := range 2 {
+		started := make(chan struct{}, 1)
+		victim := startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("victim-%d", i), Concurrency: 1, Provision: prov},
+			map[string]agent.HandlerFunc{"hang": func(ctx context.Context, _ *agent.Call) (any, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}})
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("delivery %d never reached an agent", i+1)
+		}
+		victim.kill(t)
+	}
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 1, st.DeadLettered, "%+v", st)
+	require.Equal(t, messages.StateFailed, st.State)
+
+	names := messages.MustNames("")
+	dlqStream, err := srv.JS().Stream(context.Background(), names.DLQStream())
+	require.NoError(t, err)
+	m, err := dlqStream.GetLastMsgForSubject(context.Background(), names.DLQSubject(id))
+	require.NoError(t, err)
+	var entry messages.DLQEntry
+	require.NoError(t, json.Unmarshal(m.Data, &entry))
+	require.Equal(t, messages.ReasonMaxDeliveries, entry.Reason)
+	require.Equal(t, "doomed", entry.ItemID)
+	require.JSONEq(t, `{"id": "doomed"}`, string(entry.Payload))
+
+	work, err := srv.JS().Stream(context.Background(), names.WorkStream())
+	require.NoError(t, err)
+	info, err := work.Info(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, info.State.Msgs, "the exhausted message was removed from the work stream")
 }

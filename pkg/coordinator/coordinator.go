@@ -16,6 +16,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -116,6 +117,19 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	itemsKV, err := c.js.KeyValue(ctx, c.names.ItemsBucket())
+	if err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	mover := dlq.NewMover(c.js, c.names, itemsKV, c.log)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if err := mover.Run(runCtx); err != nil {
+			c.log.Error().Err(err).Msg("DLQ mover stopped")
+		}
+	}()
 	intakeDone := make(chan error, 1)
 	go func() { intakeDone <- c.intake(runCtx) }()
 	close(c.ready)
