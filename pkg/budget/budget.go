@@ -320,7 +320,21 @@ func (b *Budget) watch() {
 		b.watcher = w
 		b.mu.Unlock()
 	}
-	for e := range w.Updates() { // closed when the watcher stops
+	// Updates is closed by the subscription's closed handler, which runs on
+	// the connection's callback goroutine and may never come (a connection
+	// already gone): Close's cancel ends the loop either way.
+	updates := w.Updates()
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-b.ctx.Done():
+			return
+		case u, ok := <-updates:
+			if !ok {
+				return
+			}
+			e = u
+		}
 		if e == nil || e.Operation() != jetstream.KeyValuePut {
 			continue
 		}
