@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -12,31 +13,15 @@ func init() {
 }
 
 func runBudget(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "budget", "budget JOB [--json]")
-	conn := addConnFlags(fs, env)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	id, ok := jobArg(env, fs)
-	if !ok {
-		return exitUsage
-	}
-	nc, client, err := conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
-	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
-	st, err := client.Status(rctx, id)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
-	}
-	printBudget(env, st, *asJSON)
-	return exitOK
+	return runJobCommand(ctx, env, args, "budget", func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int {
+		st, err := client.Status(ctx, id)
+		if err != nil {
+			errorf(env, "%v", err)
+			return exitForAPIError(err)
+		}
+		printBudget(env, st, asJSON)
+		return exitOK
+	})
 }
 
 func printBudget(env *cliEnv, st *messages.JobStatus, asJSON bool) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -129,23 +128,21 @@ func uploadInput(ctx context.Context, nc *nats.Conn, prefix, path string, spec *
 	return "objstore://" + names.InputsBucket() + "/" + name, nil
 }
 
-func jobArg(env *cliEnv, fs *flag.FlagSet) (string, bool) {
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return "", false
-	}
-	return fs.Arg(0), true
-}
+// jobCall is what a one-job command does once connected: it returns the
+// exit code.
+type jobCall func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int
 
-func runStatus(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "status", "status JOB [--json]")
+// runJobCommand parses "NAME JOB [--json]" plus the connection flags,
+// connects, and runs call with a request timeout.
+func runJobCommand(ctx context.Context, env *cliEnv, args []string, name string, call jobCall) int {
+	fs := newFlagSet(env, name, name+" JOB [--json]")
 	conn := addConnFlags(fs, env)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	id, ok := jobArg(env, fs)
-	if !ok {
+	if fs.NArg() != 1 {
+		fs.Usage()
 		return exitUsage
 	}
 	nc, client, err := conn.client()
@@ -154,46 +151,41 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) int {
 		return exitFailed
 	}
 	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
-	st, err := client.Status(rctx, id)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
+	if name != "watch" { // watch follows the job for as long as it runs
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, conn.timeout)
+		defer cancel()
 	}
-	if *asJSON {
-		writeJSON(env.stdout, st)
-	} else {
-		var el time.Duration
-		if st.StartedAt != nil && st.FinishedAt != nil {
-			el = st.FinishedAt.Sub(*st.StartedAt)
+	return call(ctx, client, fs.Arg(0), *asJSON)
+}
+
+func runStatus(ctx context.Context, env *cliEnv, args []string) int {
+	return runJobCommand(ctx, env, args, "status", func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int {
+		st, err := client.Status(ctx, id)
+		if err != nil {
+			errorf(env, "%v", err)
+			return exitForAPIError(err)
 		}
-		printSummary(env.stdout, st, el)
-	}
-	if st.State == messages.StateFailed || st.State == messages.StateRejected {
-		return exitFailed
-	}
-	return exitOK
+		if asJSON {
+			writeJSON(env.stdout, st)
+		} else {
+			var el time.Duration
+			if st.StartedAt != nil && st.FinishedAt != nil {
+				el = st.FinishedAt.Sub(*st.StartedAt)
+			}
+			printSummary(env.stdout, st, el)
+		}
+		if st.State == messages.StateFailed || st.State == messages.StateRejected {
+			return exitFailed
+		}
+		return exitOK
+	})
 }
 
 func runWatch(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "watch", "watch JOB [--json]")
-	conn := addConnFlags(fs, env)
-	asJSON := fs.Bool("json", false, "print the final status as JSON")
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	id, ok := jobArg(env, fs)
-	if !ok {
-		return exitUsage
-	}
-	nc, client, err := conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
-	}
-	defer nc.Close()
-	return watchJob(ctx, env, client, id, *asJSON)
+	return runJobCommand(ctx, env, args, "watch", func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int {
+		return watchJob(ctx, env, client, id, asJSON)
+	})
 }
 
 func watchJob(ctx context.Context, env *cliEnv, client *coordinator.Client, id string, asJSON bool) int {
@@ -217,35 +209,19 @@ func watchJob(ctx context.Context, env *cliEnv, client *coordinator.Client, id s
 }
 
 func runCancel(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "cancel", "cancel JOB [--json]")
-	conn := addConnFlags(fs, env)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	id, ok := jobArg(env, fs)
-	if !ok {
-		return exitUsage
-	}
-	nc, client, err := conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
-	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
-	st, err := client.Cancel(rctx, id)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
-	}
-	if *asJSON {
-		writeJSON(env.stdout, st)
-	} else {
-		printSummary(env.stdout, st, 0)
-	}
-	return exitOK
+	return runJobCommand(ctx, env, args, "cancel", func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int {
+		st, err := client.Cancel(ctx, id)
+		if err != nil {
+			errorf(env, "%v", err)
+			return exitForAPIError(err)
+		}
+		if asJSON {
+			writeJSON(env.stdout, st)
+		} else {
+			printSummary(env.stdout, st, 0)
+		}
+		return exitOK
+	})
 }
 
 func runList(ctx context.Context, env *cliEnv, args []string) int {

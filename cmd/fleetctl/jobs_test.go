@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+func cli(t *testing.T, url string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &cliEnv{stdout: &out, stderr: &errb, getenv: func(k string) string {
+		if k == "NATS_URL" {
+			return url
+		}
+		return ""
+	}}
+	code = runCLI(context.Background(), env, args)
+	return code, out.String(), errb.String()
+}
+
+func writeSpec(t *testing.T, body string) string {
+	p := filepath.Join(t.TempDir(), "job.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+func TestRunPrintsCountsThatAddUp(t *testing.T) {
+	path := writeSpec(t, `
+id: cli-run
+items: [{id: a}, {id: b}, {id: c}, {id: d}]
+agent_template:
+  - handler: flaky
+    with: {fail_attempts: 1}
+    retry_config: {attempts: 2, backoff: fixed, initial_delay: 10ms}
+`)
+	code, out, errOut := cli(t, "", "run", path, "--agents", "2", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	var st messages.JobStatus
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Equal(t, messages.StateSucceeded, st.State)
+	require.EqualValues(t, 4, st.Succeeded)
+	require.EqualValues(t, 4, st.Retries)
+	require.Equal(t, st.Items, st.Succeeded+st.DeadLettered+st.Skipped+st.NotRun+st.Failed)
+}
+
+func TestJobCommandsAgainstAFleet(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}
+	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	done := make(chan struct{}, 2)
+	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
+	<-coord.Ready()
+	a := agent.New(srv.Connect(t), agent.Config{Provision: prov}).HandleBuiltins()
+	go func() { _ = a.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	url := srv.URL()
+
+	path := writeSpec(t, "id: cli-jobs\nitems: [1, 2, 3]\nagent_template: [{handler: noop}]\nretry_budget: 7\n")
+	code, out, errOut := cli(t, url, "submit", path, "--wait", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, `"state": "succeeded"`)
+
+	code, out, _ = cli(t, url, "status", "cli-jobs", "--json")
+	require.Equal(t, exitOK, code)
+	var st messages.JobStatus
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.EqualValues(t, 3, st.Succeeded)
+
+	code, out, _ = cli(t, url, "budget", "cli-jobs", "--json")
+	require.Equal(t, exitOK, code)
+	var b messages.BudgetStatus
+	require.NoError(t, json.Unmarshal([]byte(out), &b))
+	require.Equal(t, 7, b.Total)
+	require.Zero(t, b.Consumed)
+
+	code, _, errOut = cli(t, url, "status", "no-such-job")
+	require.Equal(t, exitUsage, code, "an unknown job is bad input")
+	require.Contains(t, errOut, `no job "no-such-job"`)
+
+	code, _, errOut = cli(t, url, "cancel", "cli-jobs")
+	require.Equal(t, exitFailed, code, "a finished job cannot be cancelled")
+	require.Contains(t, errOut, "already ended")
+
+	code, _, _ = cli(t, url, "status")
+	require.Equal(t, exitUsage, code, "JOB is required")
+}
