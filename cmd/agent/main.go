@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/pkg/agent"
@@ -33,14 +33,14 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	var conn natsconn.Options
 	conn.Register(fs, getenv)
 	cfg := agent.Config{}
-	fs.StringVar(&cfg.Prefix, "prefix", envOr(getenv, "FLEET_PREFIX", "fleet"), "subject and resource prefix (env FLEET_PREFIX)")
-	fs.StringVar(&cfg.Pool, "pool", envOr(getenv, "FLEET_POOL", "default"), "pool whose items this agent runs (env FLEET_POOL)")
+	fs.StringVar(&cfg.Prefix, "prefix", envflag.String(getenv, "FLEET_PREFIX", "fleet"), "subject and resource prefix (env FLEET_PREFIX)")
+	fs.StringVar(&cfg.Pool, "pool", envflag.String(getenv, "FLEET_POOL", "default"), "pool whose items this agent runs (env FLEET_POOL)")
 	fs.StringVar(&cfg.Name, "name", getenv("FLEET_AGENT_NAME"), "agent name in histories (default host-pid)")
-	fs.IntVar(&cfg.Concurrency, "concurrency", envInt(getenv, "FLEET_CONCURRENCY", agent.DefaultConcurrency), "items run at once (env FLEET_CONCURRENCY)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", envflag.Int(getenv, "FLEET_CONCURRENCY", agent.DefaultConcurrency), "items run at once (env FLEET_CONCURRENCY)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", agent.DefaultShutdownTimeout, "how long in-flight items may finish at shutdown")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "working directory of shell steps")
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9091 (env FLEET_METRICS_ADDR)")
-	logLevel := fs.String("log-level", envOr(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
+	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -81,18 +81,4 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(getenv func(string) string, key string, def int) int {
-	if v, err := strconv.Atoi(getenv(key)); err == nil {
-		return v
-	}
-	return def
 }

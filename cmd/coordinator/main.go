@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/jetfleet/jetfleet/internal/embedded"
+	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/pkg/budget"
@@ -41,8 +42,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	var conn natsconn.Options
 	conn.Register(fs, getenv)
 	cfg := coordinator.Config{}
-	fs.StringVar(&cfg.Prefix, "prefix", envOr(getenv, "FLEET_PREFIX", "fleet"), "subject and resource prefix (env FLEET_PREFIX)")
-	fs.IntVar(&cfg.Provision.Replicas, "replicas", envInt(getenv, "FLEET_REPLICAS", 1), "replicas of every stream and bucket: 1, or 3 on a 3-node cluster (env FLEET_REPLICAS)")
+	fs.StringVar(&cfg.Prefix, "prefix", envflag.String(getenv, "FLEET_PREFIX", "fleet"), "subject and resource prefix (env FLEET_PREFIX)")
+	fs.IntVar(&cfg.Provision.Replicas, "replicas", envflag.Int(getenv, "FLEET_REPLICAS", 1), "replicas of every stream and bucket: 1, or 3 on a 3-node cluster (env FLEET_REPLICAS)")
 	fs.DurationVar(&cfg.Provision.AckWait, "ack-wait", 0, "work consumers' AckWait, the crash-detection timeout (default 30s)")
 	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", 0, "work consumers' MaxDeliver backstop (default 100)")
 	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", 0, "work consumers' MaxAckPending: in-flight plus parked retries (default 20000)")
@@ -56,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
 	listen := fs.String("listen", "127.0.0.1:4222", "embedded server address when no --server is given")
 	dataDir := fs.String("data-dir", "jetfleet-data", "embedded server's JetStream directory")
-	logLevel := fs.String("log-level", envOr(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
+	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -102,20 +103,6 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	return nc.Drain()
-}
-
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(getenv func(string) string, key string, def int) int {
-	if v, err := strconv.Atoi(getenv(key)); err == nil {
-		return v
-	}
-	return def
 }
 
 func splitHostPort(s string) (string, int, error) {
