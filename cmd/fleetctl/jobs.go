@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
-	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -46,19 +45,8 @@ func runSubmit(ctx context.Context, env *cliEnv, args []string) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
-	}
-	path := fs.Arg(0)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitUsage
-	}
-	spec, err := jobspec.Parse(data)
-	if err != nil {
-		printProblems(env, path, err)
+	path, spec, ok := specArg(env, fs)
+	if !ok {
 		return exitUsage
 	}
 	nc, client, err := conn.client()

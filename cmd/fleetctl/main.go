@@ -15,6 +15,9 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // Exit codes (DESIGN §7).
@@ -139,3 +142,23 @@ func isBoolFlag(f *flag.Flag) bool {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// specArg reads and parses the one FILE argument of fs (YAML or JSON),
+// printing every problem; ok=false means exit 2.
+func specArg(env *cliEnv, fs *flag.FlagSet) (path string, spec *messages.JobSpec, ok bool) {
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return "", nil, false
+	}
+	path = fs.Arg(0)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		errorf(env, "%v", err)
+		return path, nil, false
+	}
+	if spec, err = jobspec.Parse(data); err != nil {
+		printProblems(env, path, err)
+		return path, nil, false
+	}
+	return path, spec, true
+}

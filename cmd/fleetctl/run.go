@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -33,19 +32,8 @@ func runRun(ctx context.Context, env *cliEnv, args []string) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
-	}
-	path := fs.Arg(0)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitUsage
-	}
-	spec, err := jobspec.Parse(data)
-	if err != nil {
-		printProblems(env, path, err)
+	path, spec, ok := specArg(env, fs)
+	if !ok {
 		return exitUsage
 	}
 	if *agents < 1 {
