@@ -176,6 +176,11 @@ const (
 	EventBreaker    = "breaker"
 	EventReplay     = "replay"
 	EventDLQ        = "dlq"
+	// EventMapEnded is published when a job's map phase ends for any
+	// reason; agents stop starting the job's (generation 0) items.
+	EventMapEnded = "map_ended"
+	EventStopped  = "stopped"
+	EventReduce   = "reduce"
 )
 
 // Event is the body of a FLEET_EVENTS message.

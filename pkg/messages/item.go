@@ -27,6 +27,45 @@ type WorkItem struct {
 	// ResetAttempts asks the agent to ignore persisted retry state (replay
 	// with --reset-attempts).
 	ResetAttempts bool `json:"reset_attempts,omitempty"`
+	// Phase is "" for the job's items (the map phase) and PhaseReduce for
+	// the single reduce item published after the map phase ends.
+	Phase string `json:"phase,omitempty"`
+	// Reduce carries what a reduce item's steps see as ${map.*}.
+	Reduce *ReduceInput `json:"reduce,omitempty"`
+}
+
+// PhaseReduce marks the reduce item and its result.
+const PhaseReduce = "reduce"
+
+// ReduceItemID is the item id of a job's reduce item.
+const ReduceItemID = "_reduce"
+
+// ReduceInput is what the reduce steps see: ${map.results} is a local file
+// holding the object ResultsObject of the inputs object store, and
+// ${map.successful} / ${map.failed} are the counts.
+type ReduceInput struct {
+	// ResultsObject names the JSON file of per-item outputs in the
+	// inputs object store.
+	ResultsObject string `json:"results_object"`
+	Successful    int64  `json:"successful"`
+	Failed        int64  `json:"failed"`
+	// Items is the job's item count; DeadLettered, Skipped and NotRun
+	// complete the picture for reduce commands that want it.
+	Items        int64 `json:"items"`
+	DeadLettered int64 `json:"dead_lettered"`
+	Skipped      int64 `json:"skipped"`
+	NotRun       int64 `json:"not_run"`
+}
+
+// MapOutput is one entry of the ${map.results} file.
+type MapOutput struct {
+	ItemID  string `json:"item_id"`
+	Index   int64  `json:"index"`
+	Group   string `json:"group,omitempty"`
+	Outcome string `json:"outcome"`
+	// Output is the last step's stdout tail or handler return value.
+	Output string `json:"output,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Attempt is one failed (or final) run of an item's step.
@@ -72,6 +111,8 @@ type ItemState struct {
 	LastDelay Duration `json:"last_delay,omitempty"`
 	// ItemRun counts whole-item runs under on_item_failure: retry (1-based).
 	ItemRun int `json:"item_run,omitempty"`
+	// ItemDelay is the backoff before the current whole-item run.
+	ItemDelay Duration `json:"item_delay,omitempty"`
 	// Retries counts retry units claimed by the item (per-item budget).
 	Retries int `json:"retries"`
 	// Outputs are the outputs of the steps finished so far.
@@ -110,6 +151,9 @@ const (
 	ReasonUnknownHandler     = "unknown_handler"
 	ReasonJobGone            = "job_not_found"
 	ReasonItemRetryExhausted = "item_retries"
+	// ReasonCustomFailed: the on_item_failure custom step failed too, so
+	// the item was dead-lettered after all.
+	ReasonCustomFailed = "custom_failed"
 )
 
 // Result is the outcome of one item run, on fleet.results.<job>.
@@ -131,7 +175,9 @@ type Result struct {
 	ErrorClass string `json:"error_class,omitempty"`
 	Signature  string `json:"signature,omitempty"`
 	// Output is the last step's stdout tail or handler return value.
-	Output     string    `json:"output,omitempty"`
+	Output string `json:"output,omitempty"`
+	// Phase is PhaseReduce for the reduce item's result.
+	Phase      string    `json:"phase,omitempty"`
 	Agent      string    `json:"agent,omitempty"`
 	FinishedAt time.Time `json:"finished_at"`
 	DurationMS int64     `json:"duration_ms"`

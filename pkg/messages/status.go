@@ -57,9 +57,17 @@ type JobStatus struct {
 	Problems    []FieldError           `json:"problems,omitempty"`
 	Errors      []ErrorSummary         `json:"errors,omitempty"`
 	LateResults int64                  `json:"late_results,omitempty"`
-	SubmittedAt time.Time              `json:"submitted_at"`
-	StartedAt   *time.Time             `json:"started_at,omitempty"`
-	FinishedAt  *time.Time             `json:"finished_at,omitempty"`
+	// Phase is map, reduce or done (empty for old records = map).
+	Phase string `json:"phase,omitempty"`
+	// MapState and MapReason record how the map phase ended while the
+	// reduce phase runs; State then stays running.
+	MapState    string            `json:"map_state,omitempty"`
+	MapReason   string            `json:"map_reason,omitempty"`
+	BestEffort  *BestEffortStatus `json:"best_effort,omitempty"`
+	Reduce      *ReduceStatus     `json:"reduce,omitempty"`
+	SubmittedAt time.Time         `json:"submitted_at"`
+	StartedAt   *time.Time        `json:"started_at,omitempty"`
+	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
 }
 
 // Done is the number of items in a terminal state.
@@ -85,7 +93,47 @@ type GroupStatus struct {
 	Items     int64 `json:"items"`
 	Done      int64 `json:"done"`
 	Succeeded int64 `json:"succeeded"`
+	// Failed counts the group's failed and dead-lettered items.
+	Failed int64 `json:"failed,omitempty"`
 }
+
+// Complete reports whether every item of the group ended and none failed:
+// the group counts toward best_effort.min_groups.
+func (g GroupStatus) Complete() bool { return g.Items > 0 && g.Done >= g.Items && g.Failed == 0 }
+
+// BestEffortStatus is the best-effort view of a job.
+type BestEffortStatus struct {
+	// MinGroups is the effective min_groups, clamped to [1, groups].
+	MinGroups int `json:"min_groups"`
+	// RequestedMinGroups is min_groups as submitted (0 = unset).
+	RequestedMinGroups int `json:"requested_min_groups,omitempty"`
+	// Clamped says why MinGroups differs from the request, if it does.
+	Clamped         string     `json:"clamped,omitempty"`
+	Groups          int        `json:"groups"`
+	GroupsCompleted int        `json:"groups_completed"`
+	Deadline        *time.Time `json:"deadline,omitempty"`
+	LateResults     string     `json:"late_results"`
+	// Success is whether at least MinGroups groups completed (set when the
+	// job finished).
+	Success bool `json:"success"`
+}
+
+// ReduceStatus is the outcome of a job's reduce phase.
+type ReduceStatus struct {
+	// State is pending (published, no result yet), succeeded or failed.
+	State  string `json:"state"`
+	Output string `json:"output,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Agent  string `json:"agent,omitempty"`
+}
+
+// Job phases.
+const (
+	PhaseMap = "map"
+	// PhaseReducing: the map phase ended and the reduce item runs.
+	PhaseReducing = "reduce"
+	PhaseDone     = "done"
+)
 
 // ErrorSummary groups failed items by error signature (error_collection: aggregate).
 type ErrorSummary struct {
