@@ -19,6 +19,10 @@ const (
 	EndpointDLQStats   = "dlq.stats"
 	EndpointDLQReplay  = "dlq.replay"
 	EndpointDLQPurge   = "dlq.purge"
+	// EndpointDLQReplayCancel cancels a running replay (DLQReplayCancelRequest).
+	EndpointDLQReplayCancel = "dlq.replay.cancel"
+	// EndpointDLQReplays reports running and recent replays (DLQReplaysRequest).
+	EndpointDLQReplays = "dlq.replays"
 )
 
 // API error codes.
@@ -84,22 +88,35 @@ type ListReply struct {
 	Jobs []JobStatus `json:"jobs"`
 }
 
-// DLQFilter selects dead-letter entries.
+// DLQFilter selects dead-letter entries. Every set field must match.
 type DLQFilter struct {
-	JobID      string    `json:"job_id,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-	ErrorClass string    `json:"error_class,omitempty"`
-	Signature  string    `json:"signature,omitempty"`
-	Text       string    `json:"text,omitempty"`
-	Since      time.Time `json:"since,omitzero"`
-	Until      time.Time `json:"until,omitzero"`
-	Limit      int       `json:"limit,omitempty"`
+	JobID  string `json:"job_id,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// ErrorClass is the class of the entry's final error (network, timeout,
+	// server_error, rate_limit, error).
+	ErrorClass string `json:"error_class,omitempty"`
+	// Signature matches the entry's error signature or a prefix of it.
+	Signature string `json:"signature,omitempty"`
+	// Text is a case-insensitive substring of the error, the item id, the
+	// payload or an attempt's message.
+	Text string `json:"text,omitempty"`
+	// Since and Until bound dead_lettered_at (Since inclusive, Until exclusive).
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
+	// Limit caps the entries returned or acted on; 0 = no limit (dlq.list
+	// applies its own page size).
+	Limit int `json:"limit,omitempty"`
+	// AfterSeq skips entries up to this DLQ stream sequence (paging).
+	AfterSeq uint64 `json:"after_seq,omitempty"`
 }
 
-// DLQListReply answers dlq.list.
+// DLQListReply answers dlq.list. When More is set, the next page starts
+// after NextSeq (set DLQFilter.AfterSeq to it).
 type DLQListReply struct {
 	ErrorReply
 	Entries []DLQEntryRef `json:"entries"`
+	More    bool          `json:"more,omitempty"`
+	NextSeq uint64        `json:"next_seq,omitempty"`
 }
 
 // DLQEntryRef is an entry with its DLQ stream sequence.
@@ -119,7 +136,8 @@ type DLQGetReply struct {
 	Entry *DLQEntryRef `json:"entry,omitempty"`
 }
 
-// DLQStats summarises the DLQ (dlq.stats).
+// DLQStats summarises the DLQ, or the entries a filter selects (dlq.stats;
+// the request is a DLQFilter).
 type DLQStats struct {
 	ErrorReply
 	Total        int64            `json:"total"`
@@ -128,7 +146,23 @@ type DLQStats struct {
 	ByReason     map[string]int64 `json:"by_reason"`
 	ByErrorClass map[string]int64 `json:"by_error_class"`
 	BySignature  map[string]int64 `json:"by_signature"`
-	OldestAgeMS  int64            `json:"oldest_age_ms"`
+	// Examples holds one (shortened) error message per signature.
+	Examples    map[string]string `json:"examples,omitempty"`
+	OldestAgeMS int64             `json:"oldest_age_ms"`
+	// Stream is the whole DLQ stream's size and limits.
+	Stream *DLQStreamState `json:"stream,omitempty"`
+}
+
+// DLQStreamState is the DLQ stream's size against its limits.
+type DLQStreamState struct {
+	Messages uint64 `json:"messages"`
+	Bytes    uint64 `json:"bytes"`
+	// MaxMessages and MaxBytes are the limits (-1 or 0 = none).
+	MaxMessages int64 `json:"max_messages"`
+	MaxBytes    int64 `json:"max_bytes"`
+	MaxAgeMS    int64 `json:"max_age_ms"`
+	// FillRatio is the larger of messages/max_messages and bytes/max_bytes.
+	FillRatio float64 `json:"fill_ratio"`
 }
 
 // DLQReplayRequest starts a replay (dlq.replay).
@@ -138,16 +172,67 @@ type DLQReplayRequest struct {
 	Rate          float64 `json:"rate,omitempty"`
 	DryRun        bool    `json:"dry_run,omitempty"`
 	ResetAttempts bool    `json:"reset_attempts,omitempty"`
+	// Wait makes the request block until the replay ends or WaitTimeout
+	// (default 30s, at most 10m) passes; the reply is the status then.
+	Wait        bool     `json:"wait,omitempty"`
+	WaitTimeout Duration `json:"wait_timeout,omitempty"`
 }
 
-// DLQReplayReply answers dlq.replay.
+// Replay states.
+const (
+	ReplayRunning   = "running"
+	ReplayCompleted = "completed"
+	ReplayCancelled = "cancelled"
+	ReplayFailed    = "failed"
+)
+
+// DLQReplayStatus is a replay's progress. Replayed counts entries whose item
+// was republished (PubAck received) and whose entry was then deleted.
+type DLQReplayStatus struct {
+	ReplayID string `json:"replay_id,omitempty"`
+	// State is running, completed, cancelled or failed ("" for a dry run).
+	State    string `json:"state,omitempty"`
+	DryRun   bool   `json:"dry_run,omitempty"`
+	Matched  int64  `json:"matched"`
+	Replayed int64  `json:"replayed"`
+	// Failed counts entries that could not be replayed (their job is gone, …);
+	// they stay in the DLQ. Skipped counts entries not replayable (poison
+	// messages) or taken by another replay or a purge meanwhile.
+	Failed        int64            `json:"failed"`
+	Skipped       int64            `json:"skipped"`
+	ByJob         map[string]int64 `json:"by_job,omitempty"`
+	ByErrorClass  map[string]int64 `json:"by_error_class,omitempty"`
+	BySignature   map[string]int64 `json:"by_signature,omitempty"`
+	Filter        DLQFilter        `json:"filter"`
+	Rate          float64          `json:"rate,omitempty"`
+	ResetAttempts bool             `json:"reset_attempts,omitempty"`
+	StartedAt     *time.Time       `json:"started_at,omitempty"`
+	FinishedAt    *time.Time       `json:"finished_at,omitempty"`
+	// LastError is the last per-entry failure, or why the replay failed.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// DLQReplayReply answers dlq.replay and dlq.replay.cancel.
 type DLQReplayReply struct {
 	ErrorReply
-	ReplayID string           `json:"replay_id,omitempty"`
-	Matched  int64            `json:"matched"`
-	Replayed int64            `json:"replayed"`
-	ByJob    map[string]int64 `json:"by_job,omitempty"`
-	DryRun   bool             `json:"dry_run,omitempty"`
+	DLQReplayStatus
+}
+
+// DLQReplayCancelRequest names a running replay (dlq.replay.cancel). The
+// reply comes once the replay has stopped, with its final counts.
+type DLQReplayCancelRequest struct {
+	ReplayID string `json:"replay_id"`
+}
+
+// DLQReplaysRequest asks for one replay's status, or every known replay's.
+type DLQReplaysRequest struct {
+	ReplayID string `json:"replay_id,omitempty"`
+}
+
+// DLQReplaysReply answers dlq.replays, newest first.
+type DLQReplaysReply struct {
+	ErrorReply
+	Replays []DLQReplayStatus `json:"replays"`
 }
 
 // DLQPurgeRequest deletes matching entries; Confirm must be true.

@@ -136,6 +136,10 @@ const (
 	OutcomeDeadLettered = "dead_lettered"
 	OutcomeSkipped      = "skipped"
 	OutcomeNotRun       = "not_run"
+	// OutcomeReopened is not an outcome but a marker on the results stream,
+	// written by a DLQ replay before it republishes an item: the item's
+	// earlier outcome no longer counts and generation Generation is coming.
+	OutcomeReopened = "reopened"
 )
 
 // Give-up reasons.

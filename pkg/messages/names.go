@@ -26,6 +26,9 @@ const (
 	HeaderCorrelationID = "Fleet-Correlation-Id"
 	// HeaderEventType carries the event type on FLEET_EVENTS messages.
 	HeaderEventType = "Fleet-Event-Type"
+	// HeaderReason carries the dead-letter reason on DLQ messages, so that
+	// counting them needs no body.
+	HeaderReason = "Fleet-Reason"
 )
 
 // Names derives every subject, stream, consumer and bucket name from one
