@@ -171,6 +171,7 @@ func Buckets(n messages.Names, c Config) []jetstream.KeyValueConfig {
 		{Bucket: n.JobsBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet jobs: spec, status"},
 		{Bucket: n.BudgetBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet job retry budgets"},
 		{Bucket: n.ItemsBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet per-item retry state"},
+		{Bucket: n.BreakerBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet job circuit breakers"},
 	}
 }
 

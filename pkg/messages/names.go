@@ -75,6 +75,9 @@ func (n Names) JobsBucket() string   { return n.Prefix + "_jobs" }
 func (n Names) BudgetBucket() string { return n.Prefix + "_budget" }
 func (n Names) ItemsBucket() string  { return n.Prefix + "_items" }
 
+// BreakerBucket holds jobs' circuit-breaker states, one key per job.
+func (n Names) BreakerBucket() string { return n.Prefix + "_breaker" }
+
 // InputsBucket is the object store bucket that holds uploaded job inputs.
 func (n Names) InputsBucket() string { return n.Prefix + "_inputs" }
 

@@ -56,6 +56,7 @@ type JobStatus struct {
 	Groups      map[string]GroupStatus `json:"groups,omitempty"`
 	Problems    []FieldError           `json:"problems,omitempty"`
 	Errors      []ErrorSummary         `json:"errors,omitempty"`
+	Breaker     *BreakerStatus         `json:"breaker,omitempty"` // nil when the job has none
 	LateResults int64                  `json:"late_results,omitempty"`
 	// Phase is map, reduce or done (empty for old records = map).
 	Phase string `json:"phase,omitempty"`
@@ -86,6 +87,20 @@ type BudgetStatus struct {
 	ClampedBy        string `json:"clamped_by,omitempty"`
 	DeniedJob        int64  `json:"denied_job,omitempty"`
 	DeniedItem       int64  `json:"denied_item,omitempty"`
+}
+
+// BreakerStatus is a job's circuit breaker as seen in the status.
+type BreakerStatus struct {
+	// State is closed, open or half_open.
+	State string `json:"state"`
+	// OpenedAt is when the breaker last opened.
+	OpenedAt *time.Time `json:"opened_at,omitempty"`
+	// Failures counts consecutive failures while closed.
+	Failures int `json:"failures"`
+	// Probes are the half-open probes admitted and not yet reported.
+	Probes int `json:"probes,omitempty"`
+	// Successes counts probe successes while half-open.
+	Successes int `json:"successes,omitempty"`
 }
 
 // GroupStatus is the progress of one best-effort group.
