@@ -183,6 +183,9 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 		budget += ", EXHAUSTED"
 	}
 	row("retries", st.Retries, budget)
+	if br := st.Breaker; br != nil {
+		fmt.Fprintf(w, "  %-14s %s\n", "breaker", breakerLine(br))
+	}
 	if sum := st.Done(); sum != st.Items && messages.TerminalState(st.State) {
 		fmt.Fprintf(w, "  WARNING: outcomes add up to %d of %d items\n", sum, st.Items)
 	}
@@ -207,6 +210,26 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 	for _, p := range st.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p.Error())
 	}
+}
+
+// breakerLine describes a job's circuit breaker in one line.
+func breakerLine(br *messages.BreakerStatus) string {
+	var s string
+	switch br.State {
+	case "open":
+		s = "OPEN: items are parked"
+	case "half_open":
+		s = fmt.Sprintf("HALF-OPEN: %d probe(s) out, %d success(es)", br.Probes, br.Successes)
+	default:
+		s = br.State
+		if br.Failures > 0 {
+			s += fmt.Sprintf(", %d consecutive failure(s)", br.Failures)
+		}
+	}
+	if br.OpenedAt != nil {
+		s += ", last opened " + br.OpenedAt.Local().Format("2006-01-02 15:04:05.000")
+	}
+	return s
 }
 
 func oneLine(s string, n int) string {

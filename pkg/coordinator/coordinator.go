@@ -39,6 +39,9 @@ type Coordinator struct {
 	budget *budget.Budget
 	opener expand.Opener
 
+	// breakers is the circuit-breaker bucket the agents write, read for status.
+	breakers jetstream.KeyValue
+
 	metrics *metrics
 
 	mu      sync.Mutex
@@ -103,6 +106,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	defer func() { _ = c.budget.Close() }()
+	if c.breakers, err = c.js.KeyValue(ctx, c.names.BreakerBucket()); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -406,6 +412,7 @@ func (c *Coordinator) fillBudget(ctx context.Context, st *messages.JobStatus) {
 	b := rec.Status()
 	b.DeniedJob, b.DeniedItem = st.Budget.DeniedJob, st.Budget.DeniedItem
 	st.Budget = b
+	c.fillBreaker(ctx, st)
 }
 
 // Status returns a job's current status.
