@@ -126,6 +126,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = a.budget.Close() }()
+	stopEnded, err := a.watchEnded()
+	if err != nil {
+		return fmt.Errorf("agent: map_ended events: %w", err)
+	}
+	defer stopEnded()
 	a.log.Info().Int("concurrency", a.cfg.Concurrency).Dur("heartbeat", a.hb).Msg("agent running")
 	return a.consume(ctx, cons)
 }

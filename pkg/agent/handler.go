@@ -36,6 +36,21 @@ type Call struct {
 	Item json.RawMessage
 	// With holds the step's arguments.
 	With map[string]any
+	// Cause is the item's error when the handler runs as the
+	// on_item_failure: custom step; nil otherwise.
+	Cause error
+	// Map holds the map phase's results when the handler runs as a reduce
+	// step; nil otherwise.
+	Map *MapResults
+}
+
+// MapResults is what a reduce handler sees of the map phase.
+type MapResults struct {
+	// Path of a local JSON file: an array of messages.MapOutput.
+	Path string
+	// Successful and Failed count the map phase's items (Failed includes
+	// dead-lettered and skipped items); Total is the job's item count.
+	Successful, Failed, Total int
 }
 
 // Decode unmarshals the item's payload into v.

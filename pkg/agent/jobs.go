@@ -15,13 +15,22 @@ import (
 
 // job is what an agent needs of a job, loaded once from fleet_jobs.
 type job struct {
-	id        string
-	spec      *messages.JobSpec
+	id       string
+	spec     *messages.JobSpec
+	mapSteps *stepSet
+	reduce   *stepSet // nil without reduce steps
+	workflow *retry.Workflow
+	custom   messages.Template // on_item_failure: custom with a shell step
+	env      []string
+	onItem   string
+}
+
+// stepSet is a compiled list of steps: the agent_template or the reduce steps.
+type stepSet struct {
+	steps     []messages.Step
 	policies  []*retry.Policy
 	templates []messages.Template // per step; zero for handler steps
 	fallbacks []messages.Template // per step with a fallback
-	env       []string
-	onItem    string
 }
 
 var errJobNotFound = errors.New("agent: job not found")
@@ -29,13 +38,31 @@ var errJobNotFound = errors.New("agent: job not found")
 // jobCache loads and keeps job specs; specs never change once accepted.
 // Safe for concurrent use.
 type jobCache struct {
-	kv jetstream.KeyValue
-	mu sync.Mutex
-	m  map[string]*job
+	kv    jetstream.KeyValue
+	mu    sync.Mutex
+	m     map[string]*job
+	ended map[string]bool // jobs whose map phase ended (map_ended events)
 }
 
 func newJobCache(kv jetstream.KeyValue) *jobCache {
-	return &jobCache{kv: kv, m: map[string]*job{}}
+	return &jobCache{kv: kv, m: map[string]*job{}, ended: map[string]bool{}}
+}
+
+// markEnded records that a job's map phase ended: its first-generation
+// items still queued or prefetched are not started.
+func (c *jobCache) markEnded(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.ended) > 4096 {
+		clear(c.ended) // only an optimisation: the coordinator purges too
+	}
+	c.ended[id] = true
+}
+
+func (c *jobCache) isEnded(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ended[id]
 }
 
 func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
@@ -73,38 +100,57 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 }
 
 func compileJob(id string, spec *messages.JobSpec) (*job, error) {
-	j := &job{id: id, spec: spec, onItem: messages.ItemFailureDLQ}
-	if ep := spec.ErrorPolicy; ep != nil && ep.OnItemFailure != nil && ep.OnItemFailure.Action != "" {
-		j.onItem = ep.OnItemFailure.Action
+	w, err := retry.NewWorkflow(spec.ErrorPolicy)
+	if err != nil {
+		return nil, fmt.Errorf("agent: job %s: error_policy: %w", id, err)
+	}
+	j := &job{id: id, spec: spec, workflow: w, onItem: w.Action()}
+	if c := w.Custom(); c != nil && c.Shell != "" {
+		if j.custom, err = messages.ParseTemplate(c.Shell); err != nil {
+			return nil, fmt.Errorf("agent: job %s: error_policy.on_item_failure.custom.shell: %w", id, err)
+		}
 	}
 	for k, v := range spec.Env {
 		j.env = append(j.env, k+"="+v)
 	}
-	for i, st := range spec.AgentTemplate {
-		p, err := retry.NewPolicy(st.RetryConfig)
-		if err != nil {
-			return nil, fmt.Errorf("agent: job %s: agent_template[%d].retry_config: %w", id, i, err)
+	if j.mapSteps, err = compileSteps(id, "agent_template", spec.AgentTemplate); err != nil {
+		return nil, err
+	}
+	if len(spec.Reduce) > 0 {
+		if j.reduce, err = compileSteps(id, "reduce", spec.Reduce); err != nil {
+			return nil, err
 		}
-		j.policies = append(j.policies, p)
-		var t, fb messages.Template
-		if st.Shell != "" {
-			if t, err = messages.ParseTemplate(st.Shell); err != nil {
-				return nil, fmt.Errorf("agent: job %s: agent_template[%d].shell: %w", id, i, err)
-			}
-		}
-		if fa := p.OnFailure(); fa.NeedsFallback() {
-			if fb, err = messages.ParseTemplate(fa.Fallback); err != nil {
-				return nil, fmt.Errorf("agent: job %s: agent_template[%d] fallback: %w", id, i, err)
-			}
-		}
-		j.templates = append(j.templates, t)
-		j.fallbacks = append(j.fallbacks, fb)
 	}
 	return j, nil
 }
 
-func (j *job) stepName(i int) string {
-	if n := j.spec.AgentTemplate[i].Name; n != "" {
+func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
+	s := &stepSet{steps: steps}
+	for i, st := range steps {
+		p, err := retry.NewPolicy(st.RetryConfig)
+		if err != nil {
+			return nil, fmt.Errorf("agent: job %s: %s[%d].retry_config: %w", id, field, i, err)
+		}
+		s.policies = append(s.policies, p)
+		var t, fb messages.Template
+		if st.Shell != "" {
+			if t, err = messages.ParseTemplate(st.Shell); err != nil {
+				return nil, fmt.Errorf("agent: job %s: %s[%d].shell: %w", id, field, i, err)
+			}
+		}
+		if fa := p.OnFailure(); fa.NeedsFallback() {
+			if fb, err = messages.ParseTemplate(fa.Fallback); err != nil {
+				return nil, fmt.Errorf("agent: job %s: %s[%d] fallback: %w", id, field, i, err)
+			}
+		}
+		s.templates = append(s.templates, t)
+		s.fallbacks = append(s.fallbacks, fb)
+	}
+	return s, nil
+}
+
+func (s *stepSet) stepName(i int) string {
+	if n := s.steps[i].Name; n != "" {
 		return n
 	}
 	return fmt.Sprintf("step-%d", i+1)

@@ -27,6 +27,8 @@ type item struct {
 	md  *jetstream.MsgMetadata
 	wi  messages.WorkItem
 	job *job
+	set *stepSet // the job's map steps, or its reduce steps
+	mv  *shell.MapVars
 	st  messages.ItemState
 	rev uint64 // revision of the item's state key; 0 = none read or written
 	key string
@@ -60,6 +62,27 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot load job; retrying later")
 		a.nakDelay(it, 2*time.Second)
+		return
+	}
+	it.set = it.job.mapSteps
+	if it.wi.Phase == messages.PhaseReduce {
+		if it.job.reduce == nil || it.wi.Reduce == nil {
+			a.poison(ctx, it, errors.New("reduce item of a job without reduce steps"))
+			return
+		}
+		it.set = it.job.reduce
+		cleanup, err := a.prepareReduce(ctx, it)
+		if err != nil {
+			log.Warn().Err(err).Msg("cannot fetch the map results; retrying later")
+			a.nakDelay(it, 2*time.Second)
+			return
+		}
+		defer cleanup()
+	} else if it.wi.Generation == 0 && a.jobs.isEnded(it.wi.JobID) {
+		// The job stopped, was cancelled or completed early: the coordinator
+		// counted this item not_run. Replays (generation > 0) still run.
+		a.metrics.items.WithLabelValues(messages.OutcomeNotRun).Inc()
+		_ = m.Term()
 		return
 	}
 
@@ -133,7 +156,7 @@ func isFenced(err error) bool {
 
 // runSteps runs the item's steps from the persisted step on.
 func (a *Agent) runSteps(ctx context.Context, it *item) {
-	steps := it.job.spec.AgentTemplate
+	steps := it.set.steps
 	for it.st.Step < len(steps) {
 		i := it.st.Step
 		attempt := it.st.StepAttempt + 1
@@ -150,7 +173,7 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			continue
 		}
 		a.metrics.attempts.WithLabelValues("failure").Inc()
-		pol := it.job.policies[i]
+		pol := it.set.policies[i]
 		d := pol.Decide(a.cfg.Clock.Now(), retry.StateFromItem(&it.st), *f, a.cfg.Rand)
 		att := a.attempt(it, i, attempt, f, d.Class, dur)
 		if d.Action != retry.ActionGiveUp && a.lastDelivery(it) {
@@ -274,14 +297,34 @@ func (a *Agent) nakDelay(it *item, d time.Duration) {
 	}
 }
 
-// giveUp applies the workflow's on_item_failure and records the outcome.
+// giveUp applies the workflow's on_item_failure and records the outcome:
+// dlq and stop dead-letter the item (the coordinator stops the job), skip
+// records it skipped, retry runs the whole item again while
+// error_policy.retry_config allows, custom runs the custom step and records
+// the item failed (dead-lettered if the custom step fails too). A failed
+// reduce item is recorded failed: its outcome is the job's.
 func (a *Agent) giveUp(ctx context.Context, it *item, reason string, err error, class string) {
 	outcome := messages.OutcomeDeadLettered
-	switch it.job.onItem {
-	case messages.ItemFailureSkip:
-		outcome = messages.OutcomeSkipped
-	case messages.ItemFailureDLQ, messages.ItemFailureStop, messages.ItemFailureRetry, messages.ItemFailureCustom:
-		outcome = messages.OutcomeDeadLettered
+	if it.wi.Phase == messages.PhaseReduce {
+		outcome = messages.OutcomeFailed
+	} else {
+		switch it.job.onItem {
+		case messages.ItemFailureSkip:
+			outcome = messages.OutcomeSkipped
+		case messages.ItemFailureRetry:
+			handled, why := a.retryItem(ctx, it, err)
+			if handled {
+				return
+			}
+			reason = why
+		case messages.ItemFailureCustom:
+			if cerr := a.runCustom(ctx, it, reason, err); cerr != nil {
+				reason = messages.ReasonCustomFailed
+				err = errors.Join(err, fmt.Errorf("on_item_failure custom step: %w", cerr))
+			} else {
+				outcome = messages.OutcomeFailed
+			}
+		}
 	}
 	it.st.Final, it.st.Reason, it.st.ErrorClass = outcome, reason, class
 	if err != nil {
@@ -315,6 +358,9 @@ func (a *Agent) finalize(ctx context.Context, it *item) {
 	}
 	res := a.result(it, it.st.Final)
 	res.Reason, res.Error, res.ErrorClass = it.st.Reason, it.st.Error, it.st.ErrorClass
+	if n := len(it.st.Outputs); n > 0 {
+		res.Output = it.st.Outputs[n-1]
+	}
 	res.Signature = retry.Signature(it.st.Error)
 	a.report(it, res, true, false)
 }
@@ -338,7 +384,7 @@ func (a *Agent) result(it *item, outcome string) *messages.Result {
 	}
 	return &messages.Result{
 		JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
-		Outcome: outcome, Generation: it.wi.Generation,
+		Outcome: outcome, Generation: it.wi.Generation, Phase: it.wi.Phase,
 		Attempts: attempts + boolInt(outcome == messages.OutcomeSucceeded), Retries: it.st.Retries,
 		Agent: a.cfg.Name, FinishedAt: now, DurationMS: now.Sub(it.t0).Milliseconds(),
 	}
@@ -420,7 +466,7 @@ func (a *Agent) attempt(it *item, step, attempt int, f *retry.Failure, class str
 		msg = f.Err.Error()
 	}
 	return messages.Attempt{
-		Attempt: attempt, Step: step, StepName: it.job.stepName(step), Agent: a.cfg.Name,
+		Attempt: attempt, Step: step, StepName: it.set.stepName(step), Agent: a.cfg.Name,
 		Time: a.cfg.Clock.Now(), DurationMS: dur.Milliseconds(), ErrorClass: class,
 		Message: truncate(msg, maxMessageBytes), ExitCode: f.ExitCode, TimedOut: f.TimedOut,
 		Generation: it.wi.Generation,
@@ -496,11 +542,11 @@ func (a *Agent) poison(ctx context.Context, it *item, cause error) {
 
 // runStep runs one attempt of step i; f is nil on success.
 func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out string, f *retry.Failure, dur time.Duration) {
-	step := &it.job.spec.AgentTemplate[i]
+	step := &it.set.steps[i]
 	start := a.cfg.Clock.Now()
 	defer func() { dur = a.cfg.Clock.Now().Sub(start) }()
 	if step.Shell != "" {
-		out, f = a.runShell(ctx, it, it.job.templates[i], step.Timeout.D(), attempt)
+		out, f = a.runShell(ctx, it, it.set.templates[i], step.Timeout.D(), attempt)
 		a.metrics.stepDuration.WithLabelValues("shell").Observe(time.Since(start).Seconds())
 		return out, f, 0
 	}
@@ -510,7 +556,7 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 }
 
 func (a *Agent) shellVars(it *item, attempt int) shell.Vars {
-	return shell.Vars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID, Attempt: attempt}
+	return shell.Vars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID, Attempt: attempt, Map: it.mv}
 }
 
 func (a *Agent) runShell(ctx context.Context, it *item, t messages.Template, timeout time.Duration, attempt int) (string, *retry.Failure) {
@@ -535,7 +581,7 @@ func (a *Agent) runShell(ctx context.Context, it *item, t messages.Template, tim
 }
 
 func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (string, error) {
-	out, f := a.runShell(ctx, it, it.job.fallbacks[i], it.job.spec.AgentTemplate[i].Timeout.D(), attempt)
+	out, f := a.runShell(ctx, it, it.set.fallbacks[i], it.set.steps[i].Timeout.D(), attempt)
 	if f != nil {
 		return "", f.Error()
 	}
@@ -555,7 +601,8 @@ func (a *Agent) runHandler(ctx context.Context, it *item, i int, step *messages.
 	stopHB := a.heartbeat(it.m)
 	v, err := callHandler(hctx, fn, &Call{
 		JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
-		Step: i, StepName: it.job.stepName(i), Attempt: attempt, Item: it.wi.Payload, With: step.With,
+		Step: i, StepName: it.set.stepName(i), Attempt: attempt, Item: it.wi.Payload, With: step.With,
+		Map: mapResults(it.mv),
 	})
 	stopHB()
 	if err != nil {

@@ -18,6 +18,9 @@ const (
 	DefaultStatusInterval = 250 * time.Millisecond
 	DefaultPublishBatch   = 512
 	DefaultMaxSpecBytes   = 4 << 20
+	// DefaultLateResultWindow is how long a finished job keeps following
+	// its results for late ones.
+	DefaultLateResultWindow = time.Minute
 )
 
 // Config configures a Coordinator. The zero value plus a connection is
@@ -38,6 +41,10 @@ type Config struct {
 	PublishBatch int
 	// MaxSpecBytes bounds a submitted spec. Defaults to 4 MiB.
 	MaxSpecBytes int
+	// LateResultWindow is how long a finished job's results are still
+	// followed: items running when the map phase ended report late results
+	// (best_effort.late_results). Defaults to 1m.
+	LateResultWindow time.Duration
 	// Logger defaults to zerolog.Nop().
 	Logger zerolog.Logger
 	// Registerer receives the coordinator's metrics. nil = not registered.
@@ -60,6 +67,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxSpecBytes == 0 {
 		c.MaxSpecBytes = DefaultMaxSpecBytes
+	}
+	if c.LateResultWindow == 0 {
+		c.LateResultWindow = DefaultLateResultWindow
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}

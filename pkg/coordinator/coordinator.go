@@ -192,7 +192,6 @@ func (c *Coordinator) startRunner(rec messages.JobRecord) {
 		c.mu.Unlock()
 		c.metrics.activeJobs.Dec()
 		if st := r.snapshot().Status; messages.TerminalState(st.State) {
-			c.metrics.jobsFinished.WithLabelValues(st.State).Inc()
 			c.budget.Forget(r.id)
 		}
 	}()
@@ -312,9 +311,13 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			rec.Status.Groups[g] = messages.GroupStatus{Items: n}
 		}
 	}
-	if eff.BestEffort != nil && eff.BestEffort.Deadline > 0 {
-		dl := now.Add(eff.BestEffort.Deadline.D())
-		rec.Deadline = &dl
+	if eff.BestEffort != nil {
+		rec.Status.BestEffort = bestEffortStatus(spec.BestEffort, eff.BestEffort, len(groups))
+		if eff.BestEffort.Deadline > 0 {
+			dl := now.Add(eff.BestEffort.Deadline.D())
+			rec.Deadline = &dl
+			rec.Status.BestEffort.Deadline = &dl
+		}
 	}
 	created, err := c.store.create(ctx, &rec)
 	if err != nil {
@@ -328,6 +331,22 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	c.event(spec.ID, messages.EventSubmitted, "JobSubmitted", map[string]any{"items": total, "pool": eff.Pool})
 	c.startRunner(rec)
 	return nil
+}
+
+// bestEffortStatus clamps min_groups to [1, groups] and records the clamp.
+func bestEffortStatus(requested, eff *messages.BestEffort, groups int) *messages.BestEffortStatus {
+	groups = max(groups, 1) // an empty job still has its one (empty) group
+	be := &messages.BestEffortStatus{
+		MinGroups: eff.MinGroups, RequestedMinGroups: requested.MinGroups,
+		Groups: groups, LateResults: eff.LateResults,
+	}
+	switch {
+	case be.MinGroups < 1:
+		be.MinGroups, be.Clamped = 1, fmt.Sprintf("min_groups %d raised to 1", eff.MinGroups)
+	case be.MinGroups > groups:
+		be.MinGroups, be.Clamped = groups, fmt.Sprintf("min_groups %d lowered to the job's %d groups", eff.MinGroups, groups)
+	}
+	return be
 }
 
 // routes sends each group's items to the pool of that name when such a

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Outcome codes kept per item index.
@@ -25,6 +26,9 @@ const (
 	ocDeadLettered
 	ocSkipped
 	ocNotRun
+	// ocLate is not_run with a late result logged (late_results: log):
+	// counted as not_run, and further copies of the result are ignored.
+	ocLate
 )
 
 var outcomeCodes = map[string]uint8{
@@ -38,24 +42,44 @@ var outcomeCodes = map[string]uint8{
 // maxErrorItems bounds the item ids kept per error signature in the report.
 const maxErrorItems = 10
 
-// jobRunner drives one unfinished job: it publishes the job's items and
-// follows their results until every item has a terminal outcome.
+// jobRunner drives one unfinished job: it publishes the job's items,
+// follows their results, applies the job's policies (error_policy,
+// best_effort), runs the reduce phase, and then lingers for late results.
+//
+// Life of a job (docs/jobs.md): the map phase runs until every item has an
+// outcome, a policy stops it, best-effort completes it, its deadline
+// passes, or it is cancelled; items without an outcome then count as
+// not_run. With reduce steps (and unless cancelled) the reduce item runs
+// next; its outcome completes the job. A DLQ replay may reopen a finished
+// job for the replayed items.
 type jobRunner struct {
 	c   *Coordinator
 	id  string
 	log zerolog.Logger
 
+	workflow  *retry.Workflow  // nil if the spec's error_policy does not compile
+	collector *retry.Collector // error_collection events
+	lateMode  string           // what results after the map phase ended do
+
 	mu       sync.Mutex
 	rec      messages.JobRecord
-	outcome  []uint8       // per item index
-	gens     map[int64]int // generation of replayed items (absent = 0)
+	outcome  []uint8        // per item index
+	gens     map[int64]int  // generation of replayed items (absent = 0)
+	reopened map[int64]bool // replayed items awaiting their new outcome
 	errs     map[string]*messages.ErrorSummary
 	dirty    bool
-	finished bool
+	live     bool // the results replay caught up: policies apply
+	mapEnded bool // the map phase ended (items left are not_run)
+	terminal bool // the job is finished (a reopen may undo it)
+	epoch    int  // bumped by every map end and reopen
+	held     bool // a reopen is coming: linger once more (see hold)
+	exiting  bool // run is returning; hold fails
+	pending  []func()
 
 	progress chan struct{} // a result arrived (cap 1, non-blocking send)
 	caughtUp chan struct{} // results replay reached the end seen at start
-	done     chan struct{} // closed once the job is terminal and written
+	wake     chan struct{} // map ended, job finished or reopened (cap 1)
+	exited   chan struct{} // closed when run returns
 	stopCh   chan stopRequest
 	cancel   context.CancelFunc
 }
@@ -73,38 +97,52 @@ func newJobRunner(c *Coordinator, rec messages.JobRecord) *jobRunner {
 		rec:      rec,
 		outcome:  make([]uint8, rec.Status.Items),
 		gens:     map[int64]int{},
+		reopened: map[int64]bool{},
 		errs:     map[string]*messages.ErrorSummary{},
 		progress: make(chan struct{}, 1),
 		caughtUp: make(chan struct{}),
-		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		exited:   make(chan struct{}),
 		stopCh:   make(chan stopRequest),
+		lateMode: messages.LateResultsUpdate,
+	}
+	if rec.Spec != nil {
+		w, err := retry.NewWorkflow(rec.Spec.ErrorPolicy)
+		if err != nil {
+			r.log.Error().Err(err).Msg("error_policy does not compile; policies not applied")
+		} else {
+			r.workflow = w
+			r.collector = w.NewCollector()
+		}
+		if be := rec.Spec.BestEffort; be != nil && be.LateResults != "" {
+			r.lateMode = be.LateResults
+		}
 	}
 	// Counts are rebuilt from the results stream; the stored ones are only a
 	// snapshot for readers.
 	st := &r.rec.Status
 	st.Succeeded, st.Failed, st.DeadLettered, st.Skipped, st.NotRun, st.Retries = 0, 0, 0, 0, 0, 0
 	st.Budget.DeniedJob, st.Budget.DeniedItem = 0, 0
+	st.LateResults = 0
 	st.Published = rec.Cursor
 	st.Errors = nil
 	for g, gs := range st.Groups {
 		st.Groups[g] = messages.GroupStatus{Items: gs.Items}
 	}
+	if st.Phase == "" {
+		st.Phase = messages.PhaseMap
+	}
 	return r
 }
 
-// run publishes and tracks until the job ends or ctx is cancelled (a
-// coordinator shutdown, which leaves the job to be resumed).
+// run publishes and tracks until the job ends and its linger window
+// passes, or ctx is cancelled (a coordinator shutdown, which leaves an
+// unfinished job to be resumed).
 func (r *jobRunner) run(ctx context.Context) {
+	defer close(r.exited)
 	ctx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
 	defer cancel()
-
-	cc, err := r.track(ctx)
-	if err != nil {
-		r.log.Error().Err(err).Msg("cannot follow results; job left for the next coordinator start")
-		return
-	}
-	defer cc.Stop()
 
 	if r.rec.Status.State == messages.StatePending {
 		now := r.c.cfg.Clock.Now()
@@ -115,50 +153,132 @@ func (r *jobRunner) run(ctx context.Context) {
 		r.mu.Unlock()
 		r.c.event(r.id, messages.EventStarted, "JobStarted", map[string]any{"items": r.rec.Status.Items})
 	}
-	r.checkComplete() // a job of zero items, or one finished before a restart
+	cc, err := r.track(ctx)
+	if err != nil {
+		r.log.Error().Err(err).Msg("cannot follow results; job left for the next coordinator start")
+		return
+	}
+	defer cc.Stop()
 
 	pubDone := make(chan error, 1)
 	pubCtx, pubCancel := context.WithCancel(ctx)
 	defer pubCancel()
 	go func() { pubDone <- r.publishAll(pubCtx) }()
+	stopPublishing := func() {
+		pubCancel()
+		if pubDone != nil {
+			<-pubDone
+			pubDone = nil
+		}
+	}
 
 	ticker := time.NewTicker(r.c.cfg.StatusInterval)
 	defer ticker.Stop()
+	var (
+		handledEnd, handledTerminal = -1, -1
+		linger                      <-chan time.Time
+		reducers                    sync.WaitGroup
+	)
+	defer reducers.Wait() // after cancel (deferred later, runs first)
+	defer cancel()
 	for {
 		select {
 		case <-ctx.Done():
-			pubCancel()
-			if pubDone != nil {
-				<-pubDone
-			}
+			r.mu.Lock()
+			r.exiting = true
+			r.mu.Unlock()
+			stopPublishing()
 			r.flush(context.Background())
 			return
 		case err := <-pubDone:
 			pubDone = nil
 			if err != nil && !errors.Is(err, context.Canceled) {
 				r.log.Error().Err(err).Msg("publishing stopped")
-				r.finish(messages.StateFailed, "input_error: "+err.Error())
+				r.endMap(messages.StateFailed, "input_error: "+err.Error())
 			}
 		case req := <-r.stopCh:
-			pubCancel()
-			if pubDone != nil {
-				<-pubDone
-				pubDone = nil
-			}
+			r.endMap(req.state, req.reason)
+			stopPublishing()
 			r.purgeQueued(ctx)
-			r.finish(req.state, req.reason)
-			req.reply <- r.snapshot().Status
-		case <-ticker.C:
 			r.flush(ctx)
-		case <-r.done:
-			pubCancel()
-			if pubDone != nil {
-				<-pubDone
+			req.reply <- r.snapshot().Status
+		case <-r.wake:
+		case <-ticker.C:
+			r.tick()
+			r.flush(ctx)
+		case <-linger:
+			r.mu.Lock()
+			still, held := r.terminal, r.held
+			r.held = false
+			r.exiting = still && !held
+			r.mu.Unlock()
+			if still && !held {
+				r.flush(context.Background())
+				return
 			}
-			r.flush(context.Background())
-			r.c.event(r.id, messages.EventCompleted, "JobCompleted", r.snapshot().Status)
-			return
+			linger = nil
+			if still {
+				linger = time.After(r.c.cfg.LateResultWindow)
+			}
 		}
+		r.runPending()
+
+		r.mu.Lock()
+		ended, terminal, epoch, phase := r.mapEnded, r.terminal, r.epoch, r.rec.Status.Phase
+		r.mu.Unlock()
+		if ended && handledEnd != epoch {
+			handledEnd = epoch
+			stopPublishing()
+			r.purgeQueued(ctx)
+			r.afterMapEnd()
+			if phase == messages.PhaseReducing {
+				reducers.Go(func() { r.startReduce(ctx) })
+			}
+		}
+		if terminal && handledTerminal != epoch {
+			handledTerminal = epoch
+			r.flush(ctx)
+			st := r.snapshot().Status
+			r.c.event(r.id, messages.EventCompleted, "JobCompleted", st)
+			r.c.metrics.jobsFinished.WithLabelValues(st.State).Inc()
+			linger = time.After(r.c.cfg.LateResultWindow)
+		}
+		if !terminal && linger != nil {
+			linger = nil // reopened by a replay
+		}
+	}
+}
+
+// hold keeps a lingering runner for one more window because a DLQ replay
+// is about to reopen the job. It fails when run is returning.
+func (r *jobRunner) hold() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.exiting {
+		return false
+	}
+	r.held = true
+	return true
+}
+
+// wakeUp nudges the run loop (non-blocking).
+func (r *jobRunner) wakeUp() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// defer runs f after the lock is released (events, logs with I/O).
+func (r *jobRunner) deferLocked(f func()) { r.pending = append(r.pending, f) }
+
+func (r *jobRunner) runPending() {
+	r.mu.Lock()
+	fs := r.pending
+	r.pending = nil
+	r.mu.Unlock()
+	for _, f := range fs {
+		f()
 	}
 }
 
@@ -175,14 +295,14 @@ func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error)
 	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("last result of %s: %w", subj, err)
 	}
-	if last == 0 {
-		close(r.caughtUp)
-	}
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
 	if err != nil {
 		return nil, err
 	}
 	var once sync.Once
+	if last == 0 {
+		once.Do(r.goLive)
+	}
 	return cons.Consume(func(m jetstream.Msg) {
 		var res messages.Result
 		if err := json.Unmarshal(m.Data(), &res); err != nil {
@@ -192,14 +312,48 @@ func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error)
 		}
 		if last > 0 {
 			if md, err := m.Metadata(); err == nil && md.Sequence.Stream >= last {
-				once.Do(func() { close(r.caughtUp) })
+				once.Do(r.goLive)
 			}
 		}
+		r.runPending()
 	})
+}
+
+// goLive runs once the results replay has caught up: from now on results
+// are new, so policies and completion apply and events are emitted.
+func (r *jobRunner) goLive() {
+	r.mu.Lock()
+	r.live = true
+	st := &r.rec.Status
+	if st.MapReason != "" {
+		// The map phase ended before a coordinator restart (the job is
+		// reducing) or before a DLQ replay reopened it: items without an
+		// outcome then were not run, and stay so.
+		for i, oc := range r.outcome {
+			if oc == ocNone && !r.reopened[int64(i)] {
+				r.outcome[i] = ocNotRun
+				st.NotRun++
+			}
+		}
+		r.mapEnded = st.Phase == messages.PhaseReducing
+		r.dirty = true
+	}
+	r.checkLocked(nil)
+	r.mu.Unlock()
+	close(r.caughtUp)
+	r.wakeUp()
 }
 
 // apply records one result, de-duplicated by item index and generation.
 func (r *jobRunner) apply(res *messages.Result) {
+	if res.Phase == messages.PhaseReduce {
+		r.applyReduce(res)
+		return
+	}
+	if res.Outcome == messages.OutcomeReopened {
+		r.applyReopen(res)
+		return
+	}
 	code, ok := outcomeCodes[res.Outcome]
 	if !ok || code == ocNotRun {
 		r.log.Warn().Str("outcome", res.Outcome).Msg("result with unknown outcome ignored")
@@ -212,12 +366,18 @@ func (r *jobRunner) apply(res *messages.Result) {
 		r.log.Warn().Int64("index", res.Index).Msg("result for an index outside the job ignored")
 		return
 	}
+	if res.Generation < r.gens[res.Index] {
+		return // a run of an earlier generation, overtaken by a replay
+	}
 	prev := r.outcome[res.Index]
 	if prev != ocNone {
 		newer := res.Generation > r.gens[res.Index]
 		lateNotRun := prev == ocNotRun && res.Generation == r.gens[res.Index]
 		if !newer && !lateNotRun {
-			return // a duplicate run's result
+			return // a duplicate run's result, or a late one already logged
+		}
+		if lateNotRun && !r.lateResultLocked(res) {
+			return // logged, not aggregated
 		}
 		r.count(prev, res, -1)
 	}
@@ -225,16 +385,19 @@ func (r *jobRunner) apply(res *messages.Result) {
 	if res.Generation > 0 {
 		r.gens[res.Index] = res.Generation
 	}
-	r.count(code, res, +1)
-	if r.finished && prev == ocNone {
-		st.LateResults++
+	if res.Generation == r.gens[res.Index] {
+		delete(r.reopened, res.Index)
 	}
+	r.count(code, res, +1)
 	r.dirty = true
 	select {
 	case r.progress <- struct{}{}:
 	default:
 	}
-	r.checkCompleteLocked()
+	if code == ocFailed || code == ocDeadLettered {
+		r.collectLocked(res)
+	}
+	r.checkLocked(res)
 }
 
 // count adds (sign=+1) or removes (-1) an outcome from the status.
@@ -249,7 +412,7 @@ func (r *jobRunner) count(code uint8, res *messages.Result, sign int64) {
 		st.DeadLettered += sign
 	case ocSkipped:
 		st.Skipped += sign
-	case ocNotRun:
+	case ocNotRun, ocLate:
 		st.NotRun += sign
 	}
 	if sign > 0 {
@@ -264,8 +427,11 @@ func (r *jobRunner) count(code uint8, res *messages.Result, sign int64) {
 	if st.Groups != nil {
 		g := st.Groups[res.Group]
 		g.Done += sign
-		if code == ocSucceeded {
+		switch code {
+		case ocSucceeded:
 			g.Succeeded += sign
+		case ocFailed, ocDeadLettered:
+			g.Failed += sign
 		}
 		st.Groups[res.Group] = g
 	}
@@ -280,51 +446,6 @@ func (r *jobRunner) count(code uint8, res *messages.Result, sign int64) {
 			e.Items = append(e.Items, res.ItemID)
 		}
 	}
-}
-
-func (r *jobRunner) checkComplete() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.checkCompleteLocked()
-}
-
-func (r *jobRunner) checkCompleteLocked() {
-	st := &r.rec.Status
-	if r.finished || st.Done() < st.Items {
-		return
-	}
-	state := messages.StateSucceeded
-	if st.Failed+st.DeadLettered > 0 {
-		state = messages.StateFailed
-	}
-	r.finishLocked(state, messages.CompletionAllCompleted)
-}
-
-func (r *jobRunner) finish(state, reason string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.finishLocked(state, reason)
-}
-
-// finishLocked makes the job terminal: unfinished items become not_run.
-func (r *jobRunner) finishLocked(state, reason string) {
-	if r.finished {
-		return
-	}
-	r.finished = true
-	st := &r.rec.Status
-	for i, oc := range r.outcome {
-		if oc == ocNone {
-			r.outcome[i] = ocNotRun
-			st.NotRun++
-		}
-	}
-	st.State = state
-	st.CompletionReason = reason
-	now := r.c.cfg.Clock.Now()
-	st.FinishedAt = &now
-	r.dirty = true
-	close(r.done)
 }
 
 // snapshot copies the record with the error report filled in.
@@ -554,9 +675,15 @@ func (r *jobRunner) purgeQueued(ctx context.Context) {
 // stop ends the job with state and reason (cancel or policy stop).
 func (r *jobRunner) stop(ctx context.Context, state, reason string) (messages.JobStatus, error) {
 	req := stopRequest{state: state, reason: reason, reply: make(chan messages.JobStatus, 1)}
+	r.mu.Lock()
+	ended := r.mapEnded || r.terminal
+	r.mu.Unlock()
+	if ended {
+		return r.snapshot().Status, errJobFinished
+	}
 	select {
 	case r.stopCh <- req:
-	case <-r.done:
+	case <-r.exited:
 		return r.snapshot().Status, errJobFinished
 	case <-ctx.Done():
 		return messages.JobStatus{}, ctx.Err()

@@ -10,6 +10,10 @@ type metrics struct {
 	jobsFinished   *prometheus.CounterVec
 	activeJobs     prometheus.Gauge
 	inFlight       prometheus.GaugeFunc
+
+	bestEffort      *prometheus.CounterVec
+	bestEffortRatio prometheus.Gauge
+	lateResults     *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
@@ -35,9 +39,19 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		inFlight: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "jetfleet_coordinator_publish_window", Help: "Published items without an outcome, over all active jobs.",
 		}, inFlight),
+		bestEffort: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_best_effort_completions_total", Help: "Best-effort jobs whose map phase completed, by completion reason.",
+		}, []string{"reason"}),
+		bestEffortRatio: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jetfleet_best_effort_completion_ratio", Help: "Completed groups over all groups at the last best-effort completion.",
+		}),
+		lateResults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_coordinator_late_results_total", Help: "Results that arrived after their job's map phase ended, by late_results policy.",
+		}, []string{"policy"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.publishRetries, m.jobsAccepted, m.jobsRejected, m.jobsFinished, m.activeJobs, m.inFlight)
+		reg.MustRegister(m.published, m.publishRetries, m.jobsAccepted, m.jobsRejected, m.jobsFinished, m.activeJobs, m.inFlight,
+			m.bestEffort, m.bestEffortRatio, m.lateResults)
 	}
 	return m
 }

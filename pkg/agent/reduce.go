@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// prepareReduce fetches the map results of a reduce item into a local file
+// for ${map.results} and fills the item's ${map.*} values. cleanup removes
+// the file.
+func (a *Agent) prepareReduce(ctx context.Context, it *item) (cleanup func(), err error) {
+	in := it.wi.Reduce
+	obs, err := a.js.ObjectStore(ctx, a.names.InputsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("object store %s: %w", a.names.InputsBucket(), err)
+	}
+	dir, err := os.MkdirTemp(a.cfg.WorkDir, "jetfleet-reduce-")
+	if err != nil {
+		return nil, err
+	}
+	cleanup = func() { _ = os.RemoveAll(dir) }
+	path := filepath.Join(dir, "map-results.json")
+	if err := obs.GetFile(ctx, in.ResultsObject, path); err != nil {
+		cleanup()
+		return nil, fmt.Errorf("map results %s: %w", in.ResultsObject, err)
+	}
+	it.mv = &shell.MapVars{
+		Results:    path,
+		Successful: int(in.Successful),
+		Failed:     int(in.Failed),
+		Total:      int(in.Items),
+	}
+	return cleanup, nil
+}
+
+func mapResults(mv *shell.MapVars) *MapResults {
+	if mv == nil {
+		return nil
+	}
+	return &MapResults{Path: mv.Results, Successful: mv.Successful, Failed: mv.Failed, Total: mv.Total}
+}
+
+// watchEnded follows map_ended events so that prefetched first-generation
+// items of a stopped, cancelled or early-completed job are not started.
+// A missed event costs nothing but the item's run: the coordinator purges
+// the job's queued items and counts late results.
+func (a *Agent) watchEnded() (stop func(), err error) {
+	sub, err := a.nc.Subscribe(a.names.EventSubject("*", messages.EventMapEnded), func(m *nats.Msg) {
+		if job := m.Header.Get(messages.HeaderJobID); job != "" {
+			a.jobs.markEnded(job)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}

@@ -1,0 +1,277 @@
+package coordinator
+
+import (
+	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
+)
+
+// checkLocked applies the job's policies after a result (res, nil at the
+// end of the results replay): error_policy stops, then completion — all
+// items done, or best_effort's min_groups. Nothing applies before the
+// results replay has caught up (the counts are partial), after the map
+// phase ended, or to a job reopened by a DLQ replay (it already ended once
+// for its own reason; the replayed items only settle).
+func (r *jobRunner) checkLocked(res *messages.Result) {
+	if !r.live || r.mapEnded {
+		return
+	}
+	st := &r.rec.Status
+	reopenedJob := st.MapReason != ""
+	if r.workflow != nil && !reopenedJob && res != nil {
+		failed := res.Outcome == messages.OutcomeFailed || res.Outcome == messages.OutcomeDeadLettered
+		if failed && r.workflow.Action() == messages.ItemFailureStop {
+			r.endMapLocked(messages.StateStopped, messages.CompletionItemStop)
+			return
+		}
+		if stop, reason := r.workflow.Check(r.countsLocked()); stop {
+			r.endMapLocked(messages.StateStopped, reason)
+			return
+		}
+	}
+	if st.Done() >= st.Items {
+		state, reason := r.completionStateLocked(), messages.CompletionAllCompleted
+		if reopenedJob {
+			reason = st.MapReason
+			if st.MapState == messages.StateStopped || st.MapState == messages.StateCancelled {
+				state = st.MapState
+			}
+		}
+		r.endMapLocked(state, reason)
+		return
+	}
+	if be := st.BestEffort; be != nil && !reopenedJob && r.groupsCompletedLocked() >= be.MinGroups {
+		r.endMapLocked(r.completionStateLocked(), messages.CompletionMinGroups)
+	}
+}
+
+// countsLocked are the counts error_policy thresholds look at: skipped
+// items count as failed (they were skipped after failing).
+func (r *jobRunner) countsLocked() retry.Counts {
+	st := &r.rec.Status
+	return retry.Counts{
+		Finished: st.Succeeded + st.Failed + st.DeadLettered + st.Skipped,
+		Failed:   st.Failed + st.DeadLettered + st.Skipped,
+	}
+}
+
+// completionStateLocked is the state of a job completing now: a
+// best-effort job succeeds when at least min_groups groups completed; any
+// other job when no item failed.
+func (r *jobRunner) completionStateLocked() string {
+	st := &r.rec.Status
+	if be := st.BestEffort; be != nil {
+		if r.groupsCompletedLocked() >= be.MinGroups {
+			return messages.StateSucceeded
+		}
+		return messages.StateFailed
+	}
+	if st.Failed+st.DeadLettered > 0 {
+		return messages.StateFailed
+	}
+	return messages.StateSucceeded
+}
+
+// groupsCompletedLocked counts the groups whose items all ended without a
+// failure (a job without group_by is one group).
+func (r *jobRunner) groupsCompletedLocked() int {
+	st := &r.rec.Status
+	if len(st.Groups) == 0 {
+		g := messages.GroupStatus{Items: st.Items, Done: st.Done(), Failed: st.Failed + st.DeadLettered}
+		if g.Complete() {
+			return 1
+		}
+		return 0
+	}
+	n := 0
+	for _, g := range st.Groups {
+		if g.Complete() {
+			n++
+		}
+	}
+	return n
+}
+
+// tick checks the best-effort deadline on the coordinator's clock.
+func (r *jobRunner) tick() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.live || r.mapEnded || r.terminal || r.rec.Deadline == nil || r.rec.Status.MapReason != "" {
+		return
+	}
+	if r.c.cfg.Clock.Now().Before(*r.rec.Deadline) {
+		return
+	}
+	r.endMapLocked(r.completionStateLocked(), messages.CompletionDeadline)
+}
+
+// endMap ends the map phase (a stop, cancel or input error).
+func (r *jobRunner) endMap(state, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.endMapLocked(state, reason)
+}
+
+// endMapLocked ends the map phase: items without an outcome become not_run,
+// and the job either moves on to its reduce phase or finishes. The run loop
+// then purges the queued items and publishes the events.
+func (r *jobRunner) endMapLocked(state, reason string) {
+	if r.mapEnded || r.terminal {
+		return
+	}
+	r.mapEnded = true
+	r.epoch++
+	st := &r.rec.Status
+	for i, oc := range r.outcome {
+		if oc == ocNone && !r.reopened[int64(i)] {
+			r.outcome[i] = ocNotRun
+			st.NotRun++
+		}
+	}
+	st.MapState, st.MapReason = state, reason
+	if be := st.BestEffort; be != nil {
+		be.GroupsCompleted = r.groupsCompletedLocked()
+		be.Success = be.GroupsCompleted >= be.MinGroups
+	}
+	r.dirty = true
+	if state != messages.StateCancelled && r.rec.Spec != nil && len(r.rec.Spec.Reduce) > 0 && st.Reduce == nil {
+		st.Phase = messages.PhaseReducing
+		st.Reduce = &messages.ReduceStatus{State: "pending"}
+	} else if st.Phase == messages.PhaseReducing && st.Reduce != nil && st.Reduce.State == "pending" && state != messages.StateCancelled {
+		// reduce already under way (a restart): keep waiting for it
+	} else {
+		r.terminalLocked(state, reason)
+	}
+	r.wakeUp()
+}
+
+// terminalLocked finishes the job.
+func (r *jobRunner) terminalLocked(state, reason string) {
+	st := &r.rec.Status
+	r.terminal = true
+	st.State, st.CompletionReason, st.Phase = state, reason, messages.PhaseDone
+	now := r.c.cfg.Clock.Now()
+	st.FinishedAt = &now
+	r.dirty = true
+	if r.collector != nil {
+		if evs := r.collector.Flush(); len(evs) > 0 {
+			r.deferLocked(func() { r.errorBatch(evs) })
+		}
+	}
+	r.wakeUp()
+}
+
+// afterMapEnd publishes what follows the end of the map phase: the
+// map_ended event agents use to drop the job's queued items, a stop or
+// best-effort event, and the best-effort metrics.
+func (r *jobRunner) afterMapEnd() {
+	st := r.snapshot().Status
+	r.c.event(r.id, messages.EventMapEnded, "MapPhaseEnded", map[string]any{"state": st.MapState, "reason": st.MapReason})
+	switch st.MapReason {
+	case messages.CompletionMaxFailures, messages.CompletionFailureThreshold, messages.CompletionFirstFailure, messages.CompletionItemStop:
+		r.log.Warn().Str("reason", st.MapReason).Int64("failed", st.Failed+st.DeadLettered+st.Skipped).Msg("job stopped by its error policy")
+		r.c.event(r.id, messages.EventStopped, "JobStopped", map[string]any{
+			"reason": st.MapReason, "succeeded": st.Succeeded, "failed": st.Failed,
+			"dead_lettered": st.DeadLettered, "skipped": st.Skipped, "not_run": st.NotRun,
+		})
+	}
+	if be := st.BestEffort; be != nil {
+		ratio := 0.0
+		if be.Groups > 0 {
+			ratio = float64(be.GroupsCompleted) / float64(be.Groups)
+		}
+		r.c.metrics.bestEffort.WithLabelValues(st.MapReason).Inc()
+		r.c.metrics.bestEffortRatio.Set(ratio)
+		r.log.Info().Str("reason", st.MapReason).Int("groups_completed", be.GroupsCompleted).Int("min_groups", be.MinGroups).Bool("success", be.Success).Msg("best-effort completion")
+		r.c.event(r.id, messages.EventBestEffort, "BestEffortCompletion", map[string]any{
+			"reason": st.MapReason, "groups": be.Groups, "groups_completed": be.GroupsCompleted,
+			"min_groups": be.MinGroups, "success": be.Success, "completion_ratio": ratio,
+			"not_run": st.NotRun,
+		})
+	}
+}
+
+// lateResultLocked handles a result for an item counted not_run when the
+// map phase ended (it was running then). late_results: update (the default
+// for jobs without best_effort) amends the counts; log only counts and
+// logs it. It reports whether the result is to be aggregated.
+func (r *jobRunner) lateResultLocked(res *messages.Result) bool {
+	st := &r.rec.Status
+	st.LateResults++
+	r.dirty = true
+	r.c.metrics.lateResults.WithLabelValues(r.lateMode).Inc()
+	mode := r.lateMode
+	data := map[string]any{"item_id": res.ItemID, "index": res.Index, "outcome": res.Outcome, "policy": mode, "group": res.Group}
+	r.deferLocked(func() {
+		r.log.Info().Str("item_id", res.ItemID).Str("outcome", res.Outcome).Str("policy", mode).Msg("late result")
+		r.c.event(r.id, messages.EventLateResult, "LateResult", data)
+	})
+	if mode == messages.LateResultsLog {
+		r.outcome[res.Index] = ocLate
+		return false
+	}
+	if st.BestEffort != nil {
+		r.deferLocked(func() {
+			r.c.event(r.id, messages.EventLateResult, "JobResultAmended", data)
+		})
+	}
+	return true
+}
+
+// collectLocked feeds error_collection: immediate emits an event per
+// failure, batched one per N failures (the rest when the job ends);
+// aggregate only reports. Results replayed at a restart were emitted
+// before it.
+func (r *jobRunner) collectLocked(res *messages.Result) {
+	if r.collector == nil {
+		return
+	}
+	evs := r.collector.Add(retry.ErrorEvent{ItemID: res.ItemID, Class: res.ErrorClass, Message: res.Error, Signature: res.Signature})
+	if len(evs) == 0 || !r.live {
+		return
+	}
+	if r.workflow.Collection().Mode == messages.CollectImmediate {
+		ev := evs[0]
+		outcome, reason := res.Outcome, res.Reason
+		r.deferLocked(func() {
+			r.c.event(r.id, messages.EventItemFailed, "ItemFailed", map[string]any{
+				"item_id": ev.ItemID, "class": ev.Class, "message": ev.Message, "signature": ev.Signature,
+				"outcome": outcome, "reason": reason,
+			})
+		})
+		return
+	}
+	r.deferLocked(func() { r.errorBatch(evs) })
+}
+
+func (r *jobRunner) errorBatch(evs []retry.ErrorEvent) {
+	r.c.event(r.id, messages.EventErrorBatch, "ErrorBatch", map[string]any{"count": len(evs), "errors": evs})
+}
+
+// applyReopen handles the marker a DLQ replay writes before republishing
+// an item: the item's earlier outcome stops counting and its next
+// generation is awaited. A finished job is reopened for it.
+func (r *jobRunner) applyReopen(res *messages.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := &r.rec.Status
+	if res.Index < 0 || res.Index >= st.Items || res.Generation <= r.gens[res.Index] {
+		return // outside the job, or a duplicate marker
+	}
+	if prev := r.outcome[res.Index]; prev != ocNone {
+		r.count(prev, &messages.Result{Group: res.Group}, -1)
+	}
+	r.outcome[res.Index] = ocNone
+	r.gens[res.Index] = res.Generation
+	r.reopened[res.Index] = true
+	r.dirty = true
+	if r.mapEnded || r.terminal {
+		r.mapEnded, r.terminal = false, false
+		r.epoch++
+		st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateRunning, "", messages.PhaseMap, nil
+		if st.Reduce != nil && st.Reduce.State != "pending" {
+			st.Reduce = nil // the reduce runs again over the amended results
+		}
+		r.deferLocked(func() { r.log.Info().Str("item_id", res.ItemID).Msg("job reopened by a DLQ replay") })
+		r.wakeUp()
+	}
+}

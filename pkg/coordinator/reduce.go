@@ -1,0 +1,184 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// startReduce publishes the job's reduce item once the map phase ended:
+// it writes the map results (each item's latest outcome and output) to the
+// inputs object store for ${map.results}, then publishes one work item
+// with phase reduce to the job's pool. It retries until it succeeds or ctx
+// ends; both steps are idempotent (the object is rewritten, the work
+// message carries a msg id per reduce generation).
+func (r *jobRunner) startReduce(ctx context.Context) {
+	delay := 250 * time.Millisecond
+	for {
+		err := r.publishReduce(ctx)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn().Err(err).Dur("delay", delay).Msg("publishing the reduce item failed; retrying")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+func (r *jobRunner) publishReduce(ctx context.Context) error {
+	outputs, err := r.mapOutputs(ctx)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(outputs)
+	if err != nil {
+		return err
+	}
+	obs, err := r.c.js.ObjectStore(ctx, r.c.names.InputsBucket())
+	if err != nil {
+		return fmt.Errorf("object store: %w", err)
+	}
+	r.mu.Lock()
+	st := r.rec.Status
+	gen := r.epoch
+	spec := r.rec.Spec
+	r.mu.Unlock()
+	name := fmt.Sprintf("reduce/%s/%d/map-results.json", r.id, gen)
+	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Description: "map results of job " + r.id}, bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	wi := messages.WorkItem{
+		JobID: r.id, ItemID: messages.ReduceItemID, Index: -1, Payload: json.RawMessage(`{}`),
+		Generation: gen, CorrelationID: r.id + ":reduce", Phase: messages.PhaseReduce,
+		Reduce: &messages.ReduceInput{
+			ResultsObject: name, Successful: st.Succeeded, Failed: st.Failed + st.DeadLettered + st.Skipped,
+			Items: st.Items, DeadLettered: st.DeadLettered, Skipped: st.Skipped, NotRun: st.NotRun,
+		},
+	}
+	body, err := json.Marshal(&wi)
+	if err != nil {
+		return err
+	}
+	m := nats.NewMsg(r.c.names.WorkSubject(spec.Pool, r.id))
+	m.Data = body
+	m.Header.Set(messages.HeaderMsgID, messages.WorkMsgID(r.id, messages.ReduceItemID, gen))
+	if _, err := r.c.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("publishing the reduce item: %w", err)
+	}
+	r.log.Info().Int64("successful", wi.Reduce.Successful).Int64("failed", wi.Reduce.Failed).Msg("map phase ended; reduce item published")
+	r.c.event(r.id, messages.EventReduce, "ReduceStarted", wi.Reduce)
+	return nil
+}
+
+// mapOutputs reads the job's results and keeps, per item, the result that
+// counts: the latest generation, and not a late result that was only
+// logged. Outputs of every counted item are held in memory while the file
+// is written (reduce jobs with huge outputs should keep them small: each
+// output is the stdout tail the agents keep, MaxOutputBytes).
+func (r *jobRunner) mapOutputs(ctx context.Context) ([]messages.MapOutput, error) {
+	subj := r.c.names.ResultSubject(r.id)
+	stream, err := r.c.js.Stream(ctx, r.c.names.ResultsStream())
+	if err != nil {
+		return nil, err
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return []messages.MapOutput{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		return nil, err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, err
+	}
+	defer it.Stop()
+	type kept struct {
+		out messages.MapOutput
+		gen int
+	}
+	byIndex := map[int64]kept{}
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return nil, err
+		}
+		var res messages.Result
+		if json.Unmarshal(m.Data(), &res) == nil && res.Phase == "" && res.Outcome != messages.OutcomeReopened {
+			if k, ok := byIndex[res.Index]; !ok || res.Generation >= k.gen {
+				byIndex[res.Index] = kept{gen: res.Generation, out: messages.MapOutput{
+					ItemID: res.ItemID, Index: res.Index, Group: res.Group, Outcome: res.Outcome,
+					Output: res.Output, Error: res.Error,
+				}}
+			}
+		}
+		md, err := m.Metadata()
+		if err != nil || md.Sequence.Stream >= last.Sequence {
+			break
+		}
+	}
+	r.mu.Lock()
+	out := make([]messages.MapOutput, 0, len(byIndex))
+	for idx, k := range byIndex {
+		if idx < 0 || idx >= int64(len(r.outcome)) {
+			continue
+		}
+		switch r.outcome[idx] {
+		case ocSucceeded, ocFailed, ocDeadLettered, ocSkipped:
+			if k.gen == r.gens[idx] {
+				out = append(out, k.out)
+			}
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b messages.MapOutput) int {
+		switch {
+		case a.Index < b.Index:
+			return -1
+		case a.Index > b.Index:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// applyReduce records the reduce item's outcome, which completes the job:
+// its state is the map phase's, or failed when the reduce failed.
+func (r *jobRunner) applyReduce(res *messages.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := &r.rec.Status
+	if st.Phase != messages.PhaseReducing || st.Reduce == nil || st.Reduce.State != "pending" || res.Generation != r.epoch {
+		return // a duplicate, or the result of an earlier reduce generation
+	}
+	st.Reduce = &messages.ReduceStatus{State: res.Outcome, Output: res.Output, Error: res.Error, Agent: res.Agent}
+	state := st.MapState
+	if res.Outcome != messages.OutcomeSucceeded {
+		st.Reduce.State = messages.OutcomeFailed
+		state = messages.StateFailed
+	}
+	reduce := *st.Reduce
+	r.deferLocked(func() { r.c.event(r.id, messages.EventReduce, "ReduceCompleted", reduce) })
+	r.terminalLocked(state, st.MapReason)
+}

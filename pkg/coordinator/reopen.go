@@ -1,0 +1,67 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// ensureRunner makes sure a job's results are followed, so that reopen
+// markers a DLQ replay writes (messages.OutcomeReopened) take effect: a
+// lingering runner is held for another window; a finished job whose
+// runner has exited is marked running again and gets a new runner, which
+// rebuilds the counts from the results stream, markers included. Call it
+// after the marker's PubAck and before republishing the item.
+func (c *Coordinator) ensureRunner(ctx context.Context, id string) error {
+	for {
+		r := c.runner(id)
+		if r == nil {
+			break
+		}
+		if r.hold() {
+			return nil
+		}
+		select { // it is returning: wait until it is gone, then start anew
+		case <-r.exited:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		for c.runner(id) == r {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	rec, err := c.store.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if rec.Spec == nil {
+		return fmt.Errorf("coordinator: job %s was rejected; nothing to reopen", id)
+	}
+	if messages.TerminalState(rec.Status.State) {
+		st := &rec.Status
+		st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateRunning, "", messages.PhaseMap, nil
+		if st.Reduce != nil && st.Reduce.State != "pending" {
+			st.Reduce = nil // the reduce runs again over the amended results
+		}
+		if st.MapReason == "" {
+			// A record from before map reasons were kept: the job completed
+			// with every item done.
+			st.MapState, st.MapReason = messages.StateFailed, messages.CompletionAllCompleted
+		}
+		if err := c.store.put(ctx, rec); err != nil {
+			return err
+		}
+	}
+	c.startRunner(*rec)
+	if c.runner(id) == nil {
+		return errors.New("coordinator: shutting down")
+	}
+	return nil
+}
