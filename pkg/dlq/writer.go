@@ -49,6 +49,7 @@ func (w *Writer) Write(ctx context.Context, e *messages.DLQEntry) error {
 	m.Header.Set(messages.HeaderJobID, e.JobID)
 	m.Header.Set(messages.HeaderItemID, messages.EncodeItemID(e.ItemID))
 	m.Header.Set(messages.HeaderCorrelationID, e.CorrelationID)
+	m.Header.Set(messages.HeaderReason, e.Reason)
 	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(EntryMsgID(e.JobID, e.ItemID, e.Generation)))
 	if err != nil {
 		var apiErr *jetstream.APIError

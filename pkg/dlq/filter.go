@@ -1,0 +1,111 @@
+package dlq
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// ErrBadFilter is wrapped by filter validation errors; the error names the field.
+var ErrBadFilter = errors.New("dlq: bad filter")
+
+// FilterError is an invalid filter field.
+type FilterError struct {
+	Field   string
+	Message string
+}
+
+func (e *FilterError) Error() string {
+	return fmt.Sprintf("dlq: bad filter: %s: %s", e.Field, e.Message)
+}
+
+// Unwrap makes errors.Is(err, ErrBadFilter) hold.
+func (e *FilterError) Unwrap() error { return ErrBadFilter }
+
+// ValidateFilter checks a filter before it is used: the job id must be a
+// subject token, the time range ordered, the limit not negative.
+func ValidateFilter(f messages.DLQFilter) error {
+	if f.JobID != "" {
+		if err := messages.ValidToken(f.JobID); err != nil {
+			return &FilterError{Field: "job_id", Message: err.Error()}
+		}
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return &FilterError{Field: "until", Message: fmt.Sprintf("%s is not after since %s", f.Until.Format(time.RFC3339), f.Since.Format(time.RFC3339))}
+	}
+	if f.Limit < 0 {
+		return &FilterError{Field: "limit", Message: fmt.Sprintf("%d, want >= 0", f.Limit)}
+	}
+	return nil
+}
+
+// Matcher is a compiled DLQFilter: the one place that decides whether an
+// entry is selected, for list, stats, export, purge and replay alike. Its
+// methods are safe for concurrent use.
+type Matcher struct {
+	f    messages.DLQFilter
+	sig  string
+	text string
+}
+
+// NewMatcher compiles f (which should have passed ValidateFilter).
+func NewMatcher(f messages.DLQFilter) *Matcher {
+	return &Matcher{f: f, sig: strings.ToLower(f.Signature), text: strings.ToLower(f.Text)}
+}
+
+// Filter is the filter the matcher was built from.
+func (m *Matcher) Filter() messages.DLQFilter { return m.f }
+
+// Match reports whether e is selected. Limit and AfterSeq are applied by the
+// scan, not here.
+func (m *Matcher) Match(e *messages.DLQEntry) bool {
+	f := &m.f
+	if f.JobID != "" && e.JobID != f.JobID {
+		return false
+	}
+	if f.Reason != "" && e.Reason != f.Reason {
+		return false
+	}
+	if f.ErrorClass != "" && !strings.EqualFold(e.ErrorClass, f.ErrorClass) {
+		return false
+	}
+	if m.sig != "" && !strings.HasPrefix(strings.ToLower(e.Signature), m.sig) {
+		return false
+	}
+	if !f.Since.IsZero() && e.DeadLetteredAt.Before(f.Since) {
+		return false
+	}
+	if !f.Until.IsZero() && !e.DeadLetteredAt.Before(f.Until) {
+		return false
+	}
+	if m.text != "" && !m.matchText(e) {
+		return false
+	}
+	return true
+}
+
+// matchText searches the error, item id, payload and attempt messages.
+func (m *Matcher) matchText(e *messages.DLQEntry) bool {
+	if containsFold(e.Error, m.text) || containsFold(e.ItemID, m.text) {
+		return true
+	}
+	if bytes.Contains(bytes.ToLower(e.Payload), []byte(m.text)) {
+		return true
+	}
+	for i := range e.Attempts {
+		if containsFold(e.Attempts[i].Message, m.text) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether lowerNeedle (already lower case) occurs in s,
+// ignoring case.
+func containsFold(s, lowerNeedle string) bool {
+	return strings.Contains(strings.ToLower(s), lowerNeedle)
+}

@@ -1,0 +1,522 @@
+package dlq
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// ErrEntryNotFound is returned by Get for a sequence that holds no entry.
+var ErrEntryNotFound = errors.New("dlq: no such entry")
+
+// ReasonUndecodable is the reason shown for a DLQ message that is not a
+// DLQEntry (published to the DLQ by something else than jetfleet). Such
+// entries can be listed and purged, not replayed.
+const ReasonUndecodable = "undecodable"
+
+// Defaults of the Inspector.
+const (
+	// DefaultIdleWait is how long a scan waits for the next message before it
+	// checks whether the stream still holds any (entries deleted meanwhile).
+	DefaultIdleWait = 2 * time.Second
+	// startSlack widens DeliverByStartTime: entries are filtered on their
+	// dead_lettered_at, which the writer's clock stamped before the server
+	// stored them.
+	startSlack = 5 * time.Minute
+	// scanInactive lets the server drop a scan's consumer that was not
+	// deleted (its client died).
+	scanInactive = 30 * time.Second
+	// purgeWorkers deletes entries concurrently (one API call each).
+	purgeWorkers = 8
+	// maxExampleLen bounds the example message kept per signature in Stats.
+	maxExampleLen = 200
+)
+
+// Inspector reads, summarises, exports and deletes entries of the FLEET_DLQ
+// stream. Every method scans the stream once with an ordered consumer (on
+// <prefix>.dlq.<job> when the filter names a job), up to the stream's last
+// entry when the scan starts, so that entries added meanwhile are not
+// chased forever. Safe for concurrent use.
+type Inspector struct {
+	js        jetstream.JetStream
+	names     messages.Names
+	now       func() time.Time
+	idleWait  time.Duration
+	pageBytes int
+}
+
+// InspectorOption configures an Inspector.
+type InspectorOption func(*Inspector)
+
+// WithNow sets the time source for entry ages (default time.Now).
+func WithNow(now func() time.Time) InspectorOption {
+	return func(in *Inspector) { in.now = now }
+}
+
+// WithPageBytes bounds the JSON size of a List page (0 = unbounded): the
+// API sets it below the server's max payload.
+func WithPageBytes(n int) InspectorOption {
+	return func(in *Inspector) { in.pageBytes = n }
+}
+
+// WithIdleWait sets how long a scan waits for a message before checking the
+// stream for more. Defaults to DefaultIdleWait.
+func WithIdleWait(d time.Duration) InspectorOption {
+	return func(in *Inspector) { in.idleWait = d }
+}
+
+// NewInspector returns an inspector of the DLQ stream named by names.
+func NewInspector(js jetstream.JetStream, names messages.Names, opts ...InspectorOption) *Inspector {
+	in := &Inspector{js: js, names: names, now: time.Now, idleWait: DefaultIdleWait}
+	for _, o := range opts {
+		o(in)
+	}
+	return in
+}
+
+// scanned is one DLQ message as a scan sees it.
+type scanned struct {
+	ref    messages.DLQEntryRef
+	size   int
+	stored time.Time
+}
+
+// scan calls fn for every entry that m selects, in stream order, after
+// f.AfterSeq and up to the last sequence at the start (or upTo when not 0),
+// at most f.Limit of them when set. fn returns false to stop. scan returns
+// the bound it used (0 = the stream held nothing to scan).
+func (in *Inspector) scan(ctx context.Context, m *Matcher, upTo uint64, fn func(*scanned) bool) (uint64, error) {
+	f := m.Filter()
+	stream, err := in.js.Stream(ctx, in.names.DLQStream())
+	if err != nil {
+		return 0, fmt.Errorf("dlq: stream %s: %w", in.names.DLQStream(), err)
+	}
+	subject := in.names.DLQFilter()
+	var bound uint64
+	if f.JobID != "" {
+		subject = in.names.DLQSubject(f.JobID)
+		last, err := stream.GetLastMsgForSubject(ctx, subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("dlq: last entry of %s: %w", f.JobID, err)
+		}
+		bound = last.Sequence
+	} else {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("dlq: stream info: %w", err)
+		}
+		if info.State.Msgs == 0 {
+			return 0, nil
+		}
+		bound = info.State.LastSeq
+	}
+	if upTo > 0 && upTo < bound {
+		bound = upTo
+	}
+	if bound <= f.AfterSeq {
+		return bound, nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, InactiveThreshold: scanInactive}
+	switch {
+	case f.AfterSeq > 0:
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = f.AfterSeq + 1
+	case !f.Since.IsZero():
+		start := f.Since.Add(-startSlack)
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		cfg.OptStartTime = &start
+	}
+	cons, err := stream.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return 0, fmt.Errorf("dlq: scan consumer: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return 0, fmt.Errorf("dlq: scan: %w", err)
+	}
+	defer func() {
+		it.Stop()
+		// Scans are frequent (every list call): remove the consumer now
+		// rather than after its inactivity threshold.
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = stream.DeleteConsumer(dctx, info.Name)
+			cancel()
+		}
+	}()
+	var lastSeen uint64
+	matched := 0
+	for {
+		wctx, cancel := context.WithTimeout(ctx, in.idleWait)
+		msg, err := it.Next(jetstream.NextContext(wctx))
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return bound, ctx.Err()
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				// Nothing came: the entries still to see may have been deleted.
+				more, err := in.moreAfter(ctx, stream, subject, lastSeen, bound)
+				if err != nil {
+					return bound, err
+				}
+				if !more {
+					return bound, nil
+				}
+				continue
+			}
+			return bound, fmt.Errorf("dlq: scan: %w", err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return bound, fmt.Errorf("dlq: scan: %w", err)
+		}
+		seq := md.Sequence.Stream
+		if seq > bound {
+			return bound, nil
+		}
+		lastSeen = seq
+		if !f.Until.IsZero() && md.Timestamp.After(f.Until.Add(startSlack)) {
+			return bound, nil // stored in order: nothing later can match
+		}
+		s := &scanned{ref: messages.DLQEntryRef{Seq: seq}, size: msgSize(msg), stored: md.Timestamp}
+		decodeEntry(msg.Subject(), msg.Data(), &s.ref.Entry)
+		if m.Match(&s.ref.Entry) {
+			if !fn(s) {
+				return bound, nil
+			}
+			matched++
+			if f.Limit > 0 && matched >= f.Limit {
+				return bound, nil
+			}
+		}
+		if seq >= bound || md.NumPending == 0 {
+			return bound, nil
+		}
+	}
+}
+
+// moreAfter reports whether the stream still holds an entry on subject
+// after seq and not after bound.
+func (in *Inspector) moreAfter(ctx context.Context, stream jetstream.Stream, subject string, seq, bound uint64) (bool, error) {
+	m, err := stream.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject(subject))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("dlq: scan: %w", err)
+	}
+	return m.Sequence <= bound, nil
+}
+
+func msgSize(m jetstream.Msg) int {
+	n := len(m.Subject()) + len(m.Data())
+	for k, vs := range m.Headers() {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// decodeEntry decodes a DLQ message body; a body that is not an entry
+// becomes one with reason "undecodable", so it can be seen and purged.
+func decodeEntry(subject string, data []byte, e *messages.DLQEntry) {
+	if err := json.Unmarshal(data, e); err == nil && e.JobID != "" {
+		return
+	} else {
+		job := subject[strings.LastIndexByte(subject, '.')+1:]
+		payload, _ := json.Marshal(string(data))
+		msg := "not a DLQ entry"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		*e = messages.DLQEntry{JobID: job, Payload: payload, Reason: ReasonUndecodable, Error: msg, ErrorClass: "error"}
+	}
+}
+
+// Page is one page of List.
+type Page struct {
+	Entries []messages.DLQEntryRef
+	// More is set when entries after NextSeq match too.
+	More    bool
+	NextSeq uint64
+}
+
+// List returns the matching entries in stream order, at most f.Limit (when
+// set) and, with WithPageBytes, no more than fit in that many bytes of JSON.
+func (in *Inspector) List(ctx context.Context, f messages.DLQFilter) (*Page, error) {
+	if err := ValidateFilter(f); err != nil {
+		return nil, err
+	}
+	limit := f.Limit
+	if limit > 0 {
+		f.Limit = limit + 1 // one more tells whether there is a next page
+	}
+	page := &Page{Entries: []messages.DLQEntryRef{}}
+	size := 2 // the brackets of the JSON array
+	_, err := in.scan(ctx, NewMatcher(f), 0, func(s *scanned) bool {
+		full := limit > 0 && len(page.Entries) >= limit
+		if !full && in.pageBytes > 0 {
+			b, _ := json.Marshal(&s.ref)
+			size += len(b) + 1
+			full = size > in.pageBytes && len(page.Entries) > 0 // one entry always goes
+		}
+		if full {
+			page.More = true
+			return false
+		}
+		page.Entries = append(page.Entries, s.ref)
+		page.NextSeq = s.ref.Seq
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !page.More {
+		page.NextSeq = 0
+	}
+	return page, nil
+}
+
+// Get returns the entry at DLQ stream sequence seq.
+func (in *Inspector) Get(ctx context.Context, seq uint64) (*messages.DLQEntryRef, error) {
+	stream, err := in.js.Stream(ctx, in.names.DLQStream())
+	if err != nil {
+		return nil, fmt.Errorf("dlq: stream %s: %w", in.names.DLQStream(), err)
+	}
+	raw, err := stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("%w: %d", ErrEntryNotFound, seq)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dlq: get %d: %w", seq, err)
+	}
+	ref := &messages.DLQEntryRef{Seq: raw.Sequence}
+	decodeEntry(raw.Subject, raw.Data, &ref.Entry)
+	return ref, nil
+}
+
+// Stats summarises the matching entries: counts by job, reason, error class
+// and signature, their bytes and the age of the oldest; plus the whole
+// stream's size against its limits.
+func (in *Inspector) Stats(ctx context.Context, f messages.DLQFilter) (*messages.DLQStats, error) {
+	if err := ValidateFilter(f); err != nil {
+		return nil, err
+	}
+	st := &messages.DLQStats{
+		ByJob: map[string]int64{}, ByReason: map[string]int64{}, ByErrorClass: map[string]int64{},
+		BySignature: map[string]int64{}, Examples: map[string]string{},
+	}
+	var oldest time.Time
+	_, err := in.scan(ctx, NewMatcher(f), 0, func(s *scanned) bool {
+		e := &s.ref.Entry
+		st.Total++
+		st.Bytes += uint64(s.size)
+		st.ByJob[e.JobID]++
+		st.ByReason[e.Reason]++
+		st.ByErrorClass[e.ErrorClass]++
+		if e.Signature != "" {
+			st.BySignature[e.Signature]++
+			if _, ok := st.Examples[e.Signature]; !ok {
+				st.Examples[e.Signature] = shorten(e.Error, maxExampleLen)
+			}
+		}
+		t := e.DeadLetteredAt
+		if t.IsZero() {
+			t = s.stored
+		}
+		if oldest.IsZero() || t.Before(oldest) {
+			oldest = t
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !oldest.IsZero() {
+		st.OldestAgeMS = max(0, in.now().Sub(oldest).Milliseconds())
+	}
+	if st.Stream, err = in.StreamState(ctx); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// StreamState returns the DLQ stream's size and limits.
+func (in *Inspector) StreamState(ctx context.Context) (*messages.DLQStreamState, error) {
+	stream, err := in.js.Stream(ctx, in.names.DLQStream())
+	if err != nil {
+		return nil, fmt.Errorf("dlq: stream %s: %w", in.names.DLQStream(), err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dlq: stream info: %w", err)
+	}
+	return streamState(info), nil
+}
+
+func streamState(info *jetstream.StreamInfo) *messages.DLQStreamState {
+	s := &messages.DLQStreamState{
+		Messages: info.State.Msgs, Bytes: info.State.Bytes,
+		MaxMessages: info.Config.MaxMsgs, MaxBytes: info.Config.MaxBytes, MaxAgeMS: info.Config.MaxAge.Milliseconds(),
+	}
+	if s.MaxMessages > 0 {
+		s.FillRatio = float64(s.Messages) / float64(s.MaxMessages)
+	}
+	if s.MaxBytes > 0 {
+		s.FillRatio = max(s.FillRatio, float64(s.Bytes)/float64(s.MaxBytes))
+	}
+	return s
+}
+
+// Export writes the matching entries to w as JSON lines, one
+// {"seq": …, "entry": {…}} object per line, and returns how many it wrote.
+func (in *Inspector) Export(ctx context.Context, f messages.DLQFilter, w io.Writer) (int64, error) {
+	if err := ValidateFilter(f); err != nil {
+		return 0, err
+	}
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	var n int64
+	var werr error
+	_, err := in.scan(ctx, NewMatcher(f), 0, func(s *scanned) bool {
+		if werr = enc.Encode(&s.ref); werr != nil {
+			return false
+		}
+		n++
+		return true
+	})
+	if err == nil {
+		err = werr
+	}
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	return n, err
+}
+
+// Purge deletes the matching entries and returns how many it deleted.
+// Entries deleted meanwhile by someone else are not counted.
+func (in *Inspector) Purge(ctx context.Context, f messages.DLQFilter) (int64, error) {
+	if err := ValidateFilter(f); err != nil {
+		return 0, err
+	}
+	stream, err := in.js.Stream(ctx, in.names.DLQStream())
+	if err != nil {
+		return 0, fmt.Errorf("dlq: stream %s: %w", in.names.DLQStream(), err)
+	}
+	var seqs []uint64
+	if _, err := in.scan(ctx, NewMatcher(f), 0, func(s *scanned) bool {
+		seqs = append(seqs, s.ref.Seq)
+		return true
+	}); err != nil {
+		return 0, err
+	}
+	var (
+		mu      sync.Mutex
+		purged  int64
+		errs    []error
+		wg      sync.WaitGroup
+		pending = make(chan uint64)
+	)
+	for range min(purgeWorkers, len(seqs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := range pending {
+				err := stream.DeleteMsg(ctx, seq)
+				mu.Lock()
+				switch {
+				case err == nil:
+					purged++
+				case isNotFound(err):
+				default:
+					errs = append(errs, fmt.Errorf("dlq: delete %d: %w", seq, err))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
+	for _, seq := range seqs {
+		select {
+		case pending <- seq:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(pending)
+	wg.Wait()
+	if len(errs) > 0 {
+		return purged, errors.Join(errs...)
+	}
+	return purged, ctx.Err()
+}
+
+// isNotFound reports a delete of a message that is already gone. The
+// server refuses it with "no message found" (10057), which nats.go reports
+// as ErrMsgDeleteUnsuccessful with the server's text only; a refusal is the
+// only way a delete of an existing entry of a Limits stream fails short of
+// a transport error, which comes back as another error.
+func isNotFound(err error) bool {
+	return errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful)
+}
+
+// Group counts entries by job, error class and signature (dry runs).
+type Group struct {
+	Matched      int64
+	ByJob        map[string]int64
+	ByErrorClass map[string]int64
+	BySignature  map[string]int64
+}
+
+func newGroup() *Group {
+	return &Group{ByJob: map[string]int64{}, ByErrorClass: map[string]int64{}, BySignature: map[string]int64{}}
+}
+
+func (g *Group) add(e *messages.DLQEntry) {
+	g.Matched++
+	g.ByJob[e.JobID]++
+	g.ByErrorClass[e.ErrorClass]++
+	if e.Signature != "" {
+		g.BySignature[e.Signature]++
+	}
+}
+
+// Top returns the keys of counts, largest count first (ties by key).
+func Top(counts map[string]int64) []string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]] != counts[keys[j]] {
+			return counts[keys[i]] > counts[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,71 @@
+package dlq
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Metrics are the DLQ's Prometheus metrics, kept by the coordinator (one
+// per fleet): what entered the DLQ by reason, its depth, bytes, fill ratio
+// and oldest entry, and what replays did. No job or item labels.
+type Metrics struct {
+	DeadLettered      *prometheus.CounterVec
+	Depth             prometheus.Gauge
+	Bytes             prometheus.Gauge
+	FillRatio         prometheus.Gauge
+	OldestAge         prometheus.Gauge
+	Replayed          prometheus.Counter
+	ReplaysInProgress prometheus.Gauge
+}
+
+// NewMetrics returns the DLQ metrics, registered on reg unless it is nil.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		DeadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_dlq_dead_lettered_total", Help: "Entries stored in the DLQ stream since the coordinator started, by reason.",
+		}, []string{"reason"}),
+		Depth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jetfleet_dlq_depth_messages", Help: "Entries in the DLQ stream.",
+		}),
+		Bytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jetfleet_dlq_bytes", Help: "Bytes stored in the DLQ stream.",
+		}),
+		FillRatio: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jetfleet_dlq_fill_ratio", Help: "The DLQ stream's messages or bytes over its limit, whichever is larger (0 without limits).",
+		}),
+		OldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jetfleet_dlq_oldest_entry_age_seconds", Help: "Age of the oldest entry in the DLQ stream (0 when empty).",
+		}),
+		Replayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_dlq_replayed_total", Help: "Entries replayed: republished and removed from the DLQ.",
+		}),
+		ReplaysInProgress: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jetfleet_dlq_replays_in_progress", Help: "DLQ replays running on the coordinator.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.DeadLettered, m.Depth, m.Bytes, m.FillRatio, m.OldestAge, m.Replayed, m.ReplaysInProgress)
+	}
+	return m
+}
+
+// knownReasons are the reason label values; anything else counts as "other"
+// (labels stay bounded whatever is published to the DLQ).
+var knownReasons = map[string]bool{
+	messages.ReasonAttempts: true, messages.ReasonRetryBudget: true, messages.ReasonNotRetryable: true,
+	messages.ReasonPermanent: true, messages.ReasonItemBudget: true, messages.ReasonJobBudget: true,
+	messages.ReasonMaxDeliveries: true, messages.ReasonPoison: true, messages.ReasonUnknownHandler: true,
+	messages.ReasonJobGone: true, messages.ReasonItemRetryExhausted: true,
+}
+
+// ReasonLabel maps a dead-letter reason to its metric label.
+func ReasonLabel(reason string) string {
+	switch {
+	case reason == "":
+		return "unknown"
+	case knownReasons[reason]:
+		return reason
+	}
+	return "other"
+}

@@ -1,0 +1,380 @@
+package dlq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Defaults of the Replayer.
+const (
+	// DefaultReplayConcurrency is how many entries are replayed at once.
+	DefaultReplayConcurrency = 32
+	// MaxHistory bounds the attempts a replayed item carries (the agent's
+	// agent.MaxHistory): the newest are kept.
+	MaxHistory = 100
+	// replayTries bounds the tries of each step of an entry's replay
+	// (a full work stream, a timeout) before the entry counts as failed.
+	replayTries = 6
+	// replayOpTimeout bounds one publish or delete.
+	replayOpTimeout = 10 * time.Second
+)
+
+// ErrNotReplayable is wrapped by errors that retrying cannot fix (the
+// entry's job no longer exists): the entry counts as failed at once.
+var ErrNotReplayable = errors.New("dlq: entry not replayable")
+
+// ReplayAgent is the agent name on reopen markers.
+const ReplayAgent = "dlq-replay"
+
+// ReopenMsgID is the de-duplication id of the reopen marker a replay
+// writes to the results stream before it republishes generation gen of an
+// item: a resumed replay writes the same marker again, and it is dropped.
+func ReopenMsgID(job, itemID string, gen int) string {
+	return "reopen/" + messages.WorkMsgID(job, itemID, gen)
+}
+
+// ReopenFunc is called after the reopen marker of generation gen of e's
+// item is stored (at stream sequence markerSeq of the results stream) and
+// before the item is republished. The coordinator uses it to make sure the
+// job is tracked again and has taken the marker in, so that it cannot
+// finish without the replayed item's outcome. The function bounds its own
+// waiting; an error wrapping ErrNotReplayable fails the entry, any other
+// error is retried.
+type ReopenFunc func(ctx context.Context, e *messages.DLQEntry, gen int, markerSeq uint64) error
+
+// Replayer republishes dead-lettered items to their work subjects. For each
+// entry it writes the reopen marker to the results stream (PubAck awaited),
+// calls the ReopenFunc, publishes the item as generation+1 with msg id
+// <job>/<item>/<generation> (PubAck awaited), and only then deletes the
+// entry. Every step is idempotent, so a replay interrupted anywhere and run
+// again replays each entry once. Safe for concurrent use.
+type Replayer struct {
+	js          jetstream.JetStream
+	names       messages.Names
+	insp        *Inspector
+	reopen      ReopenFunc
+	concurrency int
+	clock       Clock
+	log         zerolog.Logger
+}
+
+// ReplayerOption configures a Replayer.
+type ReplayerOption func(*Replayer)
+
+// WithReopen sets the function called between an entry's marker and its
+// republish (see ReopenFunc).
+func WithReopen(fn ReopenFunc) ReplayerOption { return func(r *Replayer) { r.reopen = fn } }
+
+// WithConcurrency sets how many entries are replayed at once (default
+// DefaultReplayConcurrency). Pacing applies to their start.
+func WithConcurrency(n int) ReplayerOption {
+	return func(r *Replayer) {
+		if n > 0 {
+			r.concurrency = n
+		}
+	}
+}
+
+// WithClock sets the clock of retry backoffs and marker times.
+func WithClock(c Clock) ReplayerOption { return func(r *Replayer) { r.clock = c } }
+
+// WithLogger sets the replayer's logger (default zerolog.Nop()).
+func WithLogger(l zerolog.Logger) ReplayerOption {
+	return func(r *Replayer) { r.log = l.With().Str("component", "dlq_replay").Logger() }
+}
+
+// NewReplayer returns a replayer; insp scans the entries.
+func NewReplayer(js jetstream.JetStream, names messages.Names, insp *Inspector, opts ...ReplayerOption) *Replayer {
+	r := &Replayer{js: js, names: names, insp: insp, concurrency: DefaultReplayConcurrency, clock: SystemClock{}, log: zerolog.Nop()}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Plan is what a replay with a filter would do (a dry run). Bound is the
+// last DLQ sequence it looked at: pass it as ReplayOptions.UpTo to replay
+// exactly what was counted, minus entries removed meanwhile.
+type Plan struct {
+	Group
+	Skipped int64
+	Bound   uint64
+}
+
+// Plan counts the entries f selects, grouped by job, error class and
+// signature. Entries that cannot be replayed (poison messages) are counted
+// in Skipped, not in Matched. It changes nothing.
+func (r *Replayer) Plan(ctx context.Context, f messages.DLQFilter) (*Plan, error) {
+	if err := ValidateFilter(f); err != nil {
+		return nil, err
+	}
+	p := &Plan{Group: *newGroup()}
+	bound, err := r.insp.scan(ctx, NewMatcher(f), 0, func(s *scanned) bool {
+		if why := notReplayable(&s.ref.Entry); why != "" {
+			p.Skipped++
+		} else {
+			p.add(&s.ref.Entry)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.Bound = bound
+	return p, nil
+}
+
+// ReplayOptions is one replay.
+type ReplayOptions struct {
+	Filter messages.DLQFilter
+	// UpTo bounds the scan at this DLQ sequence (0 = the last entry when the
+	// replay starts); Plan.Bound.
+	UpTo uint64
+	// ResetAttempts asks agents to ignore persisted retry state of the
+	// replayed generation (WorkItem.ResetAttempts).
+	ResetAttempts bool
+	// Limiter paces the entries; nil = unpaced.
+	Limiter Limiter
+	// OnProgress is called after each entry, one call at a time.
+	OnProgress func(Progress)
+}
+
+// Progress counts a replay's entries so far.
+type Progress struct {
+	// Replayed entries were republished (PubAck) and then deleted.
+	Replayed int64
+	// Failed entries stay in the DLQ; LastError says why the last one failed.
+	Failed int64
+	// Skipped entries are not replayable, or were removed by someone else
+	// (another replay, a purge) while this one ran.
+	Skipped   int64
+	LastError string
+}
+
+// Replay replays the entries opts.Filter selects, in stream order, until
+// they are done or ctx ends. Cancelling ctx stops starting new entries;
+// entries already started are finished, so the returned counts are exact.
+// The error is ctx's when cancelled, or what stopped the scan.
+func (r *Replayer) Replay(ctx context.Context, opts ReplayOptions) (Progress, error) {
+	var prog Progress
+	if err := ValidateFilter(opts.Filter); err != nil {
+		return prog, err
+	}
+	work, err := r.js.Stream(ctx, r.names.DLQStream())
+	if err != nil {
+		return prog, fmt.Errorf("dlq: stream %s: %w", r.names.DLQStream(), err)
+	}
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		pending = make(chan *scanned)
+	)
+	// Entries started run to their end even if ctx is cancelled meanwhile.
+	bg := context.WithoutCancel(ctx)
+	for range r.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range pending {
+				outcome, err := r.replayOne(bg, work, &s.ref, opts.ResetAttempts)
+				mu.Lock()
+				switch outcome {
+				case outcomeReplayed:
+					prog.Replayed++
+				case outcomeSkipped:
+					prog.Skipped++
+				case outcomeFailed:
+					prog.Failed++
+				}
+				if err != nil {
+					prog.LastError = fmt.Sprintf("%s/%s: %v", s.ref.Entry.JobID, s.ref.Entry.ItemID, err)
+					r.log.Warn().Err(err).Str("job_id", s.ref.Entry.JobID).Str("item_id", s.ref.Entry.ItemID).
+						Uint64("stream_seq", s.ref.Seq).Msg("entry not replayed")
+				}
+				if opts.OnProgress != nil {
+					opts.OnProgress(prog)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	_, scanErr := r.insp.scan(ctx, NewMatcher(opts.Filter), opts.UpTo, func(s *scanned) bool {
+		if opts.Limiter != nil {
+			if err := opts.Limiter.Wait(ctx); err != nil {
+				return false
+			}
+		}
+		select {
+		case pending <- s:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	})
+	close(pending)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return prog, ctx.Err()
+	}
+	return prog, scanErr
+}
+
+type replayOutcome int
+
+const (
+	outcomeReplayed replayOutcome = iota
+	outcomeSkipped
+	outcomeFailed
+)
+
+// notReplayable says why an entry cannot be replayed, or "".
+func notReplayable(e *messages.DLQEntry) string {
+	switch {
+	case e.Reason == messages.ReasonPoison || e.Reason == ReasonUndecodable:
+		return "a poison message has no work item to republish"
+	case messages.ValidToken(e.JobID) != nil || e.ItemID == "":
+		return "the entry names no valid job and item"
+	}
+	return ""
+}
+
+// replayOne replays one entry (see Replayer).
+func (r *Replayer) replayOne(ctx context.Context, dlqStream jetstream.Stream, ref *messages.DLQEntryRef, reset bool) (replayOutcome, error) {
+	e := &ref.Entry
+	if why := notReplayable(e); why != "" {
+		return outcomeSkipped, nil
+	}
+	gen := e.Generation + 1
+	var markerSeq uint64
+	err := r.try(ctx, func(ctx context.Context) error {
+		ack, err := r.publish(ctx, r.names.ResultSubject(e.JobID), r.names.ResultsStream(), ReopenMsgID(e.JobID, e.ItemID, gen), r.marker(e, gen))
+		if err == nil {
+			markerSeq = ack.Sequence
+		}
+		return err
+	})
+	if err != nil {
+		return outcomeFailed, fmt.Errorf("reopen marker: %w", err)
+	}
+	if r.reopen != nil {
+		if err := r.retry(ctx, func() error { return r.reopen(ctx, e, gen, markerSeq) }); err != nil {
+			return outcomeFailed, fmt.Errorf("reopening the job: %w", err)
+		}
+	}
+	err = r.try(ctx, func(ctx context.Context) error {
+		_, err := r.publish(ctx, r.workSubject(e), r.names.WorkStream(), messages.WorkMsgID(e.JobID, e.ItemID, gen), workItem(e, gen, reset))
+		return err
+	})
+	if err != nil {
+		return outcomeFailed, fmt.Errorf("republish: %w", err)
+	}
+	gone := false
+	err = r.try(ctx, func(ctx context.Context) error {
+		err := dlqStream.DeleteMsg(ctx, ref.Seq)
+		if isNotFound(err) {
+			gone, err = true, nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return outcomeFailed, fmt.Errorf("republished, but deleting the entry failed (a new replay finishes it without a duplicate): %w", err)
+	case gone:
+		return outcomeSkipped, nil // another replay or a purge took it
+	}
+	return outcomeReplayed, nil
+}
+
+// try runs op with a timeout, retrying failures other than ErrNotReplayable
+// with backoff.
+func (r *Replayer) try(ctx context.Context, op func(context.Context) error) error {
+	return r.retry(ctx, func() error {
+		octx, cancel := context.WithTimeout(ctx, replayOpTimeout)
+		defer cancel()
+		return op(octx)
+	})
+}
+
+// retry runs op until it succeeds, fails with ErrNotReplayable, or has
+// failed replayTries times, with backoff in between.
+func (r *Replayer) retry(ctx context.Context, op func() error) error {
+	delay := 100 * time.Millisecond
+	var err error
+	for i := range replayTries {
+		err = op()
+		if err == nil || errors.Is(err, ErrNotReplayable) || i == replayTries-1 {
+			break
+		}
+		select {
+		case <-r.clock.After(delay):
+		case <-ctx.Done():
+			return err
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+	return err
+}
+
+func (r *Replayer) publish(ctx context.Context, subject, stream, msgID string, body any) (*jetstream.PubAck, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode: %v", ErrNotReplayable, err)
+	}
+	m := nats.NewMsg(subject)
+	m.Data = data
+	return r.js.PublishMsg(ctx, m, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(stream))
+}
+
+// marker is the reopen marker of generation gen of e's item.
+func (r *Replayer) marker(e *messages.DLQEntry, gen int) *messages.Result {
+	// No Reason: budget denials, like retries, stay counted as what happened.
+	return &messages.Result{
+		JobID: e.JobID, ItemID: e.ItemID, Index: e.Index, Group: e.Group,
+		Outcome: messages.OutcomeReopened, Generation: gen,
+		ErrorClass: e.ErrorClass, Signature: e.Signature,
+		Agent: ReplayAgent, FinishedAt: r.clock.Now(),
+	}
+}
+
+// workSubject is where the item first ran, or its pool's subject when the
+// entry does not say.
+func (r *Replayer) workSubject(e *messages.DLQEntry) string {
+	prefix := r.names.Prefix + ".work."
+	if strings.HasPrefix(e.Subject, prefix) && strings.HasSuffix(e.Subject, "."+e.JobID) {
+		return e.Subject
+	}
+	pool := e.Pool
+	if messages.ValidToken(pool) != nil {
+		pool = messages.DefaultPool
+	}
+	return r.names.WorkSubject(pool, e.JobID)
+}
+
+// workItem rebuilds e's work item as generation gen: same job, item,
+// payload and correlation id; the history so far travels with it.
+func workItem(e *messages.DLQEntry, gen int, reset bool) *messages.WorkItem {
+	hist := e.Attempts
+	if len(hist) > MaxHistory {
+		hist = hist[len(hist)-MaxHistory:]
+	}
+	payload := e.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	return &messages.WorkItem{
+		JobID: e.JobID, ItemID: e.ItemID, Index: e.Index, Group: e.Group, Payload: payload,
+		Generation: gen, CorrelationID: e.CorrelationID, ReplayCount: e.ReplayCount + 1,
+		History: hist, ResetAttempts: reset,
+	}
+}
