@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "jetfleet_agent_in_flight", Help: "Items being processed by this agent.",
 		}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jetfleet_dlq_dead_lettered_total", Help: "Items dead-lettered by this agent, by reason.",
+			Name: "jetfleet_agent_dead_lettered_total", Help: "Items dead-lettered by this agent, by reason.",
 		}, []string{"reason"}),
 		dlqFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jetfleet_agent_dlq_publish_failures_total", Help: "Dead-letter publishes that failed (item kept and retried).",
