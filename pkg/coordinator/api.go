@@ -56,7 +56,7 @@ func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
 
 // extraEndpoints lets other files (the DLQ API) add endpoints.
 func (c *Coordinator) extraEndpoints() map[string]func(context.Context, []byte) (any, *messages.APIError) {
-	return nil
+	return c.dlqEndpoints()
 }
 
 func httpish(code string) string {

@@ -45,6 +45,9 @@ type Config struct {
 	// followed: items running when the map phase ended report late results
 	// (best_effort.late_results). Defaults to 1m.
 	LateResultWindow time.Duration
+	// DLQMonitorInterval is how often the DLQ stream's depth, bytes and
+	// oldest entry are read (metrics, the 80% warning). Defaults to 15s.
+	DLQMonitorInterval time.Duration
 	// Logger defaults to zerolog.Nop().
 	Logger zerolog.Logger
 	// Registerer receives the coordinator's metrics. nil = not registered.

@@ -43,6 +43,7 @@ type Coordinator struct {
 	breakers jetstream.KeyValue
 
 	metrics *metrics
+	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
 
 	mu      sync.Mutex
 	runners map[string]*jobRunner
@@ -76,6 +77,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	}
 	c.opener = expand.NewOpener(cfg.InputDir, js)
 	c.metrics = newMetrics(cfg.Registerer, c.totalInFlight)
+	c.dlq = newDLQService(c)
 	return c, nil
 }
 
@@ -129,6 +131,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	mover := dlq.NewMover(c.js, c.names, itemsKV, c.log)
+	c.startDLQ(runCtx)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
