@@ -59,6 +59,11 @@ type Config struct {
 	// Clock defaults to the system clock; Rand to a seeded source.
 	Clock clock.Clock
 	Rand  retry.Rand
+	// AfterDeadLetter, when set, is called once an item's DLQ entry is
+	// stored, before its result and Term. Returning false stops handling the
+	// item there, as if the agent had died: the message is neither acked nor
+	// naked and comes back after AckWait. A test hook; leave it nil.
+	AfterDeadLetter func(jobID, itemID string) bool
 }
 
 // WithDefaults returns c with zero fields set to their defaults.

@@ -355,6 +355,9 @@ func (a *Agent) finalize(ctx context.Context, it *item) {
 			return
 		}
 		a.metrics.deadLettered.WithLabelValues(it.st.Reason).Inc()
+		if h := a.cfg.AfterDeadLetter; h != nil && !h(it.wi.JobID, it.wi.ItemID) {
+			return
+		}
 	}
 	res := a.result(it, it.st.Final)
 	res.Reason, res.Error, res.ErrorClass = it.st.Reason, it.st.Error, it.st.ErrorClass
