@@ -44,6 +44,8 @@ type Agent struct {
 	// maxDeliver is the consumer's MaxDeliver (0 = unlimited): on that
 	// delivery a retry would never come back, so the item gives up instead.
 	maxDeliver uint64
+	// breakers follows the circuit breakers of jobs that have one.
+	breakers *breakerGate
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -126,6 +128,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = a.budget.Close() }()
+	defer a.breakers.close()
 	stopEnded, err := a.watchEnded()
 	if err != nil {
 		return fmt.Errorf("agent: map_ended events: %w", err)
@@ -168,6 +171,9 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.dlq = dlq.NewWriter(a.js, a.names)
+	if a.breakers, err = a.openBreakers(ctx); err != nil {
+		return err
+	}
 	a.metrics = newMetrics(a.cfg.Registerer)
 	a.acks = make(chan pendingAck, 4*a.cfg.Prefetch+64)
 	return nil

@@ -13,6 +13,9 @@ type metrics struct {
 	deadLettered *prometheus.CounterVec
 	dlqFailures  prometheus.Counter
 	budgetDenied *prometheus.CounterVec
+	// Circuit breaker: deliveries parked, and state changes this agent wrote.
+	breakerParked      prometheus.Counter
+	breakerTransitions *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -46,9 +49,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		budgetDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jetfleet_agent_budget_denials_total", Help: "Retries denied by the job or item retry budget, by reason.",
 		}, []string{"reason"}),
+		breakerParked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_agent_breaker_parked_total", Help: "Deliveries parked (NakWithDelay, nothing spent) by a job's open or half-open circuit breaker.",
+		}),
+		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_agent_breaker_transitions_total", Help: "Circuit-breaker state changes written by this agent, by new state (open, half_open, closed).",
+		}, []string{"to"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.budgetDenied)
+		reg.MustRegister(m.breakerParked, m.breakerTransitions)
 	}
 	return m
 }

@@ -33,6 +33,9 @@ type item struct {
 	rev uint64 // revision of the item's state key; 0 = none read or written
 	key string
 	t0  time.Time
+
+	// breaker is the job's circuit breaker for this delivery (zero: none).
+	breaker breakerTicket
 }
 
 // process handles one delivery end to end. It never returns an error: every
@@ -97,6 +100,9 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 	if it.st.Final != "" {
 		a.finalize(ctx, it) // a redelivery of an item that already gave up
 		return
+	}
+	if !a.admitBreaker(ctx, it) {
+		return // parked by the job's circuit breaker
 	}
 	a.runSteps(ctx, it)
 }
@@ -176,6 +182,9 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 		pol := it.set.policies[i]
 		d := pol.Decide(a.cfg.Clock.Now(), retry.StateFromItem(&it.st), *f, a.cfg.Rand)
 		att := a.attempt(it, i, attempt, f, d.Class, dur)
+		if d.Action != retry.ActionSnooze {
+			a.recordBreaker(ctx, it, true) // the delivery's first failed step run
+		}
 		if d.Action != retry.ActionGiveUp && a.lastDelivery(it) {
 			// The server would not redeliver after this nak (MaxDeliver):
 			// give up now, with the item's outcome recorded.
@@ -241,6 +250,7 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			return
 		}
 	}
+	a.recordBreaker(ctx, it, false)
 	a.succeed(ctx, it)
 }
 

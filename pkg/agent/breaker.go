@@ -1,0 +1,568 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
+)
+
+// The fleet-wide circuit breaker (error_policy.circuit_breaker). A job's
+// breaker state is the value of its key in the breaker bucket (JSON of
+// retry.BreakerState; a missing key is a closed breaker). Every agent
+// follows it: before a delivery runs, admitBreaker asks retry.Breaker.Admit
+// and parks the item with NakWithDelay when it is refused; after it ran,
+// recordBreaker applies OnFailure or OnSuccess. A state change is written
+// with compare-and-set, so concurrent agents never both take the last
+// half-open probe.
+
+// Bounds of the breaker's KV traffic.
+const (
+	// breakerOpTimeout bounds one KV request.
+	breakerOpTimeout = 5 * time.Second
+	// breakerMaxRounds bounds the compare-and-set rounds of one update.
+	breakerMaxRounds = 200
+	// Jittered pause after a conflict, doubling from min to max.
+	breakerBackoffMin = time.Millisecond
+	breakerBackoffMax = 50 * time.Millisecond
+	// breakerErrorDelay is how long an item waits when the breaker state
+	// cannot be read or written.
+	breakerErrorDelay = time.Second
+)
+
+// breakerRecord is the stored value: the state plus the id of the write
+// that stored it, by which a writer whose reply was lost recognises its
+// own write.
+type breakerRecord struct {
+	retry.BreakerState
+	Writer string `json:"writer,omitempty"`
+}
+
+// breakerTicket is what a delivery of a job with a breaker carries from
+// admission to its outcome.
+type breakerTicket struct {
+	b *retry.Breaker
+	// probe: admitted as a half-open probe of the period that began at epoch.
+	probe bool
+	epoch time.Time
+	// done: the delivery's outcome has been recorded (at most one).
+	done bool
+}
+
+// jobBreaker is the job's circuit breaker (compiled with its error
+// policy) for a delivery: nil when it has none, and for the reduce item,
+// which concludes the job rather than calling what the breaker protects.
+func jobBreaker(it *item) *retry.Breaker {
+	if it.job.workflow == nil || it.wi.Phase == messages.PhaseReduce {
+		return nil
+	}
+	return it.job.workflow.Breaker()
+}
+
+// admitBreaker lets a delivery of a job with a circuit breaker run, or
+// parks it. It reports whether the caller may run the item's steps; when
+// not, the message has been naked with a delay (or left to AckWait). A
+// parked item spends no attempt and no budget and writes no item state.
+func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
+	b := jobBreaker(it)
+	if b == nil {
+		return true
+	}
+	it.breaker = breakerTicket{b: b}
+	var (
+		admitted bool
+		now      time.Time
+		retryAt  time.Time
+	)
+	_, to, err := a.breakers.update(ctx, it.wi.JobID, func(t time.Time, st retry.BreakerState) retry.BreakerState {
+		var next retry.BreakerState
+		next, admitted, retryAt = b.Admit(t, st)
+		now = t
+		return next
+	})
+	log := a.log.With().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Uint64("num_delivered", it.md.NumDelivered).Logger()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		_ = it.m.Nak() // shutdown: back unspent, as for a cancelled step
+		return false
+	case err != nil:
+		if a.lastDelivery(it) {
+			log.Warn().Err(err).Msg("circuit breaker state unavailable on the consumer's last delivery: running the item rather than stranding it")
+			return true
+		}
+		log.Warn().Err(err).Dur("delay", breakerErrorDelay).Msg("circuit breaker state unavailable; retrying later")
+		a.nakDelay(it, breakerErrorDelay)
+		return false
+	case admitted:
+		if to.Is(retry.CircuitHalfOpen) {
+			it.breaker.probe, it.breaker.epoch = true, to.HalfOpenAt
+			log.Debug().Int("probes", to.Probes).Msg("admitted as a half-open circuit breaker probe")
+		}
+		return true
+	case a.lastDelivery(it):
+		// Parking now would leave the message to the advisory mover with
+		// no outcome of its own: run it, outside the breaker's count.
+		log.Warn().Str("breaker", breakerStateName(to)).Msg("circuit breaker refused the item on the consumer's last delivery: running it anyway")
+		return true
+	}
+	d := max(retryAt.Sub(now), time.Millisecond)
+	a.metrics.breakerParked.Inc()
+	log.Debug().Str("breaker", breakerStateName(to)).Dur("delay", d).Msg("parked by the circuit breaker")
+	a.nakDelay(it, d)
+	return false
+}
+
+// recordBreaker records the outcome of a delivery that ran: failed at its
+// first failed step run, or success when it ran without one. Only the
+// first call of a delivery counts. While half-open only the outcomes of
+// that period's probes count: an item admitted before the breaker opened
+// (or run on its last delivery) says nothing about the recovery.
+func (a *Agent) recordBreaker(ctx context.Context, it *item, failed bool) {
+	t := &it.breaker
+	if t.b == nil || t.done {
+		return
+	}
+	t.done = true
+	_, _, err := a.breakers.update(ctx, it.wi.JobID, func(now time.Time, st retry.BreakerState) retry.BreakerState {
+		if st.Is(retry.CircuitHalfOpen) && !(t.probe && st.HalfOpenAt.Equal(t.epoch)) {
+			return st
+		}
+		if failed {
+			return t.b.OnFailure(now, st)
+		}
+		return t.b.OnSuccess(now, st)
+	})
+	if err != nil && ctx.Err() == nil {
+		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Bool("failed", failed).
+			Msg("circuit breaker outcome not recorded")
+	}
+}
+
+// breakerChanged publishes CircuitBreakerStateChanged and counts the
+// transition; called by the agent whose write changed the state.
+func (a *Agent) breakerChanged(job string, from, to retry.BreakerState) {
+	fromName, toName := breakerStateName(from), breakerStateName(to)
+	a.metrics.breakerTransitions.WithLabelValues(toName).Inc()
+	// The counts that decided the transition: the new state has reset them.
+	failures, successes, probes := to.Failures, to.Successes, to.Probes
+	switch {
+	case to.Is(retry.CircuitOpen):
+		failures = from.Failures + 1
+		successes, probes = from.Successes, from.Probes
+	case to.Is(retry.CircuitClosed) && from.Is(retry.CircuitHalfOpen):
+		successes, probes = from.Successes+1, max(from.Probes-1, 0)
+	}
+	a.log.Info().Str("job_id", job).Str("from", fromName).Str("to", toName).Int("failures", failures).
+		Int("successes", successes).Int("probes", probes).Msg("circuit breaker state changed")
+	data, _ := json.Marshal(map[string]any{
+		"job_id": job, "from": fromName, "to": toName, "failures": failures, "successes": successes,
+		"probes": probes, "opened_at": to.OpenedAt, "agent": a.cfg.Name,
+	})
+	const name = "CircuitBreakerStateChanged"
+	body, _ := json.Marshal(messages.Event{Type: name, JobID: job, Time: a.cfg.Clock.Now(), Data: data})
+	m := nats.NewMsg(a.names.EventSubject(job, messages.EventBreaker))
+	m.Data = body
+	m.Header.Set(messages.HeaderJobID, job)
+	m.Header.Set(messages.HeaderEventType, name)
+	if _, err := a.js.PublishMsgAsync(m); err != nil {
+		a.log.Debug().Err(err).Str("event", name).Msg("event not published")
+	}
+}
+
+// breakerStateName is the state's name, "closed" for the zero state.
+func breakerStateName(st retry.BreakerState) string {
+	if st.State == "" {
+		return retry.CircuitClosed
+	}
+	return st.State
+}
+
+// openBreakers waits for the breaker bucket and returns the agent's gate.
+func (a *Agent) openBreakers(ctx context.Context) (*breakerGate, error) {
+	kv, err := a.waitKV(ctx, a.names.BreakerBucket())
+	if err != nil {
+		return nil, err
+	}
+	return newBreakerGate(a.js, kv, a.cfg.Clock, a.log, a.breakerChanged), nil
+}
+
+// breakerGate reads and writes jobs' breaker states in the breaker bucket.
+// It caches each job's state, kept fresh by a watch of the bucket (started
+// on first use), so that a closed breaker costs no request: a delivery
+// reads the cache, and only a change of state is written, with
+// compare-and-set against the revision it was computed from. After a
+// conflict it reads the stream leader, which has applied every
+// acknowledged write (a KV get may be answered by a lagging replica). A
+// breakerGate is safe for concurrent use; close stops it.
+type breakerGate struct {
+	kv       jetstream.KeyValue
+	leader   leaderGetter
+	clock    clock.Clock
+	log      zerolog.Logger
+	onChange func(job string, from, to retry.BreakerState)
+	id       string // prefix of this gate's write ids
+	seq      atomic.Uint64
+
+	ctx    context.Context // cancelled by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	watchMu  sync.Mutex
+	watching bool // the watch was started (or failed to start: reads only)
+	watchOK  bool // updates arrive: cached states may be used
+	watcher  jetstream.KeyWatcher
+
+	mu   sync.Mutex
+	jobs map[string]*breakerEntry
+}
+
+// breakerEntry is the cached state of one job's breaker.
+type breakerEntry struct {
+	known bool // st and rev are a state read, written or watched
+	st    retry.BreakerState
+	rev   uint64 // 0 = no key
+}
+
+func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger,
+	onChange func(job string, from, to retry.BreakerState)) *breakerGate {
+	var idb [6]byte
+	_, _ = rand.Read(idb[:])
+	g := &breakerGate{
+		kv:       kv,
+		leader:   newLeaderGetter(js, kv.Bucket()),
+		clock:    clk,
+		log:      log.With().Str("component", "breaker").Logger(),
+		onChange: onChange,
+		id:       base64.RawURLEncoding.EncodeToString(idb[:]),
+		jobs:     map[string]*breakerEntry{},
+	}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	return g
+}
+
+// close stops the watch and waits for it. It is idempotent.
+func (g *breakerGate) close() {
+	g.cancel()
+	g.watchMu.Lock()
+	w := g.watcher
+	g.watcher = nil
+	g.watchMu.Unlock()
+	if w != nil {
+		_ = w.Stop()
+	}
+	g.wg.Wait()
+}
+
+// update applies fn to the job's current state and stores the result if it
+// differs, by compare-and-set; a conflict re-reads from the stream leader
+// and applies fn again. It returns the state fn was last applied to and
+// its result, which is stored (or was already so). fn may be called more
+// than once and must not keep what it computed in earlier calls.
+func (g *breakerGate) update(ctx context.Context, job string,
+	fn func(now time.Time, st retry.BreakerState) retry.BreakerState) (from, to retry.BreakerState, err error) {
+	backoff := breakerBackoffMin
+	for round := 0; ; round++ {
+		if round >= breakerMaxRounds {
+			return from, from, fmt.Errorf("agent: breaker %s: no write succeeded in %d rounds", job, round)
+		}
+		st, rev, known := g.cached(job)
+		if !known {
+			rec, r, err := g.read(ctx, job)
+			if err != nil {
+				return st, st, err
+			}
+			st, rev = rec.BreakerState, r
+		}
+		now := g.clock.Now().Round(0) // no monotonic reading: it is stored
+		next := fn(now, st)
+		if sameBreakerState(next, st) {
+			return st, st, nil
+		}
+		id := g.id + "." + strconv.FormatUint(g.seq.Add(1), 36)
+		newRev, err := g.write(ctx, job, breakerRecord{BreakerState: next, Writer: id}, rev)
+		if err == nil {
+			g.observe(job, next, newRev)
+			g.changed(job, st, next)
+			return st, next, nil
+		}
+		if ctx.Err() != nil {
+			return st, st, ctx.Err()
+		}
+		switch {
+		case isBreakerConflict(err):
+			g.invalidate(job, rev)
+		case isPermanentKV(err):
+			return st, st, fmt.Errorf("agent: breaker %s: %w", job, err)
+		default:
+			// In doubt (a timeout, a lost reply): the leader tells whether it
+			// was stored. If it was and is already overwritten, taking the
+			// state again may use up a probe slot that no item runs: slots
+			// are written off after the timeout, never granted twice.
+			rec, _, rerr := g.read(ctx, job)
+			if rerr != nil {
+				return st, st, fmt.Errorf("agent: breaker %s: write in doubt: %w (read: %w)", job, err, rerr)
+			}
+			if rec.Writer == id {
+				g.changed(job, st, next)
+				return st, next, nil
+			}
+			g.log.Debug().Err(err).Str("job_id", job).Msg("breaker write failed; deciding again")
+		}
+		if err := sleepCtx(ctx, backoff/2+time.Duration(mrand.Int64N(int64(backoff)))); err != nil {
+			return st, st, err
+		}
+		backoff = min(2*backoff, breakerBackoffMax)
+	}
+}
+
+func (g *breakerGate) changed(job string, from, to retry.BreakerState) {
+	if breakerStateName(from) != breakerStateName(to) && g.onChange != nil {
+		g.onChange(job, from, to)
+	}
+}
+
+// cached returns the job's cached state, if it is known and the watch runs.
+func (g *breakerGate) cached(job string) (retry.BreakerState, uint64, bool) {
+	if !g.startWatch() {
+		return retry.BreakerState{}, 0, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e, ok := g.jobs[job]
+	if !ok {
+		if len(g.jobs) > 4096 { // jobs are few; bound the cache anyway
+			clear(g.jobs)
+		}
+		e = &breakerEntry{}
+		g.jobs[job] = e // from now on the watch keeps it fresh
+	}
+	return e.st, e.rev, e.known
+}
+
+// observe records a state seen at rev; older revisions are ignored, and so
+// are jobs this gate has not been asked about.
+func (g *breakerGate) observe(job string, st retry.BreakerState, rev uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e, ok := g.jobs[job]
+	if !ok || rev < e.rev || rev == e.rev && e.known {
+		return
+	}
+	e.st, e.rev, e.known = st, rev, true
+}
+
+// invalidate marks the cached state stale after a conflict at rev.
+func (g *breakerGate) invalidate(job string, rev uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e, ok := g.jobs[job]; ok && e.rev == rev {
+		e.known = false
+	}
+}
+
+// read reads the job's state from the stream leader and caches it.
+func (g *breakerGate) read(ctx context.Context, job string) (breakerRecord, uint64, error) {
+	octx, cancel := context.WithTimeout(ctx, breakerOpTimeout)
+	defer cancel()
+	data, rev, err := g.leader.get(octx, job)
+	if err != nil {
+		return breakerRecord{}, 0, fmt.Errorf("agent: breaker %s: read: %w", job, err)
+	}
+	var rec breakerRecord
+	if data != nil {
+		if err := json.Unmarshal(data, &rec); err != nil {
+			// A corrupt value reads as closed; the next write replaces it.
+			g.log.Warn().Err(err).Str("job_id", job).Msg("corrupt circuit breaker state read as closed")
+			rec = breakerRecord{}
+		}
+	}
+	g.observe(job, rec.BreakerState, rev)
+	return rec, rev, nil
+}
+
+// write stores rec at rev: create when there is no key (rev 0), else
+// compare-and-set.
+func (g *breakerGate) write(ctx context.Context, job string, rec breakerRecord, rev uint64) (uint64, error) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return 0, err
+	}
+	octx, cancel := context.WithTimeout(ctx, breakerOpTimeout)
+	defer cancel()
+	if rev == 0 {
+		return g.kv.Create(octx, job, data)
+	}
+	return g.kv.Update(octx, job, data, rev)
+}
+
+// startWatch starts the watch of the bucket once, and reports whether it
+// runs (if it cannot start, every decision reads the leader).
+func (g *breakerGate) startWatch() bool {
+	g.watchMu.Lock()
+	defer g.watchMu.Unlock()
+	if g.watching {
+		return g.watchOK
+	}
+	g.watching = true
+	if g.ctx.Err() != nil {
+		return false
+	}
+	w, err := g.kv.WatchAll(g.ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		g.log.Warn().Err(err).Msg("circuit breaker watch not started; every decision reads KV")
+		return false
+	}
+	g.watcher, g.watchOK = w, true
+	g.wg.Add(1)
+	go g.follow(w.Updates())
+	return true
+}
+
+// follow feeds the cache from the watch until close. Updates is closed by
+// the subscription's closed handler, which may never run on a connection
+// already gone: close's cancel ends the loop either way.
+func (g *breakerGate) follow(updates <-chan jetstream.KeyValueEntry) {
+	defer g.wg.Done()
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-g.ctx.Done():
+			return
+		case u, ok := <-updates:
+			if !ok {
+				return
+			}
+			e = u
+		}
+		if e == nil {
+			continue
+		}
+		var rec breakerRecord
+		if e.Operation() == jetstream.KeyValuePut {
+			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+				continue
+			}
+		}
+		g.observe(e.Key(), rec.BreakerState, e.Revision())
+	}
+}
+
+// sameBreakerState compares states by value, times by instant.
+func sameBreakerState(a, b retry.BreakerState) bool {
+	return breakerStateName(a) == breakerStateName(b) && a.Failures == b.Failures && a.Probes == b.Probes &&
+		a.Successes == b.Successes && a.OpenedAt.Equal(b.OpenedAt) && a.HalfOpenAt.Equal(b.HalfOpenAt)
+}
+
+// isBreakerConflict reports a refused compare-and-set: a revision mismatch
+// (10071 on R1, where it also reads as ErrKeyExists), a concurrent write in
+// flight on R3 (10164), or Create on an existing key.
+func isBreakerConflict(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// isPermanentKV reports errors that retrying will not fix.
+func isPermanentKV(err error) bool {
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrInvalidKey) ||
+		errors.Is(err, nats.ErrConnectionClosed) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code > 0 && apiErr.Code < 500
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// leaderGetter reads a key's last value through STREAM.MSG.GET, which only
+// the stream's leader answers (KV gets are direct gets, which a lagging
+// replica may serve; JETSTREAM.md 10).
+type leaderGetter struct {
+	nc      *nats.Conn
+	api     string // $JS.API.STREAM.MSG.GET.KV_<bucket>
+	subjPre string // $KV.<bucket>.
+}
+
+func newLeaderGetter(js jetstream.JetStream, bucket string) leaderGetter {
+	o := js.Options()
+	prefix := jetstream.DefaultAPIPrefix
+	switch {
+	case o.Domain != "":
+		prefix = "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		prefix = o.APIPrefix
+		if !strings.HasSuffix(prefix, ".") {
+			prefix += "."
+		}
+	}
+	return leaderGetter{nc: js.Conn(), api: prefix + "STREAM.MSG.GET.KV_" + bucket, subjPre: "$KV." + bucket + "."}
+}
+
+const errCodeMessageNotFound = 10037
+
+// get returns the key's value and revision; data is nil when the key does
+// not exist (rev 0) or was deleted (rev of the delete marker).
+func (r leaderGetter) get(ctx context.Context, key string) (data []byte, rev uint64, err error) {
+	req, _ := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{r.subjPre + key})
+	msg, err := r.nc.RequestWithContext(ctx, r.api, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	var resp struct {
+		Message *struct {
+			Sequence uint64 `json:"seq"`
+			Header   []byte `json:"hdrs,omitempty"`
+			Data     []byte `json:"data,omitempty"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("malformed STREAM.MSG.GET response: %w", err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == errCodeMessageNotFound:
+		return nil, 0, nil
+	case resp.Error != nil:
+		return nil, 0, resp.Error
+	case resp.Message == nil:
+		return nil, 0, errors.New("empty STREAM.MSG.GET response")
+	case bytes.Contains(resp.Message.Header, []byte("KV-Operation")):
+		return nil, resp.Message.Sequence, nil // a delete or purge marker
+	}
+	if resp.Message.Data == nil {
+		resp.Message.Data = []byte{}
+	}
+	return resp.Message.Data, resp.Message.Sequence, nil
+}
