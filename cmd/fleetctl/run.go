@@ -214,22 +214,20 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 
 // breakerLine describes a job's circuit breaker in one line.
 func breakerLine(br *messages.BreakerStatus) string {
-	var s string
+	opened := "?"
+	if br.OpenedAt != nil {
+		opened = br.OpenedAt.Local().Format("2006-01-02 15:04:05.000")
+	}
 	switch br.State {
 	case "open":
-		s = "OPEN: items are parked"
+		return "OPEN since " + opened + ": items are parked"
 	case "half_open":
-		s = fmt.Sprintf("HALF-OPEN: %d probe(s) out, %d success(es)", br.Probes, br.Successes)
-	default:
-		s = br.State
-		if br.Failures > 0 {
-			s += fmt.Sprintf(", %d consecutive failure(s)", br.Failures)
-		}
+		return fmt.Sprintf("HALF-OPEN (opened %s): %d probe(s) out, %d success(es)", opened, br.Probes, br.Successes)
 	}
-	if br.OpenedAt != nil {
-		s += ", last opened " + br.OpenedAt.Local().Format("2006-01-02 15:04:05.000")
+	if br.Failures > 0 {
+		return fmt.Sprintf("%s, %d consecutive failure(s)", br.State, br.Failures)
 	}
-	return s
+	return br.State
 }
 
 func oneLine(s string, n int) string {
