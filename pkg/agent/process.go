@@ -640,6 +640,8 @@ func (a *Agent) heartbeat(m jetstream.Msg) (stop func()) {
 	var mu sync.Mutex
 	stopped := false
 	var t *time.Timer
+	mu.Lock() // the callback may fire before t is assigned (a short heartbeat)
+	defer mu.Unlock()
 	t = time.AfterFunc(a.hb, func() {
 		mu.Lock()
 		defer mu.Unlock()

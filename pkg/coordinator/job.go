@@ -75,6 +75,7 @@ type jobRunner struct {
 	held     bool // a reopen is coming: linger once more (see hold)
 	exiting  bool // run is returning; hold fails
 	pending  []func()
+	endSnap  messages.JobStatus // counts when the map phase last ended
 
 	progress chan struct{} // a result arrived (cap 1, non-blocking send)
 	caughtUp chan struct{} // results replay reached the end seen at start
@@ -390,14 +391,14 @@ func (r *jobRunner) apply(res *messages.Result) {
 	}
 	r.count(code, res, +1)
 	r.dirty = true
-	select {
-	case r.progress <- struct{}{}:
-	default:
-	}
 	if code == ocFailed || code == ocDeadLettered {
 		r.collectLocked(res)
 	}
 	r.checkLocked(res)
+	select { // after the check: a publisher woken now sees a stop
+	case r.progress <- struct{}{}:
+	default:
+	}
 }
 
 // count adds (sign=+1) or removes (-1) an outcome from the status.
@@ -454,12 +455,7 @@ func (r *jobRunner) snapshot() messages.JobRecord {
 	defer r.mu.Unlock()
 	rec := r.rec
 	st := &rec.Status
-	if len(r.rec.Status.Groups) > 0 {
-		st.Groups = make(map[string]messages.GroupStatus, len(r.rec.Status.Groups))
-		for g, v := range r.rec.Status.Groups {
-			st.Groups[g] = v
-		}
-	}
+	copyStatus(st)
 	st.Errors = make([]messages.ErrorSummary, 0, len(r.errs))
 	for _, e := range r.errs {
 		cp := *e
@@ -468,6 +464,30 @@ func (r *jobRunner) snapshot() messages.JobRecord {
 	}
 	sortErrors(st.Errors)
 	return rec
+}
+
+// copyStatus replaces st's maps and pointers by copies, so that st can be
+// read after the runner's lock is released.
+func copyStatus(st *messages.JobStatus) {
+	if st.Groups != nil {
+		gs := make(map[string]messages.GroupStatus, len(st.Groups))
+		for g, v := range st.Groups {
+			gs[g] = v
+		}
+		st.Groups = gs
+	}
+	if st.BestEffort != nil {
+		be := *st.BestEffort
+		st.BestEffort = &be
+	}
+	if st.Reduce != nil {
+		rd := *st.Reduce
+		st.Reduce = &rd
+	}
+	if st.Breaker != nil {
+		b := *st.Breaker
+		st.Breaker = &b
+	}
 }
 
 // flush writes the record if it changed.
@@ -494,6 +514,12 @@ func (r *jobRunner) inFlight() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.rec.Status.Published - r.rec.Status.Done()
+}
+
+func (r *jobRunner) ended() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mapEnded || r.terminal
 }
 
 func (r *jobRunner) isDone(idx int64) bool {
@@ -543,6 +569,9 @@ func (r *jobRunner) publishAll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if r.ended() {
+			return nil // a policy, best effort or cancel ended the map phase
+		}
 		if it.Index < cursor || r.isDone(it.Index) {
 			if it.Index >= cursor {
 				r.advance(it.Index+1, 0)
@@ -561,6 +590,9 @@ func (r *jobRunner) publishAll(ctx context.Context) error {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+		if maxPar > 0 && r.ended() {
+			return nil
 		}
 		batch = append(batch, it)
 		if len(batch) == cap(batch) {

@@ -133,11 +133,15 @@ func (r *jobRunner) endMapLocked(state, reason string) {
 		be.Success = be.GroupsCompleted >= be.MinGroups
 	}
 	r.dirty = true
-	if state != messages.StateCancelled && r.rec.Spec != nil && len(r.rec.Spec.Reduce) > 0 && st.Reduce == nil {
+	r.endSnap = *st
+	copyStatus(&r.endSnap)
+	if state != messages.StateCancelled && r.rec.Spec != nil && len(r.rec.Spec.Reduce) > 0 {
+		gen := 1
+		if st.Reduce != nil {
+			gen = st.Reduce.Generation + 1
+		}
 		st.Phase = messages.PhaseReducing
-		st.Reduce = &messages.ReduceStatus{State: "pending"}
-	} else if st.Phase == messages.PhaseReducing && st.Reduce != nil && st.Reduce.State == "pending" && state != messages.StateCancelled {
-		// reduce already under way (a restart): keep waiting for it
+		st.Reduce = &messages.ReduceStatus{State: "pending", Generation: gen}
 	} else {
 		r.terminalLocked(state, reason)
 	}
@@ -164,7 +168,9 @@ func (r *jobRunner) terminalLocked(state, reason string) {
 // map_ended event agents use to drop the job's queued items, a stop or
 // best-effort event, and the best-effort metrics.
 func (r *jobRunner) afterMapEnd() {
-	st := r.snapshot().Status
+	r.mu.Lock()
+	st := r.endSnap // the counts that ended it, before any late result
+	r.mu.Unlock()
 	r.c.event(r.id, messages.EventMapEnded, "MapPhaseEnded", map[string]any{"state": st.MapState, "reason": st.MapReason})
 	switch st.MapReason {
 	case messages.CompletionMaxFailures, messages.CompletionFailureThreshold, messages.CompletionFirstFailure, messages.CompletionItemStop:
@@ -268,9 +274,6 @@ func (r *jobRunner) applyReopen(res *messages.Result) {
 		r.mapEnded, r.terminal = false, false
 		r.epoch++
 		st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateRunning, "", messages.PhaseMap, nil
-		if st.Reduce != nil && st.Reduce.State != "pending" {
-			st.Reduce = nil // the reduce runs again over the amended results
-		}
 		r.deferLocked(func() { r.log.Info().Str("item_id", res.ItemID).Msg("job reopened by a DLQ replay") })
 		r.wakeUp()
 	}

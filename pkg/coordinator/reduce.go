@@ -56,9 +56,12 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	st := r.rec.Status
-	gen := r.epoch
 	spec := r.rec.Spec
 	r.mu.Unlock()
+	if st.Reduce == nil || st.Reduce.State != "pending" {
+		return nil // already done (its result arrived) or superseded
+	}
+	gen := st.Reduce.Generation
 	name := fmt.Sprintf("reduce/%s/%d/map-results.json", r.id, gen)
 	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Description: "map results of job " + r.id}, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
@@ -169,10 +172,10 @@ func (r *jobRunner) applyReduce(res *messages.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := &r.rec.Status
-	if st.Phase != messages.PhaseReducing || st.Reduce == nil || st.Reduce.State != "pending" || res.Generation != r.epoch {
+	if st.Phase != messages.PhaseReducing || st.Reduce == nil || st.Reduce.State != "pending" || res.Generation != st.Reduce.Generation {
 		return // a duplicate, or the result of an earlier reduce generation
 	}
-	st.Reduce = &messages.ReduceStatus{State: res.Outcome, Output: res.Output, Error: res.Error, Agent: res.Agent}
+	st.Reduce = &messages.ReduceStatus{State: res.Outcome, Generation: res.Generation, Output: res.Output, Error: res.Error, Agent: res.Agent}
 	state := st.MapState
 	if res.Outcome != messages.OutcomeSucceeded {
 		st.Reduce.State = messages.OutcomeFailed

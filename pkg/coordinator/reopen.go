@@ -47,9 +47,6 @@ func (c *Coordinator) ensureRunner(ctx context.Context, id string) error {
 	if messages.TerminalState(rec.Status.State) {
 		st := &rec.Status
 		st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateRunning, "", messages.PhaseMap, nil
-		if st.Reduce != nil && st.Reduce.State != "pending" {
-			st.Reduce = nil // the reduce runs again over the amended results
-		}
 		if st.MapReason == "" {
 			// A record from before map reasons were kept: the job completed
 			// with every item done.

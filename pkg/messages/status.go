@@ -136,10 +136,13 @@ type BestEffortStatus struct {
 // ReduceStatus is the outcome of a job's reduce phase.
 type ReduceStatus struct {
 	// State is pending (published, no result yet), succeeded or failed.
-	State  string `json:"state"`
-	Output string `json:"output,omitempty"`
-	Error  string `json:"error,omitempty"`
-	Agent  string `json:"agent,omitempty"`
+	State string `json:"state"`
+	// Generation numbers the job's reduce runs (a DLQ replay that reopens
+	// the job runs the reduce again); it is the reduce item's generation.
+	Generation int    `json:"generation"`
+	Output     string `json:"output,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Agent      string `json:"agent,omitempty"`
 }
 
 // Job phases.
