@@ -186,6 +186,43 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 	if br := st.Breaker; br != nil {
 		fmt.Fprintf(w, "  %-14s %s\n", "breaker", breakerLine(br))
 	}
+	if st.LateResults > 0 {
+		row("late results", st.LateResults, "arrived after the map phase ended")
+	}
+	if be := st.BestEffort; be != nil {
+		line := fmt.Sprintf("%d of %d groups completed, %d needed", be.GroupsCompleted, be.Groups, be.MinGroups)
+		if be.Clamped != "" {
+			line += " (" + be.Clamped + ")"
+		}
+		if be.Deadline != nil && !messages.TerminalState(st.State) {
+			line += ", deadline " + be.Deadline.Local().Format("15:04:05")
+		}
+		fmt.Fprintf(w, "  %-14s %s\n", "best effort", line)
+	}
+	if g := st.Groups; len(g) > 0 && len(g) <= 20 {
+		names := make([]string, 0, len(g))
+		for name := range g {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			gs := g[name]
+			mark := ""
+			if gs.Complete() {
+				mark = "complete"
+			}
+			fmt.Fprintf(w, "    group %-8s %d/%d done, %d succeeded %s\n", name, gs.Done, gs.Items, gs.Succeeded, mark)
+		}
+	}
+	if rd := st.Reduce; rd != nil {
+		line := rd.State
+		if rd.Error != "" {
+			line += ": " + oneLine(rd.Error, 80)
+		} else if rd.Output != "" {
+			line += ": " + oneLine(rd.Output, 80)
+		}
+		fmt.Fprintf(w, "  %-14s %s\n", "reduce", line)
+	}
 	if sum := st.Done(); sum != st.Items && messages.TerminalState(st.State) {
 		fmt.Fprintf(w, "  WARNING: outcomes add up to %d of %d items\n", sum, st.Items)
 	}
