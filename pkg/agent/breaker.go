@@ -97,34 +97,37 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 		now = t
 		return next
 	})
-	log := a.log.With().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Uint64("num_delivered", it.md.NumDelivered).Logger()
+	// Fields added per event: no logger is built on the closed fast path.
+	log := func(e *zerolog.Event) *zerolog.Event {
+		return e.Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Uint64("num_delivered", it.md.NumDelivered)
+	}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		_ = it.m.Nak() // shutdown: back unspent, as for a cancelled step
 		return false
 	case err != nil:
 		if a.lastDelivery(it) {
-			log.Warn().Err(err).Msg("circuit breaker state unavailable on the consumer's last delivery: running the item rather than stranding it")
+			log(a.log.Warn()).Err(err).Msg("circuit breaker state unavailable on the consumer's last delivery: running the item rather than stranding it")
 			return true
 		}
-		log.Warn().Err(err).Dur("delay", breakerErrorDelay).Msg("circuit breaker state unavailable; retrying later")
+		log(a.log.Warn()).Err(err).Dur("delay", breakerErrorDelay).Msg("circuit breaker state unavailable; retrying later")
 		a.nakDelay(it, breakerErrorDelay)
 		return false
 	case admitted:
 		if to.Is(retry.CircuitHalfOpen) {
 			it.breaker.probe, it.breaker.epoch = true, to.HalfOpenAt
-			log.Debug().Int("probes", to.Probes).Msg("admitted as a half-open circuit breaker probe")
+			log(a.log.Debug()).Int("probes", to.Probes).Msg("admitted as a half-open circuit breaker probe")
 		}
 		return true
 	case a.lastDelivery(it):
 		// Parking now would leave the message to the advisory mover with
 		// no outcome of its own: run it, outside the breaker's count.
-		log.Warn().Str("breaker", breakerStateName(to)).Msg("circuit breaker refused the item on the consumer's last delivery: running it anyway")
+		log(a.log.Warn()).Str("breaker", breakerStateName(to)).Msg("circuit breaker refused the item on the consumer's last delivery: running it anyway")
 		return true
 	}
 	d := max(retryAt.Sub(now), time.Millisecond)
 	a.metrics.breakerParked.Inc()
-	log.Debug().Str("breaker", breakerStateName(to)).Dur("delay", d).Msg("parked by the circuit breaker")
+	log(a.log.Debug()).Str("breaker", breakerStateName(to)).Dur("delay", d).Msg("parked by the circuit breaker")
 	a.nakDelay(it, d)
 	return false
 }
