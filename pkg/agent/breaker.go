@@ -174,10 +174,14 @@ func (a *Agent) breakerChanged(job string, from, to retry.BreakerState) {
 	}
 	a.log.Info().Str("job_id", job).Str("from", fromName).Str("to", toName).Int("failures", failures).
 		Int("successes", successes).Int("probes", probes).Msg("circuit breaker state changed")
-	data, _ := json.Marshal(map[string]any{
+	fields := map[string]any{
 		"job_id": job, "from": fromName, "to": toName, "failures": failures, "successes": successes,
-		"probes": probes, "opened_at": to.OpenedAt, "agent": a.cfg.Name,
-	})
+		"probes": probes, "agent": a.cfg.Name,
+	}
+	if !to.OpenedAt.IsZero() {
+		fields["opened_at"] = to.OpenedAt // open and half-open: when it (last) opened
+	}
+	data, _ := json.Marshal(fields)
 	const name = "CircuitBreakerStateChanged"
 	body, _ := json.Marshal(messages.Event{Type: name, JobID: job, Time: a.cfg.Clock.Now(), Data: data})
 	m := nats.NewMsg(a.names.EventSubject(job, messages.EventBreaker))
