@@ -1,0 +1,662 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/dlq"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+func init() {
+	register(command{name: "dlq", summary: "dead letters: list, get, stats, export, replay, purge (fleetctl dlq -h)", run: runDLQ})
+}
+
+// dlqCommands are the subcommands of "fleetctl dlq".
+var dlqCommands = []struct {
+	name, summary string
+	run           func(ctx context.Context, env *cliEnv, args []string) int
+}{
+	{"list", "list entries (filters, --limit, --after SEQ, --json)", runDLQList},
+	{"get", "show one entry with its whole history: get SEQ", runDLQGet},
+	{"stats", "counts by job, reason, error class and signature; oldest entry; stream fill", runDLQStats},
+	{"export", "write entries as JSON lines (--out FILE, default stdout)", runDLQExport},
+	{"replay", "republish entries to their jobs (--dry-run, --rate N, --reset-attempts); Ctrl-C cancels", runDLQReplay},
+	{"purge", "delete entries for good (needs --yes)", runDLQPurge},
+}
+
+func runDLQ(ctx context.Context, env *cliEnv, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		w := env.stderr
+		if len(args) > 0 {
+			w = env.stdout
+		}
+		fmt.Fprintln(w, "usage: fleetctl dlq <command> [filters] [flags]")
+		fmt.Fprintln(w)
+		for _, c := range dlqCommands {
+			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Filters (every command but get): --job, --reason, --error-class, --signature (or a prefix),")
+		fmt.Fprintln(w, "--text (in the error, item id, payload, attempt messages), --since/--until (RFC 3339, a date, or")
+		fmt.Fprintln(w, "a duration ago such as 90m or 2d), --limit. Run 'fleetctl dlq <command> -h' for its flags.")
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range dlqCommands {
+		if c.name == args[0] {
+			return c.run(ctx, env, args[1:])
+		}
+	}
+	errorf(env, "dlq: unknown command %q (list, get, stats, export, replay, purge)", args[0])
+	return exitUsage
+}
+
+// filterFlags are the DLQ filters every subcommand but get takes.
+type filterFlags struct {
+	job, reason, class, sig, text, since, until string
+	limit                                       int
+}
+
+func addFilterFlags(fs *flag.FlagSet, defaultLimit int) *filterFlags {
+	f := &filterFlags{}
+	fs.StringVar(&f.job, "job", "", "only entries of this job")
+	fs.StringVar(&f.reason, "reason", "", "only entries dead-lettered for this reason (attempts, permanent, max_deliveries, ...)")
+	fs.StringVar(&f.class, "error-class", "", "only entries whose final error is of this class (network, timeout, server_error, rate_limit, error)")
+	fs.StringVar(&f.sig, "signature", "", "only entries with this error signature (or a prefix of it)")
+	fs.StringVar(&f.text, "text", "", "only entries with this text (any case) in the error, item id, payload or an attempt")
+	fs.StringVar(&f.since, "since", "", "only entries dead-lettered at or after this time: RFC 3339, YYYY-MM-DD, or a duration ago (90m, 2d)")
+	fs.StringVar(&f.until, "until", "", "only entries dead-lettered before this time (same forms as --since)")
+	fs.IntVar(&f.limit, "limit", defaultLimit, "at most this many entries (0 = all)")
+	return f
+}
+
+// filter builds the request filter; a bad flag value is reported with its name.
+func (f *filterFlags) filter(now time.Time) (messages.DLQFilter, error) {
+	out := messages.DLQFilter{JobID: f.job, Reason: f.reason, ErrorClass: f.class, Signature: f.sig, Text: f.text, Limit: f.limit}
+	var err error
+	if out.Since, err = parseWhen(f.since, now); err != nil {
+		return out, fmt.Errorf("--since: %w", err)
+	}
+	if out.Until, err = parseWhen(f.until, now); err != nil {
+		return out, fmt.Errorf("--until: %w", err)
+	}
+	if f.limit < 0 {
+		return out, fmt.Errorf("--limit: %d, want >= 0", f.limit)
+	}
+	if err := dlq.ValidateFilter(out); err != nil {
+		var fe *dlq.FilterError
+		if errors.As(err, &fe) {
+			return out, fmt.Errorf("--%s: %s", flagOfField(fe.Field), fe.Message)
+		}
+		return out, err
+	}
+	return out, nil
+}
+
+func flagOfField(field string) string {
+	switch field {
+	case "job_id":
+		return "job"
+	case "error_class":
+		return "error-class"
+	}
+	return field
+}
+
+// parseWhen reads a point in time: RFC 3339, a date, or a duration ago.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
+		return t, nil
+	}
+	d, err := messages.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2026-03-01T12:00:00Z), a date (2026-03-01) nor a duration ago (90m, 2d)", s)
+	}
+	return now.Add(-d.D()), nil
+}
+
+// dlqSetup parses a subcommand's flags and connects.
+type dlqSetup struct {
+	fs      *flag.FlagSet
+	conn    *connFlags
+	filters *filterFlags
+	asJSON  *bool
+}
+
+func newDLQFlags(env *cliEnv, name, usage string, defaultLimit int, withFilters bool) *dlqSetup {
+	s := &dlqSetup{fs: newFlagSet(env, "dlq "+name, "dlq "+usage)}
+	s.conn = addConnFlags(s.fs, env)
+	if withFilters {
+		s.filters = addFilterFlags(s.fs, defaultLimit)
+	}
+	s.asJSON = s.fs.Bool("json", false, "print JSON")
+	return s
+}
+
+func (s *dlqSetup) connect(env *cliEnv) (*coordinator.Client, func(), bool) {
+	nc, client, err := s.conn.client()
+	if err != nil {
+		errorf(env, "%v", err)
+		return nil, nil, false
+	}
+	return client, nc.Close, true
+}
+
+// parse parses args; ok=false means return code.
+func (s *dlqSetup) parse(env *cliEnv, args []string, positional int) (messages.DLQFilter, int, bool) {
+	if code, ok := parseFlags(s.fs, args); !ok {
+		return messages.DLQFilter{}, code, false
+	}
+	if s.fs.NArg() != positional {
+		s.fs.Usage()
+		return messages.DLQFilter{}, exitUsage, false
+	}
+	if s.filters == nil {
+		return messages.DLQFilter{}, 0, true
+	}
+	f, err := s.filters.filter(time.Now())
+	if err != nil {
+		errorf(env, "%v", err)
+		return f, exitUsage, false
+	}
+	return f, 0, true
+}
+
+func runDLQList(ctx context.Context, env *cliEnv, args []string) int {
+	s := newDLQFlags(env, "list", "list [filters] [--after SEQ] [--json]", 50, true)
+	after := s.fs.Uint64("after", 0, "start after this DLQ sequence (the next page)")
+	f, code, ok := s.parse(env, args, 0)
+	if !ok {
+		return code
+	}
+	f.AfterSeq = *after
+	client, closeConn, ok := s.connect(env)
+	if !ok {
+		return exitFailed
+	}
+	defer closeConn()
+	page, err := listEntries(ctx, client, f, s.conn.timeout)
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitForAPIError(err)
+	}
+	if *s.asJSON {
+		writeJSON(env.stdout, page)
+		return exitOK
+	}
+	if len(page.Entries) == 0 {
+		fmt.Fprintln(env.stdout, "no dead letters match")
+		return exitOK
+	}
+	w := env.stdout
+	now := time.Now()
+	fmt.Fprintf(w, "%-7s %-20s %-18s %-16s %-12s %-16s %5s %4s %6s  %s\n", "SEQ", "JOB", "ITEM", "REASON", "CLASS", "SIGNATURE", "TRIES", "RPL", "AGE", "ERROR")
+	for _, r := range page.Entries {
+		e := r.Entry
+		fmt.Fprintf(w, "%-7d %-20s %-18s %-16s %-12s %-16s %5d %4d %6s  %s\n", r.Seq, cut(e.JobID, 20), cut(e.ItemID, 18),
+			cut(e.Reason, 16), cut(e.ErrorClass, 12), cut(e.Signature, 16), len(e.Attempts), e.ReplayCount, age(now, e.DeadLetteredAt), oneLine(e.Error, 70))
+	}
+	if page.More {
+		fmt.Fprintf(w, "… more entries: fleetctl dlq list --after %d (or --limit)\n", page.NextSeq)
+	}
+	return exitOK
+}
+
+// listEntries returns one page, or with f.Limit 0 every matching entry.
+func listEntries(ctx context.Context, client *coordinator.Client, f messages.DLQFilter, timeout time.Duration) (*messages.DLQListReply, error) {
+	all := f.Limit == 0
+	if all {
+		f.Limit = 1000
+	}
+	out := &messages.DLQListReply{Entries: []messages.DLQEntryRef{}}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		page, err := client.DLQList(rctx, f)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		out.Entries = append(out.Entries, page.Entries...)
+		out.More, out.NextSeq = page.More, page.NextSeq
+		if !all || !page.More {
+			return out, nil
+		}
+		f.AfterSeq = page.NextSeq
+	}
+}
+
+func runDLQGet(ctx context.Context, env *cliEnv, args []string) int {
+	s := newDLQFlags(env, "get", "get SEQ [--json]", 0, false)
+	if _, code, ok := s.parse(env, args, 1); !ok {
+		return code
+	}
+	seq, err := strconv.ParseUint(s.fs.Arg(0), 10, 64)
+	if err != nil || seq == 0 {
+		errorf(env, "dlq get: SEQ must be a DLQ stream sequence (fleetctl dlq list shows them), not %q", s.fs.Arg(0))
+		return exitUsage
+	}
+	client, closeConn, ok := s.connect(env)
+	if !ok {
+		return exitFailed
+	}
+	defer closeConn()
+	rctx, cancel := context.WithTimeout(ctx, s.conn.timeout)
+	defer cancel()
+	ref, err := client.DLQGet(rctx, seq)
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitForAPIError(err)
+	}
+	if *s.asJSON {
+		writeJSON(env.stdout, ref)
+		return exitOK
+	}
+	printEntry(env.stdout, ref)
+	return exitOK
+}
+
+func printEntry(w io.Writer, ref *messages.DLQEntryRef) {
+	e := ref.Entry
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%-15s %s\n", k, v)
+		}
+	}
+	row("seq", strconv.FormatUint(ref.Seq, 10))
+	row("job", e.JobID)
+	row("item", fmt.Sprintf("%s (index %d)", e.ItemID, e.Index))
+	row("group", e.Group)
+	row("pool", e.Pool)
+	row("correlation id", e.CorrelationID)
+	row("reason", e.Reason)
+	row("error class", e.ErrorClass)
+	row("signature", e.Signature)
+	row("error", e.Error)
+	row("dead-lettered", fmt.Sprintf("%s by %s", e.DeadLetteredAt.Format(time.RFC3339), orDash(e.Agent)))
+	row("generation", fmt.Sprintf("%d (replayed %d times)", e.Generation, e.ReplayCount))
+	row("work message", fmt.Sprintf("%s seq %d", e.Subject, e.StreamSeq))
+	row("payload", string(e.Payload))
+	fmt.Fprintf(w, "attempts (%d):\n", len(e.Attempts))
+	fmt.Fprintf(w, "  %-3s %-4s %-24s %-14s %-12s %-12s %5s %8s  %s\n", "GEN", "TRY", "TIME", "STEP", "AGENT", "CLASS", "EXIT", "MS", "MESSAGE → DECISION")
+	for _, a := range e.Attempts {
+		exit := "-"
+		if a.ExitCode != nil {
+			exit = strconv.Itoa(*a.ExitCode)
+		}
+		step := a.StepName
+		if step == "" {
+			step = fmt.Sprintf("step-%d", a.Step+1)
+		}
+		decision := a.Decision
+		if a.DelayMS > 0 {
+			decision += fmt.Sprintf(" in %s", time.Duration(a.DelayMS)*time.Millisecond)
+		}
+		fmt.Fprintf(w, "  %-3d %-4d %-24s %-14s %-12s %-12s %5s %8d  %s → %s\n", a.Generation, a.Attempt, a.Time.UTC().Format("2006-01-02 15:04:05.000Z"),
+			cut(step, 14), cut(orDash(a.Agent), 12), cut(orDash(a.ErrorClass), 12), exit, a.DurationMS, oneLine(a.Message, 80), orDash(decision))
+	}
+}
+
+func runDLQStats(ctx context.Context, env *cliEnv, args []string) int {
+	s := newDLQFlags(env, "stats", "stats [filters] [--json]", 0, true)
+	f, code, ok := s.parse(env, args, 0)
+	if !ok {
+		return code
+	}
+	client, closeConn, ok := s.connect(env)
+	if !ok {
+		return exitFailed
+	}
+	defer closeConn()
+	rctx, cancel := context.WithTimeout(ctx, s.conn.timeout)
+	defer cancel()
+	st, err := client.DLQStats(rctx, f)
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitForAPIError(err)
+	}
+	if *s.asJSON {
+		writeJSON(env.stdout, st)
+		return exitOK
+	}
+	w := env.stdout
+	fmt.Fprintf(w, "%d dead letters match (%s)", st.Total, bytesText(st.Bytes))
+	if st.Total > 0 {
+		fmt.Fprintf(w, ", the oldest %s old", (time.Duration(st.OldestAgeMS) * time.Millisecond).Round(time.Second))
+	}
+	fmt.Fprintln(w)
+	if sst := st.Stream; sst != nil {
+		fmt.Fprintf(w, "DLQ stream: %d entries, %s", sst.Messages, bytesText(sst.Bytes))
+		if sst.MaxBytes > 0 {
+			fmt.Fprintf(w, " of %s", bytesText(uint64(sst.MaxBytes)))
+		}
+		if sst.MaxMessages > 0 {
+			fmt.Fprintf(w, ", at most %d entries", sst.MaxMessages)
+		}
+		if sst.MaxBytes > 0 || sst.MaxMessages > 0 {
+			fmt.Fprintf(w, ", %.1f%% full", 100*sst.FillRatio)
+		}
+		if sst.MaxAgeMS > 0 {
+			fmt.Fprintf(w, ", entries kept %s", messages.Duration(time.Duration(sst.MaxAgeMS)*time.Millisecond))
+		}
+		fmt.Fprintln(w)
+		if sst.FillRatio >= dlq.DefaultWarnThreshold {
+			fmt.Fprintln(w, "WARNING: past 80% of its limit; at the limit agents cannot dead-letter and keep items parked")
+		}
+	}
+	printCounts(w, "by job", st.ByJob, nil)
+	printCounts(w, "by reason", st.ByReason, nil)
+	printCounts(w, "by error class", st.ByErrorClass, nil)
+	printCounts(w, "by signature (replay or purge one with --signature)", st.BySignature, st.Examples)
+	return exitOK
+}
+
+// printCounts prints a count table, largest first, at most 20 rows.
+func printCounts(w io.Writer, title string, counts map[string]int64, examples map[string]string) {
+	if len(counts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s:\n", title)
+	for i, k := range dlq.Top(counts) {
+		if i == 20 {
+			fmt.Fprintf(w, "  … %d more\n", len(counts)-i)
+			break
+		}
+		if ex := examples[k]; ex != "" {
+			fmt.Fprintf(w, "  %7d  %-16s  %s\n", counts[k], k, oneLine(ex, 80))
+		} else {
+			fmt.Fprintf(w, "  %7d  %s\n", counts[k], orDash(k))
+		}
+	}
+}
+
+func runDLQExport(ctx context.Context, env *cliEnv, args []string) int {
+	s := newDLQFlags(env, "export", "export [filters] [--out FILE]", 0, true)
+	out := s.fs.String("out", "", "write to this file instead of stdout")
+	f, code, ok := s.parse(env, args, 0)
+	if !ok {
+		return code
+	}
+	client, closeConn, ok := s.connect(env)
+	if !ok {
+		return exitFailed
+	}
+	defer closeConn()
+	w := env.stdout
+	if *out != "" {
+		file, err := os.Create(*out)
+		if err != nil {
+			errorf(env, "--out: %v", err)
+			return exitUsage
+		}
+		defer file.Close()
+		w = file
+	}
+	n, err := client.DLQExport(ctx, f, w)
+	if err != nil {
+		errorf(env, "export: %v (after %d entries)", err, n)
+		return exitForAPIError(err)
+	}
+	if *out != "" {
+		fmt.Fprintf(env.stderr, "exported %d entries to %s\n", n, *out)
+	}
+	return exitOK
+}
+
+func runDLQPurge(ctx context.Context, env *cliEnv, args []string) int {
+	s := newDLQFlags(env, "purge", "purge [filters] --yes [--json]", 0, true)
+	yes := s.fs.Bool("yes", false, "really delete the matching entries")
+	f, code, ok := s.parse(env, args, 0)
+	if !ok {
+		return code
+	}
+	client, closeConn, ok := s.connect(env)
+	if !ok {
+		return exitFailed
+	}
+	defer closeConn()
+	rctx, cancel := context.WithTimeout(ctx, s.conn.timeout)
+	defer cancel()
+	if !*yes {
+		st, err := client.DLQStats(rctx, f)
+		if err != nil {
+			errorf(env, "%v", err)
+			return exitForAPIError(err)
+		}
+		errorf(env, "dlq purge deletes entries for good: %d match; run again with --yes to delete them", st.Total)
+		return exitUsage
+	}
+	n, err := client.DLQPurge(rctx, messages.DLQPurgeRequest{DLQFilter: f, Confirm: true})
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitForAPIError(err)
+	}
+	if *s.asJSON {
+		writeJSON(env.stdout, messages.DLQPurgeReply{Purged: n})
+	} else {
+		fmt.Fprintf(env.stdout, "purged %d entries\n", n)
+	}
+	return exitOK
+}
+
+func runDLQReplay(ctx context.Context, env *cliEnv, args []string) int {
+	s := newDLQFlags(env, "replay", "replay [filters] [--rate N] [--dry-run] [--reset-attempts] [--json]", 0, true)
+	rate := s.fs.Float64("rate", 0, "items per second (0 = as fast as possible)")
+	dry := s.fs.Bool("dry-run", false, "only count what would be replayed, grouped by job, error class and signature")
+	reset := s.fs.Bool("reset-attempts", false, "agents ignore retry state persisted for the replayed generation")
+	f, code, ok := s.parse(env, args, 0)
+	if !ok {
+		return code
+	}
+	if *rate < 0 || *rate > dlq.MaxRate {
+		errorf(env, "--rate: %v, want 0 (unpaced) to %v items/s", *rate, dlq.MaxRate)
+		return exitUsage
+	}
+	client, closeConn, ok := s.connect(env)
+	if !ok {
+		return exitFailed
+	}
+	defer closeConn()
+	req := messages.DLQReplayRequest{DLQFilter: f, Rate: *rate, DryRun: *dry, ResetAttempts: *reset}
+	rctx, cancel := context.WithTimeout(ctx, s.conn.timeout)
+	st, err := client.DLQReplay(rctx, req)
+	cancel()
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitForAPIError(err)
+	}
+	if *dry {
+		if *s.asJSON {
+			writeJSON(env.stdout, st)
+			return exitOK
+		}
+		w := env.stdout
+		fmt.Fprintf(w, "dry run: %d entries would be replayed", st.Matched)
+		if st.Skipped > 0 {
+			fmt.Fprintf(w, " (%d more match but cannot be: poison messages)", st.Skipped)
+		}
+		fmt.Fprintln(w)
+		printCounts(w, "by job", st.ByJob, nil)
+		printCounts(w, "by error class", st.ByErrorClass, nil)
+		printCounts(w, "by signature", st.BySignature, nil)
+		return exitOK
+	}
+	st, cancelled := followReplay(ctx, env, client, st, s.conn.timeout, !*s.asJSON)
+	if *s.asJSON {
+		writeJSON(env.stdout, st)
+	} else {
+		printReplay(env.stdout, st)
+	}
+	if cancelled || st.State != messages.ReplayCompleted || st.Failed > 0 {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// followReplay polls a replay until it ends, drawing progress on stderr.
+// When ctx ends (Ctrl-C) it cancels the replay on the coordinator and
+// returns the final counts it replies with.
+func followReplay(ctx context.Context, env *cliEnv, client *coordinator.Client, st *messages.DLQReplayStatus, timeout time.Duration, draw bool) (*messages.DLQReplayStatus, bool) {
+	var prog *replayProgress
+	if draw {
+		prog = newReplayProgress(env.stderr)
+		defer prog.finish()
+	}
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for st.State == messages.ReplayRunning {
+		if prog != nil {
+			prog.update(st)
+		}
+		select {
+		case <-ctx.Done():
+			cctx, cancel := context.WithTimeout(context.Background(), timeout)
+			final, err := client.DLQReplayCancel(cctx, st.ReplayID)
+			cancel()
+			if err != nil {
+				errorf(env, "cancelling replay %s: %v (fleetctl dlq replay status: nats req fleet.api.dlq.replays '{\"replay_id\": %q}')", st.ReplayID, err, st.ReplayID)
+				return st, true
+			}
+			return final, true
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		all, err := client.DLQReplays(pctx, st.ReplayID)
+		cancel()
+		switch {
+		case err == nil && len(all) == 1:
+			st = &all[0]
+		case ctx.Err() != nil:
+		default:
+			errorf(env, "replay status: %v (still trying)", err)
+		}
+	}
+	if prog != nil {
+		prog.update(st)
+	}
+	return st, false
+}
+
+func printReplay(w io.Writer, st *messages.DLQReplayStatus) {
+	fmt.Fprintf(w, "replay %s %s: %d of %d entries replayed", st.ReplayID, st.State, st.Replayed, st.Matched)
+	if st.Failed > 0 {
+		fmt.Fprintf(w, ", %d failed (still in the DLQ)", st.Failed)
+	}
+	if st.Skipped > 0 {
+		fmt.Fprintf(w, ", %d skipped", st.Skipped)
+	}
+	fmt.Fprintln(w)
+	if st.LastError != "" {
+		fmt.Fprintf(w, "  last error: %s\n", st.LastError)
+	}
+	if st.State == messages.ReplayCancelled {
+		fmt.Fprintln(w, "  run the same command again to replay the rest: entries already replayed are not replayed twice")
+	}
+	if st.Replayed > 0 && st.Filter.JobID != "" {
+		fmt.Fprintf(w, "  follow the job: fleetctl watch %s\n", st.Filter.JobID)
+	}
+}
+
+// replayProgress draws a replay's progress like the job progress bar.
+type replayProgress struct {
+	w     io.Writer
+	tty   bool
+	start time.Time
+	last  time.Time
+	drawn bool
+}
+
+func newReplayProgress(w io.Writer) *replayProgress {
+	return &replayProgress{w: w, tty: isTerminal(w), start: time.Now()}
+}
+
+func (p *replayProgress) update(st *messages.DLQReplayStatus) {
+	now := time.Now()
+	if !p.tty && now.Sub(p.last) < time.Second && st.State == messages.ReplayRunning {
+		return
+	}
+	p.last = now
+	done := st.Replayed + st.Failed + st.Skipped
+	frac := 1.0
+	if st.Matched > 0 {
+		frac = min(1, float64(done)/float64(st.Matched))
+	}
+	const width = 30
+	filled := int(frac * width)
+	rate := 0.0
+	if el := now.Sub(p.start).Seconds(); el > 0 {
+		rate = float64(st.Replayed) / el
+	}
+	line := fmt.Sprintf("replay %s %3.0f%% %d/%d  failed %d  %.1f items/s", strings.Repeat("█", filled)+strings.Repeat("░", width-filled),
+		frac*100, st.Replayed, st.Matched, st.Failed, rate)
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		p.drawn = true
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *replayProgress) finish() {
+	if p.tty && p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func bytesText(b uint64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
