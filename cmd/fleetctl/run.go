@@ -242,7 +242,8 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 		}
 	}
 	if st.DeadLettered > 0 {
-		fmt.Fprintf(w, "dead letters (full history): nats stream view FLEET_DLQ --subject 'fleet.dlq.%s'\n", st.ID)
+		fmt.Fprintf(w, "dead letters (full history): fleetctl dlq list --job %s\n", st.ID)
+		fmt.Fprintf(w, "once the cause is fixed:      fleetctl dlq replay --job %s\n", st.ID)
 	}
 	for _, p := range st.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p.Error())
