@@ -26,20 +26,29 @@ type Options struct {
 	TLSCert, TLSKey, TLSCA string
 	// Name of the connection, shown by the server.
 	Name string
+	// OnAsyncError, when set, receives the connection's asynchronous errors
+	// instead of nats.go's default print to stderr. A permission violation
+	// arrives only here (the denied request itself just times out): see
+	// IsPermissionViolation.
+	OnAsyncError func(error)
 }
+
+// IsPermissionViolation reports whether err is the server refusing a
+// publish or subscribe the user's permissions do not allow.
+func IsPermissionViolation(err error) bool { return errors.Is(err, nats.ErrPermissionViolation) }
 
 // Register adds --server, --creds, --nkey, --user, --password and the TLS
 // flags to fs, with defaults from getenv (NATS_URL, NATS_CREDS, NATS_NKEY,
-// NATS_USER, NATS_PASSWORD).
+// NATS_USER, NATS_PASSWORD, NATS_TLS_CERT, NATS_TLS_KEY, NATS_TLS_CA).
 func (o *Options) Register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.URL, "server", getenv("NATS_URL"), "NATS server URL(s), comma-separated (env NATS_URL)")
 	fs.StringVar(&o.Creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
 	fs.StringVar(&o.NKey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
 	fs.StringVar(&o.User, "user", getenv("NATS_USER"), "NATS user (env NATS_USER)")
 	fs.StringVar(&o.Password, "password", getenv("NATS_PASSWORD"), "NATS password (env NATS_PASSWORD)")
-	fs.StringVar(&o.TLSCert, "tls-cert", "", "TLS client certificate file")
-	fs.StringVar(&o.TLSKey, "tls-key", "", "TLS client key file")
-	fs.StringVar(&o.TLSCA, "tls-ca", "", "TLS CA file to verify the server")
+	fs.StringVar(&o.TLSCert, "tls-cert", getenv("NATS_TLS_CERT"), "TLS client certificate file, for servers that verify clients (env NATS_TLS_CERT)")
+	fs.StringVar(&o.TLSKey, "tls-key", getenv("NATS_TLS_KEY"), "TLS client key file (env NATS_TLS_KEY)")
+	fs.StringVar(&o.TLSCA, "tls-ca", getenv("NATS_TLS_CA"), "CA file to verify the server's TLS certificate; turns TLS on (env NATS_TLS_CA)")
 }
 
 // Connect connects to o.URL (or url when o.URL is empty), reconnecting
@@ -78,6 +87,15 @@ func (o Options) Connect(url string) (*nats.Conn, error) {
 	}
 	if o.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(o.TLSCA))
+	}
+	if o.OnAsyncError != nil {
+		cb := o.OnAsyncError
+		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				err = fmt.Errorf("%w (subscription %q)", err, sub.Subject)
+			}
+			cb(err)
+		}))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

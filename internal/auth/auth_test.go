@@ -1,0 +1,397 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// secured is an embedded server configured with the files auth.Init
+// writes, included from a server configuration the way a deployment does.
+type secured struct {
+	srv   *fleettest.Server
+	res   *auth.Result
+	names messages.Names
+	// refused receives every permissions violation of every connection.
+	refused chan error
+}
+
+// loadServerConfig parses a nats-server configuration that includes the
+// generated files, as nats-server -c would.
+func loadServerConfig(t *testing.T, dir string) *server.Options {
+	t.Helper()
+	conf := filepath.Join(dir, "server.conf")
+	require.NoError(t, os.WriteFile(conf, []byte("include \"auth.conf\"\ninclude \"tls.conf\"\n"), 0o644))
+	opts, err := server.ProcessConfigFile(conf)
+	require.NoError(t, err)
+	return opts
+}
+
+func runSecured(t *testing.T, o auth.Options) *secured {
+	t.Helper()
+	o.Dir = t.TempDir()
+	res, err := auth.Init(o)
+	require.NoError(t, err)
+	parsed := loadServerConfig(t, o.Dir)
+	seed, err := nats.NkeyOptionFromSeed(res.Seeds["coordinator"])
+	require.NoError(t, err)
+	srv := fleettest.RunServer(t,
+		fleettest.WithConfig(func(so *server.Options) {
+			so.Accounts, so.Nkeys, so.Users = parsed.Accounts, parsed.Nkeys, parsed.Users
+		}),
+		fleettest.WithAccount(auth.DefaultAccount),
+		// fleettest's own connection (readiness checks) is a coordinator's.
+		fleettest.WithConnectOptions(seed),
+	)
+	return &secured{srv: srv, res: res, names: messages.MustNames(o.Prefix), refused: make(chan error, 1024)}
+}
+
+// asyncErrs records a connection's asynchronous errors.
+type asyncErrs struct {
+	mu      sync.Mutex
+	errs    []error
+	perm    chan error
+	refused chan error // shared by the connections of a test
+}
+
+func (a *asyncErrs) handler(_ *nats.Conn, sub *nats.Subscription, err error) {
+	if sub != nil {
+		err = fmt.Errorf("%w (subscription %q)", err, sub.Subject)
+	}
+	a.mu.Lock()
+	a.errs = append(a.errs, err)
+	a.mu.Unlock()
+	if errors.Is(err, nats.ErrPermissionViolation) {
+		select {
+		case a.perm <- err:
+		default:
+		}
+		select {
+		case a.refused <- err:
+		default:
+		}
+	}
+}
+
+func (a *asyncErrs) violations() []error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var v []error
+	for _, err := range a.errs {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			v = append(v, err)
+		}
+	}
+	return v
+}
+
+// connect connects as user and records its asynchronous errors.
+func (s *secured) connect(t *testing.T, user string) (*nats.Conn, *asyncErrs) {
+	t.Helper()
+	ae := &asyncErrs{perm: make(chan error, 16), refused: s.refused}
+	seed, err := nats.NkeyOptionFromSeed(s.res.Seeds[user])
+	require.NoError(t, err)
+	nc := s.srv.Connect(t, seed, nats.ErrorHandler(ae.handler), nats.Name(user))
+	return nc, ae
+}
+
+func TestInitWritesEveryFile(t *testing.T) {
+	dir := t.TempDir()
+	res, err := auth.Init(auth.Options{Dir: dir, Pools: []string{"gpu", "default", "gpu"}, TLS: true, ServerDir: "/etc/nats/auth"})
+	require.NoError(t, err)
+	var names []string
+	for _, f := range res.Files {
+		names = append(names, filepath.Base(f))
+	}
+	require.Equal(t, []string{"coordinator.nk", "agent-default.nk", "agent-gpu.nk", "submitter.nk", "operator.nk",
+		auth.AccountsFile, auth.CAFile, auth.ServerCertFile, auth.ServerKeyFile, auth.TLSConfFile}, names)
+	for _, n := range []string{"coordinator.nk", auth.ServerKeyFile} {
+		st, err := os.Stat(filepath.Join(dir, n))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), n)
+	}
+	tlsConf, err := os.ReadFile(filepath.Join(dir, auth.TLSConfFile))
+	require.NoError(t, err)
+	require.Contains(t, string(tlsConf), `"/etc/nats/auth/server-cert.pem"`)
+
+	// A second run refuses to replace the seeds, unless forced.
+	_, err = auth.Init(auth.Options{Dir: dir})
+	require.ErrorIs(t, err, auth.ErrExists)
+	_, err = auth.Init(auth.Options{Dir: dir, Force: true})
+	require.NoError(t, err)
+}
+
+func TestPermissionsOfAgentNameOnlyItsPool(t *testing.T) {
+	p, err := auth.RolePermissions(auth.RoleAgent, messages.MustNames("fleet"), "gpu")
+	require.NoError(t, err)
+	all := strings.Join(p.Publish.Allow, " ")
+	require.Contains(t, all, "$JS.API.CONSUMER.MSG.NEXT.FLEET_WORK.agents-gpu")
+	require.NotContains(t, all, "agents-default")
+	require.NotContains(t, all, "CONSUMER.CREATE.FLEET_WORK")
+	require.NotContains(t, all, "fleet.api.")
+	require.NotContains(t, all, "fleet.work.")
+	require.Equal(t, []string{"_INBOX.>"}, p.Subscribe.Allow)
+
+	_, err = auth.RolePermissions("root", messages.MustNames("fleet"), "")
+	require.ErrorIs(t, err, auth.ErrUnknownRole)
+	_, err = auth.RolePermissions(auth.RoleAgent, messages.MustNames("fleet"), "a.b")
+	require.Error(t, err)
+}
+
+// Each role does its job: a coordinator, an agent, a submitter and an
+// operator, each with its own generated nkey, run a flaky job to the end
+// (retries, retry budget, item state, dead letters) and no connection is
+// ever refused anything.
+func TestRolesRunAJob(t *testing.T) {
+	s := runSecured(t, auth.Options{Pools: []string{"default", "gpu"}})
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 2*time.Minute, errors.New("timed out"))
+	defer cancel()
+	// A refusal fails the test at once: a denied JetStream call would
+	// otherwise only time out.
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
+	go func() {
+		select {
+		case err := <-s.refused:
+			refuse(err)
+		case <-ctx.Done():
+		}
+	}()
+	must := func(err error, what string) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v (cause: %v)", what, err, context.Cause(ctx))
+		}
+	}
+
+	cnc, cerrs := s.connect(t, "coordinator")
+	coord, err := coordinator.New(cnc, coordinator.Config{})
+	require.NoError(t, err)
+	coordDone := make(chan error, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	go func() { coordDone <- coord.Run(runCtx) }()
+	select {
+	case <-coord.Ready():
+	case err := <-coordDone:
+		t.Fatalf("coordinator: %v (cause: %v)", err, context.Cause(ctx))
+	case <-ctx.Done():
+		t.Fatalf("coordinator not ready: %v", context.Cause(ctx))
+	}
+	// What `coordinator --pools default` does at start: agents only bind.
+	cjs, err := jetstream.New(cnc)
+	require.NoError(t, err)
+	_, err = provision.EnsurePool(ctx, cjs, s.names, "default", provision.Config{AckWait: 5 * time.Second})
+	must(err, "ensure pool")
+
+	anc, aerrs := s.connect(t, auth.AgentUser("default"))
+	ag := agent.New(anc, agent.Config{Concurrency: 4, ShutdownTimeout: time.Second}).HandleBuiltins()
+	agentDone := make(chan error, 1)
+	go func() { agentDone <- ag.Run(runCtx) }()
+
+	snc, serrs := s.connect(t, "submitter")
+	sub, err := coordinator.NewClient(snc, "")
+	require.NoError(t, err)
+	// An input uploaded to the object store, as fleetctl submit does.
+	sjs, err := jetstream.New(snc)
+	require.NoError(t, err)
+	inputs, err := sjs.ObjectStore(ctx, s.names.InputsBucket())
+	must(err, "submitter opens the inputs store")
+	_, err = inputs.PutBytes(ctx, "roles/items.json", []byte(`{"items": [`+items(30)+`]}`))
+	must(err, "submitter uploads an input")
+	reply, err := sub.Submit(ctx, []byte(`{
+		"id": "roles",
+		"input": "objstore://fleet_inputs/roles/items.json",
+		"json_path": "$.items[*]",
+		"retry_budget": "100%",
+		"agent_template": [{"handler": "flaky", "with": {"fail_rate": 0.4, "permanent_rate": 0.1, "seed": 5},
+			"retry_config": {"attempts": 4, "backoff": "fixed", "initial_delay": "20ms", "jitter": false}}]
+	}`))
+	must(err, "submit")
+	st, err := sub.Wait(ctx, reply.JobID, 50*time.Millisecond, nil)
+	must(err, "wait")
+	require.Equal(t, int64(30), st.Succeeded+st.DeadLettered, "%+v", st)
+	require.Positive(t, st.DeadLettered)
+	require.Positive(t, st.Retries)
+	roles := st
+	// The submitter lists jobs.
+	_, err = sub.List(ctx, messages.ListRequest{})
+	must(err, "submitter lists")
+
+	// A durable submission (nats pub fleet.jobs.submit) whose retry budget
+	// runs out, so agents also publish events.
+	_, err = sjs.Publish(ctx, s.names.JobsSubmitSubject(), []byte(`{
+		"id": "durable", "items": [`+items(10)+`], "retry_budget": 1,
+		"agent_template": [{"handler": "flaky", "with": {"fail_attempts": 1},
+			"retry_config": {"attempts": 3, "backoff": "fixed", "initial_delay": "10ms"}}]
+	}`), jetstream.WithMsgID("durable"))
+	must(err, "durable submit")
+	st, err = sub.Wait(ctx, "durable", 50*time.Millisecond, nil)
+	must(err, "wait durable")
+	require.Equal(t, int64(10), st.Succeeded+st.DeadLettered, "%+v", st)
+	require.True(t, st.Budget.Exhausted, "%+v", st.Budget)
+
+	// The operator reads status, lists jobs, reads the DLQ stream and may
+	// call the DLQ API (whether or not the coordinator serves it yet).
+	onc, oerrs := s.connect(t, "operator")
+	op, err := coordinator.NewClient(onc, "")
+	require.NoError(t, err)
+	_, err = op.Status(ctx, "roles")
+	must(err, "operator status")
+	_, err = op.List(ctx, messages.ListRequest{})
+	must(err, "operator list")
+	ojs, err := jetstream.New(onc)
+	require.NoError(t, err)
+	dlq, err := ojs.Stream(ctx, s.names.DLQStream())
+	must(err, "operator DLQ stream info")
+	info, err := dlq.Info(ctx, jetstream.WithSubjectFilter(s.names.DLQSubject("roles")))
+	must(err, "operator DLQ stream info by subject")
+	require.Equal(t, uint64(roles.DeadLettered), info.State.Subjects[s.names.DLQSubject("roles")])
+	oc, err := dlq.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.names.DLQSubject("roles")}})
+	must(err, "operator DLQ consumer")
+	m, err := oc.Next(jetstream.FetchMaxWait(5 * time.Second))
+	must(err, "operator DLQ read")
+	require.Equal(t, s.names.DLQSubject("roles"), m.Subject())
+	_, err = ojs.Consumer(ctx, s.names.WorkStream(), s.names.AgentsConsumer("default"))
+	must(err, "operator reads consumer lag")
+	// The operator cancels a job that is still running.
+	reply, err = sub.Submit(ctx, []byte(`{"id": "slow", "items": [`+items(20)+`],
+		"agent_template": [{"handler": "sleep", "with": {"duration": "1m"}}]}`))
+	must(err, "submit slow")
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		st, err := op.Status(ctx, reply.JobID)
+		if err != nil {
+			return err
+		}
+		if st.State != messages.StateRunning {
+			return fmt.Errorf("state %s", st.State)
+		}
+		return nil
+	})
+	_, err = op.Cancel(ctx, reply.JobID)
+	must(err, "operator cancels")
+	st, err = op.Wait(ctx, reply.JobID, 50*time.Millisecond, nil)
+	must(err, "wait cancelled")
+	require.Equal(t, messages.StateCancelled, st.State)
+
+	stats := op.Call(ctx, messages.EndpointDLQStats, messages.JobRequest{JobID: "roles"}, nil)
+	var apiErr *messages.APIError
+	if stats != nil && !errors.Is(stats, coordinator.ErrNoCoordinator) && !errors.As(stats, &apiErr) {
+		t.Fatalf("dlq.stats: %v", stats)
+	}
+
+	stop()
+	must(<-agentDone, "agent")
+	must(<-coordDone, "coordinator")
+	refuse(nil)
+	for role, ae := range map[string]*asyncErrs{"coordinator": cerrs, "agent": aerrs, "submitter": serrs, "operator": oerrs} {
+		require.Empty(t, ae.violations(), "%s was refused something it needs", role)
+	}
+}
+
+func items(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":"i%d"}`, i)
+	}
+	return b.String()
+}
+
+// Each role is refused what is not its job, and a refused call fails fast
+// with a permissions violation naming the subject, not a silent hang.
+func TestRolesAreRefusedTheRest(t *testing.T) {
+	s := runSecured(t, auth.Options{Pools: []string{"default", "gpu"}})
+	ctx := context.Background()
+	// Resources exist, so a refusal is about permissions, not a missing stream.
+	require.NoError(t, provision.Ensure(ctx, s.srv.JS(), s.names, provision.Config{}))
+	_, err := provision.EnsurePool(ctx, s.srv.JS(), s.names, "default", provision.Config{})
+	require.NoError(t, err)
+	_, err = provision.EnsurePool(ctx, s.srv.JS(), s.names, "gpu", provision.Config{})
+	require.NoError(t, err)
+
+	request := func(subject string) func(*nats.Conn) error {
+		return func(nc *nats.Conn) error {
+			_, err := nc.Request(subject, []byte(`{}`), 3*time.Second)
+			return err
+		}
+	}
+	publish := func(subject string) func(*nats.Conn) error {
+		return func(nc *nats.Conn) error {
+			if err := nc.Publish(subject, []byte(`{}`)); err != nil {
+				return err
+			}
+			return nc.Flush()
+		}
+	}
+	subscribe := func(subject string) func(*nats.Conn) error {
+		return func(nc *nats.Conn) error {
+			if _, err := nc.SubscribeSync(subject); err != nil {
+				return err
+			}
+			return nc.Flush()
+		}
+	}
+	api := func(op string) string { return "$JS.API." + op }
+	tests := []struct {
+		name, user, subject string
+		do                  func(*nats.Conn) error
+	}{
+		{"agent submits a job", "agent-default", "fleet.api.jobs.submit", request("fleet.api.jobs.submit")},
+		{"agent submits durably", "agent-default", "fleet.jobs.submit", publish("fleet.jobs.submit")},
+		{"agent purges the DLQ through the API", "agent-default", "fleet.api.dlq.purge", request("fleet.api.dlq.purge")},
+		{"agent purges the DLQ stream", "agent-default", api("STREAM.PURGE.FLEET_DLQ"), request(api("STREAM.PURGE.FLEET_DLQ"))},
+		{"agent injects work", "agent-default", "fleet.work.default.x", publish("fleet.work.default.x")},
+		{"agent pulls another pool's work", "agent-default", api("CONSUMER.MSG.NEXT.FLEET_WORK.agents-gpu"), request(api("CONSUMER.MSG.NEXT.FLEET_WORK.agents-gpu"))},
+		{"agent creates a work consumer", "agent-default", api("CONSUMER.CREATE.FLEET_WORK.x.fleet.work.>"), request(api("CONSUMER.CREATE.FLEET_WORK.x.fleet.work.>"))},
+		{"agent rewrites a job record", "agent-default", "$KV.fleet_jobs.roles", publish("$KV.fleet_jobs.roles")},
+		{"agent deletes a stream", "agent-default", api("STREAM.DELETE.FLEET_WORK"), request(api("STREAM.DELETE.FLEET_WORK"))},
+		{"agent reads the API traffic", "agent-default", "fleet.api.>", subscribe("fleet.api.>")},
+		{"submitter consumes work", "submitter", api("CONSUMER.MSG.NEXT.FLEET_WORK.agents-default"), request(api("CONSUMER.MSG.NEXT.FLEET_WORK.agents-default"))},
+		{"submitter listens to work", "submitter", "fleet.work.>", subscribe("fleet.work.>")},
+		{"submitter purges the DLQ", "submitter", "fleet.api.dlq.purge", request("fleet.api.dlq.purge")},
+		{"submitter replays the DLQ", "submitter", "fleet.api.dlq.replay", request("fleet.api.dlq.replay")},
+		{"submitter reads the DLQ stream", "submitter", api("STREAM.INFO.FLEET_DLQ"), request(api("STREAM.INFO.FLEET_DLQ"))},
+		{"submitter cancels a job", "submitter", "fleet.api.jobs.cancel", request("fleet.api.jobs.cancel")},
+		{"submitter publishes a result", "submitter", "fleet.results.x", publish("fleet.results.x")},
+		{"operator submits a job", "operator", "fleet.api.jobs.submit", request("fleet.api.jobs.submit")},
+		{"operator submits durably", "operator", "fleet.jobs.submit", publish("fleet.jobs.submit")},
+		{"operator consumes work", "operator", api("CONSUMER.MSG.NEXT.FLEET_WORK.agents-default"), request(api("CONSUMER.MSG.NEXT.FLEET_WORK.agents-default"))},
+		{"operator writes a budget", "operator", "$KV.fleet_budget.x", publish("$KV.fleet_budget.x")},
+		{"coordinator deletes a stream", "coordinator", api("STREAM.DELETE.FLEET_WORK"), request(api("STREAM.DELETE.FLEET_WORK"))},
+		{"coordinator touches another fleet", "coordinator", api("STREAM.INFO.OTHER_WORK"), request(api("STREAM.INFO.OTHER_WORK"))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc, ae := s.connect(t, tt.user)
+			// The call itself would only time out (a denied request has no
+			// responder); the server's verdict arrives at once.
+			go func() { _ = tt.do(nc) }()
+			select {
+			case v := <-ae.perm:
+				require.Contains(t, v.Error(), tt.subject)
+			case <-time.After(2 * time.Second):
+				t.Fatalf("no permissions violation for %s", tt.subject)
+			}
+		})
+	}
+}

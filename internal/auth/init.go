@@ -1,0 +1,211 @@
+package auth
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// File names written by Init.
+const (
+	AccountsFile   = "auth.conf"
+	TLSConfFile    = "tls.conf"
+	CAFile         = "ca.pem"
+	ServerCertFile = "server-cert.pem"
+	ServerKeyFile  = "server-key.pem"
+)
+
+// DefaultTLSHosts are the names a generated server certificate covers when
+// none are given: the docker-compose nodes and the local machine.
+var DefaultTLSHosts = []string{"nats-1", "nats-2", "nats-3", "nats", "localhost", "127.0.0.1"}
+
+// Options configures Init.
+type Options struct {
+	// Dir receives the files. It is created if missing.
+	Dir string
+	// Prefix of the fleet's subjects and resources. Defaults to "fleet".
+	Prefix string
+	// Pools get one agent user each. Defaults to ["default"].
+	Pools []string
+	// Account is the NATS account of every user. Defaults to "FLEET".
+	Account string
+	// TLS also writes a CA, a server certificate for TLSHosts and a tls.conf
+	// that turns TLS on; otherwise tls.conf is a comment.
+	TLS      bool
+	TLSHosts []string
+	// TLSValidity defaults to DefaultTLSValidity.
+	TLSValidity time.Duration
+	// ServerDir is Dir as the nats-server sees it, for the file paths in
+	// tls.conf (e.g. "/etc/nats/auth" in a container). Defaults to Dir's
+	// absolute path.
+	ServerDir string
+	// Force overwrites existing files; otherwise Init refuses to.
+	Force bool
+}
+
+// Result describes what Init wrote.
+type Result struct {
+	Dir   string
+	Users []User
+	// Seeds maps a user name to its seed file (for --nkey).
+	Seeds map[string]string
+	// Files lists every file written, in order.
+	Files []string
+	// TLS is true when certificates were written.
+	TLS bool
+}
+
+// SeedFile is the seed file name of user.
+func SeedFile(user string) string { return user + ".nk" }
+
+// AgentUser is the user name of pool's agents.
+func AgentUser(pool string) string { return "agent-" + pool }
+
+// Init generates an nkey per role (one agent user per pool), writes each
+// seed to <user>.nk (mode 0600), the accounts include auth.conf, tls.conf,
+// and with TLS a CA and a server certificate. It writes nothing if any
+// target exists and Force is false.
+func Init(o Options) (*Result, error) {
+	if o.Dir == "" {
+		return nil, errors.New("auth: init: no directory given")
+	}
+	names, err := messages.NewNames(o.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("auth: init: %w", err)
+	}
+	pools := o.Pools
+	if len(pools) == 0 {
+		pools = []string{messages.DefaultPool}
+	}
+	for _, p := range pools {
+		if err := messages.ValidToken(p); err != nil {
+			return nil, fmt.Errorf("auth: init: pool %q: %w", p, err)
+		}
+	}
+	slices.Sort(pools)
+	pools = slices.Compact(pools)
+
+	type spec struct {
+		name string
+		role Role
+		pool string
+	}
+	specs := []spec{{"coordinator", RoleCoordinator, ""}}
+	for _, p := range pools {
+		specs = append(specs, spec{AgentUser(p), RoleAgent, p})
+	}
+	specs = append(specs, spec{"submitter", RoleSubmitter, ""}, spec{"operator", RoleOperator, ""})
+
+	files := map[string][]byte{}
+	var order []string
+	add := func(name string, data []byte) {
+		files[name] = data
+		order = append(order, name)
+	}
+	res := &Result{Dir: o.Dir, Seeds: map[string]string{}, TLS: o.TLS}
+	for _, s := range specs {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			return nil, fmt.Errorf("auth: init: nkey: %w", err)
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("auth: init: nkey: %w", err)
+		}
+		seed, err := kp.Seed()
+		if err != nil {
+			return nil, fmt.Errorf("auth: init: nkey: %w", err)
+		}
+		perms, err := RolePermissions(s.role, names, s.pool)
+		if err != nil {
+			return nil, err
+		}
+		res.Users = append(res.Users, User{Name: s.name, Role: s.role, Pool: s.pool, NKey: pub, Permissions: perms})
+		add(SeedFile(s.name), append(seed, '\n'))
+		res.Seeds[s.name] = filepath.Join(o.Dir, SeedFile(s.name))
+	}
+	var accounts bytes.Buffer
+	if err := WriteAccounts(&accounts, o.Account, res.Users); err != nil {
+		return nil, err
+	}
+	add(AccountsFile, accounts.Bytes())
+
+	var tlsConf bytes.Buffer
+	if o.TLS {
+		hosts := o.TLSHosts
+		if len(hosts) == 0 {
+			hosts = DefaultTLSHosts
+		}
+		t, err := GenerateTLS(hosts, o.TLSValidity)
+		if err != nil {
+			return nil, err
+		}
+		add(CAFile, t.CA)
+		add(ServerCertFile, t.ServerCert)
+		add(ServerKeyFile, t.ServerKey)
+		serverDir := o.ServerDir
+		if serverDir == "" {
+			if serverDir, err = filepath.Abs(o.Dir); err != nil {
+				return nil, fmt.Errorf("auth: init: %w", err)
+			}
+		}
+		err = WriteTLS(&tlsConf, filepath.ToSlash(filepath.Join(serverDir, ServerCertFile)), filepath.ToSlash(filepath.Join(serverDir, ServerKeyFile)))
+		if err != nil {
+			return nil, err
+		}
+	} else if err := WriteTLS(&tlsConf, "", ""); err != nil {
+		return nil, err
+	}
+	add(TLSConfFile, tlsConf.Bytes())
+
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("auth: init: %w", err)
+	}
+	if !o.Force {
+		var exist []string
+		for _, name := range order {
+			if _, err := os.Stat(filepath.Join(o.Dir, name)); err == nil {
+				exist = append(exist, name)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("auth: init: %w", err)
+			}
+		}
+		if len(exist) > 0 {
+			return nil, fmt.Errorf("%w: %s in %s (use --force to replace them)", ErrExists, exist, o.Dir)
+		}
+	}
+	for _, name := range order {
+		mode := fs.FileMode(0o644)
+		if filepath.Ext(name) == ".nk" || name == ServerKeyFile {
+			mode = 0o600
+		}
+		path := filepath.Join(o.Dir, name)
+		if err := writeFile(path, files[name], mode); err != nil {
+			return nil, fmt.Errorf("auth: init: %w", err)
+		}
+		res.Files = append(res.Files, path)
+	}
+	return res, nil
+}
+
+// writeFile writes data to path with mode, also when path exists with
+// another mode.
+func writeFile(path string, data []byte, mode fs.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

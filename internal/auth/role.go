@@ -1,0 +1,259 @@
+package auth
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Role is one of the four kinds of NATS user a fleet has.
+type Role string
+
+// The roles. Each gets the subjects its job needs and nothing else.
+const (
+	// RoleCoordinator owns the fleet's streams, buckets and consumers,
+	// serves the API (micro service "jetfleet") and publishes work.
+	RoleCoordinator Role = "coordinator"
+	// RoleAgent consumes the work of one pool through its existing consumer,
+	// acks it, publishes results, dead letters and events, reads and updates
+	// retry budgets and item state, and reads job specs.
+	RoleAgent Role = "agent"
+	// RoleSubmitter submits jobs (API and durable intake), uploads their
+	// inputs, and reads job status.
+	RoleSubmitter Role = "submitter"
+	// RoleOperator inspects, replays and purges dead letters, reads and
+	// cancels jobs, and reads the fleet's streams and consumers.
+	RoleOperator Role = "operator"
+)
+
+// Roles lists every role.
+func Roles() []Role { return []Role{RoleCoordinator, RoleAgent, RoleSubmitter, RoleOperator} }
+
+// ParseRole returns the role named s.
+func ParseRole(s string) (Role, error) {
+	for _, r := range Roles() {
+		if string(r) == s {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %q (want coordinator, agent, submitter or operator)", ErrUnknownRole, s)
+}
+
+// SubjectPermission is an allow and a deny list of subjects (wildcards
+// allowed). An empty Allow list allows nothing once the other direction has
+// a list; Permissions always sets both.
+type SubjectPermission struct {
+	Allow []string
+	Deny  []string
+}
+
+// Permissions is a NATS user's authorization, as written in the server's
+// configuration.
+type Permissions struct {
+	Publish   SubjectPermission
+	Subscribe SubjectPermission
+	// AllowResponses lets the user publish one reply to the reply subject
+	// of each request it received (the coordinator's API replies) without
+	// a publish grant on _INBOX.>.
+	AllowResponses bool
+}
+
+// inboxes is where every client receives replies and pull-consumer
+// messages. Any user may read _INBOX.> in the account; see docs/deploy.md.
+const inboxes = "_INBOX.>"
+
+// js builds JetStream API, ack and flow-control subjects.
+type js struct{}
+
+func (js) api(parts ...string) string { return "$JS.API." + strings.Join(parts, ".") }
+
+// acks grants acknowledgements of stream's consumer (or "*" for any) in
+// both the v1 form $JS.ACK.<stream>.<consumer>... and the v2 form
+// $JS.ACK.<domain>.<account hash>.<stream>.<consumer>... (JETSTREAM.md 15).
+func (js) acks(stream, consumer string) []string {
+	return []string{
+		"$JS.ACK." + stream + "." + consumer + ".>",
+		"$JS.ACK.*.*." + stream + "." + consumer + ".>",
+	}
+}
+
+// flowControl grants the replies to push consumers' flow-control requests
+// (KV watches are push consumers), in both forms.
+func (js) flowControl(stream string) []string {
+	return []string{"$JS.FC." + stream + ".>", "$JS.FC.*.*." + stream + ".>"}
+}
+
+// read grants reading stream: info, and messages by sequence or subject
+// from the leader or, with direct get, any replica.
+func (j js) read(stream string) []string {
+	return []string{
+		j.api("STREAM.INFO", stream),
+		j.api("STREAM.MSG.GET", stream),
+		j.api("DIRECT.GET", stream),
+		j.api("DIRECT.GET", stream) + ".>",
+	}
+}
+
+// kvRead grants what KeyValue.Get needs: the bucket's info and direct gets
+// by key.
+func (j js) kvRead(bucket string) []string {
+	return []string{j.api("STREAM.INFO", kvStream(bucket)), j.api("DIRECT.GET", kvStream(bucket)) + ".>"}
+}
+
+// watch grants KV watches of stream: ordered push consumers created with
+// a filter subject, deleted when the watch stops, and their flow control.
+func (j js) watch(stream string) []string {
+	return append([]string{
+		j.api("CONSUMER.CREATE", stream) + ".>",
+		j.api("CONSUMER.DELETE", stream) + ".>",
+	}, j.flowControl(stream)...)
+}
+
+// browse grants ordered and ephemeral consumers on stream (KV watches,
+// key listings, object reads, stream views).
+func (j js) browse(stream string) []string {
+	return append([]string{
+		j.api("CONSUMER.CREATE", stream),
+		j.api("CONSUMER.INFO", stream) + ".>",
+		j.api("CONSUMER.MSG.NEXT", stream) + ".>",
+	}, j.watch(stream)...)
+}
+
+// own grants everything the owner of stream does: create and update it,
+// purge it, read and delete messages, and manage its consumers. Deleting
+// the stream is not granted.
+func (j js) own(stream string) []string {
+	s := []string{
+		j.api("STREAM.CREATE", stream),
+		j.api("STREAM.UPDATE", stream),
+		j.api("STREAM.PURGE", stream),
+		j.api("STREAM.MSG.DELETE", stream),
+		j.api("CONSUMER.DURABLE.CREATE", stream) + ".>",
+		j.api("CONSUMER.LIST", stream),
+		j.api("CONSUMER.NAMES", stream),
+	}
+	s = append(s, j.read(stream)...)
+	s = append(s, j.browse(stream)...)
+	return append(s, j.acks(stream, "*")...)
+}
+
+// kvStream and objStream are the streams behind a KV bucket and an object store.
+func kvStream(bucket string) string  { return "KV_" + bucket }
+func objStream(bucket string) string { return "OBJ_" + bucket }
+
+// RolePermissions returns role's permissions for the fleet named by names.
+// pool is the agent's pool (ignored for other roles; "" = the default pool).
+func RolePermissions(role Role, names messages.Names, pool string) (Permissions, error) {
+	if pool == "" {
+		pool = messages.DefaultPool
+	}
+	if err := messages.ValidToken(pool); err != nil {
+		return Permissions{}, fmt.Errorf("auth: pool %q: %w", pool, err)
+	}
+	var j js
+	var p Permissions
+	api := func(endpoints ...string) []string {
+		s := make([]string, len(endpoints))
+		for i, e := range endpoints {
+			s[i] = names.APISubject(e)
+		}
+		return s
+	}
+	switch role {
+	case RoleCoordinator:
+		pub := []string{
+			j.api("INFO"),
+			names.JobsSubmitSubject(), names.WorkFilter(), names.ResultsFilter(), names.DLQFilter(), names.EventsFilter(),
+			"$KV." + names.JobsBucket() + ".>", "$KV." + names.BudgetBucket() + ".>", "$KV." + names.ItemsBucket() + ".>",
+			"$O." + names.InputsBucket() + ".>",
+		}
+		for _, s := range ownedStreams(names) {
+			pub = append(pub, j.own(s)...)
+		}
+		p = Permissions{
+			Publish:        SubjectPermission{Allow: pub},
+			Subscribe:      SubjectPermission{Allow: []string{inboxes, names.Prefix + ".api.>", "$SRV.>"}},
+			AllowResponses: true,
+		}
+	case RoleAgent:
+		work, cons := names.WorkStream(), names.AgentsConsumer(pool)
+		budget := kvStream(names.BudgetBucket())
+		pub := []string{
+			// Bind to the pool's consumer (the coordinator creates it) and pull.
+			j.api("CONSUMER.INFO", work, cons),
+			j.api("CONSUMER.MSG.NEXT", work, cons),
+			names.ResultsFilter(), names.DLQFilter(), names.EventsFilter(),
+			// Item state and budgets: compare-and-set writes and deletes.
+			"$KV." + names.ItemsBucket() + ".>", "$KV." + names.BudgetBucket() + ".>",
+			// Budget reads after a lost compare-and-set go to the leader.
+			j.api("STREAM.MSG.GET", budget),
+		}
+		pub = append(pub, j.acks(work, cons)...)
+		pub = append(pub, j.kvRead(names.ItemsBucket())...)
+		pub = append(pub, j.kvRead(names.JobsBucket())...)
+		pub = append(pub, j.kvRead(names.BudgetBucket())...)
+		// The budget cache watches the bucket.
+		pub = append(pub, j.watch(budget)...)
+		p = Permissions{
+			Publish:   SubjectPermission{Allow: pub},
+			Subscribe: SubjectPermission{Allow: []string{inboxes}},
+		}
+	case RoleSubmitter:
+		inputs := objStream(names.InputsBucket())
+		pub := append(api(messages.EndpointJobsSubmit, messages.EndpointJobsStatus, messages.EndpointJobsList),
+			names.JobsSubmitSubject(),
+			// fleetctl submit uploads local inputs to the object store; a
+			// replaced upload purges the old chunks.
+			"$O."+names.InputsBucket()+".>", j.api("STREAM.PURGE", inputs))
+		pub = append(pub, j.read(inputs)...)
+		p = Permissions{
+			Publish:   SubjectPermission{Allow: pub},
+			Subscribe: SubjectPermission{Allow: []string{inboxes}},
+		}
+	case RoleOperator:
+		dlqStream := names.DLQStream()
+		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel),
+			names.Prefix+".api.dlq.>",
+			"$SRV.>", // nats micro ls/info/stats
+			j.api("INFO"), j.api("STREAM.NAMES"), j.api("STREAM.LIST"),
+			j.api("STREAM.PURGE", dlqStream), j.api("STREAM.MSG.DELETE", dlqStream),
+		)
+		for _, s := range ownedStreams(names) {
+			pub = append(pub, j.api("STREAM.INFO", s), j.api("CONSUMER.INFO", s)+".>",
+				j.api("CONSUMER.LIST", s), j.api("CONSUMER.NAMES", s))
+		}
+		pub = append(pub, j.read(dlqStream)...)
+		pub = append(pub, j.browse(dlqStream)...)
+		pub = append(pub, j.kvRead(names.JobsBucket())...)
+		p = Permissions{
+			Publish:   SubjectPermission{Allow: dedupe(pub)},
+			Subscribe: SubjectPermission{Allow: []string{inboxes}},
+		}
+	default:
+		return Permissions{}, fmt.Errorf("%w: %q", ErrUnknownRole, role)
+	}
+	p.Publish.Allow = dedupe(p.Publish.Allow)
+	return p, nil
+}
+
+// ownedStreams are the streams the coordinator creates (DESIGN §2).
+func ownedStreams(n messages.Names) []string {
+	return []string{
+		n.JobsStream(), n.WorkStream(), n.ResultsStream(), n.DLQStream(), n.EventsStream(), n.AdvisoriesStream(),
+		kvStream(n.JobsBucket()), kvStream(n.BudgetBucket()), kvStream(n.ItemsBucket()),
+		objStream(n.InputsBucket()),
+	}
+}
+
+// dedupe drops repeated subjects, keeping the first occurrence's order.
+func dedupe(s []string) []string {
+	out := make([]string, 0, len(s))
+	for _, x := range s {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,80 @@
+package natsconn_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+)
+
+// A server configured with what `fleetctl auth init --tls` writes: clients
+// get in with --nkey and --tls-ca, not without the CA, and a refused
+// publish reaches OnAsyncError.
+func TestConnectWithNKeyAndTLS(t *testing.T) {
+	dir := t.TempDir()
+	res, err := auth.Init(auth.Options{Dir: dir, TLS: true, TLSHosts: []string{"127.0.0.1", "localhost"}})
+	require.NoError(t, err)
+	conf := filepath.Join(dir, "server.conf")
+	require.NoError(t, os.WriteFile(conf, []byte("include \"auth.conf\"\ninclude \"tls.conf\"\n"), 0o644))
+	parsed, err := server.ProcessConfigFile(conf)
+	require.NoError(t, err)
+	require.NotNil(t, parsed.TLSConfig, "tls.conf turns TLS on")
+
+	ca := filepath.Join(dir, auth.CAFile)
+	seed, err := nats.NkeyOptionFromSeed(res.Seeds["coordinator"])
+	require.NoError(t, err)
+	srv := fleettest.RunServer(t,
+		fleettest.WithConfig(func(o *server.Options) {
+			o.Accounts, o.Nkeys = parsed.Accounts, parsed.Nkeys
+			o.TLS, o.TLSConfig, o.TLSTimeout = parsed.TLS, parsed.TLSConfig, parsed.TLSTimeout
+		}),
+		fleettest.WithAccount(auth.DefaultAccount),
+		fleettest.WithConnectOptions(seed, nats.RootCAs(ca)),
+	)
+
+	// Flags and environment, as every binary registers them.
+	var o natsconn.Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	env := map[string]string{"NATS_URL": srv.URL(), "NATS_NKEY": res.Seeds["submitter"], "NATS_TLS_CA": ca}
+	o.Register(fs, func(k string) string { return env[k] })
+	require.NoError(t, fs.Parse(nil))
+	refused := make(chan error, 1)
+	o.OnAsyncError = func(err error) {
+		if natsconn.IsPermissionViolation(err) {
+			select {
+			case refused <- err:
+			default:
+			}
+		}
+	}
+	nc, err := o.Connect("")
+	require.NoError(t, err)
+	defer nc.Close()
+	_, err = nc.TLSConnectionState()
+	require.NoError(t, err, "the connection is TLS")
+	require.NoError(t, nc.Publish("fleet.work.default.x", nil))
+	select {
+	case err := <-refused:
+		require.Contains(t, err.Error(), `"fleet.work.default.x"`)
+	case <-time.After(3 * time.Second):
+		t.Fatal("no permissions violation reported")
+	}
+
+	// Without the CA, the server's certificate is not trusted.
+	noCA := natsconn.Options{URL: srv.URL(), NKey: res.Seeds["submitter"]}
+	_, err = noCA.Connect("")
+	require.Error(t, err)
+	// Without an nkey, no entry.
+	noKey := natsconn.Options{URL: srv.URL(), TLSCA: ca}
+	_, err = noKey.Connect("")
+	require.ErrorIs(t, err, nats.ErrAuthorization)
+}
