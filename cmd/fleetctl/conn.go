@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,10 +19,11 @@ type connFlags struct {
 	natsconn.Options
 	prefix  string
 	timeout time.Duration
+	env     *cliEnv
 }
 
 func addConnFlags(fs *flag.FlagSet, env *cliEnv) *connFlags {
-	c := &connFlags{}
+	c := &connFlags{env: env}
 	c.Register(fs, env.getenv)
 	prefix := env.getenv("FLEET_PREFIX")
 	if prefix == "" {
@@ -32,15 +35,42 @@ func addConnFlags(fs *flag.FlagSet, env *cliEnv) *connFlags {
 }
 
 // client connects to the configured server and returns an API client.
+// A request the user's permissions refuse does not hang until the timeout:
+// the server's verdict (which arrives asynchronously) is printed and the
+// connection closed, so the pending call fails at once.
 func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
 	c.Name = "fleetctl"
 	if c.URL == "" {
 		c.URL = nats.DefaultURL
 	}
+	var (
+		mu     sync.Mutex
+		conn   *nats.Conn
+		denied bool
+	)
+	c.OnAsyncError = func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !natsconn.IsPermissionViolation(err) {
+			errorf(c.env, "nats: %v", err)
+			return
+		}
+		if denied {
+			return
+		}
+		denied = true
+		errorf(c.env, "permission denied: %s (these credentials' role may not do this; see docs/deploy.md)", permissionText(err))
+		if conn != nil {
+			conn.Close() // fails the pending request now
+		}
+	}
 	nc, err := c.Connect("")
 	if err != nil {
 		return nil, nil, err
 	}
+	mu.Lock()
+	conn = nc
+	mu.Unlock()
 	cl, err := coordinator.NewClient(nc, c.prefix)
 	if err != nil {
 		nc.Close()
@@ -61,4 +91,14 @@ func isTerminal(w any) bool {
 
 func errorf(env *cliEnv, format string, args ...any) {
 	fmt.Fprintf(env.stderr, "fleetctl: "+format+"\n", args...)
+}
+
+// permissionText is the server's words in a permissions violation, e.g.
+// `Permissions Violation for Publish to "fleet.api.jobs.submit"`.
+func permissionText(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, "Permissions Violation"); i >= 0 {
+		return s[i:]
+	}
+	return s
 }

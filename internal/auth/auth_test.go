@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/auth/authtest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
@@ -34,33 +34,9 @@ type secured struct {
 	refused chan error
 }
 
-// loadServerConfig parses a nats-server configuration that includes the
-// generated files, as nats-server -c would.
-func loadServerConfig(t *testing.T, dir string) *server.Options {
-	t.Helper()
-	conf := filepath.Join(dir, "server.conf")
-	require.NoError(t, os.WriteFile(conf, []byte("include \"auth.conf\"\ninclude \"tls.conf\"\n"), 0o644))
-	opts, err := server.ProcessConfigFile(conf)
-	require.NoError(t, err)
-	return opts
-}
-
 func runSecured(t *testing.T, o auth.Options) *secured {
 	t.Helper()
-	o.Dir = t.TempDir()
-	res, err := auth.Init(o)
-	require.NoError(t, err)
-	parsed := loadServerConfig(t, o.Dir)
-	seed, err := nats.NkeyOptionFromSeed(res.Seeds["coordinator"])
-	require.NoError(t, err)
-	srv := fleettest.RunServer(t,
-		fleettest.WithConfig(func(so *server.Options) {
-			so.Accounts, so.Nkeys, so.Users = parsed.Accounts, parsed.Nkeys, parsed.Users
-		}),
-		fleettest.WithAccount(auth.DefaultAccount),
-		// fleettest's own connection (readiness checks) is a coordinator's.
-		fleettest.WithConnectOptions(seed),
-	)
+	srv, res := authtest.RunServer(t, o)
 	return &secured{srv: srv, res: res, names: messages.MustNames(o.Prefix), refused: make(chan error, 1024)}
 }
 

@@ -2,44 +2,26 @@ package natsconn_test
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/auth/authtest"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 )
 
 // A server configured with what `fleetctl auth init --tls` writes: clients
 // get in with --nkey and --tls-ca, not without the CA, and a refused
 // publish reaches OnAsyncError.
 func TestConnectWithNKeyAndTLS(t *testing.T) {
-	dir := t.TempDir()
-	res, err := auth.Init(auth.Options{Dir: dir, TLS: true, TLSHosts: []string{"127.0.0.1", "localhost"}})
-	require.NoError(t, err)
-	conf := filepath.Join(dir, "server.conf")
-	require.NoError(t, os.WriteFile(conf, []byte("include \"auth.conf\"\ninclude \"tls.conf\"\n"), 0o644))
-	parsed, err := server.ProcessConfigFile(conf)
-	require.NoError(t, err)
-	require.NotNil(t, parsed.TLSConfig, "tls.conf turns TLS on")
-
-	ca := filepath.Join(dir, auth.CAFile)
-	seed, err := nats.NkeyOptionFromSeed(res.Seeds["coordinator"])
-	require.NoError(t, err)
-	srv := fleettest.RunServer(t,
-		fleettest.WithConfig(func(o *server.Options) {
-			o.Accounts, o.Nkeys = parsed.Accounts, parsed.Nkeys
-			o.TLS, o.TLSConfig, o.TLSTimeout = parsed.TLS, parsed.TLSConfig, parsed.TLSTimeout
-		}),
-		fleettest.WithAccount(auth.DefaultAccount),
-		fleettest.WithConnectOptions(seed, nats.RootCAs(ca)),
-	)
+	srv, res := authtest.RunServer(t, auth.Options{TLS: true, TLSHosts: []string{"127.0.0.1", "localhost"}})
+	ca := filepath.Join(res.Dir, auth.CAFile)
+	_, err := srv.Conn().TLSConnectionState()
+	require.NoError(t, err, "tls.conf turns TLS on")
 
 	// Flags and environment, as every binary registers them.
 	var o natsconn.Options

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+func init() {
+	register(command{name: "auth", summary: "auth init DIR: nkeys, permissions and TLS for a secured cluster; auth permissions ROLE", run: runAuth})
+}
+
+func runAuth(_ context.Context, env *cliEnv, args []string) int {
+	usage := func() {
+		fmt.Fprintln(env.stderr, "usage: fleetctl auth init DIR [--pools default,gpu] [--tls] [--tls-hosts h1,h2] [--server-dir PATH] [--prefix fleet] [--force]")
+		fmt.Fprintln(env.stderr, "       fleetctl auth permissions ROLE [--pool P] [--prefix fleet] [--json]")
+		fmt.Fprintln(env.stderr, "\nROLE is coordinator, agent, submitter or operator; see docs/deploy.md.")
+	}
+	if len(args) == 0 {
+		usage()
+		return exitUsage
+	}
+	switch args[0] {
+	case "init":
+		return runAuthInit(env, args[1:])
+	case "permissions":
+		return runAuthPermissions(env, args[1:])
+	case "-h", "--help", "help":
+		usage()
+		return exitOK
+	}
+	errorf(env, "auth: unknown subcommand %q", args[0])
+	usage()
+	return exitUsage
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func runAuthInit(env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "auth init", "auth init DIR [flags]")
+	pools := fs.String("pools", messages.DefaultPool, "comma-separated agent pools; each gets its own agent user")
+	prefix := fs.String("prefix", envOr(env, "FLEET_PREFIX", messages.DefaultPrefix), "subject and resource prefix of the fleet (env FLEET_PREFIX)")
+	account := fs.String("account", auth.DefaultAccount, "NATS account of the fleet's users")
+	withTLS := fs.Bool("tls", false, "also write a CA and a server certificate, and turn TLS on in tls.conf")
+	hosts := fs.String("tls-hosts", strings.Join(auth.DefaultTLSHosts, ","), "comma-separated DNS names and IPs the server certificate covers")
+	serverDir := fs.String("server-dir", "", "DIR as the nats-server sees it, for the paths in tls.conf (default: DIR's absolute path)")
+	force := fs.Bool("force", false, "replace existing files (new keys: every user needs its new seed)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	dir := fs.Arg(0)
+	res, err := auth.Init(auth.Options{
+		Dir: dir, Prefix: *prefix, Pools: splitList(*pools), Account: *account,
+		TLS: *withTLS, TLSHosts: splitList(*hosts), ServerDir: *serverDir, Force: *force,
+	})
+	if err != nil {
+		errorf(env, "%v", err)
+		if errors.Is(err, auth.ErrExists) {
+			return exitFailed
+		}
+		return exitUsage
+	}
+	w := env.stdout
+	fmt.Fprintf(w, "wrote %d files to %s:\n", len(res.Files), dir)
+	for _, u := range res.Users {
+		what := "role " + string(u.Role)
+		if u.Role == auth.RoleAgent {
+			what += ", pool " + u.Pool
+		}
+		fmt.Fprintf(w, "  %-18s nkey seed of user %s (%s)\n", auth.SeedFile(u.Name), u.Name, what)
+	}
+	fmt.Fprintf(w, "  %-18s nats-server include: account %s, JetStream on, %d users and their permissions\n", auth.AccountsFile, *account, len(res.Users))
+	if res.TLS {
+		fmt.Fprintf(w, "  %-18s CA certificate clients verify the server with (--tls-ca)\n", auth.CAFile)
+		fmt.Fprintf(w, "  %-18s server certificate for %s, and its key\n", auth.ServerCertFile, *hosts)
+		fmt.Fprintf(w, "  %-18s nats-server include that turns TLS on\n", auth.TLSConfFile)
+	} else {
+		fmt.Fprintf(w, "  %-18s nats-server include (TLS off; --tls turns it on)\n", auth.TLSConfFile)
+	}
+	tlsFlag := ""
+	if res.TLS {
+		tlsFlag = " --tls-ca " + filepath.Join(dir, auth.CAFile)
+	}
+	nk := func(user string) string { return filepath.Join(dir, auth.SeedFile(user)) }
+	fmt.Fprintln(w, "\nnext:")
+	fmt.Fprintf(w, "  in nats-server.conf:  include %q and include %q\n", auth.AccountsFile, auth.TLSConfFile)
+	pl := splitList(*pools)
+	fmt.Fprintf(w, "  coordinator --server URL --nkey %s%s --pools %s\n", nk("coordinator"), tlsFlag, strings.Join(pl, ","))
+	for _, p := range pl {
+		fmt.Fprintf(w, "  agent --server URL --nkey %s%s --pool %s\n", nk(auth.AgentUser(p)), tlsFlag, p)
+	}
+	fmt.Fprintf(w, "  fleetctl submit job.yaml --server URL --nkey %s%s\n", nk("submitter"), tlsFlag)
+	fmt.Fprintf(w, "  fleetctl dlq list --server URL --nkey %s%s\n", nk("operator"), tlsFlag)
+	fmt.Fprintln(w, "Keep the *.nk files secret: each is a user's private key.")
+	return exitOK
+}
+
+func runAuthPermissions(env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "auth permissions", "auth permissions ROLE [--pool P] [--prefix fleet] [--json]")
+	pool := fs.String("pool", messages.DefaultPool, "the agent's pool")
+	prefix := fs.String("prefix", envOr(env, "FLEET_PREFIX", messages.DefaultPrefix), "subject and resource prefix of the fleet (env FLEET_PREFIX)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	role, err := auth.ParseRole(fs.Arg(0))
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitUsage
+	}
+	names, err := messages.NewNames(*prefix)
+	if err != nil {
+		errorf(env, "--prefix: %v", err)
+		return exitUsage
+	}
+	p, err := auth.RolePermissions(role, names, *pool)
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitUsage
+	}
+	if *asJSON {
+		writeJSON(env.stdout, map[string]any{
+			"role":            role,
+			"publish":         map[string][]string{"allow": p.Publish.Allow, "deny": p.Publish.Deny},
+			"subscribe":       map[string][]string{"allow": p.Subscribe.Allow, "deny": p.Subscribe.Deny},
+			"allow_responses": p.AllowResponses,
+		})
+		return exitOK
+	}
+	w := env.stdout
+	fmt.Fprintf(w, "role %s may publish to:\n", role)
+	for _, s := range p.Publish.Allow {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+	if p.AllowResponses {
+		fmt.Fprintln(w, "  (and reply once to each request it receives)")
+	}
+	fmt.Fprintln(w, "and subscribe to:")
+	for _, s := range p.Subscribe.Allow {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+	fmt.Fprintln(w, "Everything else is refused.")
+	return exitOK
+}
+
+func envOr(env *cliEnv, key, def string) string {
+	if v := env.getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,70 @@
+// Package authtest starts embedded servers secured with the files
+// `fleetctl auth init` writes, for tests.
+package authtest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+)
+
+// LoadConfig parses a nats-server configuration that includes the files
+// auth.Init wrote to dir (auth.conf and tls.conf), as `nats-server -c`
+// would.
+func LoadConfig(t testing.TB, dir string) *server.Options {
+	t.Helper()
+	confDir := t.TempDir()
+	conf := filepath.Join(confDir, "server.conf")
+	// Includes are relative to the including file.
+	rel, err := filepath.Rel(confDir, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "include \"" + filepath.Join(rel, auth.AccountsFile) + "\"\ninclude \"" + filepath.Join(rel, auth.TLSConfFile) + "\"\n"
+	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("authtest: %v", err)
+	}
+	return opts
+}
+
+// RunServer writes o's files to a temporary directory (o.Dir is ignored)
+// and starts an embedded server with them. fleettest's own connection is
+// the coordinator's (it has $JS.API.INFO), plus the CA when TLS is on.
+func RunServer(t testing.TB, o auth.Options, opts ...fleettest.Option) (*fleettest.Server, *auth.Result) {
+	t.Helper()
+	o.Dir = t.TempDir()
+	res, err := auth.Init(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed := LoadConfig(t, o.Dir)
+	seed, err := nats.NkeyOptionFromSeed(res.Seeds["coordinator"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := []nats.Option{seed}
+	if res.TLS {
+		conn = append(conn, nats.RootCAs(filepath.Join(o.Dir, auth.CAFile)))
+	}
+	srv := fleettest.RunServer(t, append([]fleettest.Option{
+		fleettest.WithConfig(func(so *server.Options) {
+			so.Accounts, so.Nkeys, so.Users = parsed.Accounts, parsed.Nkeys, parsed.Users
+			if parsed.TLSConfig != nil {
+				so.TLS, so.TLSConfig, so.TLSTimeout = parsed.TLS, parsed.TLSConfig, parsed.TLSTimeout
+			}
+		}),
+		fleettest.WithAccount(auth.DefaultAccount),
+		fleettest.WithConnectOptions(conn...),
+	}, opts...)...)
+	return srv, res
+}
