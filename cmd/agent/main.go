@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -55,6 +56,18 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	reg := obs.Registry()
 	cfg.Registerer = reg
 	conn.Name = "jetfleet-agent"
+	conn.OnAsyncError = func(err error) {
+		switch {
+		case natsconn.IsPermissionViolation(err) && strings.Contains(err.Error(), "CONSUMER.CREATE."+strings.ToUpper(cfg.Prefix)+"_WORK"):
+			// Least privilege: agents bind to their pool's consumer but may
+			// not create it (provision.WaitPool tries, then waits).
+			log.Warn().Str("pool", cfg.Pool).Msg("waiting for the coordinator to create this pool's work consumer (run it with --pools " + cfg.Pool + ", or submit a job for the pool)")
+		case natsconn.IsPermissionViolation(err):
+			log.Error().Err(err).Msg("NATS refused an operation: the agent's user lacks a permission (fleetctl auth permissions agent --pool " + cfg.Pool + ")")
+		default:
+			log.Warn().Err(err).Msg("NATS error")
+		}
+	}
 	url := conn.URL
 	if url == "" {
 		url = "nats://127.0.0.1:4222"

@@ -17,14 +17,21 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
+	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 func main() {
@@ -55,6 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	cfg.Budget = bs // flags below override the environment
 	budget.RegisterFlags(fs, &cfg.Budget)
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
+	pools := fs.String("pools", getenv("FLEET_POOLS"), "comma-separated pools whose work consumers are created at start, so agents that may only bind to theirs (least privilege) find them (env FLEET_POOLS)")
 	listen := fs.String("listen", "127.0.0.1:4222", "embedded server address when no --server is given")
 	dataDir := fs.String("data-dir", "jetfleet-data", "embedded server's JetStream directory")
 	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
@@ -87,6 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		log.Info().Str("url", url).Str("data_dir", *dataDir).Msg("embedded JetStream server started")
 	}
 	conn.Name = "jetfleet-coordinator"
+	conn.OnAsyncError = logAsyncError(log)
 	nc, err := conn.Connect(url)
 	if err != nil {
 		return err
@@ -99,10 +108,57 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Run(ctx); err != nil {
+	runErr := make(chan error, 1)
+	go func() { runErr <- c.Run(ctx) }()
+	select {
+	case <-c.Ready():
+		if err := ensurePools(ctx, nc, cfg, *pools); err != nil {
+			log.Error().Err(err).Msg("cannot create the pools' work consumers; agents wait until a job for their pool arrives")
+		}
+	case err := <-runErr:
+		return err
+	}
+	if err := <-runErr; err != nil {
 		return err
 	}
 	return nc.Drain()
+}
+
+// ensurePools creates the work consumer of each pool in the comma-separated
+// list, as accepting a job for the pool would.
+func ensurePools(ctx context.Context, nc *nats.Conn, cfg coordinator.Config, list string) error {
+	names, err := messages.NewNames(cfg.Prefix)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if err := messages.ValidToken(p); err != nil {
+			return fmt.Errorf("--pools: %q: %w", p, err)
+		}
+		if _, err := provision.EnsurePool(ctx, js, names, p, cfg.Provision); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// logAsyncError logs what the server reports asynchronously; a permissions
+// violation means this user's role lacks a grant the coordinator needs.
+func logAsyncError(log zerolog.Logger) func(error) {
+	return func(err error) {
+		if natsconn.IsPermissionViolation(err) {
+			log.Error().Err(err).Msg("NATS refused an operation: the coordinator's user lacks a permission (fleetctl auth permissions coordinator)")
+			return
+		}
+		log.Warn().Err(err).Msg("NATS error")
+	}
 }
 
 func splitHostPort(s string) (string, int, error) {
