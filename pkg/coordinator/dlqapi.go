@@ -46,6 +46,9 @@ type dlqService struct {
 	mu      sync.Mutex
 	replays map[string]*replayRun
 	order   []string // oldest first
+
+	holdMu sync.Mutex
+	holds  map[string]int // jobs being replayed (replay.go)
 }
 
 // replayRun is one replay running (or run) on this coordinator.
@@ -72,7 +75,7 @@ func newDLQService(c *Coordinator) *dlqService {
 	if pageBytes < 64<<10 {
 		pageBytes = 64 << 10
 	}
-	s := &dlqService{c: c, replays: map[string]*replayRun{}}
+	s := &dlqService{c: c, replays: map[string]*replayRun{}, holds: map[string]int{}}
 	s.insp = dlq.NewInspector(c.js, c.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(c.cfg.Clock.Now))
 	s.rep = dlq.NewReplayer(c.js, c.names, s.insp, dlq.WithReopen(c.reopenForReplay), dlq.WithLogger(c.log))
 	s.metrics = dlq.NewMetrics(c.cfg.Registerer)
@@ -337,6 +340,11 @@ func (s *dlqService) start(ctx context.Context, req messages.DLQReplayRequest) (
 	c.log.Info().Str("replay_id", run.id).Str("job_id", req.JobID).Int64("matched", plan.Matched).Float64("rate", req.Rate).Msg("DLQ replay started")
 	c.event(replayEventsJob(req.DLQFilter), messages.EventReplay, "DLQReplayStarted", run.snapshot())
 
+	jobs := make([]string, 0, len(plan.ByJob))
+	for j := range plan.ByJob {
+		jobs = append(jobs, j)
+	}
+	s.holdJobs(jobs)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -344,6 +352,7 @@ func (s *dlqService) start(ctx context.Context, req messages.DLQReplayRequest) (
 			Filter: req.DLQFilter, UpTo: plan.Bound, ResetAttempts: req.ResetAttempts, Limiter: limiter,
 			OnProgress: func(p dlq.Progress) { s.progress(run, p) },
 		})
+		s.releaseJobs(jobs)
 		s.finish(run, prog, err)
 	}()
 	return run, nil

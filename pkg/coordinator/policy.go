@@ -29,6 +29,9 @@ func (r *jobRunner) checkLocked(res *messages.Result) {
 		}
 	}
 	if st.Done() >= st.Items {
+		if r.c.replayHolding(r.id) {
+			return // a DLQ replay of the job is under way; it ends after it (replay.go)
+		}
 		state, reason := r.completionStateLocked(), messages.CompletionAllCompleted
 		if reopenedJob {
 			reason = st.MapReason
