@@ -334,10 +334,18 @@ func TestFullDLQBacksOffAndLosesNothing(t *testing.T) {
 		return nil
 	})
 	require.EqualValues(t, 3, dlqState(t, srv).Msgs)
-	st, err := cl.Status(context.Background(), id)
-	require.NoError(t, err)
+	var st *messages.JobStatus
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		var err error
+		if st, err = cl.Status(context.Background(), id); err != nil {
+			return err
+		}
+		if st.DeadLettered != 3 {
+			return fmt.Errorf("%d dead-lettered so far", st.DeadLettered)
+		}
+		return nil
+	})
 	require.Equal(t, messages.StateRunning, st.State, "the refused items are kept, not lost")
-	require.EqualValues(t, 3, st.DeadLettered)
 
 	// The monitor saw the DLQ at its limit: one warning event, the gauges.
 	fleettest.WaitFor(t, 10*time.Second, func() error {
