@@ -1,0 +1,5 @@
+# fleetctl, a static binary (scripts/images.sh) in an empty image.
+FROM scratch
+COPY fleetctl /fleetctl
+COPY tmp/ /tmp/
+ENTRYPOINT ["/fleetctl"]
