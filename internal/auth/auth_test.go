@@ -124,7 +124,7 @@ func TestPermissionsOfAgentNameOnlyItsPool(t *testing.T) {
 	require.NotContains(t, all, "CONSUMER.CREATE.FLEET_WORK")
 	require.NotContains(t, all, "fleet.api.")
 	require.NotContains(t, all, "fleet.work.")
-	require.Equal(t, []string{"_INBOX.>"}, p.Subscribe.Allow)
+	require.Equal(t, []string{"_INBOX.>", "fleet.events.*.map_ended"}, p.Subscribe.Allow)
 
 	_, err = auth.RolePermissions("root", messages.MustNames("fleet"), "")
 	require.ErrorIs(t, err, auth.ErrUnknownRole)
@@ -212,9 +212,11 @@ func TestRolesRunAJob(t *testing.T) {
 	must(err, "submitter lists")
 
 	// A durable submission (nats pub fleet.jobs.submit) whose retry budget
-	// runs out, so agents also publish events.
+	// runs out, so agents also publish events, and whose circuit breaker
+	// agents share through KV.
 	_, err = sjs.Publish(ctx, s.names.JobsSubmitSubject(), []byte(`{
 		"id": "durable", "items": [`+items(10)+`], "retry_budget": 1,
+		"error_policy": {"circuit_breaker": {"failure_threshold": 1000, "success_threshold": 1, "timeout": "1s", "half_open_requests": 1}},
 		"agent_template": [{"handler": "flaky", "with": {"fail_attempts": 1},
 			"retry_config": {"attempts": 3, "backoff": "fixed", "initial_delay": "10ms"}}]
 	}`), jetstream.WithMsgID("durable"))

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -166,8 +167,10 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		pub := []string{
 			j.api("INFO"),
 			names.JobsSubmitSubject(), names.WorkFilter(), names.ResultsFilter(), names.DLQFilter(), names.EventsFilter(),
-			"$KV." + names.JobsBucket() + ".>", "$KV." + names.BudgetBucket() + ".>", "$KV." + names.ItemsBucket() + ".>",
 			"$O." + names.InputsBucket() + ".>",
+		}
+		for _, b := range ownedBuckets(names) {
+			pub = append(pub, "$KV."+b+".>")
 		}
 		for _, s := range ownedStreams(names) {
 			pub = append(pub, j.own(s)...)
@@ -179,26 +182,29 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		}
 	case RoleAgent:
 		work, cons := names.WorkStream(), names.AgentsConsumer(pool)
-		budget := kvStream(names.BudgetBucket())
 		pub := []string{
 			// Bind to the pool's consumer (the coordinator creates it) and pull.
 			j.api("CONSUMER.INFO", work, cons),
 			j.api("CONSUMER.MSG.NEXT", work, cons),
 			names.ResultsFilter(), names.DLQFilter(), names.EventsFilter(),
-			// Item state and budgets: compare-and-set writes and deletes.
-			"$KV." + names.ItemsBucket() + ".>", "$KV." + names.BudgetBucket() + ".>",
-			// Budget reads after a lost compare-and-set go to the leader.
-			j.api("STREAM.MSG.GET", budget),
+			// Item state: compare-and-set writes and deletes.
+			"$KV." + names.ItemsBucket() + ".>",
 		}
 		pub = append(pub, j.acks(work, cons)...)
 		pub = append(pub, j.kvRead(names.ItemsBucket())...)
-		pub = append(pub, j.kvRead(names.JobsBucket())...)
-		pub = append(pub, j.kvRead(names.BudgetBucket())...)
-		// The budget cache watches the bucket.
-		pub = append(pub, j.watch(budget)...)
+		pub = append(pub, j.kvRead(names.JobsBucket())...) // job specs, read only
+		// Retry budgets and circuit breakers are shared by the fleet:
+		// compare-and-set writes, leader reads after a lost race, and a
+		// watch that keeps each agent's cache current.
+		for _, b := range []string{names.BudgetBucket(), names.BreakerBucket()} {
+			pub = append(pub, "$KV."+b+".>", j.api("STREAM.MSG.GET", kvStream(b)))
+			pub = append(pub, j.kvRead(b)...)
+			pub = append(pub, j.watch(kvStream(b))...)
+		}
 		p = Permissions{
-			Publish:   SubjectPermission{Allow: pub},
-			Subscribe: SubjectPermission{Allow: []string{inboxes}},
+			Publish: SubjectPermission{Allow: pub},
+			// Agents drop a job's queued items when its map phase ends.
+			Subscribe: SubjectPermission{Allow: []string{inboxes, names.EventSubject("*", messages.EventMapEnded)}},
 		}
 	case RoleSubmitter:
 		inputs := objStream(names.InputsBucket())
@@ -238,13 +244,26 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 	return p, nil
 }
 
-// ownedStreams are the streams the coordinator creates (DESIGN §2).
+// ownedStreams are the streams the coordinator creates (DESIGN §2), as
+// provision lists them, so that a new stream or bucket is granted with it.
 func ownedStreams(n messages.Names) []string {
-	return []string{
-		n.JobsStream(), n.WorkStream(), n.ResultsStream(), n.DLQStream(), n.EventsStream(), n.AdvisoriesStream(),
-		kvStream(n.JobsBucket()), kvStream(n.BudgetBucket()), kvStream(n.ItemsBucket()),
-		objStream(n.InputsBucket()),
+	var s []string
+	for _, sc := range provision.Streams(n, provision.Config{}) {
+		s = append(s, sc.Name)
 	}
+	for _, kc := range provision.Buckets(n, provision.Config{}) {
+		s = append(s, kvStream(kc.Bucket))
+	}
+	return append(s, objStream(n.InputsBucket()))
+}
+
+// ownedBuckets are the coordinator's KV buckets.
+func ownedBuckets(n messages.Names) []string {
+	var s []string
+	for _, kc := range provision.Buckets(n, provision.Config{}) {
+		s = append(s, kc.Bucket)
+	}
+	return s
 }
 
 // dedupe drops repeated subjects, keeping the first occurrence's order.
