@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Kill-a-node run on the secured docker-compose cluster:
+#
+#   1. build the images (scripts/images.sh: static binaries, FROM scratch)
+#   2. fleetctl auth init: nkeys per role, TLS
+#   3. docker compose up: 3 NATS nodes (R3), a coordinator, 3 agents
+#   4. submit a 2,000-item job: a busybox shell step, then a flaky handler
+#      (retried network errors, ~2% permanent failures)
+#   5. mid-job, kill the JetStream meta leader and one agent (SIGKILL),
+#      let the job go on without them, then start them again
+#   6. wait for the job to end; print its final status; check that every
+#      item succeeded or was dead-lettered exactly once, against the
+#      results, DLQ and work streams (none lost, none counted twice), and
+#      that the restarted node caught up (identical replicas on all nodes)
+#   7. docker compose down -v, on every exit path
+#
+# Usage: scripts/compose-e2e.sh [--keep]   (--keep leaves the cluster up)
+# Env:   E2E_ITEMS (default 2000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+t0=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - t0 ))s"; }
+say() { echo "== [$(elapsed)] $*"; }
+
+keep=false
+[ "${1:-}" = "--keep" ] && keep=true
+items=${E2E_ITEMS:-2000}
+
+if docker compose version >/dev/null 2>&1; then
+  compose_cmd=(docker compose)
+elif command -v docker-compose >/dev/null; then
+  compose_cmd=(docker-compose)
+else
+  echo "compose-e2e: neither 'docker compose' nor 'docker-compose' answers" >&2
+  exit 1
+fi
+
+project="jetfleet-e2e-$(date +%s)-$$"
+work=$(mktemp -d /tmp/jetfleet-e2e.XXXXXX)
+chmod 755 "$work"
+export JETFLEET_TAG=${JETFLEET_TAG:-dev}
+export JETFLEET_DIST=${JETFLEET_DIST:-$root/dist/images}
+export FLEET_AUTH_DIR="$work/auth"
+export FLEET_NATS_PUBLISH="127.0.0.1:" # a free host port: CI may already use 4222
+export FLEET_ACK_WAIT=10s               # a killed agent's items come back after 10s
+compose() { "${compose_cmd[@]}" -p "$project" -f "$root/docker-compose.yml" "$@"; }
+
+status=1
+cleanup() {
+  local rc=$?
+  [ "$status" -eq 0 ] || rc=${rc/#0/1}
+  if [ "$rc" -ne 0 ] && [ -n "${net:-}" ]; then
+    echo "== logs (last lines of each service)"
+    compose logs --no-color --tail 15 2>&1 | tail -120 || true
+  fi
+  if $keep; then
+    echo "== --keep: cluster left up; stop it with: ${compose_cmd[*]} -p $project down -v"
+  else
+    compose down -v --remove-orphans >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+  if [ "$rc" -eq 0 ]; then
+    echo "== compose-e2e: PASS in $(elapsed)"
+  else
+    echo "== compose-e2e: FAIL (exit $rc) after $(elapsed)"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say "compose: ${compose_cmd[*]} ($("${compose_cmd[@]}" version --short 2>/dev/null || "${compose_cmd[@]}" version | head -1)), project $project"
+say "building images"
+bash scripts/images.sh
+CGO_ENABLED=0 go build -trimpath -o "$JETFLEET_DIST/bin/composecheck" ./scripts/composecheck
+say "images built"
+
+"$JETFLEET_DIST/bin/fleetctl" auth init "$FLEET_AUTH_DIR" --tls --server-dir /etc/nats/auth >/dev/null
+chmod -R a+rX "$FLEET_AUTH_DIR" # the containers' users need to read their nkey
+
+job="e2e-$(date +%s)"
+{
+  echo "id: $job"
+  echo "pool: default"
+  echo "retry_budget: \"100%\""
+  echo "agent_template:"
+  echo "  - name: work"
+  echo "    shell: 'sleep 0.5; test -n \"\$ITEM_ID\"'" # busybox sh in the agent image
+  echo "    timeout: 10s"
+  echo "  - name: flaky"
+  echo "    handler: flaky"
+  echo "    with: {fail_rate: 0.25, permanent_rate: 0.02, seed: 42}"
+  echo "    retry_config: {attempts: 6, backoff: exponential, initial_delay: 200ms, max_delay: 2s, jitter: true}"
+  echo "items:"
+  for ((i = 0; i < items; i++)); do printf '  - {id: item-%05d}\n' "$i"; done
+} >"$work/job.yaml"
+
+say "starting 3 NATS nodes, a coordinator and 3 agents"
+if ! compose up -d --scale agent=3 >"$work/up.log" 2>&1; then
+  cat "$work/up.log" >&2
+  exit 1
+fi
+net=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}' "$(compose ps -q coordinator)")
+urls="tls://nats-1:4222,tls://nats-2:4222,tls://nats-3:4222"
+
+# tool NKEY [docker run options...] -- ARGS: fleetctl's image on the compose
+# network, as the user whose seed is /auth/NKEY.nk.
+tool() {
+  local nk=$1; shift
+  local opts=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do opts+=("$1"); shift; done
+  shift
+  docker run --rm --network "$net" \
+    -v "$work:/work:ro" -v "$FLEET_AUTH_DIR:/auth:ro" -v "$JETFLEET_DIST/bin/composecheck:/composecheck:ro" \
+    -e NATS_URL="$urls" -e NATS_TLS_CA=/auth/ca.pem -e NATS_NKEY="/auth/$nk.nk" \
+    "${opts[@]}" "jetfleet/fleetctl:$JETFLEET_TAG" "$@"
+}
+fleetctl() { local nk=$1; shift; tool "$nk" -- "$@"; }
+check() { local nk=$1; shift; tool "$nk" --entrypoint /composecheck -- "$@"; }
+
+say "waiting for the cluster and the coordinator's API"
+ready=false
+for _ in $(seq 90); do
+  if fleetctl operator list --json --timeout 2s >/dev/null 2>&1; then ready=true; break; fi
+  sleep 1
+done
+$ready || { echo "compose-e2e: the coordinator's API did not answer within 90s" >&2; exit 1; }
+say "ready; submitting $job ($items items) as the submitter"
+fleetctl submitter submit /work/job.yaml >/dev/null
+check operator wait "$job" --done $((items * 10 / 100)) --timeout 3m
+
+leader=$(check operator leader http://nats-1:8222 http://nats-2:8222 http://nats-3:8222)
+leader_id=$(compose ps -q "$leader")
+say "killing the JetStream meta leader, $leader (SIGKILL)"
+docker kill "$leader_id" >/dev/null
+node_down=$(date +%s)
+check operator wait "$job" --done $((items * 30 / 100)) --timeout 3m
+say "meta leader now: $(check operator leader http://nats-1:8222 http://nats-2:8222 http://nats-3:8222 || echo none)"
+
+agent_id=$(compose ps -q agent | head -1)
+agent_name=$(docker inspect -f '{{.Name}}' "$agent_id" | tr -d /)
+say "killing agent $agent_name (SIGKILL): its items come back after AckWait ($FLEET_ACK_WAIT)"
+docker kill "$agent_id" >/dev/null
+agent_down=$(date +%s)
+check operator wait "$job" --done $((items * 55 / 100)) --timeout 3m
+
+now=$(date +%s)
+say "starting $leader (down $((now - node_down))s) and $agent_name (down $((now - agent_down))s) again"
+docker start "$leader_id" "$agent_id" >/dev/null
+check operator wait "$job" --timeout 5m
+say "job ended"
+
+fleetctl operator status "$job" --json >"$work/status.json" || true # exit 1: some items were dead-lettered
+echo "== final job status (fleetctl status $job --json):"
+cat "$work/status.json"
+if fleetctl operator dlq stats --job "$job" >"$work/dlq-stats.txt" 2>/dev/null; then
+  echo "== fleetctl dlq stats --job $job:"
+  cat "$work/dlq-stats.txt"
+fi
+say "auditing the streams (coordinator's role: results, DLQ, work)"
+check coordinator verify "$job" --items "$items" --status /work/status.json
+say "checking that $leader caught up: every node holds the same copy of every stream"
+check operator converged --timeout 90s http://nats-1:8222 http://nats-2:8222 http://nats-3:8222
+status=0

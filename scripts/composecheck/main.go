@@ -1,0 +1,459 @@
+// Command composecheck is scripts/compose-e2e.sh's helper inside the compose
+// network: it finds the JetStream meta leader, follows a job, and audits the
+// end state independently of the coordinator's counts.
+//
+//	composecheck leader http://nats-1:8222 http://nats-2:8222 ...
+//	composecheck converged [--timeout 1m] URL...      # every node holds the same copy of every stream
+//	composecheck wait JOB [--done N] [--timeout 5m]   # until N items are done, or the job ends
+//	composecheck verify JOB --items N --status FILE   # the status fleetctl printed vs the streams
+//
+// Connection flags and environment are the binaries' (--server/NATS_URL,
+// --nkey/NATS_NKEY, --tls-ca/NATS_TLS_CA). wait needs a role that reads
+// status (operator, submitter); verify reads the results, DLQ and work
+// streams, which only the coordinator's role may read: run it with the
+// coordinator's nkey, and give it the status `fleetctl status --json`
+// printed.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: composecheck leader|wait|verify ...")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "leader":
+		err = leader(ctx, os.Args[2:])
+	case "converged":
+		err = converged(ctx, os.Args[2:])
+	case "wait":
+		err = wait(ctx, os.Args[2:])
+	case "verify":
+		err = verify(ctx, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "composecheck:", err)
+		os.Exit(1)
+	}
+}
+
+// leader prints the JetStream meta leader's server name, as the nodes'
+// monitoring endpoints (/jsz) report it.
+func leader(ctx context.Context, urls []string) error {
+	client := &http.Client{Timeout: 3 * time.Second}
+	votes := map[string]int{}
+	for _, u := range urls {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(u, "/")+"/jsz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			continue // a node may be down
+		}
+		var jsz struct {
+			Meta *struct {
+				Leader string `json:"leader"`
+			} `json:"meta_cluster"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&jsz)
+		resp.Body.Close()
+		if err == nil && jsz.Meta != nil && jsz.Meta.Leader != "" {
+			votes[jsz.Meta.Leader]++
+		}
+	}
+	best, n := "", 0
+	for l, v := range votes {
+		if v > n {
+			best, n = l, v
+		}
+	}
+	if best == "" {
+		return errors.New("no node reports a meta leader")
+	}
+	fmt.Println(best)
+	return nil
+}
+
+// replica is one node's copy of a stream.
+type replica struct {
+	Msgs    uint64 `json:"messages"`
+	LastSeq uint64 `json:"last_seq"`
+}
+
+// streamsOf returns the state of every stream replica node u holds.
+func streamsOf(ctx context.Context, client *http.Client, u string) (map[string]replica, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(u, "/")+"/jsz?accounts=true&streams=true", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var jsz struct {
+		Accounts []struct {
+			Name    string `json:"name"`
+			Streams []struct {
+				Name  string  `json:"name"`
+				State replica `json:"state"`
+			} `json:"stream_detail"`
+		} `json:"account_details"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
+		return nil, err
+	}
+	out := map[string]replica{}
+	for _, a := range jsz.Accounts {
+		for _, s := range a.Streams {
+			out[a.Name+"/"+s.Name] = s.State
+		}
+	}
+	return out, nil
+}
+
+// converged waits until every node holds every stream with the same
+// messages and last sequence: a restarted node has caught up.
+func converged(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("converged", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", time.Minute, "give up after")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	urls := fs.Args()
+	if len(urls) < 2 {
+		return errors.New("converged: give every node's monitoring URL")
+	}
+	client := &http.Client{Timeout: 3 * time.Second}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	for {
+		var diff string
+		var first map[string]replica
+		for i, u := range urls {
+			got, err := streamsOf(ctx, client, u)
+			if err != nil {
+				diff = fmt.Sprintf("%s: %v", u, err)
+				break
+			}
+			if i == 0 {
+				first = got
+				continue
+			}
+			for name, r := range first {
+				if o, ok := got[name]; !ok {
+					diff = fmt.Sprintf("%s holds no copy of %s", u, name)
+				} else if o != r {
+					diff = fmt.Sprintf("%s: %s at %d messages, last seq %d; %s at %d, %d", name, urls[0], r.Msgs, r.LastSeq, u, o.Msgs, o.LastSeq)
+				}
+			}
+			if len(got) != len(first) {
+				diff = fmt.Sprintf("%s holds %d streams, %s %d", u, len(got), urls[0], len(first))
+			}
+			if diff != "" {
+				break
+			}
+		}
+		if diff == "" && len(first) > 0 {
+			names := make([]string, 0, len(first))
+			for n, r := range first {
+				names = append(names, fmt.Sprintf("%s=%d", n[strings.Index(n, "/")+1:], r.Msgs))
+			}
+			sort.Strings(names)
+			fmt.Printf("%d nodes hold identical copies of %d streams: %s\n", len(urls), len(first), strings.Join(names, " "))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replicas differ after %s: %s", *timeout, diff)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func connect(fs *flag.FlagSet, args []string) (*nats.Conn, *flag.FlagSet, error) {
+	var o natsconn.Options
+	o.Register(fs, os.Getenv)
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	o.Name = "composecheck"
+	o.OnAsyncError = func(err error) { fmt.Fprintln(os.Stderr, "composecheck: nats:", err) }
+	nc, err := o.Connect("")
+	return nc, fs, err
+}
+
+// flagsAfter lets JOB come first: "wait JOB --done 10".
+func flagsAfter(args []string) (string, []string, error) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return "", nil, errors.New("JOB is required first")
+	}
+	return args[0], args[1:], nil
+}
+
+func wait(ctx context.Context, args []string) error {
+	job, rest, err := flagsAfter(args)
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
+	done := fs.Int64("done", 0, "return once this many items are done (0: when the job ends)")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after")
+	nc, _, err := connect(fs, rest)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	client, err := coordinator.NewClient(nc, os.Getenv("FLEET_PREFIX"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	var last time.Time
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := client.Status(rctx, job)
+		rcancel()
+		switch {
+		case err == nil:
+			if time.Since(last) > 5*time.Second || messages.TerminalState(st.State) || (*done > 0 && st.Done() >= *done) {
+				fmt.Fprintf(os.Stderr, "  %s %s: %d/%d done (succeeded %d, dead-lettered %d, retries %d)\n",
+					time.Now().Format("15:04:05"), st.State, st.Done(), st.Items, st.Succeeded, st.DeadLettered, st.Retries)
+				last = time.Now()
+			}
+			if messages.TerminalState(st.State) {
+				if *done > 0 && st.Done() < *done {
+					return fmt.Errorf("job %s ended (%s) before %d items were done", job, st.State, *done)
+				}
+				return nil
+			}
+			if *done > 0 && st.Done() >= *done {
+				return nil
+			}
+		case ctx.Err() != nil:
+			return fmt.Errorf("job %s: %w", job, ctx.Err())
+		default:
+			// A coordinator or server restart: keep polling.
+			fmt.Fprintf(os.Stderr, "  %s status: %v (retrying)\n", time.Now().Format("15:04:05"), err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("job %s: %w", job, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// record is what verify reads of results and dead letters.
+type record struct {
+	JobID      string `json:"job_id"`
+	ItemID     string `json:"item_id"`
+	Outcome    string `json:"outcome"`
+	Generation int    `json:"generation"`
+}
+
+// readAll decodes every message of stream on subject.
+func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string) ([]record, error) {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return nil, err
+	}
+	want := info.State.Subjects[subject]
+	if want == 0 {
+		return nil, nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return nil, err
+	}
+	var out []record
+	for uint64(len(out)) < want {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			var r record
+			if err := json.Unmarshal(m.Data(), &r); err != nil {
+				return nil, fmt.Errorf("%s seq %d: %w", stream, mustSeq(m), err)
+			}
+			out = append(out, r)
+			n++
+		}
+		if batch.Error() != nil && !errors.Is(batch.Error(), jetstream.ErrNoMessages) {
+			return nil, batch.Error()
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("%s: read %d of %d messages on %s", stream, len(out), want, subject)
+		}
+	}
+	return out, nil
+}
+
+func mustSeq(m jetstream.Msg) uint64 {
+	md, err := m.Metadata()
+	if err != nil {
+		return 0
+	}
+	return md.Sequence.Stream
+}
+
+// verify checks the end state of a job against the streams:
+//   - the status: terminal, succeeded + dead_lettered == items, nothing else;
+//   - the results stream: every item has a final outcome (its latest
+//     generation's), succeeded or dead_lettered, and those sets match the
+//     status counts — none lost, none counted twice;
+//   - the DLQ stream: exactly one entry per dead-lettered item;
+//   - the work stream: nothing of the job left.
+func verify(ctx context.Context, args []string) error {
+	job, rest, err := flagsAfter(args)
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	items := fs.Int64("items", 0, "the job's item count")
+	statusFile := fs.String("status", "", "the job's status as `fleetctl status --json` printed it")
+	nc, _, err := connect(fs, rest)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	names, err := messages.NewNames(os.Getenv("FLEET_PREFIX"))
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(*statusFile)
+	if err != nil {
+		return fmt.Errorf("--status: %w", err)
+	}
+	var st messages.JobStatus
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("--status %s: %w", *statusFile, err)
+	}
+	if st.ID != job {
+		return fmt.Errorf("--status is job %q's, not %q's", st.ID, job)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	var problems []string
+	fail := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+
+	if !messages.TerminalState(st.State) {
+		fail("state %s is not terminal", st.State)
+	}
+	if st.Items != *items {
+		fail("items %d, want %d", st.Items, *items)
+	}
+	if st.Succeeded+st.DeadLettered != st.Items {
+		fail("succeeded %d + dead_lettered %d != items %d", st.Succeeded, st.DeadLettered, st.Items)
+	}
+	if st.Failed != 0 || st.Skipped != 0 || st.NotRun != 0 {
+		fail("failed %d, skipped %d, not_run %d: want 0", st.Failed, st.Skipped, st.NotRun)
+	}
+
+	results, err := readAll(ctx, js, names.ResultsStream(), names.ResultSubject(job))
+	if err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	final := map[string]record{} // item -> result of its latest generation
+	for _, r := range results {
+		if cur, ok := final[r.ItemID]; !ok || r.Generation >= cur.Generation {
+			final[r.ItemID] = r
+		}
+	}
+	byOutcome := map[string]int64{}
+	for _, r := range final {
+		byOutcome[r.Outcome]++
+	}
+	if int64(len(final)) != *items {
+		fail("results name %d distinct items, want %d", len(final), *items)
+	}
+	if byOutcome[messages.OutcomeSucceeded] != st.Succeeded {
+		fail("results: %d items succeeded, the status says %d", byOutcome[messages.OutcomeSucceeded], st.Succeeded)
+	}
+	if byOutcome[messages.OutcomeDeadLettered] != st.DeadLettered {
+		fail("results: %d items dead-lettered, the status says %d", byOutcome[messages.OutcomeDeadLettered], st.DeadLettered)
+	}
+
+	dead, err := readAll(ctx, js, names.DLQStream(), names.DLQSubject(job))
+	if err != nil {
+		return fmt.Errorf("dlq: %w", err)
+	}
+	perItem := map[string]int{}
+	for _, d := range dead {
+		perItem[d.ItemID]++
+	}
+	var dupes []string
+	for id, n := range perItem {
+		if n > 1 {
+			dupes = append(dupes, fmt.Sprintf("%s x%d", id, n))
+		}
+		if final[id].Outcome != messages.OutcomeDeadLettered {
+			fail("DLQ holds item %s whose final outcome is %q", id, final[id].Outcome)
+		}
+	}
+	sort.Strings(dupes)
+	if len(dupes) > 0 {
+		fail("DLQ entries repeated: %v", dupes)
+	}
+	if int64(len(dead)) != st.DeadLettered {
+		fail("DLQ holds %d entries for the job, the status says %d dead-lettered", len(dead), st.DeadLettered)
+	}
+
+	work, err := js.Stream(ctx, names.WorkStream())
+	if err != nil {
+		return err
+	}
+	winfo, err := work.Info(ctx, jetstream.WithSubjectFilter(names.WorkSubject(st.Pool, job)))
+	if err != nil {
+		return err
+	}
+	if left := winfo.State.Subjects[names.WorkSubject(st.Pool, job)]; left != 0 {
+		fail("the work stream still holds %d messages of the job", left)
+	}
+
+	fmt.Printf("verify %s: %d items, %d succeeded, %d dead-lettered (%d DLQ entries, %d distinct), %d results read for %d items, %d retries\n",
+		job, st.Items, st.Succeeded, st.DeadLettered, len(dead), len(perItem), len(results), len(final), st.Retries)
+	if len(problems) > 0 {
+		return fmt.Errorf("%d problem(s):\n  %s", len(problems), strings.Join(problems, "\n  "))
+	}
+	fmt.Println("verify: OK — every item succeeded or was dead-lettered exactly once; none lost, none counted twice")
+	return nil
+}
