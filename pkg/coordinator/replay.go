@@ -36,14 +36,11 @@ const (
 func (c *Coordinator) reopenForReplay(ctx context.Context, e *messages.DLQEntry, gen int, _ uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, reopenWait)
 	defer cancel()
-	if stop := c.stopping(); stop != nil {
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+	c.mu.Lock()
+	runCtx := c.runCtx
+	c.mu.Unlock()
+	if runCtx != nil {
+		defer context.AfterFunc(runCtx, cancel)() // a coordinator shutdown ends the wait
 	}
 	for {
 		if c.runner(e.JobID) == nil {

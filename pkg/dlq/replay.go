@@ -171,7 +171,7 @@ func (r *Replayer) Replay(ctx context.Context, opts ReplayOptions) (Progress, er
 	if err := ValidateFilter(opts.Filter); err != nil {
 		return prog, err
 	}
-	work, err := r.js.Stream(ctx, r.names.DLQStream())
+	dlqStream, err := r.js.Stream(ctx, r.names.DLQStream())
 	if err != nil {
 		return prog, fmt.Errorf("dlq: stream %s: %w", r.names.DLQStream(), err)
 	}
@@ -187,7 +187,7 @@ func (r *Replayer) Replay(ctx context.Context, opts ReplayOptions) (Progress, er
 		go func() {
 			defer wg.Done()
 			for s := range pending {
-				outcome, err := r.replayOne(bg, work, &s.ref, opts.ResetAttempts)
+				outcome, err := r.replayOne(bg, dlqStream, &s.ref, opts.ResetAttempts)
 				mu.Lock()
 				switch outcome {
 				case outcomeReplayed:
