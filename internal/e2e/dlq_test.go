@@ -86,7 +86,8 @@ func jobResults(t *testing.T, js jetstream.JetStream, job string) []messages.Res
 // brings all 30 back and the job ends with 200 succeeded and no entries.
 func TestDLQThirtyOfTwoHundredReplayed(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{})
+	reg := prometheus.NewRegistry()
+	startCoordinator(t, srv.URL(), coordinator.Config{Registerer: reg})
 	for i := range 2 {
 		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 8}, nil)
 	}
@@ -148,6 +149,17 @@ func TestDLQThirtyOfTwoHundredReplayed(t *testing.T) {
 	require.EqualValues(t, n, st.Succeeded)
 	require.Zero(t, st.DeadLettered)
 	require.Empty(t, dlqEntries(t, cl, id))
+
+	// Progress as events on the job's subject, and the metrics.
+	ev := lastEvent(t, srv, id, messages.EventReplay)
+	require.Equal(t, "DLQReplayFinished", ev.Type)
+	var final messages.DLQReplayStatus
+	require.NoError(t, json.Unmarshal(ev.Data, &final))
+	require.Equal(t, rs.ReplayID, final.ReplayID)
+	require.EqualValues(t, bad, final.Replayed)
+	require.EqualValues(t, bad, counter(t, reg, "jetfleet_dlq_replayed_total"))
+	require.Zero(t, gauge(t, reg, "jetfleet_dlq_replays_in_progress"))
+	require.EqualValues(t, bad, counterWith(t, reg, "jetfleet_dlq_dead_lettered_total", "reason", messages.ReasonAttempts))
 }
 
 // Filtered replays (by error class, by signature) replay exactly the

@@ -85,7 +85,7 @@ func newDLQService(c *Coordinator) *dlqService {
 // startDLQ runs the DLQ monitor until ctx ends.
 func (c *Coordinator) startDLQ(ctx context.Context) {
 	mon := dlq.NewMonitor(c.js, c.names, c.dlq.metrics, dlq.MonitorConfig{
-		Logger: c.log, Now: c.cfg.Clock.Now,
+		Logger: c.log, Now: c.cfg.Clock.Now, CountSince: time.Now(),
 		OnWarn: func(u dlq.Usage) {
 			c.event(DLQEventsJob, messages.EventDLQ, "DLQNearlyFull", u.DLQStreamState)
 		},

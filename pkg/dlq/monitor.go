@@ -36,6 +36,10 @@ type MonitorConfig struct {
 	Logger zerolog.Logger
 	// Now defaults to time.Now.
 	Now func() time.Time
+	// CountSince is when counting dead letters starts: entries the server
+	// stored from then on are counted, however late Run gets going. Zero =
+	// from when Run starts.
+	CountSince time.Time
 }
 
 // Monitor keeps the DLQ metrics current: gauges from the stream's state at
@@ -123,11 +127,15 @@ func (m *Monitor) Run(ctx context.Context, interval time.Duration) error {
 // countEntries follows the entries stored from now on (headers only: the
 // reason travels in a header) and counts them by reason.
 func (m *Monitor) countEntries(ctx context.Context) (stop func(), err error) {
-	cons, err := m.js.OrderedConsumer(ctx, m.names.DLQStream(), jetstream.OrderedConsumerConfig{
+	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{m.names.DLQFilter()},
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
 		HeadersOnly:    true,
-	})
+	}
+	if since := m.cfg.CountSince; !since.IsZero() {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	cons, err := m.js.OrderedConsumer(ctx, m.names.DLQStream(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("dlq: monitor consumer: %w", err)
 	}
