@@ -124,8 +124,10 @@ func (r *jobRunner) endMapLocked(state, reason string) {
 	r.mapEnded = true
 	r.epoch++
 	st := &r.rec.Status
+	// Every item without an outcome is not run, replayed ones included:
+	// the purge that follows removes their queued messages too.
 	for i, oc := range r.outcome {
-		if oc == ocNone && !r.reopened[int64(i)] {
+		if oc == ocNone {
 			r.outcome[i] = ocNotRun
 			st.NotRun++
 		}
