@@ -261,8 +261,11 @@ func wait(ctx context.Context, args []string) error {
 		case ctx.Err() != nil:
 			return fmt.Errorf("job %s: %w", job, ctx.Err())
 		default:
-			// A coordinator or server restart: keep polling.
-			fmt.Fprintf(os.Stderr, "  %s status: %v (retrying)\n", time.Now().Format("15:04:05"), err)
+			// Not taken in yet, or a coordinator or server restart: keep polling.
+			if time.Since(last) > 5*time.Second {
+				fmt.Fprintf(os.Stderr, "  %s status: %v (retrying)\n", time.Now().Format("15:04:05"), err)
+				last = time.Now()
+			}
 		}
 		select {
 		case <-ctx.Done():
