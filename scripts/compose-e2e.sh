@@ -151,15 +151,22 @@ docker start "$leader_id" "$agent_id" >/dev/null
 check operator wait "$job" --timeout 5m
 say "job ended"
 
-fleetctl operator status "$job" --json >"$work/status.json" || true # exit 1: some items were dead-lettered
+# Exit 1 means the job failed (some items were dead-lettered); retry only
+# when no status came back (the cluster may still be settling).
+for _ in $(seq 10); do
+  fleetctl operator status "$job" --json >"$work/status.json" 2>"$work/status.err" || true
+  grep -q '"id"' "$work/status.json" && break
+  cat "$work/status.err" >&2
+  sleep 2
+done
 echo "== final job status (fleetctl status $job --json):"
 cat "$work/status.json"
 if fleetctl operator dlq stats --job "$job" >"$work/dlq-stats.txt" 2>/dev/null; then
   echo "== fleetctl dlq stats --job $job:"
   cat "$work/dlq-stats.txt"
 fi
-say "auditing the streams (coordinator's role: results, DLQ, work)"
-check coordinator verify "$job" --items "$items" --status /work/status.json
 say "checking that $leader caught up: every node holds the same copy of every stream"
 check operator converged --timeout 90s http://nats-1:8222 http://nats-2:8222 http://nats-3:8222
+say "auditing the streams (coordinator's role: results, DLQ, work)"
+check coordinator verify "$job" --items "$items" --status /work/status.json
 status=0

@@ -326,6 +326,26 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string
 	return out, nil
 }
 
+// retryRead retries read while the cluster settles: right after a node
+// restarts, a JetStream request through it may find no responder or time
+// out.
+func retryRead(ctx context.Context, what string, read func() ([]record, error)) ([]record, error) {
+	delay := 500 * time.Millisecond
+	for {
+		r, err := read()
+		if err == nil {
+			return r, nil
+		}
+		fmt.Fprintf(os.Stderr, "  %s: %v (retrying)\n", what, err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
 func mustSeq(m jetstream.Msg) uint64 {
 	md, err := m.Metadata()
 	if err != nil {
@@ -391,9 +411,11 @@ func verify(ctx context.Context, args []string) error {
 		fail("failed %d, skipped %d, not_run %d: want 0", st.Failed, st.Skipped, st.NotRun)
 	}
 
-	results, err := readAll(ctx, js, names.ResultsStream(), names.ResultSubject(job))
+	results, err := retryRead(ctx, "results", func() ([]record, error) {
+		return readAll(ctx, js, names.ResultsStream(), names.ResultSubject(job))
+	})
 	if err != nil {
-		return fmt.Errorf("results: %w", err)
+		return err
 	}
 	final := map[string]record{} // item -> result of its latest generation
 	for _, r := range results {
@@ -415,9 +437,11 @@ func verify(ctx context.Context, args []string) error {
 		fail("results: %d items dead-lettered, the status says %d", byOutcome[messages.OutcomeDeadLettered], st.DeadLettered)
 	}
 
-	dead, err := readAll(ctx, js, names.DLQStream(), names.DLQSubject(job))
+	dead, err := retryRead(ctx, "dlq", func() ([]record, error) {
+		return readAll(ctx, js, names.DLQStream(), names.DLQSubject(job))
+	})
 	if err != nil {
-		return fmt.Errorf("dlq: %w", err)
+		return err
 	}
 	perItem := map[string]int{}
 	for _, d := range dead {
@@ -440,15 +464,23 @@ func verify(ctx context.Context, args []string) error {
 		fail("DLQ holds %d entries for the job, the status says %d dead-lettered", len(dead), st.DeadLettered)
 	}
 
-	work, err := js.Stream(ctx, names.WorkStream())
+	var left uint64
+	_, err = retryRead(ctx, "work", func() ([]record, error) {
+		work, err := js.Stream(ctx, names.WorkStream())
+		if err != nil {
+			return nil, err
+		}
+		info, err := work.Info(ctx, jetstream.WithSubjectFilter(names.WorkSubject(st.Pool, job)))
+		if err != nil {
+			return nil, err
+		}
+		left = info.State.Subjects[names.WorkSubject(st.Pool, job)]
+		return nil, nil
+	})
 	if err != nil {
 		return err
 	}
-	winfo, err := work.Info(ctx, jetstream.WithSubjectFilter(names.WorkSubject(st.Pool, job)))
-	if err != nil {
-		return err
-	}
-	if left := winfo.State.Subjects[names.WorkSubject(st.Pool, job)]; left != 0 {
+	if left != 0 {
 		fail("the work stream still holds %d messages of the job", left)
 	}
 
