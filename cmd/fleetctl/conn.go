@@ -52,7 +52,9 @@ func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !natsconn.IsPermissionViolation(err) {
-			errorf(c.env, "nats: %v", err)
+			// As nats.go's default handler would (env.stderr may be in use
+			// by a progress bar on another goroutine).
+			fmt.Fprintf(os.Stderr, "fleetctl: nats: %v\n", err)
 			return
 		}
 		if denied {

@@ -43,8 +43,7 @@ func ParseRole(s string) (Role, error) {
 }
 
 // SubjectPermission is an allow and a deny list of subjects (wildcards
-// allowed). An empty Allow list allows nothing once the other direction has
-// a list; Permissions always sets both.
+// allowed). A user may use what Allow matches and Deny does not.
 type SubjectPermission struct {
 	Allow []string
 	Deny  []string
