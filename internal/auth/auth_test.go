@@ -218,13 +218,18 @@ func TestRolesRunAJob(t *testing.T) {
 		"id": "durable", "items": [`+items(10)+`], "retry_budget": 1,
 		"error_policy": {"circuit_breaker": {"failure_threshold": 1000, "success_threshold": 1, "timeout": "1s", "half_open_requests": 1}},
 		"agent_template": [{"handler": "flaky", "with": {"fail_attempts": 1},
-			"retry_config": {"attempts": 3, "backoff": "fixed", "initial_delay": "10ms"}}]
+			"retry_config": {"attempts": 3, "backoff": "fixed", "initial_delay": "10ms"}}],
+		"reduce": [{"shell": "test -s ${map.results} && echo ${map.successful}"}]
 	}`), jetstream.WithMsgID("durable"))
 	must(err, "durable submit")
 	st, err = sub.Wait(ctx, "durable", 50*time.Millisecond, nil)
 	must(err, "wait durable")
 	require.Equal(t, int64(10), st.Succeeded+st.DeadLettered, "%+v", st)
 	require.True(t, st.Budget.Exhausted, "%+v", st.Budget)
+	// Its reduce step ran on an agent, which read the map results from
+	// the object store.
+	require.NotNil(t, st.Reduce)
+	require.Equal(t, messages.OutcomeSucceeded, st.Reduce.State, "%+v", st.Reduce)
 
 	// The operator reads status, lists jobs, reads the DLQ stream and may
 	// call the DLQ API (whether or not the coordinator serves it yet).

@@ -200,6 +200,10 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 			pub = append(pub, j.kvRead(b)...)
 			pub = append(pub, j.watch(kvStream(b))...)
 		}
+		// A reduce item's agent downloads the map results from the
+		// inputs object store (read only).
+		pub = append(pub, j.read(objStream(names.InputsBucket()))...)
+		pub = append(pub, j.browse(objStream(names.InputsBucket()))...)
 		p = Permissions{
 			Publish: SubjectPermission{Allow: pub},
 			// Agents drop a job's queued items when its map phase ends.
