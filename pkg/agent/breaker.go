@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -220,7 +219,7 @@ func (a *Agent) openBreakers(ctx context.Context) (*breakerGate, error) {
 // breakerGate is safe for concurrent use; close stops it.
 type breakerGate struct {
 	kv       jetstream.KeyValue
-	leader   leaderGetter
+	leader   kvleader.Reader
 	clock    clock.Clock
 	log      zerolog.Logger
 	onChange func(job string, from, to retry.BreakerState)
@@ -253,7 +252,7 @@ func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clo
 	_, _ = rand.Read(idb[:])
 	g := &breakerGate{
 		kv:       kv,
-		leader:   newLeaderGetter(js, kv.Bucket()),
+		leader:   kvleader.New(js, kv.Bucket()),
 		clock:    clk,
 		log:      log.With().Str("component", "breaker").Logger(),
 		onChange: onChange,
@@ -388,7 +387,7 @@ func (g *breakerGate) invalidate(job string, rev uint64) {
 func (g *breakerGate) read(ctx context.Context, job string) (breakerRecord, uint64, error) {
 	octx, cancel := context.WithTimeout(ctx, breakerOpTimeout)
 	defer cancel()
-	data, rev, err := g.leader.get(octx, job)
+	data, rev, err := g.leader.Get(octx, job)
 	if err != nil {
 		return breakerRecord{}, 0, fmt.Errorf("agent: breaker %s: read: %w", job, err)
 	}
@@ -509,67 +508,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// leaderGetter reads a key's last value through STREAM.MSG.GET, which only
-// the stream's leader answers (KV gets are direct gets, which a lagging
-// replica may serve; JETSTREAM.md 10).
-type leaderGetter struct {
-	nc      *nats.Conn
-	api     string // $JS.API.STREAM.MSG.GET.KV_<bucket>
-	subjPre string // $KV.<bucket>.
-}
-
-func newLeaderGetter(js jetstream.JetStream, bucket string) leaderGetter {
-	o := js.Options()
-	prefix := jetstream.DefaultAPIPrefix
-	switch {
-	case o.Domain != "":
-		prefix = "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		prefix = o.APIPrefix
-		if !strings.HasSuffix(prefix, ".") {
-			prefix += "."
-		}
-	}
-	return leaderGetter{nc: js.Conn(), api: prefix + "STREAM.MSG.GET.KV_" + bucket, subjPre: "$KV." + bucket + "."}
-}
-
-const errCodeMessageNotFound = 10037
-
-// get returns the key's value and revision; data is nil when the key does
-// not exist (rev 0) or was deleted (rev of the delete marker).
-func (r leaderGetter) get(ctx context.Context, key string) (data []byte, rev uint64, err error) {
-	req, _ := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{r.subjPre + key})
-	msg, err := r.nc.RequestWithContext(ctx, r.api, req)
-	if err != nil {
-		return nil, 0, err
-	}
-	var resp struct {
-		Message *struct {
-			Sequence uint64 `json:"seq"`
-			Header   []byte `json:"hdrs,omitempty"`
-			Data     []byte `json:"data,omitempty"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, 0, fmt.Errorf("malformed STREAM.MSG.GET response: %w", err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == errCodeMessageNotFound:
-		return nil, 0, nil
-	case resp.Error != nil:
-		return nil, 0, resp.Error
-	case resp.Message == nil:
-		return nil, 0, errors.New("empty STREAM.MSG.GET response")
-	case bytes.Contains(resp.Message.Header, []byte("KV-Operation")):
-		return nil, resp.Message.Sequence, nil // a delete or purge marker
-	}
-	if resp.Message.Data == nil {
-		resp.Message.Data = []byte{}
-	}
-	return resp.Message.Data, resp.Message.Sequence, nil
 }

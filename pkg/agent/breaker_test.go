@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -105,7 +106,7 @@ func delivery(j *job, itemID string, delivered uint64) (*item, *fakeMsg) {
 // leaderState reads the job's stored breaker state from the stream leader.
 func leaderState(t *testing.T, js jetstream.JetStream, job string) (retry.BreakerState, uint64) {
 	t.Helper()
-	data, rev, err := newLeaderGetter(js, testNames.BreakerBucket()).get(testCtx(t, 10*time.Second), job)
+	data, rev, err := kvleader.New(js, testNames.BreakerBucket()).Get(testCtx(t, 10*time.Second), job)
 	require.NoError(t, err)
 	var rec breakerRecord
 	if data != nil {

@@ -1,15 +1,14 @@
 package budget
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 )
 
 // BucketConfig is the configuration of the budget bucket (normally
@@ -49,73 +48,27 @@ func (r kvReader) get(ctx context.Context, job string) (Record, uint64, error) {
 	return rec, e.Revision(), err
 }
 
-// leaderReader reads through $JS.API.STREAM.MSG.GET.<stream>, which only
-// the stream's leader answers, and the leader has applied every write that
-// was acknowledged: a read after a failed compare-and-set sees the write
-// that beat it (unless that write is itself still in flight).
-type leaderReader struct {
-	nc      *nats.Conn
-	api     string // $JS.API.STREAM.MSG.GET.KV_<bucket>
-	subjPre string // $KV.<bucket>.
-}
+// leaderReader reads records from the bucket's stream leader, so a read
+// after a failed compare-and-set sees the write that beat it (unless that
+// write is itself still in flight).
+type leaderReader struct{ r kvleader.Reader }
 
 func newLeaderReader(js jetstream.JetStream, bucket string) leaderReader {
-	o := js.Options()
-	prefix := jetstream.DefaultAPIPrefix
+	return leaderReader{kvleader.New(js, bucket)}
+}
+
+func (l leaderReader) get(ctx context.Context, job string) (Record, uint64, error) {
+	data, rev, err := l.r.Get(ctx, job)
 	switch {
-	case o.Domain != "":
-		prefix = "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		prefix = o.APIPrefix
-		if !strings.HasSuffix(prefix, ".") {
-			prefix += "."
-		}
-	}
-	return leaderReader{
-		nc:      js.Conn(),
-		api:     prefix + "STREAM.MSG.GET.KV_" + bucket,
-		subjPre: "$KV." + bucket + ".",
-	}
-}
-
-type msgGetResponse struct {
-	Message *struct {
-		Sequence uint64 `json:"seq"`
-		Header   []byte `json:"hdrs,omitempty"`
-		Data     []byte `json:"data,omitempty"`
-	} `json:"message"`
-	Error *jetstream.APIError `json:"error"`
-}
-
-const errCodeMessageNotFound = 10037
-
-func (r leaderReader) get(ctx context.Context, job string) (Record, uint64, error) {
-	req, _ := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{r.subjPre + job})
-	msg, err := r.nc.RequestWithContext(ctx, r.api, req)
-	if err != nil {
+	case err != nil:
 		return Record{}, 0, err
-	}
-	var resp msgGetResponse
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return Record{}, 0, fmt.Errorf("malformed STREAM.MSG.GET response: %w", err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrorCode == errCodeMessageNotFound {
-			return Record{}, 0, fmt.Errorf("%w: %w", ErrNotFound, resp.Error)
-		}
-		return Record{}, 0, resp.Error
-	}
-	if resp.Message == nil {
-		return Record{}, 0, errors.New("empty STREAM.MSG.GET response")
-	}
-	// A KV delete or purge is a marker with a KV-Operation header.
-	if bytes.Contains(resp.Message.Header, []byte("KV-Operation")) {
+	case data == nil && rev == 0:
+		return Record{}, 0, fmt.Errorf("%w: no record for job %s", ErrNotFound, job)
+	case data == nil:
 		return Record{}, 0, fmt.Errorf("%w: key deleted", ErrNotFound)
 	}
-	rec, err := decodeRecord(resp.Message.Data)
-	return rec, resp.Message.Sequence, err
+	rec, err := decodeRecord(data)
+	return rec, rev, err
 }
 
 func decodeRecord(data []byte) (Record, error) {
