@@ -225,6 +225,21 @@ func TestOnItemFailureStopSkipAndCustom(t *testing.T) {
 		require.EqualValues(t, 2, customCalls.Load())
 		require.Contains(t, customCause.Load(), "is bad")
 	})
+	t.Run("custom shell", func(t *testing.T) {
+		dir := t.TempDir()
+		id := submit(t, cl, `{"id": "ifcustomsh", "items": `+items+`,
+			"agent_template": [{"handler": "check"}],
+			"error_policy": {"on_item_failure": {"custom": {"shell": "printf '%s|%s' \"$FAILURE_REASON\" \"$FAILURE_ERROR\" > `+dir+`/${item_id}"}}}}`)
+		st := waitJob(t, cl, id, 60*time.Second)
+		require.EqualValues(t, 2, st.Failed)
+		require.Zero(t, st.DeadLettered)
+		for _, item := range []string{"3", "6"} {
+			got, err := os.ReadFile(filepath.Join(dir, item))
+			require.NoError(t, err)
+			require.Contains(t, string(got), messages.ReasonPermanent+"|")
+			require.Contains(t, string(got), "item "+item+" is bad")
+		}
+	})
 }
 
 func TestOnItemFailureRetryRunsTheWholeItemAgain(t *testing.T) {

@@ -3,10 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -67,37 +65,17 @@ func (a *Agent) runCustom(ctx context.Context, it *item, reason string, cause er
 	if cause != nil {
 		msg = truncate(cause.Error(), maxMessageBytes)
 	}
+	var f *retry.Failure
 	if step.Shell != "" {
-		vars := a.shellVars(it, 1)
-		script, err := shell.Expand(it.job.custom, vars)
-		if err != nil {
-			return fmt.Errorf("expanding the command: %w", err)
-		}
-		env := append(vars.Environ(), it.job.env...)
-		env = append(env, "FAILURE_REASON="+reason, "FAILURE_ERROR="+msg)
-		res := shell.Run(ctx, shell.Command{
-			Script: script, Env: env, Dir: a.cfg.WorkDir, Timeout: step.Timeout.D(),
-			Heartbeat: func() { _ = it.m.InProgress() }, HeartbeatInterval: a.hb,
+		_, f = a.runShell(ctx, it, it.job.custom, step.Timeout.D(), 1, "FAILURE_REASON="+reason, "FAILURE_ERROR="+msg)
+	} else {
+		_, f = a.invokeHandler(ctx, it, step, &Call{
+			JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
+			StepName: "on_item_failure", Attempt: 1, Item: it.wi.Payload, With: step.With, Cause: cause,
 		})
-		if res.Failed() {
-			return errors.New(res.Message())
-		}
-		return nil
 	}
-	fn, ok := a.handler(step.Handler)
-	if !ok {
-		return fmt.Errorf("no handler %q registered on agent %s", step.Handler, a.cfg.Name)
+	if f != nil {
+		return f.Error()
 	}
-	hctx, cancel := ctx, context.CancelFunc(func() {})
-	if step.Timeout > 0 {
-		hctx, cancel = context.WithTimeout(ctx, step.Timeout.D())
-	}
-	defer cancel()
-	stopHB := a.heartbeat(it.m)
-	defer stopHB()
-	_, err := callHandler(hctx, fn, &Call{
-		JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
-		StepName: "on_item_failure", Attempt: 1, Item: it.wi.Payload, With: step.With, Cause: cause,
-	})
-	return err
+	return nil
 }

@@ -572,14 +572,17 @@ func (a *Agent) shellVars(it *item, attempt int) shell.Vars {
 	return shell.Vars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID, Attempt: attempt, Map: it.mv}
 }
 
-func (a *Agent) runShell(ctx context.Context, it *item, t messages.Template, timeout time.Duration, attempt int) (string, *retry.Failure) {
+// runShell runs template t for the item; extraEnv is added to the
+// environment after the job's env.
+func (a *Agent) runShell(ctx context.Context, it *item, t messages.Template, timeout time.Duration, attempt int, extraEnv ...string) (string, *retry.Failure) {
 	vars := a.shellVars(it, attempt)
 	script, err := shell.Expand(t, vars)
 	if err != nil {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("expanding the command: %w", err))}
 	}
+	env := append(append(vars.Environ(), it.job.env...), extraEnv...)
 	res := shell.Run(ctx, shell.Command{
-		Script: script, Env: append(vars.Environ(), it.job.env...), Dir: a.cfg.WorkDir, Timeout: timeout,
+		Script: script, Env: env, Dir: a.cfg.WorkDir, Timeout: timeout,
 		Heartbeat: func() { _ = it.m.InProgress() }, HeartbeatInterval: a.hb,
 	})
 	if !res.Failed() {
@@ -602,6 +605,16 @@ func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (stri
 }
 
 func (a *Agent) runHandler(ctx context.Context, it *item, i int, step *messages.Step, attempt int) (string, *retry.Failure) {
+	return a.invokeHandler(ctx, it, step, &Call{
+		JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
+		Step: i, StepName: it.set.stepName(i), Attempt: attempt, Item: it.wi.Payload, With: step.With,
+		Map: mapResults(it.mv),
+	})
+}
+
+// invokeHandler runs step's handler with call, under the step's timeout
+// and with heartbeats.
+func (a *Agent) invokeHandler(ctx context.Context, it *item, step *messages.Step, call *Call) (string, *retry.Failure) {
 	fn, ok := a.handler(step.Handler)
 	if !ok {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("no handler %q registered on agent %s (pool %s)", step.Handler, a.cfg.Name, a.cfg.Pool))}
@@ -612,11 +625,7 @@ func (a *Agent) runHandler(ctx context.Context, it *item, i int, step *messages.
 	}
 	defer cancel()
 	stopHB := a.heartbeat(it.m)
-	v, err := callHandler(hctx, fn, &Call{
-		JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
-		Step: i, StepName: it.set.stepName(i), Attempt: attempt, Item: it.wi.Payload, With: step.With,
-		Map: mapResults(it.mv),
-	})
+	v, err := callHandler(hctx, fn, call)
 	stopHB()
 	if err != nil {
 		timedOut := step.Timeout > 0 && errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
