@@ -76,6 +76,9 @@ type jobRunner struct {
 	exiting  bool // run is returning; hold fails
 	pending  []func()
 	endSnap  messages.JobStatus // counts when the map phase last ended
+	// completeGroups counts the groups whose GroupStatus.Complete() holds,
+	// kept by count so a result costs O(1) however many groups there are.
+	completeGroups int
 
 	progress chan struct{} // a result arrived (cap 1, non-blocking send)
 	caughtUp chan struct{} // results replay reached the end seen at start
@@ -427,6 +430,7 @@ func (r *jobRunner) count(code uint8, res *messages.Result, sign int64) {
 	}
 	if st.Groups != nil {
 		g := st.Groups[res.Group]
+		was := g.Complete()
 		g.Done += sign
 		switch code {
 		case ocSucceeded:
@@ -435,6 +439,12 @@ func (r *jobRunner) count(code uint8, res *messages.Result, sign int64) {
 			g.Failed += sign
 		}
 		st.Groups[res.Group] = g
+		switch now := g.Complete(); {
+		case now && !was:
+			r.completeGroups++
+		case !now && was:
+			r.completeGroups--
+		}
 	}
 	if sign > 0 && (code == ocFailed || code == ocDeadLettered) && res.Signature != "" {
 		e := r.errs[res.Signature]

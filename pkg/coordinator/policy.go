@@ -85,13 +85,7 @@ func (r *jobRunner) groupsCompletedLocked() int {
 		}
 		return 0
 	}
-	n := 0
-	for _, g := range st.Groups {
-		if g.Complete() {
-			n++
-		}
-	}
-	return n
+	return r.completeGroups
 }
 
 // tick checks the best-effort deadline on the coordinator's clock.
