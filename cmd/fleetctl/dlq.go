@@ -459,7 +459,7 @@ func runDLQReplay(ctx context.Context, env *cliEnv, args []string) int {
 	s := newDLQFlags(env, "replay", "replay [filters] [--rate N] [--dry-run] [--reset-attempts] [--json]", 0, true)
 	rate := s.fs.Float64("rate", 0, "items per second (0 = as fast as possible)")
 	dry := s.fs.Bool("dry-run", false, "only count what would be replayed, grouped by job, error class and signature")
-	reset := s.fs.Bool("reset-attempts", false, "agents ignore retry state persisted for the replayed generation")
+	reset := s.fs.Bool("reset-attempts", false, "give replayed items all of their attempts again (default: one more try, counting on from the history)")
 	f, code, ok := s.parse(env, args, 0)
 	if !ok {
 		return code

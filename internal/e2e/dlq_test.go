@@ -472,3 +472,63 @@ func counterWith(t *testing.T, reg *prometheus.Registry, name, label, value stri
 	}
 	return sum
 }
+
+// A replay is one more try: the failed step keeps the attempts it used, so
+// a still-broken item that had used them all runs once and returns to the
+// DLQ with that run in its history. --reset-attempts gives it all of its
+// attempts again.
+func TestReplayContinuesAttemptsUnlessReset(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{})
+	startAgent(t, srv.URL(), agent.Config{Name: "a1"}, nil)
+	cl := client(t, srv)
+	id := submit(t, cl, `{"id": "again", "items": [{"id": "x"}], "retry_budget": 100,
+		"agent_template": [{"shell": "true"}, {"name": "flaky", "shell": "echo still broken >&2; exit 1",
+			"retry_config": {"attempts": 3, "backoff": "fixed", "initial_delay": "10ms"}}]}`)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 1, st.DeadLettered)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	replayOnce := func(reset bool, gen int) messages.DLQEntry {
+		t.Helper()
+		rs, err := cl.DLQReplay(ctx, messages.DLQReplayRequest{DLQFilter: messages.DLQFilter{JobID: id}, ResetAttempts: reset, Wait: true})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, rs.Replayed, "%+v", rs)
+		var entries []messages.DLQEntryRef
+		fleettest.WaitFor(t, 30*time.Second, func() error {
+			if entries = dlqEntries(t, cl, id); len(entries) == 0 {
+				return errNotYet
+			}
+			return nil
+		})
+		require.Len(t, entries, 1)
+		e := entries[0].Entry
+		require.Equal(t, gen, e.Generation)
+		return e
+	}
+	attemptsOf := func(e messages.DLQEntry, gen int) []int {
+		var out []int
+		for _, a := range e.Attempts {
+			if a.Generation == gen {
+				require.Equal(t, 1, a.Step, "only the failed step's runs are in the history")
+				out = append(out, a.Attempt)
+			}
+		}
+		return out
+	}
+
+	e := replayOnce(false, 1)
+	require.Equal(t, []int{1, 2, 3}, attemptsOf(e, 0), "the first generation's history travels")
+	require.Equal(t, []int{4}, attemptsOf(e, 1), "one more run, numbered on from the history")
+	require.Equal(t, messages.ReasonAttempts, e.Reason)
+	require.Equal(t, 1, e.ReplayCount)
+
+	e = replayOnce(true, 2)
+	require.Equal(t, []int{1, 2, 3}, attemptsOf(e, 2), "--reset-attempts: every attempt again")
+	require.Equal(t, 2, e.ReplayCount)
+
+	st = waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 1, st.DeadLettered)
+	require.EqualValues(t, 1, st.Items)
+}

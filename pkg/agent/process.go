@@ -36,6 +36,35 @@ type item struct {
 
 	// breaker is the job's circuit breaker for this delivery (zero: none).
 	breaker breakerTicket
+
+	// carry is what a replay continues from (see carriedAttempts).
+	carry carried
+}
+
+// carried is the step an item gave up at in an earlier generation and the
+// runs it had used there.
+type carried struct {
+	ok       bool
+	step     int
+	attempts int
+}
+
+// carriedAttempts is where a replayed item continues counting, as River's
+// JobRetry and Sidekiq's and Asynq's dead-set re-runs do: the step that
+// failed keeps the attempts it used, so an item that had used them all gets
+// exactly one more run. A replay with --reset-attempts, a first run and a
+// reduce item carry nothing. The latest attempt of an earlier generation in
+// the history says where the item stopped.
+func carriedAttempts(wi *messages.WorkItem) carried {
+	if wi.ResetAttempts || wi.ReplayCount == 0 || wi.Phase == messages.PhaseReduce {
+		return carried{}
+	}
+	for i := len(wi.History) - 1; i >= 0; i-- {
+		if h := wi.History[i]; h.Generation < wi.Generation && h.Attempt > 0 {
+			return carried{ok: true, step: h.Step, attempts: h.Attempt}
+		}
+	}
+	return carried{}
 }
 
 // process handles one delivery end to end. It never returns an error: every
@@ -90,6 +119,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 	}
 
 	it.st = messages.ItemState{JobID: it.wi.JobID, ItemID: it.wi.ItemID, Generation: it.wi.Generation}
+	it.carry = carriedAttempts(&it.wi)
 	if md.NumDelivered > 1 || it.wi.Generation > 0 {
 		if err := a.loadState(ctx, it); err != nil {
 			log.Warn().Err(err).Msg("cannot read item state; retrying later")
@@ -165,6 +195,9 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 	steps := it.set.steps
 	for it.st.Step < len(steps) {
 		i := it.st.Step
+		if it.carry.ok && it.carry.step == i && it.st.StepAttempt == 0 {
+			it.st.StepAttempt = it.carry.attempts
+		}
 		attempt := it.st.StepAttempt + 1
 		out, f, dur := a.runStep(ctx, it, i, attempt)
 		if ctx.Err() != nil {

@@ -141,8 +141,9 @@ type ReplayOptions struct {
 	// UpTo bounds the scan at this DLQ sequence (0 = the last entry when the
 	// replay starts); Plan.Bound.
 	UpTo uint64
-	// ResetAttempts asks agents to ignore persisted retry state of the
-	// replayed generation (WorkItem.ResetAttempts).
+	// ResetAttempts gives replayed items all of their attempts again;
+	// without it a replayed item's failed step counts on from its history
+	// (WorkItem.ResetAttempts).
 	ResetAttempts bool
 	// Limiter paces the entries; nil = unpaced.
 	Limiter Limiter

@@ -24,8 +24,10 @@ type WorkItem struct {
 	ReplayCount int `json:"replay_count,omitempty"`
 	// History carries the attempts of earlier generations (on replay).
 	History []Attempt `json:"history,omitempty"`
-	// ResetAttempts asks the agent to ignore persisted retry state (replay
-	// with --reset-attempts).
+	// ResetAttempts gives a replayed item all of its attempts again (replay
+	// with --reset-attempts). Without it the step the item gave up at counts
+	// on from the attempts in History: one more try for an item that had
+	// used them all.
 	ResetAttempts bool `json:"reset_attempts,omitempty"`
 	// Phase is "" for the job's items (the map phase) and PhaseReduce for
 	// the single reduce item published after the map phase ends.
