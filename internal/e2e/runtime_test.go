@@ -302,7 +302,19 @@ func TestCrashOnLastDeliveryReachesTheDLQ(t *testing.T) {
 		}
 		victim.kill(t)
 	}
+	// The fleet lives on: a healthy agent keeps pulling. The server may
+	// hold the exhausted message on its redelivery queue (a delivery to a
+	// dead agent's pull request is "not delivered" and queued again) and
+	// emits the advisory only when it next tries to deliver, that is on a
+	// pull (JETSTREAM.md 5). It must never run the item a third time.
+	ran := make(chan struct{}, 1)
+	startAgent(t, srv.URL(), agent.Config{Name: "survivor", Provision: prov},
+		map[string]agent.HandlerFunc{"hang": func(context.Context, *agent.Call) (any, error) {
+			ran <- struct{}{}
+			return nil, nil
+		}})
 	st := waitJob(t, cl, id, 60*time.Second)
+	require.Empty(t, ran, "MaxDeliver 2: no third delivery")
 	require.EqualValues(t, 1, st.DeadLettered, "%+v", st)
 	require.Equal(t, messages.StateFailed, st.State)
 

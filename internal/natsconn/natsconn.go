@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Options are the connection settings shared by every binary.
@@ -102,4 +103,25 @@ func (o Options) Connect(url string) (*nats.Conn, error) {
 		return nil, fmt.Errorf("natsconn: connect %s: %w", url, err)
 	}
 	return nc, nil
+}
+
+// Pull options shared by the long-lived pull loops (the coordinator's
+// intake, the agents' work). nats.go's defaults (30s expiry, 15s
+// heartbeat) notice a lost pull request only after two missed heartbeats:
+// 30s. A pull is lost when it reaches a consumer with no leader yet (a new
+// R3 consumer) or a node that dies holding it; with these, the client
+// notices within 4s and pulls again.
+const (
+	PullExpiry    = 10 * time.Second
+	PullHeartbeat = 2 * time.Second
+)
+
+// PullOptions are the options for Consumer.Messages: prefetch up to max
+// messages, with PullExpiry and PullHeartbeat.
+func PullOptions(max int) []jetstream.PullMessagesOpt {
+	return []jetstream.PullMessagesOpt{
+		jetstream.PullMaxMessages(max),
+		jetstream.PullExpiry(PullExpiry),
+		jetstream.PullHeartbeat(PullHeartbeat),
+	}
 }

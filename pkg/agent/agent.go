@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
@@ -201,7 +202,7 @@ func (a *Agent) waitKV(ctx context.Context, bucket string) (jetstream.KeyValue, 
 
 // consume runs the pull loop with Concurrency workers.
 func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
-	it, err := cons.Messages(jetstream.PullMaxMessages(a.cfg.Prefetch))
+	it, err := cons.Messages(natsconn.PullOptions(a.cfg.Prefetch)...)
 	if err != nil {
 		return fmt.Errorf("agent: pull: %w", err)
 	}

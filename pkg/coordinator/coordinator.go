@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
@@ -231,7 +232,7 @@ func (c *Coordinator) intake(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: intake consumer: %w", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1))
+	it, err := cons.Messages(natsconn.PullOptions(1)...)
 	if err != nil {
 		return fmt.Errorf("coordinator: intake: %w", err)
 	}
