@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -132,12 +134,16 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d.D()), nil
 }
 
-// dlqSetup parses a subcommand's flags and connects.
+// dlqSetup parses a subcommand's flags and makes its requests. The
+// subcommand defers close.
 type dlqSetup struct {
 	fs      *flag.FlagSet
 	conn    *connFlags
 	filters *filterFlags
 	asJSON  *bool
+
+	nc     *nats.Conn
+	client *coordinator.Client
 }
 
 func newDLQFlags(env *cliEnv, name, usage string, defaultLimit int, withFilters bool) *dlqSetup {
@@ -150,13 +156,52 @@ func newDLQFlags(env *cliEnv, name, usage string, defaultLimit int, withFilters 
 	return s
 }
 
-func (s *dlqSetup) connect(env *cliEnv) (*coordinator.Client, func(), bool) {
+// connect connects once; a failure is reported.
+func (s *dlqSetup) connect(env *cliEnv) bool {
+	if s.client != nil {
+		return true
+	}
 	nc, client, err := s.conn.client()
 	if err != nil {
 		errorf(env, "%v", err)
-		return nil, nil, false
+		return false
 	}
-	return client, nc.Close, true
+	s.nc, s.client = nc, client
+	return true
+}
+
+func (s *dlqSetup) close() {
+	if s.nc != nil {
+		s.nc.Close()
+	}
+}
+
+// call makes one API request, bounded by --timeout unless untimed. A
+// failure is reported and mapped to the exit status; code is exitOK
+// otherwise.
+func call[T any](ctx context.Context, env *cliEnv, s *dlqSetup, untimed bool, req func(context.Context, *coordinator.Client) (T, error)) (v T, code int) {
+	if !s.connect(env) {
+		return v, exitFailed
+	}
+	if !untimed {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.conn.timeout)
+		defer cancel()
+	}
+	v, err := req(ctx, s.client)
+	if err != nil {
+		errorf(env, "%v", err)
+		return v, exitForAPIError(err)
+	}
+	return v, exitOK
+}
+
+// printedJSON prints v when --json was given.
+func (s *dlqSetup) printedJSON(env *cliEnv, v any) bool {
+	if *s.asJSON {
+		writeJSON(env.stdout, v)
+	}
+	return *s.asJSON
 }
 
 // parse parses args; ok=false means return code.
@@ -187,19 +232,12 @@ func runDLQList(ctx context.Context, env *cliEnv, args []string) int {
 		return code
 	}
 	f.AfterSeq = *after
-	client, closeConn, ok := s.connect(env)
-	if !ok {
-		return exitFailed
-	}
-	defer closeConn()
-	page, err := listEntries(ctx, client, f, s.conn.timeout)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
-	}
-	if *s.asJSON {
-		writeJSON(env.stdout, page)
-		return exitOK
+	defer s.close()
+	page, code := call(ctx, env, s, true, func(ctx context.Context, c *coordinator.Client) (*messages.DLQListReply, error) {
+		return listEntries(ctx, c, f, s.conn.timeout)
+	})
+	if code != exitOK || s.printedJSON(env, page) {
+		return code
 	}
 	if len(page.Entries) == 0 {
 		fmt.Fprintln(env.stdout, "no dead letters match")
@@ -252,21 +290,12 @@ func runDLQGet(ctx context.Context, env *cliEnv, args []string) int {
 		errorf(env, "dlq get: SEQ must be a DLQ stream sequence (fleetctl dlq list shows them), not %q", s.fs.Arg(0))
 		return exitUsage
 	}
-	client, closeConn, ok := s.connect(env)
-	if !ok {
-		return exitFailed
-	}
-	defer closeConn()
-	rctx, cancel := context.WithTimeout(ctx, s.conn.timeout)
-	defer cancel()
-	ref, err := client.DLQGet(rctx, seq)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
-	}
-	if *s.asJSON {
-		writeJSON(env.stdout, ref)
-		return exitOK
+	defer s.close()
+	ref, code := call(ctx, env, s, false, func(ctx context.Context, c *coordinator.Client) (*messages.DLQEntryRef, error) {
+		return c.DLQGet(ctx, seq)
+	})
+	if code != exitOK || s.printedJSON(env, ref) {
+		return code
 	}
 	printEntry(env.stdout, ref)
 	return exitOK
@@ -319,21 +348,12 @@ func runDLQStats(ctx context.Context, env *cliEnv, args []string) int {
 	if !ok {
 		return code
 	}
-	client, closeConn, ok := s.connect(env)
-	if !ok {
-		return exitFailed
-	}
-	defer closeConn()
-	rctx, cancel := context.WithTimeout(ctx, s.conn.timeout)
-	defer cancel()
-	st, err := client.DLQStats(rctx, f)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
-	}
-	if *s.asJSON {
-		writeJSON(env.stdout, st)
-		return exitOK
+	defer s.close()
+	st, code := call(ctx, env, s, false, func(ctx context.Context, c *coordinator.Client) (*messages.DLQStats, error) {
+		return c.DLQStats(ctx, f)
+	})
+	if code != exitOK || s.printedJSON(env, st) {
+		return code
 	}
 	w := env.stdout
 	fmt.Fprintf(w, "%d dead letters match (%s)", st.Total, bytesText(st.Bytes))
@@ -393,11 +413,10 @@ func runDLQExport(ctx context.Context, env *cliEnv, args []string) int {
 	if !ok {
 		return code
 	}
-	client, closeConn, ok := s.connect(env)
-	if !ok {
+	defer s.close()
+	if !s.connect(env) {
 		return exitFailed
 	}
-	defer closeConn()
 	w := env.stdout
 	if *out != "" {
 		file, err := os.Create(*out)
@@ -408,7 +427,7 @@ func runDLQExport(ctx context.Context, env *cliEnv, args []string) int {
 		defer file.Close()
 		w = file
 	}
-	n, err := client.DLQExport(ctx, f, w)
+	n, err := s.client.DLQExport(ctx, f, w)
 	if err != nil {
 		errorf(env, "export: %v (after %d entries)", err, n)
 		return exitForAPIError(err)
@@ -426,32 +445,24 @@ func runDLQPurge(ctx context.Context, env *cliEnv, args []string) int {
 	if !ok {
 		return code
 	}
-	client, closeConn, ok := s.connect(env)
-	if !ok {
-		return exitFailed
-	}
-	defer closeConn()
-	rctx, cancel := context.WithTimeout(ctx, s.conn.timeout)
-	defer cancel()
+	defer s.close()
 	if !*yes {
-		st, err := client.DLQStats(rctx, f)
-		if err != nil {
-			errorf(env, "%v", err)
-			return exitForAPIError(err)
+		st, code := call(ctx, env, s, false, func(ctx context.Context, c *coordinator.Client) (*messages.DLQStats, error) {
+			return c.DLQStats(ctx, f)
+		})
+		if code != exitOK {
+			return code
 		}
 		errorf(env, "dlq purge deletes entries for good: %d match; run again with --yes to delete them", st.Total)
 		return exitUsage
 	}
-	n, err := client.DLQPurge(rctx, messages.DLQPurgeRequest{DLQFilter: f, Confirm: true})
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
+	n, code := call(ctx, env, s, false, func(ctx context.Context, c *coordinator.Client) (int64, error) {
+		return c.DLQPurge(ctx, messages.DLQPurgeRequest{DLQFilter: f, Confirm: true})
+	})
+	if code != exitOK || s.printedJSON(env, messages.DLQPurgeReply{Purged: n}) {
+		return code
 	}
-	if *s.asJSON {
-		writeJSON(env.stdout, messages.DLQPurgeReply{Purged: n})
-	} else {
-		fmt.Fprintf(env.stdout, "purged %d entries\n", n)
-	}
+	fmt.Fprintf(env.stdout, "purged %d entries\n", n)
 	return exitOK
 }
 
@@ -468,22 +479,16 @@ func runDLQReplay(ctx context.Context, env *cliEnv, args []string) int {
 		errorf(env, "--rate: %v, want 0 (unpaced) to %v items/s", *rate, dlq.MaxRate)
 		return exitUsage
 	}
-	client, closeConn, ok := s.connect(env)
-	if !ok {
-		return exitFailed
-	}
-	defer closeConn()
+	defer s.close()
 	req := messages.DLQReplayRequest{DLQFilter: f, Rate: *rate, DryRun: *dry, ResetAttempts: *reset}
-	rctx, cancel := context.WithTimeout(ctx, s.conn.timeout)
-	st, err := client.DLQReplay(rctx, req)
-	cancel()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
+	st, code := call(ctx, env, s, false, func(ctx context.Context, c *coordinator.Client) (*messages.DLQReplayStatus, error) {
+		return c.DLQReplay(ctx, req)
+	})
+	if code != exitOK {
+		return code
 	}
 	if *dry {
-		if *s.asJSON {
-			writeJSON(env.stdout, st)
+		if s.printedJSON(env, st) {
 			return exitOK
 		}
 		w := env.stdout
@@ -497,10 +502,8 @@ func runDLQReplay(ctx context.Context, env *cliEnv, args []string) int {
 		printCounts(w, "by signature", st.BySignature, nil)
 		return exitOK
 	}
-	st, cancelled := followReplay(ctx, env, client, st, s.conn.timeout, !*s.asJSON)
-	if *s.asJSON {
-		writeJSON(env.stdout, st)
-	} else {
+	st, cancelled := followReplay(ctx, env, s.client, st, s.conn.timeout, !*s.asJSON)
+	if !s.printedJSON(env, st) {
 		printReplay(env.stdout, st)
 	}
 	if cancelled || st.State != messages.ReplayCompleted || st.Failed > 0 {
