@@ -124,7 +124,7 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 		log(a.log.Warn()).Str("breaker", breakerStateName(to)).Msg("circuit breaker refused the item on the consumer's last delivery: running it anyway")
 		return true
 	}
-	d := max(retryAt.Sub(now), time.Millisecond)
+	d := parkDelay(retryAt.Sub(now), a.cfg.Rand.Float64())
 	a.metrics.breakerParked.Inc()
 	log(a.log.Debug()).Str("breaker", breakerStateName(to)).Dur("delay", d).Msg("parked by the circuit breaker")
 	a.nakDelay(it, d)
@@ -508,4 +508,20 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// ParkSpread is how far past the breaker's retry time a parked delivery may
+// come back, as a fraction of its delay: the parked items of a long
+// outage return spread over a quarter of the delay, not all at the instant
+// the breaker half-opens (where all but half_open_requests of them would be
+// parked again at once).
+const ParkSpread = 0.25
+
+// parkDelay is the delay of a parked delivery due back in d, spread by u
+// in [0, 1): d·(1 + ParkSpread·u), at least 1 ms. Never earlier than d, so
+// no delivery comes back to a breaker that is still open.
+func parkDelay(d time.Duration, u float64) time.Duration {
+	d = max(d, time.Millisecond)
+	u = min(max(u, 0), 1)
+	return d + time.Duration(float64(d)*ParkSpread*u)
 }

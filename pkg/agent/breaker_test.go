@@ -66,6 +66,12 @@ type fakeMsg struct {
 func (m *fakeMsg) NakWithDelay(d time.Duration) error { m.naks = append(m.naks, d); return nil }
 func (m *fakeMsg) Nak() error                         { m.naks = append(m.naks, -1); return nil }
 
+// halfDraw is the gate agents' jitter source: parked deliveries come back
+// spread by half of ParkSpread, so a parked delay d is spread(d).
+var halfDraw = retry.RandFunc(func() float64 { return 0.5 })
+
+func spread(d time.Duration) time.Duration { return d + d/8 }
+
 // gateAgent is an Agent with only what the breaker gate uses, on its own
 // connection to a provisioned server.
 func gateAgent(t *testing.T, nc *nats.Conn, name string, clk clock.Clock, maxDeliver uint64) (*Agent, *prometheus.Registry) {
@@ -76,7 +82,7 @@ func gateAgent(t *testing.T, nc *nats.Conn, name string, clk clock.Clock, maxDel
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	a := &Agent{
-		cfg: Config{Name: name, Clock: clk}.WithDefaults(), nc: nc, log: zerolog.Nop(),
+		cfg: Config{Name: name, Clock: clk, Rand: halfDraw}.WithDefaults(), nc: nc, log: zerolog.Nop(),
 		js: js, names: testNames, metrics: newMetrics(reg), maxDeliver: maxDeliver,
 	}
 	a.breakers = newBreakerGate(js, kv, clk, a.log, a.breakerChanged)
@@ -212,7 +218,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 		clk.advance(4 * time.Second)
 		_, m, ok := run(3)
 		require.False(t, ok)
-		require.Equal(t, []time.Duration{6 * time.Second}, m.naks, "parked until the open period ends")
+		require.Equal(t, []time.Duration{spread(6 * time.Second)}, m.naks, "parked until the open period ends, spread")
 		require.Equal(t, 2.0, counter(t, reg, "jetfleet_agent_breaker_parked_total"))
 		// An item admitted before it opened reports: ignored.
 		it, _ := delivery(j, "early", 1)
@@ -243,7 +249,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 		}
 		_, m, ok := run(4)
 		require.False(t, ok)
-		require.Equal(t, []time.Duration{timeout / 4}, m.naks, "asks again a quarter of the timeout later")
+		require.Equal(t, []time.Duration{spread(timeout / 4)}, m.naks, "asks again a quarter of the timeout later, spread")
 		st := state()
 		require.True(t, st.Is(retry.CircuitHalfOpen))
 		require.Equal(t, 2, st.Probes)
@@ -322,7 +328,7 @@ func TestBreakerLostProbesAreWrittenOff(t *testing.T) {
 	require.True(t, lost.breaker.probe)
 	parked, m := delivery(j, "parked", 2)
 	require.False(t, a.admitBreaker(ctx, parked))
-	require.Equal(t, []time.Duration{250 * time.Millisecond}, m.naks)
+	require.Equal(t, []time.Duration{spread(250 * time.Millisecond)}, m.naks)
 
 	clk.advance(time.Second) // the lost probe's time is up
 	next, _ := delivery(j, "next", 3)
@@ -429,6 +435,27 @@ func TestBreakerAdmitsExactlyTheProbes(t *testing.T) {
 					require.Equal(t, want, transitions()-before)
 				})
 			}
+		})
+	}
+}
+
+func TestParkDelaySpreadsForwardOnly(t *testing.T) {
+	tests := []struct {
+		name string
+		d    time.Duration
+		u    float64
+		want time.Duration
+	}{
+		{"no spread at u=0", time.Second, 0, time.Second},
+		{"a quarter more at the top", time.Second, 1, 1250 * time.Millisecond},
+		{"in between", 4 * time.Second, 0.5, 4500 * time.Millisecond},
+		{"due now still waits 1ms", 0, 0.5, time.Millisecond + 125*time.Microsecond},
+		{"overdue is due now", -time.Second, 0, time.Millisecond},
+		{"a bad draw is clamped", time.Second, 7, 1250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, parkDelay(tt.d, tt.u))
 		})
 	}
 }
