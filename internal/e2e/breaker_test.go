@@ -244,3 +244,43 @@ func TestBreakerProbeFailureReopens(t *testing.T) {
 	require.Equal(t, retry.CircuitClosed, final.Breaker.State)
 	require.EqualValues(t, dep.failed.Load(), final.Budget.Consumed)
 }
+
+// Bad items do not open a job's breaker: permanent and non-retryable
+// errors are the item's fault, not the dependency's, and count as neither
+// failures nor successes. Transient failures of the same job still open it.
+func TestBreakerIgnoresTheItemsOwnFaults(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{})
+	reg := prometheus.NewRegistry()
+	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 1, Registerer: reg}, map[string]agent.HandlerFunc{
+		"bad": func(context.Context, *agent.Call) (any, error) {
+			return nil, retry.Permanent(errors.New("400 bad request: no such field"))
+		},
+	})
+	cl := client(t, srv)
+	breaker := `"error_policy": {"circuit_breaker": {"failure_threshold": 3, "success_threshold": 1, "timeout": "1m", "half_open_requests": 1}}`
+	id := submit(t, cl, fmt.Sprintf(`{"id": "bad-items", "items": %s, %s,
+		"agent_template": [{"handler": "bad"}, {"shell": "true"}]}`, itemsJSON(10, plainItem), breaker))
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 10, st.DeadLettered)
+	require.NotNil(t, st.Breaker)
+	require.Equal(t, retry.CircuitClosed, st.Breaker.State, "ten permanent failures in a row: still closed")
+	require.Zero(t, st.Breaker.Failures)
+
+	id = submit(t, cl, fmt.Sprintf(`{"id": "not-retryable", "items": %s, %s,
+		"agent_template": [{"shell": "echo 404 not found >&2; exit 1", "retry_config": {"attempts": 3, "retry_on": ["network"]}}]}`,
+		itemsJSON(10, plainItem), breaker))
+	st = waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 10, st.DeadLettered)
+	require.Equal(t, retry.CircuitClosed, st.Breaker.State, "errors retry_on does not match: still closed")
+	require.Zero(t, counter(t, reg, "jetfleet_agent_breaker_parked_total"))
+
+	id = submit(t, cl, fmt.Sprintf(`{"id": "transient", "items": %s, %s,
+		"agent_template": [{"shell": "echo connection refused >&2; exit 1", "retry_config": {"attempts": 1}}]}`,
+		itemsJSON(3, plainItem), breaker))
+	st = waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 3, st.DeadLettered)
+	require.Equal(t, retry.CircuitOpen, st.Breaker.State, "three transient failures open it")
+}
+
+func plainItem(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("it-%02d", i)} }

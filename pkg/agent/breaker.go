@@ -137,6 +137,21 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 // that period's probes count: an item admitted before the breaker opened
 // (or run on its last delivery) says nothing about the recovery.
 func (a *Agent) recordBreaker(ctx context.Context, it *item, failed bool) {
+	if failed {
+		a.settleBreaker(ctx, it, "failure", (*retry.Breaker).OnFailure)
+	} else {
+		a.settleBreaker(ctx, it, "success", (*retry.Breaker).OnSuccess)
+	}
+}
+
+// ignoreBreaker records a delivery whose first failed step run says nothing
+// about the dependency (the item's own fault, or a snooze): a probe frees
+// its slot, and nothing is counted.
+func (a *Agent) ignoreBreaker(ctx context.Context, it *item) {
+	a.settleBreaker(ctx, it, "ignored", (*retry.Breaker).OnIgnored)
+}
+
+func (a *Agent) settleBreaker(ctx context.Context, it *item, outcome string, on func(*retry.Breaker, time.Time, retry.BreakerState) retry.BreakerState) {
 	t := &it.breaker
 	if t.b == nil || t.done {
 		return
@@ -146,13 +161,10 @@ func (a *Agent) recordBreaker(ctx context.Context, it *item, failed bool) {
 		if st.Is(retry.CircuitHalfOpen) && !(t.probe && st.HalfOpenAt.Equal(t.epoch)) {
 			return st
 		}
-		if failed {
-			return t.b.OnFailure(now, st)
-		}
-		return t.b.OnSuccess(now, st)
+		return on(t.b, now, st)
 	})
 	if err != nil && ctx.Err() == nil {
-		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Bool("failed", failed).
+		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("outcome", outcome).
 			Msg("circuit breaker outcome not recorded")
 	}
 }

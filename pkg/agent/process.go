@@ -215,8 +215,11 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 		pol := it.set.policies[i]
 		d := pol.Decide(a.cfg.Clock.Now(), retry.StateFromItem(&it.st), *f, a.cfg.Rand)
 		att := a.attempt(it, i, attempt, f, d.Class, dur)
-		if d.Action != retry.ActionSnooze {
-			a.recordBreaker(ctx, it, true) // the delivery's first failed step run
+		// The delivery's first failed step run decides its breaker outcome.
+		if d.Action == retry.ActionSnooze || d.Reason == messages.ReasonPermanent || d.Reason == messages.ReasonNotRetryable {
+			a.ignoreBreaker(ctx, it) // the item's own fault, or a snooze: not the dependency's
+		} else {
+			a.recordBreaker(ctx, it, true)
 		}
 		if d.Action != retry.ActionGiveUp && a.lastDelivery(it) {
 			// The server would not redeliver after this nak (MaxDeliver):

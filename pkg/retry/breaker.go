@@ -156,6 +156,18 @@ func (b *Breaker) OnSuccess(now time.Time, st BreakerState) BreakerState {
 	return BreakerState{State: CircuitClosed}
 }
 
+// OnIgnored records a call whose outcome says nothing about the
+// dependency: the item was at fault (a permanent or non-retryable error) or
+// it snoozed. Half-open: the probe's slot is freed without counting a
+// success, so another probe may run. Closed and open: nothing changes, the
+// count of consecutive failures included.
+func (b *Breaker) OnIgnored(now time.Time, st BreakerState) BreakerState {
+	if st.Is(CircuitHalfOpen) && st.Probes > 0 {
+		st.Probes--
+	}
+	return st
+}
+
 // OnFailure records a failed call. Closed: failure_threshold consecutive
 // failures open the breaker. Half-open: any failure re-opens it. Open:
 // ignored (the open period is not extended).

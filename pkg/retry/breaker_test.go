@@ -143,3 +143,39 @@ func TestNewBreakerInvalid(t *testing.T) {
 	b := newBreaker(t, &messages.CircuitBreakerConfig{})
 	require.Equal(t, DefaultBreakerTimeout, b.Timeout())
 }
+
+// An ignored outcome (the item's own fault, a snooze) counts as neither:
+// closed keeps its consecutive failures, open is untouched, and a half-open
+// probe frees its slot without counting a success.
+func TestBreakerIgnoredOutcomes(t *testing.T) {
+	b := newBreaker(t, &messages.CircuitBreakerConfig{FailureThreshold: 2, SuccessThreshold: 1, HalfOpenRequests: 1, Timeout: messages.MustDuration("10s")})
+	tests := []struct {
+		name string
+		st   BreakerState
+		want BreakerState
+	}{
+		{"closed, no failures", BreakerState{}, BreakerState{}},
+		{"closed keeps its failures", BreakerState{State: CircuitClosed, Failures: 1}, BreakerState{State: CircuitClosed, Failures: 1}},
+		{"open is untouched", BreakerState{State: CircuitOpen, OpenedAt: t0}, BreakerState{State: CircuitOpen, OpenedAt: t0}},
+		{"half-open frees the probe slot", BreakerState{State: CircuitHalfOpen, OpenedAt: t0, HalfOpenAt: t0, Probes: 1},
+			BreakerState{State: CircuitHalfOpen, OpenedAt: t0, HalfOpenAt: t0}},
+		{"half-open with no slot out stays", BreakerState{State: CircuitHalfOpen, OpenedAt: t0, HalfOpenAt: t0},
+			BreakerState{State: CircuitHalfOpen, OpenedAt: t0, HalfOpenAt: t0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, b.OnIgnored(t0.Add(time.Second), tt.st))
+		})
+	}
+
+	// A freed slot admits the next probe, and a second failure after an
+	// ignored outcome still opens a closed breaker.
+	half := BreakerState{State: CircuitHalfOpen, OpenedAt: t0, HalfOpenAt: t0.Add(10 * time.Second), Probes: 1}
+	_, ok, _ := b.Admit(t0.Add(11*time.Second), half)
+	require.False(t, ok, "the one slot is out")
+	_, ok, _ = b.Admit(t0.Add(11*time.Second), b.OnIgnored(t0.Add(11*time.Second), half))
+	require.True(t, ok, "freed by the ignored outcome")
+	st := b.OnFailure(t0, BreakerState{})
+	st = b.OnIgnored(t0, st)
+	require.True(t, b.OnFailure(t0, st).Is(CircuitOpen))
+}
