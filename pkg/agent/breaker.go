@@ -251,6 +251,15 @@ type breakerGate struct {
 	jobs map[string]*breakerEntry
 }
 
+// forget drops the cached state of a job's breaker; the next delivery
+// reads it from KV. An update under way keeps its entry: compare-and-set
+// keeps both correct.
+func (g *breakerGate) forget(job string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.jobs, job)
+}
+
 // breakerEntry is the cached state of one job's breaker.
 type breakerEntry struct {
 	known bool // st and rev are a state read, written or watched

@@ -59,6 +59,13 @@ func (c *jobCache) markEnded(id string) {
 	c.ended[id] = true
 }
 
+// forget drops the cached spec of a job; the next item reads it again.
+func (c *jobCache) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, id)
+}
+
 func (c *jobCache) isEnded(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

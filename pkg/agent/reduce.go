@@ -48,13 +48,19 @@ func mapResults(mv *shell.MapVars) *MapResults {
 }
 
 // watchEnded follows map_ended events so that prefetched first-generation
-// items of a stopped, cancelled or early-completed job are not started.
-// A missed event costs nothing but the item's run: the coordinator purges
-// the job's queued items and counts late results.
+// items of a stopped, cancelled or early-completed job are not started,
+// and so that a long-lived agent forgets what it cached of the job: its
+// spec, budget (and the job's remaining-budget gauge) and breaker state.
+// What comes later (a reduce item, a straggler, a replay) reads them again.
+// A missed event costs nothing but the item's run and the cache entry: the
+// coordinator purges the job's queued items and counts late results.
 func (a *Agent) watchEnded() (stop func(), err error) {
 	sub, err := a.nc.Subscribe(a.names.EventSubject("*", messages.EventMapEnded), func(m *nats.Msg) {
 		if job := m.Header.Get(messages.HeaderJobID); job != "" {
 			a.jobs.markEnded(job)
+			a.jobs.forget(job)
+			a.budget.Forget(job)
+			a.breakers.forget(job)
 		}
 	})
 	if err != nil {
