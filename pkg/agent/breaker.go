@@ -19,6 +19,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
+	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -462,33 +463,18 @@ func (g *breakerGate) startWatch() bool {
 	return true
 }
 
-// follow feeds the cache from the watch until close. Updates is closed by
-// the subscription's closed handler, which may never run on a connection
-// already gone: close's cancel ends the loop either way.
+// follow feeds the cache from the watch until close.
 func (g *breakerGate) follow(updates <-chan jetstream.KeyValueEntry) {
 	defer g.wg.Done()
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case <-g.ctx.Done():
-			return
-		case u, ok := <-updates:
-			if !ok {
-				return
-			}
-			e = u
-		}
-		if e == nil {
-			continue
-		}
+	kvwatch.Follow(g.ctx, updates, func(e jetstream.KeyValueEntry) {
 		var rec breakerRecord
 		if e.Operation() == jetstream.KeyValuePut {
 			if err := json.Unmarshal(e.Value(), &rec); err != nil {
-				continue
+				return
 			}
 		}
 		g.observe(e.Key(), rec.BreakerState, e.Revision())
-	}
+	})
 }
 
 // sameBreakerState compares states by value, times by instant.

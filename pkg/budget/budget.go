@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -320,30 +321,16 @@ func (b *Budget) watch() {
 		b.watcher = w
 		b.mu.Unlock()
 	}
-	// Updates is closed by the subscription's closed handler, which runs on
-	// the connection's callback goroutine and may never come (a connection
-	// already gone): Close's cancel ends the loop either way.
-	updates := w.Updates()
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case <-b.ctx.Done():
+	kvwatch.Follow(b.ctx, w.Updates(), func(e jetstream.KeyValueEntry) {
+		if e.Operation() != jetstream.KeyValuePut {
 			return
-		case u, ok := <-updates:
-			if !ok {
-				return
-			}
-			e = u
-		}
-		if e == nil || e.Operation() != jetstream.KeyValuePut {
-			continue
 		}
 		var rec Record
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			continue
+			return
 		}
 		b.observe(e.Key(), rec, e.Revision())
-	}
+	})
 }
 
 func validJob(job string) error {
