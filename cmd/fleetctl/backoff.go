@@ -22,7 +22,7 @@ func init() {
 
 const backoffUsage = "backoff plan --config FILE [--json] [--seed N]"
 
-// backoffPlanJSON is the --json output of `backoff plan` (DESIGN §7).
+// backoffPlanJSON is the --json output of `backoff plan` (docs/contract.md §7).
 type backoffPlanJSON struct {
 	DelaysMS     []int64 `json:"delays_ms"`
 	TotalDelayMS int64   `json:"total_delay_ms"`

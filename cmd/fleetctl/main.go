@@ -20,7 +20,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Exit codes (DESIGN §7).
+// Exit codes (docs/contract.md §7).
 const (
 	exitOK     = 0
 	exitFailed = 1

@@ -71,7 +71,7 @@ func (js) api(parts ...string) string { return "$JS.API." + strings.Join(parts, 
 
 // acks grants acknowledgements of stream's consumer (or "*" for any) in
 // both the v1 form $JS.ACK.<stream>.<consumer>... and the v2 form
-// $JS.ACK.<domain>.<account hash>.<stream>.<consumer>... (JETSTREAM.md 15).
+// $JS.ACK.<domain>.<account hash>.<stream>.<consumer>... (docs/jetstream.md §15).
 func (js) acks(stream, consumer string) []string {
 	return []string{
 		"$JS.ACK." + stream + "." + consumer + ".>",
@@ -247,7 +247,7 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 	return p, nil
 }
 
-// ownedStreams are the streams the coordinator creates (DESIGN §2), as
+// ownedStreams are the streams the coordinator creates (docs/contract.md §2), as
 // provision lists them, so that a new stream or bucket is granted with it.
 func ownedStreams(n messages.Names) []string {
 	var s []string

@@ -306,7 +306,7 @@ func TestCrashOnLastDeliveryReachesTheDLQ(t *testing.T) {
 	// hold the exhausted message on its redelivery queue (a delivery to a
 	// dead agent's pull request is "not delivered" and queued again) and
 	// emits the advisory only when it next tries to deliver, that is on a
-	// pull (JETSTREAM.md 5). It must never run the item a third time.
+	// pull (docs/jetstream.md §5). It must never run the item a third time.
 	ran := make(chan struct{}, 1)
 	startAgent(t, srv.URL(), agent.Config{Name: "survivor", Provision: prov},
 		map[string]agent.HandlerFunc{"hang": func(context.Context, *agent.Call) (any, error) {

@@ -2,7 +2,7 @@
 //
 // KeyValue.Get uses direct gets, which any replica may answer; on R3 a
 // lagging follower can serve a value older than a write that was already
-// acknowledged (JETSTREAM.md 10), which makes a compare-and-set loop fail
+// acknowledged (docs/jetstream.md §10), which makes a compare-and-set loop fail
 // again and again. $JS.API.STREAM.MSG.GET is answered by the leader only,
 // and the leader has applied every acknowledged write, so a read after a
 // lost compare-and-set sees the write that won.

@@ -1,4 +1,4 @@
-// Package provision creates and updates jetfleet's NATS resources (DESIGN §2):
+// Package provision creates and updates jetfleet's NATS resources (docs/contract.md §2):
 // streams, the per-pool work consumers, KV buckets and the input object store.
 // Every call is idempotent, so coordinators call Ensure at every start.
 package provision
@@ -117,7 +117,7 @@ func (c Config) storage() jetstream.StorageType {
 	return jetstream.FileStorage
 }
 
-// Streams returns the stream configurations of DESIGN §2.
+// Streams returns the stream configurations of docs/contract.md §2.
 func Streams(n messages.Names, c Config) []jetstream.StreamConfig {
 	c = c.WithDefaults()
 	st := c.storage()
@@ -176,7 +176,7 @@ func Buckets(n messages.Names, c Config) []jetstream.KeyValueConfig {
 }
 
 // WorkConsumer is the configuration of pool's durable pull consumer: no
-// BackOff (agents compute delays and NakWithDelay; JETSTREAM.md 1), AckWait
+// BackOff (agents compute delays and NakWithDelay; docs/jetstream.md §1), AckWait
 // as crash timeout, MaxDeliver as backstop.
 func WorkConsumer(n messages.Names, pool string, c Config) jetstream.ConsumerConfig {
 	c = c.WithDefaults()

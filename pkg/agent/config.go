@@ -37,7 +37,7 @@ type Config struct {
 	Concurrency int
 	// Prefetch is how many messages the client buffers. Defaults to
 	// Concurrency: a larger buffer lets buffered messages' AckWait expire
-	// (JETSTREAM.md 9).
+	// (docs/jetstream.md §9).
 	Prefetch int
 	// Heartbeat is the InProgress interval during a step. Defaults to a
 	// third of the consumer's AckWait.

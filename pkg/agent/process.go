@@ -333,7 +333,7 @@ func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, 
 	a.nakDelay(it, delay)
 }
 
-// nakDelay naks with a delay; never a bare Nak for a failure (JETSTREAM.md 2).
+// nakDelay naks with a delay; never a bare Nak for a failure (docs/jetstream.md §2).
 func (a *Agent) nakDelay(it *item, d time.Duration) {
 	if d <= 0 {
 		d = time.Millisecond

@@ -362,7 +362,7 @@ func (b *Budget) sleep(ctx context.Context, attempt int, lo, hi time.Duration) e
 }
 
 // isConflict reports a compare-and-set refused for a stale revision: 10071
-// on R1, 10164 on replicated streams (JETSTREAM.md 10). Never test
+// on R1, 10164 on replicated streams (docs/jetstream.md §10). Never test
 // ErrKeyExists for this: on R1 it matches every conflict too.
 func isConflict(err error) bool {
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {

@@ -66,7 +66,7 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 // the bucket's AllowDirect setting. Recommended for replicated buckets:
 // a KV Get uses direct get there, which any replica may answer, possibly a
 // lagging one, and a stale read only buys a failed compare-and-set
-// (JETSTREAM.md 10). Without it, reads use the KeyValue's Get.
+// (docs/jetstream.md §10). Without it, reads use the KeyValue's Get.
 func WithJetStream(js jetstream.JetStream) Option {
 	return func(o *options) error {
 		if js == nil {

@@ -28,7 +28,7 @@ type maxDeliveriesAdvisory struct {
 
 // Mover dead-letters work messages that exhausted their consumer's
 // MaxDeliver without an outcome — an agent that crashed or hung on the
-// last delivery. Such a message stays in the work stream (JETSTREAM.md 4):
+// last delivery. Such a message stays in the work stream (docs/jetstream.md §4):
 // the mover reads it by sequence, writes a DLQ entry with reason
 // max_deliveries and the history the item's state holds, publishes the
 // item's result so its job's counts close, and deletes the message.

@@ -37,7 +37,7 @@ func requirePrefixes(t *testing.T, err error, want []string) {
 	require.True(t, ok, "problems:\n  got  %q\n  want %q", got, want)
 }
 
-// TestYAMLAndJSONIdentical: the DESIGN §3 example in YAML and in JSON
+// TestYAMLAndJSONIdentical: the docs/contract.md §3 example in YAML and in JSON
 // decodes to identical structs, and ToJSON of the YAML is the canonical
 // JSON of the JSON file.
 func TestYAMLAndJSONIdentical(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// fuzzSeeds are spec documents for FuzzParseJobSpec: the DESIGN §3 example,
+// fuzzSeeds are spec documents for FuzzParseJobSpec: the docs/contract.md §3 example,
 // the round-trip specs, the retry examples of the seed documents, and a few
 // broken ones.
 func fuzzSeeds(f *testing.F) [][]byte {

@@ -189,7 +189,7 @@ type Result struct {
 	DurationMS int64     `json:"duration_ms"`
 }
 
-// DLQEntry is a dead-lettered item on fleet.dlq.<job> (DESIGN §5).
+// DLQEntry is a dead-lettered item on fleet.dlq.<job> (docs/contract.md §5).
 type DLQEntry struct {
 	JobID         string          `json:"job_id"`
 	ItemID        string          `json:"item_id"`

@@ -2,7 +2,7 @@ package messages
 
 import "encoding/json"
 
-// JobSpec is a job as submitted (DESIGN §3). Optional fields are pointers or
+// JobSpec is a job as submitted (docs/contract.md §3). Optional fields are pointers or
 // zero values meaning "unset"; [JobSpec.WithDefaults] fills them with the
 // effective values the coordinator records. Build one with [ParseJobSpec]
 // (JSON) or package jobspec (YAML or JSON), which validate it.
@@ -64,7 +64,7 @@ type Step struct {
 	RetryConfig *RetryConfig `json:"retry_config,omitempty"`
 }
 
-// Retry-config defaults (DESIGN §4).
+// Retry-config defaults (docs/contract.md §4).
 const (
 	DefaultAttempts     = 3
 	DefaultInitialDelay = Duration(1e9)  // 1s

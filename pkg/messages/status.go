@@ -35,7 +35,7 @@ const (
 	CompletionCancelled        = "cancelled"
 )
 
-// JobStatus is a job's status (DESIGN §7). When the job ends,
+// JobStatus is a job's status (docs/contract.md §7). When the job ends,
 // Succeeded+DeadLettered+Skipped+NotRun+Failed == Items.
 type JobStatus struct {
 	ID               string       `json:"id"`

@@ -1,4 +1,4 @@
-// Package retry is jetfleet's retry policy as pure code (DESIGN §4): backoff
+// Package retry is jetfleet's retry policy as pure code (docs/contract.md §4): backoff
 // strategies, jitter, error matchers, the duration budget, decisions for a
 // failed attempt, marker errors for Go handlers, on_failure actions, the
 // circuit breaker and the workflow error policy.

@@ -11,7 +11,7 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-// The fibonacci timeline of DESIGN §4: I·fib(n), fib = 1, 1, 2, 3, 5, 8.
+// The fibonacci timeline of docs/contract.md §4: I·fib(n), fib = 1, 1, 2, 3, 5, 8.
 func ExamplePolicy_Delay() {
 	p, err := retry.NewPolicy(&messages.RetryConfig{
 		Attempts:     ptr(7),

@@ -9,7 +9,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Policy is a step's compiled retry_config (DESIGN §4): the backoff
+// Policy is a step's compiled retry_config (docs/contract.md §4): the backoff
 // strategy, jitter, error matchers, duration budget and on_failure action,
 // with every default applied. It computes delays and decisions and never
 // sleeps. A Policy is immutable and safe for concurrent use.

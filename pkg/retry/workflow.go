@@ -11,7 +11,7 @@ import (
 // error_policy.failure_threshold is applied.
 const MinFinishedForThreshold = 10
 
-// Workflow is a job's compiled error_policy (DESIGN §4, workflow level): what
+// Workflow is a job's compiled error_policy (docs/contract.md §4, workflow level): what
 // follows an item failure and when the job stops. It is immutable and safe
 // for concurrent use.
 type Workflow struct {
