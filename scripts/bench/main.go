@@ -44,8 +44,19 @@ func main() {
 	prefetch := flag.Int("prefetch", 256, "prefetch per agent (and raw consumer)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the jetfleet phase to this file")
 	runs := flag.Int("runs", 3, "alternating raw/jetfleet runs; medians are compared")
+	server := flag.String("server", "", "with -raw-only: measure raw JetStream on this server instead of an embedded one")
+	rawOnly := flag.Bool("raw-only", false, "measure raw JetStream once on -server and print its rate (scripts/bench-daemons.sh)")
 	flag.Parse()
 	profilePath = *cpuprofile
+	if *rawOnly {
+		rate, err := raw(*server, *n, *prefetch, int(time.Now().UnixNano()%1e6))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: raw:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("raw JetStream: %.0f msgs/s\n", rate)
+		return
+	}
 	if err := run(*n, *agents, *conc, *prefetch, max(1, *runs)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

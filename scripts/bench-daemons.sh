@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Throughput as users deploy jetfleet: separate processes, default flags.
+#
+# Builds nats-server (the version go.mod pins), the coordinator, the agent
+# and fleetctl; starts the server, one coordinator and two agents as
+# separate processes with their default flags; then alternates, on that
+# same server:
+#
+#   raw      scripts/bench -raw-only: async-publish N messages to a
+#            WorkQueue stream, consume and ack them (one client process);
+#   jetfleet `fleetctl submit --wait` of an N-item job (input file uploaded
+#            by fleetctl, one no-op handler step), timed end to end.
+#
+# For each run it prints the rates, the server's messages in and out per
+# item (from its /varz) and each process's CPU seconds; last, the ratio of
+# the medians as "jetfleet/raw ratio: X.XX".
+#
+# Usage: scripts/bench-daemons.sh [-n 100000] [-runs 3] [-agents 2] [-- extra agent flags]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+N=100000
+RUNS=3
+AGENTS=2
+AGENT_FLAGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n) N=$2; shift 2 ;;
+    -runs) RUNS=$2; shift 2 ;;
+    -agents) AGENTS=$2; shift 2 ;;
+    --) shift; AGENT_FLAGS=("$@"); break ;;
+    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-- agent flags]" >&2; exit 2 ;;
+  esac
+done
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "building binaries"
+ver=$(go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)
+GOBIN="$work/bin" go install "github.com/nats-io/nats-server/v2@$ver"
+for c in coordinator agent fleetctl; do go build -o "$work/bin/$c" "./cmd/$c"; done
+go build -o "$work/bin/bench" ./scripts/bench
+go run ./scripts/genitems -n "$N" -o "$work/items.json"
+
+port=$((20000 + RANDOM % 20000))
+mon=$((port + 1))
+"$work/bin/nats-server" -js -a 127.0.0.1 -p "$port" -m "$mon" -sd "$work/js" >"$work/server.log" 2>&1 &
+srv_pid=$!
+pids+=("$srv_pid")
+export NATS_URL="nats://127.0.0.1:$port"
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mon/healthz" >/dev/null && break; sleep 0.1; done
+
+"$work/bin/coordinator" --log-level warn >"$work/coordinator.log" 2>&1 &
+coord_pid=$!
+pids+=("$coord_pid")
+agent_pids=()
+for i in $(seq "$AGENTS"); do
+  "$work/bin/agent" --log-level warn --name "bench-agent-$i" "${AGENT_FLAGS[@]}" >"$work/agent-$i.log" 2>&1 &
+  agent_pids+=("$!")
+  pids+=("$!")
+done
+for _ in $(seq 100); do "$work/bin/fleetctl" list >/dev/null 2>&1 && break; sleep 0.1; done
+
+# cpu PID: user+system CPU seconds of a process so far.
+cpu() { awk -v t="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
+varz() { curl -sf "http://127.0.0.1:$mon/varz" | jq -r "[.in_msgs, .out_msgs] | @tsv"; }
+agents_cpu() { local s=0; for p in "${agent_pids[@]}"; do s=$(echo "$s + $(cpu "$p")" | bc); done; echo "$s"; }
+
+cat >"$work/job.yaml" <<'YAML'
+input: items.json
+json_path: "$.items[*]"
+agent_template:
+  - handler: noop
+YAML
+
+echo "machine: $(nproc) CPUs; N = $N; nats-server $ver; $AGENTS agents with default flags ${AGENT_FLAGS[*]:-}"
+raws=()
+fleets=()
+for r in $(seq "$RUNS"); do
+  read -r in0 out0 < <(varz)
+  s0=$(cpu "$srv_pid")
+  rate=$("$work/bin/bench" -raw-only -server "$NATS_URL" -n "$N" | awk '{print $3}')
+  read -r in1 out1 < <(varz)
+  s1=$(cpu "$srv_pid")
+  printf "run %d raw JetStream: %8.0f msgs/s   server: %.1f in / %.1f out msgs per item, %.2f CPU-s\n" \
+    "$r" "$rate" "$(echo "($in1 - $in0) / $N" | bc -l)" "$(echo "($out1 - $out0) / $N" | bc -l)" "$(echo "$s1 - $s0" | bc)"
+  raws+=("$rate")
+
+  sed "s/^input:/id: bench-$r-$$\ninput:/" "$work/job.yaml" >"$work/job-$r.yaml"
+  c0=$(cpu "$coord_pid"); a0=$(agents_cpu)
+  t0=$(date +%s.%N)
+  "$work/bin/fleetctl" submit "$work/job-$r.yaml" --wait >"$work/submit-$r.log" 2>&1 || { cat "$work/submit-$r.log"; exit 1; }
+  t1=$(date +%s.%N)
+  read -r in2 out2 < <(varz)
+  s2=$(cpu "$srv_pid"); c1=$(cpu "$coord_pid"); a1=$(agents_cpu)
+  frate=$(echo "$N / ($t1 - $t0)" | bc -l)
+  printf "run %d jetfleet job  : %8.0f items/s  server: %.1f in / %.1f out msgs per item, %.2f CPU-s; coordinator %.2f CPU-s; agents %.2f CPU-s\n" \
+    "$r" "$frate" "$(echo "($in2 - $in1) / $N" | bc -l)" "$(echo "($out2 - $out1) / $N" | bc -l)" \
+    "$(echo "$s2 - $s1" | bc)" "$(echo "$c1 - $c0" | bc)" "$(echo "$a1 - $a0" | bc)"
+  fleets+=("$frate")
+done
+
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+rm_=$(median "${raws[@]}")
+fm_=$(median "${fleets[@]}")
+printf "median raw %.0f msgs/s, median jetfleet %.0f items/s over %d runs\n" "$rm_" "$fm_" "$RUNS"
+printf "jetfleet/raw ratio: %.2f\n" "$(echo "$fm_ / $rm_" | bc -l)"
