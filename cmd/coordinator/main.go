@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.DurationVar(&cfg.Provision.AckWait, "ack-wait", 0, "work consumers' AckWait, the crash-detection timeout (default 30s)")
 	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", 0, "work consumers' MaxDeliver backstop (default 100)")
 	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", 0, "work consumers' MaxAckPending: in-flight plus parked retries (default 20000)")
-	fs.StringVar(&cfg.InputDir, "input-dir", "", "directory that relative input paths resolve against (default: working directory)")
+	fs.StringVar(&cfg.InputDir, "input-dir", getenv("FLEET_INPUT_DIR"), "serve file inputs from this directory, and nowhere else (default: none, file inputs are refused; env FLEET_INPUT_DIR)")
 	bs, err := budget.SettingsFromEnv(getenv)
 	if err != nil {
 		return err
@@ -139,7 +139,7 @@ func ensurePools(ctx context.Context, nc *nats.Conn, cfg coordinator.Config, lis
 		if p = strings.TrimSpace(p); p == "" {
 			continue
 		}
-		if err := messages.ValidToken(p); err != nil {
+		if err := messages.ValidPool(p); err != nil {
 			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
 		if _, err := provision.EnsurePool(ctx, js, names, p, cfg.Provision); err != nil {

@@ -188,13 +188,13 @@ func TestRolesRunAJob(t *testing.T) {
 	// An input uploaded to the object store, as fleetctl submit does.
 	sjs, err := jetstream.New(snc)
 	require.NoError(t, err)
-	inputs, err := sjs.ObjectStore(ctx, s.names.InputsBucket())
-	must(err, "submitter opens the inputs store")
-	_, err = inputs.PutBytes(ctx, "roles/items.json", []byte(`{"items": [`+items(30)+`]}`))
+	uploads, err := sjs.ObjectStore(ctx, s.names.UploadsBucket())
+	must(err, "submitter opens the uploads store")
+	up, err := uploads.PutBytes(ctx, "x7q2/items.json", []byte(`{"items": [`+items(30)+`]}`))
 	must(err, "submitter uploads an input")
 	reply, err := sub.Submit(ctx, []byte(`{
 		"id": "roles",
-		"input": "objstore://fleet_inputs/roles/items.json",
+		"input": "objstore://fleet_uploads/x7q2/items.json", "input_digest": "`+up.Digest+`",
 		"json_path": "$.items[*]",
 		"retry_budget": "100%",
 		"agent_template": [{"handler": "flaky", "with": {"fail_rate": 0.4, "permanent_rate": 0.1, "seed": 5},
@@ -244,14 +244,14 @@ func TestRolesRunAJob(t *testing.T) {
 	require.NoError(t, err)
 	dlq, err := ojs.Stream(ctx, s.names.DLQStream())
 	must(err, "operator DLQ stream info")
-	info, err := dlq.Info(ctx, jetstream.WithSubjectFilter(s.names.DLQSubject("roles")))
+	info, err := dlq.Info(ctx, jetstream.WithSubjectFilter(s.names.DLQSubject("default", "roles")))
 	must(err, "operator DLQ stream info by subject")
-	require.Equal(t, uint64(roles.DeadLettered), info.State.Subjects[s.names.DLQSubject("roles")])
-	oc, err := dlq.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.names.DLQSubject("roles")}})
+	require.Equal(t, uint64(roles.DeadLettered), info.State.Subjects[s.names.DLQSubject("default", "roles")])
+	oc, err := dlq.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.names.DLQSubject("default", "roles")}})
 	must(err, "operator DLQ consumer")
 	m, err := oc.Next(jetstream.FetchMaxWait(5 * time.Second))
 	must(err, "operator DLQ read")
-	require.Equal(t, s.names.DLQSubject("roles"), m.Subject())
+	require.Equal(t, s.names.DLQSubject("default", "roles"), m.Subject())
 	_, err = ojs.Consumer(ctx, s.names.WorkStream(), s.names.AgentsConsumer("default"))
 	must(err, "operator reads consumer lag")
 	// The operator cancels a job that is still running.

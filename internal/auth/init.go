@@ -87,7 +87,7 @@ func Init(o Options) (*Result, error) {
 		pools = []string{messages.DefaultPool}
 	}
 	for _, p := range pools {
-		if err := messages.ValidToken(p); err != nil {
+		if err := messages.ValidPool(p); err != nil {
 			return nil, fmt.Errorf("auth: init: pool %q: %w", p, err)
 		}
 	}

@@ -293,7 +293,10 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string
 	if err != nil {
 		return nil, err
 	}
-	want := info.State.Subjects[subject]
+	var want uint64 // subject may be a wildcard: count every subject it matches
+	for _, n := range info.State.Subjects {
+		want += n
+	}
 	if want == 0 {
 		return nil, nil
 	}
@@ -412,7 +415,7 @@ func verify(ctx context.Context, args []string) error {
 	}
 
 	results, err := retryRead(ctx, "results", func() ([]record, error) {
-		return readAll(ctx, js, names.ResultsStream(), names.ResultSubject(job))
+		return readAll(ctx, js, names.ResultsStream(), names.JobResultsFilter(job))
 	})
 	if err != nil {
 		return err
@@ -438,7 +441,7 @@ func verify(ctx context.Context, args []string) error {
 	}
 
 	dead, err := retryRead(ctx, "dlq", func() ([]record, error) {
-		return readAll(ctx, js, names.DLQStream(), names.DLQSubject(job))
+		return readAll(ctx, js, names.DLQStream(), names.JobDLQFilter(job))
 	})
 	if err != nil {
 		return err
