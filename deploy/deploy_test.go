@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -447,14 +446,6 @@ func (l *captureLog) has(substr string) bool {
 	return false
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startNode starts a server from a configuration whose cluster block
 // includes routes (a routes.conf) or, when routes is "", names rogueRoute.
 func startNode(t *testing.T, dir, name string, port int, routesConf, rogueRoute string) (*server.Server, *captureLog) {
@@ -484,7 +475,7 @@ func startNode(t *testing.T, dir, name string, port int, routesConf, rogueRoute 
 // port) is refused and never joins.
 func TestRouteAuthorizationRefusesAStranger(t *testing.T) {
 	dir := t.TempDir()
-	p1, p2 := freePort(t), freePort(t)
+	p1, p2 := fleettest.FreePort(t), fleettest.FreePort(t)
 	_, err := auth.Init(auth.Options{Dir: dir, Routes: []string{fmt.Sprintf("127.0.0.1:%d", p1), fmt.Sprintf("127.0.0.1:%d", p2)}})
 	require.NoError(t, err)
 	routes := filepath.Join(dir, auth.RoutesFile)
@@ -496,7 +487,7 @@ func TestRouteAuthorizationRefusesAStranger(t *testing.T) {
 		}
 		return nil
 	})
-	stranger, _ := startNode(t, dir, "stranger", freePort(t), "", fmt.Sprintf("nats-route://127.0.0.1:%d", p1))
+	stranger, _ := startNode(t, dir, "stranger", fleettest.FreePort(t), "", fmt.Sprintf("nats-route://127.0.0.1:%d", p1))
 	fleettest.WaitFor(t, 30*time.Second, func() error {
 		if !alog.has("authentication error") {
 			return errors.New("node a has not refused the stranger yet")

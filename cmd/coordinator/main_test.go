@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -31,14 +30,6 @@ func TestEmbeddedServerRefusesAnOpenListen(t *testing.T) {
 	require.ErrorContains(t, err, "--auth-dir secures the embedded server")
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // coordinator --listen 0.0.0.0:PORT --auth-dir DIR: the coordinator serves
 // its API through its own secured server, where an anonymous client is
 // refused and the submitter's key works.
@@ -46,7 +37,7 @@ func TestEmbeddedServerWithAuthDir(t *testing.T) {
 	dir := t.TempDir()
 	res, err := auth.Init(auth.Options{Dir: dir, TLS: true})
 	require.NoError(t, err)
-	port := freePort(t)
+	port := fleettest.FreePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
