@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -321,7 +322,183 @@ func TestNATSNodeConfig(t *testing.T) {
 		}
 		require.Contains(t, accounts, auth.DefaultAccount)
 		require.Len(t, o.Nkeys, 4, "coordinator, agent-default, submitter, operator")
+		node := fmt.Sprintf("nats-%d", i)
+		// Monitoring and routes listen on the node's address on their
+		// network only; routes need the password.
+		require.Equal(t, node+"-monitoring", o.HTTPHost)
 		require.Equal(t, 8222, o.HTTPPort)
+		require.Equal(t, node+"-cluster", o.Cluster.Host)
+		require.Equal(t, 6222, o.Cluster.Port)
+		require.Equal(t, auth.RouteUser, o.Cluster.Username)
+		require.GreaterOrEqual(t, len(o.Cluster.Password), 32)
+		require.Len(t, o.Routes, 3)
+		for j, r := range o.Routes {
+			require.Equal(t, fmt.Sprintf("nats-%d-cluster:6222", j+1), r.Host)
+			pw, _ := r.User.Password()
+			require.Equal(t, o.Cluster.Password, pw, "routes carry the route password")
+		}
+	}
+}
+
+// composeNetworks is the networks part of the compose file.
+type composeNetworks struct {
+	Networks map[string]struct {
+		Internal bool `yaml:"internal"`
+	} `yaml:"networks"`
+	Services map[string]struct {
+		Networks yaml.Node `yaml:"networks"`
+	} `yaml:"services"`
+}
+
+// serviceNetworks returns the networks of each service, with the aliases
+// it has on each ("default" when it names none).
+func serviceNetworks(t *testing.T) (map[string]map[string][]string, map[string]bool) {
+	var c composeNetworks
+	readYAML(t, filepath.Join("..", "docker-compose.yml"), &c)
+	internal := map[string]bool{}
+	for n, v := range c.Networks {
+		internal[n] = v.Internal
+	}
+	out := map[string]map[string][]string{}
+	for name, svc := range c.Services {
+		nets := map[string][]string{}
+		switch svc.Networks.Kind {
+		case 0:
+			nets["default"] = nil
+		case yaml.SequenceNode:
+			var list []string
+			require.NoError(t, svc.Networks.Decode(&list))
+			for _, n := range list {
+				nets[n] = nil
+			}
+		case yaml.MappingNode:
+			var m map[string]struct {
+				Aliases []string `yaml:"aliases"`
+			}
+			require.NoError(t, svc.Networks.Decode(&m))
+			for n, v := range m {
+				nets[n] = v.Aliases
+			}
+		}
+		out[name] = nets
+	}
+	return out, internal
+}
+
+// Where job code runs (agents), neither the NATS monitoring port nor the
+// cluster port is reachable: each node binds them to its alias on the
+// monitoring and cluster networks (TestNATSNodeConfig), and no agent or
+// coordinator is on either network. The cluster network is internal and
+// holds the NATS nodes only.
+func TestComposeNetworksKeepMonitoringAndRoutesFromJobs(t *testing.T) {
+	nets, internal := serviceNetworks(t)
+	require.True(t, internal["cluster"], "the cluster network is internal")
+	for i := 1; i <= 3; i++ {
+		node := fmt.Sprintf("nats-%d", i)
+		require.Contains(t, nets[node], "fleet", node)
+		require.Equal(t, []string{node + "-cluster"}, nets[node]["cluster"], node)
+		require.Equal(t, []string{node + "-monitoring"}, nets[node]["monitoring"], node)
+	}
+	for name, n := range nets {
+		if strings.HasPrefix(name, "nats-") && !strings.HasPrefix(name, "nats-exporter") {
+			continue
+		}
+		require.NotContains(t, n, "cluster", "%s is on the cluster network", name)
+		require.NotContains(t, n, "default", "%s is on compose's default network, which every service shares", name)
+	}
+	for _, name := range []string{"agent", "coordinator"} {
+		require.Equal(t, map[string][]string{"fleet": nil}, nets[name], name)
+	}
+	for _, name := range []string{"nats-exporter-1", "nats-exporter-2", "nats-exporter-3", "grafana"} {
+		require.Equal(t, map[string][]string{"monitoring": nil}, nets[name], name)
+	}
+	svcs := loadCompose(t)
+	for i := 1; i <= 3; i++ {
+		require.Contains(t, svcs[fmt.Sprintf("nats-exporter-%d", i)].Command, fmt.Sprintf("http://nats-%d-monitoring:8222", i))
+	}
+}
+
+// captureLog records a server's error lines.
+type captureLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *captureLog) add(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, v...))
+}
+func (l *captureLog) Noticef(string, ...any)         {}
+func (l *captureLog) Warnf(format string, v ...any)  { l.add(format, v...) }
+func (l *captureLog) Fatalf(format string, v ...any) { l.add(format, v...) }
+func (l *captureLog) Errorf(format string, v ...any) { l.add(format, v...) }
+func (l *captureLog) Debugf(string, ...any)          {}
+func (l *captureLog) Tracef(string, ...any)          {}
+func (l *captureLog) has(substr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.lines {
+		if strings.Contains(s, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// startNode starts a server from a configuration whose cluster block
+// includes routes (a routes.conf) or, when routes is "", names rogueRoute.
+func startNode(t *testing.T, dir, name string, port int, routesConf, rogueRoute string) (*server.Server, *captureLog) {
+	t.Helper()
+	cluster := fmt.Sprintf("include %q", filepath.Base(routesConf)) // relative to the including file
+	if routesConf == "" {
+		cluster = fmt.Sprintf("routes: [%q]", rogueRoute)
+	}
+	conf := filepath.Join(dir, name+".conf")
+	body := fmt.Sprintf("server_name: %s\nlisten: 127.0.0.1:-1\ncluster {\n  name: jetfleet\n  listen: \"127.0.0.1:%d\"\n  %s\n}\n", name, port, cluster)
+	require.NoError(t, os.WriteFile(conf, []byte(body), 0o644))
+	o, err := server.ProcessConfigFile(conf)
+	require.NoError(t, err)
+	o.NoSigs, o.NoLog = true, false
+	s, err := server.NewServer(o)
+	require.NoError(t, err)
+	l := &captureLog{}
+	s.SetLogger(l, false, false)
+	go s.Start()
+	require.True(t, s.ReadyForConnections(10*time.Second))
+	t.Cleanup(s.Shutdown)
+	return s, l
+}
+
+// routes.conf keeps the cluster closed: nodes with it form the cluster; a
+// server without the route password (job code that reached the cluster
+// port) is refused and never joins.
+func TestRouteAuthorizationRefusesAStranger(t *testing.T) {
+	dir := t.TempDir()
+	p1, p2 := fleettest.FreePort(t), fleettest.FreePort(t)
+	_, err := auth.Init(auth.Options{Dir: dir, Routes: []string{fmt.Sprintf("127.0.0.1:%d", p1), fmt.Sprintf("127.0.0.1:%d", p2)}})
+	require.NoError(t, err)
+	routes := filepath.Join(dir, auth.RoutesFile)
+	a, alog := startNode(t, dir, "a", p1, routes, "")
+	b, _ := startNode(t, dir, "b", p2, routes, "")
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		if a.NumRoutes() < 1 || b.NumRoutes() < 1 {
+			return fmt.Errorf("routes: a %d, b %d", a.NumRoutes(), b.NumRoutes())
+		}
+		return nil
+	})
+	stranger, _ := startNode(t, dir, "stranger", fleettest.FreePort(t), "", fmt.Sprintf("nats-route://127.0.0.1:%d", p1))
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		if !alog.has("authentication error") {
+			return errors.New("node a has not refused the stranger yet")
+		}
+		return nil
+	})
+	require.Zero(t, stranger.NumRoutes(), "the stranger joined the cluster")
+	routez, err := a.Routez(nil)
+	require.NoError(t, err)
+	for _, r := range routez.Routes {
+		require.NotEqual(t, "stranger", r.RemoteName, "the stranger is routed to node a")
 	}
 }
 

@@ -101,23 +101,29 @@ if ! compose up -d --scale agent=3 >"$work/up.log" 2>&1; then
   cat "$work/up.log" >&2
   exit 1
 fi
+# The coordinator's one network is where clients and agents are; the NATS
+# nodes' monitoring ports are on the monitoring network only.
 net=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}' "$(compose ps -q coordinator)")
+mon=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' "$(compose ps -q nats-1)" | tr ' ' '\n' | grep '_monitoring$')
 urls="tls://nats-1:4222,tls://nats-2:4222,tls://nats-3:4222"
+monitoring="http://nats-1-monitoring:8222 http://nats-2-monitoring:8222 http://nats-3-monitoring:8222"
 
-# tool NKEY [docker run options...] -- ARGS: fleetctl's image on the compose
-# network, as the user whose seed is /auth/NKEY.nk.
+# tool NKEY [docker run options...] -- ARGS: fleetctl's image on the
+# clients' network (or $tool_net), as the user whose seed is /auth/NKEY.nk.
 tool() {
   local nk=$1; shift
   local opts=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do opts+=("$1"); shift; done
   shift
-  docker run --rm --network "$net" \
+  docker run --rm --network "${tool_net:-$net}" \
     -v "$work:/work:ro" -v "$FLEET_AUTH_DIR:/auth:ro" -v "$JETFLEET_DIST/bin/composecheck:/composecheck:ro" \
     -e NATS_URL="$urls" -e NATS_TLS_CA=/auth/ca.pem -e NATS_NKEY="/auth/$nk.nk" \
     "${opts[@]}" "jetfleet/fleetctl:$JETFLEET_TAG" "$@"
 }
 fleetctl() { local nk=$1; shift; tool "$nk" -- "$@"; }
 check() { local nk=$1; shift; tool "$nk" --entrypoint /composecheck -- "$@"; }
+# monitor ARGS: composecheck on the monitoring network (leader, converged).
+monitor() { tool_net=$mon check operator "$@"; }
 
 say "waiting for the cluster and the coordinator's API"
 ready=false
@@ -126,17 +132,20 @@ for _ in $(seq 90); do
   sleep 1
 done
 $ready || { echo "compose-e2e: the coordinator's API did not answer within 90s" >&2; exit 1; }
+say "where agents run, the NATS monitoring and cluster ports are out of reach"
+check operator unreachable http://nats-1:8222 http://nats-2:8222 http://nats-3:8222 \
+  tcp://nats-1:6222 tcp://nats-2:6222 tcp://nats-3:6222
 say "ready; submitting $job ($items items) as the submitter"
 fleetctl submitter submit /work/job.yaml >/dev/null
 check operator wait "$job" --done $((items * 10 / 100)) --timeout 3m
 
-leader=$(check operator leader http://nats-1:8222 http://nats-2:8222 http://nats-3:8222)
+leader=$(monitor leader $monitoring)
 leader_id=$(compose ps -q "$leader")
 say "killing the JetStream meta leader, $leader (SIGKILL)"
 docker kill "$leader_id" >/dev/null
 node_down=$(date +%s)
 check operator wait "$job" --done $((items * 30 / 100)) --timeout 3m
-say "meta leader now: $(check operator leader http://nats-1:8222 http://nats-2:8222 http://nats-3:8222 || echo none)"
+say "meta leader now: $(monitor leader $monitoring || echo none)"
 
 agent_id=$(compose ps -q agent | head -1)
 agent_name=$(docker inspect -f '{{.Name}}' "$agent_id" | tr -d /)
@@ -166,7 +175,7 @@ if fleetctl operator dlq stats --job "$job" >"$work/dlq-stats.txt" 2>/dev/null; 
   cat "$work/dlq-stats.txt"
 fi
 say "checking that $leader caught up: every node holds the same copy of every stream"
-check operator converged --timeout 90s http://nats-1:8222 http://nats-2:8222 http://nats-3:8222
+monitor converged --timeout 90s $monitoring
 say "auditing the streams (coordinator's role: results, DLQ, work)"
 check coordinator verify "$job" --items "$items" --status /work/status.json
 status=0

@@ -7,15 +7,23 @@
 //	go run ./cmd/coordinator   # then, elsewhere:
 //	go run ./cmd/agent
 //
-// works on a bare machine.
+// works on a bare machine. The embedded server admits anyone, so it
+// listens on loopback only, unless --auth-dir gives it the users and
+// permissions `fleetctl auth init` wrote:
+//
+//	fleetctl auth init auth --tls
+//	coordinator --listen 0.0.0.0:4222 --auth-dir auth --pools default
+//	agent --server tls://host:4222 --nkey auth/agent-default.nk --tls-ca auth/ca.pem
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
@@ -54,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.DurationVar(&cfg.Provision.AckWait, "ack-wait", 0, "work consumers' AckWait, the crash-detection timeout (default 30s)")
 	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", 0, "work consumers' MaxDeliver backstop (default 100)")
 	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", 0, "work consumers' MaxAckPending: in-flight plus parked retries (default 20000)")
-	fs.StringVar(&cfg.InputDir, "input-dir", "", "directory that relative input paths resolve against (default: working directory)")
+	fs.StringVar(&cfg.InputDir, "input-dir", getenv("FLEET_INPUT_DIR"), "serve file inputs from this directory, and nowhere else (default: none, file inputs are refused; env FLEET_INPUT_DIR)")
 	bs, err := budget.SettingsFromEnv(getenv)
 	if err != nil {
 		return err
@@ -63,7 +72,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	budget.RegisterFlags(fs, &cfg.Budget)
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
 	pools := fs.String("pools", getenv("FLEET_POOLS"), "comma-separated pools whose work consumers are created at start, so agents that may only bind to theirs (least privilege) find them (env FLEET_POOLS)")
-	listen := fs.String("listen", "127.0.0.1:4222", "embedded server address when no --server is given")
+	listen := fs.String("listen", "127.0.0.1:4222", "embedded server address when no --server is given; beyond loopback it needs --auth-dir")
+	authDir := fs.String("auth-dir", "", "embedded server: admit only the users `fleetctl auth init DIR` wrote (and TLS if generated); the coordinator connects as DIR/coordinator.nk")
 	dataDir := fs.String("data-dir", "jetfleet-data", "embedded server's JetStream directory")
 	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
 	if err := fs.Parse(args); err != nil {
@@ -81,14 +91,20 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	cfg.Registerer = reg
 
 	url := conn.URL
+	if url != "" && *authDir != "" {
+		return errors.New("--auth-dir secures the embedded server; with --server, give the coordinator's credentials (--nkey) instead")
+	}
 	if url == "" {
 		host, port, err := splitHostPort(*listen)
 		if err != nil {
 			return fmt.Errorf("--listen: %w", err)
 		}
-		srv, err := embedded.Start(embedded.Options{Host: host, Port: port, StoreDir: *dataDir})
+		srv, err := embedded.Start(embedded.Options{Host: host, Port: port, StoreDir: *dataDir, AuthDir: *authDir})
 		if err != nil {
 			return err
+		}
+		if *authDir != "" {
+			useAuthDir(&conn, *authDir)
 		}
 		defer srv.Shutdown()
 		url = srv.URL()
@@ -124,6 +140,19 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	return nc.Drain()
 }
 
+// useAuthDir makes the coordinator connect to its embedded server as the
+// coordinator user of dir, trusting dir's CA, unless flags say otherwise.
+func useAuthDir(conn *natsconn.Options, dir string) {
+	if conn.NKey == "" && conn.Creds == "" && conn.User == "" {
+		conn.NKey = filepath.Join(dir, auth.SeedFile("coordinator"))
+	}
+	if ca := filepath.Join(dir, auth.CAFile); conn.TLSCA == "" {
+		if _, err := os.Stat(ca); err == nil {
+			conn.TLSCA = ca
+		}
+	}
+}
+
 // ensurePools creates the work consumer of each pool in the comma-separated
 // list, as accepting a job for the pool would.
 func ensurePools(ctx context.Context, nc *nats.Conn, cfg coordinator.Config, list string) error {
@@ -139,7 +168,7 @@ func ensurePools(ctx context.Context, nc *nats.Conn, cfg coordinator.Config, lis
 		if p = strings.TrimSpace(p); p == "" {
 			continue
 		}
-		if err := messages.ValidToken(p); err != nil {
+		if err := messages.ValidPool(p); err != nil {
 			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
 		if _, err := provision.EnsurePool(ctx, js, names, p, cfg.Provision); err != nil {

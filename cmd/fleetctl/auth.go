@@ -17,7 +17,7 @@ func init() {
 
 func runAuth(_ context.Context, env *cliEnv, args []string) int {
 	usage := func() {
-		fmt.Fprintln(env.stderr, "usage: fleetctl auth init DIR [--pools default,gpu] [--tls] [--tls-hosts h1,h2] [--server-dir PATH] [--prefix fleet] [--force]")
+		fmt.Fprintln(env.stderr, "usage: fleetctl auth init DIR [--pools default,gpu] [--tls] [--tls-hosts h1,h2] [--routes h1:6222,h2:6222] [--server-dir PATH] [--prefix fleet] [--force]")
 		fmt.Fprintln(env.stderr, "       fleetctl auth permissions ROLE [--pool P] [--prefix fleet] [--json]")
 		fmt.Fprintln(env.stderr, "\nROLE is coordinator, agent, submitter or operator; see docs/deploy.md.")
 	}
@@ -56,6 +56,7 @@ func runAuthInit(env *cliEnv, args []string) int {
 	account := fs.String("account", auth.DefaultAccount, "NATS account of the fleet's users")
 	withTLS := fs.Bool("tls", false, "also write a CA and a server certificate, and turn TLS on in tls.conf")
 	hosts := fs.String("tls-hosts", strings.Join(auth.DefaultTLSHosts, ","), "comma-separated DNS names and IPs the server certificate covers")
+	routes := fs.String("routes", strings.Join(auth.DefaultRoutes, ","), "comma-separated host:port of every NATS node's cluster listener, for routes.conf")
 	serverDir := fs.String("server-dir", "", "DIR as the nats-server sees it, for the paths in tls.conf (default: DIR's absolute path)")
 	force := fs.Bool("force", false, "replace existing files (new keys: every user needs its new seed)")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -68,7 +69,7 @@ func runAuthInit(env *cliEnv, args []string) int {
 	dir := fs.Arg(0)
 	res, err := auth.Init(auth.Options{
 		Dir: dir, Prefix: *prefix, Pools: splitList(*pools), Account: *account,
-		TLS: *withTLS, TLSHosts: splitList(*hosts), ServerDir: *serverDir, Force: *force,
+		TLS: *withTLS, TLSHosts: splitList(*hosts), ServerDir: *serverDir, Routes: splitList(*routes), Force: *force,
 	})
 	if err != nil {
 		errorf(env, "%v", err)
@@ -94,13 +95,14 @@ func runAuthInit(env *cliEnv, args []string) int {
 	} else {
 		fmt.Fprintf(w, "  %-18s nats-server include (TLS off; --tls turns it on)\n", auth.TLSConfFile)
 	}
+	fmt.Fprintf(w, "  %-18s include inside cluster {}: route password and the routes to %s\n", auth.RoutesFile, *routes)
 	tlsFlag := ""
 	if res.TLS {
 		tlsFlag = " --tls-ca " + filepath.Join(dir, auth.CAFile)
 	}
 	nk := func(user string) string { return filepath.Join(dir, auth.SeedFile(user)) }
 	fmt.Fprintln(w, "\nnext:")
-	fmt.Fprintf(w, "  in nats-server.conf:  include %q and include %q\n", auth.AccountsFile, auth.TLSConfFile)
+	fmt.Fprintf(w, "  in nats-server.conf:  include %q and include %q; in its cluster {} block, include %q\n", auth.AccountsFile, auth.TLSConfFile, auth.RoutesFile)
 	pl := splitList(*pools)
 	fmt.Fprintf(w, "  coordinator --server URL --nkey %s%s --pools %s\n", nk("coordinator"), tlsFlag, strings.Join(pl, ","))
 	for _, p := range pl {
@@ -108,7 +110,7 @@ func runAuthInit(env *cliEnv, args []string) int {
 	}
 	fmt.Fprintf(w, "  fleetctl submit job.yaml --server URL --nkey %s%s\n", nk("submitter"), tlsFlag)
 	fmt.Fprintf(w, "  fleetctl dlq list --server URL --nkey %s%s\n", nk("operator"), tlsFlag)
-	fmt.Fprintln(w, "Keep the *.nk files secret: each is a user's private key.")
+	fmt.Fprintf(w, "Keep the *.nk files secret (each is a user's private key), and %s (the route password).\n", auth.RoutesFile)
 	return exitOK
 }
 

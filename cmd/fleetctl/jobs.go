@@ -12,7 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
+	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -56,12 +58,12 @@ func runSubmit(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	defer nc.Close()
 	if spec.Input != "" && !strings.Contains(spec.Input, "://") {
-		ref, err := uploadInput(ctx, nc, conn.prefix, filepath.Join(filepath.Dir(path), spec.Input), spec)
+		ref, digest, err := uploadInput(ctx, nc, conn.prefix, localInput(path, spec.Input))
 		if err != nil {
 			errorf(env, "uploading input %s: %v", spec.Input, err)
 			return exitFailed
 		}
-		spec.Input = ref
+		spec.Input, spec.InputDigest = ref, digest
 	}
 	body, _ := json.Marshal(spec)
 	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
@@ -84,36 +86,44 @@ func runSubmit(ctx context.Context, env *cliEnv, args []string) int {
 	return watchJob(ctx, env, client, reply.JobID, *asJSON)
 }
 
-// uploadInput stores a local input file in the inputs object store and
-// returns its objstore:// reference.
-func uploadInput(ctx context.Context, nc *nats.Conn, prefix, path string, spec *messages.JobSpec) (string, error) {
+// localInput is the file a job file's input names: an absolute path as it
+// is, a relative one from the job file's directory.
+func localInput(specPath, input string) string {
+	if filepath.IsAbs(input) {
+		return input
+	}
+	return filepath.Join(filepath.Dir(specPath), input)
+}
+
+// uploadInput stores a local input file in the uploads bucket under a name
+// unique to this submission, and returns its objstore:// reference and
+// digest. The coordinator copies it to a bucket only it writes when it
+// accepts the job, after checking the digest, so no later upload (with
+// the same job id or not) changes this job's items.
+func uploadInput(ctx context.Context, nc *nats.Conn, prefix, path string) (ref, digest string, err error) {
 	names, err := messages.NewNames(prefix)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return "", err
-	}
-	obj, err := js.ObjectStore(ctx, names.InputsBucket())
-	if err != nil {
-		return "", fmt.Errorf("%w (has a coordinator run with --prefix %s?)", err, prefix)
+		return "", "", err
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer f.Close()
-	name := filepath.Base(path)
-	if spec.ID != "" {
-		name = spec.ID + "/" + name
-	} else {
-		name = fmt.Sprintf("%d/%s", time.Now().UnixNano(), name)
+	obj, err := js.ObjectStore(ctx, names.UploadsBucket())
+	if err != nil {
+		return "", "", fmt.Errorf("%w (has a coordinator of this version run with --prefix %s?)", err, prefix)
 	}
-	if _, err := obj.Put(ctx, jetstream.ObjectMeta{Name: name}, f); err != nil {
-		return "", err
+	name := strings.ToLower(nuid.Next()) + "/" + filepath.Base(path)
+	info, err := obj.Put(ctx, jetstream.ObjectMeta{Name: name}, f)
+	if err != nil {
+		return "", "", err
 	}
-	return "objstore://" + names.InputsBucket() + "/" + name, nil
+	return expand.ObjectStoreScheme + names.UploadsBucket() + "/" + name, info.Digest, nil
 }
 
 // jobCall is what a one-job command does once connected: it returns the

@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
@@ -98,4 +103,87 @@ func TestJobCommandsAgainstAFleet(t *testing.T) {
 
 	code, _, _ = cli(t, url, "status")
 	require.Equal(t, exitUsage, code, "JOB is required")
+}
+
+// fleetctl submit uploads an input named by an absolute path (it used to
+// join it onto the job file's directory), under a name unique to the
+// submission; the coordinator keeps its own copy, so submitting the job
+// file again after the input changed leaves the accepted job's input as it
+// was.
+func TestSubmitUploadsTheInputOncePerSubmission(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{StatusInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	done := make(chan struct{}, 2)
+	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
+	<-coord.Ready()
+	a := agent.New(srv.Connect(t), agent.Config{}).HandleBuiltins()
+	go func() { _ = a.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+
+	input := filepath.Join(t.TempDir(), "items.json") // not beside the job file
+	require.NoError(t, os.WriteFile(input, []byte(`{"items": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}`), 0o644))
+	path := writeSpec(t, "id: abs-input\ninput: "+input+"\njson_path: $.items[*]\nagent_template: [{handler: noop}]\n")
+	code, out, errOut := cli(t, srv.URL(), "submit", path, "--wait", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	var st messages.JobStatus
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.EqualValues(t, 3, st.Succeeded, out)
+
+	names := messages.MustNames("")
+	readInput := func() string {
+		kv, err := srv.JS().KeyValue(ctx, names.JobsBucket())
+		require.NoError(t, err)
+		e, err := kv.Get(ctx, "abs-input")
+		require.NoError(t, err)
+		var rec messages.JobRecord
+		require.NoError(t, json.Unmarshal(e.Value(), &rec))
+		require.True(t, strings.HasPrefix(rec.Spec.Input, "objstore://fleet_inputs/"), rec.Spec.Input)
+		rc, err := expand.ObjectStoreOpener(srv.JS())(ctx, rec.Spec.Input)
+		require.NoError(t, err)
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		require.NoError(t, err)
+		return string(b)
+	}
+	before := readInput()
+	require.NoError(t, os.WriteFile(input, []byte(`{"items": [{"id": "evil"}]}`), 0o644))
+	code, out, errOut = cli(t, srv.URL(), "submit", path)
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "already submitted")
+	require.Equal(t, before, readInput(), "a second submission changed the accepted job's input")
+
+	// Each submission uploaded under its own name; nothing was replaced.
+	uploads, err := srv.JS().ObjectStore(ctx, names.UploadsBucket())
+	require.NoError(t, err)
+	list, err := uploads.List(ctx)
+	if !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		require.NoError(t, err)
+	}
+	for _, o := range list {
+		require.NotContains(t, o.Name, "abs-input", "upload names are unique, not the job id")
+	}
+}
+
+// fleetctl run reads local inputs itself (its coordinator is in-process):
+// beside the job file, or anywhere by absolute path.
+func TestRunReadsLocalInputs(t *testing.T) {
+	elsewhere := filepath.Join(t.TempDir(), "far.json")
+	require.NoError(t, os.WriteFile(elsewhere, []byte(`[{"id": "x"}, {"id": "y"}]`), 0o644))
+	path := writeSpec(t, "id: run-near\ninput: near.json\nagent_template: [{handler: noop}]\n")
+	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(path), "near.json"), []byte(`[{"id": "a"}]`), 0o644))
+	for _, tt := range []struct {
+		spec string
+		want int64
+	}{
+		{path, 1},
+		{writeSpec(t, "id: run-far\ninput: "+elsewhere+"\nagent_template: [{handler: noop}]\n"), 2},
+	} {
+		code, out, errOut := cli(t, "", "run", tt.spec, "--agents", "1", "--json")
+		require.Equal(t, exitOK, code, errOut)
+		var st messages.JobStatus
+		require.NoError(t, json.Unmarshal([]byte(out), &st))
+		require.Equal(t, tt.want, st.Succeeded, out)
+	}
 }

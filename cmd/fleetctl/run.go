@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/examples"
+	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -40,7 +41,18 @@ func runRun(ctx context.Context, env *cliEnv, args []string) int {
 		errorf(env, "--agents: %d, want >= 1", *agents)
 		return exitUsage
 	}
-	return hostAndRun(ctx, env, spec, localOptions{conn: conn, agents: *agents, concurrency: *conc, inputDir: filepath.Dir(path)}, *logLevel, *asJSON, false)
+	o := localOptions{conn: conn, agents: *agents, concurrency: *conc}
+	if spec.Input != "" && expand.IsFileRef(spec.Input) {
+		// The in-process coordinator reads the local file: its input
+		// directory is the file's, as the job file names it (relative
+		// paths from the job file's directory, absolute ones as they are).
+		in := localInput(path, strings.TrimPrefix(spec.Input, expand.FileScheme))
+		if real, err := filepath.EvalSymlinks(in); err == nil {
+			in = real
+		}
+		o.inputDir, spec.Input = filepath.Dir(in), filepath.Base(in)
+	}
+	return hostAndRun(ctx, env, spec, o, *logLevel, *asJSON, false)
 }
 
 func runDemo(ctx context.Context, env *cliEnv, args []string) int {
@@ -89,9 +101,6 @@ func hostAndRun(ctx context.Context, env *cliEnv, spec *messages.JobSpec, o loca
 		return exitUsage
 	}
 	o.logger = log
-	if o.inputDir != "" && spec.Input != "" && !strings.Contains(spec.Input, "://") && !filepath.IsAbs(spec.Input) {
-		spec.Input = filepath.Join(o.inputDir, spec.Input)
-	}
 	start := time.Now()
 	fleet, err := startLocalFleet(ctx, o)
 	if err != nil {

@@ -4,7 +4,8 @@
 // subjects its job needs and nothing else, and optionally a CA and a
 // server certificate for TLS. `fleetctl auth init DIR` calls Init.
 //
-// How the roles map to subjects is in RolePermissions and docs/deploy.md.
+// How the roles map to subjects is in RolePermissions and docs/security.md
+// (whose lists PermissionsMarkdown generates).
 // The tests start an embedded server with the generated configuration and
 // prove that each role can do its job and is refused the rest.
 package auth

@@ -23,6 +23,6 @@ func ExampleRolePermissions() {
 	// publish fleet.api.jobs.status
 	// publish fleet.api.jobs.list
 	// publish fleet.jobs.submit
-	// publish $O.fleet_inputs.>
+	// publish $O.fleet_uploads.C.>
 	// subscribe [_INBOX.>]
 }

@@ -22,7 +22,15 @@ const (
 	CAFile         = "ca.pem"
 	ServerCertFile = "server-cert.pem"
 	ServerKeyFile  = "server-key.pem"
+	RoutesFile     = "routes.conf"
 )
+
+// DefaultRoutes are the cluster routes routes.conf lists when none are
+// given: the docker-compose nodes' addresses on their cluster network.
+var DefaultRoutes = []string{"nats-1-cluster:6222", "nats-2-cluster:6222", "nats-3-cluster:6222"}
+
+// RouteUser is the user NATS servers authenticate each other's routes as.
+const RouteUser = "route"
 
 // DefaultTLSHosts are the names a generated server certificate covers when
 // none are given: the docker-compose nodes and the local machine.
@@ -48,6 +56,9 @@ type Options struct {
 	// tls.conf (e.g. "/etc/nats/auth" in a container). Defaults to Dir's
 	// absolute path.
 	ServerDir string
+	// Routes are the host:port of every node's cluster listener, written
+	// to routes.conf with the route credentials. Defaults to DefaultRoutes.
+	Routes []string
 	// Force overwrites existing files; otherwise Init refuses to.
 	Force bool
 }
@@ -87,7 +98,7 @@ func Init(o Options) (*Result, error) {
 		pools = []string{messages.DefaultPool}
 	}
 	for _, p := range pools {
-		if err := messages.ValidToken(p); err != nil {
+		if err := messages.ValidPool(p); err != nil {
 			return nil, fmt.Errorf("auth: init: pool %q: %w", p, err)
 		}
 	}
@@ -167,6 +178,16 @@ func Init(o Options) (*Result, error) {
 	}
 	add(TLSConfFile, tlsConf.Bytes())
 
+	routes := o.Routes
+	if len(routes) == 0 {
+		routes = DefaultRoutes
+	}
+	var routesConf bytes.Buffer
+	if err := WriteRoutes(&routesConf, routes); err != nil {
+		return nil, err
+	}
+	add(RoutesFile, routesConf.Bytes())
+
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("auth: init: %w", err)
 	}
@@ -185,7 +206,7 @@ func Init(o Options) (*Result, error) {
 	}
 	for _, name := range order {
 		mode := fs.FileMode(0o644)
-		if filepath.Ext(name) == ".nk" || name == ServerKeyFile {
+		if filepath.Ext(name) == ".nk" || name == ServerKeyFile || name == RoutesFile {
 			mode = 0o600
 		}
 		path := filepath.Join(o.Dir, name)

@@ -18,11 +18,12 @@ const (
 	// serves the API (micro service "jetfleet") and publishes work.
 	RoleCoordinator Role = "coordinator"
 	// RoleAgent consumes the work of one pool through its existing consumer,
-	// acks it, publishes results, dead letters and events, reads and updates
-	// retry budgets and item state, and reads job specs.
+	// acks it, publishes results, dead letters and its two event types on
+	// its pool's subjects, keeps its pool's item state, reads and updates
+	// retry budgets and circuit breakers, and reads job specs.
 	RoleAgent Role = "agent"
 	// RoleSubmitter submits jobs (API and durable intake), uploads their
-	// inputs, and reads job status.
+	// inputs to the uploads bucket, and reads job status.
 	RoleSubmitter Role = "submitter"
 	// RoleOperator inspects, replays and purges dead letters, reads and
 	// cancels jobs, and reads the fleet's streams and consumers.
@@ -149,7 +150,7 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 	if pool == "" {
 		pool = messages.DefaultPool
 	}
-	if err := messages.ValidToken(pool); err != nil {
+	if err := messages.ValidPool(pool); err != nil {
 		return Permissions{}, fmt.Errorf("auth: pool %q: %w", pool, err)
 	}
 	var j js
@@ -166,7 +167,9 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		pub := []string{
 			j.api("INFO"),
 			names.JobsSubmitSubject(), names.WorkFilter(), names.ResultsFilter(), names.DLQFilter(), names.EventsFilter(),
-			"$O." + names.InputsBucket() + ".>",
+		}
+		for _, b := range ownedObjectStores(names) {
+			pub = append(pub, "$O."+b+".>")
 		}
 		for _, b := range ownedBuckets(names) {
 			pub = append(pub, "$KV."+b+".>")
@@ -181,16 +184,25 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		}
 	case RoleAgent:
 		work, cons := names.WorkStream(), names.AgentsConsumer(pool)
+		items := names.ItemsBucket()
 		pub := []string{
 			// Bind to the pool's consumer (the coordinator creates it) and pull.
 			j.api("CONSUMER.INFO", work, cons),
 			j.api("CONSUMER.MSG.NEXT", work, cons),
-			names.ResultsFilter(), names.DLQFilter(), names.EventsFilter(),
-			// Item state: compare-and-set writes and deletes.
-			"$KV." + names.ItemsBucket() + ".>",
+			// Outcomes, dead letters and the agents' two event types, on the
+			// pool's own subjects only: the coordinator counts a result or
+			// replays an entry only from the pool its item was routed to.
+			names.ResultSubject(pool, "*"),
+			names.DLQSubject(pool, "*"),
+			names.AgentEventSubject(pool, "*", messages.EventBudget),
+			names.AgentEventSubject(pool, "*", messages.EventBreaker),
+			// Item state, keyed <pool>.<job>.<item>: compare-and-set writes,
+			// deletes and reads of the pool's keys only.
+			"$KV." + items + "." + pool + ".>",
+			j.api("STREAM.INFO", kvStream(items)),
+			j.api("DIRECT.GET", kvStream(items)) + ".$KV." + items + "." + pool + ".>",
 		}
 		pub = append(pub, j.acks(work, cons)...)
-		pub = append(pub, j.kvRead(names.ItemsBucket())...)
 		pub = append(pub, j.kvRead(names.JobsBucket())...) // job specs, read only
 		// Retry budgets and circuit breakers are shared by the fleet:
 		// compare-and-set writes, leader reads after a lost race, and a
@@ -200,8 +212,8 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 			pub = append(pub, j.kvRead(b)...)
 			pub = append(pub, j.watch(kvStream(b))...)
 		}
-		// A reduce item's agent downloads the map results from the
-		// inputs object store (read only).
+		// A reduce item's agent downloads the map results from the inputs
+		// object store (read only).
 		pub = append(pub, j.read(objStream(names.InputsBucket()))...)
 		pub = append(pub, j.browse(objStream(names.InputsBucket()))...)
 		p = Permissions{
@@ -210,13 +222,18 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 			Subscribe: SubjectPermission{Allow: []string{inboxes, names.EventSubject("*", messages.EventMapEnded)}},
 		}
 	case RoleSubmitter:
-		inputs := objStream(names.InputsBucket())
+		uploads := names.UploadsBucket()
 		pub := append(api(messages.EndpointJobsSubmit, messages.EndpointJobsStatus, messages.EndpointJobsList),
 			names.JobsSubmitSubject(),
-			// fleetctl submit uploads local inputs to the object store; a
-			// replaced upload purges the old chunks.
-			"$O."+names.InputsBucket()+".>", j.api("STREAM.PURGE", inputs))
-		pub = append(pub, j.read(inputs)...)
+			// fleetctl submit uploads a local input under a name unique to
+			// the submission: chunks, then the object's meta, which Put
+			// first looks up (direct get by subject). Not granted: reading
+			// chunks, listing, purging or deleting messages; the inputs of
+			// accepted jobs are in a bucket only the coordinator writes.
+			"$O."+uploads+".C.>", "$O."+uploads+".M.>",
+			j.api("STREAM.INFO", objStream(uploads)),
+			j.api("DIRECT.GET", objStream(uploads))+".$O."+uploads+".M.>",
+		)
 		p = Permissions{
 			Publish:   SubjectPermission{Allow: pub},
 			Subscribe: SubjectPermission{Allow: []string{inboxes}},
@@ -257,7 +274,19 @@ func ownedStreams(n messages.Names) []string {
 	for _, kc := range provision.Buckets(n, provision.Config{}) {
 		s = append(s, kvStream(kc.Bucket))
 	}
-	return append(s, objStream(n.InputsBucket()))
+	for _, b := range ownedObjectStores(n) {
+		s = append(s, objStream(b))
+	}
+	return s
+}
+
+// ownedObjectStores are the coordinator's object store buckets.
+func ownedObjectStores(n messages.Names) []string {
+	var s []string
+	for _, oc := range provision.ObjectStores(n, provision.Config{}) {
+		s = append(s, oc.Bucket)
+	}
+	return s
 }
 
 // ownedBuckets are the coordinator's KV buckets.

@@ -76,7 +76,7 @@ func watchTransitions(t *testing.T, srv *fleettest.Server, job string) *transiti
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := srv.JS().OrderedConsumer(ctx, breakerNames.EventsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{breakerNames.EventSubject(job, messages.EventBreaker)},
+		FilterSubjects: []string{breakerNames.AgentEventSubject("*", job, messages.EventBreaker)},
 	})
 	require.NoError(t, err)
 	tr := &transitions{}

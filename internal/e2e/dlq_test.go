@@ -62,7 +62,7 @@ func jobResults(t *testing.T, js jetstream.JetStream, job string) []messages.Res
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	names := messages.MustNames("")
-	cons, err := js.OrderedConsumer(ctx, names.ResultsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.ResultSubject(job)}})
+	cons, err := js.OrderedConsumer(ctx, names.ResultsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.JobResultsFilter(job)}})
 	require.NoError(t, err)
 	var out []messages.Result
 	for {

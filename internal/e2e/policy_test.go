@@ -305,12 +305,12 @@ func readDLQ(t *testing.T, srv *fleettest.Server, job string) []messages.DLQEntr
 	defer cancel()
 	s, err := srv.JS().Stream(ctx, "FLEET_DLQ")
 	require.NoError(t, err)
-	info, err := s.Info(ctx, jetstreamSubjectsFilter("fleet.dlq."+job))
+	info, err := s.Info(ctx)
 	require.NoError(t, err)
 	var out []messages.DLQEntry
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
 		m, err := s.GetMsg(ctx, seq)
-		if err != nil || m.Subject != "fleet.dlq."+job {
+		if err != nil || !strings.HasPrefix(m.Subject, "fleet.dlq.") || !strings.HasSuffix(m.Subject, "."+job) {
 			continue
 		}
 		var e messages.DLQEntry

@@ -321,7 +321,7 @@ func TestCrashOnLastDeliveryReachesTheDLQ(t *testing.T) {
 	names := messages.MustNames("")
 	dlqStream, err := srv.JS().Stream(context.Background(), names.DLQStream())
 	require.NoError(t, err)
-	m, err := dlqStream.GetLastMsgForSubject(context.Background(), names.DLQSubject(id))
+	m, err := dlqStream.GetLastMsgForSubject(context.Background(), names.JobDLQFilter(id))
 	require.NoError(t, err)
 	var entry messages.DLQEntry
 	require.NoError(t, json.Unmarshal(m.Data, &entry))

@@ -16,6 +16,12 @@ var (
 	ErrJSONPath = errors.New("expand: invalid json_path")
 	// ErrRef: an input reference that no opener understands.
 	ErrRef = errors.New("expand: invalid input reference")
+	// ErrFileInputsOff: a file input on a coordinator that serves none
+	// (it has no input directory).
+	ErrFileInputsOff = errors.New("expand: file inputs are off")
+	// ErrFileNotFound: a file input that is not a readable regular file
+	// inside the input directory.
+	ErrFileNotFound = errors.New("expand: input file not found")
 	// ErrMalformedJSON: the input (or an inline item) is not valid JSON.
 	ErrMalformedJSON = errors.New("expand: malformed JSON")
 	// ErrPathNotFound: a field named by json_path is not in the input.

@@ -574,7 +574,7 @@ func TestOpeners(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.json"), []byte(`[1]`), 0o644))
 	ctx := context.Background()
 
-	for _, ref := range []string{"a.json", "file://a.json", filepath.Join(dir, "a.json"), "file://" + filepath.Join(dir, "a.json")} {
+	for _, ref := range []string{"a.json", "file://a.json"} {
 		rc, err := NewOpener(dir, nil)(ctx, ref)
 		require.NoError(t, err, ref)
 		b, err := io.ReadAll(rc)
@@ -582,7 +582,16 @@ func TestOpeners(t *testing.T) {
 		require.Equal(t, "[1]", string(b))
 		require.NoError(t, rc.Close())
 	}
-	_, err := NewOpener(dir, nil)(ctx, "objstore://bucket/a.json")
+	// FileOpener (fleetctl validate, local) takes absolute paths as they are.
+	for _, ref := range []string{filepath.Join(dir, "a.json"), "file://" + filepath.Join(dir, "a.json")} {
+		rc, err := FileOpener(t.TempDir())(ctx, ref)
+		require.NoError(t, err, ref)
+		require.NoError(t, rc.Close())
+	}
+	// Without an input directory, file inputs are off.
+	_, err := NewOpener("", nil)(ctx, "a.json")
+	require.ErrorIs(t, err, ErrFileInputsOff)
+	_, err = NewOpener(dir, nil)(ctx, "objstore://bucket/a.json")
 	require.ErrorIs(t, err, ErrRef)
 	_, err = NewOpener(dir, nil)(ctx, "https://example.com/a.json")
 	require.ErrorIs(t, err, ErrRef)
@@ -657,4 +666,54 @@ func TestWithoutDuplicateCheck(t *testing.T) {
 	if _, err := src2.Next(); !errors.Is(err, ErrDuplicateID) {
 		t.Fatalf("with the check, want ErrDuplicateID, got %v", err)
 	}
+}
+
+// A remote submitter names files inside the input directory and nothing
+// else: absolute paths, "..", and symbolic links out of it are refused
+// before or without reading, and the errors are the same whether or not
+// the target exists, so they reveal nothing about the filesystem.
+func TestRootOpenerConfinesFiles(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "inputs")
+	secret := filepath.Join(base, "secret")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "sub"), 0o755))
+	require.NoError(t, os.MkdirAll(secret, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(secret, "creds.json"), []byte(`[{"password":"hunter2"}]`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "sub", "ok.json"), []byte(`[1]`), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(secret, "creds.json"), filepath.Join(root, "link.json")))
+	require.NoError(t, os.Symlink(filepath.Join(secret, "nope.json"), filepath.Join(root, "dangling.json")))
+	open := NewOpener(root, nil)
+	ctx := context.Background()
+
+	rc, err := open(ctx, "sub/ok.json")
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+
+	for _, tt := range []struct {
+		ref  string
+		kind error
+	}{
+		{"file://../secret/creds.json", ErrRef},
+		{"../secret/creds.json", ErrRef},
+		{"sub/../../secret/creds.json", ErrRef},
+		{"sub/../ok.json", ErrRef},
+		{filepath.Join(secret, "creds.json"), ErrRef},
+		{"file://" + filepath.Join(secret, "creds.json"), ErrRef},
+		{"file:///etc/passwd", ErrRef},
+		{"link.json", ErrFileNotFound},     // a link out of the root: refused by OpenInRoot
+		{"dangling.json", ErrFileNotFound}, // the same words whether or not its target exists
+		{"missing.json", ErrFileNotFound},
+		{"sub", ErrFileNotFound}, // a directory
+		{"file://", ErrRef},
+	} {
+		_, err := open(ctx, tt.ref)
+		require.ErrorIs(t, err, tt.kind, tt.ref)
+		require.NotContains(t, err.Error(), base, "%s: the error names the filesystem", tt.ref)
+		require.NotContains(t, err.Error(), "no such file", tt.ref)
+		require.NotContains(t, err.Error(), "hunter2", tt.ref)
+	}
+	_, errLink := open(ctx, "link.json")
+	_, errDangling := open(ctx, "dangling.json")
+	require.Equal(t, strings.Replace(errLink.Error(), "link.json", "X", 1), strings.Replace(errDangling.Error(), "dangling.json", "X", 1),
+		"a link to an existing and to a missing file fail alike")
 }

@@ -25,6 +25,9 @@ const (
 	DefaultRetention     = 7 * 24 * time.Hour
 	DefaultDLQMaxAge     = 30 * 24 * time.Hour
 	DefaultDLQMaxBytes   = 256 << 20
+	// DefaultUploadsTTL is how long an upload waits in the uploads bucket
+	// for its job to be accepted (the coordinator deletes it then).
+	DefaultUploadsTTL = 24 * time.Hour
 )
 
 // Config sizes the resources. The zero value is usable: WithDefaults fills it.
@@ -53,6 +56,9 @@ type Config struct {
 	DLQMaxAge   time.Duration
 	DLQMaxBytes int64
 	DLQMaxMsgs  int64
+	// UploadsTTL is the MaxAge of the uploads bucket: uploads whose job was
+	// never accepted are removed after it. Defaults to 24h.
+	UploadsTTL time.Duration
 	// Memory selects memory storage (tests only). Defaults to file storage.
 	Memory bool
 }
@@ -88,6 +94,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DLQMaxMsgs == 0 {
 		c.DLQMaxMsgs = -1
+	}
+	if c.UploadsTTL == 0 {
+		c.UploadsTTL = DefaultUploadsTTL
 	}
 	return c
 }
@@ -175,6 +184,23 @@ func Buckets(n messages.Names, c Config) []jetstream.KeyValueConfig {
 	}
 }
 
+// ObjectStores returns the object store configurations: the inputs of
+// accepted jobs and their reduce inputs (written by the coordinator only),
+// and the uploads submitters write.
+func ObjectStores(n messages.Names, c Config) []jetstream.ObjectStoreConfig {
+	c = c.WithDefaults()
+	return []jetstream.ObjectStoreConfig{
+		{
+			Bucket: n.InputsBucket(), Storage: c.storage(), Replicas: c.Replicas, TTL: c.Retention,
+			Description: "jetfleet inputs of accepted jobs and map results for reduce (coordinator-written)",
+		},
+		{
+			Bucket: n.UploadsBucket(), Storage: c.storage(), Replicas: c.Replicas, TTL: c.UploadsTTL,
+			Description: "jetfleet inputs uploaded by submitters, copied to the inputs bucket when their job is accepted",
+		},
+	}
+}
+
 // WorkConsumer is the configuration of pool's durable pull consumer: no
 // BackOff (agents compute delays and NakWithDelay; docs/jetstream.md §1), AckWait
 // as crash timeout, MaxDeliver as backstop.
@@ -193,7 +219,7 @@ func WorkConsumer(n messages.Names, pool string, c Config) jetstream.ConsumerCon
 	}
 }
 
-// Ensure creates or updates every stream, bucket and the input object store.
+// Ensure creates or updates every stream, bucket and object store.
 func Ensure(ctx context.Context, js jetstream.JetStream, n messages.Names, c Config) error {
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
@@ -209,11 +235,10 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n messages.Names, c Con
 			return fmt.Errorf("provision: bucket %s: %w", kc.Bucket, err)
 		}
 	}
-	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket: n.InputsBucket(), Storage: c.storage(), Replicas: c.Replicas, TTL: c.Retention,
-		Description: "jetfleet uploaded job inputs",
-	}); err != nil {
-		return fmt.Errorf("provision: object store %s: %w", n.InputsBucket(), err)
+	for _, oc := range ObjectStores(n, c) {
+		if _, err := js.CreateOrUpdateObjectStore(ctx, oc); err != nil {
+			return fmt.Errorf("provision: object store %s: %w", oc.Bucket, err)
+		}
 	}
 	return nil
 }

@@ -171,7 +171,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	if a.budget, err = budget.New(bkv, bopts...); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	a.dlq = dlq.NewWriter(a.js, a.names)
+	a.dlq = dlq.NewWriter(a.js, a.names, a.cfg.Pool)
 	if a.breakers, err = a.openBreakers(ctx); err != nil {
 		return err
 	}

@@ -196,7 +196,7 @@ func (a *Agent) breakerChanged(job string, from, to retry.BreakerState) {
 	data, _ := json.Marshal(fields)
 	const name = "CircuitBreakerStateChanged"
 	body, _ := json.Marshal(messages.Event{Type: name, JobID: job, Time: a.cfg.Clock.Now(), Data: data})
-	m := nats.NewMsg(a.names.EventSubject(job, messages.EventBreaker))
+	m := nats.NewMsg(a.names.AgentEventSubject(a.cfg.Pool, job, messages.EventBreaker))
 	m.Data = body
 	m.Header.Set(messages.HeaderJobID, job)
 	m.Header.Set(messages.HeaderEventType, name)

@@ -109,7 +109,7 @@ func (c Config) Validate() error {
 	if err := messages.ValidToken(c.Prefix); err != nil {
 		errs = append(errs, fmt.Errorf("prefix: %w", err))
 	}
-	if err := messages.ValidToken(c.Pool); err != nil {
+	if err := messages.ValidPool(c.Pool); err != nil {
 		errs = append(errs, fmt.Errorf("pool: %w", err))
 	}
 	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {

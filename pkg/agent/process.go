@@ -83,7 +83,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		a.poison(ctx, it, err)
 		return
 	}
-	it.key = messages.ItemKey(it.wi.JobID, it.wi.ItemID)
+	it.key = messages.ItemKey(a.cfg.Pool, it.wi.JobID, it.wi.ItemID)
 	log := a.log.With().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Uint64("num_delivered", md.NumDelivered).Logger()
 
 	it.job, err = a.jobs.get(ctx, it.wi.JobID)
@@ -448,7 +448,7 @@ func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 		a.nakDelay(it, time.Second)
 		return
 	}
-	msg := nats.NewMsg(a.names.ResultSubject(res.JobID))
+	msg := nats.NewMsg(a.names.ResultSubject(a.cfg.Pool, res.JobID))
 	msg.Data = data
 	// No Nats-Msg-Id: the coordinator de-duplicates results by item index
 	// and generation, and server-side dedupe would cost a map entry per item.
@@ -741,7 +741,7 @@ func (a *Agent) budgetEvent(it *item, d *budget.Deny) {
 		"consumed": d.Consumed, "limit": d.Limit,
 	})
 	body, _ := json.Marshal(messages.Event{Type: "RetryBudgetExhausted", JobID: it.wi.JobID, Time: a.cfg.Clock.Now(), Data: data})
-	m := nats.NewMsg(a.names.EventSubject(it.wi.JobID, messages.EventBudget))
+	m := nats.NewMsg(a.names.AgentEventSubject(a.cfg.Pool, it.wi.JobID, messages.EventBudget))
 	m.Data = body
 	m.Header.Set(messages.HeaderEventType, "RetryBudgetExhausted")
 	_, _ = a.js.PublishMsgAsync(m)

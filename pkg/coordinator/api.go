@@ -106,6 +106,10 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 		}
 		return nil, e
 	}
+	if problems := c.checkInput(spec); len(problems) > 0 {
+		return nil, &messages.APIError{Code: messages.CodeInvalid, Field: problems[0].Field,
+			Message: problems[0].Field + ": " + problems[0].Message, Problems: problems}
+	}
 	if spec.ID == "" {
 		spec.ID = "job-" + strings.ToLower(nuid.Next())
 	}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +33,11 @@ type Config struct {
 	Provision provision.Config
 	// Budget holds the operator's retry-budget settings (RETRY_BUDGET_*).
 	Budget budget.Settings
-	// InputDir resolves relative input file paths. Defaults to the working directory.
+	// InputDir enables file inputs: a submission may then name a file in
+	// this directory (file://items.json, or items.json), and nothing
+	// outside it (absolute paths, "..", symbolic links leading out are
+	// refused). Empty (the default): file inputs are refused, and items
+	// come inline or from the uploads bucket. docs/security.md.
 	InputDir string
 	// StatusInterval throttles job-status writes. Defaults to 250ms.
 	StatusInterval time.Duration
@@ -88,6 +93,11 @@ func (c Config) Validate() error {
 	}
 	if c.StatusInterval < time.Millisecond {
 		errs = append(errs, fmt.Errorf("status_interval: %s, want >= 1ms", c.StatusInterval))
+	}
+	if c.InputDir != "" {
+		if st, err := os.Stat(c.InputDir); err != nil || !st.IsDir() {
+			errs = append(errs, fmt.Errorf("input_dir: %q is not a directory", c.InputDir))
+		}
 	}
 	if c.PublishBatch < 1 {
 		errs = append(errs, fmt.Errorf("publish_batch: %d, want >= 1", c.PublishBatch))

@@ -283,6 +283,14 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		return err
 	}
 	eff := spec.WithDefaults()
+	if problems := c.checkInput(eff); len(problems) > 0 {
+		return c.reject(ctx, spec.ID, problems, now)
+	}
+	if problems, err := c.adoptInput(ctx, eff); err != nil {
+		return fmt.Errorf("input of %s: %w", spec.ID, err)
+	} else if len(problems) > 0 {
+		return c.reject(ctx, spec.ID, problems, now)
+	}
 	total, groups, err := expand.Count(ctx, eff, c.opener)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -330,6 +338,9 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	if !created {
 		return nil
 	}
+	if spec.Input != eff.Input {
+		c.dropUpload(ctx, spec.Input) // the job reads its own copy
+	}
 	c.metrics.jobsAccepted.Inc()
 	c.log.Info().Str("job_id", spec.ID).Int64("items", total).Msg("job accepted")
 	c.event(spec.ID, messages.EventSubmitted, "JobSubmitted", map[string]any{"items": total, "pool": eff.Pool})
@@ -361,7 +372,7 @@ func (c *Coordinator) routes(ctx context.Context, spec *messages.JobSpec, groups
 	}
 	routes := map[string]string{}
 	for g := range groups {
-		if g == spec.Pool || messages.ValidToken(g) != nil {
+		if g == spec.Pool || messages.ValidPool(g) != nil {
 			continue
 		}
 		if _, err := c.js.Consumer(ctx, c.names.WorkStream(), c.names.AgentsConsumer(g)); err == nil {

@@ -49,6 +49,9 @@ type dlqService struct {
 
 	holdMu sync.Mutex
 	holds  map[string]int // jobs being replayed (replay.go)
+
+	poolsMu sync.Mutex
+	pools   map[string]*poolsLoad // finished jobs' item pools, for replays (origin.go)
 }
 
 // replayRun is one replay running (or run) on this coordinator.
@@ -75,9 +78,9 @@ func newDLQService(c *Coordinator) *dlqService {
 	if pageBytes < 64<<10 {
 		pageBytes = 64 << 10
 	}
-	s := &dlqService{c: c, replays: map[string]*replayRun{}, holds: map[string]int{}}
+	s := &dlqService{c: c, replays: map[string]*replayRun{}, holds: map[string]int{}, pools: map[string]*poolsLoad{}}
 	s.insp = dlq.NewInspector(c.js, c.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(c.cfg.Clock.Now))
-	s.rep = dlq.NewReplayer(c.js, c.names, s.insp, dlq.WithReopen(c.reopenForReplay), dlq.WithLogger(c.log))
+	s.rep = dlq.NewReplayer(c.js, c.names, s.insp, dlq.WithReopen(c.reopenForReplay), dlq.WithRoute(c.routeReplay), dlq.WithLogger(c.log))
 	s.metrics = dlq.NewMetrics(c.cfg.Registerer)
 	return s
 }
@@ -353,6 +356,7 @@ func (s *dlqService) start(ctx context.Context, req messages.DLQReplayRequest) (
 			OnProgress: func(p dlq.Progress) { s.progress(run, p) },
 		})
 		s.releaseJobs(jobs)
+		s.forgetPools(jobs)
 		s.finish(run, prog, err)
 	}()
 	return run, nil

@@ -80,6 +80,11 @@ type jobRunner struct {
 	// kept by count so a result costs O(1) however many groups there are.
 	completeGroups int
 
+	// pools says which pool may report each item's outcome (origin.go);
+	// set once by loadPools, then read without the lock.
+	pools      *itemPools
+	poolsReady chan struct{} // closed once pools is set
+
 	progress chan struct{} // a result arrived (cap 1, non-blocking send)
 	caughtUp chan struct{} // results replay reached the end seen at start
 	wake     chan struct{} // map ended, job finished or reopened (cap 1)
@@ -95,20 +100,21 @@ type stopRequest struct {
 
 func newJobRunner(c *Coordinator, rec messages.JobRecord) *jobRunner {
 	r := &jobRunner{
-		c:        c,
-		id:       rec.Status.ID,
-		log:      c.log.With().Str("job_id", rec.Status.ID).Logger(),
-		rec:      rec,
-		outcome:  make([]uint8, rec.Status.Items),
-		gens:     map[int64]int{},
-		reopened: map[int64]bool{},
-		errs:     map[string]*messages.ErrorSummary{},
-		progress: make(chan struct{}, 1),
-		caughtUp: make(chan struct{}),
-		wake:     make(chan struct{}, 1),
-		exited:   make(chan struct{}),
-		stopCh:   make(chan stopRequest),
-		lateMode: messages.LateResultsUpdate,
+		c:          c,
+		id:         rec.Status.ID,
+		log:        c.log.With().Str("job_id", rec.Status.ID).Logger(),
+		rec:        rec,
+		outcome:    make([]uint8, rec.Status.Items),
+		gens:       map[int64]int{},
+		reopened:   map[int64]bool{},
+		errs:       map[string]*messages.ErrorSummary{},
+		progress:   make(chan struct{}, 1),
+		poolsReady: make(chan struct{}),
+		caughtUp:   make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		exited:     make(chan struct{}),
+		stopCh:     make(chan stopRequest),
+		lateMode:   messages.LateResultsUpdate,
 	}
 	if rec.Spec != nil {
 		w, err := retry.NewWorkflow(rec.Spec.ErrorPolicy)
@@ -157,6 +163,7 @@ func (r *jobRunner) run(ctx context.Context) {
 		r.mu.Unlock()
 		r.c.event(r.id, messages.EventStarted, "JobStarted", map[string]any{"items": r.rec.Status.Items})
 	}
+	r.loadPools(ctx)
 	cc, err := r.track(ctx)
 	if err != nil {
 		r.log.Error().Err(err).Msg("cannot follow results; job left for the next coordinator start")
@@ -286,9 +293,10 @@ func (r *jobRunner) runPending() {
 	}
 }
 
-// track replays the job's results from the start and follows new ones.
+// track replays the job's results from the start and follows new ones:
+// every origin's (fleet.results.*.<job>), each checked by admits.
 func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error) {
-	subj := r.c.names.ResultSubject(r.id)
+	subj := r.c.names.JobResultsFilter(r.id)
 	var last uint64
 	stream, err := r.c.js.Stream(ctx, r.c.names.ResultsStream())
 	if err != nil {
@@ -311,7 +319,7 @@ func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error)
 		var res messages.Result
 		if err := json.Unmarshal(m.Data(), &res); err != nil {
 			r.log.Warn().Err(err).Msg("undecodable result ignored")
-		} else {
+		} else if r.admits(&res, r.c.names.Origin(m.Subject())) {
 			r.apply(&res)
 		}
 		if last > 0 {

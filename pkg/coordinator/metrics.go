@@ -14,6 +14,7 @@ type metrics struct {
 	bestEffort      *prometheus.CounterVec
 	bestEffortRatio prometheus.Gauge
 	lateResults     *prometheus.CounterVec
+	resultsRefused  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
@@ -48,10 +49,14 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		lateResults: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jetfleet_coordinator_late_results_total", Help: "Results that arrived after their job's map phase ended, by late_results policy.",
 		}, []string{"policy"}),
+		resultsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_coordinator_results_refused_total",
+			Help: "Results and dead-letter entries refused because they did not come from the pool their item was routed to (wrong_pool) or only the coordinator may write them (coordinator_only).",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.publishRetries, m.jobsAccepted, m.jobsRejected, m.jobsFinished, m.activeJobs, m.inFlight,
-			m.bestEffort, m.bestEffortRatio, m.lateResults)
+			m.bestEffort, m.bestEffortRatio, m.lateResults, m.resultsRefused)
 	}
 	return m
 }

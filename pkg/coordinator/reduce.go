@@ -95,7 +95,7 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 // is written (reduce jobs with huge outputs should keep them small: each
 // output is the stdout tail the agents keep, MaxOutputBytes).
 func (r *jobRunner) mapOutputs(ctx context.Context) ([]messages.MapOutput, error) {
-	subj := r.c.names.ResultSubject(r.id)
+	subj := r.c.names.JobResultsFilter(r.id)
 	stream, err := r.c.js.Stream(ctx, r.c.names.ResultsStream())
 	if err != nil {
 		return nil, err
@@ -127,7 +127,8 @@ func (r *jobRunner) mapOutputs(ctx context.Context) ([]messages.MapOutput, error
 			return nil, err
 		}
 		var res messages.Result
-		if json.Unmarshal(m.Data(), &res) == nil && res.Phase == "" && res.Outcome != messages.OutcomeReopened {
+		if json.Unmarshal(m.Data(), &res) == nil && res.Phase == "" && res.Outcome != messages.OutcomeReopened &&
+			r.pools.mayReport(res.Index, r.c.names.Origin(m.Subject())) {
 			if k, ok := byIndex[res.Index]; !ok || res.Generation >= k.gen {
 				byIndex[res.Index] = kept{gen: res.Generation, out: messages.MapOutput{
 					ItemID: res.ItemID, Index: res.Index, Group: res.Group, Outcome: res.Outcome,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -181,7 +182,7 @@ func TestReplayOfAnUnknownJobFails(t *testing.T) {
 	defer p.stop(t)
 	names := messages.MustNames("")
 	data, _ := json.Marshal(messages.DLQEntry{JobID: "ghost", ItemID: "x", Subject: names.WorkSubject("default", "ghost"), Reason: messages.ReasonJobGone})
-	_, err := srv.JS().Publish(context.Background(), names.DLQSubject("ghost"), data)
+	_, err := srv.JS().Publish(context.Background(), names.DLQSubject("default", "ghost"), data)
 	require.NoError(t, err)
 	cl, err := NewClient(srv.Conn(), "")
 	require.NoError(t, err)
@@ -266,7 +267,7 @@ func readResults(t *testing.T, js jetstream.JetStream, job string) []messages.Re
 	var out []messages.Result
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
-		if err != nil || m.Subject != names.ResultSubject(job) {
+		if err != nil || names.Origin(m.Subject) == "" || !strings.HasSuffix(m.Subject, "."+job) {
 			continue
 		}
 		var r messages.Result

@@ -56,7 +56,7 @@ func seedEntries(b *testing.B, js jetstream.JetStream, job string, n int) {
 		e := entry(job, i, "network", "connection refused")
 		data, err := json.Marshal(e)
 		require.NoError(b, err)
-		m := nats.NewMsg(names.DLQSubject(job))
+		m := nats.NewMsg(names.DLQSubject("default", job))
 		m.Data = data
 		m.Header.Set(messages.HeaderReason, e.Reason)
 		fut, err := js.PublishMsgAsync(m, jetstream.WithMsgID(dlq.EntryMsgID(job, e.ItemID, 0)))

@@ -105,7 +105,7 @@ func (in *Inspector) scan(ctx context.Context, m *Matcher, upTo uint64, fn func(
 	subject := in.names.DLQFilter()
 	var bound uint64
 	if f.JobID != "" {
-		subject = in.names.DLQSubject(f.JobID)
+		subject = in.names.JobDLQFilter(f.JobID)
 		last, err := stream.GetLastMsgForSubject(ctx, subject)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return 0, nil
@@ -194,7 +194,7 @@ func (in *Inspector) scan(ctx context.Context, m *Matcher, upTo uint64, fn func(
 			return bound, nil // stored in order: nothing later can match
 		}
 		s := &scanned{ref: messages.DLQEntryRef{Seq: seq}, size: msgSize(msg), stored: md.Timestamp}
-		decodeEntry(msg.Subject(), msg.Data(), &s.ref.Entry)
+		in.decode(msg.Subject(), msg.Data(), &s.ref)
 		if m.Match(&s.ref.Entry) {
 			if !fn(s) {
 				return bound, nil
@@ -231,6 +231,18 @@ func msgSize(m jetstream.Msg) int {
 		}
 	}
 	return n
+}
+
+// decode decodes the DLQ message on subject into ref. The entry's origin
+// is the subject's (who wrote it); for an agent's entry it is also the
+// entry's pool, whatever the body claims: an agent may publish only on its
+// own pool's subjects.
+func (in *Inspector) decode(subject string, data []byte, ref *messages.DLQEntryRef) {
+	ref.Origin = in.names.Origin(subject)
+	decodeEntry(subject, data, &ref.Entry)
+	if ref.Origin != "" && ref.Origin != messages.CoordinatorOrigin {
+		ref.Entry.Pool = ref.Origin
+	}
 }
 
 // decodeEntry decodes a DLQ message body; a body that is not an entry
@@ -307,7 +319,7 @@ func (in *Inspector) Get(ctx context.Context, seq uint64) (*messages.DLQEntryRef
 		return nil, fmt.Errorf("dlq: get %d: %w", seq, err)
 	}
 	ref := &messages.DLQEntryRef{Seq: raw.Sequence}
-	decodeEntry(raw.Subject, raw.Data, &ref.Entry)
+	in.decode(raw.Subject, raw.Data, ref)
 	return ref, nil
 }
 

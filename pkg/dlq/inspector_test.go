@@ -121,7 +121,7 @@ func TestInspectorStatsExportPurge(t *testing.T) {
 	f := newFleet(t, provision.Config{DLQMaxMsgs: 100})
 	seed(t, f)
 	// Something that is not an entry can be seen and purged, not replayed.
-	_, err := f.js.Publish(testCtx(t, 5*time.Second), names.DLQSubject("b"), []byte("garbage"))
+	_, err := f.js.Publish(testCtx(t, 5*time.Second), names.DLQSubject("default", "b"), []byte("garbage"))
 	require.NoError(t, err)
 	ctx := testCtx(t, 30*time.Second)
 	in := dlq.NewInspector(f.js, names)

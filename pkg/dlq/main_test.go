@@ -72,7 +72,7 @@ func sigOf(msg string) string {
 
 func (f *fleet) write(t testing.TB, es ...*messages.DLQEntry) {
 	t.Helper()
-	w := dlq.NewWriter(f.js, names)
+	w := dlq.NewWriter(f.js, names, "default")
 	for _, e := range es {
 		require.NoError(t, w.Write(testCtx(t, 10*time.Second), e))
 	}

@@ -45,7 +45,7 @@ type Mover struct {
 
 // NewMover returns a mover; items is the fleet_items bucket.
 func NewMover(js jetstream.JetStream, names messages.Names, items jetstream.KeyValue, log zerolog.Logger) *Mover {
-	return &Mover{js: js, names: names, writer: NewWriter(js, names), items: items,
+	return &Mover{js: js, names: names, writer: NewWriter(js, names, messages.CoordinatorOrigin), items: items,
 		log: log.With().Str("component", "dlq_mover").Logger(), now: time.Now}
 }
 
@@ -109,7 +109,7 @@ func (m *Mover) Move(ctx context.Context, seq, deliveries uint64) error {
 	}
 	if res != nil {
 		data, _ := json.Marshal(res)
-		if _, err := m.js.Publish(ctx, m.names.ResultSubject(res.JobID), data); err != nil {
+		if _, err := m.js.Publish(ctx, m.names.ResultSubject(messages.CoordinatorOrigin, res.JobID), data); err != nil {
 			return fmt.Errorf("dlq: result of %s/%s: %w", res.JobID, res.ItemID, err)
 		}
 	}
@@ -146,7 +146,7 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 		ReplayCount: wi.ReplayCount, DeadLetteredAt: now,
 	}
 	retries := 0
-	if e, err := m.items.Get(ctx, messages.ItemKey(wi.JobID, wi.ItemID)); err == nil {
+	if e, err := m.items.Get(ctx, messages.ItemKey(entry.Pool, wi.JobID, wi.ItemID)); err == nil {
 		var st messages.ItemState
 		if json.Unmarshal(e.Value(), &st) == nil && st.Generation == wi.Generation {
 			entry.Attempts = append(entry.Attempts, st.History...)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -64,10 +63,18 @@ type Replayer struct {
 	names       messages.Names
 	insp        *Inspector
 	reopen      ReopenFunc
+	route       RouteFunc
 	concurrency int
 	clock       Clock
 	log         zerolog.Logger
 }
+
+// RouteFunc returns the pool a replay republishes e's item to: the pool
+// its job routes the item to. origin is who wrote the entry (the pool on
+// its subject, or messages.CoordinatorOrigin). An error wrapping
+// ErrNotReplayable fails the entry without retries: the coordinator's
+// refuses an entry an agent wrote for an item its pool was never given.
+type RouteFunc func(ctx context.Context, e *messages.DLQEntry, origin string) (pool string, err error)
 
 // ReplayerOption configures a Replayer.
 type ReplayerOption func(*Replayer)
@@ -75,6 +82,12 @@ type ReplayerOption func(*Replayer)
 // WithReopen sets the function called between an entry's marker and its
 // republish (see ReopenFunc).
 func WithReopen(fn ReopenFunc) ReplayerOption { return func(r *Replayer) { r.reopen = fn } }
+
+// WithRoute sets the function that picks the pool an entry's item is
+// republished to (see RouteFunc). Without it the item goes back to the
+// entry's pool: the pool on its subject, or the pool a coordinator-written
+// entry names.
+func WithRoute(fn RouteFunc) ReplayerOption { return func(r *Replayer) { r.route = fn } }
 
 // WithConcurrency sets how many entries are replayed at once (default
 // DefaultReplayConcurrency). Pacing applies to their start.
@@ -257,9 +270,18 @@ func (r *Replayer) replayOne(ctx context.Context, dlqStream jetstream.Stream, re
 		return outcomeSkipped, nil
 	}
 	gen := e.Generation + 1
+	var pool string
+	err := r.retry(ctx, func() error {
+		var err error
+		pool, err = r.poolOf(ctx, e, ref.Origin)
+		return err
+	})
+	if err != nil {
+		return outcomeFailed, fmt.Errorf("routing: %w", err)
+	}
 	var markerSeq uint64
-	err := r.try(ctx, func(ctx context.Context) error {
-		ack, err := r.publish(ctx, r.names.ResultSubject(e.JobID), r.names.ResultsStream(), ReopenMsgID(e.JobID, e.ItemID, gen), r.marker(e, gen))
+	err = r.try(ctx, func(ctx context.Context) error {
+		ack, err := r.publish(ctx, r.names.ResultSubject(messages.CoordinatorOrigin, e.JobID), r.names.ResultsStream(), ReopenMsgID(e.JobID, e.ItemID, gen), r.marker(e, gen))
 		if err == nil {
 			markerSeq = ack.Sequence
 		}
@@ -274,7 +296,7 @@ func (r *Replayer) replayOne(ctx context.Context, dlqStream jetstream.Stream, re
 		}
 	}
 	err = r.try(ctx, func(ctx context.Context) error {
-		_, err := r.publish(ctx, r.workSubject(e), r.names.WorkStream(), messages.WorkMsgID(e.JobID, e.ItemID, gen), workItem(e, gen, reset))
+		_, err := r.publish(ctx, r.names.WorkSubject(pool, e.JobID), r.names.WorkStream(), messages.WorkMsgID(e.JobID, e.ItemID, gen), workItem(e, gen, reset))
 		return err
 	})
 	if err != nil {
@@ -348,18 +370,20 @@ func (r *Replayer) marker(e *messages.DLQEntry, gen int) *messages.Result {
 	}
 }
 
-// workSubject is where the item first ran, or its pool's subject when the
-// entry does not say.
-func (r *Replayer) workSubject(e *messages.DLQEntry) string {
-	prefix := r.names.Prefix + ".work."
-	if strings.HasPrefix(e.Subject, prefix) && strings.HasSuffix(e.Subject, "."+e.JobID) {
-		return e.Subject
+// poolOf is the pool e's item is republished to: the RouteFunc's answer,
+// or else the entry's own pool (never the work subject the body claims).
+func (r *Replayer) poolOf(ctx context.Context, e *messages.DLQEntry, origin string) (string, error) {
+	if r.route != nil {
+		return r.route(ctx, e, origin)
 	}
 	pool := e.Pool
-	if messages.ValidToken(pool) != nil {
+	if origin != "" && origin != messages.CoordinatorOrigin {
+		pool = origin
+	}
+	if messages.ValidPool(pool) != nil {
 		pool = messages.DefaultPool
 	}
-	return r.names.WorkSubject(pool, e.JobID)
+	return pool, nil
 }
 
 // workItem rebuilds e's work item as generation gen: same job, item,

@@ -23,13 +23,16 @@ type publisher interface {
 
 // Writer publishes dead-letter entries. Safe for concurrent use.
 type Writer struct {
-	js    publisher
-	names messages.Names
+	js     publisher
+	names  messages.Names
+	origin string
 }
 
-// NewWriter returns a writer publishing under names.
-func NewWriter(js publisher, names messages.Names) *Writer {
-	return &Writer{js: js, names: names}
+// NewWriter returns a writer publishing under names on origin's subjects
+// (fleet.dlq.<origin>.<job>): an agent's pool, or
+// messages.CoordinatorOrigin for the DLQ mover.
+func NewWriter(js publisher, names messages.Names, origin string) *Writer {
+	return &Writer{js: js, names: names, origin: origin}
 }
 
 // EntryMsgID is the de-duplication id of an item's entry for a generation.
@@ -44,7 +47,7 @@ func (w *Writer) Write(ctx context.Context, e *messages.DLQEntry) error {
 	if err != nil {
 		return fmt.Errorf("dlq: encode entry: %w", err)
 	}
-	m := nats.NewMsg(w.names.DLQSubject(e.JobID))
+	m := nats.NewMsg(w.names.DLQSubject(w.origin, e.JobID))
 	m.Data = data
 	m.Header.Set(messages.HeaderJobID, e.JobID)
 	m.Header.Set(messages.HeaderItemID, messages.EncodeItemID(e.ItemID))

@@ -119,3 +119,14 @@ func freePorts(k int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// FreePort returns a free TCP port on 127.0.0.1 for a server a test starts
+// itself (released before returning; see freePorts).
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports[0]
+}

@@ -121,8 +121,11 @@ type DLQListReply struct {
 
 // DLQEntryRef is an entry with its DLQ stream sequence.
 type DLQEntryRef struct {
-	Seq   uint64   `json:"seq"`
-	Entry DLQEntry `json:"entry"`
+	Seq uint64 `json:"seq"`
+	// Origin is who wrote the entry, read from its subject: the pool of the
+	// agent that dead-lettered the item, or "_coordinator" (the DLQ mover).
+	Origin string   `json:"origin,omitempty"`
+	Entry  DLQEntry `json:"entry"`
 }
 
 // DLQGetRequest names one entry by DLQ stream sequence.

@@ -78,8 +78,16 @@ func (n Names) ItemsBucket() string  { return n.Prefix + "_items" }
 // BreakerBucket holds jobs' circuit-breaker states, one key per job.
 func (n Names) BreakerBucket() string { return n.Prefix + "_breaker" }
 
-// InputsBucket is the object store bucket that holds uploaded job inputs.
+// InputsBucket is the object store bucket that holds the inputs of
+// accepted jobs and the map results of their reduce phase. Only the
+// coordinator writes it: it copies a submission's upload here when it
+// accepts the job, so nothing a submitter does later changes a job's input.
 func (n Names) InputsBucket() string { return n.Prefix + "_inputs" }
+
+// UploadsBucket is the object store bucket submitters upload inputs to
+// (fleetctl submit, under a name unique to the submission), referenced as
+// objstore://<prefix>_uploads/<name> in the spec's input.
+func (n Names) UploadsBucket() string { return n.Prefix + "_uploads" }
 
 // AgentsConsumer is the durable pull consumer shared by a pool's agents.
 func (n Names) AgentsConsumer(pool string) string { return "agents-" + pool }
@@ -98,21 +106,63 @@ func (n Names) WorkPoolFilter(pool string) string { return n.Prefix + ".work." +
 // WorkFilter matches every work subject.
 func (n Names) WorkFilter() string { return n.Prefix + ".work.>" }
 
-// ResultSubject carries the outcomes of job's item runs.
-func (n Names) ResultSubject(job string) string { return n.Prefix + ".results." + job }
+// ResultSubject carries the outcomes of job's item runs reported by origin:
+// the pool whose agents ran them, or CoordinatorOrigin for outcomes the
+// coordinator records itself (the DLQ mover's, a replay's reopen markers).
+// An agent may publish only on its own pool's subjects, and the
+// coordinator counts a result only from the pool the item was routed to.
+func (n Names) ResultSubject(origin, job string) string {
+	return n.Prefix + ".results." + origin + "." + job
+}
+
+// JobResultsFilter matches every result subject of job, whatever its origin.
+func (n Names) JobResultsFilter(job string) string { return n.Prefix + ".results.*." + job }
 
 // ResultsFilter matches every result subject.
 func (n Names) ResultsFilter() string { return n.Prefix + ".results.>" }
 
-// DLQSubject carries job's dead-letter entries.
-func (n Names) DLQSubject(job string) string { return n.Prefix + ".dlq." + job }
+// DLQSubject carries job's dead-letter entries written by origin (a pool,
+// or CoordinatorOrigin for the DLQ mover's).
+func (n Names) DLQSubject(origin, job string) string {
+	return n.Prefix + ".dlq." + origin + "." + job
+}
+
+// JobDLQFilter matches every dead-letter subject of job.
+func (n Names) JobDLQFilter(job string) string { return n.Prefix + ".dlq.*." + job }
 
 // DLQFilter matches every dead-letter subject.
 func (n Names) DLQFilter() string { return n.Prefix + ".dlq.>" }
 
-// EventSubject carries events of type typ for job.
+// Origin returns the origin token (pool or CoordinatorOrigin) of a result or
+// dead-letter subject built by ResultSubject or DLQSubject, and "" for any
+// other subject.
+func (n Names) Origin(subject string) string {
+	for _, kind := range []string{".results.", ".dlq."} {
+		rest, ok := strings.CutPrefix(subject, n.Prefix+kind)
+		if !ok {
+			continue
+		}
+		origin, job, ok := strings.Cut(rest, ".")
+		if !ok || origin == "" || job == "" || strings.Contains(job, ".") {
+			return ""
+		}
+		return origin
+	}
+	return ""
+}
+
+// EventSubject carries events of type typ for job published by the
+// coordinator.
 func (n Names) EventSubject(job, typ string) string {
 	return n.Prefix + ".events." + job + "." + typ
+}
+
+// AgentEventSubject carries events of type typ for job published by an
+// agent of pool (AgentEventTypes): the pool is part of the subject, so an
+// agent can speak only for its own pool, and cannot publish the
+// coordinator's events (map_ended, completed, ...).
+func (n Names) AgentEventSubject(pool, job, typ string) string {
+	return n.Prefix + ".events." + job + "." + typ + "." + pool
 }
 
 // EventsFilter matches every event subject.
@@ -125,6 +175,23 @@ func (n Names) APISubject(endpoint string) string { return n.Prefix + ".api." + 
 // message of the work stream exhausts MaxDeliver on consumer (or "*").
 func (n Names) MaxDeliveriesAdvisory(consumer string) string {
 	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + n.WorkStream() + "." + consumer
+}
+
+// CoordinatorOrigin is the origin token of results and dead letters the
+// coordinator writes itself. It is not a valid pool name (ValidPool), so no
+// agent is ever granted its subjects.
+const CoordinatorOrigin = "_coordinator"
+
+// ValidPool reports whether s can name an agent pool: a valid token other
+// than the reserved CoordinatorOrigin.
+func ValidPool(s string) error {
+	if err := ValidToken(s); err != nil {
+		return err
+	}
+	if s == CoordinatorOrigin {
+		return fmt.Errorf("%q is reserved for the coordinator's own results", s)
+	}
+	return nil
 }
 
 // ValidToken reports whether s can be used as a job id, pool or prefix: a
@@ -163,8 +230,25 @@ func DecodeItemID(enc string) (string, error) {
 	return string(b), nil
 }
 
-// ItemKey is the fleet_items KV key of an item.
-func ItemKey(job, itemID string) string { return job + "." + EncodeItemID(itemID) }
+// ValidDigest checks an object digest in the object store's form:
+// "SHA-256=" and the base64url (padded) encoding of 32 bytes.
+func ValidDigest(d string) error {
+	rest, ok := strings.CutPrefix(d, "SHA-256=")
+	if !ok {
+		return fmt.Errorf(`%q: want "SHA-256=<base64url of the SHA-256 sum>"`, d)
+	}
+	b, err := base64.URLEncoding.DecodeString(rest)
+	if err != nil || len(b) != 32 {
+		return fmt.Errorf(`%q: want "SHA-256=" and the base64url encoding of 32 bytes`, d)
+	}
+	return nil
+}
+
+// ItemKey is the fleet_items KV key of an item run by pool's agents. The
+// pool comes first so that an agent can be granted its pool's keys only.
+func ItemKey(pool, job, itemID string) string {
+	return pool + "." + job + "." + EncodeItemID(itemID)
+}
 
 // WorkMsgID is the de-duplication id of a work message.
 func WorkMsgID(job, itemID string, generation int) string {

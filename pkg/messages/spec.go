@@ -21,8 +21,19 @@ type JobSpec struct {
 	// Items are inline items: JSON objects (their "id" field, when present,
 	// is the item id) or scalars. Mutually exclusive with Input.
 	Items []json.RawMessage `json:"items,omitempty"`
-	// Input names a JSON file (or "objstore://bucket/name") holding the items.
+	// Input names a JSON file holding the items: an object uploaded to the
+	// uploads bucket ("objstore://<prefix>_uploads/<name>"; fleetctl submit
+	// uploads a local file there), or a file in the coordinator's input
+	// directory ("file://name" or a relative path; only when the
+	// coordinator has one). The coordinator copies an upload to a bucket
+	// only it writes when it accepts the job.
 	Input string `json:"input,omitempty"`
+	// InputDigest is the SHA-256 digest of an uploaded input, in the
+	// object store's form "SHA-256=<base64url>". When set, the coordinator
+	// accepts the job only if the upload it copies has this digest: nothing
+	// done to the upload after it was made can change the job's items.
+	// fleetctl submit sets it.
+	InputDigest string `json:"input_digest,omitempty"`
 	// JSONPath selects the items inside Input. Defaults to "$[*]".
 	JSONPath string `json:"json_path,omitempty"`
 	// IDField is the item field used as item id. Defaults to "id"; items

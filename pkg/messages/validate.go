@@ -82,7 +82,7 @@ func (v *validator) jobSpec(s *JobSpec) {
 		}
 	}
 	if s.Pool != "" {
-		if err := ValidToken(s.Pool); err != nil {
+		if err := ValidPool(s.Pool); err != nil {
 			v.addf("pool", "%v", err)
 		}
 	}
@@ -99,6 +99,13 @@ func (v *validator) jobSpec(s *JobSpec) {
 			v.addf("items", "must not be empty (or set input to read the items from a file)")
 		} else {
 			v.addf("items", "required: set items (inline) or input (a file of items)")
+		}
+	}
+	if s.InputDigest != "" {
+		if !hasInput {
+			v.addf("input_digest", "only allowed with input")
+		} else if err := ValidDigest(s.InputDigest); err != nil {
+			v.addf("input_digest", "%v", err)
 		}
 	}
 	if s.JSONPath != "" {

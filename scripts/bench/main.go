@@ -203,7 +203,7 @@ func fleet(url, dir string, n, agents, conc, prefetch, run int) (float64, error)
 	if err != nil {
 		return 0, err
 	}
-	coord, err := coordinator.New(cnc, coordinator.Config{Provision: prov, PublishBatch: 2048, StatusInterval: 100 * time.Millisecond})
+	coord, err := coordinator.New(cnc, coordinator.Config{Provision: prov, PublishBatch: 2048, StatusInterval: 100 * time.Millisecond, InputDir: dir})
 	if err != nil {
 		return 0, err
 	}
@@ -231,7 +231,7 @@ func fleet(url, dir string, n, agents, conc, prefetch, run int) (float64, error)
 		}
 		defer pprof.StopCPUProfile()
 	}
-	spec := fmt.Sprintf(`{"id": "bench-%d", "input": %q, "json_path": "$.items[*]", "agent_template": [{"handler": "noop"}]}`, run, input)
+	spec := fmt.Sprintf(`{"id": "bench-%d", "input": %q, "json_path": "$.items[*]", "agent_template": [{"handler": "noop"}]}`, run, filepath.Base(input))
 	start := time.Now()
 	reply, err := client.Submit(ctx, []byte(spec))
 	if err != nil {

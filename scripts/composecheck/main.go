@@ -6,6 +6,7 @@
 //	composecheck converged [--timeout 1m] URL...      # every node holds the same copy of every stream
 //	composecheck wait JOB [--done N] [--timeout 5m]   # until N items are done, or the job ends
 //	composecheck verify JOB --items N --status FILE   # the status fleetctl printed vs the streams
+//	composecheck unreachable URL...                   # nothing answers at any of these host:ports
 //
 // Connection flags and environment are the binaries' (--server/NATS_URL,
 // --nkey/NATS_NKEY, --tls-ca/NATS_TLS_CA). wait needs a role that reads
@@ -21,7 +22,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"sort"
@@ -54,6 +57,8 @@ func main() {
 		err = wait(ctx, os.Args[2:])
 	case "verify":
 		err = verify(ctx, os.Args[2:])
+	case "unreachable":
+		err = unreachable(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -61,6 +66,35 @@ func main() {
 		fmt.Fprintln(os.Stderr, "composecheck:", err)
 		os.Exit(1)
 	}
+}
+
+// unreachable fails if a TCP connection to any URL's host:port succeeds:
+// run where job code runs, it shows that the NATS monitoring and cluster
+// ports are out of its reach.
+func unreachable(ctx context.Context, urls []string) error {
+	if len(urls) == 0 {
+		return errors.New("unreachable: no URL given")
+	}
+	var reached []string
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("unreachable: %q is not a URL with a host:port", raw)
+		}
+		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", u.Host)
+		cancel()
+		if err == nil {
+			_ = conn.Close()
+			reached = append(reached, raw)
+			continue
+		}
+		fmt.Printf("%s: unreachable (%v)\n", raw, err)
+	}
+	if len(reached) > 0 {
+		return fmt.Errorf("reachable from here: %s", strings.Join(reached, ", "))
+	}
+	return nil
 }
 
 // leader prints the JetStream meta leader's server name, as the nodes'
@@ -293,7 +327,10 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string
 	if err != nil {
 		return nil, err
 	}
-	want := info.State.Subjects[subject]
+	var want uint64 // subject may be a wildcard: count every subject it matches
+	for _, n := range info.State.Subjects {
+		want += n
+	}
 	if want == 0 {
 		return nil, nil
 	}
@@ -412,7 +449,7 @@ func verify(ctx context.Context, args []string) error {
 	}
 
 	results, err := retryRead(ctx, "results", func() ([]record, error) {
-		return readAll(ctx, js, names.ResultsStream(), names.ResultSubject(job))
+		return readAll(ctx, js, names.ResultsStream(), names.JobResultsFilter(job))
 	})
 	if err != nil {
 		return err
@@ -438,7 +475,7 @@ func verify(ctx context.Context, args []string) error {
 	}
 
 	dead, err := retryRead(ctx, "dlq", func() ([]record, error) {
-		return readAll(ctx, js, names.DLQStream(), names.DLQSubject(job))
+		return readAll(ctx, js, names.DLQStream(), names.JobDLQFilter(job))
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/embedded"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+func noEnv(string) string { return "" }
+
+// The coordinator's embedded server does not listen beyond this machine
+// without credentials, and says how to give it some.
+func TestEmbeddedServerRefusesAnOpenListen(t *testing.T) {
+	err := run(context.Background(), []string{"--listen", "0.0.0.0:4222", "--data-dir", t.TempDir()}, noEnv)
+	require.ErrorIs(t, err, embedded.ErrInsecureListen)
+	require.Contains(t, err.Error(), "--auth-dir")
+
+	err = run(context.Background(), []string{"--server", "nats://127.0.0.1:4222", "--auth-dir", t.TempDir()}, noEnv)
+	require.ErrorContains(t, err, "--auth-dir secures the embedded server")
+}
+
+// coordinator --listen 0.0.0.0:PORT --auth-dir DIR: the coordinator serves
+// its API through its own secured server, where an anonymous client is
+// refused and the submitter's key works.
+func TestEmbeddedServerWithAuthDir(t *testing.T) {
+	dir := t.TempDir()
+	res, err := auth.Init(auth.Options{Dir: dir, TLS: true})
+	require.NoError(t, err)
+	port := fleettest.FreePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--listen", "0.0.0.0:" + strconv.Itoa(port), "--auth-dir", dir, "--data-dir", t.TempDir(),
+			"--pools", "default", "--log-level", "warn"}, noEnv)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("coordinator did not stop")
+		}
+	}()
+	url := "tls://127.0.0.1:" + strconv.Itoa(port)
+	ca := nats.RootCAs(filepath.Join(dir, auth.CAFile))
+	seed, err := nats.NkeyOptionFromSeed(res.Seeds["submitter"])
+	require.NoError(t, err)
+	var nc *nats.Conn
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("coordinator exited: %v", err)
+		default:
+		}
+		c, err := nats.Connect(url, ca, seed)
+		if err != nil {
+			return err
+		}
+		nc = c
+		return nil
+	})
+	defer nc.Close()
+	cl, err := coordinator.NewClient(nc, "")
+	require.NoError(t, err)
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		defer ccancel()
+		_, err := cl.List(cctx, messages.ListRequest{})
+		return err
+	})
+	_, err = nats.Connect(url, ca)
+	require.ErrorIs(t, err, nats.ErrAuthorization, "an anonymous client is refused")
+}
