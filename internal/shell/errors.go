@@ -27,6 +27,10 @@ var (
 	ErrUnknownRef = errors.New("shell: unknown reference")
 )
 
+// ErrStepEnv: an entry of a step environment allow-list ([NewEnvFilter]) is
+// not a variable name or prefix, or names the agent's reserved variables.
+var ErrStepEnv = errors.New("shell: step environment")
+
 // Errors of [Run]. [Result.AsError] returns a *RunError matching one of them.
 var (
 	// ErrStart: the process could not be started (bad directory, NUL byte in
