@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -34,7 +33,9 @@ type Vars struct {
 	JobID string
 	// Attempt is ${attempt}, 1-based.
 	Attempt int
-	// LookupEnv resolves ${env.NAME}. Defaults to os.LookupEnv.
+	// LookupEnv resolves ${env.NAME} in the step's environment (the agent
+	// passes one that looks in Command.Env). Nil: no variable is set, so
+	// that a template never reads the agent's own environment.
 	LookupEnv func(name string) (string, bool)
 	// Map holds the ${map.*} values of a reduce step; nil elsewhere.
 	Map *MapVars
@@ -171,12 +172,10 @@ func (v Vars) resolve(ref []string) (string, error) {
 			return strconv.Itoa(v.Map.Total), nil
 		}
 	case messages.RefEnv:
-		lookup := v.LookupEnv
-		if lookup == nil {
-			lookup = os.LookupEnv
-		}
-		if val, ok := lookup(ref[1]); ok {
-			return val, nil
+		if v.LookupEnv != nil {
+			if val, ok := v.LookupEnv(ref[1]); ok {
+				return val, nil
+			}
 		}
 		return "", &resolveError{ErrEnvUnset, fmt.Sprintf("environment variable %s is not set", ref[1])}
 	}

@@ -227,11 +227,12 @@ func TestExpandValues(t *testing.T) {
 	}
 }
 
-func TestExpandOSEnv(t *testing.T) {
+// TestExpandNeverReadsTheAgentEnv: without a LookupEnv, ${env.NAME} finds
+// nothing, not the process's own variables.
+func TestExpandNeverReadsTheAgentEnv(t *testing.T) {
 	t.Setenv("JETFLEET_SHELL_TEST", "from the agent")
-	got, err := Expand(mustParse(t, "echo ${env.JETFLEET_SHELL_TEST}"), Vars{})
-	require.NoError(t, err)
-	require.Equal(t, "echo 'from the agent'", got)
+	_, err := Expand(mustParse(t, "echo ${env.JETFLEET_SHELL_TEST}"), Vars{})
+	require.ErrorIs(t, err, ErrEnvUnset)
 }
 
 func TestExpandErrors(t *testing.T) {

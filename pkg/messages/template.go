@@ -15,7 +15,7 @@ import (
 //	${item.a.b}        field b of field a; a numeric segment indexes an array
 //	${item_id} ${job_id} ${attempt}
 //	${map.results} ${map.successful} ${map.failed} ${map.total}   (reduce steps)
-//	${env.NAME}        an environment variable of the agent
+//	${env.NAME}        a variable of the step's environment (never the agent's own)
 //	$${                a literal "${"
 type Template struct {
 	Raw   string
