@@ -641,6 +641,7 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 		Heartbeat: func() { _ = it.m.InProgress() }, HeartbeatInterval: a.hb,
 	})
 	if res.Killed > 0 {
+		a.metrics.leftoversKilled.Add(float64(res.Killed))
 		a.log.Info().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Int("processes", res.Killed).
 			Msg("killed the processes a shell step left running")
 	}
