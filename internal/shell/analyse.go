@@ -162,22 +162,15 @@ func (pr *probe) decide(f *syntax.File, bash bool) []decision {
 	ds := make([]decision, len(pr.refs))
 	found := make([]int, len(pr.refs))
 	chains := make([][]syntax.Node, len(pr.refs))
-	var stack []syntax.Node
-	syntax.Walk(f, func(n syntax.Node) bool {
-		if n == nil {
-			stack = stack[:len(stack)-1]
-			return true
-		}
-		stack = append(stack, n)
-		if s, e, ok := leafRange(n); ok {
+	walkChains(f, func(chain []syntax.Node) {
+		if s, e, ok := leafRange(chain[len(chain)-1]); ok {
 			for i, r := range pr.refs {
 				if r.off >= s && r.end <= e {
 					found[i]++
-					chains[i] = append([]syntax.Node(nil), stack...)
+					chains[i] = append([]syntax.Node(nil), chain...)
 				}
 			}
 		}
-		return true
 	})
 	decl := declInfo(f)
 	for i, r := range pr.refs {
@@ -600,13 +593,8 @@ func (pr *probe) taint(f *syntax.File, ds []decision) {
 		return
 	}
 	d := declInfo(f)
-	var stack []syntax.Node
-	syntax.Walk(f, func(n syntax.Node) bool {
-		if n == nil {
-			stack = stack[:len(stack)-1]
-			return true
-		}
-		stack = append(stack, n)
+	walkChains(f, func(stack []syntax.Node) {
+		n := stack[len(stack)-1]
 		var names []string
 		switch n := n.(type) {
 		case *syntax.ParamExp:
@@ -633,6 +621,20 @@ func (pr *probe) taint(f *syntax.File, ds []decision) {
 			line := int(n.Pos().Line())
 			ds[ref].refusal = pr.taintError(name, ref, j.eval, line)
 		}
+	})
+}
+
+// walkChains calls fn for every node of f with the chain of nodes from f
+// down to it, the node last. fn must not keep the slice.
+func walkChains(f *syntax.File, fn func(chain []syntax.Node)) {
+	var stack []syntax.Node
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if n == nil {
+			stack = stack[:len(stack)-1]
+			return true
+		}
+		stack = append(stack, n)
+		fn(stack)
 		return true
 	})
 }

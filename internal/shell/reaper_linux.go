@@ -185,12 +185,8 @@ func (r *reaper) cleanup(token string, pgid int, grace time.Duration) int {
 // step's processes are still there. The group's members were sent SIGKILL
 // with the group; they are the step's whatever their environment says.
 func (r *reaper) collect(token string, pgid int, killed map[procID]bool) int {
-	r.starting.Lock()
-	defer r.starting.Unlock()
-	procs := readProcs()
-	children := r.children(procs)
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	procs, children, unlock := r.lockChildren()
+	defer unlock()
 	left := 0
 	for _, c := range children {
 		owner, adopted := r.adopted[c.id]
@@ -217,7 +213,9 @@ func (r *reaper) collect(token string, pgid int, killed map[procID]bool) int {
 				r.adopted[d] = token
 			}
 		}
-		killed[c.id] = true
+		if c.pgrp != pgid {
+			killed[c.id] = true // the group was killed with the step
+		}
 		_ = syscall.Kill(c.id.pid, syscall.SIGKILL)
 		left++
 	}
@@ -226,12 +224,8 @@ func (r *reaper) collect(token string, pgid int, killed map[procID]bool) int {
 
 // sweep reaps dead orphans and kills leftovers of ended steps.
 func (r *reaper) sweep() {
-	r.starting.Lock()
-	defer r.starting.Unlock()
-	procs := readProcs()
-	children := r.children(procs)
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	procs, children, unlock := r.lockChildren()
+	defer unlock()
 	seen := make(map[procID]bool, len(children))
 	for _, c := range children {
 		seen[c.id] = true
@@ -264,6 +258,20 @@ func (r *reaper) sweep() {
 		if !seen[id] && !live[id] {
 			delete(r.adopted, id)
 		}
+	}
+}
+
+// lockChildren stops steps from starting, reads /proc, and returns every
+// process and this process's children with r.mu held; unlock releases
+// both.
+func (r *reaper) lockChildren() (procs []proc, children []child, unlock func()) {
+	r.starting.Lock()
+	procs = readProcs()
+	children = r.children(procs)
+	r.mu.Lock()
+	return procs, children, func() {
+		r.mu.Unlock()
+		r.starting.Unlock()
 	}
 }
 
