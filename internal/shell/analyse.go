@@ -378,6 +378,8 @@ func (pr *probe) judge(chain []syntax.Node, d decls, pos int, bash bool) judgeme
 			switch {
 			case n.Name != nil && child == syntax.Node(n.Name):
 				setEval(vName, "an assignment")
+			case n.Name != nil && codeVars[n.Name.Value]:
+				setEval(vEval, n.Name.Value+", whose value the shell expands or runs as code")
 			case n.Index != nil && child == n.Index:
 				setEval(vArith, "an array subscript")
 			case n.Name != nil && d[n.Name.Value] != "":
@@ -453,6 +455,11 @@ func (pr *probe) judge(chain []syntax.Node, d decls, pos int, bash bool) judgeme
 	return j
 }
 
+// codeVars are variables whose value a shell runs or expands as code:
+// PS4 before each traced command (set -x), the prompts and PROMPT_COMMAND,
+// BASH_ENV and ENV when a shell starts.
+var codeVars = map[string]bool{"PS0": true, "PS1": true, "PS2": true, "PS3": true, "PS4": true, "PROMPT_COMMAND": true, "BASH_ENV": true, "ENV": true}
+
 // afterEquals reports whether pos comes after an "=" in word w: in the
 // value of a NAME=value argument of declare, export and the like.
 func (pr *probe) afterEquals(w *syntax.Word, pos int) bool {
@@ -494,7 +501,7 @@ func (pr *probe) callArg(args []*syntax.Word, w *syntax.Word, pos int, bash bool
 	name := args[i].Lit()
 	prev := args[idx-1].Lit()
 	switch name {
-	case "eval", "trap":
+	case "eval", "trap", "alias":
 		return vEval, name
 	case "let":
 		return vArith, "let"

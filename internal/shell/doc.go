@@ -18,7 +18,7 @@
 // subscripts, [[ ... -gt ... ]], declare -i — and runs any $(...) in a
 // value such as a[$(cmd)] there, quoted or not; it evaluates the subscript
 // of a variable name given to unset, read, printf -v, declare, [[ -v ]];
-// eval and trap run their arguments. Compile refuses a reference in any of
+// eval, trap and alias run their arguments. Compile refuses a reference in any of
 // those places, and one assigned to a variable that the script then uses
 // there (n=${item.n}; echo $((n + 1))), with [ErrUnsafePosition]; also
 // inside `...`, a here-document, ${...}, after a backslash and wherever

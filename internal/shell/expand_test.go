@@ -366,6 +366,9 @@ var evaluated = []struct {
 	{name: "eval", template: `eval echo ${item.x}`, contains: "run as a command by eval", execs: true},
 	{name: "command eval", template: `command eval "echo ${item.x}"`, contains: "run as a command by eval", execs: true},
 	{name: "trap", template: `trap ${item.x} EXIT`, contains: "run as a command by trap", execs: true},
+	{name: "alias", template: "alias x=${item.x}\nx", contains: "run as a command by alias"},
+	{name: "PS4", template: `PS4=${item.x}; set -x; true`, contains: "run as a command by PS4, whose value the shell expands or runs as code", execs: true},
+	{name: "exported BASH_ENV", template: `export BASH_ENV=${item.x}`, contains: "BASH_ENV"},
 	{name: "eval of a copy", template: `c=${item.x}; eval "echo $c"`, contains: "assigned to c", execs: true},
 }
 

@@ -53,7 +53,8 @@ const (
 //     assignment, for-loop or function, the names given to declare, typeset,
 //     local, export, readonly, unset, read, mapfile, readarray, printf -v,
 //     getopts, wait -p, [[ -v ]] and test -v;
-//   - the arguments of eval and trap, which run them as commands;
+//   - the arguments of eval, trap and alias, which run them as commands,
+//     and values given to PS0-PS4, PROMPT_COMMAND, BASH_ENV and ENV;
 //   - inside `...`, a here-document or its delimiter, ${...}, bash's $'...'
 //     or $"...", an extended glob, and right after a backslash;
 //   - anywhere bash and POSIX sh read the script differently.
