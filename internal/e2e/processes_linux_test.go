@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -40,6 +41,7 @@ func TestStepLeavesNoProcess(t *testing.T) {
 		require.NoError(t, err, item)
 		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		require.NoError(t, err)
-		require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "%s: process %d survived its step, or its zombie was not reaped", item, pid)
+		require.Eventually(t, func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }, 5*time.Second, 5*time.Millisecond,
+			"%s: process %d survived its step, or its zombie was not reaped", item, pid)
 	}
 }
