@@ -71,26 +71,27 @@ func (pr *probe) analyse() ([]decision, error) {
 	if berr != nil {
 		return nil, pr.syntaxError(berr)
 	}
-	ds := pr.decide(bash, true)
-	posix, perr := parse(pr.src, syntax.LangPOSIX)
-	if perr == nil {
-		pds := pr.decide(posix, false)
-		for i := range ds {
-			switch {
-			case ds[i].refusal != nil:
-			case pds[i].refusal != nil:
-				ds[i].refusal = pds[i].refusal
-			case pr.refs[i].trusted && (ds[i].enc == encBare && pds[i].enc == encWord || ds[i].enc == encWord && pds[i].enc == encBare):
-				ds[i].enc = encBare // a number: a word wherever either shell reads arithmetic
-			case ds[i].enc != pds[i].enc:
-				ds[i].refusal = fmt.Errorf("bash and POSIX sh read this position differently (%s for bash, %s for sh)", ds[i].enc, pds[i].enc)
-			}
+	ds, _ := pr.decide(bash, true)
+	// POSIX shells such as dash run a script command by command and stop
+	// at the first they cannot parse: compare the commands before it.
+	posix, complete := parsePrefix(pr.src, syntax.LangPOSIX)
+	pds, placed := pr.decide(posix, false)
+	for i := range ds {
+		switch {
+		case ds[i].refusal != nil:
+		case !placed[i]:
+			// After the command POSIX sh cannot parse: only bash runs it.
+		case pds[i].refusal != nil:
+			ds[i].refusal = pds[i].refusal
+		case pr.refs[i].trusted && (ds[i].enc == encBare && pds[i].enc == encWord || ds[i].enc == encWord && pds[i].enc == encBare):
+			ds[i].enc = encBare // a number: a word wherever either shell reads arithmetic
+		case ds[i].enc != pds[i].enc:
+			ds[i].refusal = fmt.Errorf("bash and POSIX sh read this position differently (%s for bash, %s for sh)", ds[i].enc, pds[i].enc)
 		}
-	} else {
-		// A script only bash can parse. POSIX shells such as dash stop at
-		// the command they cannot parse; before it they read the script as
-		// bash does, except for bash's $'...' quoting, which they read as $
-		// and '...'.
+	}
+	if !complete {
+		// Where POSIX sh gives up can depend on how it read bash's $'...'
+		// (as $ and '...'): nothing after one is trusted.
 		first := -1
 		syntax.Walk(bash, func(n syntax.Node) bool {
 			if q, ok := n.(*syntax.SglQuoted); ok && q.Dollar && (first < 0 || int(q.Pos().Offset()) < first) {
@@ -130,6 +131,21 @@ func parse(src string, lang syntax.LangVariant) (*syntax.File, error) {
 	return syntax.NewParser(syntax.Variant(lang), syntax.KeepComments(true)).Parse(strings.NewReader(src), "")
 }
 
+// parsePrefix parses the statements of src up to the first that does not
+// parse; complete reports whether that is all of them.
+func parsePrefix(src string, lang syntax.LangVariant) (f *syntax.File, complete bool) {
+	f = &syntax.File{}
+	complete = true
+	for st, err := range syntax.NewParser(syntax.Variant(lang), syntax.KeepComments(true)).StmtsSeq(strings.NewReader(src)) {
+		if err != nil {
+			complete = false
+			break
+		}
+		f.Stmts = append(f.Stmts, st)
+	}
+	return f, complete
+}
+
 func (pr *probe) syntaxError(err error) error {
 	msg := err.Error()
 	var pe syntax.ParseError
@@ -157,9 +173,11 @@ func leafRange(n syntax.Node) (start, end int, ok bool) {
 	return 0, 0, false
 }
 
-// decide places every reference in f.
-func (pr *probe) decide(f *syntax.File, bash bool) []decision {
-	ds := make([]decision, len(pr.refs))
+// decide places every reference in f; placed reports the references found
+// in it.
+func (pr *probe) decide(f *syntax.File, bash bool) (ds []decision, placed []bool) {
+	ds = make([]decision, len(pr.refs))
+	placed = make([]bool, len(pr.refs))
 	found := make([]int, len(pr.refs))
 	chains := make([][]syntax.Node, len(pr.refs))
 	walkChains(f, func(chain []syntax.Node) {
@@ -174,6 +192,7 @@ func (pr *probe) decide(f *syntax.File, bash bool) []decision {
 	})
 	decl := declInfo(f)
 	for i, r := range pr.refs {
+		placed[i] = found[i] > 0
 		if found[i] != 1 {
 			ds[i].refusal = errors.New("it stands where the shell parser cannot place it")
 			continue
@@ -211,7 +230,7 @@ func (pr *probe) decide(f *syntax.File, bash bool) []decision {
 			}
 		}
 	}
-	return ds
+	return ds, placed
 }
 
 // escaped reports whether the byte before off is an unescaped backslash.
