@@ -40,6 +40,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.Concurrency, "concurrency", envflag.Int(getenv, "FLEET_CONCURRENCY", agent.DefaultConcurrency), "items run at once (env FLEET_CONCURRENCY)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", agent.DefaultShutdownTimeout, "how long in-flight items may finish at shutdown")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "working directory of shell steps")
+	fs.DurationVar(&cfg.StepTimeout, "step-timeout", envDuration(getenv, "FLEET_STEP_TIMEOUT", agent.DefaultStepTimeout), "timeout of a step that sets none (env FLEET_STEP_TIMEOUT)")
+	stepEnv := fs.String("step-env", getenv("FLEET_STEP_ENV"), "more of the agent's environment variables that shell steps see, comma-separated names or prefixes ending in * (env FLEET_STEP_ENV); PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ and TMPDIR always")
+	fs.BoolVar(&cfg.StepEnvUnsafe, "step-env-unsafe", getenv("FLEET_STEP_ENV_UNSAFE") == "true", "let --step-env pass NATS_* and FLEET_* variables, and the credentials they hold, to every job (env FLEET_STEP_ENV_UNSAFE=true)")
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9091 (env FLEET_METRICS_ADDR)")
 	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
 	if err := fs.Parse(args); err != nil {
@@ -48,6 +51,14 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		}
 		os.Exit(2)
 	}
+	for _, e := range strings.Split(*stepEnv, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			cfg.StepEnv = append(cfg.StepEnv, e)
+		}
+	}
+	// Every child process of this program is a step: it reaps them all, and
+	// whatever is orphaned in its container when it is PID 1.
+	cfg.Reaper = agent.ReaperAll
 	log, err := obs.Logger(os.Stderr, *logLevel, false)
 	if err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -94,4 +105,13 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// envDuration returns getenv(key) as a duration, or def when it is empty or
+// not one.
+func envDuration(getenv func(string) string, key string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(getenv(key)); err == nil {
+		return d
+	}
+	return def
 }

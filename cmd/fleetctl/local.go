@@ -77,6 +77,7 @@ func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 		a := agent.New(nc, agent.Config{
 			Prefix: o.conn.prefix, Name: fmt.Sprintf("local-agent-%d", i+1),
 			Concurrency: o.concurrency, Logger: o.logger, ShutdownTimeout: 5 * time.Second,
+			Reaper: agent.ReaperSteps, // no step leaves processes behind
 		}).HandleBuiltins()
 		f.goRun(func() error { return a.Run(runCtx) })
 	}

@@ -159,3 +159,22 @@ func TestValidateExamples(t *testing.T) {
 		require.Equal(t, exitOK, code, "%s: %s%s", f, out, errOut)
 	}
 }
+
+// TestValidateShellPositions: a reference bash would evaluate is reported
+// with the step's field path and line, and the message's suggestion is
+// itself valid.
+func TestValidateShellPositions(t *testing.T) {
+	dir := writeValidateFiles(t, map[string]string{
+		"arith.yaml": "items: [{id: a, size: 10}]\nagent_template:\n  - shell: echo start\n  - shell: 'if (( ${item.size} > 5 )); then resize ${item.id}; fi'\n",
+		"fixed.yaml": "items: [{id: a, size: 10}]\nagent_template:\n  - shell: echo start\n" +
+			"  - shell: |\n      n=$(printf '%s\\n' ${item.size} | grep -xE -- '-?[0-9]+') || exit 1\n      if [ \"$n\" -gt 5 ]; then resize -- ${item.id}; fi\n",
+	})
+	code, out, _ := runValidateCLI(t, filepath.Join(dir, "arith.yaml"))
+	require.Equal(t, exitUsage, code)
+	require.Equal(t, "agent_template[1].shell (line 4): ${item.size}: cannot be quoted safely: bash evaluates it as arithmetic in ((...)), "+
+		"which runs any $(...) in a value such as a[$(cmd)] whatever the quoting; check that it is a number and use the checked copy: "+
+		"n=$(printf '%s\\n' ${item.size} | grep -xE -- '-?[0-9]+') || exit 1\n", out)
+
+	code, out, _ = runValidateCLI(t, filepath.Join(dir, "fixed.yaml"))
+	require.Equal(t, exitOK, code, out)
+}

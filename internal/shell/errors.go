@@ -12,10 +12,13 @@ var (
 	// ErrNoMap: a ${map.*} reference outside a reduce step.
 	ErrNoMap = errors.New("shell: map values are only available in reduce steps")
 	// ErrUnsafePosition: a reference stands where no quoting can keep its
-	// value a literal (inside `...`, a here-document, ${...} or $((...)),
-	// after a backslash, after bash's $'...' quoting, or after a case
-	// statement inside $(...)).
+	// value a literal: where bash evaluates it (arithmetic, a variable
+	// name, eval), or inside `...`, a here-document, ${...}, bash's $'...',
+	// after a backslash, ... ([Compile] has the list).
 	ErrUnsafePosition = errors.New("shell: reference cannot be quoted safely here")
+	// ErrSyntax: a template with references does not parse as a shell
+	// script, so where they stand cannot be known.
+	ErrSyntax = errors.New("shell: the command does not parse as a shell script")
 	// ErrNUL: a value holds a NUL byte, which no shell argument, script or
 	// environment variable can carry.
 	ErrNUL = errors.New("shell: value contains a NUL byte")
@@ -23,6 +26,10 @@ var (
 	// Template built by hand, not by messages.ParseTemplate, has one).
 	ErrUnknownRef = errors.New("shell: unknown reference")
 )
+
+// ErrStepEnv: an entry of a step environment allow-list ([NewEnvFilter]) is
+// not a variable name or prefix, or names the agent's reserved variables.
+var ErrStepEnv = errors.New("shell: step environment")
 
 // Errors of [Run]. [Result.AsError] returns a *RunError matching one of them.
 var (

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -34,7 +33,9 @@ type Vars struct {
 	JobID string
 	// Attempt is ${attempt}, 1-based.
 	Attempt int
-	// LookupEnv resolves ${env.NAME}. Defaults to os.LookupEnv.
+	// LookupEnv resolves ${env.NAME} in the step's environment (the agent
+	// passes one that looks in Command.Env). Nil: no variable is set, so
+	// that a template never reads the agent's own environment.
 	LookupEnv func(name string) (string, bool)
 	// Map holds the ${map.*} values of a reduce step; nil elsewhere.
 	Map *MapVars
@@ -72,98 +73,60 @@ func (v Vars) Environ() []string {
 
 // RefError is a reference that could not be expanded. errors.Is matches its
 // kind (ErrItemField, ErrEnvUnset, ErrNoMap, ErrUnsafePosition, ErrNUL,
-// ErrUnknownRef) and
-// the underlying error.
+// ErrUnknownRef) and the underlying error.
 type RefError struct {
 	// Ref is the reference as written, e.g. "${item.path}".
 	Ref string
+	// Line is the reference's 1-based line in a template of several lines,
+	// 0 when not known.
+	Line int
 	// Kind is one of the package's expansion sentinels.
 	Kind error
 	// Err says what is wrong.
 	Err error
 }
 
-func (e *RefError) Error() string { return e.Ref + ": " + e.Err.Error() }
+func (e *RefError) Error() string {
+	if e.Line > 0 {
+		return e.Ref + " (line " + strconv.Itoa(e.Line) + "): " + e.Err.Error()
+	}
+	return e.Ref + ": " + e.Err.Error()
+}
 
 // Unwrap returns the kind and the underlying error.
 func (e *RefError) Unwrap() []error { return []error{e.Kind, e.Err} }
 
-// Expand renders t as a script for "sh -c". Every reference becomes one
-// literal shell word (or the literal part of one), whatever its value holds:
-// a bare ${item.x} is written with [Quote]; inside "..." the characters
-// special there are escaped; inside '...' the quotes are closed and
-// reopened around embedded single quotes. References in comments are left
-// as written and not resolved. A reference where no quoting is safe —
-// inside `...`, a here-document, ${...} or $((...)), after a backslash,
-// after bash's $'...', or after a case statement inside $(...) — is an
-// ErrUnsafePosition error.
+// Expand renders t as a script for "sh -c": [Compile], then
+// [Script.Expand]. Every reference becomes one literal shell word (or the
+// literal part of one), whatever its value holds: a bare ${item.x} is
+// written with [Quote]; inside "..." the characters special there are
+// escaped; inside '...' the quotes are closed and reopened around embedded
+// single quotes. References in comments are left as written and not
+// resolved. Positions where no quoting is safe are refused by Compile.
 //
 // ${item} is the whole item: its JSON text, or the scalar itself; a string
 // field is its text, a number or bool as written, an object or array its
 // compact JSON ([messages.LookupItemField]). A missing field, an unset
 // ${env.NAME}, a ${map.*} without v.Map, and a value holding a NUL byte
 // are errors; the returned error joins one *RefError per bad reference.
+//
+// Expand parses the template every time; compile it once with Compile to
+// expand it for many items.
 func Expand(t messages.Template, v Vars) (string, error) {
-	var b strings.Builder
-	b.Grow(len(t.Raw) + 32)
-	lx := newLexer()
-	var errs []error
-	for _, p := range t.Parts {
-		if p.Ref == nil {
-			lx.feed(p.Literal)
-			b.WriteString(p.Literal)
-			continue
-		}
-		ref := refText(p.Ref)
-		enc, err := lx.ref()
-		if err != nil {
-			errs = append(errs, &RefError{Ref: ref, Kind: ErrUnsafePosition, Err: fmt.Errorf("cannot be quoted safely %w", err)})
-			continue
-		}
-		if enc == encLiteral {
-			b.WriteString(ref)
-			continue
-		}
-		val, err := v.resolve(p.Ref)
-		if err != nil {
-			errs = append(errs, &RefError{Ref: ref, Kind: kindOf(err), Err: err})
-			continue
-		}
-		if strings.IndexByte(val, 0) >= 0 {
-			errs = append(errs, &RefError{Ref: ref, Kind: ErrNUL, Err: errors.New("value contains a NUL byte")})
-			continue
-		}
-		switch enc {
-		case encWord:
-			b.WriteString(Quote(val))
-		case encSingle:
-			b.WriteString(quoteInSingle(val))
-		case encDouble:
-			b.WriteString(quoteInDouble(val))
-		}
+	s, err := Compile(t)
+	if err != nil {
+		return "", err
 	}
-	if len(errs) > 0 {
-		return "", errors.Join(errs...)
-	}
-	return b.String(), nil
+	return s.Expand(v)
 }
 
 // Validate reports every reference of t that stands where no quoting is
-// safe (see [Expand]), without resolving any value. Use it to reject a
-// shell step at submission rather than at run time.
+// safe, and a template with references that does not parse (see
+// [Compile]), without resolving any value. Use it to reject a shell step
+// at submission rather than at run time.
 func Validate(t messages.Template) error {
-	lx := newLexer()
-	var errs []error
-	for _, p := range t.Parts {
-		if p.Ref == nil {
-			lx.feed(p.Literal)
-			continue
-		}
-		if _, err := lx.ref(); err != nil {
-			errs = append(errs, &RefError{Ref: refText(p.Ref), Kind: ErrUnsafePosition, Err: fmt.Errorf("cannot be quoted safely %w", err)})
-		}
-	}
-	return errors.Join(errs...)
+	_, err := Compile(t)
+	return err
 }
 
 func refText(ref []string) string { return "${" + strings.Join(ref, ".") + "}" }
@@ -209,12 +172,10 @@ func (v Vars) resolve(ref []string) (string, error) {
 			return strconv.Itoa(v.Map.Total), nil
 		}
 	case messages.RefEnv:
-		lookup := v.LookupEnv
-		if lookup == nil {
-			lookup = os.LookupEnv
-		}
-		if val, ok := lookup(ref[1]); ok {
-			return val, nil
+		if v.LookupEnv != nil {
+			if val, ok := v.LookupEnv(ref[1]); ok {
+				return val, nil
+			}
 		}
 		return "", &resolveError{ErrEnvUnset, fmt.Sprintf("environment variable %s is not set", ref[1])}
 	}

@@ -33,9 +33,10 @@ const shellPath = "/bin/sh"
 type Command struct {
 	// Script is run as /bin/sh -c Script, usually the output of [Expand].
 	Script string
-	// Env is added to the agent's environment (os.Environ()); for a name
-	// set twice the last entry wins. [Vars.Environ] builds ITEM_JSON,
-	// ITEM_ID, JOB_ID and ATTEMPT.
+	// Env is the step's whole environment, NAME=value strings: nothing of
+	// the agent's own environment is passed unless it is here ([EnvFilter]
+	// selects what may be). For a name set twice the last entry wins.
+	// [Vars.Environ] builds ITEM_JSON, ITEM_ID, JOB_ID and ATTEMPT.
 	Env []string
 	// Dir is the working directory. Defaults to the agent's.
 	Dir string
@@ -55,6 +56,9 @@ type Command struct {
 	Heartbeat func()
 	// HeartbeatInterval defaults to DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
+
+	// timeoutC, when set, replaces the Timeout timer: tests fire it.
+	timeoutC <-chan time.Time
 }
 
 func (c Command) withDefaults() Command {
@@ -113,6 +117,10 @@ type Result struct {
 	// StdoutBytes and StderrBytes count everything the process wrote, kept
 	// or not.
 	StdoutBytes, StderrBytes int64
+	// Killed counts the processes the step left behind outside its process
+	// group (daemons, double forks) that were killed when it ended; only
+	// with a subreaper ([EnableSubreaper]).
+	Killed int
 	// Duration is the time from start until the process and its output
 	// were done.
 	Duration time.Duration

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -15,13 +14,17 @@ import (
 )
 
 // Run runs c.Script with /bin/sh -c in a process group of its own, stdin
-// from /dev/null, and waits for it. Run is safe for concurrent use.
+// from /dev/null and exactly c.Env as its environment, and waits for it.
+// Run is safe for concurrent use.
 //
 // When c.Timeout expires or ctx ends, the whole group gets SIGTERM, then
 // SIGKILL after c.KillGrace. When the shell itself exits, whatever it left
-// running in its group (background jobs) is killed with SIGKILL, so a step
-// leaves nothing behind. Output pipes held open by processes that left the
-// group (setsid, daemons) are closed c.KillGrace after the shell exits.
+// running in its group (background jobs) is killed with SIGKILL. When the
+// process is a child subreaper ([EnableSubreaper]), what left the group
+// (setsid, nohup and double-fork daemons, and everything they started) is
+// found, killed and reaped too, so a step leaves nothing behind; without
+// one, such processes survive the step, and the output pipes they hold are
+// closed c.KillGrace after the shell exits.
 //
 // The group is only ever signalled while its leader, the shell, is not yet
 // reaped, so its id cannot have been reused by another process group.
@@ -49,14 +52,31 @@ func Run(ctx context.Context, c Command) Result {
 
 	stdout, stderr := newTailWriter(c.TailBytes), newTailWriter(c.TailBytes)
 	cmd := exec.Command(shellPath, "-c", c.Script)
-	cmd.Env = append(os.Environ(), c.Env...)
+	cmd.Env = append([]string{}, c.Env...) // never nil: nil would pass the agent's environment
 	cmd.Dir = c.Dir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = c.KillGrace
 
+	r := currentReaper()
+	var token string
+	if r != nil {
+		token = r.beginStep()
+		cmd.Env = append(cmd.Env, EnvStepToken+"="+token)
+		r.starting.RLock()
+	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	if r != nil {
+		if err == nil {
+			r.started(cmd.Process.Pid)
+		}
+		r.starting.RUnlock()
+	}
+	if err != nil {
+		if r != nil {
+			r.endStep(token, 0)
+		}
 		res.Err = startError(err)
 		res.Duration = time.Since(start)
 		return res
@@ -77,6 +97,9 @@ func Run(ctx context.Context, c Command) Result {
 		t := time.NewTimer(c.Timeout)
 		defer t.Stop()
 		timeoutC = t.C
+	}
+	if c.timeoutC != nil {
+		timeoutC = c.timeoutC
 	}
 
 	var waitErr error
@@ -102,12 +125,19 @@ func Run(ctx context.Context, c Command) Result {
 	}
 	// The shell has exited but is not reaped: the group id is still ours.
 	// Kill what it left behind, so Wait is not held up by their pipes and
-	// nothing outlives the step.
+	// nothing outlives the step; a subreaper also finds what left the
+	// group, now reparented to this process.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if r != nil {
+		res.Killed = r.cleanup(token, pgid, c.KillGrace)
+	}
 	close(stopBeat)
 	beats.Wait()
 
-	err := cmd.Wait()
+	err = cmd.Wait()
+	if r != nil {
+		r.endStep(token, pgid)
+	}
 	res.Duration = time.Since(start)
 	res.Stdout, res.StdoutBytes = stdout.String(), stdout.Total()
 	res.Stderr, res.StderrBytes = stderr.String(), stderr.Total()

@@ -128,11 +128,25 @@ func TestRunEnvAndDir(t *testing.T) {
 	require.Equal(t, `{"id":"a b","q":"it's"}|a b|job-1|2|x y|/overridden|`+dir, res.Stdout)
 }
 
-func TestRunInheritsAgentEnv(t *testing.T) {
-	t.Setenv("JETFLEET_SHELL_TEST", "inherited")
-	res := Run(t.Context(), Command{Script: `printf '%s' "$JETFLEET_SHELL_TEST"`})
-	require.False(t, res.Failed(), res.Message())
-	require.Equal(t, "inherited", res.Stdout)
+// TestRunEnvIsExactlyCommandEnv: a step sees the environment it is given
+// and nothing of the agent's.
+func TestRunEnvIsExactlyCommandEnv(t *testing.T) {
+	t.Setenv("JETFLEET_SHELL_TEST", "the agent's")
+	t.Setenv("NATS_PASSWORD", "hunter2")
+	for _, env := range [][]string{nil, {"A=b", "PATH=" + os.Getenv("PATH")}} {
+		res := Run(t.Context(), Command{Script: `printf '%s|%s|' "${JETFLEET_SHELL_TEST-unset}" "${NATS_PASSWORD-unset}"; env`, Env: env})
+		require.False(t, res.Failed(), res.Message())
+		out, list, _ := strings.Cut(res.Stdout, "|unset|")
+		require.Equal(t, "unset", out)
+		for _, kv := range strings.Split(strings.TrimSpace(list), "\n") {
+			name, _, _ := strings.Cut(kv, "=")
+			switch name {
+			case "A", "PATH", "PWD", "SHLVL", "_", "", EnvStepToken:
+			default:
+				t.Errorf("the step saw %q", kv)
+			}
+		}
+	}
 }
 
 func TestRunStartFailures(t *testing.T) {
@@ -258,26 +272,93 @@ func TestRunKillsLeftovers(t *testing.T) {
 	requireGone(t, readPid(t, pidfile))
 }
 
-// TestRunEscapedProcessHoldingPipes: a process that left the group (setsid)
-// is not killed, but its open pipes hold Run up only for KillGrace.
-func TestRunEscapedProcessHoldingPipes(t *testing.T) {
+// escapes are ways a step leaves processes behind outside its process
+// group, each writing the pids to reap to files in $DIR.
+var escapes = []struct {
+	name   string
+	script string
+	pids   []string // files in $DIR holding a pid that must not survive
+}{
+	{name: "setsid double fork", pids: []string{"d"},
+		script: `setsid sh -c 'sleep 1000 & echo $! > "$1"' sh "$DIR/d.tmp"; mv "$DIR/d.tmp" "$DIR/d"`},
+	{name: "nohup in the background", pids: []string{"d"},
+		script: `nohup setsid sleep 1000 >/dev/null 2>&1 & echo $! > "$DIR/d"`},
+	{name: "daemon holding the output pipes", pids: []string{"d"},
+		script: `setsid sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 1000' sh "$DIR/d" &
+while [ ! -s "$DIR/d" ]; do sleep 0.01; done`},
+	{name: "a daemon's child that cleared its environment", pids: []string{"d", "g"},
+		script: `setsid sh -c 'env -i sleep 1000 & echo $! > "$1/g.tmp"; mv "$1/g.tmp" "$1/g"; echo $$ > "$1/d.tmp"; mv "$1/d.tmp" "$1/d"; exec sleep 1000' sh "$DIR" &
+while [ ! -s "$DIR/d" ]; do sleep 0.01; done`},
+}
+
+// reaped reports whether pid is gone for good: neither running nor a
+// zombie waiting to be reaped.
+func reaped(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// TestRunKillsEscapedProcesses: whatever a step leaves running outside its
+// process group is killed and reaped when the step ends, however it ends,
+// and neither it nor its zombie is left.
+func TestRunKillsEscapedProcesses(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	pidfile := filepath.Join(dir, "pid")
-	// The escaped process hands its pid over a fifo, so the shell exits
-	// only once it has left the group.
-	res := Run(t.Context(), Command{
-		Script: `mkfifo "$DIR/fifo"
-setsid sh -c 'echo $$ > "$1"; exec sleep 5' sh "$DIR/fifo" &
-read pid < "$DIR/fifo"; echo "$pid" > "$DIR/pid"; echo started`,
-		Env:       []string{"DIR=" + dir},
-		KillGrace: 100 * time.Millisecond,
-	})
-	pid := readPid(t, pidfile)
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	require.False(t, res.Failed(), res.Message())
-	require.Equal(t, "started\n", res.Stdout)
-	require.Less(t, res.Duration, 3*time.Second, "Run waited for the escaped process")
+	endings := []struct {
+		name    string
+		tail    string
+		timeout bool
+		cancel  bool
+		check   func(t *testing.T, res Result)
+	}{
+		{name: "success", tail: "exit 0", check: func(t *testing.T, res Result) { require.False(t, res.Failed(), res.Message()) }},
+		{name: "failure", tail: "exit 3", check: func(t *testing.T, res Result) { require.Equal(t, 3, res.ExitCode, res.Message()) }},
+		{name: "timeout", tail: `touch "$DIR/ready"; sleep 1000`, timeout: true, check: func(t *testing.T, res Result) { require.True(t, res.TimedOut, res.Message()) }},
+		{name: "cancel", tail: `touch "$DIR/ready"; sleep 1000`, cancel: true, check: func(t *testing.T, res Result) { require.True(t, res.Cancelled, res.Message()) }},
+	}
+	for _, esc := range escapes {
+		for _, end := range endings {
+			t.Run(esc.name+"/"+end.name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				fire := make(chan time.Time, 1)
+				var once sync.Once
+				res := Run(ctx, Command{
+					Script: esc.script + "\n" + end.tail, Env: []string{"DIR=" + dir, "PATH=" + os.Getenv("PATH")},
+					KillGrace: 200 * time.Millisecond, Timeout: time.Hour, timeoutC: fire,
+					// The step times out, or is cancelled, once it is in its last
+					// command, the escape done.
+					HeartbeatInterval: 5 * time.Millisecond,
+					Heartbeat: func() {
+						if _, err := os.Stat(filepath.Join(dir, "ready")); err != nil {
+							return
+						}
+						once.Do(func() {
+							if end.timeout {
+								fire <- time.Now()
+							}
+							if end.cancel {
+								cancel()
+							}
+						})
+					},
+				})
+				end.check(t, res)
+				var pids []int
+				for _, f := range esc.pids {
+					pids = append(pids, readPid(t, filepath.Join(dir, f)))
+				}
+				for _, pid := range pids {
+					// Dead and reaped by the time Run returns, unless the machine is
+					// so slow that the cleanup's grace ran out: then the reaper
+					// finishes it.
+					require.Eventually(t, func() bool { return reaped(pid) }, 5*time.Second, 5*time.Millisecond,
+						"process %d survived the step, or its zombie was not reaped", pid)
+				}
+				require.Less(t, res.Duration, 5*time.Second, "Run waited for an escaped process")
+			})
+		}
+	}
 }
 
 func TestRunHeartbeat(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -47,6 +48,8 @@ type Agent struct {
 	maxDeliver uint64
 	// breakers follows the circuit breakers of jobs that have one.
 	breakers *breakerGate
+	// stepEnv is what shell steps see of the agent's environment.
+	stepEnv []string
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -105,6 +108,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.started = true
 	a.mu.Unlock()
 
+	filter, err := shell.NewEnvFilter(a.cfg.StepEnv, a.cfg.StepEnvUnsafe)
+	if err != nil {
+		return fmt.Errorf("agent: config: step_env: %w", err)
+	}
+	a.stepEnv = filter.Filter(a.cfg.Environ())
+	stopReaper, err := a.startReaper()
+	if err != nil {
+		return err
+	}
+	defer stopReaper()
+
 	names, err := messages.NewNames(a.cfg.Prefix)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -137,6 +151,32 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stopEnded()
 	a.log.Info().Int("concurrency", a.cfg.Concurrency).Dur("heartbeat", a.hb).Msg("agent running")
 	return a.consume(ctx, cons)
+}
+
+// startReaper makes the process a child subreaper as Config.Reaper says and
+// reaps orphans until the returned stop is called.
+func (a *Agent) startReaper() (stop func(), err error) {
+	mode := shell.ReapSteps
+	switch a.cfg.Reaper {
+	case ReaperOff:
+		return func() {}, nil
+	case ReaperAll:
+		mode = shell.ReapAll
+	}
+	if err := shell.EnableSubreaper(mode); err != nil {
+		if errors.Is(err, errors.ErrUnsupported) {
+			a.log.Warn().Err(err).Msg("processes that shell steps leave outside their process group are not cleaned up here")
+			return func() {}, nil
+		}
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		shell.Reap(ctx)
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -21,8 +22,36 @@ const (
 	MaxConcurrency         = 4096
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultMaxOutputBytes  = 4 << 10
+	// DefaultStepTimeout bounds a step that sets no timeout of its own, so
+	// that a hung step never holds an item forever.
+	DefaultStepTimeout = time.Hour
 	// MaxHistory bounds the attempts kept in an item's state and DLQ entry.
 	MaxHistory = 100
+)
+
+// ReaperMode is how an agent deals with the processes its shell steps leave
+// behind (Linux only).
+type ReaperMode int
+
+const (
+	// ReaperOff kills, when a step ends, what it left in its process group
+	// (background jobs); processes that left the group (setsid, nohup,
+	// double forks) survive the step, and orphans go to init.
+	ReaperOff ReaperMode = iota
+	// ReaperSteps makes the process a child subreaper: everything a step
+	// leaves behind, in its process group or not, is killed and reaped when
+	// the step ends (success, failure, timeout or cancellation). Child
+	// processes the rest of the program starts are left alone, so a
+	// process that leaves its session, clears its environment and dies on
+	// its own before its step ends may stay a zombie until the program
+	// exits.
+	ReaperSteps
+	// ReaperAll is ReaperSteps that also reaps every other orphan, and
+	// kills at the end of a step any orphan no running step owns: for a
+	// program whose only child processes are steps, such as cmd/agent,
+	// which is PID 1 in its container and must reap whatever is orphaned
+	// there.
+	ReaperAll
 )
 
 // Config configures an Agent. The zero value is usable: WithDefaults fills it.
@@ -49,6 +78,28 @@ type Config struct {
 	WorkDir string
 	// MaxOutputBytes bounds the output kept per step. Defaults to 4 KiB.
 	MaxOutputBytes int
+	// StepTimeout bounds one run of a step (shell or handler) whose spec
+	// sets no timeout; a step's own timeout overrides it. Defaults to
+	// DefaultStepTimeout (1h).
+	StepTimeout time.Duration
+	// StepEnv lists more variables of the agent's environment that shell
+	// steps see, on top of shell.DefaultStepEnv (PATH, HOME, LANG, LC_*,
+	// TZ, TMPDIR, USER, ...): names (AWS_REGION) or prefixes ending in "*"
+	// (AWS_*). A step sees these, the job's env, and the item's variables,
+	// nothing else of the agent's. Names of the agent's own settings and
+	// credentials (NATS_*, FLEET_*) are refused unless StepEnvUnsafe is set.
+	StepEnv []string
+	// StepEnvUnsafe lets StepEnv name NATS_* and FLEET_* variables, handing
+	// what they hold (credentials, server URLs with passwords) to every job
+	// submitter. Defaults to false.
+	StepEnvUnsafe bool
+	// Environ is the agent's environment that StepEnv selects from.
+	// Defaults to os.Environ.
+	Environ func() []string
+	// Reaper is how the agent deals with processes its shell steps leave
+	// behind. Defaults to ReaperOff for a library agent; cmd/agent uses
+	// ReaperAll. See ReaperMode.
+	Reaper ReaperMode
 	// Provision is used only when the agent creates its pool's consumer
 	// because no coordinator has yet.
 	Provision provision.Config
@@ -93,6 +144,12 @@ func (c Config) WithDefaults() Config {
 	if c.MaxOutputBytes == 0 {
 		c.MaxOutputBytes = DefaultMaxOutputBytes
 	}
+	if c.StepTimeout == 0 {
+		c.StepTimeout = DefaultStepTimeout
+	}
+	if c.Environ == nil {
+		c.Environ = os.Environ
+	}
 	c.Provision = c.Provision.WithDefaults()
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
@@ -123,6 +180,15 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown_timeout: %s, want >= 0", c.ShutdownTimeout))
+	}
+	if c.StepTimeout < 0 {
+		errs = append(errs, fmt.Errorf("step_timeout: %s, want > 0", c.StepTimeout))
+	}
+	if _, err := shell.NewEnvFilter(c.StepEnv, c.StepEnvUnsafe); err != nil {
+		errs = append(errs, fmt.Errorf("step_env: %w", err))
+	}
+	if c.Reaper > ReaperAll {
+		errs = append(errs, fmt.Errorf("reaper: unknown mode %d", c.Reaper))
 	}
 	return errors.Join(errs...)
 }

@@ -10,6 +10,12 @@
 // receives the item next resumes it at the failed step. An item that gives
 // up is dead-lettered (publish, PubAck, then Term) with its full history.
 //
+// A shell step gets the item's variables (ITEM_JSON, ITEM_ID, JOB_ID,
+// ATTEMPT), the job's env and the agent's variables that Config.StepEnv
+// allows, never the agent's NATS settings; it is bounded by its timeout or
+// Config.StepTimeout; with Config.Reaper nothing it starts outlives it
+// (docs/security.md, "Shell steps").
+//
 // Handlers and commands must be idempotent: delivery is at-least-once, and a
 // crash between a step's side effect and the acknowledgement runs it again.
 package agent

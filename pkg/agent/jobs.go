@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -20,7 +21,7 @@ type job struct {
 	mapSteps *stepSet
 	reduce   *stepSet // nil without reduce steps
 	workflow *retry.Workflow
-	custom   messages.Template // on_item_failure: custom with a shell step
+	custom   command // on_item_failure: custom with a shell step
 	env      []string
 	onItem   string
 }
@@ -29,8 +30,20 @@ type job struct {
 type stepSet struct {
 	steps     []messages.Step
 	policies  []*retry.Policy
-	templates []messages.Template // per step; zero for handler steps
-	fallbacks []messages.Template // per step with a fallback
+	commands  []command // per step; zero for handler steps
+	fallbacks []command // per step with a fallback
+}
+
+// command is a compiled shell command: its script, or why it cannot run
+// (a spec accepted before a check was added, or stored by hand).
+type command struct {
+	script *shell.Script
+	err    error
+}
+
+func compileCommand(t messages.Template) command {
+	s, err := shell.Compile(t)
+	return command{script: s, err: err}
 }
 
 var errJobNotFound = errors.New("agent: job not found")
@@ -113,9 +126,11 @@ func compileJob(id string, spec *messages.JobSpec) (*job, error) {
 	}
 	j := &job{id: id, spec: spec, workflow: w, onItem: w.Action()}
 	if c := w.Custom(); c != nil && c.Shell != "" {
-		if j.custom, err = messages.ParseTemplate(c.Shell); err != nil {
+		t, err := messages.ParseTemplate(c.Shell)
+		if err != nil {
 			return nil, fmt.Errorf("agent: job %s: error_policy.on_item_failure.custom.shell: %w", id, err)
 		}
+		j.custom = compileCommand(t)
 	}
 	for k, v := range spec.Env {
 		j.env = append(j.env, k+"="+v)
@@ -150,8 +165,15 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 				return nil, fmt.Errorf("agent: job %s: %s[%d] fallback: %w", id, field, i, err)
 			}
 		}
-		s.templates = append(s.templates, t)
-		s.fallbacks = append(s.fallbacks, fb)
+		var cmd, fbCmd command
+		if st.Shell != "" {
+			cmd = compileCommand(t)
+		}
+		if fb.Raw != "" {
+			fbCmd = compileCommand(fb)
+		}
+		s.commands = append(s.commands, cmd)
+		s.fallbacks = append(s.fallbacks, fbCmd)
 	}
 	return s, nil
 }

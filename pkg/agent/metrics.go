@@ -16,6 +16,9 @@ type metrics struct {
 	// Circuit breaker: deliveries parked, and state changes this agent wrote.
 	breakerParked      prometheus.Counter
 	breakerTransitions *prometheus.CounterVec
+	// Processes shell steps left outside their process group, killed when
+	// the step ended (with a subreaper).
+	leftoversKilled prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,10 +58,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jetfleet_agent_breaker_transitions_total", Help: "Circuit-breaker state changes written by this agent, by new state (open, half_open, closed).",
 		}, []string{"to"}),
+		leftoversKilled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_agent_step_leftovers_killed_total", Help: "Processes shell steps left running outside their process group (daemons, double forks), killed and reaped when the step ended.",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.budgetDenied)
-		reg.MustRegister(m.breakerParked, m.breakerTransitions)
+		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.leftoversKilled)
 	}
 	return m
 }

@@ -595,7 +595,7 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	start := a.cfg.Clock.Now()
 	defer func() { dur = a.cfg.Clock.Now().Sub(start) }()
 	if step.Shell != "" {
-		out, f = a.runShell(ctx, it, it.set.templates[i], step.Timeout.D(), attempt)
+		out, f = a.runShell(ctx, it, it.set.commands[i], step.Timeout.D(), attempt)
 		a.metrics.stepDuration.WithLabelValues("shell").Observe(time.Since(start).Seconds())
 		return out, f, 0
 	}
@@ -608,19 +608,43 @@ func (a *Agent) shellVars(it *item, attempt int) shell.Vars {
 	return shell.Vars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID, Attempt: attempt, Map: it.mv}
 }
 
-// runShell runs template t for the item; extraEnv is added to the
-// environment after the job's env.
-func (a *Agent) runShell(ctx context.Context, it *item, t messages.Template, timeout time.Duration, attempt int, extraEnv ...string) (string, *retry.Failure) {
+// stepTimeout is a step's own timeout, or the agent's default.
+func (a *Agent) stepTimeout(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return a.cfg.StepTimeout
+}
+
+// runShell runs command c for the item. Its environment is the agent's
+// variables that Config.StepEnv allows, then the job's env, then the
+// item's variables, then extraEnv: a later entry wins, so neither the job
+// nor anything else can change ITEM_JSON, ITEM_ID, JOB_ID or ATTEMPT, and
+// ${env.NAME} reads the same environment, never the agent's own.
+func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.Duration, attempt int, extraEnv ...string) (string, *retry.Failure) {
+	if c.err != nil {
+		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("the command cannot run safely: %w", c.err))}
+	}
 	vars := a.shellVars(it, attempt)
-	script, err := shell.Expand(t, vars)
+	env := make([]string, 0, len(a.stepEnv)+len(it.job.env)+8+len(extraEnv))
+	env = append(env, a.stepEnv...)
+	env = append(env, it.job.env...)
+	env = append(env, vars.Environ()...)
+	env = append(env, extraEnv...)
+	vars.LookupEnv = lookupIn(env)
+	script, err := c.script.Expand(vars)
 	if err != nil {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("expanding the command: %w", err))}
 	}
-	env := append(append(vars.Environ(), it.job.env...), extraEnv...)
 	res := shell.Run(ctx, shell.Command{
-		Script: script, Env: env, Dir: a.cfg.WorkDir, Timeout: timeout,
+		Script: script, Env: env, Dir: a.cfg.WorkDir, Timeout: a.stepTimeout(timeout),
 		Heartbeat: func() { _ = it.m.InProgress() }, HeartbeatInterval: a.hb,
 	})
+	if res.Killed > 0 {
+		a.metrics.leftoversKilled.Add(float64(res.Killed))
+		a.log.Info().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Int("processes", res.Killed).
+			Msg("killed the processes a shell step left running")
+	}
 	if !res.Failed() {
 		return res.Stdout, nil
 	}
@@ -630,6 +654,19 @@ func (a *Agent) runShell(ctx context.Context, it *item, t messages.Template, tim
 		f.ExitCode = &code
 	}
 	return "", f
+}
+
+// lookupIn resolves ${env.NAME} in a step's environment: the last entry
+// for a name wins, as in the process's.
+func lookupIn(env []string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		for i := len(env) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+				return v, true
+			}
+		}
+		return "", false
+	}
 }
 
 func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (string, error) {
@@ -655,16 +692,13 @@ func (a *Agent) invokeHandler(ctx context.Context, it *item, step *messages.Step
 	if !ok {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("no handler %q registered on agent %s (pool %s)", step.Handler, a.cfg.Name, a.cfg.Pool))}
 	}
-	hctx, cancel := ctx, context.CancelFunc(func() {})
-	if step.Timeout > 0 {
-		hctx, cancel = context.WithTimeout(ctx, step.Timeout.D())
-	}
+	hctx, cancel := context.WithTimeout(ctx, a.stepTimeout(step.Timeout.D()))
 	defer cancel()
 	stopHB := a.heartbeat(it.m)
 	v, err := callHandler(hctx, fn, call)
 	stopHB()
 	if err != nil {
-		timedOut := step.Timeout > 0 && errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+		timedOut := errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		return "", &retry.Failure{Err: err, TimedOut: timedOut}
 	}
 	return outputText(v), nil

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -22,16 +23,18 @@ var ErrRead = errors.New("jobspec: cannot read file")
 // (errors.Is(err, messages.ErrInvalidSpec) holds), each with its field path
 // and source line: `agent_template[1].timeout (line 12): invalid duration
 // "5 seconds": ...`. YAML duplicate keys and non-string keys are problems
-// too.
+// too, and so are shell commands whose ${...} references stand where no
+// quoting keeps a value literal (arithmetic, variable names, eval, ...;
+// see docs/security.md).
 func Parse(data []byte) (*messages.JobSpec, error) {
 	if isJSON(data) {
-		return messages.ParseJobSpec(data)
+		return messages.ParseJobSpec(data, shell.CheckSpec)
 	}
 	t := parseYAML(data)
 	if t.value == nil && len(t.problems) > 0 {
 		return nil, &messages.ValidationError{Problems: t.problems}
 	}
-	spec, err := messages.DecodeJobSpec(t.value)
+	spec, err := messages.DecodeJobSpec(t.value, shell.CheckSpec)
 	if err = merge(err, t, ""); err != nil {
 		return nil, err
 	}
@@ -46,7 +49,7 @@ func ParseFile(path string) (*messages.JobSpec, error) {
 		return nil, fmt.Errorf("%w: %w", ErrRead, err)
 	}
 	if strings.EqualFold(filepath.Ext(path), ".json") {
-		return messages.ParseJobSpec(data)
+		return messages.ParseJobSpec(data, shell.CheckSpec)
 	}
 	return Parse(data)
 }

@@ -15,12 +15,16 @@ import (
 // validation problem of [JobSpec.Validate], is reported at once in a
 // *[ValidationError] (errors.Is(err, [ErrInvalidSpec]) holds). When the
 // JSON spans several lines, problems carry the line of their field.
-func ParseJobSpec(data []byte) (*JobSpec, error) {
+//
+// checks run after the built-in validation, on the spec as decoded even
+// when it has problems; theirs are reported with the others (and dropped
+// at or under a field that failed to decode).
+func ParseJobSpec(data []byte, checks ...SpecCheck) (*JobSpec, error) {
 	tree, lines, pre := parseJSONTree(data, multiLine(data))
 	if tree == nil && len(pre) > 0 {
 		return nil, &ValidationError{Problems: pre}
 	}
-	spec, verr := decodeJobSpec(tree, pre)
+	spec, verr := decodeJobSpec(tree, pre, checks)
 	if verr != nil {
 		verr.SetLines(lines)
 		return nil, verr
@@ -36,8 +40,9 @@ func ParseJobSpec(data []byte) (*JobSpec, error) {
 // keep their key order; others are compacted as in [CompactJSON]). Problems are
 // reported as by [ParseJobSpec], without lines. A tree producer reports a
 // value it could not convert by putting an [InvalidValue] in its place.
-func DecodeJobSpec(tree any) (*JobSpec, error) {
-	spec, verr := decodeJobSpec(tree, nil)
+// checks are run as by ParseJobSpec.
+func DecodeJobSpec(tree any, checks ...SpecCheck) (*JobSpec, error) {
+	spec, verr := decodeJobSpec(tree, nil, checks)
 	if verr != nil {
 		return nil, verr
 	}
@@ -72,12 +77,22 @@ func DecodeRetryConfig(tree any) (*RetryConfig, error) {
 	return rc, nil
 }
 
-func decodeJobSpec(tree any, pre []FieldError) (*JobSpec, *ValidationError) {
+// SpecCheck is a validation that needs more than the standard library
+// (package jobspec checks where shell commands place their references):
+// it returns the spec's problems, each with its field path.
+type SpecCheck func(*JobSpec) []FieldError
+
+func decodeJobSpec(tree any, pre []FieldError, checks []SpecCheck) (*JobSpec, *ValidationError) {
 	d := newDecoder()
 	var spec JobSpec
 	d.value("", tree, reflect.ValueOf(&spec).Elem())
 	v := &validator{bad: d.bad, given: d.given}
 	v.jobSpec(&spec)
+	for _, check := range checks {
+		for _, p := range check(&spec) {
+			v.addf(p.Field, "%s", p.Message)
+		}
+	}
 	probs := append(append(pre, d.problems...), v.problems...)
 	if len(probs) > 0 {
 		return nil, &ValidationError{Problems: probs}

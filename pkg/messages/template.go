@@ -15,7 +15,7 @@ import (
 //	${item.a.b}        field b of field a; a numeric segment indexes an array
 //	${item_id} ${job_id} ${attempt}
 //	${map.results} ${map.successful} ${map.failed} ${map.total}   (reduce steps)
-//	${env.NAME}        an environment variable of the agent
+//	${env.NAME}        a variable of the step's environment (never the agent's own)
 //	$${                a literal "${"
 type Template struct {
 	Raw   string
@@ -204,4 +204,38 @@ func ItemIdentity(raw json.RawMessage, idField string, index int64) string {
 		}
 	}
 	return strconv.FormatInt(index, 10)
+}
+
+// ShellCommand is one shell command of a job spec, with its field path.
+type ShellCommand struct {
+	// Field is the command's path, e.g. "agent_template[0].shell" or
+	// "reduce[1].retry_config.on_failure.fallback.command".
+	Field string
+	// Command is the template as written.
+	Command string
+}
+
+// ShellCommands lists every shell command of s that an agent runs: the
+// steps of agent_template and reduce, their fallback commands, and a custom
+// on_item_failure step. Empty commands are left out.
+func (s *JobSpec) ShellCommands() []ShellCommand {
+	var out []ShellCommand
+	step := func(p string, st *Step) {
+		if st.Shell != "" {
+			out = append(out, ShellCommand{Field: JoinPath(p, "shell"), Command: st.Shell})
+		}
+		if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil && rc.OnFailure.Fallback != "" {
+			out = append(out, ShellCommand{Field: JoinPath(p, "retry_config.on_failure.fallback.command"), Command: rc.OnFailure.Fallback})
+		}
+	}
+	for i := range s.AgentTemplate {
+		step(IndexPath("agent_template", i), &s.AgentTemplate[i])
+	}
+	for i := range s.Reduce {
+		step(IndexPath("reduce", i), &s.Reduce[i])
+	}
+	if ep := s.ErrorPolicy; ep != nil && ep.OnItemFailure != nil && ep.OnItemFailure.Custom != nil {
+		step("error_policy.on_item_failure.custom", ep.OnItemFailure.Custom)
+	}
+	return out
 }

@@ -145,11 +145,31 @@ func (v *validator) jobSpec(s *JobSpec) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if !validEnvName(k) {
+		switch {
+		case !validEnvName(k):
 			v.addf(JoinPath("env", k), "invalid variable name (letters, digits and '_', not starting with a digit)")
+		case ReservedStepEnv(k):
+			v.addf(JoinPath("env", k), "reserved: the agent sets ITEM_JSON, ITEM_ID, JOB_ID and ATTEMPT for every shell step (MAP_* in reduce steps, FAILURE_* in a custom on_item_failure step, JETFLEET_* for itself), and a job may not change them")
 		}
 	}
 	v.items(s)
+}
+
+// ReservedStepEnv reports whether name is a variable the agent sets for shell
+// steps itself, which a job's env may not set: ITEM_* (ITEM_JSON, ITEM_ID),
+// JOB_ID, ATTEMPT, MAP_* (reduce steps), FAILURE_* (custom on_item_failure
+// steps) and JETFLEET_*.
+func ReservedStepEnv(name string) bool {
+	switch name {
+	case "JOB_ID", "ATTEMPT":
+		return true
+	}
+	for _, p := range []string{"ITEM_", "MAP_", "FAILURE_", "JETFLEET_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func validEnvName(s string) bool {

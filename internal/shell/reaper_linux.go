@@ -1,0 +1,389 @@
+//go:build linux
+
+package shell
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The subreaper. When a step's shell exits, the kernel reparents whatever
+// the step left running — background jobs, setsid daemons, the grandchild
+// of a double fork — to the nearest child subreaper among its ancestors:
+// this process, once EnableSubreaper has run. Run then finds those
+// processes in /proc among this process's children, by the token in their
+// environment (EnvStepToken), kills them, waits until they are dead and
+// reaps them; what they had started is reparented to this process in turn
+// and goes the same way. It never waits for a process that os/exec started
+// and waits for itself (a running step's shell), so no exit status is
+// stolen: no wait(-1), only waits for single pids it has checked, and
+// never while a step's shell is being started (between fork and the
+// moment Run knows its pid).
+
+// reaper is the process-wide subreaper state.
+type reaper struct {
+	// starting is read-locked while a step's shell is started and its pid
+	// recorded, and write-locked while children are scanned, killed or
+	// reaped: a scan never sees a step's shell without knowing it is one.
+	starting sync.RWMutex
+
+	mu      sync.Mutex
+	mode    ReapMode
+	self    int
+	shells  map[int]int       // pids of running steps' shells (os/exec waits for them): count
+	active  map[string]bool   // tokens of running steps
+	adopted map[procID]string // orphans seen alive: the token of their step ("" = none)
+}
+
+// procID identifies a process across pid reuse.
+type procID struct {
+	pid   int
+	start uint64 // start time, in clock ticks after boot
+}
+
+var (
+	reaperMu sync.Mutex
+	theReap  *reaper
+)
+
+// EnableSubreaper makes this process a child subreaper (Linux's
+// PR_SET_CHILD_SUBREAPER): orphans of its descendants are reparented to
+// it instead of to init. From then on [Run] gives each step a token
+// (EnvStepToken) and, when the step ends, kills and reaps every process it
+// left behind, in its process group or not; run [Reap] to reap orphans
+// that exit on their own. mode chooses what happens to other orphans.
+// It is process-wide and may be called again: the mode only widens.
+func EnableSubreaper(mode ReapMode) error {
+	if mode != ReapSteps && mode != ReapAll {
+		return fmt.Errorf("shell: child subreaper: unknown mode %d", mode)
+	}
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	if theReap == nil {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("shell: child subreaper: %w", err)
+		}
+		// A token inherited from a step that started this process would
+		// mark every child it starts as that (ended) step's leftover.
+		_ = os.Unsetenv(EnvStepToken)
+		theReap = &reaper{self: os.Getpid(), shells: map[int]int{}, active: map[string]bool{}, adopted: map[procID]string{}}
+	}
+	theReap.mu.Lock()
+	theReap.mode = max(theReap.mode, mode)
+	theReap.mu.Unlock()
+	return nil
+}
+
+// currentReaper returns the subreaper, nil when not enabled.
+func currentReaper() *reaper {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	return theReap
+}
+
+// Reap reaps, until ctx ends, the orphans that exit while no step is
+// ending (on SIGCHLD, and every second in case a signal was merged): those
+// of steps always, and every other one with ReapAll. It kills processes
+// marked with the token of a step that has ended (the step's own cleanup
+// gave up on them). It returns at once when EnableSubreaper has not run.
+// Several Reap loops may run at once.
+func Reap(ctx context.Context) {
+	r := currentReaper()
+	if r == nil {
+		return
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	defer signal.Stop(sig)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		r.sweep()
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+		case <-tick.C:
+		}
+	}
+}
+
+// beginStep registers a step about to start and returns its token.
+func (r *reaper) beginStep() string {
+	token := rand.Text()
+	r.mu.Lock()
+	r.active[token] = true
+	r.mu.Unlock()
+	return token
+}
+
+// started records the pid of a step's shell, which os/exec waits for.
+func (r *reaper) started(pid int) {
+	r.mu.Lock()
+	r.shells[pid]++
+	r.mu.Unlock()
+}
+
+// endStep forgets a step whose shell (pid, 0 if it did not start) has been
+// waited for.
+func (r *reaper) endStep(token string, pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.active, token)
+	if pid > 0 {
+		if r.shells[pid]--; r.shells[pid] <= 0 {
+			delete(r.shells, pid)
+		}
+	}
+}
+
+// child is one child process of this process, from /proc.
+type child struct {
+	id     procID
+	pgrp   int
+	zombie bool
+	token  string // EnvStepToken in its environment, "" when none or unreadable
+}
+
+// proc is one process of /proc.
+type proc struct {
+	id     procID
+	ppid   int
+	pgrp   int
+	zombie bool
+}
+
+// cleanup kills and reaps, until none is left or grace has passed, the
+// processes that the step with token and process group pgid left behind.
+// It returns how many it killed.
+func (r *reaper) cleanup(token string, pgid int, grace time.Duration) int {
+	deadline := time.Now().Add(grace)
+	killed := map[procID]bool{}
+	for {
+		left := r.collect(token, pgid, killed)
+		if left == 0 || time.Now().After(deadline) {
+			return len(killed)
+		}
+		time.Sleep(2 * time.Millisecond) // SIGKILLed processes finish dying
+	}
+}
+
+// collect kills the live processes of the step with token and process
+// group pgid among this process's children, reaps its dead ones, adopts the
+// descendants of those it kills for the step, and returns how many of the
+// step's processes are still there. The group's members were sent SIGKILL
+// with the group; they are the step's whatever their environment says.
+func (r *reaper) collect(token string, pgid int, killed map[procID]bool) int {
+	procs, children, unlock := r.lockChildren()
+	defer unlock()
+	left := 0
+	for _, c := range children {
+		owner, adopted := r.adopted[c.id]
+		mine := c.token == token || adopted && owner == token || c.pgrp == pgid
+		if !mine && r.mode == ReapAll && !r.active[c.token] && !(adopted && r.active[owner]) {
+			mine = true // an orphan no running step owns
+		}
+		if !mine {
+			continue
+		}
+		if c.zombie {
+			if reapPid(c.id.pid) {
+				delete(r.adopted, c.id)
+				continue
+			}
+			left++
+			continue
+		}
+		r.adopted[c.id] = token
+		// Its descendants come to this process when it dies: they are the
+		// step's too, whatever their environment says.
+		for _, d := range descendants(procs, c.id.pid) {
+			if _, ok := r.adopted[d]; !ok {
+				r.adopted[d] = token
+			}
+		}
+		if c.pgrp != pgid {
+			killed[c.id] = true // the group was killed with the step
+		}
+		_ = syscall.Kill(c.id.pid, syscall.SIGKILL)
+		left++
+	}
+	return left
+}
+
+// sweep reaps dead orphans and kills leftovers of ended steps.
+func (r *reaper) sweep() {
+	procs, children, unlock := r.lockChildren()
+	defer unlock()
+	seen := make(map[procID]bool, len(children))
+	for _, c := range children {
+		seen[c.id] = true
+		owner, adopted := r.adopted[c.id]
+		if c.zombie {
+			if adopted || r.mode == ReapAll {
+				if reapPid(c.id.pid) {
+					delete(r.adopted, c.id)
+				}
+			}
+			continue
+		}
+		switch {
+		case c.token != "" && !r.active[c.token]:
+			// A step's process whose step has ended: its cleanup gave up on
+			// it (it was not dead by the deadline) or it was not yet ours.
+			r.adopted[c.id] = c.token
+			_ = syscall.Kill(c.id.pid, syscall.SIGKILL)
+		case c.token != "":
+			r.adopted[c.id] = c.token
+		case adopted && owner != "" && !r.active[owner]:
+			_ = syscall.Kill(c.id.pid, syscall.SIGKILL)
+		}
+	}
+	live := make(map[procID]bool, len(procs))
+	for _, p := range procs {
+		live[p.id] = true
+	}
+	for id := range r.adopted {
+		if !seen[id] && !live[id] {
+			delete(r.adopted, id)
+		}
+	}
+}
+
+// lockChildren stops steps from starting, reads /proc, and returns every
+// process and this process's children with r.mu held; unlock releases
+// both.
+func (r *reaper) lockChildren() (procs []proc, children []child, unlock func()) {
+	r.starting.Lock()
+	procs = readProcs()
+	children = r.children(procs)
+	r.mu.Lock()
+	return procs, children, func() {
+		r.mu.Unlock()
+		r.starting.Unlock()
+	}
+}
+
+// children returns this process's children, but for running steps' shells.
+func (r *reaper) children(procs []proc) []child {
+	r.mu.Lock()
+	shells := make(map[int]bool, len(r.shells))
+	for pid := range r.shells {
+		shells[pid] = true
+	}
+	r.mu.Unlock()
+	var out []child
+	for _, p := range procs {
+		if p.ppid != r.self || shells[p.id.pid] {
+			continue
+		}
+		c := child{id: p.id, pgrp: p.pgrp, zombie: p.zombie}
+		if !p.zombie {
+			c.token = stepToken(p.id.pid)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// reapPid reaps the dead child pid; false if it is not dead yet or not a
+// child.
+func reapPid(pid int) bool {
+	var ws syscall.WaitStatus
+	for {
+		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		return got == pid || errors.Is(err, syscall.ECHILD)
+	}
+}
+
+// readProcs lists the processes of /proc (thread-group leaders).
+func readProcs() []proc {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	_ = d.Close()
+	out := make([]proc, 0, len(names))
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if p, ok := readProc(pid); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readProc parses /proc/pid/stat.
+func readProc(pid int) (proc, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return proc{}, false
+	}
+	i := bytes.LastIndexByte(b, ')') // the command name may hold anything
+	if i < 0 {
+		return proc{}, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 20 { // state ppid pgrp session tty tpgid flags ... starttime (20th)
+		return proc{}, false
+	}
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	pgrp, err2 := strconv.Atoi(string(f[2]))
+	start, err3 := strconv.ParseUint(string(f[19]), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return proc{}, false
+	}
+	return proc{id: procID{pid: pid, start: start}, ppid: ppid, pgrp: pgrp, zombie: len(f[0]) == 1 && (f[0][0] == 'Z' || f[0][0] == 'X')}, true
+}
+
+// stepToken reads EnvStepToken from the environment pid was started with.
+func stepToken(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return ""
+	}
+	prefix := []byte(EnvStepToken + "=")
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, prefix); ok {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// descendants returns the processes below pid.
+func descendants(procs []proc, pid int) []procID {
+	kids := map[int][]proc{}
+	for _, p := range procs {
+		kids[p.ppid] = append(kids[p.ppid], p)
+	}
+	var out []procID
+	queue := []int{pid}
+	for len(queue) > 0 {
+		next := queue[0]
+		queue = queue[1:]
+		for _, k := range kids[next] {
+			out = append(out, k.id)
+			queue = append(queue, k.id.pid)
+		}
+	}
+	return out
+}

@@ -1,0 +1,18 @@
+//go:build !linux
+
+package shell
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// EnableSubreaper needs Linux; elsewhere it returns an error wrapping
+// errors.ErrUnsupported.
+func EnableSubreaper(mode ReapMode) error {
+	return fmt.Errorf("shell: child subreaper: %w", errors.ErrUnsupported)
+}
+
+// Reap returns at once outside Linux.
+func Reap(ctx context.Context) {}

@@ -1,0 +1,133 @@
+//go:build linux
+
+package shell
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// runHelper runs the named test in a new test process whose subreaper is
+// in mode ("all" or "steps"), under the given command prefix (unshare, to
+// be PID 1 of a PID namespace), and fails with its output if it fails.
+func runHelper(t *testing.T, test, mode string, prefix ...string) {
+	t.Helper()
+	args := append(append([]string(nil), prefix...), os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), envReapMode+"="+mode)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--- PASS: "+test, "%s", out)
+}
+
+// isZombie reports whether pid is a zombie.
+func isZombie(pid int) bool {
+	p, ok := readProc(pid)
+	return ok && p.zombie
+}
+
+// TestReapAll: with ReapAll the agent reaps every orphan — one a step's
+// daemon leaves after it exits on its own while the step still runs, one
+// that no step made — in a process of its own, and as PID 1 of a PID
+// namespace (the agent in its container) where unshare is allowed.
+func TestReapAll(t *testing.T) {
+	if os.Getenv(envReapMode) == "" {
+		t.Parallel()
+		runHelper(t, "TestReapAll", "all")
+		if _, err := exec.LookPath("unshare"); err != nil {
+			t.Log("no unshare: not tested as PID 1")
+			return
+		}
+		if err := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").Run(); err != nil {
+			t.Logf("unshare --pid not allowed here (%v): not tested as PID 1", err)
+			return
+		}
+		runHelper(t, "TestReapAll", "all", "unshare", "--pid", "--fork", "--mount-proc")
+		return
+	}
+	if os.Getenv(envReapMode) != "all" {
+		t.Skip("helper for ReapAll")
+	}
+	t.Logf("pid %d", os.Getpid())
+	dir := t.TempDir()
+
+	// A step's daemon that exits while the step runs: never seen alive by
+	// the step's cleanup, it is a zombie child of this process.
+	res := Run(t.Context(), Command{
+		Script: `setsid sh -c 'sleep 0.05 & echo $! > "$1.tmp"; mv "$1.tmp" "$1"' sh "$DIR/d"; sleep 0.2`,
+		Env:    []string{"DIR=" + dir, "PATH=" + os.Getenv("PATH")},
+	})
+	require.False(t, res.Failed(), res.Message())
+	pid := readPid(t, filepath.Join(dir, "d"))
+	require.Eventually(t, func() bool { return reaped(pid) }, 5*time.Second, 5*time.Millisecond, "zombie %d not reaped", pid)
+
+	// An orphan no step made: the child of a command this process ran.
+	out, err := exec.Command("sh", "-c", `sleep 0.05 & echo $!`).Output()
+	require.NoError(t, err)
+	pid, err = strconv.Atoi(strings.TrimSpace(string(out)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return reaped(pid) }, 5*time.Second, 5*time.Millisecond, "zombie %d not reaped", pid)
+}
+
+// TestReapStepsLeavesOtherChildren: ReapSteps never reaps a child process
+// it cannot attribute to a step, so os/exec still gets its exit status.
+func TestReapStepsLeavesOtherChildren(t *testing.T) {
+	if os.Getpid() == 1 || os.Getenv(envReapMode) == "all" {
+		t.Skip("ReapAll reaps every orphan")
+	}
+	t.Parallel()
+	cmd := exec.Command("sh", "-c", "exit 7")
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool { return isZombie(cmd.Process.Pid) }, 5*time.Second, time.Millisecond)
+	r := currentReaper()
+	require.NotNil(t, r)
+	r.sweep()
+	r.sweep()
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "the exit status was stolen")
+	require.Equal(t, 7, ee.ExitCode())
+}
+
+// TestReapNeverStealsAStepsStatus: steps starting and ending at once, with
+// the subreaper sweeping all the while, all get their own exit status: it
+// never reaps a step's shell, which os/exec waits for.
+func TestReapNeverStealsAStepsStatus(t *testing.T) {
+	if os.Getenv(envReapMode) == "" {
+		t.Parallel()
+		runHelper(t, "TestReapNeverStealsAStepsStatus", "all")
+		return
+	}
+	r := currentReaper()
+	require.NotNil(t, r)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var sweeps sync.WaitGroup
+	sweeps.Go(func() {
+		for ctx.Err() == nil {
+			r.sweep()
+		}
+	})
+	var steps sync.WaitGroup
+	for i := range 40 {
+		steps.Go(func() {
+			code := i % 5
+			res := Run(t.Context(), Command{Script: "(sleep 0.01 &); exit " + strconv.Itoa(code)})
+			if res.Err != nil || res.ExitCode != code {
+				t.Errorf("step %d: exit code %d, error %v", i, res.ExitCode, res.Err)
+			}
+		})
+	}
+	steps.Wait()
+	cancel()
+	sweeps.Wait()
+}
