@@ -42,13 +42,16 @@ func Terminal(w io.Writer, c Chart, width, height int) {
 	}
 	ymax = max(ymax, 1)
 	span := c.span()
+	n := int(span / max(c.Step, 1))
 	label := FormatNumber(ymax)
 	gutter := max(len(label), 1)
 	for k, s := range c.Series {
 		if k > 0 {
 			fmt.Fprintln(w)
 		}
-		cols, colDur := columns(s.Values, width, c.Step)
+		// Every panel has the same x scale: the longest series'.
+		values := append(s.Values[:len(s.Values):len(s.Values)], make([]float64, n-len(s.Values))...)
+		cols, colDur := columns(values, width, c.Step)
 		peak, peakAt := 0.0, 0
 		for i, v := range s.Values {
 			if v > peak {

@@ -76,8 +76,9 @@ type Fleet struct {
 	Agents int
 	// Concurrency is the items each agent runs at once. Defaults to 8.
 	Concurrency int
-	// Prefetch is how many messages each agent's client buffers, as the
-	// agent's Config.Prefetch. Defaults to Concurrency.
+	// Prefetch is the agent's Config.Prefetch: the PullMaxMessages of its
+	// pull iterator, which asks for that many messages and asks again when
+	// fewer than half are pending. Defaults to Concurrency.
 	Prefetch int
 	// MaxDeliver is the consumer's MaxDeliver: on that delivery the agent
 	// gives up rather than nak (reason max_deliveries) and runs the item even

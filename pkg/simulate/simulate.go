@@ -74,11 +74,25 @@ const (
 	flagSettled                      // this delivery's breaker outcome is recorded
 )
 
-// agentState is one agent: its free worker slots and its client's buffer
-// of pulled messages not yet started.
+// agentState is one agent as pkg/agent consumes: Concurrency workers fed
+// through an unbuffered channel by one pump goroutine that loops on the
+// pull iterator's Next (nats.go jetstream.Messages with PullMaxMessages =
+// Prefetch) and holds the message it got until a worker takes it.
 type agentState struct {
-	free int
-	buf  ring[int32]
+	free int         // idle workers
+	held int32       // the message the pump holds, waiting for a worker; -1 = none
+	buf  ring[int32] // messages received by the client, not yet returned by Next
+	// count is the iterator's pending message count: messages asked for
+	// and not yet returned by Next. Next asks the server for more (up to
+	// Prefetch) when it is under half of Prefetch.
+	count int
+}
+
+// pullRequest is a pull request waiting on the server: n more messages for
+// an agent.
+type pullRequest struct {
+	agent int32
+	n     int32
 }
 
 type sim struct {
@@ -101,9 +115,10 @@ type sim struct {
 
 	events    eventHeap
 	agents    []agentState
-	wanters   ring[int32] // one entry per free buffer place: the agents' pull requests, in order
-	startable ring[int32] // agents that may have a free slot and a buffered message
-	rdq       ring[int32] // redeliveries due, in order (served before new messages)
+	requests  ring[pullRequest] // the pull requests waiting on the server, served round-robin
+	pumps     ring[int32]       // agents whose pump may move: a worker freed or a message arrived
+	threshold int               // nats.go's PullThresholdMessages: half of Prefetch, rounded up
+	rdq       ring[int32]       // redeliveries due, in order (served before new messages)
 
 	nextFresh int64 // the next item never delivered
 	pending   int64 // delivered and not yet acked or terminated (MaxAckPending)
@@ -151,15 +166,11 @@ func newSim(cfg Config) (*sim, error) {
 
 	f := cfg.Fleet
 	s.agents = make([]agentState, f.Agents)
-	for i := range s.agents {
-		s.agents[i].free = f.Concurrency
-	}
-	// Every agent asks for Prefetch messages; the server serves the
-	// requests in turn.
-	for range f.Prefetch {
-		for a := range s.agents {
-			s.wanters.push(int32(a))
-		}
+	s.threshold = (f.Prefetch + 1) / 2
+	// Every agent's iterator starts with a request for Prefetch messages.
+	for a := range s.agents {
+		s.agents[a] = agentState{free: f.Concurrency, held: -1, count: f.Prefetch}
+		s.requests.push(pullRequest{agent: int32(a), n: int32(f.Prefetch)})
 	}
 	if d := s.dep; d.Outage > 0 {
 		s.phaseEnds = [2]int64{int64(d.OutageAt), int64(d.OutageAt + d.Outage)}
@@ -257,33 +268,61 @@ func (s *sim) run(ctx context.Context) error {
 	return nil
 }
 
-// dispatch moves messages from the server to the agents' buffers and from
-// the buffers to free slots, until neither can move. The server serves
-// the agents' pull requests in order, redeliveries before new messages.
+// dispatch moves messages from the server to the agents and from the
+// agents' pumps to their workers, until nothing can move. The server serves
+// its waiting pull requests round-robin, one message at a time (a request
+// with more to take goes to the back of the queue, as nats-server's
+// waitQueue.pop), redeliveries before new messages.
 func (s *sim) dispatch() {
 	for {
-		for s.startable.n > 0 {
-			a := s.startable.pop()
-			ag := &s.agents[a]
-			for ag.free > 0 && ag.buf.n > 0 {
-				ag.free--
-				it := ag.buf.pop()
-				s.wanters.push(a) // the buffer place is free again: pulled anew
-				s.deliver(a, it)
-			}
+		for s.pumps.n > 0 {
+			s.pump(s.pumps.pop())
 		}
-		if s.wanters.n == 0 {
+		if s.requests.n == 0 {
 			return
 		}
 		it, ok := s.nextMessage()
 		if !ok {
 			return
 		}
-		a := s.wanters.pop()
-		s.agents[a].buf.push(it)
-		if s.agents[a].free > 0 {
-			s.startable.push(a)
+		r := s.requests.pop()
+		if r.n--; r.n > 0 {
+			s.requests.push(r)
 		}
+		ag := &s.agents[r.agent]
+		ag.buf.push(it)
+		if ag.held < 0 {
+			s.pumps.push(r.agent) // the pump waits in Next
+		}
+	}
+}
+
+// pump runs agent a's pump as far as it can: hand the held message to an
+// idle worker, call Next (which asks for more messages when fewer than
+// half of Prefetch are pending), take the next buffered message.
+func (s *sim) pump(a int32) {
+	ag := &s.agents[a]
+	prefetch := s.cfg.Fleet.Prefetch
+	for {
+		if ag.held >= 0 {
+			if ag.free == 0 {
+				return
+			}
+			ag.free--
+			it := ag.held
+			ag.held = -1
+			s.deliver(a, it)
+			continue
+		}
+		if ag.count < s.threshold { // Next's checkPending
+			s.requests.push(pullRequest{agent: a, n: int32(prefetch - ag.count)})
+			ag.count = prefetch
+		}
+		if ag.buf.n == 0 {
+			return // blocked in Next until a message arrives
+		}
+		ag.held = ag.buf.pop()
+		ag.count--
 	}
 }
 
@@ -310,12 +349,12 @@ func (s *sim) nextMessage() (int32, bool) {
 	return int32(it), true
 }
 
-// slotFree frees one of agent a's slots.
+// slotFree frees one of agent a's workers.
 func (s *sim) slotFree(a int32) {
 	ag := &s.agents[a]
 	ag.free++
-	if ag.buf.n > 0 {
-		s.startable.push(a)
+	if ag.held >= 0 {
+		s.pumps.push(a)
 	}
 }
 

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// flakyDependency is the downstream of the agreement test: every call
+// takes step, and the calls made in [at, at+outage) after the first call
+// fail with a retryable error. The first call is the job's time zero, as
+// in the simulator.
+type flakyDependency struct {
+	step, at, outage time.Duration
+	once             sync.Once
+	t0               time.Time
+	calls, failures  atomic.Int64
+}
+
+func (d *flakyDependency) handle(ctx context.Context, _ *agent.Call) (any, error) {
+	d.once.Do(func() { d.t0 = time.Now() })
+	since := time.Since(d.t0)
+	down := since >= d.at && since < d.at+d.outage
+	d.calls.Add(1)
+	t := time.NewTimer(d.step) // the call's duration, as --step-duration
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if down {
+		d.failures.Add(1)
+		return nil, errors.New("503 Service Unavailable")
+	}
+	return "ok", nil
+}
+
+// agreementCase is one job run both ways.
+type agreementCase struct {
+	name        string
+	items       int
+	retryConfig string
+	budget      int
+	at, outage  time.Duration
+}
+
+// The simulator reproduces a real fleet: the same job runs on an embedded
+// server with a coordinator and two agents against a dependency that fails
+// during a window, and `fleetctl simulate --json` with the same parameters
+// predicts its calls, retries, dead letters and budget use within 5%.
+//
+// The runs are scaled to take about five seconds (in parallel) and chosen
+// so that scheduling noise cannot move a count: the 20 slots call in
+// lockstep every 500ms, and every outage edge falls 250ms away from the
+// nearest call the simulator predicts — far more than the drift of a
+// loaded machine under -race (a few ms, at worst tens, per call).
+func TestSimulateAgreesWithAFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a fleet for seconds")
+	}
+	const (
+		agents      = 2
+		concurrency = 10
+		step        = 500 * time.Millisecond
+	)
+	cases := []agreementCase{
+		{
+			// A backlog: the queue is full when the dependency goes down at
+			// 1.25s (calls start at 0, 0.5, 1s, ...) and stays down. The
+			// 60 items called before then succeed; the budget of 30 runs out
+			// at the outage's first failures, and every other item is
+			// dead-lettered.
+			name: "backlog", items: 150, budget: 30, at: 1250 * time.Millisecond, outage: time.Hour,
+			retryConfig: "{attempts: 4, backoff: fixed, initial_delay: 500ms}",
+		},
+		{
+			// Retries across the recovery: 20 items on 20 slots, down from
+			// the start until 3.75s, retried 1s after a failure: each fails
+			// at 0, 1.5 and 3s and recovers at 4.5s — if the budget of 50
+			// lets it: 20 + 20 units go to the first two rounds, 10 to the
+			// third. (An agent that pulled more than it has free slots may
+			// start a retry one call, 500ms, later: still on the same side.)
+			name: "recovery", items: 20, budget: 50, at: 0, outage: 3750 * time.Millisecond,
+			retryConfig: "{attempts: 4, backoff: fixed, initial_delay: 1s}",
+		},
+		{
+			// A backlog through an outage from 1.25s to 2.75s: the 60 calls
+			// at 1.5, 2 and 2.5s fail, and their retries compete with the
+			// queue and the agents' buffers; all recover after 2.75s, some
+			// after failing twice.
+			name: "backlog-recovery", items: 150, budget: 1000, at: 1250 * time.Millisecond, outage: 1500 * time.Millisecond,
+			retryConfig: "{attempts: 3, backoff: fixed, initial_delay: 500ms}",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each on its own server: mostly sleeping handlers
+			dep := &flakyDependency{step: step, at: tc.at, outage: tc.outage}
+			path := agreementSpec(t, tc)
+			live := runAgreementFleet(t, path, dep, agents, concurrency)
+
+			code, out, errOut := cli(t, "", "simulate", path, "--json",
+				"--agents", fmt.Sprint(agents), "--concurrency", fmt.Sprint(concurrency),
+				"--step-duration", step.String(), "--at", tc.at.String(), "--outage", tc.outage.String(), "--error-rate", "1")
+			require.Equal(t, exitOK, code, errOut)
+			var rep struct {
+				Runs []struct {
+					Result struct {
+						Attempts     int64 `json:"attempts"`
+						Failures     int64 `json:"failures"`
+						Retries      int64 `json:"retries"`
+						DeadLettered int64 `json:"dead_lettered"`
+						Succeeded    int64 `json:"succeeded"`
+						Budget       struct {
+							Consumed int64 `json:"consumed"`
+						} `json:"budget"`
+					} `json:"result"`
+				} `json:"runs"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &rep))
+			sim := rep.Runs[0].Result
+			t.Logf("live: calls %d (failed %d), retries %d, budget consumed %d, dead-lettered %d, succeeded %d",
+				dep.calls.Load(), dep.failures.Load(), live.Retries, live.Budget.Consumed, live.DeadLettered, live.Succeeded)
+			t.Logf("sim:  calls %d (failed %d), retries %d, budget consumed %d, dead-lettered %d, succeeded %d",
+				sim.Attempts, sim.Failures, sim.Retries, sim.Budget.Consumed, sim.DeadLettered, sim.Succeeded)
+			within5 := func(what string, got, want int64) {
+				t.Helper()
+				require.LessOrEqual(t, math.Abs(float64(got-want)), 0.05*float64(want),
+					"%s: live %d, simulated %d", what, got, want)
+			}
+			within5("calls", dep.calls.Load(), sim.Attempts)
+			within5("failed calls", dep.failures.Load(), sim.Failures)
+			within5("retries", live.Retries, sim.Retries)
+			within5("budget consumed", int64(live.Budget.Consumed), sim.Budget.Consumed)
+			within5("dead letters", live.DeadLettered, sim.DeadLettered)
+			within5("succeeded", live.Succeeded, sim.Succeeded)
+		})
+	}
+}
+
+func agreementSpec(t *testing.T, tc agreementCase) string {
+	items := make([]string, tc.items)
+	for i := range items {
+		items[i] = fmt.Sprintf("{id: i%03d}", i)
+	}
+	body := fmt.Sprintf(`id: agree-%s
+items: [%s]
+agent_template:
+  - handler: dependency
+    retry_config: %s
+retry_budget: %d
+`, tc.name, strings.Join(items, ", "), tc.retryConfig, tc.budget)
+	p := filepath.Join(t.TempDir(), "job.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+// runAgreementFleet runs the job at path on an embedded server with a
+// coordinator and the agents, and returns its final status.
+func runAgreementFleet(t *testing.T, path string, dep *flakyDependency, agents, concurrency int) *messages.JobStatus {
+	srv := fleettest.RunServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	prov := provision.Config{DLQMaxBytes: 64 << 20} // MaxDeliver, MaxAckPending: the defaults, as simulated
+	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = coord.Run(ctx) })
+	<-coord.Ready()
+	for i := range agents {
+		a := agent.New(srv.Connect(t), agent.Config{Name: fmt.Sprintf("agent-%d", i), Concurrency: concurrency, Provision: prov}).
+			Handle("dependency", dep.handle)
+		wg.Go(func() { _ = a.Run(ctx) })
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	// Every agent pulls before the job arrives, as the simulated fleet
+	// starts with all its slots free.
+	names := messages.MustNames(messages.DefaultPrefix)
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		c, err := srv.JS().Consumer(ctx, names.WorkStream(), names.AgentsConsumer(messages.DefaultPool))
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumWaiting < agents {
+			return fmt.Errorf("%d of %d agents pulling", info.NumWaiting, agents)
+		}
+		return nil
+	})
+
+	code, out, errOut := cli(t, srv.URL(), "submit", path, "--wait", "--json")
+	require.Contains(t, []int{exitOK, exitFailed}, code, errOut)
+	var st messages.JobStatus
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Equal(t, st.Items, st.Succeeded+st.DeadLettered+st.Skipped+st.NotRun+st.Failed)
+	return &st
+}
