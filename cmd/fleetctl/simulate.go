@@ -140,7 +140,9 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	durationFlag(fs, &d.RetryAfter, "retry-after", 0, "failures are 429s whose handler returns retry.After(D) (Go handler steps)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed (jitter, partial error rates): the same seed, the same run")
 	durationFlag(fs, &cfg.Bucket, "bucket", simulate.DefaultBucket, "width of the time series")
-	var compare listFlag
+	var compare, set listFlag
+	fs.Var(&set, "set", "overrides of every run, the baseline's included, 'key=value; …' as --compare (repeatable)")
+	baseName := fs.String("name", "baseline", "what tables and legends call the run of the job as written")
 	fs.Var(&compare, "compare", "a variant to compare, 'key=value; …' (repeatable): retry_budget=5%, jitter=full, attempts=3, circuit_breaker=off, agents=8, …")
 	plot := fs.String("plot", "", "write a chart of the calls per second to FILE (.svg or .png)")
 	width := fs.Int("width", chart.DefaultWidth, "width of the terminal chart")
@@ -188,7 +190,21 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 		return exitUsage
 	}
 
-	runs := []*simulateRun{{Name: "baseline", cfg: cfg}}
+	for i, c := range set {
+		v, err := simulate.ParseVariant(c)
+		if err == nil {
+			cfg, err = v.Apply(cfg)
+		}
+		if err == nil {
+			err = cfg.WithDefaults().Validate()
+		}
+		if err != nil {
+			errorf(env, "simulate: --set[%d] %q:", i+1, c)
+			simulateProblems(env, err)
+			return exitUsage
+		}
+	}
+	runs := []*simulateRun{{Name: *baseName, cfg: cfg}}
 	for i, c := range compare {
 		v, err := simulate.ParseVariant(c)
 		var vc simulate.Config

@@ -51,16 +51,19 @@ func (c *Chart) span() time.Duration {
 	return time.Duration(n) * c.Step
 }
 
-// yMax is the largest value of any series, rounded up to a nice number
-// (at least 1).
-func (c *Chart) yMax() float64 {
+// yAxis is the y axis of the plot: the top, a few percent above the
+// largest value of any series, and the tick step, a nice number (1, 2,
+// 2.5 or 5 × 10^k) giving about five ticks.
+func (c *Chart) yAxis() (top, step float64) {
 	m := 0.0
 	for _, s := range c.Series {
 		for _, v := range s.Values {
 			m = max(m, v)
 		}
 	}
-	return niceCeil(max(m, 1))
+	m = max(m, 1) * 1.06 // headroom: a line at the peak stays off the frame
+	step = niceCeil(m / 5)
+	return math.Ceil(m/step) * step, step
 }
 
 // resample averages values into at most n points; each point covers

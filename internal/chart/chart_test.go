@@ -84,7 +84,11 @@ func TestSVGIsWellFormed(t *testing.T) {
 	require.Contains(t, texts, "outage")
 	require.Contains(t, texts, "retry_budget=10%")
 	require.Contains(t, texts, "1m")
-	require.Contains(t, texts, "500")
+	require.Contains(t, texts, "400")
+	c := sample()
+	top, step := c.yAxis()
+	require.Equal(t, 500.0, top, "400 and headroom, in steps of 100")
+	require.Equal(t, 100.0, step)
 }
 
 func TestPNGDrawsTheSameChart(t *testing.T) {

@@ -73,7 +73,7 @@ func draw(cv canvas, c Chart) {
 	if span <= 0 {
 		span = c.Step
 	}
-	ymax := c.yMax()
+	ymax, ystep := c.yAxis()
 	xAt := func(t time.Duration) float64 { return x0 + (x1-x0)*float64(t)/float64(span) }
 	yAt := func(v float64) float64 { return y1 - (y1-y0)*v/ymax }
 
@@ -82,9 +82,8 @@ func draw(cv canvas, c Chart) {
 		cv.rect(bx0, y0, bx1-bx0, y1-y0, colBand)
 		cv.text((bx0+bx1)/2, y0+14, b.Label, 12, anchorMiddle, colBandText)
 	}
-	const yTicks = 5
-	for i := 0; i <= yTicks; i++ {
-		v := ymax * float64(i) / yTicks
+	for i := 0; float64(i)*ystep <= ymax*(1+1e-9); i++ {
+		v := float64(i) * ystep
 		y := yAt(v)
 		cv.polyline([]point{{x0, y}, {x1, y}}, colGrid, 1)
 		cv.text(x0-8, y+4, FormatNumber(v), 12, anchorEnd, colText)

@@ -21,6 +21,8 @@ import (
 // "circuit_breaker={failure_threshold: 5, timeout: 10s}", "agents=8".
 //
 // A value is YAML ("5%", "10s", 3, {…}, [ … ]; null removes the field).
+// The key "name" names the variant in tables and legends (by default the
+// variant as written): "name=breaker; circuit_breaker=on".
 // The keys (see [VariantKeys]) are the job's retry fields, those of the
 // dependency step's retry_config and timeout, error_policy's, and the
 // fleet's; any other field of the spec is reached by its path, e.g.
@@ -29,7 +31,8 @@ import (
 // checked as a submitted one is, so a bad value is reported with its field
 // path.
 type Variant struct {
-	// Name is the variant as written (blanks trimmed).
+	// Name is the variant's "name", or the variant as written (blanks
+	// trimmed).
 	Name      string
 	Overrides []Override
 }
@@ -82,10 +85,11 @@ var variantKeys = map[string]variantKey{
 // VariantKeys lists the keys a Variant understands, each with what it
 // sets, sorted.
 func VariantKeys() []string {
-	out := make([]string, 0, len(variantKeys))
+	out := make([]string, 0, len(variantKeys)+1)
 	for k, v := range variantKeys {
 		out = append(out, k+": "+v.about)
 	}
+	out = append(out, "name: what tables and legends call the variant")
 	sort.Strings(out)
 	return out
 }
@@ -102,6 +106,13 @@ func ParseVariant(s string) (Variant, error) {
 		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
 		if !ok || key == "" {
 			return Variant{}, fmt.Errorf("%w: %q: want key=value", ErrVariant, part)
+		}
+		if key == "name" {
+			if value == "" {
+				return Variant{}, fmt.Errorf("%w: %q: an empty name", ErrVariant, part)
+			}
+			v.Name = value
+			continue
 		}
 		if _, known := variantKeys[key]; !known && !strings.ContainsAny(key, ".[") {
 			return Variant{}, fmt.Errorf("%w: unknown key %q (want one of %s, or a spec field path such as error_policy.circuit_breaker.timeout)",

@@ -89,6 +89,14 @@ func TestVariantOverrides(t *testing.T) {
 	require.Equal(t, simulate.Fleet{Agents: 8, Concurrency: 4}, c.Fleet)
 	require.Same(t, spec, c.Spec, "a fleet-only variant keeps the spec")
 
+	v, err := simulate.ParseVariant("name=breaker; circuit_breaker={failure_threshold: 20}")
+	require.NoError(t, err)
+	require.Equal(t, "breaker", v.Name)
+	require.Len(t, v.Overrides, 1)
+	v, err = simulate.ParseVariant(" jitter=full ")
+	require.NoError(t, err)
+	require.Equal(t, "jitter=full", v.Name, "by default, as written")
+
 	c = apply("agent_template[0].retry_config={attempts: 2}")
 	require.Equal(t, 2, *c.Spec.AgentTemplate[0].RetryConfig.Attempts)
 }
@@ -96,7 +104,7 @@ func TestVariantOverrides(t *testing.T) {
 func TestVariantErrors(t *testing.T) {
 	spec := parse(t, fullSpec)
 	base := simulate.Config{Spec: spec, Dependency: simulate.Dependency{Step: 1}}
-	for _, s := range []string{"", "retry_budget", "=3", "nope=1", "retry_budget=5%; ;bogus=2"} {
+	for _, s := range []string{"", "retry_budget", "=3", "nope=1", "retry_budget=5%; ;bogus=2", "name=x", "name=; jitter=full"} {
 		_, err := simulate.ParseVariant(s)
 		require.ErrorIs(t, err, simulate.ErrVariant, s)
 	}
