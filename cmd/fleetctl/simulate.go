@@ -168,6 +168,25 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		return exitOK
 	}
+	// Zero means "the default" in simulate.Config; on the command line the
+	// defaults are the flags' own, so an explicit zero is a mistake.
+	for _, z := range []struct {
+		flag string
+		zero bool
+		want string
+	}{
+		{"--agents", cfg.Fleet.Agents == 0, ">= 1"},
+		{"--concurrency", cfg.Fleet.Concurrency == 0, ">= 1"},
+		{"--max-deliver", cfg.Fleet.MaxDeliver == 0, ">= 1, or -1 for unlimited"},
+		{"--max-ack-pending", cfg.Fleet.MaxAckPending == 0, ">= 1, or -1 for unlimited"},
+		{"--step-duration", cfg.Dependency.StepDuration == 0, "greater than 0"},
+		{"--bucket", cfg.Bucket == 0, "greater than 0"},
+	} {
+		if z.zero {
+			errorf(env, "simulate: %s: must be %s, got 0", z.flag, z.want)
+			return exitUsage
+		}
+	}
 	path, spec, ok := specArg(env, fs)
 	if !ok {
 		return exitUsage

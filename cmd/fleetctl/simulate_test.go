@@ -215,3 +215,117 @@ func runAgreementFleet(t *testing.T, path string, dep *flakyDependency, agents, 
 	require.Equal(t, st.Items, st.Succeeded+st.DeadLettered+st.Skipped+st.NotRun+st.Failed)
 	return &st
 }
+
+const simulateSpec = `
+id: sim-cli
+items: [{id: a}, {id: b}, {id: c}]
+agent_template:
+  - name: fetch
+    shell: "true"
+  - name: upload
+    handler: upload
+    retry_config: {attempts: 3, backoff: fixed, initial_delay: 1s}
+retry_budget: 10
+`
+
+func TestSimulateCommand(t *testing.T) {
+	path := writeSpec(t, simulateSpec)
+	dir := t.TempDir()
+	svg, png := filepath.Join(dir, "out.svg"), filepath.Join(dir, "out.png")
+
+	code, out, errOut := cli(t, "", "simulate", path, "--step", "upload", "--outage", "1m", "--at", "0s",
+		"--compare", "name=no retries; attempts=1", "--plot", svg)
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, `dependency: step 2 "upload" (handler upload): 100% of calls fail ("503 Service Unavailable") for 1m from 0s`)
+	require.Contains(t, out, "retry:      fixed, initial 1s, max 30s, 3 attempts, no jitter")
+	require.Contains(t, out, "budget:     10 retries for the job, at most 10 per item")
+	require.Regexp(t, `calls to the dependency +9 +3\n`, out, "3 items × 3 attempts, and × 1")
+	require.Regexp(t, `dead-lettered +3 +3\n`, out)
+	require.Contains(t, out, "chart written to "+svg)
+	data, err := os.ReadFile(svg)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(data), "<svg "), "an SVG document")
+	require.Contains(t, string(data), "no retries")
+
+	code, _, errOut = cli(t, "", "simulate", path, "--items", "1000", "--outage", "10s", "--at", "1s", "--plot", png)
+	require.Equal(t, exitOK, code, errOut)
+	data, err = os.ReadFile(png)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(data), "\x89PNG"), "a PNG image")
+
+	code, out, errOut = cli(t, "", "simulate", path, "--json", "--items", "100", "--agents", "2", "--outage", "5s",
+		"--set", "max_parallel=10", "--compare", "retry_budget=0")
+	require.Equal(t, exitOK, code, errOut)
+	var rep struct {
+		Job   string `json:"job"`
+		Items int64  `json:"items"`
+		Fleet struct {
+			Agents      int `json:"agents"`
+			Concurrency int `json:"concurrency"`
+		} `json:"fleet"`
+		Dependency struct {
+			StepName string `json:"step_name"`
+			OutageMS int64  `json:"outage_ms"`
+		} `json:"dependency"`
+		Runs []struct {
+			Name      string            `json:"name"`
+			Overrides map[string]string `json:"overrides"`
+			Result    struct {
+				Items    int64 `json:"items"`
+				Attempts int64 `json:"attempts"`
+				Retries  int64 `json:"retries"`
+			} `json:"result"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Equal(t, "sim-cli", rep.Job)
+	require.EqualValues(t, 100, rep.Items)
+	require.Equal(t, 2, rep.Fleet.Agents)
+	require.Equal(t, 8, rep.Fleet.Concurrency)
+	require.Equal(t, "fetch", rep.Dependency.StepName, "the first step by default")
+	require.EqualValues(t, 5000, rep.Dependency.OutageMS)
+	require.Len(t, rep.Runs, 2)
+	require.Equal(t, "baseline", rep.Runs[0].Name)
+	require.Equal(t, map[string]string{"retry_budget": "0"}, rep.Runs[1].Overrides)
+	require.Zero(t, rep.Runs[1].Result.Retries)
+	require.EqualValues(t, 100, rep.Runs[1].Result.Attempts, "no retries: one call each")
+
+	code, out, _ = cli(t, "", "simulate", "--keys")
+	require.Equal(t, exitOK, code)
+	require.Contains(t, out, "jitter: full, equal, decorrelated, proportional, or none")
+}
+
+// Bad input exits 2 and names the flag, or the field, at fault.
+func TestSimulateBadInput(t *testing.T) {
+	path := writeSpec(t, simulateSpec)
+	remote := writeSpec(t, "input: objstore://inputs/items.json\nagent_template: [{handler: x}]\n")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no file", []string{}, "usage: fleetctl simulate"},
+		{"bad spec", []string{writeSpec(t, "agent_template: [{handler: x, timeout: soon}]\nitems: [1]\n")}, "agent_template[0].timeout"},
+		{"error rate", []string{path, "--error-rate", "1.5"}, "--error-rate (dependency.error_rate): must be in [0, 1], got 1.5"},
+		{"agents", []string{path, "--agents", "-2"}, "--agents (fleet.agents): must be >= 1, got -2"},
+		{"zero agents", []string{path, "--agents", "0"}, "--agents: must be >= 1, got 0"},
+		{"zero step", []string{path, "--step-duration", "0s"}, "--step-duration: must be greater than 0, got 0"},
+		{"duration", []string{path, "--outage", "two minutes"}, `invalid value "two minutes" for flag -outage`},
+		{"step", []string{path, "--step", "nope"}, `--step "nope": no such step in agent_template (steps: fetch, upload)`},
+		{"step number", []string{path, "--step", "3"}, "--step 3: the job has 2 step(s)"},
+		{"retry-after on a shell step", []string{path, "--retry-after", "5s"}, "--retry-after (dependency.retry_after): step 0 is a shell step"},
+		{"variant key", []string{path, "--compare", "jiter=full"}, `unknown key "jiter"`},
+		{"variant value", []string{path, "--compare", "jitter=fulll"}, `agent_template[0].retry_config.jitter_mode: unknown jitter mode "fulll"`},
+		{"set value", []string{path, "--set", "retry_budget=-1"}, "--set[1]"},
+		{"plot format", []string{path, "--plot", "out.gif"}, `--plot "out.gif": want a .svg or .png file`},
+		{"object store input", []string{remote}, "give their number with --items N"},
+		{"operator setting", []string{path, "--retry-budget-max", "lots"}, "invalid value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := cli(t, "", append([]string{"simulate"}, tt.args...)...)
+			require.Equal(t, exitUsage, code)
+			require.Contains(t, errOut, tt.want)
+		})
+	}
+}

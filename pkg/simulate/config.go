@@ -45,7 +45,9 @@ const (
 
 // Config is one simulation: a job, the fleet that runs it, and what happens
 // to the dependency its failing step calls. The zero value of every field
-// but Spec and Items is usable: WithDefaults fills it.
+// but Spec and Items is usable: WithDefaults fills it. A Config is a plain
+// value; Run does not modify it (nor its Spec), so one may be shared by
+// concurrent runs.
 type Config struct {
 	// Spec is the job as parsed (package jobspec). Its defaults are applied
 	// as the coordinator applies them.
@@ -70,7 +72,8 @@ type Config struct {
 	Horizon time.Duration
 }
 
-// Fleet is the agents that run the job and the work consumer they share.
+// Fleet is the agents that run the job and the work consumer they share. It
+// is a plain value.
 type Fleet struct {
 	// Agents is the number of agents. Defaults to 1.
 	Agents int
@@ -92,7 +95,8 @@ type Fleet struct {
 
 // Dependency is the downstream called by one step of the job, and what goes
 // wrong with it. Outside [OutageAt, OutageAt+Outage+Ramp) every call
-// succeeds in StepDuration. Times are from the start of the job.
+// succeeds in StepDuration. Times are from the start of the job. It is a
+// plain value.
 type Dependency struct {
 	// Step is the index of the step that calls the dependency (the other
 	// steps always succeed). Defaults to 0, the first.

@@ -72,7 +72,7 @@ type Result struct {
 }
 
 // Budget is the job retry budget of a run: the effective values the
-// coordinator would record and what the run consumed.
+// coordinator would record and what the run consumed. A plain value.
 type Budget struct {
 	Total      int
 	PerItemMax int
@@ -119,7 +119,7 @@ type Transition struct {
 }
 
 // Series is a time series of the calls to the dependency: Attempts[i] and
-// Failures[i] were made in [i·Bucket, (i+1)·Bucket).
+// Failures[i] were made in [i·Bucket, (i+1)·Bucket). It is a plain value.
 type Series struct {
 	Bucket   time.Duration
 	Attempts []int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -468,4 +469,24 @@ func TestResultJSON(t *testing.T) {
 	ser := got["series"].(map[string]any)
 	require.EqualValues(t, 1000, ser["bucket_ms"])
 	require.Equal(t, []any{4.0, 4.0, 1.0}, ser["attempts"])
+}
+
+// Runs share nothing: one Config (and its spec) may serve concurrent runs,
+// and each gives the same result (run with -race).
+func TestConcurrentRunsShareTheConfig(t *testing.T) {
+	cfg := simulate.Config{
+		Spec: parse(t, breakerSpec), Items: 2000, Fleet: simulate.Fleet{Agents: 2, Concurrency: 8},
+		Dependency: simulate.Dependency{StepDuration: 100 * ms, OutageAt: time.Second, Outage: 20 * time.Second, ErrorRate: 0.5},
+		Seed:       3,
+	}
+	want := run(t, cfg)
+	results := make([]*simulate.Result, 4)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i] = run(t, cfg) })
+	}
+	wg.Wait()
+	for _, r := range results {
+		require.Equal(t, want, r)
+	}
 }

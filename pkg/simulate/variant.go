@@ -29,7 +29,7 @@ import (
 // "error_policy.circuit_breaker.timeout=10s" or
 // "agent_template[1].retry_config.attempts=2". An overridden spec is
 // checked as a submitted one is, so a bad value is reported with its field
-// path.
+// path. A Variant is immutable once parsed and safe for concurrent use.
 type Variant struct {
 	// Name is the variant's "name", or the variant as written (blanks
 	// trimmed).
@@ -37,7 +37,7 @@ type Variant struct {
 	Overrides []Override
 }
 
-// Override is one key=value of a Variant.
+// Override is one key=value of a Variant; a plain value.
 type Override struct {
 	Key   string
 	Value string
