@@ -210,14 +210,8 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	}
 
 	for i, c := range set {
-		v, err := simulate.ParseVariant(c)
-		if err == nil {
-			cfg, err = v.Apply(cfg)
-		}
-		if err == nil {
-			err = cfg.WithDefaults().Validate()
-		}
-		if err != nil {
+		var err error
+		if _, cfg, err = simulateVariant(cfg, c); err != nil {
 			errorf(env, "simulate: --set[%d] %q:", i+1, c)
 			simulateProblems(env, err)
 			return exitUsage
@@ -225,14 +219,7 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	runs := []*simulateRun{{Name: *baseName, cfg: cfg}}
 	for i, c := range compare {
-		v, err := simulate.ParseVariant(c)
-		var vc simulate.Config
-		if err == nil {
-			vc, err = v.Apply(cfg)
-		}
-		if err == nil {
-			err = vc.WithDefaults().Validate()
-		}
+		v, vc, err := simulateVariant(cfg, c)
 		if err != nil {
 			errorf(env, "simulate: --compare[%d] %q:", i+1, c)
 			simulateProblems(env, err)
@@ -259,6 +246,18 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stdout, "\nchart written to %s\n", *plot)
 	}
 	return exitOK
+}
+
+// simulateVariant parses a --set or --compare value and applies it to cfg.
+func simulateVariant(cfg simulate.Config, s string) (simulate.Variant, simulate.Config, error) {
+	v, err := simulate.ParseVariant(s)
+	if err != nil {
+		return v, cfg, err
+	}
+	if cfg, err = v.Apply(cfg); err != nil {
+		return v, cfg, err
+	}
+	return v, cfg, cfg.WithDefaults().Validate()
 }
 
 // simulateStep resolves --step: a 1-based number or a step name.

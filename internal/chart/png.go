@@ -41,13 +41,7 @@ func (p *pngCanvas) polyline(pts []point, stroke color.RGBA, width float64) {
 		return
 	}
 	h := width / 2
-	minX, minY, maxX, maxY := math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)
-	for _, q := range pts {
-		minX, minY = min(minX, q.x-h), min(minY, q.y-h)
-		maxX, maxY = max(maxX, q.x+h), max(maxY, q.y+h)
-	}
-	box := image.Rect(int(math.Floor(minX)), int(math.Floor(minY)), int(math.Ceil(maxX))+1, int(math.Ceil(maxY))+1).
-		Intersect(p.img.Bounds())
+	box := p.box(pts, h)
 	if box.Empty() {
 		return
 	}
@@ -82,13 +76,7 @@ func (p *pngCanvas) polyline(pts []point, stroke color.RGBA, width float64) {
 
 // fill fills a polygon, rasterising only its bounding box.
 func (p *pngCanvas) fill(poly []point, src image.Image) {
-	minX, minY, maxX, maxY := math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)
-	for _, q := range poly {
-		minX, minY = min(minX, q.x), min(minY, q.y)
-		maxX, maxY = max(maxX, q.x), max(maxY, q.y)
-	}
-	box := image.Rect(int(math.Floor(minX)), int(math.Floor(minY)), int(math.Ceil(maxX))+1, int(math.Ceil(maxY))+1).
-		Intersect(p.img.Bounds())
+	box := p.box(poly, 0)
 	if box.Empty() {
 		return
 	}
@@ -100,6 +88,18 @@ func (p *pngCanvas) fill(poly []point, src image.Image) {
 	}
 	r.ClosePath()
 	r.Draw(p.img, box, src, image.Point{})
+}
+
+// box is the pixels that points pts, widened by pad, can touch, within
+// the image.
+func (p *pngCanvas) box(pts []point, pad float64) image.Rectangle {
+	minX, minY, maxX, maxY := math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)
+	for _, q := range pts {
+		minX, minY = min(minX, q.x-pad), min(minY, q.y-pad)
+		maxX, maxY = max(maxX, q.x+pad), max(maxY, q.y+pad)
+	}
+	return image.Rect(int(math.Floor(minX)), int(math.Floor(minY)), int(math.Ceil(maxX))+1, int(math.Ceil(maxY))+1).
+		Intersect(p.img.Bounds())
 }
 
 func (p *pngCanvas) text(x, y float64, s string, size float64, anchor int, fill color.RGBA) {
