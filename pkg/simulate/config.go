@@ -33,9 +33,13 @@ const (
 	DefaultBucket = time.Second
 	// DefaultHorizon bounds the simulated time.
 	DefaultHorizon = 30 * 24 * time.Hour
+	// DefaultMaxEvents bounds the events of a run (about a minute of work).
+	DefaultMaxEvents = 500_000_000
 
-	// MaxItems bounds Config.Items.
-	MaxItems = 100_000_000
+	// MaxItems bounds Config.Items (about 70 bytes of state each).
+	MaxItems = 10_000_000
+	// MaxSteps bounds the steps of a simulated job.
+	MaxSteps = 1 << 15
 	// MaxSlots bounds Agents × Concurrency.
 	MaxSlots = 1_000_000
 	// MaxBuckets bounds the length of the time series: a longer run widens
@@ -70,6 +74,11 @@ type Config struct {
 	// Horizon bounds the simulated time; a run still going then stops with
 	// Result.Truncated. Defaults to 30 days.
 	Horizon time.Duration
+	// MaxEvents bounds the run's events (deliveries, step runs, due
+	// redeliveries), so that a pathological setting — MaxDeliver -1 and a
+	// breaker parking items through a month-long outage — ends with
+	// Result.Truncated instead of running for hours. Defaults to 500,000,000.
+	MaxEvents int64
 }
 
 // Fleet is the agents that run the job and the work consumer they share. It
@@ -174,6 +183,9 @@ func (c Config) WithDefaults() Config {
 	if c.Horizon == 0 {
 		c.Horizon = DefaultHorizon
 	}
+	if c.MaxEvents == 0 {
+		c.MaxEvents = DefaultMaxEvents
+	}
 	return c
 }
 
@@ -187,6 +199,8 @@ func (c Config) Validate() error {
 		v.add("spec", "a job spec is required")
 	case len(c.Spec.AgentTemplate) == 0:
 		v.add("spec.agent_template", "the job has no steps")
+	case len(c.Spec.AgentTemplate) > MaxSteps:
+		v.add("spec.agent_template", "at most %d steps can be simulated, got %d", MaxSteps, len(c.Spec.AgentTemplate))
 	}
 	if c.Items < 1 || c.Items > MaxItems {
 		v.add("items", "must be in [1, %d], got %d", MaxItems, c.Items)
@@ -248,6 +262,9 @@ func (c Config) Validate() error {
 	}
 	positive("bucket", c.Bucket)
 	positive("horizon", c.Horizon)
+	if c.MaxEvents < 1 {
+		v.add("max_events", "must be >= 1, got %d", c.MaxEvents)
+	}
 	return v.err()
 }
 

@@ -12,16 +12,18 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
-// ReasonHorizon is the completion reason of a run stopped by
-// Config.Horizon.
-const ReasonHorizon = "horizon"
+// Completion reasons of a truncated run.
+const (
+	ReasonHorizon   = "horizon"    // stopped by Config.Horizon
+	ReasonMaxEvents = "max_events" // stopped by Config.MaxEvents
+)
 
 // ctxCheckEvery is how many events run between two checks of the context.
 const ctxCheckEvery = 1 << 16
 
 // Run simulates cfg's job in virtual time and returns what it did. It
-// neither sleeps nor talks to a server: a run of a million items takes
-// seconds. An invalid cfg gives a *messages.ValidationError listing every
+// neither sleeps nor talks to a server: a million items take well under a
+// second (BenchmarkMillionItems). An invalid cfg gives a *messages.ValidationError listing every
 // problem with its field path; ctx ending stops the run with ctx's error.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg = cfg.WithDefaults()
@@ -235,12 +237,17 @@ func (ps *problems) addConfig(prefix string, err error) {
 // run is the event loop.
 func (s *sim) run(ctx context.Context) error {
 	horizon := int64(s.cfg.Horizon)
+	reason := ReasonHorizon
 	s.dispatch()
-	for n := 0; s.events.len() > 0; n++ {
+	for n := int64(0); s.events.len() > 0; n++ {
 		if n%ctxCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+		}
+		if n >= s.cfg.MaxEvents {
+			s.res.Truncated, reason = true, ReasonMaxEvents
+			break
 		}
 		e := s.events.pop()
 		if e.at > horizon {
@@ -263,7 +270,7 @@ func (s *sim) run(ctx context.Context) error {
 	}
 	if !s.ended {
 		// Truncated: end where it is.
-		s.endMap(s.completionState(), ReasonHorizon)
+		s.endMap(s.completionState(), reason)
 	}
 	return nil
 }

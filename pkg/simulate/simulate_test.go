@@ -450,6 +450,19 @@ func TestHorizonTruncates(t *testing.T) {
 	require.Equal(t, int64(20), r.NotRun)
 }
 
+// A run that would go on for too long stops at MaxEvents: MaxDeliver -1
+// and a breaker parking items through a month-long outage.
+func TestMaxEventsTruncates(t *testing.T) {
+	r := run(t, simulate.Config{
+		Spec: parse(t, breakerSpec), Items: 100, Fleet: simulate.Fleet{MaxDeliver: -1},
+		Dependency: simulate.Dependency{StepDuration: 100 * ms, Outage: 30 * 24 * time.Hour, ErrorRate: 1},
+		MaxEvents:  10000,
+	})
+	require.True(t, r.Truncated)
+	require.Equal(t, simulate.ReasonMaxEvents, r.Reason)
+	require.Positive(t, r.Parked)
+}
+
 func TestResultJSON(t *testing.T) {
 	r := run(t, simulate.Config{
 		Spec: parse(t, fixed1s+"retry_budget: 5\n"), Items: 4,
