@@ -59,9 +59,8 @@ type breakerRecord struct {
 // admission to its outcome.
 type breakerTicket struct {
 	b *retry.Breaker
-	// probe: admitted as a half-open probe of the period that began at epoch.
-	probe bool
-	epoch time.Time
+	// t says whether the delivery is a half-open probe, and of which period.
+	t retry.Ticket
 	// done: the delivery's outcome has been recorded (at most one).
 	done bool
 }
@@ -114,8 +113,7 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 		a.nakDelay(it, breakerErrorDelay)
 		return false
 	case admitted:
-		if to.Is(retry.CircuitHalfOpen) {
-			it.breaker.probe, it.breaker.epoch = true, to.HalfOpenAt
+		if it.breaker.t = retry.TicketOf(to); it.breaker.t.Probe {
 			log(a.log.Debug()).Int("probes", to.Probes).Msg("admitted as a half-open circuit breaker probe")
 		}
 		return true
@@ -125,7 +123,7 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 		log(a.log.Warn()).Str("breaker", breakerStateName(to)).Msg("circuit breaker refused the item on the consumer's last delivery: running it anyway")
 		return true
 	}
-	d := parkDelay(retryAt.Sub(now), a.cfg.Rand.Float64())
+	d := retry.ParkDelay(retryAt.Sub(now), a.cfg.Rand.Float64())
 	a.metrics.breakerParked.Inc()
 	log(a.log.Debug()).Str("breaker", breakerStateName(to)).Dur("delay", d).Msg("parked by the circuit breaker")
 	a.nakDelay(it, d)
@@ -139,9 +137,9 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 // (or run on its last delivery) says nothing about the recovery.
 func (a *Agent) recordBreaker(ctx context.Context, it *item, failed bool) {
 	if failed {
-		a.settleBreaker(ctx, it, "failure", (*retry.Breaker).OnFailure)
+		a.settleBreaker(ctx, it, "failure", retry.OutcomeFailure)
 	} else {
-		a.settleBreaker(ctx, it, "success", (*retry.Breaker).OnSuccess)
+		a.settleBreaker(ctx, it, "success", retry.OutcomeSuccess)
 	}
 }
 
@@ -149,20 +147,17 @@ func (a *Agent) recordBreaker(ctx context.Context, it *item, failed bool) {
 // about the dependency (the item's own fault, or a snooze): a probe frees
 // its slot, and nothing is counted.
 func (a *Agent) ignoreBreaker(ctx context.Context, it *item) {
-	a.settleBreaker(ctx, it, "ignored", (*retry.Breaker).OnIgnored)
+	a.settleBreaker(ctx, it, "ignored", retry.OutcomeIgnored)
 }
 
-func (a *Agent) settleBreaker(ctx context.Context, it *item, outcome string, on func(*retry.Breaker, time.Time, retry.BreakerState) retry.BreakerState) {
+func (a *Agent) settleBreaker(ctx context.Context, it *item, outcome string, o retry.Outcome) {
 	t := &it.breaker
 	if t.b == nil || t.done {
 		return
 	}
 	t.done = true
 	_, _, err := a.breakers.update(ctx, it.wi.JobID, func(now time.Time, st retry.BreakerState) retry.BreakerState {
-		if st.Is(retry.CircuitHalfOpen) && !(t.probe && st.HalfOpenAt.Equal(t.epoch)) {
-			return st
-		}
-		return on(t.b, now, st)
+		return t.b.Settle(now, st, t.t, o)
 	})
 	if err != nil && ctx.Err() == nil {
 		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("outcome", outcome).
@@ -518,17 +513,5 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // ParkSpread is how far past the breaker's retry time a parked delivery may
-// come back, as a fraction of its delay: the parked items of a long
-// outage return spread over a quarter of the delay, not all at the instant
-// the breaker half-opens (where all but half_open_requests of them would be
-// parked again at once).
-const ParkSpread = 0.25
-
-// parkDelay is the delay of a parked delivery due back in d, spread by u
-// in [0, 1): d·(1 + ParkSpread·u), at least 1 ms. Never earlier than d, so
-// no delivery comes back to a breaker that is still open.
-func parkDelay(d time.Duration, u float64) time.Duration {
-	d = max(d, time.Millisecond)
-	u = min(max(u, 0), 1)
-	return d + time.Duration(float64(d)*ParkSpread*u)
-}
+// come back, as a fraction of its delay ([retry.ParkDelay]).
+const ParkSpread = retry.ParkSpread

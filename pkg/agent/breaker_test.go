@@ -231,7 +231,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 		it, m, ok := run(maxDeliver)
 		require.True(t, ok)
 		require.Empty(t, m.naks)
-		require.False(t, it.breaker.probe)
+		require.False(t, it.breaker.t.Probe)
 		a.recordBreaker(ctx, it, false)
 		require.True(t, state().Is(retry.CircuitOpen))
 		require.Equal(t, 2.0, counter(t, reg, "jetfleet_agent_breaker_parked_total"))
@@ -244,7 +244,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 			it, m, ok := run(4)
 			require.True(t, ok)
 			require.Empty(t, m.naks)
-			require.True(t, it.breaker.probe)
+			require.True(t, it.breaker.t.Probe)
 			probes = append(probes, it)
 		}
 		_, m, ok := run(4)
@@ -280,7 +280,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 		require.Equal(t, 1, state().Successes)
 		p3, _, ok := run(5) // p1 reported: its slot is free again
 		require.True(t, ok)
-		require.True(t, p3.breaker.probe)
+		require.True(t, p3.breaker.t.Probe)
 		a.recordBreaker(ctx, p2, false)
 		require.Equal(t, retry.BreakerState{State: retry.CircuitClosed}, state())
 		_, rev := leaderState(t, srv.JS(), j.id)
@@ -325,7 +325,7 @@ func TestBreakerLostProbesAreWrittenOff(t *testing.T) {
 	clk.advance(time.Second)
 	lost, _ := delivery(j, "lost", 2)
 	require.True(t, a.admitBreaker(ctx, lost))
-	require.True(t, lost.breaker.probe)
+	require.True(t, lost.breaker.t.Probe)
 	parked, m := delivery(j, "parked", 2)
 	require.False(t, a.admitBreaker(ctx, parked))
 	require.Equal(t, []time.Duration{spread(250 * time.Millisecond)}, m.naks)
@@ -333,7 +333,7 @@ func TestBreakerLostProbesAreWrittenOff(t *testing.T) {
 	clk.advance(time.Second) // the lost probe's time is up
 	next, _ := delivery(j, "next", 3)
 	require.True(t, a.admitBreaker(ctx, next))
-	require.True(t, next.breaker.probe)
+	require.True(t, next.breaker.t.Probe)
 	a.recordBreaker(ctx, lost, true) // late: written off, ignored
 	st, _ := leaderState(t, srv.JS(), j.id)
 	require.True(t, st.Is(retry.CircuitHalfOpen), "%+v", st)
@@ -410,7 +410,7 @@ func TestBreakerAdmitsExactlyTheProbes(t *testing.T) {
 							it, m := delivery(j, fmt.Sprintf("i%d", g), 2)
 							if agents[g%gates].admitBreaker(ctx, it) {
 								admitted.Add(1)
-								if it.breaker.probe {
+								if it.breaker.t.Probe {
 									probesAdmitted.Add(1)
 								}
 								return
@@ -435,27 +435,6 @@ func TestBreakerAdmitsExactlyTheProbes(t *testing.T) {
 					require.Equal(t, want, transitions()-before)
 				})
 			}
-		})
-	}
-}
-
-func TestParkDelaySpreadsForwardOnly(t *testing.T) {
-	tests := []struct {
-		name string
-		d    time.Duration
-		u    float64
-		want time.Duration
-	}{
-		{"no spread at u=0", time.Second, 0, time.Second},
-		{"a quarter more at the top", time.Second, 1, 1250 * time.Millisecond},
-		{"in between", 4 * time.Second, 0.5, 4500 * time.Millisecond},
-		{"due now still waits 1ms", 0, 0.5, time.Millisecond + 125*time.Microsecond},
-		{"overdue is due now", -time.Second, 0, time.Millisecond},
-		{"a bad draw is clamped", time.Second, 7, 1250 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, parkDelay(tt.d, tt.u))
 		})
 	}
 }

@@ -32,11 +32,14 @@ type jobState struct {
 	forgotten bool
 }
 
-// decideLocked settles a claim without KV if it can: per-item cap, then a
-// unit already recorded for this process, then known exhaustion.
+// decideLocked settles a claim without KV if it can: per-item cap (as
+// Record.Claim checks it), then a unit already recorded for this process,
+// then known exhaustion.
 func (st *jobState) decideLocked(itemRetries int) (Grant, bool) {
-	if st.known && itemRetries >= st.rec.PerItemMax {
-		return denyItem(itemRetries, st.rec.PerItemMax), true
+	if st.known {
+		if g, denied := st.rec.itemDenial(itemRetries); denied {
+			return g, true
+		}
 	}
 	if st.surplus > 0 {
 		st.surplus--
@@ -160,7 +163,7 @@ func (b *Budget) flush(st *jobState) {
 		if b.o.maxBatch > 0 {
 			want = min(want, b.o.maxBatch)
 		}
-		units := min(want, rec.Total-rec.Consumed)
+		units := min(want, rec.Remaining())
 		if units <= 0 { // the record we hold is exhausted
 			st.mu.Lock()
 			st.exhausted = true
@@ -230,7 +233,7 @@ func (b *Budget) claimDirect(ctx context.Context, st *jobState, itemRetries int)
 		switch {
 		case !known:
 			err = b.refresh(ctx, st)
-		case rec.Consumed >= rec.Total:
+		case rec.Remaining() == 0:
 			st.mu.Lock()
 			st.exhausted = true
 			st.mu.Unlock()

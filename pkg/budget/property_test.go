@@ -33,10 +33,22 @@ type scenario struct {
 	opts     []budget.Option
 }
 
-// expected is what an exact budget grants: every wanted retry up to the
-// per-item cap, up to the job's total.
+// expected is what an exact budget grants: Record.Claim, the pure
+// decision, applied to the same demand one claim at a time. In any order
+// that is every wanted retry up to the per-item cap, up to the job's total.
 func (s scenario) expected() int {
-	return min(s.total, s.items*min(s.demand, s.perItem))
+	rec := budget.Record{Total: s.total, PerItemMax: s.perItem}
+	grants := 0
+	for range s.items {
+		for retries := 0; retries < s.demand; retries++ {
+			var g budget.Grant
+			if rec, g = rec.Claim(retries); !g.Granted {
+				break
+			}
+			grants++
+		}
+	}
+	return grants
 }
 
 type env interface {

@@ -106,10 +106,45 @@ func (r Record) validate() error {
 	return nil
 }
 
-// consume is r after a claim of units with the given id.
-func (r Record) consume(units int, id string) Record {
+// Claim decides one claim of a retry against r, for an item that has
+// already been granted itemRetries retries (all its steps together): the
+// per-item cap first, then the job budget. A grant returns r with the unit
+// consumed; a denial returns r unchanged and says why.
+//
+// Claim is the whole decision of a claim. [Budget.Claim] decides each claim
+// the same way against the record it holds — the same per-item check, then
+// the units the record has left — and records the units of concurrent
+// claims with one compare-and-set; the outage simulator (pkg/simulate)
+// claims with Claim itself.
+func (r Record) Claim(itemRetries int) (Record, Grant) {
+	if g, denied := r.itemDenial(itemRetries); denied {
+		return r, g
+	}
+	if r.Remaining() == 0 {
+		return r, denyJob(r.Consumed, r.Total)
+	}
+	return r.take(1), granted
+}
+
+// itemDenial is the refusal of r's per-item cap for an item already
+// granted itemRetries retries; denied is false when the cap allows one more.
+func (r Record) itemDenial(itemRetries int) (g Grant, denied bool) {
+	if itemRetries = max(itemRetries, 0); itemRetries >= r.PerItemMax {
+		return denyItem(itemRetries, r.PerItemMax), true
+	}
+	return Grant{}, false
+}
+
+// take is r with units more consumed.
+func (r Record) take(units int) Record {
 	r.Consumed += units
 	r.Exhausted = r.Consumed >= r.Total
+	return r
+}
+
+// consume is r after a claim of units with the given id.
+func (r Record) consume(units int, id string) Record {
+	r = r.take(units)
 	keep := r.recent
 	if len(keep) >= recentClaims {
 		keep = keep[len(keep)-recentClaims+1:]

@@ -120,3 +120,69 @@ func TestRecordJSON(t *testing.T) {
 		RequestedPerItem: "10", ClampedBy: "RETRY_BUDGET_MAX,RETRY_BUDGET_PER_ITEM_MAX"}, st)
 	require.Equal(t, 43, rec.Remaining())
 }
+
+func TestRecordClaim(t *testing.T) {
+	tests := []struct {
+		name        string
+		rec         budget.Record
+		itemRetries int
+		wantReason  string // "" = granted
+		wantDeny    budget.Deny
+	}{
+		{name: "granted", rec: budget.Record{Total: 5, PerItemMax: 3}, itemRetries: 2},
+		{name: "the last unit", rec: budget.Record{Total: 5, PerItemMax: 3, Consumed: 4}, itemRetries: 0},
+		{name: "per-item cap", rec: budget.Record{Total: 5, PerItemMax: 3}, itemRetries: 3,
+			wantDeny: budget.Deny{Reason: messages.ReasonItemBudget, Consumed: 3, Limit: 3}},
+		{name: "per-item cap checked first", rec: budget.Record{Total: 5, PerItemMax: 3, Consumed: 5, Exhausted: true}, itemRetries: 3,
+			wantDeny: budget.Deny{Reason: messages.ReasonItemBudget, Consumed: 3, Limit: 3}},
+		{name: "job budget spent", rec: budget.Record{Total: 5, PerItemMax: 3, Consumed: 5, Exhausted: true}, itemRetries: 1,
+			wantDeny: budget.Deny{Reason: messages.ReasonJobBudget, Consumed: 5, Limit: 5}},
+		{name: "over-consumed record grants nothing", rec: budget.Record{Total: 5, PerItemMax: 5, Consumed: 7}, itemRetries: 0,
+			wantDeny: budget.Deny{Reason: messages.ReasonJobBudget, Consumed: 7, Limit: 5}},
+		{name: "retry_budget 0: the per-item cap is 0 too", rec: budget.Record{Exhausted: true}, itemRetries: 0,
+			wantDeny: budget.Deny{Reason: messages.ReasonItemBudget, Consumed: 0, Limit: 0}},
+		{name: "negative retries are none", rec: budget.Record{Total: 1, PerItemMax: 1}, itemRetries: -3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next, g := tt.rec.Claim(tt.itemRetries)
+			if tt.wantDeny.Reason == "" {
+				require.True(t, g.Granted)
+				require.Nil(t, g.Deny)
+				want := tt.rec
+				want.Consumed++
+				want.Exhausted = want.Consumed >= want.Total
+				require.Equal(t, want, next)
+				return
+			}
+			require.False(t, g.Granted)
+			require.Equal(t, tt.wantDeny, *g.Deny)
+			require.ErrorIs(t, g.Deny, budget.ErrExhausted)
+			require.Equal(t, tt.rec, next, "a denial changes nothing")
+		})
+	}
+}
+
+// Claims never over-grant: from any record, claiming until denied grants
+// exactly the units left, each item within its cap.
+func TestRecordClaimNeverOverGrants(t *testing.T) {
+	for _, c := range []struct{ total, perItem, items int }{{0, 0, 3}, {20, 3, 200}, {1000, 3, 200}, {7, 7, 1}, {50, 5, 9}} {
+		rec := budget.Record{Total: c.total, PerItemMax: c.perItem, Exhausted: c.total == 0}
+		grants := 0
+		for range c.items {
+			retries := 0
+			for {
+				var g budget.Grant
+				if rec, g = rec.Claim(retries); !g.Granted {
+					break
+				}
+				retries++
+				grants++
+			}
+			require.LessOrEqual(t, retries, c.perItem)
+		}
+		require.Equal(t, min(c.total, c.items*c.perItem), grants, "%+v", c)
+		require.Equal(t, grants, rec.Consumed)
+		require.Equal(t, rec.Consumed >= rec.Total, rec.Exhausted)
+	}
+}

@@ -185,3 +185,71 @@ func (b *Breaker) OnFailure(now time.Time, st BreakerState) BreakerState {
 	}
 	return st
 }
+
+// Outcome is what a call admitted by [Breaker.Admit] reports.
+type Outcome int
+
+// Outcomes of a call.
+const (
+	// OutcomeSuccess: the call ran without a failure ([Breaker.OnSuccess]).
+	OutcomeSuccess Outcome = iota + 1
+	// OutcomeFailure: the call failed in a way that may be the
+	// dependency's ([Breaker.OnFailure]).
+	OutcomeFailure
+	// OutcomeIgnored: the call's failure was the item's own fault, or it
+	// snoozed ([Breaker.OnIgnored]).
+	OutcomeIgnored
+)
+
+// Ticket is what a call admitted by [Breaker.Admit] carries to its
+// outcome: whether it is a probe of the half-open period that began at
+// Epoch. Build it with [TicketOf].
+type Ticket struct {
+	Probe bool
+	Epoch time.Time
+}
+
+// TicketOf is the ticket of a call admitted into st, the state Admit
+// returned: a probe when st is half-open.
+func TicketOf(st BreakerState) Ticket {
+	if st.Is(CircuitHalfOpen) {
+		return Ticket{Probe: true, Epoch: st.HalfOpenAt}
+	}
+	return Ticket{}
+}
+
+// Settle records the outcome o of a call admitted with ticket t into st.
+// While half-open only the outcomes of that period's probes count: a call
+// admitted before the breaker opened, or a probe of an earlier half-open
+// period, says nothing about the recovery and leaves st as it is.
+func (b *Breaker) Settle(now time.Time, st BreakerState, t Ticket, o Outcome) BreakerState {
+	if st.Is(CircuitHalfOpen) && !(t.Probe && st.HalfOpenAt.Equal(t.Epoch)) {
+		return st
+	}
+	switch o {
+	case OutcomeSuccess:
+		return b.OnSuccess(now, st)
+	case OutcomeFailure:
+		return b.OnFailure(now, st)
+	case OutcomeIgnored:
+		return b.OnIgnored(now, st)
+	}
+	return st
+}
+
+// ParkSpread is how far past the breaker's retry time a parked call may
+// come back, as a fraction of its delay: the parked items of a long outage
+// return spread over a quarter of the delay, not all at the instant the
+// breaker half-opens (where all but half_open_requests of them would be
+// parked again at once).
+const ParkSpread = 0.25
+
+// ParkDelay is the delay of a call parked by [Breaker.Admit] that is due
+// back in d (retryAt − now), spread by u in [0, 1): d·(1 + ParkSpread·u),
+// at least 1 ms. Never earlier than d, so no call comes back to a breaker
+// that is still open.
+func ParkDelay(d time.Duration, u float64) time.Duration {
+	d = max(d, time.Millisecond)
+	u = min(max(u, 0), 1)
+	return d + time.Duration(float64(d)*ParkSpread*u)
+}

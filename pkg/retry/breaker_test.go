@@ -179,3 +179,57 @@ func TestBreakerIgnoredOutcomes(t *testing.T) {
 	st = b.OnIgnored(t0, st)
 	require.True(t, b.OnFailure(t0, st).Is(CircuitOpen))
 }
+
+func TestParkDelaySpreadsForwardOnly(t *testing.T) {
+	tests := []struct {
+		name string
+		d    time.Duration
+		u    float64
+		want time.Duration
+	}{
+		{"no spread at u=0", time.Second, 0, time.Second},
+		{"a quarter more at the top", time.Second, 1, 1250 * time.Millisecond},
+		{"in between", 4 * time.Second, 0.5, 4500 * time.Millisecond},
+		{"due now still waits 1ms", 0, 0.5, time.Millisecond + 125*time.Microsecond},
+		{"overdue is due now", -time.Second, 0, time.Millisecond},
+		{"a bad draw is clamped", time.Second, 7, 1250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, ParkDelay(tt.d, tt.u))
+		})
+	}
+}
+
+// Settle counts a half-open period's probes and nothing else there; in the
+// other states every ticket's outcome counts as On* says.
+func TestBreakerSettleCountsOnlyThisPeriodsProbes(t *testing.T) {
+	b := newBreaker(t, &messages.CircuitBreakerConfig{FailureThreshold: 2, SuccessThreshold: 1, HalfOpenRequests: 1, Timeout: messages.MustDuration("10s")})
+	closed := BreakerState{}
+	require.Equal(t, Ticket{}, TicketOf(closed))
+
+	// Closed: failures count whatever the ticket.
+	st := b.Settle(t0, closed, Ticket{}, OutcomeFailure)
+	require.Equal(t, 1, st.Failures)
+	require.Equal(t, st, b.Settle(t0, st, Ticket{}, OutcomeIgnored), "ignored changes nothing while closed")
+	require.True(t, b.Settle(t0, st, Ticket{}, OutcomeFailure).Is(CircuitOpen))
+
+	// Half-open: the probe admitted into it is counted.
+	open := BreakerState{State: CircuitOpen, OpenedAt: t0}
+	half, ok, _ := b.Admit(t0.Add(10*time.Second), open)
+	require.True(t, ok)
+	probe := TicketOf(half)
+	require.Equal(t, Ticket{Probe: true, Epoch: t0.Add(10 * time.Second)}, probe)
+	require.True(t, b.Settle(t0.Add(11*time.Second), half, probe, OutcomeSuccess).Is(CircuitClosed))
+	require.True(t, b.Settle(t0.Add(11*time.Second), half, probe, OutcomeFailure).Is(CircuitOpen))
+	freed := b.Settle(t0.Add(11*time.Second), half, probe, OutcomeIgnored)
+	require.Zero(t, freed.Probes, "an ignored probe frees its slot")
+
+	// Half-open: a straggler admitted while closed, or a probe of an earlier
+	// period, leaves the state alone.
+	for _, tk := range []Ticket{{}, {Probe: true, Epoch: t0}} {
+		for _, o := range []Outcome{OutcomeSuccess, OutcomeFailure, OutcomeIgnored} {
+			require.Equal(t, half, b.Settle(t0.Add(11*time.Second), half, tk, o))
+		}
+	}
+}

@@ -159,42 +159,77 @@ type Decision struct {
 //     delay accounting, which ignores run time);
 //  8. otherwise it retries after the delay, adding it to DelaySpent.
 //
-// r is the jitter source (nil = [DefaultRand]).
+// r is the jitter source (nil = [DefaultRand]). Decide is
+// [Policy.DecideAssessed] of [Policy.Assess].
 func (p *Policy) Decide(now time.Time, st State, f Failure, r Rand) Decision {
-	return p.decide(now, st, f, r, p.Retryable(f))
+	return p.DecideAssessed(now, st, p.Assess(f), r)
 }
 
-func (p *Policy) decide(now time.Time, st State, f Failure, r Rand, retryable bool) Decision {
-	err := f.Error()
-	class := Classify(f)
-	if IsPermanent(err) {
-		return p.giveUp(p.count(now, st), messages.ReasonPermanent, err, class)
+// Assessment is what a decision reads from a failure besides the retry
+// state and the clock: the error, its class, whether retry_on matches it,
+// and its markers. Computing it runs the matchers' regular expressions;
+// the rest of a decision is arithmetic. So a caller that fails many
+// attempts the same way — the outage simulator, pkg/simulate — assesses
+// the failure once and decides each attempt with [Policy.DecideAssessed],
+// through exactly the code the agent's [Policy.Decide] runs. Build it with
+// [Policy.Assess]; it is an immutable value, safe to share.
+type Assessment struct {
+	err       error
+	class     string
+	retryable bool
+	permanent bool
+	snooze    bool
+	snoozeD   time.Duration
+	after     bool
+	afterD    time.Duration
+}
+
+// Assess reads f for a decision of p: [Classify], [Policy.Retryable] and
+// the [Permanent], [Snooze] and [After] markers in f's error chain.
+func (p *Policy) Assess(f Failure) Assessment {
+	a := Assessment{err: f.Error(), class: Classify(f), retryable: p.Retryable(f)}
+	a.permanent = IsPermanent(a.err)
+	a.snoozeD, a.snooze = SnoozeDelay(a.err)
+	a.afterD, a.after = AfterDelay(a.err)
+	return a
+}
+
+// Class is the error class of the assessed failure ([Classify]).
+func (a Assessment) Class() string { return a.class }
+
+// Err is the assessed failure as an error ([Failure.Error]).
+func (a Assessment) Err() error { return a.err }
+
+// DecideAssessed is [Policy.Decide] for a failure already assessed with
+// [Policy.Assess] (by this policy: retry_on is the policy's).
+func (p *Policy) DecideAssessed(now time.Time, st State, a Assessment, r Rand) Decision {
+	if a.permanent {
+		return p.giveUp(p.count(now, st), messages.ReasonPermanent, a.err, a.class)
 	}
-	if d, ok := SnoozeDelay(err); ok {
-		return Decision{Action: ActionSnooze, Delay: max(d, 0), Class: class, State: st}
+	if a.snooze {
+		return Decision{Action: ActionSnooze, Delay: max(a.snoozeD, 0), Class: a.class, State: st}
 	}
 	st = p.count(now, st)
-	after, isAfter := AfterDelay(err)
-	if !retryable && !isAfter {
-		return p.giveUp(st, messages.ReasonNotRetryable, err, class)
+	if !a.retryable && !a.after {
+		return p.giveUp(st, messages.ReasonNotRetryable, a.err, a.class)
 	}
 	if st.Attempts >= p.attempts {
-		return p.giveUp(st, messages.ReasonAttempts, err, class)
+		return p.giveUp(st, messages.ReasonAttempts, a.err, a.class)
 	}
 	var d time.Duration
-	if isAfter {
-		d = max(after, 0) // honoured as given: clamp to [0, max(max_delay, d)]
+	if a.after {
+		d = max(a.afterD, 0) // honoured as given: clamp to [0, max(max_delay, d)]
 	} else {
 		d = p.Delay(st.Attempts, st.LastDelay, r)
 	}
 	if p.hasBudget && (!now.Before(st.BudgetExpiry) || d > p.budget-st.DelaySpent) {
-		dec := p.giveUp(st, messages.ReasonRetryBudget, err, class)
+		dec := p.giveUp(st, messages.ReasonRetryBudget, a.err, a.class)
 		dec.Refused = d
 		return dec
 	}
 	st.DelaySpent = addSat(st.DelaySpent, d)
 	st.LastDelay = d
-	return Decision{Action: ActionRetry, Delay: d, Class: class, State: st}
+	return Decision{Action: ActionRetry, Delay: d, Class: a.class, State: st}
 }
 
 // count records one more failed attempt in st.

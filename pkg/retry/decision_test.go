@@ -320,3 +320,41 @@ func TestFailureAction(t *testing.T) {
 	}
 	require.Equal(t, "succeeded", StepSucceeded.String())
 }
+
+// An assessment decides every later attempt exactly as Decide does with the
+// failure itself: same action, delay, reason, class, error and state, for
+// each kind of failure and at each attempt.
+func TestDecideAssessedMatchesDecide(t *testing.T) {
+	p, err := NewPolicy(&messages.RetryConfig{
+		Attempts: ptr(4), InitialDelay: dur("1s"), RetryBudget: dur("10s"), Jitter: true,
+		RetryOn: []messages.Matcher{{Builtin: messages.MatchNetwork}},
+	})
+	require.NoError(t, err)
+	code := 7
+	failures := map[string]Failure{
+		"retryable":     {Message: "dial tcp 10.0.0.1:443: connection refused"},
+		"not retryable": {Message: "invalid input", ExitCode: &code},
+		"permanent":     {Err: Permanent(errors.New("connection refused"))},
+		"snooze":        {Err: Snooze(3 * time.Second)},
+		"after":         {Err: After(4*time.Second, errors.New("429 Too Many Requests"))},
+		"timeout":       {TimedOut: true},
+	}
+	for name, f := range failures {
+		t.Run(name, func(t *testing.T) {
+			a := p.Assess(f)
+			require.Equal(t, Classify(f), a.Class())
+			require.Equal(t, f.Error(), a.Err())
+			var st State
+			now := t0
+			for n := 0; n < 6; n++ {
+				want := p.Decide(now, st, f, fixedRand(0.25))
+				got := p.DecideAssessed(now, st, a, fixedRand(0.25))
+				require.Equal(t, want, got, "attempt %d", n+1)
+				if got.Action == ActionGiveUp {
+					return
+				}
+				st, now = got.State, now.Add(got.Delay+time.Second)
+			}
+		})
+	}
+}

@@ -29,8 +29,9 @@ func (p *Policy) Plan(r Rand) Plan {
 	now := time.Unix(0, 0).UTC()
 	var st State
 	plan := Plan{Delays: []time.Duration{}}
+	planned := Assessment{err: errPlanned, class: ClassError, retryable: true}
 	for {
-		d := p.decide(now, st, Failure{Err: errPlanned}, r, true)
+		d := p.DecideAssessed(now, st, planned, r)
 		if d.Action != ActionRetry {
 			plan.StoppedBy, plan.Refused = d.Reason, d.Refused
 			return plan

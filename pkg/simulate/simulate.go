@@ -1,0 +1,869 @@
+package simulate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
+)
+
+// Completion reasons of a truncated run.
+const (
+	ReasonHorizon   = "horizon"    // stopped by Config.Horizon
+	ReasonMaxEvents = "max_events" // stopped by Config.MaxEvents
+)
+
+// ctxCheckEvery is how many events run between two checks of the context.
+const ctxCheckEvery = 1 << 16
+
+// Run simulates cfg's job in virtual time and returns what it did. It
+// neither sleeps nor talks to a server: a million items take well under a
+// second (BenchmarkMillionItems). An invalid cfg gives a *messages.ValidationError listing every
+// problem with its field path; ctx ending stops the run with ctx's error.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s, err := newSim(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.run(ctx); err != nil {
+		return nil, err
+	}
+	return s.result(), nil
+}
+
+// stepModel is one compiled step of the job, as the agent compiles it.
+type stepModel struct {
+	policy    *retry.Policy
+	onFailure retry.FailureAction
+	timeout   int64
+	// Assessments of the dependency's failures (dependency step only):
+	// the policy assesses each kind of failure once.
+	failed, timedOut retry.Assessment
+}
+
+// itemState is one item's state: what the agent persists in fleet_items
+// (step, retry state, retries, whole-item run) plus what the simulator
+// tracks. Times are virtual times + 1, 0 meaning none.
+type itemState struct {
+	firstFailure int64
+	expiry       int64
+	spent        int64 // retry.State.DelaySpent
+	lastDelay    int64
+	itemDelay    int64 // the delay before the current whole-item run
+	epoch        int64 // breaker ticket: the half-open period it probes + 1; 0 = not a probe
+	attempts     int32 // failed runs of the current step
+	retries      int32 // retries granted, all steps and whole-item runs together
+	deliveries   int32 // the message's NumDelivered
+	run          int32 // whole-item run (error_policy retry), 1-based once set
+	step         int16
+	phases       uint8 // phases in which the item called the dependency (bit per phase)
+	flags        uint8
+}
+
+// itemState flags.
+const (
+	flagFailedOnce uint8 = 1 << iota // a step run failed
+	flagFinal                        // the item has an outcome (or is not run)
+	flagSettled                      // this delivery's breaker outcome is recorded
+)
+
+// agentState is one agent as pkg/agent consumes: Concurrency workers fed
+// through an unbuffered channel by one pump goroutine that loops on the
+// pull iterator's Next (nats.go jetstream.Messages with PullMaxMessages =
+// Prefetch) and holds the message it got until a worker takes it.
+type agentState struct {
+	free int         // idle workers
+	held int32       // the message the pump holds, waiting for a worker; -1 = none
+	buf  ring[int32] // messages received by the client, not yet returned by Next
+	// count is the iterator's pending message count: messages asked for
+	// and not yet returned by Next. Next asks the server for more (up to
+	// Prefetch) when it is under half of Prefetch.
+	count int
+}
+
+// pullRequest is a pull request waiting on the server: n more messages for
+// an agent.
+type pullRequest struct {
+	agent int32
+	n     int32
+}
+
+type sim struct {
+	cfg   Config
+	dep   Dependency
+	items []itemState
+	steps []stepModel
+	n     int64
+
+	wf      *retry.Workflow
+	onItem  string
+	breaker *retry.Breaker
+	bst     retry.BreakerState
+	rec     budget.Record
+	denials []budget.Grant // claimRecord's memo of denials by itemRetries, for rec as it is
+	maxPar  int64
+	base    time.Time
+	rnd     *rand.Rand // jitter, park spread, whole-item backoff
+	errRnd  *rand.Rand // which calls fail under a partial error rate
+
+	events    eventHeap
+	agents    []agentState
+	requests  ring[pullRequest] // the pull requests waiting on the server, served round-robin
+	pumps     ring[int32]       // agents whose pump may move: a worker freed or a message arrived
+	threshold int               // nats.go's PullThresholdMessages: half of Prefetch, rounded up
+	rdq       ring[int32]       // redeliveries due, in order (served before new messages)
+
+	nextFresh int64 // the next item never delivered
+	pending   int64 // delivered and not yet acked or terminated (MaxAckPending)
+	done      int64 // items with an outcome
+	ended     bool  // the map phase ended
+	now       int64
+
+	res       Result
+	phaseEnds [2]int64 // outage start and end (after the ramp: "after")
+	openSince int64
+}
+
+func newSim(cfg Config) (*sim, error) {
+	spec := cfg.Spec.WithDefaults() // what the coordinator records and agents compile
+	s := &sim{
+		cfg:    cfg,
+		dep:    cfg.Dependency,
+		n:      cfg.Items,
+		items:  make([]itemState, cfg.Items),
+		base:   time.Unix(1<<30, 0).UTC(),
+		rnd:    rand.New(rand.NewPCG(cfg.Seed, 0x6a65746669656c64)),
+		errRnd: rand.New(rand.NewPCG(cfg.Seed, 0x6f75746167650a00)),
+		maxPar: int64(spec.MaxParallel),
+	}
+	var ps problems
+	wf, err := retry.NewWorkflow(spec.ErrorPolicy)
+	ps.addConfig("error_policy", err)
+	for i, st := range spec.AgentTemplate {
+		p, err := retry.NewPolicy(st.RetryConfig)
+		if err != nil {
+			ps.addConfig(messages.IndexPath("agent_template", i)+".retry_config", err)
+			continue
+		}
+		sm := stepModel{policy: p, onFailure: p.OnFailure(), timeout: int64(st.Timeout.D())}
+		if i == s.dep.Step {
+			sm.failed, sm.timedOut = s.assess(p, &st, sm.timeout)
+		}
+		s.steps = append(s.steps, sm)
+	}
+	if len(ps) > 0 {
+		return nil, &messages.ValidationError{Problems: ps}
+	}
+	s.wf, s.onItem, s.breaker = wf, wf.Action(), wf.Breaker()
+	s.rec = budget.Effective(spec, cfg.Items, cfg.Budget)
+
+	f := cfg.Fleet
+	s.agents = make([]agentState, f.Agents)
+	s.threshold = (f.Prefetch + 1) / 2
+	// Every agent's iterator starts with a request for Prefetch messages.
+	for a := range s.agents {
+		s.agents[a] = agentState{free: f.Concurrency, held: -1, count: f.Prefetch}
+		s.requests.push(pullRequest{agent: int32(a), n: int32(f.Prefetch)})
+	}
+	if d := s.dep; d.Outage > 0 {
+		s.phaseEnds = [2]int64{int64(d.OutageAt), int64(d.OutageAt + d.Outage)}
+	}
+	if be := spec.BestEffort; be != nil && be.Deadline > 0 {
+		s.events.push(event{at: int64(be.Deadline.D()), kind: evDeadline})
+	}
+	s.res = Result{
+		Items:   cfg.Items,
+		Reasons: map[string]int64{},
+		Budget:  Budget{Total: s.rec.Total, PerItemMax: s.rec.PerItemMax, Denied: map[string]int64{}},
+		Series:  Series{Bucket: cfg.Bucket},
+	}
+	if s.rec.Exhausted {
+		s.res.Budget.Exhausted = true
+	}
+	if s.breaker != nil {
+		s.res.Breaker = &Breaker{}
+	}
+	return s, nil
+}
+
+// assess builds the dependency's failures as the agent sees them (a
+// handler's error, or a shell command's exit status and stderr; a step
+// timeout) and assesses them with the step's policy.
+func (s *sim) assess(p *retry.Policy, st *messages.Step, timeout int64) (failed, timedOut retry.Assessment) {
+	d := s.dep
+	var f, t retry.Failure
+	if st.Shell != "" {
+		code := d.ExitCode
+		f = retry.Failure{Message: fmt.Sprintf("exit status %d: %s", code, d.Error), Stderr: d.Error + "\n", ExitCode: &code}
+		t = retry.Failure{Message: "timeout after " + time.Duration(timeout).String(), TimedOut: true}
+	} else {
+		err := errors.New(d.Error)
+		if d.RetryAfter > 0 {
+			err = retry.After(d.RetryAfter, err)
+		}
+		f = retry.Failure{Err: err}
+		t = retry.Failure{Err: context.DeadlineExceeded, TimedOut: true}
+	}
+	return p.Assess(f), p.Assess(t)
+}
+
+func (ps *problems) addConfig(prefix string, err error) {
+	if err == nil {
+		return
+	}
+	var ce *retry.ConfigError
+	if !errors.As(err, &ce) {
+		ps.add(prefix, "%v", err)
+		return
+	}
+	for _, p := range ce.Problems {
+		field := prefix
+		if p.Field != "" {
+			field += "." + p.Field
+		}
+		ps.add(field, "%s", p.Message)
+	}
+}
+
+// run is the event loop.
+func (s *sim) run(ctx context.Context) error {
+	horizon := int64(s.cfg.Horizon)
+	reason := ReasonHorizon
+	s.dispatch()
+	for n := int64(0); s.events.len() > 0; n++ {
+		if n%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if n >= s.cfg.MaxEvents {
+			s.res.Truncated, reason = true, ReasonMaxEvents
+			break
+		}
+		e := s.events.pop()
+		if e.at > horizon {
+			s.res.Truncated = true
+			s.now = horizon
+			break
+		}
+		s.now = e.at
+		switch e.kind {
+		case evReady:
+			s.rdq.push(e.item)
+		case evDone:
+			s.stepDone(&e)
+		case evDeadline:
+			if !s.ended {
+				s.endMap(s.completionState(), messages.CompletionDeadline)
+			}
+		}
+		s.dispatch()
+	}
+	if !s.ended {
+		// Truncated: end where it is.
+		s.endMap(s.completionState(), reason)
+	}
+	return nil
+}
+
+// dispatch moves messages from the server to the agents and from the
+// agents' pumps to their workers, until nothing can move. The server serves
+// its waiting pull requests round-robin, one message at a time (a request
+// with more to take goes to the back of the queue, as nats-server's
+// waitQueue.pop), redeliveries before new messages.
+func (s *sim) dispatch() {
+	for {
+		for s.pumps.n > 0 {
+			s.pump(s.pumps.pop())
+		}
+		if s.requests.n == 0 {
+			return
+		}
+		it, ok := s.nextMessage()
+		if !ok {
+			return
+		}
+		r := s.requests.pop()
+		if r.n--; r.n > 0 {
+			s.requests.push(r)
+		}
+		ag := &s.agents[r.agent]
+		ag.buf.push(it)
+		if ag.held < 0 {
+			s.pumps.push(r.agent) // the pump waits in Next
+		}
+	}
+}
+
+// pump runs agent a's pump as far as it can: hand the held message to an
+// idle worker, call Next (which asks for more messages when fewer than
+// half of Prefetch are pending), take the next buffered message.
+func (s *sim) pump(a int32) {
+	ag := &s.agents[a]
+	prefetch := s.cfg.Fleet.Prefetch
+	for {
+		if ag.held >= 0 {
+			if ag.free == 0 {
+				return
+			}
+			ag.free--
+			it := ag.held
+			ag.held = -1
+			s.deliver(a, it)
+			continue
+		}
+		if ag.count < s.threshold { // Next's checkPending
+			s.requests.push(pullRequest{agent: a, n: int32(prefetch - ag.count)})
+			ag.count = prefetch
+		}
+		if ag.buf.n == 0 {
+			return // blocked in Next until a message arrives
+		}
+		ag.held = ag.buf.pop()
+		ag.count--
+	}
+}
+
+// nextMessage is the message the server delivers next, if any: a due
+// redelivery, else the next new message while MaxAckPending and the job's
+// max_parallel allow one. After the map phase ended the queued messages
+// are purged.
+func (s *sim) nextMessage() (int32, bool) {
+	if s.rdq.n > 0 {
+		return s.rdq.pop(), true
+	}
+	if s.ended || s.nextFresh >= s.n {
+		return 0, false
+	}
+	if m := s.cfg.Fleet.MaxAckPending; m > 0 && s.pending >= int64(m) {
+		return 0, false
+	}
+	if s.maxPar > 0 && s.nextFresh >= s.done+s.maxPar {
+		return 0, false
+	}
+	it := s.nextFresh
+	s.nextFresh++
+	s.pending++
+	return int32(it), true
+}
+
+// slotFree frees one of agent a's workers.
+func (s *sim) slotFree(a int32) {
+	ag := &s.agents[a]
+	ag.free++
+	if ag.held >= 0 {
+		s.pumps.push(a)
+	}
+}
+
+// deliver is the agent's process: an item's delivery, on agent a.
+func (s *sim) deliver(a int32, it int32) {
+	st := &s.items[it]
+	st.deliveries++
+	s.res.Deliveries++
+	if s.ended || st.flags&flagFinal != 0 {
+		// The job ended: the agent terminates the message (not_run).
+		s.release(st)
+		s.slotFree(a)
+		return
+	}
+	st.epoch = 0
+	st.flags &^= flagSettled
+	if s.breaker != nil {
+		now := s.tm(s.now)
+		next, ok, retryAt := s.breaker.Admit(now, s.bst)
+		s.setBreaker(next)
+		switch {
+		case ok:
+			if t := retry.TicketOf(next); t.Probe {
+				st.epoch = s.virt(t.Epoch)
+			}
+		case !s.lastDelivery(st):
+			// Parked: no attempt, no budget, no item state.
+			s.res.Parked++
+			s.nak(it, retry.ParkDelay(retryAt.Sub(now), s.rnd.Float64()))
+			s.slotFree(a)
+			return
+		}
+		// On the last delivery a refused item runs anyway, outside the
+		// breaker's count (its ticket is no probe).
+	}
+	s.runStep(a, it)
+}
+
+// lastDelivery reports whether this is the consumer's last delivery of the
+// item's message (MaxDeliver).
+func (s *sim) lastDelivery(st *itemState) bool {
+	m := s.cfg.Fleet.MaxDeliver
+	return m > 0 && int(st.deliveries) >= m
+}
+
+// runStep starts a run of the item's current step.
+func (s *sim) runStep(a int32, it int32) {
+	st := &s.items[it]
+	i := int(st.step)
+	d := int64(s.dep.StepDuration)
+	outcome := runOK
+	if i == s.dep.Step {
+		outcome, d = s.call(&s.steps[i])
+		s.record(st, outcome != runOK)
+	}
+	s.events.push(event{at: s.now + d, kind: evDone, item: it, agent: a, run: outcome})
+}
+
+// call is one call to the dependency now: whether it fails and how long it
+// takes.
+func (s *sim) call(sm *stepModel) (uint8, int64) {
+	rate, slow := s.conditions()
+	failed := rate >= 1 || rate > 0 && s.errRnd.Float64() < rate
+	d := int64(s.dep.StepDuration)
+	if failed {
+		d = int64(s.dep.FailDuration)
+	}
+	if slow > 0 {
+		d = slow
+	}
+	switch {
+	case sm.timeout > 0 && d > sm.timeout:
+		return runTimedOut, sm.timeout
+	case failed:
+		return runFailed, d
+	}
+	return runOK, d
+}
+
+// conditions are the dependency's error rate and slowness now.
+func (s *sim) conditions() (rate float64, slow int64) {
+	d := s.dep
+	start, end := int64(d.OutageAt), int64(d.OutageAt+d.Outage)
+	if d.Outage <= 0 || s.now < start {
+		return 0, 0
+	}
+	frac := 1.0
+	if s.now >= end {
+		ramp := int64(d.Ramp)
+		if s.now >= end+ramp {
+			return 0, 0
+		}
+		frac = 1 - float64(s.now-end)/float64(ramp)
+	}
+	if d.Slow > 0 {
+		normal := float64(d.StepDuration)
+		slow = int64(normal + (float64(d.Slow)-normal)*frac)
+	}
+	return d.ErrorRate * frac, slow
+}
+
+// record counts a call to the dependency made now.
+func (s *sim) record(st *itemState, failed bool) {
+	s.res.Attempts++
+	b := s.bucket()
+	s.res.Series.Attempts[b]++
+	if failed {
+		s.res.Failures++
+		s.res.Series.Failures[b]++
+	}
+	ph := s.phase()
+	p := &s.phases()[ph]
+	p.Attempts++
+	if failed {
+		p.Failures++
+	}
+	if st.phases&(1<<ph) == 0 {
+		st.phases |= 1 << ph
+		p.Items++
+	}
+}
+
+// bucket is the index of now in the series, growing it (and widening its
+// buckets past MaxBuckets).
+func (s *sim) bucket() int {
+	ser := &s.res.Series
+	b := int(s.now / int64(ser.Bucket))
+	for b >= MaxBuckets {
+		half := (len(ser.Attempts) + 1) / 2
+		for i := 0; i < half; i++ {
+			a, f := ser.Attempts[2*i], ser.Failures[2*i]
+			if 2*i+1 < len(ser.Attempts) {
+				a += ser.Attempts[2*i+1]
+				f += ser.Failures[2*i+1]
+			}
+			ser.Attempts[i], ser.Failures[i] = a, f
+		}
+		ser.Attempts, ser.Failures = ser.Attempts[:half], ser.Failures[:half]
+		ser.Bucket *= 2
+		b = int(s.now / int64(ser.Bucket))
+	}
+	for len(ser.Attempts) <= b {
+		ser.Attempts = append(ser.Attempts, 0)
+		ser.Failures = append(ser.Failures, 0)
+	}
+	return b
+}
+
+func (s *sim) phase() int {
+	switch {
+	case s.dep.Outage <= 0 || s.now < s.phaseEnds[0]:
+		return 0
+	case s.now < s.phaseEnds[1]:
+		return 1
+	}
+	return 2
+}
+
+func (s *sim) phases() []Phase {
+	if s.res.Phases == nil {
+		s.res.Phases = []Phase{{Name: PhaseBefore}, {Name: PhaseDuring}, {Name: PhaseAfter}}
+	}
+	return s.res.Phases
+}
+
+// stepDone is the end of a step run: the agent's runSteps from the
+// outcome on (pkg/agent process.go), with the same pure decisions:
+// retry.Policy, budget.Record.Claim, retry.Breaker, retry.Workflow.
+func (s *sim) stepDone(e *event) {
+	it, a := e.item, e.agent
+	st := &s.items[it]
+	if e.run == runOK || e.run == runFallback {
+		s.stepSucceeded(a, it)
+		return
+	}
+	st.flags |= flagFailedOnce
+	sm := &s.steps[st.step]
+	as := &sm.failed
+	if e.run == runTimedOut {
+		as = &sm.timedOut
+	}
+	d := sm.policy.DecideAssessed(s.tm(s.now), s.state(st), *as, s.rnd)
+	// The delivery's first failed step run decides its breaker outcome.
+	if d.Action == retry.ActionSnooze || d.Reason == messages.ReasonPermanent || d.Reason == messages.ReasonNotRetryable {
+		s.settle(st, retry.OutcomeIgnored)
+	} else {
+		s.settle(st, retry.OutcomeFailure)
+	}
+	reason := d.Reason
+	if d.Action != retry.ActionGiveUp && s.lastDelivery(st) {
+		// The server would not redeliver after this nak: give up now.
+		d.Action, reason = retry.ActionGiveUp, messages.ReasonMaxDeliveries
+	}
+	switch d.Action {
+	case retry.ActionSnooze:
+		s.res.Snoozes++
+		s.nak(it, d.Delay)
+		s.slotFree(a)
+		return
+	case retry.ActionRetry:
+		s.apply(st, d.State)
+		if ok, why := s.claim(st); !ok {
+			reason = why
+			break
+		}
+		s.nak(it, d.Delay)
+		s.slotFree(a)
+		return
+	default:
+		s.apply(st, d.State)
+	}
+	// The step gave up; its on_failure decides what follows.
+	switch fa := sm.onFailure; {
+	case fa.NeedsFallback():
+		// The fallback command runs once, in the step's time, and is taken
+		// to succeed (it does not call the dependency).
+		s.events.push(event{at: s.now + int64(s.dep.StepDuration), kind: evDone, item: it, agent: a, run: runFallback})
+	case fa.Outcome(nil) == retry.StepContinue:
+		s.stepSucceeded(a, it)
+	default:
+		s.itemFailed(a, it, reason, as.Err())
+	}
+}
+
+// stepSucceeded moves the item to its next step, or finishes it.
+func (s *sim) stepSucceeded(a, it int32) {
+	st := &s.items[it]
+	st.step++
+	s.apply(st, retry.State{})
+	if int(st.step) < len(s.steps) {
+		s.runStep(a, it)
+		return
+	}
+	s.settle(st, retry.OutcomeSuccess)
+	s.finish(st, messages.OutcomeSucceeded, "")
+	s.slotFree(a)
+}
+
+// claim claims one unit of the job budget for the item.
+func (s *sim) claim(st *itemState) (bool, string) {
+	rec, g := s.claimRecord(int(st.retries))
+	if !g.Granted {
+		s.res.Budget.Denied[g.Deny.Reason]++
+		return false, g.Deny.Reason
+	}
+	s.rec = rec
+	st.retries++
+	s.res.Retries++
+	if rec.Exhausted && !s.res.Budget.Exhausted {
+		s.res.Budget.Exhausted, s.res.Budget.ExhaustedAt = true, time.Duration(s.now)
+	}
+	return true, ""
+}
+
+// claimRecord is s.rec.Claim(itemRetries), memoized while the record does
+// not change: a denial builds a *budget.Deny, and once the budget is spent
+// every later claim is a denial — without the memo, one allocation per
+// dead letter. Claim is a pure function of the record and itemRetries, so
+// the memo returns exactly what it would.
+func (s *sim) claimRecord(itemRetries int) (budget.Record, budget.Grant) {
+	if itemRetries < len(s.denials) {
+		if g := s.denials[itemRetries]; g.Deny != nil {
+			return s.rec, g
+		}
+	}
+	rec, g := s.rec.Claim(itemRetries)
+	switch {
+	case g.Granted:
+		clear(s.denials) // the record changes
+	case itemRetries < maxMemo:
+		if itemRetries >= len(s.denials) {
+			s.denials = append(s.denials, make([]budget.Grant, itemRetries+1-len(s.denials))...)
+		}
+		s.denials[itemRetries] = g
+	}
+	return rec, g
+}
+
+// maxMemo bounds the claims claimRecord memoizes (by the item's retries).
+const maxMemo = 1024
+
+// itemFailed applies error_policy.on_item_failure to an item whose step
+// gave up (the agent's giveUp): skip, retry the whole item while its
+// retry_config and the budget allow, custom (taken to succeed: the item
+// is recorded failed), or dead-letter it.
+func (s *sim) itemFailed(a, it int32, reason string, err error) {
+	st := &s.items[it]
+	outcome := messages.OutcomeDeadLettered
+	switch s.onItem {
+	case messages.ItemFailureSkip:
+		outcome = messages.OutcomeSkipped
+	case messages.ItemFailureRetry:
+		run := max(int(st.run), 1)
+		v := s.wf.OnItemFailure(retry.ItemFailure{Run: run, LastDelay: time.Duration(st.itemDelay), Err: err}, retry.Counts{}, s.rnd)
+		if v.Action != messages.ItemFailureRetry {
+			reason = v.Reason
+			break
+		}
+		ok, why := s.claim(st)
+		if !ok {
+			reason = why
+			break
+		}
+		st.run = int32(run + 1)
+		st.itemDelay = int64(v.Delay)
+		st.step = 0
+		s.apply(st, retry.State{})
+		s.nak(it, v.Delay)
+		s.slotFree(a)
+		return
+	case messages.ItemFailureCustom:
+		outcome = messages.OutcomeFailed
+	}
+	s.finish(st, outcome, reason)
+	s.slotFree(a)
+}
+
+// finish gives the item its outcome (the result the agent publishes) and
+// applies the coordinator's policies to it.
+func (s *sim) finish(st *itemState, outcome, reason string) {
+	if st.flags&flagFinal != 0 {
+		return
+	}
+	s.release(st)
+	if s.ended {
+		return // a late result: the item was counted not_run
+	}
+	s.done++
+	r := &s.res
+	switch outcome {
+	case messages.OutcomeSucceeded:
+		r.Succeeded++
+		if st.flags&flagFailedOnce != 0 {
+			r.Recovered++
+		}
+	case messages.OutcomeDeadLettered:
+		r.DeadLettered++
+	case messages.OutcomeSkipped:
+		r.Skipped++
+	case messages.OutcomeFailed:
+		r.Failed++
+	}
+	if reason != "" && outcome != messages.OutcomeSkipped {
+		r.Reasons[reason]++
+	}
+	// The coordinator's checkLocked: error_policy stops, then completion.
+	failed := outcome == messages.OutcomeFailed || outcome == messages.OutcomeDeadLettered
+	if failed && s.onItem == messages.ItemFailureStop {
+		s.endMap(messages.StateStopped, messages.CompletionItemStop)
+		return
+	}
+	counts := retry.Counts{
+		Finished: r.Succeeded + r.Failed + r.DeadLettered + r.Skipped,
+		Failed:   r.Failed + r.DeadLettered + r.Skipped,
+	}
+	if stop, why := s.wf.Check(counts); stop {
+		s.endMap(messages.StateStopped, why)
+		return
+	}
+	if s.done >= s.n {
+		s.endMap(s.completionState(), messages.CompletionAllCompleted)
+	}
+}
+
+// release acks or terminates the item's message.
+func (s *sim) release(st *itemState) {
+	if st.flags&flagFinal == 0 {
+		st.flags |= flagFinal
+		s.pending--
+	}
+}
+
+// endMap ends the map phase: items without an outcome are not run, and the
+// queued messages are purged.
+func (s *sim) endMap(state, reason string) {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	s.res.NotRun = s.n - s.done
+	s.res.State, s.res.Reason = state, reason
+	s.res.Duration = time.Duration(s.now)
+}
+
+// completionState is the state of a job completing now (the coordinator's
+// completionStateLocked, for one group).
+func (s *sim) completionState() string {
+	if s.res.Failed+s.res.DeadLettered > 0 || s.done < s.n {
+		return messages.StateFailed
+	}
+	return messages.StateSucceeded
+}
+
+// nak redelivers the item after d (at least 1 ms, as the agent's nakDelay).
+func (s *sim) nak(it int32, d time.Duration) {
+	s.events.push(event{at: s.now + int64(max(d, time.Millisecond)), kind: evReady, item: it})
+}
+
+// settle records the delivery's breaker outcome, once per delivery.
+func (s *sim) settle(st *itemState, o retry.Outcome) {
+	if s.breaker == nil || st.flags&flagSettled != 0 {
+		return
+	}
+	st.flags |= flagSettled
+	t := retry.Ticket{}
+	if st.epoch != 0 {
+		t = retry.Ticket{Probe: true, Epoch: s.at(st.epoch)}
+	}
+	s.setBreaker(s.breaker.Settle(s.tm(s.now), s.bst, t, o))
+}
+
+// setBreaker stores the breaker's new state and notes a transition.
+func (s *sim) setBreaker(next retry.BreakerState) {
+	from, to := stateName(s.bst), stateName(next)
+	s.bst = next
+	if from == to {
+		return
+	}
+	b := s.res.Breaker
+	if from == retry.CircuitOpen {
+		b.OpenFor += time.Duration(s.now - s.openSince)
+	}
+	if to == retry.CircuitOpen {
+		b.Opened++
+		s.openSince = s.now
+	}
+	if len(b.Transitions) < MaxTransitions {
+		b.Transitions = append(b.Transitions, Transition{At: time.Duration(s.now), From: from, To: to})
+	}
+}
+
+func stateName(st retry.BreakerState) string {
+	if st.State == "" {
+		return retry.CircuitClosed
+	}
+	return st.State
+}
+
+// state is the item's current step's retry state, as the agent reads it
+// from fleet_items.
+func (s *sim) state(st *itemState) retry.State {
+	return retry.State{
+		Attempts: int(st.attempts), FirstFailure: s.at(st.firstFailure), BudgetExpiry: s.at(st.expiry),
+		DelaySpent: time.Duration(st.spent), LastDelay: time.Duration(st.lastDelay),
+	}
+}
+
+// apply stores a retry state into the item (retry.State.ApplyTo).
+func (s *sim) apply(st *itemState, rs retry.State) {
+	st.attempts = int32(rs.Attempts)
+	st.firstFailure, st.expiry = s.virt(rs.FirstFailure), s.virt(rs.BudgetExpiry)
+	st.spent, st.lastDelay = int64(rs.DelaySpent), int64(rs.LastDelay)
+}
+
+// tm is virtual time v as a wall-clock time.
+func (s *sim) tm(v int64) time.Time { return s.base.Add(time.Duration(v)) }
+
+// at decodes a stored time (virtual + 1, 0 = none).
+func (s *sim) at(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return s.tm(v - 1)
+}
+
+// virt encodes t as a stored time.
+func (s *sim) virt(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return int64(t.Sub(s.base)) + 1
+}
+
+// result finishes the run's Result.
+func (s *sim) result() *Result {
+	r := &s.res
+	r.Budget.Consumed = s.rec.Consumed
+	if b := r.Breaker; b != nil && stateName(s.bst) == retry.CircuitOpen {
+		b.OpenFor += time.Duration(s.now - s.openSince)
+	}
+	if r.Items > 0 {
+		r.Amplification = float64(r.Attempts) / float64(r.Items)
+	}
+	if r.Phases != nil {
+		last := max(s.now, int64(r.Duration))
+		ends := []int64{0, min(s.phaseEnds[0], last), min(s.phaseEnds[1], last), last}
+		for i := range r.Phases {
+			p := &r.Phases[i]
+			p.From, p.To = time.Duration(ends[i]), time.Duration(ends[i+1])
+			if p.Items > 0 {
+				p.Amplification = float64(p.Attempts) / float64(p.Items)
+			}
+		}
+		if s.dep.Outage <= 0 {
+			r.Phases = r.Phases[:1]
+			r.Phases[0].To = time.Duration(s.now)
+		}
+	}
+	for i := range r.Series.Attempts {
+		if rate := r.Series.Rate(i); rate > r.PeakRate {
+			r.PeakRate, r.PeakAt = rate, time.Duration(i)*r.Series.Bucket
+		}
+	}
+	return r
+}
