@@ -88,7 +88,6 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	cfg.Logger = log
 	reg := obs.Registry()
-	cfg.Registerer = reg
 
 	url := conn.URL
 	if url != "" && *authDir != "" {
@@ -112,32 +111,31 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	conn.Name = "jetfleet-coordinator"
 	conn.OnAsyncError = logAsyncError(log)
-	nc, err := conn.Connect(url)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	if err := obs.ServeMetrics(ctx, *metricsAddr, reg, log); err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}
-	c, err := coordinator.New(nc, cfg)
-	if err != nil {
-		return err
-	}
-	runErr := make(chan error, 1)
-	go func() { runErr <- c.Run(ctx) }()
-	select {
-	case <-c.Ready():
-		if err := ensurePools(ctx, nc, cfg, *pools); err != nil {
-			log.Error().Err(err).Msg("cannot create the pools' work consumers; agents wait until a job for their pool arrives")
+	// A connection the server closes for good is replaced, and the
+	// coordinator resumes its jobs on the new one, as after a restart.
+	gens := obs.NewGenerations(reg)
+	sup := natsconn.Supervisor{Options: conn, URL: url, Logger: log}
+	return sup.Run(ctx, func(ctx context.Context, nc *nats.Conn) error {
+		cfg.Registerer = gens.Next()
+		c, err := coordinator.New(nc, cfg)
+		if err != nil {
+			return err
 		}
-	case err := <-runErr:
-		return err
-	}
-	if err := <-runErr; err != nil {
-		return err
-	}
-	return nc.Drain()
+		runErr := make(chan error, 1)
+		go func() { runErr <- c.Run(ctx) }()
+		select {
+		case <-c.Ready():
+			if err := ensurePools(ctx, nc, cfg, *pools); err != nil {
+				log.Error().Err(err).Msg("cannot create the pools' work consumers; agents wait until a job for their pool arrives")
+			}
+		case err := <-runErr:
+			return err
+		}
+		return <-runErr
+	})
 }
 
 // useAuthDir makes the coordinator connect to its embedded server as the

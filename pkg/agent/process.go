@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -67,6 +68,35 @@ func carriedAttempts(wi *messages.WorkItem) carried {
 	return carried{}
 }
 
+// safeProcess runs process. A panic there (a bug some message found) would
+// end the agent, and the message, redelivered, would end the next one: the
+// message is dead-lettered as poison instead, and the agent goes on.
+func (a *Agent) safeProcess(ctx context.Context, m jetstream.Msg) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		a.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("subject", m.Subject()).
+			Msg("handling a work message panicked; dead-lettering it as poison")
+		defer func() {
+			if recover() != nil {
+				_ = m.Term() // not even that worked: drop it rather than loop
+			}
+		}()
+		it := &item{m: m}
+		md, err := m.Metadata()
+		if err != nil {
+			_ = m.Term()
+			return
+		}
+		it.md = md
+		_ = json.Unmarshal(m.Data(), &it.wi)
+		a.poison(ctx, it, fmt.Errorf("the agent panicked handling this message: %v", p))
+	}()
+	a.process(ctx, m)
+}
+
 // process handles one delivery end to end. It never returns an error: every
 // path ends in an ack, a term, a delayed nak or (for a fenced-off zombie)
 // nothing, leaving the message to its current holder.
@@ -80,6 +110,10 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 	}
 	it.md = md
 	if err := json.Unmarshal(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
+		a.poison(ctx, it, err)
+		return
+	}
+	if err := checkWorkItem(m.Subject(), &it.wi); err != nil {
 		a.poison(ctx, it, err)
 		return
 	}
@@ -135,6 +169,27 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		return // parked by the job's circuit breaker
 	}
 	a.runSteps(ctx, it)
+}
+
+// maxObjectName bounds the map-results object a reduce item names: object
+// names become subjects, and a subject over the server's control line (4
+// KiB) closes the connection.
+const maxObjectName = 1024
+
+// checkWorkItem refuses a work message whose body does not belong on its
+// subject (<prefix>.work.<pool>.<job>), or that names what no coordinator
+// would: the job id and the reduce object go into KV keys and subjects.
+func checkWorkItem(subject string, wi *messages.WorkItem) error {
+	if err := messages.ValidToken(wi.JobID); err != nil {
+		return fmt.Errorf("job_id: not a job id: %w", err)
+	}
+	if i := strings.LastIndexByte(subject, '.'); i < 0 || subject[i+1:] != wi.JobID {
+		return fmt.Errorf("job_id %q does not match the subject %q", wi.JobID, subject)
+	}
+	if r := wi.Reduce; r != nil && (r.ResultsObject == "" || len(r.ResultsObject) > maxObjectName) {
+		return fmt.Errorf("reduce.results_object: %d bytes, want 1 to %d", len(r.ResultsObject), maxObjectName)
+	}
+	return nil
 }
 
 // loadState reads the item's persisted retry state for this generation.
@@ -547,12 +602,11 @@ func (a *Agent) dlqEntry(it *item) *messages.DLQEntry {
 // poison dead-letters an undecodable message (or one of an unknown job) so
 // it is never retried forever, then terminates it.
 func (a *Agent) poison(ctx context.Context, it *item, cause error) {
+	// The subject (<prefix>.work.<pool>.<job>) names the job; the body of a
+	// poison message may name anything.
 	job := it.wi.JobID
-	if job == "" {
-		// fleet.work.<pool>.<job>
-		if parts := strings.Split(it.m.Subject(), "."); len(parts) >= 4 {
-			job = parts[len(parts)-1]
-		}
+	if parts := strings.Split(it.m.Subject(), "."); len(parts) >= 4 {
+		job = parts[len(parts)-1]
 	}
 	reason := messages.ReasonPoison
 	if errors.Is(cause, errJobNotFound) || (cause != nil && strings.Contains(cause.Error(), "not found")) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,7 +39,7 @@ func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
 	for name, fn := range endpoints {
 		fn := fn
 		h := micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
-			reply, apiErr := fn(ctx, req.Data())
+			reply, apiErr := c.safeCall(ctx, name, fn, req.Data())
 			if apiErr != nil {
 				body, _ := json.Marshal(messages.ErrorReply{Error: apiErr})
 				_ = req.Error(httpish(apiErr.Code), apiErr.Message, body)
@@ -52,6 +53,18 @@ func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
 		}
 	}
 	return svc, nil
+}
+
+// safeCall runs an endpoint; a panic (a bug a request found) answers that
+// request with an internal error instead of ending the coordinator.
+func (c *Coordinator) safeCall(ctx context.Context, name string, fn func(context.Context, []byte) (any, *messages.APIError), data []byte) (reply any, e *messages.APIError) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error().Str("endpoint", name).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("API request panicked; answered with an internal error")
+			reply, e = nil, apiErr(messages.CodeInternal, fmt.Sprintf("internal error: %v", p))
+		}
+	}()
+	return fn(ctx, data)
 }
 
 // extraEndpoints lets other files (the DLQ API) add endpoints.
@@ -129,13 +142,25 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	return messages.SubmitReply{JobID: spec.ID, Existing: ack.Duplicate, State: messages.StatePending}, nil
 }
 
+// jobIDProblem checks a request's job_id: required, and a valid job id
+// (anything else names no job, and must not reach the server as a key).
+func jobIDProblem(id string) *messages.APIError {
+	if id == "" {
+		return &messages.APIError{Code: messages.CodeBadRequest, Field: "job_id", Message: "required"}
+	}
+	if err := messages.ValidToken(id); err != nil {
+		return &messages.APIError{Code: messages.CodeBadRequest, Field: "job_id", Message: "not a job id: " + err.Error()}
+	}
+	return nil
+}
+
 func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *messages.APIError) {
 	var req messages.JobRequest
 	if e := decodeRequest(data, &req); e != nil {
 		return nil, e
 	}
-	if req.JobID == "" {
-		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "job_id", Message: "required"}
+	if e := jobIDProblem(req.JobID); e != nil {
+		return nil, e
 	}
 	st, err := c.Status(ctx, req.JobID)
 	if errors.Is(err, errNoJob) {
@@ -179,8 +204,8 @@ func (c *Coordinator) apiCancel(ctx context.Context, data []byte) (any, *message
 	if e := decodeRequest(data, &req); e != nil {
 		return nil, e
 	}
-	if req.JobID == "" {
-		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "job_id", Message: "required"}
+	if e := jobIDProblem(req.JobID); e != nil {
+		return nil, e
 	}
 	st, err := c.Cancel(ctx, req.JobID)
 	switch {

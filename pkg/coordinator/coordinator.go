@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -190,15 +191,53 @@ func (c *Coordinator) startRunner(rec messages.JobRecord) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		r.run(c.runCtx)
-		c.mu.Lock()
-		delete(c.runners, r.id)
-		c.mu.Unlock()
-		c.metrics.activeJobs.Dec()
+		defer func() {
+			c.mu.Lock()
+			delete(c.runners, r.id)
+			c.mu.Unlock()
+			c.metrics.activeJobs.Dec()
+		}()
+		if !c.runJob(r) {
+			return
+		}
 		if st := r.snapshot().Status; messages.TerminalState(st.State) {
 			c.budget.Forget(r.id)
 		}
 	}()
+}
+
+// runJob runs a job's runner. A panic there (a bug some job found) fails
+// that job with the reason, instead of ending the coordinator, which would
+// resume the job and panic again after every restart. It reports whether
+// the runner returned normally.
+func (c *Coordinator) runJob(r *jobRunner) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error().Str("job_id", r.id).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("job runner panicked; the job fails")
+			c.failJob(r.id, fmt.Sprintf("internal_error: %v", p))
+		}
+	}()
+	r.run(c.runCtx)
+	return true
+}
+
+// failJob ends a job whose runner cannot go on: items without an outcome
+// count as not run, so the counts still add up.
+func (c *Coordinator) failJob(id, reason string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.runCtx), 10*time.Second)
+	defer cancel()
+	rec, err := c.store.get(ctx, id)
+	if err != nil {
+		c.log.Error().Err(err).Str("job_id", id).Msg("cannot record the job's failure")
+		return
+	}
+	now := c.cfg.Clock.Now()
+	st := &rec.Status
+	st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateFailed, reason, messages.PhaseDone, &now
+	st.NotRun += max(st.Items-st.Done(), 0)
+	if err := c.store.put(ctx, rec); err != nil {
+		c.log.Error().Err(err).Str("job_id", id).Msg("cannot record the job's failure")
+	}
 }
 
 func (c *Coordinator) runner(id string) *jobRunner {
@@ -243,7 +282,12 @@ func (c *Coordinator) intake(ctx context.Context) error {
 	for {
 		m, err := it.Next()
 		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case c.nc.IsClosed():
+				return fmt.Errorf("coordinator: intake: %w", natsconn.Lost(c.nc))
+			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 				return nil
 			}
 			c.log.Warn().Err(err).Msg("intake pull failed")

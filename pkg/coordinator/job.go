@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -316,12 +317,7 @@ func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error)
 		once.Do(r.goLive)
 	}
 	return cons.Consume(func(m jetstream.Msg) {
-		var res messages.Result
-		if err := json.Unmarshal(m.Data(), &res); err != nil {
-			r.log.Warn().Err(err).Msg("undecodable result ignored")
-		} else if r.admits(&res, r.c.names.Origin(m.Subject())) {
-			r.apply(&res)
-		}
+		r.applyMsg(m)
 		if last > 0 {
 			if md, err := m.Metadata(); err == nil && md.Sequence.Stream >= last {
 				once.Do(r.goLive)
@@ -329,6 +325,25 @@ func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error)
 		}
 		r.runPending()
 	})
+}
+
+// applyMsg applies one message of the results stream. A panic (a bug some
+// result found) skips that result rather than end the coordinator, which
+// would replay the same result and panic again after every restart.
+func (r *jobRunner) applyMsg(m jetstream.Msg) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("applying a result panicked; result ignored")
+		}
+	}()
+	var res messages.Result
+	if err := json.Unmarshal(m.Data(), &res); err != nil {
+		r.log.Warn().Err(err).Msg("undecodable result ignored")
+		return
+	}
+	if r.admits(&res, r.c.names.Origin(m.Subject())) {
+		r.apply(&res)
+	}
 }
 
 // goLive runs once the results replay has caught up: from now on results

@@ -21,6 +21,11 @@ type jobStore struct {
 var errNoJob = errors.New("coordinator: no such job")
 
 func (s *jobStore) get(ctx context.Context, id string) (*messages.JobRecord, error) {
+	if messages.ValidToken(id) != nil {
+		// Not a job id (so no job), and not a key to send to the server: a
+		// long one would exceed its control line and close the connection.
+		return nil, errNoJob
+	}
 	e, err := s.kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, errNoJob
