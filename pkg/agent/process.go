@@ -20,7 +20,15 @@ import (
 )
 
 // maxMessageBytes bounds error messages kept in histories and results.
-const maxMessageBytes = 2048
+const maxMessageBytes = messages.MaxErrorBytes
+
+// messageRoom is kept under the server's max_payload for headers and
+// protocol overhead when an item's state or result is encoded to fit.
+const messageRoom = 1024
+
+// maxPayload is the limit of the agent's messages: the server's
+// max_payload less messageRoom.
+func (a *Agent) maxPayload() int { return int(a.nc.MaxPayload()) - messageRoom }
 
 // item is one delivery being processed.
 type item struct {
@@ -216,7 +224,7 @@ func (a *Agent) loadState(ctx context.Context, it *item) error {
 // saveState persists the item's state, fenced by revision: a conflict means
 // another agent now holds the item, and this one must step aside.
 func (a *Agent) saveState(ctx context.Context, it *item) error {
-	data, err := json.Marshal(&it.st)
+	data, err := messages.EncodeItemState(&it.st, a.maxPayload())
 	if err != nil {
 		return err
 	}
@@ -497,7 +505,9 @@ func (a *Agent) result(it *item, outcome string) *messages.Result {
 // report publishes the result asynchronously; the ack loop acks (or terms)
 // the work message once the result is stored.
 func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
-	data, err := json.Marshal(res)
+	// Encoded to fit: a handler's output may be as large as MaxOutputBytes
+	// says, and the item id as large as an item may be.
+	data, err := messages.EncodeResult(res, a.maxPayload())
 	if err != nil {
 		a.log.Error().Err(err).Msg("cannot encode result")
 		a.nakDelay(it, time.Second)
@@ -581,6 +591,7 @@ func (a *Agent) pushHistory(it *item, att messages.Attempt) {
 	it.st.History = append(it.st.History, att)
 	if n := len(it.st.History); n > MaxHistory {
 		it.st.History = append(it.st.History[:0:0], it.st.History[n-MaxHistory:]...)
+		it.st.HistoryDropped += n - MaxHistory
 	}
 	if it.st.FirstFailure.IsZero() {
 		it.st.FirstFailure = att.Time
@@ -593,11 +604,15 @@ func (a *Agent) dlqEntry(it *item) *messages.DLQEntry {
 		JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
 		Pool: a.cfg.Pool, Payload: it.wi.Payload, CorrelationID: it.wi.CorrelationID,
 		Subject: it.m.Subject(), StreamSeq: it.md.Sequence.Stream, Generation: it.wi.Generation,
-		Attempts: hist, Reason: it.st.Reason, Error: it.st.Error, ErrorClass: it.st.ErrorClass,
+		Attempts: hist, AttemptsDropped: it.wi.HistoryDropped + it.st.HistoryDropped, Reason: it.st.Reason, Error: it.st.Error, ErrorClass: it.st.ErrorClass,
 		Signature: retry.Signature(it.st.Error), ReplayCount: it.wi.ReplayCount,
 		DeadLetteredAt: a.cfg.Clock.Now(), Agent: a.cfg.Name,
 	}
 }
+
+// maxPoisonID bounds the item id a poison message's body may give its
+// entry; a longer one is replaced by the message's sequence.
+const maxPoisonID = 1024
 
 // poison dead-letters an undecodable message (or one of an unknown job) so
 // it is never retried forever, then terminates it.
@@ -621,8 +636,8 @@ func (a *Agent) poison(ctx context.Context, it *item, cause error) {
 		msg = cause.Error()
 	}
 	itemID := it.wi.ItemID
-	if itemID == "" {
-		itemID = fmt.Sprintf("seq-%d", it.md.Sequence.Stream)
+	if itemID == "" || len(itemID) > maxPoisonID {
+		itemID = fmt.Sprintf("seq-%d", it.md.Sequence.Stream) // the raw body is the payload
 	}
 	entry := &messages.DLQEntry{
 		JobID: job, ItemID: itemID, Index: it.wi.Index, Pool: a.cfg.Pool, Payload: payload,

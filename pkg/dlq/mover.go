@@ -129,7 +129,10 @@ func (m *Mover) Move(ctx context.Context, seq, deliveries uint64) error {
 		return err
 	}
 	if res != nil {
-		data, _ := json.Marshal(res)
+		data, err := messages.EncodeResult(res, int(m.js.Conn().MaxPayload())-headerRoom)
+		if err != nil {
+			return fmt.Errorf("dlq: result of %s/%s: %w", res.JobID, messages.ShortID(res.ItemID), err)
+		}
 		if _, err := m.js.Publish(ctx, m.names.ResultSubject(messages.CoordinatorOrigin, res.JobID), data); err != nil {
 			return fmt.Errorf("dlq: result of %s/%s: %w", res.JobID, res.ItemID, err)
 		}
@@ -162,7 +165,7 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 	entry := &messages.DLQEntry{
 		JobID: wi.JobID, ItemID: wi.ItemID, Index: wi.Index, Group: wi.Group, Pool: poolOf(raw.Subject),
 		Payload: wi.Payload, CorrelationID: wi.CorrelationID, Subject: raw.Subject, StreamSeq: raw.Sequence,
-		Generation: wi.Generation, Attempts: append([]messages.Attempt(nil), wi.History...),
+		Generation: wi.Generation, Attempts: append([]messages.Attempt(nil), wi.History...), AttemptsDropped: wi.HistoryDropped,
 		Reason: messages.ReasonMaxDeliveries, Error: msg, ErrorClass: "error", Signature: retry.Signature(msg),
 		ReplayCount: wi.ReplayCount, DeadLetteredAt: now,
 	}
@@ -171,6 +174,7 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 		var st messages.ItemState
 		if json.Unmarshal(e.Value(), &st) == nil && st.Generation == wi.Generation {
 			entry.Attempts = append(entry.Attempts, st.History...)
+			entry.AttemptsDropped += st.HistoryDropped
 			retries = st.Retries
 			if st.Error != "" {
 				entry.Error = st.Error + "; then " + msg
