@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
-	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -108,16 +107,11 @@ func decodeRequest(data []byte, v any) *messages.APIError {
 
 func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *messages.APIError) {
 	if len(data) > c.cfg.MaxSpecBytes {
-		return nil, apiErr(messages.CodeTooLarge, fmt.Sprintf("spec is %d bytes, the limit is %d; put large item lists in an input file", len(data), c.cfg.MaxSpecBytes))
+		return nil, apiErr(messages.CodeTooLarge, tooLargeSpec(len(data), c.cfg.MaxSpecBytes))
 	}
-	spec, err := jobspec.Parse(data)
-	if err != nil {
-		problems := problemsOf(err)
-		e := &messages.APIError{Code: messages.CodeInvalid, Message: err.Error(), Problems: problems}
-		if len(problems) > 0 {
-			e.Field = problems[0].Field
-		}
-		return nil, e
+	spec, problems := c.admitSpec(data)
+	if len(problems) > 0 {
+		return nil, invalidSpec(problems)
 	}
 	if problems := c.checkInput(spec); len(problems) > 0 {
 		return nil, &messages.APIError{Code: messages.CodeInvalid, Field: problems[0].Field,
@@ -126,20 +120,42 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	if spec.ID == "" {
 		spec.ID = "job-" + strings.ToLower(nuid.Next())
 	}
-	if rec, err := c.store.get(ctx, spec.ID); err == nil {
-		return messages.SubmitReply{JobID: spec.ID, Existing: true, State: rec.Status.State}, nil
+	// A rejected job's id is free: the corrected spec replaces the record.
+	var after uint64
+	if rec, rev, err := c.store.getRev(ctx, spec.ID); err == nil {
+		if rec.Status.State != messages.StateRejected {
+			return messages.SubmitReply{JobID: spec.ID, Existing: true, State: rec.Status.State}, nil
+		}
+		after = rev
 	} else if !errors.Is(err, errNoJob) {
 		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	if spec.Input == "" {
+		// Inline items are at hand: refuse bad ones with this request rather
+		// than as a rejected job (the intake checks them again).
+		_, _, problems, err := c.countItems(ctx, spec.WithDefaults())
+		if err != nil {
+			return nil, apiErr(messages.CodeInternal, err.Error())
+		}
+		if len(problems) > 0 {
+			return nil, invalidSpec(problems)
+		}
 	}
 	body, err := json.Marshal(spec)
 	if err != nil {
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
-	ack, err := c.js.Publish(ctx, c.names.JobsSubmitSubject(), body, jetstream.WithMsgID(spec.ID))
+	ack, err := c.js.Publish(ctx, c.names.JobsSubmitSubject(), body, jetstream.WithMsgID(submissionID(spec.ID, body, after)))
 	if err != nil {
 		return nil, apiErr(messages.CodeInternal, "storing the submission: "+err.Error())
 	}
-	return messages.SubmitReply{JobID: spec.ID, Existing: ack.Duplicate, State: messages.StatePending}, nil
+	state := messages.StatePending
+	if ack.Duplicate {
+		if rec, err := c.store.get(ctx, spec.ID); err == nil {
+			state = rec.Status.State
+		}
+	}
+	return messages.SubmitReply{JobID: spec.ID, Existing: ack.Duplicate, State: state}, nil
 }
 
 // jobIDProblem checks a request's job_id: required, and a valid job id
