@@ -217,6 +217,16 @@ func ValidToken(s string) error {
 // MaxTokenLen bounds job ids and pool names.
 const MaxTokenLen = 128
 
+// MaxInputRefBytes bounds a spec's input reference: an object name or a
+// path becomes part of a subject (the object's metadata) or of a file
+// name, and a subject over the server's 4 KiB control line closes the
+// connection.
+const MaxInputRefBytes = 1024
+
+// MaxJSONPathBytes bounds a spec's json_path (the cost of a filter grows
+// with its length).
+const MaxJSONPathBytes = 1024
+
 // MaxEncodedItemID is the longest encoded item id: an id whose base64url
 // form would be longer is replaced by its digest (see EncodeItemID).
 const MaxEncodedItemID = 128
