@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
@@ -65,7 +67,6 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	cfg.Logger = log
 	reg := obs.Registry()
-	cfg.Registerer = reg
 	conn.Name = "jetfleet-agent"
 	conn.OnAsyncError = func(err error) {
 		switch {
@@ -79,32 +80,17 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			log.Warn().Err(err).Msg("NATS error")
 		}
 	}
-	url := conn.URL
-	if url == "" {
-		url = "nats://127.0.0.1:4222"
+	if err := obs.ServeMetrics(ctx, *metricsAddr, reg, log); err != nil {
+		return fmt.Errorf("--metrics-addr: %w", err)
 	}
-	// Wait for the server: agents may start before it.
-	var nc interface{ Close() }
-	for {
-		c, err := conn.Connect(url)
-		if err == nil {
-			nc = c
-			defer nc.Close()
-			if err := obs.ServeMetrics(ctx, *metricsAddr, reg, log); err != nil {
-				return fmt.Errorf("--metrics-addr: %w", err)
-			}
-			if err := agent.New(c, cfg).HandleBuiltins().Run(ctx); err != nil {
-				return err
-			}
-			return c.Drain()
-		}
-		log.Warn().Err(err).Msg("cannot connect yet; retrying")
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
+	// Agents may start before the server, and a connection the server
+	// closes for good is replaced: the agent runs until it is stopped.
+	gens := obs.NewGenerations(reg)
+	sup := natsconn.Supervisor{Options: conn, URL: "nats://127.0.0.1:4222", Logger: log}
+	return sup.Run(ctx, func(ctx context.Context, nc *nats.Conn) error {
+		cfg.Registerer = gens.Next()
+		return agent.New(nc, cfg).HandleBuiltins().Run(ctx)
+	})
 }
 
 // envDuration returns getenv(key) as a duration, or def when it is empty or

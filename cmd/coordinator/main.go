@@ -64,6 +64,13 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", 0, "work consumers' MaxDeliver backstop (default 100)")
 	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", 0, "work consumers' MaxAckPending: in-flight plus parked retries (default 20000)")
 	fs.StringVar(&cfg.InputDir, "input-dir", getenv("FLEET_INPUT_DIR"), "serve file inputs from this directory, and nowhere else (default: none, file inputs are refused; env FLEET_INPUT_DIR)")
+	// Limits on what a submission may ask of the fleet (docs/security.md).
+	fs.IntVar(&cfg.MaxSpecBytes, "max-spec-bytes", envflag.Int(getenv, "FLEET_MAX_SPEC_BYTES", coordinator.DefaultMaxSpecBytes), "largest job spec accepted, through the API and the durable intake (env FLEET_MAX_SPEC_BYTES)")
+	fs.Int64Var(&cfg.MaxItems, "max-items", int64(envflag.Int(getenv, "FLEET_MAX_ITEMS", coordinator.DefaultMaxItems)), "most items one job may have (env FLEET_MAX_ITEMS)")
+	fs.Int64Var(&cfg.MaxPathNodes, "max-path-nodes", int64(envflag.Int(getenv, "FLEET_MAX_PATH_NODES", coordinator.DefaultMaxPathNodes)), "most nodes a json_path that cannot be streamed may select or visit (env FLEET_MAX_PATH_NODES)")
+	fs.IntVar(&cfg.MaxGroups, "max-groups", envflag.Int(getenv, "FLEET_MAX_GROUPS", coordinator.DefaultMaxGroups), "most groups group_by may yield (env FLEET_MAX_GROUPS)")
+	fs.IntVar(&cfg.ErrorSignatures, "error-signatures", envflag.Int(getenv, "FLEET_ERROR_SIGNATURES", coordinator.DefaultErrorSignatures), "error signatures a job's report keeps, the most frequent; the rest are counted as other (env FLEET_ERROR_SIGNATURES)")
+	fs.IntVar(&cfg.IntakeMaxDeliveries, "intake-max-deliveries", envflag.Int(getenv, "FLEET_INTAKE_MAX_DELIVERIES", coordinator.DefaultIntakeMaxDeliveries), "tries of a durable submission before it is rejected with the reason (env FLEET_INTAKE_MAX_DELIVERIES)")
 	bs, err := budget.SettingsFromEnv(getenv)
 	if err != nil {
 		return err
@@ -88,7 +95,6 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	cfg.Logger = log
 	reg := obs.Registry()
-	cfg.Registerer = reg
 
 	url := conn.URL
 	if url != "" && *authDir != "" {
@@ -112,32 +118,31 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	conn.Name = "jetfleet-coordinator"
 	conn.OnAsyncError = logAsyncError(log)
-	nc, err := conn.Connect(url)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	if err := obs.ServeMetrics(ctx, *metricsAddr, reg, log); err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}
-	c, err := coordinator.New(nc, cfg)
-	if err != nil {
-		return err
-	}
-	runErr := make(chan error, 1)
-	go func() { runErr <- c.Run(ctx) }()
-	select {
-	case <-c.Ready():
-		if err := ensurePools(ctx, nc, cfg, *pools); err != nil {
-			log.Error().Err(err).Msg("cannot create the pools' work consumers; agents wait until a job for their pool arrives")
+	// A connection the server closes for good is replaced, and the
+	// coordinator resumes its jobs on the new one, as after a restart.
+	gens := obs.NewGenerations(reg)
+	sup := natsconn.Supervisor{Options: conn, URL: url, Logger: log}
+	return sup.Run(ctx, func(ctx context.Context, nc *nats.Conn) error {
+		cfg.Registerer = gens.Next()
+		c, err := coordinator.New(nc, cfg)
+		if err != nil {
+			return err
 		}
-	case err := <-runErr:
-		return err
-	}
-	if err := <-runErr; err != nil {
-		return err
-	}
-	return nc.Drain()
+		runErr := make(chan error, 1)
+		go func() { runErr <- c.Run(ctx) }()
+		select {
+		case <-c.Ready():
+			if err := ensurePools(ctx, nc, cfg, *pools); err != nil {
+				log.Error().Err(err).Msg("cannot create the pools' work consumers; agents wait until a job for their pool arrives")
+			}
+		case err := <-runErr:
+			return err
+		}
+		return <-runErr
+	})
 }
 
 // useAuthDir makes the coordinator connect to its embedded server as the

@@ -238,7 +238,7 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 	if elapsed > 0 && st.Items > 0 {
 		fmt.Fprintf(w, "  %-14s %7.0f  items/s\n", "throughput", float64(st.Done())/elapsed.Seconds())
 	}
-	if len(st.Errors) > 0 {
+	if len(st.Errors) > 0 || st.ErrorsOther > 0 {
 		fmt.Fprintln(w, "errors (by signature):")
 		errs := append([]messages.ErrorSummary(nil), st.Errors...)
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Count > errs[j].Count })
@@ -248,6 +248,9 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 				break
 			}
 			fmt.Fprintf(w, "  %5d  %-12s %s\n", e.Count, e.Class, oneLine(e.Message, 90))
+		}
+		if st.ErrorsOther > 0 {
+			fmt.Fprintf(w, "  %5d  other signatures (the report keeps the most frequent)\n", st.ErrorsOther)
 		}
 	}
 	if st.DeadLettered > 0 {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -23,6 +24,10 @@ import (
 var testProvision = provision.Config{AckWait: 2 * time.Second, MaxDeliver: 50, DLQMaxBytes: 64 << 20}
 
 func testLogger(t testing.TB) zerolog.Logger {
+	if _, fuzz := t.(*testing.F); fuzz && testing.Verbose() {
+		// The fuzz target's goroutines must not log to the *testing.F.
+		return zerolog.New(os.Stderr).Level(zerolog.WarnLevel)
+	}
 	if testing.Verbose() {
 		return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	}

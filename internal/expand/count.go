@@ -39,6 +39,11 @@ func Count(ctx context.Context, spec *messages.JobSpec, open Opener, opts ...Opt
 			return 0, nil, &ItemError{Index: it.Index, ID: it.ID,
 				Err: errorf(ErrTooManyGroups, "group %q: group_by %q yields more than %d groups", it.Group, spec.GroupBy, cfg.maxGroups)}
 		}
+		if cfg.check != nil {
+			if err := cfg.check(it); err != nil {
+				return 0, nil, &ItemError{Index: it.Index, ID: it.ID, Err: err}
+			}
+		}
 		groups[it.Group]++
 		total++
 	}

@@ -3,6 +3,7 @@ package expand
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 )
@@ -23,7 +24,7 @@ type docIter struct {
 
 // newDocIter reads the whole document from rc (at most max bytes) and
 // selects the nodes.
-func newDocIter(ref string, q *query, rc io.ReadCloser, max int64) (*docIter, error) {
+func newDocIter(ctx context.Context, ref string, q *query, rc io.ReadCloser, max, maxNodes int64) (*docIter, error) {
 	defer rc.Close()
 	lr := &limitReader{r: bufio.NewReaderSize(rc, readBufferSize), left: max}
 	tr := &trackReader{r: lr}
@@ -52,7 +53,11 @@ func newDocIter(ref string, q *query, rc io.ReadCloser, max int64) (*docIter, er
 		}
 		return nil, &SyntaxError{Ref: ref, Offset: off, Item: -1, Msg: "unexpected data after the end of the JSON document"}
 	}
-	it := &docIter{nodes: q.path.Select(doc)}
+	nodes, err := selectBounded(ctx, q, doc, maxNodes)
+	if err != nil {
+		return nil, err
+	}
+	it := &docIter{nodes: nodes}
 	it.enc = json.NewEncoder(&it.buf)
 	it.enc.SetEscapeHTML(false)
 	return it, nil

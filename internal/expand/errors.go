@@ -44,6 +44,11 @@ var (
 	// ErrTooManyGroups: group_by yields more groups than the configured
 	// maximum.
 	ErrTooManyGroups = errors.New("expand: too many groups")
+	// ErrTooManyItems: the spec has more items than the configured maximum.
+	ErrTooManyItems = errors.New("expand: too many items")
+	// ErrPathTooCostly: a json_path that cannot be streamed selects or
+	// visits more nodes than the configured maximum.
+	ErrPathTooCostly = errors.New("expand: json_path selects or visits too many nodes")
 )
 
 // ItemError is a problem with one item. Index is the item's 0-based

@@ -9,14 +9,25 @@ const DefaultMaxGroups = 10_000
 // Option configures Open and Count.
 type Option func(*config) error
 
+// DefaultMaxItems bounds the items of a spec. See WithMaxItems.
+const DefaultMaxItems = 5_000_000
+
+// DefaultMaxPathNodes bounds the work of a json_path that cannot be
+// streamed. See WithMaxPathNodes.
+const DefaultMaxPathNodes = 20_000_000
+
 type config struct {
 	maxDocumentBytes int64
 	maxGroups        int
+	maxItems         int64
+	maxPathNodes     int64
 	skipDupCheck     bool
+	check            func(Item) error
 }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{maxDocumentBytes: DefaultMaxDocumentBytes, maxGroups: DefaultMaxGroups}
+	c := config{maxDocumentBytes: DefaultMaxDocumentBytes, maxGroups: DefaultMaxGroups,
+		maxItems: DefaultMaxItems, maxPathNodes: DefaultMaxPathNodes}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -63,6 +74,44 @@ func WithMaxGroups(n int) Option {
 func WithoutDuplicateCheck() Option {
 	return func(c *config) error {
 		c.skipDupCheck = true
+		return nil
+	}
+}
+
+// WithMaxItems bounds the number of items: Next fails with ErrTooManyItems
+// when the input holds more, as soon as it reads the first one too many.
+// Defaults to DefaultMaxItems (5,000,000); n must be positive.
+func WithMaxItems(n int64) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: WithMaxItems(%d): must be positive", ErrSpec, n)
+		}
+		c.maxItems = n
+		return nil
+	}
+}
+
+// WithMaxPathNodes bounds the work of a json_path that cannot be streamed:
+// the nodes it selects (duplicates included) and visits. Open fails with
+// ErrPathTooCostly beyond it, before any item is yielded, and memory stays
+// proportional to n. Defaults to DefaultMaxPathNodes (20,000,000); n must
+// be positive.
+func WithMaxPathNodes(n int64) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: WithMaxPathNodes(%d): must be positive", ErrSpec, n)
+		}
+		c.maxPathNodes = n
+		return nil
+	}
+}
+
+// WithItemCheck makes Count call check for every item; an error fails the
+// count as an *ItemError naming the item (the coordinator checks that each
+// item's work message will fit the server's max_payload).
+func WithItemCheck(check func(Item) error) Option {
+	return func(c *config) error {
+		c.check = check
 		return nil
 	}
 }

@@ -38,6 +38,15 @@ func parseQuery(expr string) (*query, error) {
 		q.names, q.stream = names, true
 		return q, nil
 	}
+	for _, seg := range p.Query().Segments() {
+		for _, sel := range seg.Selectors() {
+			if f, ok := sel.(*spec.FilterSelector); ok {
+				if err := checkFilter(expr, f); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	if p.Query().Singular() != nil {
 		return nil, errorf(ErrJSONPath,
 			"json_path %s selects a single value, not a list of items; to take the elements of an array write %s[*]",

@@ -138,7 +138,7 @@ func openSource(ctx context.Context, spec *messages.JobSpec, open Opener, cfg co
 		}
 		s.it = it
 	} else {
-		it, err := newDocIter(spec.Input, q, rc, cfg.maxDocumentBytes)
+		it, err := newDocIter(ctx, spec.Input, q, rc, cfg.maxDocumentBytes, cfg.maxPathNodes)
 		if err != nil {
 			return nil, err
 		}
@@ -161,6 +161,9 @@ func (s *Source) Next() (Item, error) {
 		return Item{}, s.fail(err)
 	}
 	idx := s.index
+	if idx >= s.cfg.maxItems {
+		return Item{}, s.fail(errorf(ErrTooManyItems, "more than %d items; the limit is %d (the coordinator's --max-items)", s.cfg.maxItems, s.cfg.maxItems))
+	}
 	s.index++
 	id := messages.ItemIdentity(raw, s.idField, idx)
 	if id == "" {
@@ -243,26 +246,68 @@ func (s *Source) firstIndexOf(id string, before int64) (int64, error) {
 }
 
 // idSet remembers item ids by a 64-bit hash (maphash, seeded per Source),
-// not by their text, so a million ids cost a few tens of MB whatever their
-// length. Two different ids share a hash with probability about n²/2⁶⁵
-// (3·10⁻⁸ for a million items); a hit is confirmed by reading the items
-// again and comparing the ids themselves, so a collision never fails a
-// job.
+// not by their text, so that memory does not depend on their length. Two
+// different ids share a hash with probability about n²/2⁶⁵ (3·10⁻⁸ for a
+// million items); a hit is confirmed by reading the items again and
+// comparing the ids themselves, so a collision never fails a job.
+//
+// The hashes live in one open-addressing table (linear probing, at most
+// 3/4 full, doubled when it would be fuller): 11 to 21 bytes an item, 32
+// at the moment it doubles, against about 40 for a Go map[uint64]struct{}
+// (docs/benchmarks.md).
 type idSet struct {
-	seed maphash.Seed
-	m    map[uint64]struct{}
+	seed  maphash.Seed
+	slots []uint64 // 0 = empty; a hash of 0 is stored as 1
+	n     int
 }
 
-func newIDSet() *idSet { return &idSet{seed: maphash.MakeSeed(), m: make(map[uint64]struct{})} }
+// idSetInitial is the first table size (a power of two).
+const idSetInitial = 1 << 10
+
+func newIDSet() *idSet {
+	return &idSet{seed: maphash.MakeSeed(), slots: make([]uint64, idSetInitial)}
+}
 
 // add records id and reports whether its hash was new.
 func (s *idSet) add(id string) bool {
 	h := maphash.String(s.seed, id)
-	if _, ok := s.m[h]; ok {
+	if h == 0 {
+		h = 1
+	}
+	if (s.n+1)*4 > len(s.slots)*3 {
+		s.grow()
+	}
+	if !insert(s.slots, h) {
 		return false
 	}
-	s.m[h] = struct{}{}
+	s.n++
 	return true
+}
+
+func (s *idSet) grow() {
+	bigger := make([]uint64, 2*len(s.slots))
+	for _, h := range s.slots {
+		if h != 0 {
+			insert(bigger, h)
+		}
+	}
+	s.slots = bigger
+}
+
+// insert puts h in the table unless it is there; it reports whether it
+// was not. The table is a power of two long and never full.
+func insert(slots []uint64, h uint64) bool {
+	mask := uint64(len(slots) - 1)
+	// The low bits of a maphash are as good as any: use them.
+	for i := h & mask; ; i = (i + 1) & mask {
+		switch slots[i] {
+		case 0:
+			slots[i] = h
+			return true
+		case h:
+			return false
+		}
+	}
 }
 
 // inlineIter yields a spec's inline items.

@@ -261,7 +261,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 			defer workers.Done()
 			for m := range msgs {
 				a.metrics.inFlight.Inc()
-				a.process(workCtx, m)
+				a.safeProcess(workCtx, m)
 				a.metrics.inFlight.Dec()
 			}
 		}()
@@ -275,7 +275,13 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 	for {
 		m, err := it.Next()
 		if err != nil {
-			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			switch {
+			case ctx.Err() == nil && a.nc.IsClosed():
+				// The server closed the connection for good (nats.go does
+				// not reconnect after a protocol error): say so, rather
+				// than end as if stopped.
+				pullErr = natsconn.Lost(a.nc)
+			case !errors.Is(err, jetstream.ErrMsgIteratorClosed):
 				pullErr = err
 				if ctx.Err() == nil && isTransientPull(err) {
 					a.log.Warn().Err(err).Msg("pull failed; continuing")

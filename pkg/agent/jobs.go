@@ -92,6 +92,9 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 	if ok {
 		return j, nil
 	}
+	if messages.ValidToken(id) != nil {
+		return nil, errJobNotFound // and never a key sent to the server
+	}
 	e, err := c.kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, errJobNotFound

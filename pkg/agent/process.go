@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -19,7 +20,15 @@ import (
 )
 
 // maxMessageBytes bounds error messages kept in histories and results.
-const maxMessageBytes = 2048
+const maxMessageBytes = messages.MaxErrorBytes
+
+// messageRoom is kept under the server's max_payload for headers and
+// protocol overhead when an item's state or result is encoded to fit.
+const messageRoom = 1024
+
+// maxPayload is the limit of the agent's messages: the server's
+// max_payload less messageRoom.
+func (a *Agent) maxPayload() int { return int(a.nc.MaxPayload()) - messageRoom }
 
 // item is one delivery being processed.
 type item struct {
@@ -67,6 +76,35 @@ func carriedAttempts(wi *messages.WorkItem) carried {
 	return carried{}
 }
 
+// safeProcess runs process. A panic there (a bug some message found) would
+// end the agent, and the message, redelivered, would end the next one: the
+// message is dead-lettered as poison instead, and the agent goes on.
+func (a *Agent) safeProcess(ctx context.Context, m jetstream.Msg) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		a.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("subject", m.Subject()).
+			Msg("handling a work message panicked; dead-lettering it as poison")
+		defer func() {
+			if recover() != nil {
+				_ = m.Term() // not even that worked: drop it rather than loop
+			}
+		}()
+		it := &item{m: m}
+		md, err := m.Metadata()
+		if err != nil {
+			_ = m.Term()
+			return
+		}
+		it.md = md
+		_ = json.Unmarshal(m.Data(), &it.wi)
+		a.poison(ctx, it, fmt.Errorf("the agent panicked handling this message: %v", p))
+	}()
+	a.process(ctx, m)
+}
+
 // process handles one delivery end to end. It never returns an error: every
 // path ends in an ack, a term, a delayed nak or (for a fenced-off zombie)
 // nothing, leaving the message to its current holder.
@@ -80,6 +118,10 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 	}
 	it.md = md
 	if err := json.Unmarshal(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
+		a.poison(ctx, it, err)
+		return
+	}
+	if err := checkWorkItem(m.Subject(), &it.wi); err != nil {
 		a.poison(ctx, it, err)
 		return
 	}
@@ -137,6 +179,27 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 	a.runSteps(ctx, it)
 }
 
+// maxObjectName bounds the map-results object a reduce item names: object
+// names become subjects, and a subject over the server's control line (4
+// KiB) closes the connection.
+const maxObjectName = 1024
+
+// checkWorkItem refuses a work message whose body does not belong on its
+// subject (<prefix>.work.<pool>.<job>), or that names what no coordinator
+// would: the job id and the reduce object go into KV keys and subjects.
+func checkWorkItem(subject string, wi *messages.WorkItem) error {
+	if err := messages.ValidToken(wi.JobID); err != nil {
+		return fmt.Errorf("job_id: not a job id: %w", err)
+	}
+	if i := strings.LastIndexByte(subject, '.'); i < 0 || subject[i+1:] != wi.JobID {
+		return fmt.Errorf("job_id %q does not match the subject %q", wi.JobID, subject)
+	}
+	if r := wi.Reduce; r != nil && (r.ResultsObject == "" || len(r.ResultsObject) > maxObjectName) {
+		return fmt.Errorf("reduce.results_object: %d bytes, want 1 to %d", len(r.ResultsObject), maxObjectName)
+	}
+	return nil
+}
+
 // loadState reads the item's persisted retry state for this generation.
 func (a *Agent) loadState(ctx context.Context, it *item) error {
 	e, err := a.items.Get(ctx, it.key)
@@ -161,7 +224,7 @@ func (a *Agent) loadState(ctx context.Context, it *item) error {
 // saveState persists the item's state, fenced by revision: a conflict means
 // another agent now holds the item, and this one must step aside.
 func (a *Agent) saveState(ctx context.Context, it *item) error {
-	data, err := json.Marshal(&it.st)
+	data, err := messages.EncodeItemState(&it.st, a.maxPayload())
 	if err != nil {
 		return err
 	}
@@ -442,7 +505,9 @@ func (a *Agent) result(it *item, outcome string) *messages.Result {
 // report publishes the result asynchronously; the ack loop acks (or terms)
 // the work message once the result is stored.
 func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
-	data, err := json.Marshal(res)
+	// Encoded to fit: a handler's output may be as large as MaxOutputBytes
+	// says, and the item id as large as an item may be.
+	data, err := messages.EncodeResult(res, a.maxPayload())
 	if err != nil {
 		a.log.Error().Err(err).Msg("cannot encode result")
 		a.nakDelay(it, time.Second)
@@ -526,6 +591,7 @@ func (a *Agent) pushHistory(it *item, att messages.Attempt) {
 	it.st.History = append(it.st.History, att)
 	if n := len(it.st.History); n > MaxHistory {
 		it.st.History = append(it.st.History[:0:0], it.st.History[n-MaxHistory:]...)
+		it.st.HistoryDropped += n - MaxHistory
 	}
 	if it.st.FirstFailure.IsZero() {
 		it.st.FirstFailure = att.Time
@@ -538,21 +604,24 @@ func (a *Agent) dlqEntry(it *item) *messages.DLQEntry {
 		JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
 		Pool: a.cfg.Pool, Payload: it.wi.Payload, CorrelationID: it.wi.CorrelationID,
 		Subject: it.m.Subject(), StreamSeq: it.md.Sequence.Stream, Generation: it.wi.Generation,
-		Attempts: hist, Reason: it.st.Reason, Error: it.st.Error, ErrorClass: it.st.ErrorClass,
+		Attempts: hist, AttemptsDropped: it.wi.HistoryDropped + it.st.HistoryDropped, Reason: it.st.Reason, Error: it.st.Error, ErrorClass: it.st.ErrorClass,
 		Signature: retry.Signature(it.st.Error), ReplayCount: it.wi.ReplayCount,
 		DeadLetteredAt: a.cfg.Clock.Now(), Agent: a.cfg.Name,
 	}
 }
 
+// maxPoisonID bounds the item id a poison message's body may give its
+// entry; a longer one is replaced by the message's sequence.
+const maxPoisonID = 1024
+
 // poison dead-letters an undecodable message (or one of an unknown job) so
 // it is never retried forever, then terminates it.
 func (a *Agent) poison(ctx context.Context, it *item, cause error) {
+	// The subject (<prefix>.work.<pool>.<job>) names the job; the body of a
+	// poison message may name anything.
 	job := it.wi.JobID
-	if job == "" {
-		// fleet.work.<pool>.<job>
-		if parts := strings.Split(it.m.Subject(), "."); len(parts) >= 4 {
-			job = parts[len(parts)-1]
-		}
+	if parts := strings.Split(it.m.Subject(), "."); len(parts) >= 4 {
+		job = parts[len(parts)-1]
 	}
 	reason := messages.ReasonPoison
 	if errors.Is(cause, errJobNotFound) || (cause != nil && strings.Contains(cause.Error(), "not found")) {
@@ -567,8 +636,8 @@ func (a *Agent) poison(ctx context.Context, it *item, cause error) {
 		msg = cause.Error()
 	}
 	itemID := it.wi.ItemID
-	if itemID == "" {
-		itemID = fmt.Sprintf("seq-%d", it.md.Sequence.Stream)
+	if itemID == "" || len(itemID) > maxPoisonID {
+		itemID = fmt.Sprintf("seq-%d", it.md.Sequence.Stream) // the raw body is the payload
 	}
 	entry := &messages.DLQEntry{
 		JobID: job, ItemID: itemID, Index: it.wi.Index, Pool: a.cfg.Pool, Payload: payload,

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
-	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -38,7 +38,7 @@ func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
 	for name, fn := range endpoints {
 		fn := fn
 		h := micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
-			reply, apiErr := fn(ctx, req.Data())
+			reply, apiErr := c.safeCall(ctx, name, fn, req.Data())
 			if apiErr != nil {
 				body, _ := json.Marshal(messages.ErrorReply{Error: apiErr})
 				_ = req.Error(httpish(apiErr.Code), apiErr.Message, body)
@@ -52,6 +52,18 @@ func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
 		}
 	}
 	return svc, nil
+}
+
+// safeCall runs an endpoint; a panic (a bug a request found) answers that
+// request with an internal error instead of ending the coordinator.
+func (c *Coordinator) safeCall(ctx context.Context, name string, fn func(context.Context, []byte) (any, *messages.APIError), data []byte) (reply any, e *messages.APIError) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error().Str("endpoint", name).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("API request panicked; answered with an internal error")
+			reply, e = nil, apiErr(messages.CodeInternal, fmt.Sprintf("internal error: %v", p))
+		}
+	}()
+	return fn(ctx, data)
 }
 
 // extraEndpoints lets other files (the DLQ API) add endpoints.
@@ -95,16 +107,11 @@ func decodeRequest(data []byte, v any) *messages.APIError {
 
 func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *messages.APIError) {
 	if len(data) > c.cfg.MaxSpecBytes {
-		return nil, apiErr(messages.CodeTooLarge, fmt.Sprintf("spec is %d bytes, the limit is %d; put large item lists in an input file", len(data), c.cfg.MaxSpecBytes))
+		return nil, apiErr(messages.CodeTooLarge, tooLargeSpec(len(data), c.cfg.MaxSpecBytes))
 	}
-	spec, err := jobspec.Parse(data)
-	if err != nil {
-		problems := problemsOf(err)
-		e := &messages.APIError{Code: messages.CodeInvalid, Message: err.Error(), Problems: problems}
-		if len(problems) > 0 {
-			e.Field = problems[0].Field
-		}
-		return nil, e
+	spec, problems := c.admitSpec(data)
+	if len(problems) > 0 {
+		return nil, invalidSpec(problems)
 	}
 	if problems := c.checkInput(spec); len(problems) > 0 {
 		return nil, &messages.APIError{Code: messages.CodeInvalid, Field: problems[0].Field,
@@ -113,20 +120,54 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	if spec.ID == "" {
 		spec.ID = "job-" + strings.ToLower(nuid.Next())
 	}
-	if rec, err := c.store.get(ctx, spec.ID); err == nil {
-		return messages.SubmitReply{JobID: spec.ID, Existing: true, State: rec.Status.State}, nil
+	// A rejected job's id is free: the corrected spec replaces the record.
+	var after uint64
+	if rec, rev, err := c.store.getRev(ctx, spec.ID); err == nil {
+		if rec.Status.State != messages.StateRejected {
+			return messages.SubmitReply{JobID: spec.ID, Existing: true, State: rec.Status.State}, nil
+		}
+		after = rev
 	} else if !errors.Is(err, errNoJob) {
 		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	if spec.Input == "" {
+		// Inline items are at hand: refuse bad ones with this request rather
+		// than as a rejected job (the intake checks them again).
+		_, _, problems, err := c.countItems(ctx, spec.WithDefaults())
+		if err != nil {
+			return nil, apiErr(messages.CodeInternal, err.Error())
+		}
+		if len(problems) > 0 {
+			return nil, invalidSpec(problems)
+		}
 	}
 	body, err := json.Marshal(spec)
 	if err != nil {
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
-	ack, err := c.js.Publish(ctx, c.names.JobsSubmitSubject(), body, jetstream.WithMsgID(spec.ID))
+	ack, err := c.js.Publish(ctx, c.names.JobsSubmitSubject(), body, jetstream.WithMsgID(submissionID(spec.ID, body, after)))
 	if err != nil {
 		return nil, apiErr(messages.CodeInternal, "storing the submission: "+err.Error())
 	}
-	return messages.SubmitReply{JobID: spec.ID, Existing: ack.Duplicate, State: messages.StatePending}, nil
+	state := messages.StatePending
+	if ack.Duplicate {
+		if rec, err := c.store.get(ctx, spec.ID); err == nil {
+			state = rec.Status.State
+		}
+	}
+	return messages.SubmitReply{JobID: spec.ID, Existing: ack.Duplicate, State: state}, nil
+}
+
+// jobIDProblem checks a request's job_id: required, and a valid job id
+// (anything else names no job, and must not reach the server as a key).
+func jobIDProblem(id string) *messages.APIError {
+	if id == "" {
+		return &messages.APIError{Code: messages.CodeBadRequest, Field: "job_id", Message: "required"}
+	}
+	if err := messages.ValidToken(id); err != nil {
+		return &messages.APIError{Code: messages.CodeBadRequest, Field: "job_id", Message: "not a job id: " + err.Error()}
+	}
+	return nil
 }
 
 func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *messages.APIError) {
@@ -134,8 +175,8 @@ func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *message
 	if e := decodeRequest(data, &req); e != nil {
 		return nil, e
 	}
-	if req.JobID == "" {
-		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "job_id", Message: "required"}
+	if e := jobIDProblem(req.JobID); e != nil {
+		return nil, e
 	}
 	st, err := c.Status(ctx, req.JobID)
 	if errors.Is(err, errNoJob) {
@@ -179,8 +220,8 @@ func (c *Coordinator) apiCancel(ctx context.Context, data []byte) (any, *message
 	if e := decodeRequest(data, &req); e != nil {
 		return nil, e
 	}
-	if req.JobID == "" {
-		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "job_id", Message: "required"}
+	if e := jobIDProblem(req.JobID); e != nil {
+		return nil, e
 	}
 	st, err := c.Cancel(ctx, req.JobID)
 	switch {

@@ -19,6 +19,22 @@ const (
 	DefaultStatusInterval = 250 * time.Millisecond
 	DefaultPublishBatch   = 512
 	DefaultMaxSpecBytes   = 4 << 20
+	// DefaultMaxItems bounds the items of one job: a 1,000,000-item job fits
+	// five times over (docs/benchmarks.md measures its memory).
+	DefaultMaxItems = 5_000_000
+	// DefaultMaxPathNodes bounds the nodes one json_path query may select
+	// or visit when it cannot be streamed: a filter over a 1,000,000-item
+	// document fits.
+	DefaultMaxPathNodes = 20_000_000
+	// DefaultMaxGroups bounds the groups group_by may yield (each is a line
+	// of the job's status).
+	DefaultMaxGroups = 1_000
+	// DefaultErrorSignatures is how many error signatures a job's report
+	// keeps.
+	DefaultErrorSignatures = 20
+	// DefaultIntakeMaxDeliveries is how many times a durable submission is
+	// tried before it is rejected.
+	DefaultIntakeMaxDeliveries = 5
 	// DefaultLateResultWindow is how long a finished job keeps following
 	// its results for late ones.
 	DefaultLateResultWindow = time.Minute
@@ -44,8 +60,28 @@ type Config struct {
 	// PublishBatch is how many work messages are in flight to the stream at
 	// once per job. Defaults to 512.
 	PublishBatch int
-	// MaxSpecBytes bounds a submitted spec. Defaults to 4 MiB.
+	// MaxSpecBytes bounds a submitted spec, through the API and the durable
+	// intake alike. Defaults to 4 MiB (and a spec must also fit, with its
+	// status, in the server's max_payload).
 	MaxSpecBytes int
+	// MaxItems bounds the items of one job; a larger job is rejected.
+	// Defaults to 5,000,000.
+	MaxItems int64
+	// MaxPathNodes bounds the nodes a json_path query that cannot be
+	// streamed may select or visit; a query that needs more is rejected.
+	// Defaults to 20,000,000.
+	MaxPathNodes int64
+	// MaxGroups bounds the groups group_by may yield; a job with more is
+	// rejected. Defaults to 1,000.
+	MaxGroups int
+	// ErrorSignatures is how many error signatures (the most frequent) a
+	// job's error report keeps; failures with other signatures are counted
+	// in its errors_other. Defaults to 20.
+	ErrorSignatures int
+	// IntakeMaxDeliveries is how many deliveries of a durable submission
+	// are tried (a failure, or a coordinator that died while accepting it)
+	// before the job is recorded as rejected with the reason. Defaults to 5.
+	IntakeMaxDeliveries int
 	// LateResultWindow is how long a finished job's results are still
 	// followed: items running when the map phase ended report late results
 	// (best_effort.late_results). Defaults to 1m.
@@ -76,6 +112,21 @@ func (c Config) WithDefaults() Config {
 	if c.MaxSpecBytes == 0 {
 		c.MaxSpecBytes = DefaultMaxSpecBytes
 	}
+	if c.MaxItems == 0 {
+		c.MaxItems = DefaultMaxItems
+	}
+	if c.MaxPathNodes == 0 {
+		c.MaxPathNodes = DefaultMaxPathNodes
+	}
+	if c.MaxGroups == 0 {
+		c.MaxGroups = DefaultMaxGroups
+	}
+	if c.ErrorSignatures == 0 {
+		c.ErrorSignatures = DefaultErrorSignatures
+	}
+	if c.IntakeMaxDeliveries == 0 {
+		c.IntakeMaxDeliveries = DefaultIntakeMaxDeliveries
+	}
 	if c.LateResultWindow == 0 {
 		c.LateResultWindow = DefaultLateResultWindow
 	}
@@ -101,6 +152,24 @@ func (c Config) Validate() error {
 	}
 	if c.PublishBatch < 1 {
 		errs = append(errs, fmt.Errorf("publish_batch: %d, want >= 1", c.PublishBatch))
+	}
+	if c.MaxSpecBytes < 1 {
+		errs = append(errs, fmt.Errorf("max_spec_bytes: %d, want >= 1", c.MaxSpecBytes))
+	}
+	if c.MaxItems < 1 {
+		errs = append(errs, fmt.Errorf("max_items: %d, want >= 1", c.MaxItems))
+	}
+	if c.MaxPathNodes < 1 {
+		errs = append(errs, fmt.Errorf("max_path_nodes: %d, want >= 1", c.MaxPathNodes))
+	}
+	if c.MaxGroups < 1 {
+		errs = append(errs, fmt.Errorf("max_groups: %d, want >= 1", c.MaxGroups))
+	}
+	if c.ErrorSignatures < 1 {
+		errs = append(errs, fmt.Errorf("error_signatures: %d, want >= 1", c.ErrorSignatures))
+	}
+	if c.IntakeMaxDeliveries < 1 {
+		errs = append(errs, fmt.Errorf("intake_max_deliveries: %d, want >= 1", c.IntakeMaxDeliveries))
 	}
 	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -39,6 +40,14 @@ type Coordinator struct {
 	store  *jobStore
 	budget *budget.Budget
 	opener expand.Opener
+	// budgetKV is the budget bucket (a rejected job's leftover budget is
+	// deleted when its id is taken again).
+	budgetKV jetstream.KeyValue
+	// intakeErrs remembers why durable submissions failed (intakeOne).
+	intakeErrs intakeErrors
+	// beforeCount, when set, runs before a durable submission's items are
+	// read (tests: a crash or a panic during expansion).
+	beforeCount func(job string)
 
 	// breakers is the circuit-breaker bucket the agents write, read for status.
 	breakers jetstream.KeyValue
@@ -96,11 +105,12 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	c.store = &jobStore{kv: kv}
+	c.store = &jobStore{kv: kv, maxBytes: func() int { return c.maxPayload() - messageRoom }}
 	bkv, err := c.js.KeyValue(ctx, c.names.BudgetBucket())
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
+	c.budgetKV = bkv
 	bopts := []budget.Option{budget.WithLogger(c.log), budget.WithJetStream(c.js)}
 	if c.cfg.Registerer != nil {
 		bopts = append(bopts, budget.WithRegisterer(c.cfg.Registerer))
@@ -190,15 +200,53 @@ func (c *Coordinator) startRunner(rec messages.JobRecord) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		r.run(c.runCtx)
-		c.mu.Lock()
-		delete(c.runners, r.id)
-		c.mu.Unlock()
-		c.metrics.activeJobs.Dec()
+		defer func() {
+			c.mu.Lock()
+			delete(c.runners, r.id)
+			c.mu.Unlock()
+			c.metrics.activeJobs.Dec()
+		}()
+		if !c.runJob(r) {
+			return
+		}
 		if st := r.snapshot().Status; messages.TerminalState(st.State) {
 			c.budget.Forget(r.id)
 		}
 	}()
+}
+
+// runJob runs a job's runner. A panic there (a bug some job found) fails
+// that job with the reason, instead of ending the coordinator, which would
+// resume the job and panic again after every restart. It reports whether
+// the runner returned normally.
+func (c *Coordinator) runJob(r *jobRunner) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error().Str("job_id", r.id).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("job runner panicked; the job fails")
+			c.failJob(r.id, fmt.Sprintf("internal_error: %v", p))
+		}
+	}()
+	r.run(c.runCtx)
+	return true
+}
+
+// failJob ends a job whose runner cannot go on: items without an outcome
+// count as not run, so the counts still add up.
+func (c *Coordinator) failJob(id, reason string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.runCtx), 10*time.Second)
+	defer cancel()
+	rec, err := c.store.get(ctx, id)
+	if err != nil {
+		c.log.Error().Err(err).Str("job_id", id).Msg("cannot record the job's failure")
+		return
+	}
+	now := c.cfg.Clock.Now()
+	st := &rec.Status
+	st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateFailed, reason, messages.PhaseDone, &now
+	st.NotRun += max(st.Items-st.Done(), 0)
+	if err := c.store.put(ctx, rec); err != nil {
+		c.log.Error().Err(err).Str("job_id", id).Msg("cannot record the job's failure")
+	}
 }
 
 func (c *Coordinator) runner(id string) *jobRunner {
@@ -221,13 +269,18 @@ func (c *Coordinator) totalInFlight() float64 {
 	return float64(n)
 }
 
+// intakeAckWait is the intake consumer's AckWait: how long a submission
+// stays with a coordinator that stopped answering for it (heartbeats keep
+// a long acceptance alive). A variable for tests.
+var intakeAckWait = 30 * time.Second
+
 // intake consumes the durable jobs stream, one submission at a time.
 func (c *Coordinator) intake(ctx context.Context) error {
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.names.JobsStream(), jetstream.ConsumerConfig{
 		Durable:     intakeConsumer,
 		Description: "jetfleet coordinator intake",
 		AckPolicy:   jetstream.AckExplicitPolicy,
-		AckWait:     2 * time.Minute,
+		AckWait:     intakeAckWait,
 	})
 	if err != nil {
 		return fmt.Errorf("coordinator: intake consumer: %w", err)
@@ -243,43 +296,152 @@ func (c *Coordinator) intake(ctx context.Context) error {
 	for {
 		m, err := it.Next()
 		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case c.nc.IsClosed():
+				return fmt.Errorf("coordinator: intake: %w", natsconn.Lost(c.nc))
+			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 				return nil
 			}
 			c.log.Warn().Err(err).Msg("intake pull failed")
 			continue
 		}
-		md, _ := m.Metadata()
-		var seq uint64
-		if md != nil {
-			seq = md.Sequence.Stream
-		}
-		if err := c.accept(ctx, m.Data(), seq); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			c.log.Error().Err(err).Uint64("stream_seq", seq).Msg("accepting job failed; will retry")
-			_ = m.NakWithDelay(2 * time.Second)
-			continue
-		}
-		_ = m.Ack()
+		c.intakeOne(ctx, m)
 	}
 }
 
+// intakeOne accepts one durable submission, or rejects it. A submission
+// that fails to be accepted IntakeMaxDeliveries times — an error each
+// time, or a coordinator that died while accepting it (out of memory, a
+// crash), which would otherwise repeat after every restart — is recorded
+// as rejected with the reason, and never tried again.
+func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
+	var seq, delivered uint64 = 0, 1
+	if md, err := m.Metadata(); err == nil {
+		seq, delivered = md.Sequence.Stream, md.NumDelivered
+	}
+	stop := inProgress(m, intakeAckWait/3)
+	defer stop()
+	maxTries := uint64(c.cfg.IntakeMaxDeliveries)
+	var err error
+	if delivered <= maxTries {
+		if err = c.safeAccept(ctx, m.Data(), seq); err == nil {
+			c.intakeErrs.forget(seq)
+			_ = m.Ack()
+			return
+		}
+		if ctx.Err() != nil {
+			return // shutting down: the next coordinator tries again
+		}
+		c.intakeErrs.set(seq, err)
+		c.log.Error().Err(err).Uint64("stream_seq", seq).Uint64("num_delivered", delivered).Msg("accepting job failed")
+		if delivered < maxTries {
+			_ = m.NakWithDelay(min(2*time.Second<<(delivered-1), time.Minute))
+			return
+		}
+	}
+	why := "the coordinator stopped or died while accepting it (out of memory?)"
+	if last := c.intakeErrs.get(seq); last != "" {
+		why = last
+	}
+	tries := min(delivered, maxTries)
+	problems := []messages.FieldError{{Message: fmt.Sprintf("not accepted after %d attempts: %s", tries, why)}}
+	if err := c.reject(ctx, rejectedID(m.Data(), seq, c.cfg.MaxSpecBytes), problems, c.cfg.Clock.Now()); err != nil {
+		c.log.Error().Err(err).Uint64("stream_seq", seq).Msg("recording the rejection failed; will retry")
+		_ = m.NakWithDelay(5 * time.Second)
+		return
+	}
+	c.intakeErrs.forget(seq)
+	_ = m.Ack()
+}
+
+// safeAccept is accept; a panic there (a bug some spec found) counts as a
+// failed attempt, so the submission ends rejected with the reason.
+func (c *Coordinator) safeAccept(ctx context.Context, data []byte, seq uint64) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Uint64("stream_seq", seq).Msg("accepting a job panicked")
+			err = fmt.Errorf("internal error: %v", p)
+		}
+	}()
+	return c.accept(ctx, data, seq)
+}
+
+// inProgress tells the server every interval that m is still being worked
+// on, until the returned func is called.
+func inProgress(m jetstream.Msg, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// intakeErrors remembers why recent submissions failed, for the reason of
+// their rejection. Safe for concurrent use.
+type intakeErrors struct {
+	mu sync.Mutex
+	m  map[uint64]string
+}
+
+func (e *intakeErrors) set(seq uint64, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil || len(e.m) > 1000 {
+		e.m = map[uint64]string{}
+	}
+	e.m[seq] = err.Error()
+}
+
+func (e *intakeErrors) get(seq uint64) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.m[seq]
+}
+
+func (e *intakeErrors) forget(seq uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.m, seq)
+}
+
 // accept turns one durable submission into a job. A returned error means
-// "retry later" (NATS trouble); invalid specs are recorded as rejected.
+// "retry later" (NATS trouble); a submission that fails a check is
+// recorded as rejected with its problems. It applies every check the API
+// applies (admitSpec), and those only the items can answer (countItems).
 func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error {
 	now := c.cfg.Clock.Now()
-	spec, perr := jobspec.Parse(data)
-	if perr != nil {
-		return c.reject(ctx, rejectedID(data, seq), problemsOf(perr), now)
+	spec, problems := c.admitSpec(data)
+	if spec == nil {
+		return c.reject(ctx, rejectedID(data, seq, c.cfg.MaxSpecBytes), problems, now)
+	}
+	if len(problems) > 0 {
+		id := spec.ID
+		if id == "" {
+			id = "rejected-" + strconv.FormatUint(seq, 10)
+		}
+		return c.reject(ctx, id, problems, now)
 	}
 	if spec.ID == "" {
 		spec.ID = "job-" + strconv.FormatUint(seq, 10)
 	}
-	if _, err := c.store.get(ctx, spec.ID); err == nil {
-		return nil // idempotent resubmission
-	} else if !errors.Is(err, errNoJob) {
+	// An existing job makes this an idempotent resubmission, unless it was
+	// rejected: then the id is free and this submission replaces it.
+	prev, rev, err := c.store.getRev(ctx, spec.ID)
+	switch {
+	case err == nil && prev.Status.State != messages.StateRejected:
+		return nil
+	case err != nil && !errors.Is(err, errNoJob):
 		return err
 	}
 	eff := spec.WithDefaults()
@@ -291,29 +453,21 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	} else if len(problems) > 0 {
 		return c.reject(ctx, spec.ID, problems, now)
 	}
-	total, groups, err := expand.Count(ctx, eff, c.opener)
+	if c.beforeCount != nil {
+		c.beforeCount(spec.ID)
+	}
+	total, groups, problems, err := c.countItems(ctx, eff)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		field := "items"
-		if eff.Input != "" {
-			field = "input"
-		}
-		return c.reject(ctx, spec.ID, []messages.FieldError{{Field: field, Message: err.Error()}}, now)
-	}
-	brec := budget.Effective(eff, total, c.cfg.Budget)
-	if _, _, err := c.budget.Create(ctx, spec.ID, brec); err != nil {
-		return fmt.Errorf("budget of %s: %w", spec.ID, err)
-	}
-	if _, err := provision.EnsurePool(ctx, c.js, c.names, eff.Pool, c.cfg.Provision); err != nil {
 		return err
+	}
+	if len(problems) > 0 {
+		return c.reject(ctx, spec.ID, problems, now)
 	}
 	rec := messages.JobRecord{
 		Spec: eff,
 		Status: messages.JobStatus{
 			ID: spec.ID, Name: eff.Name, Pool: eff.Pool, State: messages.StatePending,
-			Items: total, Budget: brec.Status(), SubmittedAt: now,
+			Items: total, SubmittedAt: now,
 		},
 		Routes: c.routes(ctx, eff, groups),
 	}
@@ -323,6 +477,26 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			rec.Status.Groups[g] = messages.GroupStatus{Items: n}
 		}
 	}
+	if size := recordSize(&rec); size > c.maxRecordBytes() {
+		return c.reject(ctx, spec.ID, []messages.FieldError{{Field: "group_by", Message: fmt.Sprintf(
+			"the job's record, with its %d groups, would take %d bytes; the limit is %d (the server's max_payload %d less %d for the job's status)",
+			len(groups), size, c.maxRecordBytes(), c.maxPayload(), c.statusRoom())}}, now)
+	}
+	if rev != 0 {
+		// A budget left by a rejected attempt (one that died after
+		// creating it) must not stand in for this job's.
+		if err := c.budgetKV.Delete(ctx, spec.ID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return err
+		}
+	}
+	brec := budget.Effective(eff, total, c.cfg.Budget)
+	if _, _, err := c.budget.Create(ctx, spec.ID, brec); err != nil {
+		return fmt.Errorf("budget of %s: %w", spec.ID, err)
+	}
+	rec.Status.Budget = brec.Status()
+	if _, err := provision.EnsurePool(ctx, c.js, c.names, eff.Pool, c.cfg.Provision); err != nil {
+		return err
+	}
 	if eff.BestEffort != nil {
 		rec.Status.BestEffort = bestEffortStatus(spec.BestEffort, eff.BestEffort, len(groups))
 		if eff.BestEffort.Deadline > 0 {
@@ -331,7 +505,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			rec.Status.BestEffort.Deadline = &dl
 		}
 	}
-	created, err := c.store.create(ctx, &rec)
+	created, err := c.store.replace(ctx, &rec, rev)
 	if err != nil {
 		return err
 	}
@@ -342,10 +516,19 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		c.dropUpload(ctx, spec.Input) // the job reads its own copy
 	}
 	c.metrics.jobsAccepted.Inc()
-	c.log.Info().Str("job_id", spec.ID).Int64("items", total).Msg("job accepted")
+	c.log.Info().Str("job_id", spec.ID).Int64("items", total).Bool("replaces_rejected", rev != 0).Msg("job accepted")
 	c.event(spec.ID, messages.EventSubmitted, "JobSubmitted", map[string]any{"items": total, "pool": eff.Pool})
 	c.startRunner(rec)
 	return nil
+}
+
+// recordSize is the encoded size of rec.
+func recordSize(rec *messages.JobRecord) int {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return 0
+	}
+	return len(data)
 }
 
 // bestEffortStatus clamps min_groups to [1, groups] and records the clamp.
@@ -382,33 +565,50 @@ func (c *Coordinator) routes(ctx context.Context, spec *messages.JobSpec, groups
 	return routes
 }
 
+// reject records a submission as rejected with its problems. It never
+// overwrites a job that was accepted; it replaces an earlier rejection.
 func (c *Coordinator) reject(ctx context.Context, id string, problems []messages.FieldError, now time.Time) error {
+	problems = boundProblems(problems)
+	prev, rev, err := c.store.getRev(ctx, id)
+	switch {
+	case err == nil && prev.Status.State != messages.StateRejected:
+		return nil
+	case err != nil && !errors.Is(err, errNoJob):
+		return err
+	}
 	rec := messages.JobRecord{Status: messages.JobStatus{
 		ID: id, State: messages.StateRejected, Problems: problems, SubmittedAt: now, FinishedAt: &now,
 	}}
-	created, err := c.store.create(ctx, &rec)
+	created, err := c.store.replace(ctx, &rec, rev)
 	if err != nil {
 		return err
 	}
 	if created {
 		c.metrics.jobsRejected.Inc()
-		c.log.Warn().Str("job_id", id).Int("problems", len(problems)).Msg("durable submission rejected")
+		ev := c.log.Warn().Str("job_id", id).Int("problems", len(problems))
+		if len(problems) > 0 {
+			ev = ev.Str("problem", problems[0].Error())
+		}
+		ev.Msg("durable submission rejected")
 		c.event(id, messages.EventRejected, "JobRejected", map[string]any{"problems": problems})
 	}
 	return nil
 }
 
 // rejectedID picks the id under which a rejected submission is recorded:
-// its own id when that is a valid token, else "rejected-<seq>".
-func rejectedID(data []byte, seq uint64) string {
+// its own id when that is a valid token, else "rejected-<seq>". A
+// submission over maxSpec bytes is not parsed for it (only probed as JSON).
+func rejectedID(data []byte, seq uint64, maxSpec int) string {
 	var probe struct {
 		ID string `json:"id"`
 	}
 	if json.Unmarshal(data, &probe) == nil && messages.ValidToken(probe.ID) == nil {
 		return probe.ID
 	}
-	if spec, err := jobspec.Parse(data); err == nil && spec.ID != "" {
-		return spec.ID
+	if len(data) <= maxSpec {
+		if spec, err := jobspec.Parse(data); err == nil && spec.ID != "" {
+			return spec.ID
+		}
 	}
 	return "rejected-" + strconv.FormatUint(seq, 10)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -39,8 +40,18 @@ var outcomeCodes = map[string]uint8{
 	messages.OutcomeNotRun:       ocNotRun,
 }
 
-// maxErrorItems bounds the item ids kept per error signature in the report.
-const maxErrorItems = 10
+// Bounds of a job's error report (see countError).
+const (
+	// maxErrorItems bounds the item ids listed per error signature, and
+	// maxErrorItemID the length of one (longer ones are not listed).
+	maxErrorItems  = 10
+	maxErrorItemID = 256
+	// maxErrorMessage bounds the example message of a signature.
+	maxErrorMessage = 1024
+	// trackedSignatures times ErrorSignatures signatures are counted in
+	// memory, so that one frequent late in a job can still make the report.
+	trackedSignatures = 10
+)
 
 // jobRunner drives one unfinished job: it publishes the job's items,
 // follows their results, applies the job's policies (error_policy,
@@ -66,16 +77,20 @@ type jobRunner struct {
 	outcome  []uint8        // per item index
 	gens     map[int64]int  // generation of replayed items (absent = 0)
 	reopened map[int64]bool // replayed items awaiting their new outcome
-	errs     map[string]*messages.ErrorSummary
-	dirty    bool
-	live     bool // the results replay caught up: policies apply
-	mapEnded bool // the map phase ended (items left are not_run)
-	terminal bool // the job is finished (a reopen may undo it)
-	epoch    int  // bumped by every map end and reopen
-	held     bool // a reopen is coming: linger once more (see hold)
-	exiting  bool // run is returning; hold fails
-	pending  []func()
-	endSnap  messages.JobStatus // counts when the map phase last ended
+	errs     map[string]*trackedError
+	// errsOther counts failed items whose signature is not in errs; errSeq
+	// numbers the failures counted.
+	errsOther int64
+	errSeq    uint64
+	dirty     bool
+	live      bool // the results replay caught up: policies apply
+	mapEnded  bool // the map phase ended (items left are not_run)
+	terminal  bool // the job is finished (a reopen may undo it)
+	epoch     int  // bumped by every map end and reopen
+	held      bool // a reopen is coming: linger once more (see hold)
+	exiting   bool // run is returning; hold fails
+	pending   []func()
+	endSnap   messages.JobStatus // counts when the map phase last ended
 	// completeGroups counts the groups whose GroupStatus.Complete() holds,
 	// kept by count so a result costs O(1) however many groups there are.
 	completeGroups int
@@ -107,7 +122,7 @@ func newJobRunner(c *Coordinator, rec messages.JobRecord) *jobRunner {
 		outcome:    make([]uint8, rec.Status.Items),
 		gens:       map[int64]int{},
 		reopened:   map[int64]bool{},
-		errs:       map[string]*messages.ErrorSummary{},
+		errs:       map[string]*trackedError{},
 		progress:   make(chan struct{}, 1),
 		poolsReady: make(chan struct{}),
 		caughtUp:   make(chan struct{}),
@@ -135,7 +150,7 @@ func newJobRunner(c *Coordinator, rec messages.JobRecord) *jobRunner {
 	st.Budget.DeniedJob, st.Budget.DeniedItem = 0, 0
 	st.LateResults = 0
 	st.Published = rec.Cursor
-	st.Errors = nil
+	st.Errors, st.ErrorsOther = nil, 0
 	for g, gs := range st.Groups {
 		st.Groups[g] = messages.GroupStatus{Items: gs.Items}
 	}
@@ -316,12 +331,7 @@ func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error)
 		once.Do(r.goLive)
 	}
 	return cons.Consume(func(m jetstream.Msg) {
-		var res messages.Result
-		if err := json.Unmarshal(m.Data(), &res); err != nil {
-			r.log.Warn().Err(err).Msg("undecodable result ignored")
-		} else if r.admits(&res, r.c.names.Origin(m.Subject())) {
-			r.apply(&res)
-		}
+		r.applyMsg(m)
 		if last > 0 {
 			if md, err := m.Metadata(); err == nil && md.Sequence.Stream >= last {
 				once.Do(r.goLive)
@@ -329,6 +339,25 @@ func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error)
 		}
 		r.runPending()
 	})
+}
+
+// applyMsg applies one message of the results stream. A panic (a bug some
+// result found) skips that result rather than end the coordinator, which
+// would replay the same result and panic again after every restart.
+func (r *jobRunner) applyMsg(m jetstream.Msg) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("applying a result panicked; result ignored")
+		}
+	}()
+	var res messages.Result
+	if err := json.Unmarshal(m.Data(), &res); err != nil {
+		r.log.Warn().Err(err).Msg("undecodable result ignored")
+		return
+	}
+	if r.admits(&res, r.c.names.Origin(m.Subject())) {
+		r.apply(&res)
+	}
 }
 
 // goLive runs once the results replay has caught up: from now on results
@@ -455,16 +484,58 @@ func (r *jobRunner) count(code uint8, res *messages.Result, sign int64) {
 		}
 	}
 	if sign > 0 && (code == ocFailed || code == ocDeadLettered) && res.Signature != "" {
-		e := r.errs[res.Signature]
-		if e == nil {
-			e = &messages.ErrorSummary{Signature: res.Signature, Class: res.ErrorClass, Message: res.Error}
-			r.errs[res.Signature] = e
+		r.countError(res)
+	}
+}
+
+// countError adds a failed item to the error report. The report keeps the
+// ErrorSignatures most frequent signatures; memory holds at most
+// trackedSignatures times that many: a new signature then takes the place
+// of one seen only once (if any; its count moves to errorsOther), or is
+// counted in errorsOther itself. Summed, the report's counts and
+// errors_other are always every failed item with a signature.
+func (r *jobRunner) countError(res *messages.Result) {
+	r.errSeq++
+	e := r.errs[res.Signature]
+	if e == nil {
+		if len(r.errs) >= trackedSignatures*r.c.cfg.ErrorSignatures && !r.evictOnce() {
+			r.errsOther++
+			return
 		}
-		e.Count++
-		if len(e.Items) < maxErrorItems {
-			e.Items = append(e.Items, res.ItemID)
+		e = &trackedError{sum: messages.ErrorSummary{Signature: res.Signature, Class: res.ErrorClass, Message: messages.Clip(res.Error, maxErrorMessage)}}
+		r.errs[res.Signature] = e
+	}
+	e.sum.Count++
+	e.seen = r.errSeq
+	if len(e.sum.Items) < maxErrorItems && len(res.ItemID) <= maxErrorItemID {
+		e.sum.Items = append(e.sum.Items, res.ItemID)
+	}
+}
+
+// evictOnce drops the tracked signature seen once that was seen longest
+// ago, counting it in errorsOther; it reports whether there was one. A
+// signature that recurs within trackedSignatures*ErrorSignatures new ones
+// is therefore never dropped.
+func (r *jobRunner) evictOnce() bool {
+	victim := ""
+	var oldest uint64
+	for sig, e := range r.errs {
+		if e.sum.Count == 1 && (victim == "" || e.seen < oldest) {
+			victim, oldest = sig, e.seen
 		}
 	}
+	if victim == "" {
+		return false
+	}
+	delete(r.errs, victim)
+	r.errsOther++
+	return true
+}
+
+// trackedError is a signature of the error report being counted.
+type trackedError struct {
+	sum  messages.ErrorSummary
+	seen uint64 // when it was last counted (errSeq)
 }
 
 // snapshot copies the record with the error report filled in.
@@ -476,11 +547,19 @@ func (r *jobRunner) snapshot() messages.JobRecord {
 	copyStatus(st)
 	st.Errors = make([]messages.ErrorSummary, 0, len(r.errs))
 	for _, e := range r.errs {
-		cp := *e
-		cp.Items = append([]string(nil), e.Items...)
-		st.Errors = append(st.Errors, cp)
+		st.Errors = append(st.Errors, e.sum)
 	}
 	sortErrors(st.Errors)
+	st.ErrorsOther = r.errsOther
+	if n := r.c.cfg.ErrorSignatures; len(st.Errors) > n {
+		for _, e := range st.Errors[n:] {
+			st.ErrorsOther += e.Count
+		}
+		st.Errors = st.Errors[:n]
+	}
+	for i := range st.Errors {
+		st.Errors[i].Items = append([]string(nil), st.Errors[i].Items...)
+	}
 	return rec
 }
 
@@ -649,9 +728,16 @@ func (r *jobRunner) publishBatch(ctx context.Context, spec *messages.JobSpec, ro
 	for len(pending) > 0 {
 		futures := make([]jetstream.PubAckFuture, 0, len(pending))
 		var failed []*nats.Msg
+		var lastErr error
 		for _, m := range pending {
 			f, err := r.c.js.PublishMsgAsync(m)
+			if errors.Is(err, nats.ErrMaxPayload) {
+				// Acceptance keeps items within max_payload; a server whose
+				// max_payload shrank since cannot take this one, ever.
+				return fmt.Errorf("an item's work message is %d bytes, over the server's max_payload %d", len(m.Data), r.c.nc.MaxPayload())
+			}
 			if err != nil {
+				lastErr = err
 				failed = append(failed, m)
 				continue
 			}
@@ -661,7 +747,7 @@ func (r *jobRunner) publishBatch(ctx context.Context, spec *messages.JobSpec, ro
 			select {
 			case <-f.Ok():
 			case err := <-f.Err():
-				r.log.Debug().Err(err).Msg("work publish refused; retrying")
+				lastErr = err
 				failed = append(failed, f.Msg())
 			case <-ctx.Done():
 				return ctx.Err()
@@ -670,6 +756,7 @@ func (r *jobRunner) publishBatch(ctx context.Context, spec *messages.JobSpec, ro
 		if len(failed) == 0 {
 			break
 		}
+		r.log.Warn().AnErr("last_error", lastErr).Int("refused", len(failed)).Dur("delay", delay).Msg("work publishes refused; retrying")
 		r.c.metrics.publishRetries.Add(float64(len(failed)))
 		select {
 		case <-time.After(delay):

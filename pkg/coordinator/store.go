@@ -16,28 +16,59 @@ import (
 // coordinator is the only writer.
 type jobStore struct {
 	kv jetstream.KeyValue
+	// maxBytes is the largest record the server takes (nil: unchecked).
+	maxBytes func() int
 }
 
 var errNoJob = errors.New("coordinator: no such job")
 
 func (s *jobStore) get(ctx context.Context, id string) (*messages.JobRecord, error) {
+	rec, _, err := s.getRev(ctx, id)
+	return rec, err
+}
+
+// getRev returns a job's record and its revision.
+func (s *jobStore) getRev(ctx context.Context, id string) (*messages.JobRecord, uint64, error) {
+	if messages.ValidToken(id) != nil {
+		// Not a job id (so no job), and not a key to send to the server: a
+		// long one would exceed its control line and close the connection.
+		return nil, 0, errNoJob
+	}
 	e, err := s.kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, errNoJob
+		return nil, 0, errNoJob
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var rec messages.JobRecord
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, fmt.Errorf("job record %s: %w", id, err)
+		return nil, 0, fmt.Errorf("job record %s: %w", id, err)
 	}
-	return &rec, nil
+	return &rec, e.Revision(), nil
+}
+
+// replace stores rec in place of the record at revision rev (0: there is
+// none); replaced=false when the key changed meanwhile (another write won).
+// Only a rejected record is ever replaced: its id is free again.
+func (s *jobStore) replace(ctx context.Context, rec *messages.JobRecord, rev uint64) (replaced bool, err error) {
+	if rev == 0 {
+		return s.create(ctx, rec)
+	}
+	data, err := s.encode(rec)
+	if err != nil {
+		return false, err
+	}
+	_, err = s.kv.Update(ctx, rec.Status.ID, data, rev)
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // create stores a new record; created=false when the id already exists.
 func (s *jobStore) create(ctx context.Context, rec *messages.JobRecord) (created bool, err error) {
-	data, err := json.Marshal(rec)
+	data, err := s.encode(rec)
 	if err != nil {
 		return false, err
 	}
@@ -49,12 +80,23 @@ func (s *jobStore) create(ctx context.Context, rec *messages.JobRecord) (created
 }
 
 func (s *jobStore) put(ctx context.Context, rec *messages.JobRecord) error {
-	data, err := json.Marshal(rec)
+	data, err := s.encode(rec)
 	if err != nil {
 		return err
 	}
 	_, err = s.kv.Put(ctx, rec.Status.ID, data)
 	return err
+}
+
+// encode encodes rec within the server's max_payload: a record that would
+// be larger (which acceptance checks prevent) sheds its error report and
+// problems' detail rather than fail to be written (see fitRecord).
+func (s *jobStore) encode(rec *messages.JobRecord) ([]byte, error) {
+	data, err := json.Marshal(rec)
+	if err != nil || s.maxBytes == nil || len(data) <= s.maxBytes() {
+		return data, err
+	}
+	return fitRecord(rec, s.maxBytes())
 }
 
 // list returns every job record, newest submission first.

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -68,25 +70,44 @@ func (m *Mover) Run(ctx context.Context) error {
 	for {
 		msg, err := it.Next()
 		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case m.js.Conn().IsClosed():
+				return fmt.Errorf("dlq: mover: %w", nats.ErrConnectionClosed)
+			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 				return nil
 			}
 			m.log.Warn().Err(err).Msg("advisory pull failed")
 			continue
 		}
-		var adv maxDeliveriesAdvisory
-		if err := json.Unmarshal(msg.Data(), &adv); err != nil || adv.StreamSeq == 0 {
-			m.log.Warn().Err(err).Msg("unreadable advisory dropped")
-			_ = msg.Term()
-			continue
-		}
-		if err := m.Move(ctx, adv.StreamSeq, adv.Deliveries); err != nil {
-			m.log.Warn().Err(err).Uint64("stream_seq", adv.StreamSeq).Msg("moving to the DLQ failed; retrying later")
-			_ = msg.NakWithDelay(5 * time.Second)
-			continue
-		}
-		_ = msg.Ack()
+		m.handle(ctx, msg)
 	}
+}
+
+// handle moves the message one advisory names. A panic (a bug some message
+// found) is logged and the advisory terminated: the coordinator goes on,
+// rather than die on the same advisory after every restart.
+func (m *Mover) handle(ctx context.Context, msg jetstream.Msg) {
+	defer func() {
+		if p := recover(); p != nil {
+			m.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("advisory", string(msg.Data())).
+				Msg("moving to the DLQ panicked; advisory dropped, the work message stays in the work stream")
+			_ = msg.Term()
+		}
+	}()
+	var adv maxDeliveriesAdvisory
+	if err := json.Unmarshal(msg.Data(), &adv); err != nil || adv.StreamSeq == 0 {
+		m.log.Warn().Err(err).Msg("unreadable advisory dropped")
+		_ = msg.Term()
+		return
+	}
+	if err := m.Move(ctx, adv.StreamSeq, adv.Deliveries); err != nil {
+		m.log.Warn().Err(err).Uint64("stream_seq", adv.StreamSeq).Msg("moving to the DLQ failed; retrying later")
+		_ = msg.NakWithDelay(5 * time.Second)
+		return
+	}
+	_ = msg.Ack()
 }
 
 // Move dead-letters the work message at seq. A message already gone (an
@@ -108,7 +129,10 @@ func (m *Mover) Move(ctx context.Context, seq, deliveries uint64) error {
 		return err
 	}
 	if res != nil {
-		data, _ := json.Marshal(res)
+		data, err := messages.EncodeResult(res, int(m.js.Conn().MaxPayload())-headerRoom)
+		if err != nil {
+			return fmt.Errorf("dlq: result of %s/%s: %w", res.JobID, messages.ShortID(res.ItemID), err)
+		}
 		if _, err := m.js.Publish(ctx, m.names.ResultSubject(messages.CoordinatorOrigin, res.JobID), data); err != nil {
 			return fmt.Errorf("dlq: result of %s/%s: %w", res.JobID, res.ItemID, err)
 		}
@@ -126,7 +150,7 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 	now := m.now()
 	msg := fmt.Sprintf("no outcome after %d deliveries (the agent crashed, hung, or was stopped on each)", deliveries)
 	var wi messages.WorkItem
-	if err := json.Unmarshal(raw.Data, &wi); err != nil || wi.JobID == "" || wi.ItemID == "" {
+	if err := json.Unmarshal(raw.Data, &wi); err != nil || wi.ItemID == "" || !onSubject(raw.Subject, wi.JobID) {
 		job := "unknown"
 		if parts := strings.Split(raw.Subject, "."); len(parts) >= 4 && messages.ValidToken(parts[len(parts)-1]) == nil {
 			job = parts[len(parts)-1]
@@ -141,7 +165,7 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 	entry := &messages.DLQEntry{
 		JobID: wi.JobID, ItemID: wi.ItemID, Index: wi.Index, Group: wi.Group, Pool: poolOf(raw.Subject),
 		Payload: wi.Payload, CorrelationID: wi.CorrelationID, Subject: raw.Subject, StreamSeq: raw.Sequence,
-		Generation: wi.Generation, Attempts: append([]messages.Attempt(nil), wi.History...),
+		Generation: wi.Generation, Attempts: append([]messages.Attempt(nil), wi.History...), AttemptsDropped: wi.HistoryDropped,
 		Reason: messages.ReasonMaxDeliveries, Error: msg, ErrorClass: "error", Signature: retry.Signature(msg),
 		ReplayCount: wi.ReplayCount, DeadLetteredAt: now,
 	}
@@ -150,6 +174,7 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 		var st messages.ItemState
 		if json.Unmarshal(e.Value(), &st) == nil && st.Generation == wi.Generation {
 			entry.Attempts = append(entry.Attempts, st.History...)
+			entry.AttemptsDropped += st.HistoryDropped
 			retries = st.Retries
 			if st.Error != "" {
 				entry.Error = st.Error + "; then " + msg
@@ -162,6 +187,13 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 		Reason: messages.ReasonMaxDeliveries, Error: entry.Error, ErrorClass: entry.ErrorClass,
 		Signature: entry.Signature, Agent: "dlq-mover", FinishedAt: now,
 	}
+}
+
+// onSubject reports whether job is a valid job id and the job of the work
+// subject <prefix>.work.<pool>.<job>: the body of a message is data, and a
+// job id goes into KV keys and subjects.
+func onSubject(subject, job string) bool {
+	return messages.ValidToken(job) == nil && strings.HasSuffix(subject, "."+job)
 }
 
 // poolOf extracts the pool from <prefix>.work.<pool>.<job>.

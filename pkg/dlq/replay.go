@@ -259,6 +259,8 @@ func notReplayable(e *messages.DLQEntry) string {
 		return "a poison message has no work item to republish"
 	case messages.ValidToken(e.JobID) != nil || e.ItemID == "":
 		return "the entry names no valid job and item"
+	case e.PayloadTruncated:
+		return "the entry's payload was truncated to fit the server's max_payload"
 	}
 	return ""
 }
@@ -350,7 +352,15 @@ func (r *Replayer) retry(ctx context.Context, op func() error) error {
 }
 
 func (r *Replayer) publish(ctx context.Context, subject, stream, msgID string, body any) (*jetstream.PubAck, error) {
-	data, err := json.Marshal(body)
+	var data []byte
+	var err error
+	if wi, ok := body.(*messages.WorkItem); ok {
+		// A replayed item carries its history: the oldest attempts give way
+		// so that the message fits the server's max_payload.
+		data, err = messages.EncodeWorkItem(wi, int(r.js.Conn().MaxPayload())-headerRoom)
+	} else {
+		data, err = json.Marshal(body)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode: %v", ErrNotReplayable, err)
 	}
@@ -389,8 +399,9 @@ func (r *Replayer) poolOf(ctx context.Context, e *messages.DLQEntry, origin stri
 // workItem rebuilds e's work item as generation gen: same job, item,
 // payload and correlation id; the history so far travels with it.
 func workItem(e *messages.DLQEntry, gen int, reset bool) *messages.WorkItem {
-	hist := e.Attempts
+	hist, dropped := e.Attempts, e.AttemptsDropped
 	if len(hist) > MaxHistory {
+		dropped += len(hist) - MaxHistory
 		hist = hist[len(hist)-MaxHistory:]
 	}
 	payload := e.Payload
@@ -400,6 +411,6 @@ func workItem(e *messages.DLQEntry, gen int, reset bool) *messages.WorkItem {
 	return &messages.WorkItem{
 		JobID: e.JobID, ItemID: e.ItemID, Index: e.Index, Group: e.Group, Payload: payload,
 		Generation: gen, CorrelationID: e.CorrelationID, ReplayCount: e.ReplayCount + 1,
-		History: hist, ResetAttempts: reset,
+		History: hist, HistoryDropped: dropped, ResetAttempts: reset,
 	}
 }

@@ -2,7 +2,6 @@ package dlq
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -26,13 +25,35 @@ type Writer struct {
 	js     publisher
 	names  messages.Names
 	origin string
+	// maxPayload is the server's max_payload: of the connection when js has
+	// one, else DefaultMaxPayload.
+	maxPayload func() int
 }
+
+// DefaultMaxPayload is the server's default max_payload (1 MiB), the limit
+// a Writer assumes when its publisher has no connection to ask.
+const DefaultMaxPayload = 1 << 20
+
+// headerRoom is kept for an entry's headers (their values are bounded: a
+// job id, an encoded item id, a correlation id, a reason, the msg id).
+const headerRoom = 1024
 
 // NewWriter returns a writer publishing under names on origin's subjects
 // (fleet.dlq.<origin>.<job>): an agent's pool, or
-// messages.CoordinatorOrigin for the DLQ mover.
+// messages.CoordinatorOrigin for the DLQ mover. Entries are encoded to fit
+// the server's max_payload (messages.EncodeDLQEntry): the oldest attempts
+// are left out first, so an entry can always be stored.
 func NewWriter(js publisher, names messages.Names, origin string) *Writer {
-	return &Writer{js: js, names: names, origin: origin}
+	w := &Writer{js: js, names: names, origin: origin, maxPayload: func() int { return DefaultMaxPayload }}
+	if c, ok := js.(interface{ Conn() *nats.Conn }); ok && c.Conn() != nil {
+		w.maxPayload = func() int {
+			if n := int(c.Conn().MaxPayload()); n > 0 {
+				return n
+			}
+			return DefaultMaxPayload
+		}
+	}
+	return w
 }
 
 // EntryMsgID is the de-duplication id of an item's entry for a generation.
@@ -43,7 +64,10 @@ func EntryMsgID(job, itemID string, generation int) string {
 // Write publishes e and waits for the stream's acknowledgement. A nil error
 // means the entry is stored (or was already, as a duplicate).
 func (w *Writer) Write(ctx context.Context, e *messages.DLQEntry) error {
-	data, err := json.Marshal(e)
+	if err := messages.ValidToken(e.JobID); err != nil {
+		return fmt.Errorf("dlq: entry's job_id: %w", err)
+	}
+	data, err := messages.EncodeDLQEntry(e, w.maxPayload()-headerRoom)
 	if err != nil {
 		return fmt.Errorf("dlq: encode entry: %w", err)
 	}
@@ -51,7 +75,9 @@ func (w *Writer) Write(ctx context.Context, e *messages.DLQEntry) error {
 	m.Data = data
 	m.Header.Set(messages.HeaderJobID, e.JobID)
 	m.Header.Set(messages.HeaderItemID, messages.EncodeItemID(e.ItemID))
-	m.Header.Set(messages.HeaderCorrelationID, e.CorrelationID)
+	if len(e.CorrelationID) <= 256 {
+		m.Header.Set(messages.HeaderCorrelationID, e.CorrelationID)
+	}
 	m.Header.Set(messages.HeaderReason, e.Reason)
 	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(EntryMsgID(e.JobID, e.ItemID, e.Generation)))
 	if err != nil {

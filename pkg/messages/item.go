@@ -24,6 +24,9 @@ type WorkItem struct {
 	ReplayCount int `json:"replay_count,omitempty"`
 	// History carries the attempts of earlier generations (on replay).
 	History []Attempt `json:"history,omitempty"`
+	// HistoryDropped counts earlier attempts left out of History (the
+	// oldest), to keep the message within the server's max_payload.
+	HistoryDropped int `json:"history_dropped,omitempty"`
 	// ResetAttempts gives a replayed item all of its attempts again (replay
 	// with --reset-attempts). Without it the step the item gave up at counts
 	// on from the attempts in History: one more try for an item that had
@@ -121,6 +124,9 @@ type ItemState struct {
 	Outputs      []string  `json:"outputs,omitempty"`
 	FirstFailure time.Time `json:"first_failure"`
 	History      []Attempt `json:"history"`
+	// HistoryDropped counts attempts left out of History (the oldest): it
+	// keeps at most the newest 100, within the server's max_payload.
+	HistoryDropped int `json:"history_dropped,omitempty"`
 	// Final is set (to an Outcome*) once the item gave up and its terminal
 	// outcome is being recorded: a redelivery then re-finalises the item
 	// (idempotent DLQ publish, result, Term) instead of running it again.
@@ -203,9 +209,16 @@ type DLQEntry struct {
 	StreamSeq  uint64    `json:"stream_seq"`
 	Generation int       `json:"generation"`
 	Attempts   []Attempt `json:"attempts"`
-	Reason     string    `json:"reason"`
-	Error      string    `json:"error,omitempty"`
-	ErrorClass string    `json:"error_class,omitempty"`
+	// AttemptsDropped counts attempts left out of Attempts (the oldest), to
+	// keep the entry within the server's max_payload.
+	AttemptsDropped int `json:"attempts_dropped,omitempty"`
+	// PayloadTruncated is set when even that was not enough (only a poison
+	// message's raw body can be that large): Payload is then a JSON string
+	// holding the start of the payload, and the entry cannot be replayed.
+	PayloadTruncated bool   `json:"payload_truncated,omitempty"`
+	Reason           string `json:"reason"`
+	Error            string `json:"error,omitempty"`
+	ErrorClass       string `json:"error_class,omitempty"`
 	// Signature is a stable hash of the normalised error.
 	Signature      string    `json:"signature,omitempty"`
 	ReplayCount    int       `json:"replay_count"`

@@ -1,8 +1,11 @@
 package messages
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -20,7 +23,7 @@ const (
 	// HeaderJobID carries the job id on DLQ and event messages (work and
 	// result messages carry it in the body and subject only).
 	HeaderJobID = "Fleet-Job-Id"
-	// HeaderItemID carries the base64url-encoded item id on DLQ messages.
+	// HeaderItemID carries the encoded item id (EncodeItemID) on DLQ messages.
 	HeaderItemID = "Fleet-Item-Id"
 	// HeaderCorrelationID carries an item's correlation id, kept across replays.
 	HeaderCorrelationID = "Fleet-Correlation-Id"
@@ -214,15 +217,52 @@ func ValidToken(s string) error {
 // MaxTokenLen bounds job ids and pool names.
 const MaxTokenLen = 128
 
+// MaxInputRefBytes bounds a spec's input reference: an object name or a
+// path becomes part of a subject (the object's metadata) or of a file
+// name, and a subject over the server's 4 KiB control line closes the
+// connection.
+const MaxInputRefBytes = 1024
+
+// MaxJSONPathBytes bounds a spec's json_path (the cost of a filter grows
+// with its length).
+const MaxJSONPathBytes = 1024
+
+// MaxEncodedItemID is the longest encoded item id: an id whose base64url
+// form would be longer is replaced by its digest (see EncodeItemID).
+const MaxEncodedItemID = 128
+
+// hashedItemIDPrefix starts the encoding of a long item id. '=' is not in
+// the base64url alphabet, so a digest can never equal the encoding of a
+// short id; it is valid in subjects, message ids and KV keys.
+const hashedItemIDPrefix = "="
+
 // EncodeItemID encodes an item id (which may hold any bytes) so that it can
-// be used in a subject token, a Nats-Msg-Id or a KV key: unpadded base64url.
-// It never truncates.
+// be used in a subject token, a Nats-Msg-Id, a header or a KV key. An id
+// whose unpadded base64url form is at most MaxEncodedItemID characters (ids
+// up to 96 bytes) is encoded that way, reversibly; a longer one becomes "="
+// followed by the base64url SHA-256 of the id (44 characters), so that no
+// item id, whatever its length, can make a subject, key or header exceed
+// the server's limits (a control line over 4 KiB closes the connection).
+// The id itself is never truncated or refused: it travels whole in message
+// bodies.
 func EncodeItemID(id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(id))
+	if base64.RawURLEncoding.EncodedLen(len(id)) <= MaxEncodedItemID {
+		return base64.RawURLEncoding.EncodeToString([]byte(id))
+	}
+	sum := sha256.Sum256([]byte(id))
+	return hashedItemIDPrefix + base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-// DecodeItemID reverses EncodeItemID.
+// ErrHashedItemID is returned by DecodeItemID for the digest of a long id,
+// which cannot be reversed: the id is in the message body.
+var ErrHashedItemID = errors.New("messages: the item id is long and encoded as its digest; read it from the message body")
+
+// DecodeItemID reverses EncodeItemID for ids short enough to be encoded
+// reversibly; for a digest it returns ErrHashedItemID.
 func DecodeItemID(enc string) (string, error) {
+	if strings.HasPrefix(enc, hashedItemIDPrefix) {
+		return "", ErrHashedItemID
+	}
 	b, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil {
 		return "", fmt.Errorf("messages: decode item id %q: %w", enc, err)
@@ -246,11 +286,12 @@ func ValidDigest(d string) error {
 
 // ItemKey is the fleet_items KV key of an item run by pool's agents. The
 // pool comes first so that an agent can be granted its pool's keys only.
+// It is at most 2*MaxTokenLen+2+MaxEncodedItemID bytes whatever the item id.
 func ItemKey(pool, job, itemID string) string {
 	return pool + "." + job + "." + EncodeItemID(itemID)
 }
 
 // WorkMsgID is the de-duplication id of a work message.
 func WorkMsgID(job, itemID string, generation int) string {
-	return fmt.Sprintf("%s/%s/%d", job, EncodeItemID(itemID), generation)
+	return job + "/" + EncodeItemID(itemID) + "/" + strconv.Itoa(generation)
 }

@@ -53,11 +53,14 @@ type JobStatus struct {
 	Budget           BudgetStatus `json:"budget"`
 	CompletionReason string       `json:"completion_reason,omitempty"`
 	// Success is false for a finished best-effort job with too few groups.
-	Groups      map[string]GroupStatus `json:"groups,omitempty"`
-	Problems    []FieldError           `json:"problems,omitempty"`
-	Errors      []ErrorSummary         `json:"errors,omitempty"`
-	Breaker     *BreakerStatus         `json:"breaker,omitempty"` // nil when the job has none
-	LateResults int64                  `json:"late_results,omitempty"`
+	Groups   map[string]GroupStatus `json:"groups,omitempty"`
+	Problems []FieldError           `json:"problems,omitempty"`
+	Errors   []ErrorSummary         `json:"errors,omitempty"`
+	// ErrorsOther counts the failed items whose error signature is not in
+	// Errors, which keeps only the most frequent signatures.
+	ErrorsOther int64          `json:"errors_other,omitempty"`
+	Breaker     *BreakerStatus `json:"breaker,omitempty"` // nil when the job has none
+	LateResults int64          `json:"late_results,omitempty"`
 	// Phase is map, reduce or done (empty for old records = map).
 	Phase string `json:"phase,omitempty"`
 	// MapState and MapReason record how the map phase ended while the

@@ -101,6 +101,9 @@ func (v *validator) jobSpec(s *JobSpec) {
 			v.addf("items", "required: set items (inline) or input (a file of items)")
 		}
 	}
+	if len(s.Input) > MaxInputRefBytes {
+		v.addf("input", "is %d bytes long, the limit is %d", len(s.Input), MaxInputRefBytes)
+	}
 	if s.InputDigest != "" {
 		if !hasInput {
 			v.addf("input_digest", "only allowed with input")
@@ -113,6 +116,8 @@ func (v *validator) jobSpec(s *JobSpec) {
 			v.addf("json_path", "only allowed with input")
 		} else if !strings.HasPrefix(s.JSONPath, "$") {
 			v.addf("json_path", `must start with "$", e.g. "$.items[*]"`)
+		} else if len(s.JSONPath) > MaxJSONPathBytes {
+			v.addf("json_path", "is %d bytes long, the limit is %d", len(s.JSONPath), MaxJSONPathBytes)
 		}
 	}
 	if s.MaxParallel < 0 {

@@ -26,6 +26,10 @@ func TestValidateProgrammatic(t *testing.T) {
 		want   []string
 	}{
 		{"valid", func(s *JobSpec) {}, nil},
+		{"long input reference", func(s *JobSpec) { s.Items, s.Input = nil, "objstore://b/"+strings.Repeat("n", 5000) },
+			[]string{"input: is 5013 bytes long, the limit is 1024"}},
+		{"long json_path", func(s *JobSpec) { s.Items, s.Input, s.JSONPath = nil, "x.json", "$"+strings.Repeat(".a", 600) },
+			[]string{"json_path: is 1201 bytes long, the limit is 1024"}},
 		{"negative timeout", func(s *JobSpec) { s.AgentTemplate[0].Timeout = neg }, []string{"agent_template[0].timeout: must not be negative, got -1ns"}},
 		{"negative initial", func(s *JobSpec) { s.AgentTemplate[0].RetryConfig = &RetryConfig{InitialDelay: &neg} },
 			[]string{"agent_template[0].retry_config.initial_delay: must not be negative, got -1ns"}},

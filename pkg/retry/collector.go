@@ -12,6 +12,12 @@ import (
 // MaxSummaryItems bounds the item ids kept per error signature in a summary.
 const MaxSummaryItems = 100
 
+// MaxSummarySignatures bounds the signatures a summary groups errors by:
+// errors of signatures first seen after that many are counted by
+// [Collector.Other] only, so that a job whose every error differs cannot
+// make the summary as large as the job.
+const MaxSummarySignatures = 1000
+
 // ErrorEvent is one item error, as collected and emitted.
 type ErrorEvent struct {
 	ItemID  string `json:"item_id"`
@@ -33,6 +39,7 @@ type Collector struct {
 	pending []ErrorEvent
 	groups  map[string]*messages.ErrorSummary
 	order   []string
+	other   int64
 }
 
 // checkCollection validates an error_collection value.
@@ -73,14 +80,18 @@ func (c *Collector) Add(ev ErrorEvent) []ErrorEvent {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.groups[ev.Signature]
-	if !ok {
+	if !ok && len(c.groups) < MaxSummarySignatures {
 		g = &messages.ErrorSummary{Signature: ev.Signature, Class: ev.Class, Message: ev.Message}
 		c.groups[ev.Signature] = g
 		c.order = append(c.order, ev.Signature)
 	}
-	g.Count++
-	if ev.ItemID != "" && len(g.Items) < MaxSummaryItems {
-		g.Items = append(g.Items, ev.ItemID)
+	if g == nil {
+		c.other++
+	} else {
+		g.Count++
+		if ev.ItemID != "" && len(g.Items) < MaxSummaryItems {
+			g.Items = append(g.Items, ev.ItemID)
+		}
 	}
 	switch c.mode {
 	case messages.CollectImmediate:
@@ -94,6 +105,14 @@ func (c *Collector) Add(ev ErrorEvent) []ErrorEvent {
 		}
 	}
 	return nil
+}
+
+// Other is the number of errors whose signature is not in the summary
+// (first seen after MaxSummarySignatures others).
+func (c *Collector) Other() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.other
 }
 
 // Flush returns the events not emitted yet (a partial batch) and forgets them.

@@ -3,6 +3,7 @@ package retry
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,6 +229,17 @@ func TestCollector(t *testing.T) {
 			c.Add(ev(fmt.Sprint(i), "boom"))
 		}
 		require.Len(t, c.Summary()[0].Items, MaxSummaryItems)
+	})
+	t.Run("signatures are bounded", func(t *testing.T) {
+		c, _ := NewCollector(&messages.ErrorCollection{Mode: messages.CollectImmediate})
+		word := func(i int) string { // letters only: signatures ignore numbers
+			return strings.Map(func(r rune) rune { return 'g' + (r - '0') }, fmt.Sprint(i))
+		}
+		for i := 0; i < MaxSummarySignatures+10; i++ {
+			require.Len(t, c.Add(ev("a", "error "+word(i))), 1, "events still go out")
+		}
+		require.Len(t, c.Summary(), MaxSummarySignatures)
+		require.EqualValues(t, 10, c.Other())
 	})
 	_, err := NewCollector(&messages.ErrorCollection{Mode: "sometimes"})
 	require.ErrorIs(t, err, ErrInvalidConfig)
