@@ -257,14 +257,18 @@ func runDLQList(ctx context.Context, env *cliEnv, args []string) int {
 	return exitOK
 }
 
-// listEntries returns one page, or with f.Limit 0 every matching entry.
+// listEntries returns f.Limit matching entries, or with f.Limit 0 every
+// one. The coordinator bounds the entries a request examines, so a rare
+// filter's page can come back short: requests go on until the page is
+// full or the DLQ has no more.
 func listEntries(ctx context.Context, client *coordinator.Client, f messages.DLQFilter, timeout time.Duration) (*messages.DLQListReply, error) {
-	all := f.Limit == 0
-	if all {
-		f.Limit = 1000
-	}
+	want := f.Limit
 	out := &messages.DLQListReply{Entries: []messages.DLQEntryRef{}}
 	for {
+		f.Limit = 1000
+		if want > 0 {
+			f.Limit = want - len(out.Entries)
+		}
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		page, err := client.DLQList(rctx, f)
 		cancel()
@@ -273,7 +277,8 @@ func listEntries(ctx context.Context, client *coordinator.Client, f messages.DLQ
 		}
 		out.Entries = append(out.Entries, page.Entries...)
 		out.More, out.NextSeq = page.More, page.NextSeq
-		if !all || !page.More {
+		out.Scanned += page.Scanned
+		if !page.More || (want > 0 && len(out.Entries) >= want) {
 			return out, nil
 		}
 		f.AfterSeq = page.NextSeq

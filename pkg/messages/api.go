@@ -134,12 +134,15 @@ type DLQFilter struct {
 }
 
 // DLQListReply answers dlq.list. When More is set, the next page starts
-// after NextSeq (set DLQFilter.AfterSeq to it).
+// after NextSeq (set DLQFilter.AfterSeq to it). A request examines a
+// bounded number of entries (Scanned), so a filter that matches few of
+// them may return a short, even empty, page with More set.
 type DLQListReply struct {
 	ErrorReply
 	Entries []DLQEntryRef `json:"entries"`
 	More    bool          `json:"more,omitempty"`
 	NextSeq uint64        `json:"next_seq,omitempty"`
+	Scanned int           `json:"scanned,omitempty"`
 }
 
 // DLQEntryRef is an entry with its DLQ stream sequence.
