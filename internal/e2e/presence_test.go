@@ -73,3 +73,33 @@ func TestAgentPresence(t *testing.T) {
 	_, err = kv.Get(ctx, key)
 	require.ErrorIs(t, err, jetstream.ErrKeyNotFound)
 }
+
+// A result of a job with several steps says what each step took: a step
+// retried once ran twice; the steps done in earlier deliveries are kept.
+func TestResultStepBreakdown(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{})
+	startAgent(t, srv.URL(), agent.Config{}, nil)
+	c := client(t, srv)
+	id := submit(t, c, `{"id": "steps", "items": [{"id": "a"}],
+		"agent_template": [{"handler": "noop"},
+			{"handler": "flaky", "with": {"fail_attempts": 1}, "retry_config": {"attempts": 3, "backoff": "fixed", "initial_delay": "10ms"}},
+			{"handler": "noop"}]}`)
+	st := waitJob(t, c, id, 30*time.Second)
+	require.EqualValues(t, 1, st.Succeeded)
+
+	ctx := context.Background()
+	stream, err := srv.JS().Stream(ctx, messages.MustNames("").ResultsStream())
+	require.NoError(t, err)
+	m, err := stream.GetLastMsgForSubject(ctx, messages.MustNames("").ResultSubject(id))
+	require.NoError(t, err)
+	var res messages.Result
+	require.NoError(t, json.Unmarshal(m.Data, &res))
+	require.Equal(t, 2, res.Attempts)
+	require.Len(t, res.Steps, 3, "%+v", res.Steps)
+	runs := []int{res.Steps[0].Runs, res.Steps[1].Runs, res.Steps[2].Runs}
+	require.Equal(t, []int{1, 2, 1}, runs)
+	for i, s := range res.Steps {
+		require.Equal(t, i, s.Step)
+	}
+}
