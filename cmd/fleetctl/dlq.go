@@ -117,22 +117,7 @@ func flagOfField(field string) string {
 }
 
 // parseWhen reads a point in time: RFC 3339, a date, or a duration ago.
-func parseWhen(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
-		return t, nil
-	}
-	d, err := messages.ParseDuration(s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2026-03-01T12:00:00Z), a date (2026-03-01) nor a duration ago (90m, 2d)", s)
-	}
-	return now.Add(-d.D()), nil
-}
+func parseWhen(s string, now time.Time) (time.Time, error) { return dlq.ParseTime(s, now) }
 
 // dlqSetup parses a subcommand's flags and makes its requests. The
 // subcommand defers close.

@@ -253,9 +253,12 @@ func (x *jobIndex) keep(ctx context.Context, kv jetstream.KeyValue, log zerolog.
 }
 
 // follow keeps the index from a watch of the jobs bucket until ctx ends.
-// Values are decoded for their status only; the spec is skipped.
+// The watch carries no values (a running job's record, spec included, is
+// rewritten every status interval, and those writes are the coordinator's
+// own, already in the index): a revision the index lacks (a record this
+// coordinator did not write, or the initial values) is read with a Get.
 func (x *jobIndex) follow(ctx context.Context, kv jetstream.KeyValue, onErr func(error)) error {
-	w, err := kv.WatchAll(ctx)
+	w, err := kv.WatchAll(ctx, jetstream.MetaOnly())
 	if err != nil {
 		return fmt.Errorf("coordinator: watching %s: %w", kv.Bucket(), err)
 	}
@@ -272,13 +275,13 @@ func (x *jobIndex) follow(ctx context.Context, kv jetstream.KeyValue, onErr func
 				x.markReady()
 				continue
 			}
-			x.apply(e, onErr)
+			x.apply(ctx, kv, e, onErr)
 		}
 	}
 }
 
 // apply records one watched entry.
-func (x *jobIndex) apply(e jetstream.KeyValueEntry, onErr func(error)) {
+func (x *jobIndex) apply(ctx context.Context, kv jetstream.KeyValue, e jetstream.KeyValueEntry, onErr func(error)) {
 	switch e.Operation() {
 	case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
 		x.remove(e.Key(), e.Revision())
@@ -287,14 +290,25 @@ func (x *jobIndex) apply(e jetstream.KeyValueEntry, onErr func(error)) {
 	if x.has(e.Key(), e.Revision()) {
 		return // our own write, already applied
 	}
-	var rec struct {
-		Status messages.JobStatus `json:"status"`
-	}
-	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Status.ID != e.Key() {
-		if onErr != nil {
-			onErr(fmt.Errorf("job record %q (revision %d) is not a job record: %v", e.Key(), e.Revision(), err))
+	gctx, cancel := context.WithTimeout(ctx, indexWait)
+	got, err := kv.Get(gctx, e.Key())
+	cancel()
+	if err != nil {
+		// Deleted meanwhile (the watch brings the delete next), or the
+		// server is away: the next write of the job brings it back.
+		if !errors.Is(err, jetstream.ErrKeyNotFound) && onErr != nil && ctx.Err() == nil {
+			onErr(fmt.Errorf("reading job record %q: %w", e.Key(), err))
 		}
 		return
 	}
-	x.put(e.Revision(), &rec.Status)
+	var rec struct {
+		Status messages.JobStatus `json:"status"`
+	}
+	if err := json.Unmarshal(got.Value(), &rec); err != nil || rec.Status.ID != got.Key() {
+		if onErr != nil {
+			onErr(fmt.Errorf("job record %q (revision %d) is not a job record: %v", got.Key(), got.Revision(), err))
+		}
+		return
+	}
+	x.put(got.Revision(), &rec.Status)
 }

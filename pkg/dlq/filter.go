@@ -109,3 +109,23 @@ func (m *Matcher) matchText(e *messages.DLQEntry) bool {
 func containsFold(s, lowerNeedle string) bool {
 	return strings.Contains(strings.ToLower(s), lowerNeedle)
 }
+
+// ParseTime reads a filter's since or until as people write it: RFC 3339
+// (2026-03-01T12:00:00Z), a date (2026-03-01, local time), or a duration
+// ago (90m, 2d). "" is the zero time (no bound).
+func ParseTime(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
+		return t, nil
+	}
+	d, err := messages.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2026-03-01T12:00:00Z), a date (2026-03-01) nor a duration ago (90m, 2d)", s)
+	}
+	return now.Add(-d.D()), nil
+}
