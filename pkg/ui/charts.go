@@ -57,22 +57,52 @@ type bar struct {
 	Title      string
 }
 
-// tick is a labelled position on an axis.
+// tick is a labelled position on an axis; Anchor is its SVG text-anchor
+// ("" = middle).
 type tick struct {
-	X, Y  float64
-	Label string
+	X, Y   float64
+	Label  string
+	Anchor string
 }
 
-// barChart is a bar chart of width W and height H (plot area below the
-// top margin, above the axis labels).
-type barChart struct {
-	W, H   float64
-	Bars   []bar
-	XTicks []tick
-	YMax   string
-	Lines  []polyline
-	Empty  bool
+// anchorEnds keeps the first and last labels of an axis inside the chart.
+func anchorEnds(ts []tick) []tick {
+	if len(ts) > 1 {
+		ts[0].Anchor, ts[len(ts)-1].Anchor = "start", "end"
+	}
+	return ts
 }
+
+// barChart is a chart of width W and height H, in its own coordinates:
+// the plot spans Left..Right and Top..Base, the axis labels are below it.
+type barChart struct {
+	W, H                   float64
+	Left, Right, Top, Base float64
+	Bars                   []bar
+	XTicks                 []tick
+	YMax                   string
+	Lines                  []polyline
+	Empty                  bool
+}
+
+// Chart widths, in the chart's coordinates: about the pixels the chart
+// takes on a 1280-pixel-wide page, so that its labels stay at font size.
+const (
+	fullWidth = 1200.0
+	wideWidth = 800.0
+	halfWidth = 580.0
+)
+
+// newChart returns an empty chart w wide.
+func newChart(w float64) barChart {
+	return barChart{W: w, H: chartH, Left: plotLeft, Right: w - 6, Top: plotTop, Base: plotBottom}
+}
+
+// x maps f in [0, 1] to the plot's width.
+func (c *barChart) x(f float64) float64 { return c.Left + f*(c.Right-c.Left) }
+
+// y maps v in [0, top] to the plot's height.
+func (c *barChart) y(v, top float64) float64 { return c.Base - (c.Base-c.Top)*v/top }
 
 // polyline is a line over a chart.
 type polyline struct {
@@ -80,18 +110,20 @@ type polyline struct {
 	Class  string
 }
 
-// Chart geometry.
+// Chart geometry (heights; widths vary).
 const (
-	chartW, chartH = 600.0, 160.0
-	plotTop        = 12.0
-	plotBottom     = chartH - 18
-	plotLeft       = 36.0
-	plotRight      = chartW - 6
+	chartH     = 160.0
+	plotTop    = 12.0
+	plotBottom = chartH - 18
+	plotLeft   = 40.0
+	// minLabelGap is the room an x label needs.
+	minLabelGap = 44.0
 )
 
-// histogram draws counts as bars, labelled by labels.
-func histogram(counts []int64, labels []string, class string, titleUnit string) barChart {
-	c := barChart{W: chartW, H: chartH}
+// histogram draws counts as bars w wide, labelled by labels (as many as
+// fit).
+func histogram(w float64, counts []int64, labels []string, class string, titleUnit string) barChart {
+	c := newChart(w)
 	var top int64
 	for _, n := range counts {
 		top = max(top, n)
@@ -101,13 +133,16 @@ func histogram(counts []int64, labels []string, class string, titleUnit string) 
 		return c
 	}
 	c.YMax = strconv.FormatInt(top, 10)
-	slot := (plotRight - plotLeft) / float64(len(counts))
+	slot := (c.Right - c.Left) / float64(len(counts))
+	every := max(1, int(math.Ceil(minLabelGap/slot)))
 	for i, n := range counts {
-		h := (plotBottom - plotTop) * float64(n) / float64(top)
-		x := plotLeft + float64(i)*slot
-		c.Bars = append(c.Bars, bar{X: x + slot*0.1, Y: plotBottom - h, W: slot * 0.8, H: h, Class: class,
+		y := c.y(float64(n), float64(top))
+		x := c.Left + float64(i)*slot
+		c.Bars = append(c.Bars, bar{X: x + slot*0.1, Y: y, W: slot * 0.8, H: c.Base - y, Class: class,
 			Title: fmt.Sprintf("%s: %d %s", labels[i], n, titleUnit)})
-		c.XTicks = append(c.XTicks, tick{X: x + slot/2, Y: chartH - 4, Label: labels[i]})
+		if i%every == 0 {
+			c.XTicks = append(c.XTicks, tick{X: x + slot/2, Y: chartH - 4, Label: labels[i]})
+		}
 	}
 	return c
 }
@@ -135,7 +170,7 @@ func durationLabels() []string {
 // timelineChart draws a job's results over time: finished items per bin
 // (failed ones apart) and the retries they took as a line.
 func timelineChart(v statsView) barChart {
-	c := barChart{W: chartW, H: chartH}
+	c := newChart(fullWidth)
 	if v.Read == 0 || len(v.Bins) == 0 {
 		c.Empty = true
 		return c
@@ -155,32 +190,43 @@ func timelineChart(v statsView) barChart {
 	}
 	per := v.Width.Seconds()
 	c.YMax = fmt.Sprintf("%s/s", rateText(float64(top)/per))
-	slot := (plotRight - plotLeft) / float64(len(bins))
+	slot := (c.Right - c.Left) / float64(len(bins))
 	var pts []string
 	for i, b := range bins {
-		x := plotLeft + float64(i)*slot
-		hOK := (plotBottom - plotTop) * float64(b.Done-b.Failed) / float64(top)
-		hFail := (plotBottom - plotTop) * float64(b.Failed) / float64(top)
+		x := c.Left + float64(i)*slot
+		hOK := c.Base - c.y(float64(b.Done-b.Failed), float64(top))
+		hFail := c.Base - c.y(float64(b.Failed), float64(top))
 		from := v.Origin.Add(time.Duration(i) * v.Width)
-		title := fmt.Sprintf("%s +%s: %d finished (%d not succeeded), %d retries", from.UTC().Format("15:04:05"), shortDuration(v.Width), b.Done, b.Failed, b.Retries)
+		title := fmt.Sprintf("%s +%s: %d finished (%d not succeeded), %d retries", from.UTC().Format("15:04:05.0"), shortDuration(v.Width), b.Done, b.Failed, b.Retries)
 		c.Bars = append(c.Bars,
-			bar{X: x + slot*0.05, Y: plotBottom - hOK, W: slot * 0.9, H: hOK, Class: "ok", Title: title},
-			bar{X: x + slot*0.05, Y: plotBottom - hOK - hFail, W: slot * 0.9, H: hFail, Class: "dlq", Title: title})
-		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x+slot/2, plotBottom-(plotBottom-plotTop)*float64(b.Retries)/float64(top)))
+			bar{X: x + slot*0.05, Y: c.Base - hOK, W: slot * 0.9, H: hOK, Class: "ok", Title: title},
+			bar{X: x + slot*0.05, Y: c.Base - hOK - hFail, W: slot * 0.9, H: hFail, Class: "dlq", Title: title})
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x+slot/2, c.y(float64(b.Retries), float64(top))))
 	}
 	c.Lines = []polyline{{Points: strings.Join(pts, " "), Class: "retries"}}
 	span := time.Duration(len(bins)) * v.Width
-	for _, f := range []float64{0, 0.5, 1} {
-		c.XTicks = append(c.XTicks, tick{X: plotLeft + f*(plotRight-plotLeft), Y: chartH - 4,
-			Label: "+" + shortDuration(time.Duration(f*float64(span)).Round(time.Second))})
+	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		c.XTicks = append(c.XTicks, tick{X: c.x(f), Y: chartH - 4, Label: "+" + shortDuration(roundSpan(time.Duration(f*float64(span)), span))})
 	}
+	c.XTicks = anchorEnds(c.XTicks)
 	return c
+}
+
+// roundSpan rounds d, a point on an axis span long, to a power of ten
+// about a hundredth of the span (at least a millisecond), so that labels
+// differ without noise digits.
+func roundSpan(d, span time.Duration) time.Duration {
+	unit := time.Millisecond
+	for unit*100 < span && unit < time.Hour {
+		unit *= 10
+	}
+	return d.Round(unit)
 }
 
 // rateChart draws the fleet's throughput and retry rate (per second,
 // oldest first) over the last len(done)×step.
 func rateChart(done, retries []float64, step time.Duration) barChart {
-	c := barChart{W: chartW, H: chartH}
+	c := newChart(wideWidth)
 	top := 0.0
 	for i := range done {
 		top = math.Max(top, math.Max(done[i], retries[i]))
@@ -193,8 +239,7 @@ func rateChart(done, retries []float64, step time.Duration) barChart {
 	line := func(vals []float64, class string) polyline {
 		pts := make([]string, len(vals))
 		for i, v := range vals {
-			x := plotLeft + (plotRight-plotLeft)*float64(i)/float64(max(len(vals)-1, 1))
-			pts[i] = fmt.Sprintf("%.1f,%.1f", x, plotBottom-(plotBottom-plotTop)*v/top)
+			pts[i] = fmt.Sprintf("%.1f,%.1f", c.x(float64(i)/float64(max(len(vals)-1, 1))), c.y(v, top))
 		}
 		return polyline{Points: strings.Join(pts, " "), Class: class}
 	}
@@ -205,27 +250,29 @@ func rateChart(done, retries []float64, step time.Duration) barChart {
 		if f < 1 {
 			label = "-" + shortDuration(time.Duration((1-f)*float64(span)).Round(time.Minute))
 		}
-		c.XTicks = append(c.XTicks, tick{X: plotLeft + f*(plotRight-plotLeft), Y: chartH - 4, Label: label})
+		c.XTicks = append(c.XTicks, tick{X: c.x(f), Y: chartH - 4, Label: label})
 	}
+	c.XTicks = anchorEnds(c.XTicks)
 	return c
 }
 
 // timeline is an item's attempts on a time axis: each run as a bar, each
 // backoff delay after it as a thinner bar, generations (replays) apart.
 type timeline struct {
-	W, H   float64
-	Runs   []bar
-	Delays []bar
-	Marks  []tick // generation starts (replays)
-	XTicks []tick
-	Span   string
-	Empty  bool
+	W, H    float64
+	Runs    []bar
+	Delays  []bar
+	Marks   []tick // generation starts (replays)
+	XTicks  []tick
+	Span    string
+	AxisEnd float64
+	Empty   bool
 }
 
 // attemptTimeline lays out attempts (their Time is when a run ended) up to
 // end (when the entry was dead-lettered).
 func attemptTimeline(atts []messages.Attempt, end time.Time) timeline {
-	t := timeline{W: chartW, H: 90}
+	t := timeline{W: fullWidth, H: 90}
 	if len(atts) == 0 {
 		t.Empty = true
 		return t
@@ -244,7 +291,7 @@ func attemptTimeline(atts []messages.Attempt, end time.Time) timeline {
 	if span <= 0 {
 		span = time.Millisecond
 	}
-	const left, right, y, h = 10.0, chartW - 10, 30.0, 24.0
+	const left, right, y, h = 10.0, fullWidth - 10, 30.0, 24.0
 	x := func(at time.Time) float64 { return left + (right-left)*float64(at.Sub(start))/float64(span) }
 	gen := atts[0].Generation
 	for _, a := range atts {
@@ -264,9 +311,11 @@ func attemptTimeline(atts []messages.Attempt, end time.Time) timeline {
 		}
 	}
 	t.Span = shortDuration(span.Round(time.Millisecond))
+	t.AxisEnd = right
 	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
-		t.XTicks = append(t.XTicks, tick{X: left + f*(right-left), Y: 84, Label: "+" + shortDuration(time.Duration(f*float64(span)).Round(time.Millisecond))})
+		t.XTicks = append(t.XTicks, tick{X: left + f*(right-left), Y: 84, Label: "+" + shortDuration(roundSpan(time.Duration(f*float64(span)), span))})
 	}
+	t.XTicks = anchorEnds(t.XTicks)
 	return t
 }
 
@@ -285,6 +334,8 @@ func shortDuration(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "0s"
+	case d < time.Millisecond:
+		return "<1ms"
 	case d < time.Second:
 		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 	case d < 10*time.Second:

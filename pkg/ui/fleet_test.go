@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
@@ -75,10 +76,14 @@ func testLogger(t testing.TB) zerolog.Logger {
 func startFleet(t testing.TB, cfg Config) *testFleet {
 	t.Helper()
 	srv := fleettest.RunServer(t)
+	// Connections first: cleanups run last-registered first, so the
+	// processes stop before their connections close.
+	coordConn, uiConn := srv.Connect(t), srv.Connect(t)
+	agentConns := []*nats.Conn{srv.Connect(t), srv.Connect(t)}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{
+	coord, err := coordinator.New(coordConn, coordinator.Config{
 		Provision: testProv, StatusInterval: 20 * time.Millisecond, Logger: testLogger(t),
 	})
 	require.NoError(t, err)
@@ -90,8 +95,8 @@ func startFleet(t testing.TB, cfg Config) *testFleet {
 		t.Fatal("coordinator not ready")
 	}
 	f := &testFleet{srv: srv, broken: &brokenItems{}}
-	for i := range 2 {
-		a := agent.New(srv.Connect(t), agent.Config{
+	for i, nc := range agentConns {
+		a := agent.New(nc, agent.Config{
 			Name: fmt.Sprintf("agent-%d", i), Concurrency: 4, Provision: testProv, ShutdownTimeout: time.Second,
 			PresenceInterval: 200 * time.Millisecond, Logger: testLogger(t),
 		}).HandleBuiltins().Handle("maybe", f.broken.handler)
@@ -104,7 +109,7 @@ func startFleet(t testing.TB, cfg Config) *testFleet {
 	if cfg.FlushInterval == 0 {
 		cfg.FlushInterval = 50 * time.Millisecond
 	}
-	f.ui, err = New(srv.Connect(t), cfg)
+	f.ui, err = New(uiConn, cfg)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

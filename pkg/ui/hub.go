@@ -69,7 +69,7 @@ type hub struct {
 type jobTrack struct {
 	done, retries int64
 	rate          *series
-	seen          time.Time
+	seen, first   time.Time
 }
 
 // liveEvent is a fleet event on its way to the browsers.
@@ -151,7 +151,7 @@ func (h *hub) jobUpdate(st *messages.JobStatus) {
 	tr := h.jobs[st.ID]
 	if tr == nil {
 		// The first update seen: a baseline, no delta.
-		h.jobs[st.ID] = &jobTrack{done: st.Done(), retries: st.Retries, rate: newSeries(seriesStep, jobRateBuckets+1), seen: now}
+		h.jobs[st.ID] = &jobTrack{done: st.Done(), retries: st.Retries, rate: newSeries(seriesStep, jobRateBuckets), seen: now, first: now}
 		return
 	}
 	dd, dr := max(st.Done()-tr.done, 0), max(st.Retries-tr.retries, 0)
@@ -169,7 +169,19 @@ func (h *hub) rate(id string) (float64, bool) {
 	if tr == nil {
 		return 0, false
 	}
-	return tr.rate.recent(h.cfg.Clock.Now(), jobRateBuckets), true
+	return tr.recent(h.cfg.Clock.Now()), true
+}
+
+// recent is the job's throughput over the last minute, or since the hub
+// first saw it when that is less.
+func (tr *jobTrack) recent(now time.Time) float64 {
+	done, _ := tr.rate.rates(now)
+	var sum float64
+	for _, r := range done {
+		sum += r * seriesStep.Seconds()
+	}
+	window := min(now.Sub(tr.first), jobRateBuckets*seriesStep)
+	return sum / max(window.Seconds(), 1)
 }
 
 // fleetRates is the fleet's throughput and retry rate, oldest first.
@@ -258,7 +270,7 @@ func (h *hub) flush() {
 	for id, st := range h.pending {
 		lj := liveJob{JobStatus: st, Done: st.Done()}
 		if tr := h.jobs[id]; tr != nil {
-			lj.Rate = tr.rate.recent(now, jobRateBuckets)
+			lj.Rate = tr.recent(now)
 		}
 		b, err := json.Marshal(lj)
 		if err == nil {

@@ -65,12 +65,7 @@ func (s *Server) pageJobs(w http.ResponseWriter, r *http.Request) {
 	for i := range reply.Jobs {
 		st := &reply.Jobs[i]
 		row := jobRow{JobStatus: *st, Segments: stackBar(st)}
-		row.Rate, row.HasRate = s.hub.rate(st.ID)
-		if !row.HasRate && st.StartedAt != nil && st.FinishedAt != nil {
-			if el := st.FinishedAt.Sub(*st.StartedAt).Seconds(); el > 0 {
-				row.Rate, row.HasRate = float64(st.Done())/el, true
-			}
-		}
+		row.Rate, row.HasRate = s.jobRate(st)
 		d.Rows = append(d.Rows, row)
 		ids = append(ids, st.ID)
 	}
@@ -111,6 +106,16 @@ func (s *Server) pageJobs(w http.ResponseWriter, r *http.Request) {
 		live.Set("jobs", strings.Join(ids, ","))
 	}
 	s.render(w, r, http.StatusOK, "jobs", &page{Title: "Jobs", Nav: "jobs", Live: live.Encode(), Data: d})
+}
+
+// jobRate is a job's throughput: over its whole run once it has ended,
+// else over the last minute of updates the dashboard saw.
+func (s *Server) jobRate(st *messages.JobStatus) (float64, bool) {
+	if messages.TerminalState(st.State) && st.StartedAt != nil && st.FinishedAt != nil {
+		el := max(st.FinishedAt.Sub(*st.StartedAt), time.Millisecond)
+		return float64(st.Done()) / el.Seconds(), true
+	}
+	return s.hub.rate(st.ID)
 }
 
 // pageURL is path with base's parameters plus (or instead of) extra.
@@ -192,7 +197,7 @@ func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &jobData{Job: st, Segments: stackBar(st), InFlight: max(st.Published-st.Done(), 0)}
-	d.Rate, d.HasRate = s.hub.rate(id)
+	d.Rate, d.HasRate = s.jobRate(st)
 	if st.Budget.Total > 0 {
 		d.BudgetRatio = min(float64(st.Budget.Consumed)/float64(st.Budget.Total), 1)
 	} else if st.Budget.Consumed > 0 || st.Budget.Exhausted {
@@ -208,7 +213,11 @@ func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
 	d.MoreGroups = max(len(st.Groups)-len(d.Groups), 0)
 
 	sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
-	d.Stats, err = s.stats.get(sctx, id)
+	var start time.Time
+	if st.StartedAt != nil {
+		start = *st.StartedAt
+	}
+	d.Stats, err = s.stats.get(sctx, id, start)
 	scancel()
 	if err != nil {
 		d.StatsErr = err.Error()
@@ -217,8 +226,8 @@ func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
 	for i, h := range d.Stats.Steps {
 		d.Steps = append(d.Steps, stepCharts{
 			Step: i, Items: h.Items,
-			Runs:      histogram(h.Runs[:], runsLabels(), "runs", "items"),
-			Durations: histogram(h.Durations, durationLabels(), "dur", "items"),
+			Runs:      histogram(halfWidth, h.Runs[:], runsLabels(), "runs", "items"),
+			Durations: histogram(halfWidth, h.Durations, durationLabels(), "dur", "items"),
 		})
 	}
 	if st.Breaker != nil {

@@ -121,7 +121,12 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
 	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
-	"dur": func(ms int64) string { return shortDuration(time.Duration(ms) * time.Millisecond) },
+	"dur": func(ms int64) string {
+		if ms == 0 {
+			return "<1ms"
+		}
+		return shortDuration(time.Duration(ms) * time.Millisecond)
+	},
 	"elapsed": func(now time.Time, st *messages.JobStatus) string {
 		if st.StartedAt == nil {
 			return "—"
@@ -130,7 +135,8 @@ var funcs = template.FuncMap{
 		if st.FinishedAt != nil {
 			end = *st.FinishedAt
 		}
-		return shortDuration(end.Sub(*st.StartedAt).Round(time.Second))
+		d := end.Sub(*st.StartedAt)
+		return shortDuration(roundSpan(d, d))
 	},
 	"num": thousands,
 	"pct": func(a, b int64) string {

@@ -76,8 +76,12 @@ type stepHist struct {
 	Items     int64
 }
 
+// firstBinWidth is the timeline's bin width until the job outlasts
+// timelineBins of them (6 seconds); each doubling halves the resolution.
+const firstBinWidth = 100 * time.Millisecond
+
 func newJobStats() *jobStats {
-	return &jobStats{outcomes: map[string]int64{}, width: time.Second}
+	return &jobStats{outcomes: map[string]int64{}, width: firstBinWidth}
 }
 
 // add counts one result.
@@ -117,7 +121,7 @@ func (s *jobStats) addTime(r *messages.Result) {
 		return
 	}
 	if s.origin.IsZero() {
-		s.origin = t.Truncate(time.Second)
+		s.origin = t.Truncate(firstBinWidth)
 		s.bins = make([]timeBin, timelineBins)
 	}
 	if t.Before(s.origin) {
@@ -182,11 +186,16 @@ func newStatsCache(js jetstream.JetStream, names messages.Names, now func() time
 // get returns job's histograms, after reading what the results stream
 // holds beyond what was read before (at most resultsPerRequest results or
 // resultsTimePerRequest of reading).
-func (c *statsCache) get(ctx context.Context, job string) (statsView, error) {
+// The timeline starts at start (the job's start) when it is known.
+func (c *statsCache) get(ctx context.Context, job string, start time.Time) (statsView, error) {
 	c.mu.Lock()
 	s := c.jobs[job]
 	if s == nil {
 		s = newJobStats()
+		if !start.IsZero() {
+			s.origin = start.Truncate(firstBinWidth)
+			s.bins = make([]timeBin, timelineBins)
+		}
 		c.jobs[job] = s
 		c.evictLocked()
 	}

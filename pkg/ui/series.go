@@ -57,19 +57,3 @@ func (s *series) rates(now time.Time) (done, retries []float64) {
 	}
 	return done, retries
 }
-
-// recent is the per-second rate of done items over the last k buckets,
-// the newest (still filling) one excluded unless k covers it alone.
-func (s *series) recent(now time.Time, k int) float64 {
-	s.advance(now)
-	n := len(s.done)
-	k = min(k, n-1)
-	var sum int64
-	for i := 1; i <= k; i++ {
-		sum += s.done[(s.head-i+n)%n]
-	}
-	if k == 0 {
-		return 0
-	}
-	return float64(sum) / (float64(k) * s.step.Seconds())
-}

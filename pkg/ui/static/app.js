@@ -124,10 +124,11 @@
     }
     let top = 1;
     s.done.concat(s.retries).forEach(function (v) { top = Math.max(top, v); });
+    const left = +svg.dataset.left, right = +svg.dataset.right, ytop = +svg.dataset.top, base = +svg.dataset.base;
     function pts(vals) {
       return vals.map(function (v, i) {
-        const x = 36 + (558 * i) / Math.max(vals.length - 1, 1);
-        return x.toFixed(1) + "," + (142 - (130 * v) / top).toFixed(1);
+        const x = left + ((right - left) * i) / Math.max(vals.length - 1, 1);
+        return x.toFixed(1) + "," + (base - ((base - ytop) * v) / top).toFixed(1);
       }).join(" ");
     }
     const done = svg.querySelector("polyline.done");
