@@ -238,15 +238,18 @@ func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, exam
 			return bound, nil
 		}
 		lastSeen = seq
-		s := &scanned{ref: messages.DLQEntryRef{Seq: seq}, size: msgSize(msg), stored: md.Timestamp}
-		in.decode(msg.Subject(), msg.Data(), &s.ref)
-		if m.Match(&s.ref.Entry) {
-			if !fn(s) {
-				return bound, nil
-			}
-			matched++
-			if f.Limit > 0 && matched >= f.Limit {
-				return bound, nil
+		// rejectRaw: the text filter cannot match, no need to decode.
+		if !m.rejectRaw(msg.Data()) {
+			s := &scanned{ref: messages.DLQEntryRef{Seq: seq}, size: msgSize(msg), stored: md.Timestamp}
+			in.decode(msg.Subject(), msg.Data(), &s.ref)
+			if m.Match(&s.ref.Entry) {
+				if !fn(s) {
+					return bound, nil
+				}
+				matched++
+				if f.Limit > 0 && matched >= f.Limit {
+					return bound, nil
+				}
 			}
 		}
 		if seq >= bound || md.NumPending == 0 {
