@@ -295,7 +295,7 @@ func loadDLQ(ctx context.Context, js jetstream.JetStream, names messages.Names, 
 		}
 		e := messages.DLQEntry{
 			JobID: job, ItemID: fmt.Sprintf("img-%06d", i), Index: int64(i), Pool: messages.DefaultPool,
-			Payload: json.RawMessage(fmt.Sprintf(`{"id":"img-%06d","path":"/uploads/%06d.jpg","size":%d}`, i, i, 1000+i)),
+			Payload:       json.RawMessage(fmt.Sprintf(`{"id":"img-%06d","path":"/uploads/%06d.jpg","size":%d}`, i, i, 1000+i)),
 			CorrelationID: fmt.Sprintf("%s:%d", job, i), Subject: names.WorkSubject(messages.DefaultPool, job), StreamSeq: uint64(i + 1),
 			Reason: messages.ReasonAttempts, Error: msg, ErrorClass: classes[i%len(classes)], Signature: fmt.Sprintf("%016x", i%37),
 			DeadLetteredAt: now.Add(-time.Duration(n-i) * time.Second), Agent: "agent-1",
@@ -343,4 +343,3 @@ func loadResults(ctx context.Context, js jetstream.JetStream, names messages.Nam
 		return fmt.Errorf("results not acknowledged")
 	}
 }
-
