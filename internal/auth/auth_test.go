@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +25,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/ui"
 )
 
 // secured is an embedded server configured with the files auth.Init
@@ -289,6 +293,24 @@ func TestRolesRunAJob(t *testing.T) {
 	must(err, "operator reads a job's events")
 	_, err = ec.Next(jetstream.FetchMaxWait(5 * time.Second))
 	must(err, "operator reads an event")
+	// The dashboard itself, on the operator's connection: every page
+	// renders, and (checked at the end) nothing was refused.
+	dash, err := ui.New(onc, ui.Config{})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dashCtx, stopDash := context.WithCancel(ctx)
+	dashDone := make(chan error, 1)
+	go func() { dashDone <- dash.Serve(dashCtx, ln) }()
+	for _, page := range []string{"/", "/jobs/roles", "/dlq?job=roles", "/agents"} {
+		resp, err := http.Get("http://" + ln.Addr().String() + page)
+		must(err, "dashboard "+page)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", page, body)
+	}
+	stopDash()
+	must(<-dashDone, "dashboard stops")
 	// The operator cancels a job that is still running.
 	reply, err = sub.Submit(ctx, []byte(`{"id": "slow", "items": [`+items(20)+`],
 		"agent_template": [{"handler": "sleep", "with": {"duration": "1m"}}]}`))

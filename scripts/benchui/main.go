@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -313,7 +314,7 @@ func loadDLQ(ctx context.Context, js jetstream.JetStream, names messages.Names, 
 		m.Data = data
 		m.Header.Set(messages.HeaderJobID, job)
 		m.Header.Set(messages.HeaderReason, e.Reason)
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		if err := publishAsync(js, func() error { _, err := js.PublishMsgAsync(m); return err }); err != nil {
 			return err
 		}
 	}
@@ -332,7 +333,7 @@ func loadResults(ctx context.Context, js jetstream.JetStream, names messages.Nam
 		r := messages.Result{JobID: job, ItemID: fmt.Sprintf("img-%06d", i), Index: int64(i), Outcome: messages.OutcomeSucceeded,
 			Attempts: 1 + i%3, Retries: i % 3, Agent: "agent-1", FinishedAt: now.Add(time.Duration(i-n) * 10 * time.Millisecond), DurationMS: int64(5 + i%200)}
 		data, _ := json.Marshal(r)
-		if _, err := js.PublishAsync(names.ResultSubject(messages.DefaultPool, job), data); err != nil {
+		if err := publishAsync(js, func() error { _, err := js.PublishAsync(names.ResultSubject(messages.DefaultPool, job), data); return err }); err != nil {
 			return err
 		}
 	}
@@ -341,5 +342,20 @@ func loadResults(ctx context.Context, js jetstream.JetStream, names messages.Nam
 		return nil
 	case <-time.After(5 * time.Minute):
 		return fmt.Errorf("results not acknowledged")
+	}
+}
+
+// publishAsync publishes, waiting for the outstanding acknowledgements and
+// trying again when too many are outstanding (a busy machine).
+func publishAsync(js jetstream.JetStream, publish func() error) error {
+	for tries := 0; ; tries++ {
+		err := publish()
+		if err == nil || !errors.Is(err, jetstream.ErrTooManyStalledMsgs) || tries == 10 {
+			return err
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(time.Minute):
+		}
 	}
 }
