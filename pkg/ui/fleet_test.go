@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/agent"
@@ -75,6 +76,10 @@ func testLogger(t testing.TB) zerolog.Logger {
 // startFleet starts a server, a coordinator, two agents and a dashboard.
 func startFleet(t testing.TB, cfg Config) *testFleet {
 	t.Helper()
+	// Registered first, so it runs after every other cleanup: the
+	// dashboard, the fleet and the server leave no goroutine behind.
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
 	srv := fleettest.RunServer(t)
 	// Connections first: cleanups run last-registered first, so the
 	// processes stop before their connections close.
