@@ -31,14 +31,18 @@ func TestAgentPresence(t *testing.T) {
 	kv, err := srv.JS().KeyValue(ctx, messages.MustNames("").AgentsBucket())
 	require.NoError(t, err)
 	key := messages.AgentKey("default", "host.example-7")
+	presence := func() (messages.AgentPresence, error) {
+		var p messages.AgentPresence
+		e, err := kv.Get(ctx, key)
+		if err == nil {
+			err = json.Unmarshal(e.Value(), &p)
+		}
+		return p, err
+	}
 	var first messages.AgentPresence
 	fleettest.WaitFor(t, 20*time.Second, func() error {
-		e, err := kv.Get(ctx, key)
+		p, err := presence()
 		if err != nil {
-			return err
-		}
-		var p messages.AgentPresence
-		if err := json.Unmarshal(e.Value(), &p); err != nil {
 			return err
 		}
 		if p.InFlight != 2 || p.Jobs["present"] != 2 {
@@ -53,12 +57,8 @@ func TestAgentPresence(t *testing.T) {
 	require.Equal(t, messages.Duration(100*time.Millisecond), first.Interval)
 	// It is refreshed: last_seen moves on.
 	fleettest.WaitFor(t, 10*time.Second, func() error {
-		e, err := kv.Get(ctx, key)
+		p, err := presence()
 		if err != nil {
-			return err
-		}
-		var p messages.AgentPresence
-		if err := json.Unmarshal(e.Value(), &p); err != nil {
 			return err
 		}
 		if !p.LastSeen.After(first.LastSeen) {

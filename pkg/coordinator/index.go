@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -262,22 +263,7 @@ func (x *jobIndex) follow(ctx context.Context, kv jetstream.KeyValue, onErr func
 	if err != nil {
 		return fmt.Errorf("coordinator: watching %s: %w", kv.Bucket(), err)
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return errors.New("coordinator: the watch of the jobs bucket was closed")
-			}
-			if e == nil {
-				x.markReady()
-				continue
-			}
-			x.apply(ctx, kv, e, onErr)
-		}
-	}
+	return kvwatch.Watch(ctx, w, x.markReady, func(e jetstream.KeyValueEntry) { x.apply(ctx, kv, e, onErr) })
 }
 
 // apply records one watched entry.

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -408,28 +409,6 @@ func (h *hub) closeAll() {
 	h.metrics.clients.Set(0)
 }
 
-// watch follows a KV watch, calling fn for each entry, until ctx ends or
-// the watch does (an error then). onReady is called at the end of the
-// initial values.
-func watch(ctx context.Context, w jetstream.KeyWatcher, onReady func(), fn func(jetstream.KeyValueEntry)) error {
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return errors.New("watch closed")
-			}
-			if e == nil {
-				onReady()
-				continue
-			}
-			fn(e)
-		}
-	}
-}
-
 // followJobs watches the jobs bucket for changes (not the initial values:
 // pages render those from the API).
 func (h *hub) followJobs(ctx context.Context, js jetstream.JetStream, names messages.Names) error {
@@ -442,7 +421,7 @@ func (h *hub) followJobs(ctx context.Context, js jetstream.JetStream, names mess
 		return err
 	}
 	h.setSource("jobs", nil)
-	return watch(ctx, w, func() {}, func(e jetstream.KeyValueEntry) {
+	return kvwatch.Watch(ctx, w, nil, func(e jetstream.KeyValueEntry) {
 		var rec struct {
 			Status messages.JobStatus `json:"status"`
 		}
@@ -463,7 +442,7 @@ func (h *hub) followAgents(ctx context.Context, js jetstream.JetStream, names me
 		return err
 	}
 	h.setSource("agents", nil)
-	return watch(ctx, w, func() {}, func(e jetstream.KeyValueEntry) {
+	return kvwatch.Watch(ctx, w, nil, func(e jetstream.KeyValueEntry) {
 		if e.Operation() != jetstream.KeyValuePut {
 			h.agentUpdate(e.Key(), nil)
 			return

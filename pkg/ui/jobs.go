@@ -183,10 +183,19 @@ type stepCharts struct {
 	Durations barChart
 }
 
-func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
+// jobID is the {id} of the path, or "" after a bad-request page.
+func (s *Server) jobID(w http.ResponseWriter, r *http.Request) string {
 	id := r.PathValue("id")
 	if err := messages.ValidToken(id); err != nil {
 		s.badRequest(w, r, "job id: "+err.Error())
+		return ""
+	}
+	return id
+}
+
+func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
+	id := s.jobID(w, r)
+	if id == "" {
 		return
 	}
 	ctx, cancel := s.callCtx(r)
@@ -243,9 +252,8 @@ func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) postCancel(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := messages.ValidToken(id); err != nil {
-		s.badRequest(w, r, "job id: "+err.Error())
+	id := s.jobID(w, r)
+	if id == "" {
 		return
 	}
 	ctx, cancel := s.callCtx(r)
