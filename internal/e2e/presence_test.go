@@ -91,7 +91,7 @@ func TestResultStepBreakdown(t *testing.T) {
 	ctx := context.Background()
 	stream, err := srv.JS().Stream(ctx, messages.MustNames("").ResultsStream())
 	require.NoError(t, err)
-	m, err := stream.GetLastMsgForSubject(ctx, messages.MustNames("").ResultSubject(id))
+	m, err := stream.GetLastMsgForSubject(ctx, messages.MustNames("").ResultSubject(messages.DefaultPool, id))
 	require.NoError(t, err)
 	var res messages.Result
 	require.NoError(t, json.Unmarshal(m.Data, &res))

@@ -333,7 +333,10 @@ func loadResults(ctx context.Context, js jetstream.JetStream, names messages.Nam
 		r := messages.Result{JobID: job, ItemID: fmt.Sprintf("img-%06d", i), Index: int64(i), Outcome: messages.OutcomeSucceeded,
 			Attempts: 1 + i%3, Retries: i % 3, Agent: "agent-1", FinishedAt: now.Add(time.Duration(i-n) * 10 * time.Millisecond), DurationMS: int64(5 + i%200)}
 		data, _ := json.Marshal(r)
-		if err := publishAsync(js, func() error { _, err := js.PublishAsync(names.ResultSubject(messages.DefaultPool, job), data); return err }); err != nil {
+		if err := publishAsync(js, func() error {
+			_, err := js.PublishAsync(names.ResultSubject(messages.DefaultPool, job), data)
+			return err
+		}); err != nil {
 			return err
 		}
 	}
