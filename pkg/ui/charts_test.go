@@ -1,11 +1,14 @@
 package ui
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -100,4 +103,38 @@ func TestAttemptTimeline(t *testing.T) {
 	require.InDelta(t, 10, tl.Runs[0].X, 1e-9)
 	require.Less(t, tl.Runs[0].X+tl.Runs[0].W, tl.Delays[0].X+1e-9)
 	require.True(t, attemptTimeline(nil, t0).Empty)
+}
+
+// The breaker history reads the agents' CircuitBreakerStateChanged events
+// of one job, whatever pool published them, and keeps the last ones.
+func TestBreakerHistory(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	ctx := t.Context()
+	names := messages.MustNames("")
+	require.NoError(t, provision.Ensure(ctx, srv.JS(), names, provision.Config{}))
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	publish := func(pool, job, from, to string, i int) {
+		data, _ := json.Marshal(map[string]any{"from": from, "to": to, "failures": i, "agent": "a-" + pool})
+		body, _ := json.Marshal(messages.Event{Type: "CircuitBreakerStateChanged", JobID: job, Time: t0.Add(time.Duration(i) * time.Second), Data: data})
+		_, err := srv.JS().Publish(ctx, names.AgentEventSubject(pool, job, messages.EventBreaker), body)
+		require.NoError(t, err)
+	}
+	none, more, err := breakerHistory(ctx, srv.JS(), names, "quiet")
+	require.NoError(t, err)
+	require.Empty(t, none)
+	require.False(t, more)
+	for i := range breakerKept + 5 {
+		pool := []string{"default", "gpu"}[i%2]
+		publish(pool, "flappy", "closed", "open", i)
+		publish(pool, "other", "open", "closed", i)
+	}
+	got, more, err := breakerHistory(ctx, srv.JS(), names, "flappy")
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Len(t, got, breakerKept, "the last ones")
+	require.Equal(t, 5, got[0].Failures)
+	require.Equal(t, breakerKept+4, got[len(got)-1].Failures)
+	require.Equal(t, "open", got[0].To)
+	require.Equal(t, "a-gpu", got[0].Agent)
+	require.Equal(t, t0.Add(5*time.Second), got[0].Time)
 }
