@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -133,9 +134,12 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	// text reads an element's text in one evaluation, so that a live
+	// update replacing the element meanwhile cannot leave a stale node.
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		q, _ := json.Marshal(sel)
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector(`+string(q)+`) || {}).innerText || ""`))
 		require.NoError(t, err, sel)
 		return s
 	}
@@ -224,7 +228,8 @@ func TestDashboardInABrowser(t *testing.T) {
 	shot("job-replayed")
 
 	// The agents.
-	must("agents page", chromedp.Navigate(f.base+"/agents"), chromedp.WaitVisible(chromedp.CSS(`tr[data-agent="agent-0"]`)))
+	must("agents page", chromedp.Navigate(f.base+"/agents"), chromedp.WaitVisible(chromedp.CSS(`tr[data-agent="agent-0"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-agent="agent-1"]`)))
 	require.Contains(t, text(`#agents`), "agent-1")
 	shot("agents")
 

@@ -49,7 +49,7 @@
     });
   }
 
-  let reloadPending = false;
+  let reloadTimer = null;
   function updateJob(j) {
     document.querySelectorAll('[data-job="' + CSS.escape(j.id) + '"]').forEach(function (root) {
       root.querySelectorAll('[data-field="state"]').forEach(function (el) {
@@ -77,15 +77,17 @@
       root.querySelectorAll('[data-field="bar"]').forEach(function (el) { drawBar(el, j); });
     });
     // On a job's own page, a change of state brings new sections
-    // (completion, histograms): load the page again.
+    // (completion, histograms): load the page again. The page drew the
+    // live status, and the stored record it is fed from may still be a
+    // step behind: reload only if the new state holds for a moment.
     const page = document.getElementById("job");
-    if (page && page.dataset.job === j.id && !reloadPending) {
-      const shown = page.querySelector('[data-field="state"]');
-      if (shown && page.dataset.state && page.dataset.state !== j.state) {
-        reloadPending = true;
-        setTimeout(function () { location.reload(); }, 800);
+    if (page && page.dataset.job === j.id && page.dataset.state) {
+      if (page.dataset.state !== j.state) {
+        if (!reloadTimer) reloadTimer = setTimeout(function () { location.reload(); }, 1200);
+      } else if (reloadTimer) {
+        clearTimeout(reloadTimer);
+        reloadTimer = null;
       }
-      page.dataset.state = j.state;
     }
   }
 
