@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.DurationVar(&cfg.StepTimeout, "step-timeout", envDuration(getenv, "FLEET_STEP_TIMEOUT", agent.DefaultStepTimeout), "timeout of a step that sets none (env FLEET_STEP_TIMEOUT)")
 	stepEnv := fs.String("step-env", getenv("FLEET_STEP_ENV"), "more of the agent's environment variables that shell steps see, comma-separated names or prefixes ending in * (env FLEET_STEP_ENV); PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ and TMPDIR always")
 	fs.BoolVar(&cfg.StepEnvUnsafe, "step-env-unsafe", getenv("FLEET_STEP_ENV_UNSAFE") == "true", "let --step-env pass NATS_* and FLEET_* variables, and the credentials they hold, to every job (env FLEET_STEP_ENV_UNSAFE=true)")
+	fs.DurationVar(&cfg.PresenceInterval, "presence-interval", agent.DefaultPresenceInterval, "how often the agent writes its presence (pool, items in flight) to the agents bucket; negative = never")
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9091 (env FLEET_METRICS_ADDR)")
 	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
 	if err := fs.Parse(args); err != nil {

@@ -83,6 +83,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	authDir := fs.String("auth-dir", "", "embedded server: admit only the users `fleetctl auth init DIR` wrote (and TLS if generated); the coordinator connects as DIR/coordinator.nk")
 	dataDir := fs.String("data-dir", "jetfleet-data", "embedded server's JetStream directory")
 	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
+	var uiFlags uiOptions
+	uiFlags.register(fs, getenv)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -121,6 +123,14 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err := obs.ServeMetrics(ctx, *metricsAddr, reg, log); err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}
+	// The dashboard has its own connection (the coordinator's may be
+	// replaced below), with --ui-creds/--ui-nkey when given.
+	dash, err := uiFlags.dashboard(conn, url, cfg.Prefix, log, reg)
+	if err != nil {
+		return err
+	}
+	dash.serve(ctx)
+	defer dash.close()
 	// A connection the server closes for good is replaced, and the
 	// coordinator resumes its jobs on the new one, as after a restart.
 	gens := obs.NewGenerations(reg)

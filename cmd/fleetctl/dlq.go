@@ -117,22 +117,7 @@ func flagOfField(field string) string {
 }
 
 // parseWhen reads a point in time: RFC 3339, a date, or a duration ago.
-func parseWhen(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
-		return t, nil
-	}
-	d, err := messages.ParseDuration(s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2026-03-01T12:00:00Z), a date (2026-03-01) nor a duration ago (90m, 2d)", s)
-	}
-	return now.Add(-d.D()), nil
-}
+func parseWhen(s string, now time.Time) (time.Time, error) { return dlq.ParseTime(s, now) }
 
 // dlqSetup parses a subcommand's flags and makes its requests. The
 // subcommand defers close.
@@ -257,14 +242,18 @@ func runDLQList(ctx context.Context, env *cliEnv, args []string) int {
 	return exitOK
 }
 
-// listEntries returns one page, or with f.Limit 0 every matching entry.
+// listEntries returns f.Limit matching entries, or with f.Limit 0 every
+// one. The coordinator bounds the entries a request examines, so a rare
+// filter's page can come back short: requests go on until the page is
+// full or the DLQ has no more.
 func listEntries(ctx context.Context, client *coordinator.Client, f messages.DLQFilter, timeout time.Duration) (*messages.DLQListReply, error) {
-	all := f.Limit == 0
-	if all {
-		f.Limit = 1000
-	}
+	want := f.Limit
 	out := &messages.DLQListReply{Entries: []messages.DLQEntryRef{}}
 	for {
+		f.Limit = 1000
+		if want > 0 {
+			f.Limit = want - len(out.Entries)
+		}
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		page, err := client.DLQList(rctx, f)
 		cancel()
@@ -273,7 +262,8 @@ func listEntries(ctx context.Context, client *coordinator.Client, f messages.DLQ
 		}
 		out.Entries = append(out.Entries, page.Entries...)
 		out.More, out.NextSeq = page.More, page.NextSeq
-		if !all || !page.More {
+		out.Scanned += page.Scanned
+		if !page.More || (want > 0 && len(out.Entries) >= want) {
 			return out, nil
 		}
 		f.AfterSeq = page.NextSeq

@@ -223,10 +223,14 @@ func runCancel(ctx context.Context, env *cliEnv, args []string) int {
 }
 
 func runList(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "list", "list [--state S] [--limit N] [--json]")
+	fs := newFlagSet(env, "list", "list [--state S] [--pool P] [--text T] [--limit N] [--cursor C] [--json]")
 	conn := addConnFlags(fs, env)
-	state := fs.String("state", "", "only jobs in this state")
-	limit := fs.Int("limit", 50, "at most this many jobs")
+	var req messages.ListRequest
+	fs.StringVar(&req.State, "state", "", "only jobs in this state")
+	fs.StringVar(&req.Pool, "pool", "", "only jobs of this pool")
+	fs.StringVar(&req.Text, "text", "", "only jobs whose id or name contains this (any case)")
+	fs.IntVar(&req.Limit, "limit", 50, fmt.Sprintf("at most this many jobs (1 to %d)", coordinator.MaxListLimit))
+	fs.StringVar(&req.Cursor, "cursor", "", "go on after an earlier page (the cursor it printed)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -239,18 +243,21 @@ func runList(ctx context.Context, env *cliEnv, args []string) int {
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
 	defer cancel()
-	jobs, err := client.List(rctx, messages.ListRequest{State: *state, Limit: *limit})
+	page, err := client.ListPage(rctx, req)
 	if err != nil {
 		errorf(env, "%v", err)
 		return exitForAPIError(err)
 	}
 	if *asJSON {
-		writeJSON(env.stdout, jobs)
-		return exitOK
+		writeJSON(env.stdout, page.Jobs)
+	} else {
+		fmt.Fprintf(env.stdout, "%-28s %-10s %8s %9s %6s %7s  %s\n", "JOB", "STATE", "ITEMS", "SUCCEEDED", "DLQ", "RETRIES", "SUBMITTED")
+		for _, j := range page.Jobs {
+			fmt.Fprintf(env.stdout, "%-28s %-10s %8d %9d %6d %7d  %s\n", j.ID, j.State, j.Items, j.Succeeded, j.DeadLettered, j.Retries, j.SubmittedAt.Format(time.RFC3339))
+		}
 	}
-	fmt.Fprintf(env.stdout, "%-28s %-10s %8s %9s %6s %7s  %s\n", "JOB", "STATE", "ITEMS", "SUCCEEDED", "DLQ", "RETRIES", "SUBMITTED")
-	for _, j := range jobs {
-		fmt.Fprintf(env.stdout, "%-28s %-10s %8d %9d %6d %7d  %s\n", j.ID, j.State, j.Items, j.Succeeded, j.DeadLettered, j.Retries, j.SubmittedAt.Format(time.RFC3339))
+	if page.NextCursor != "" {
+		fmt.Fprintf(env.stderr, "more: fleetctl list --cursor %s\n", page.NextCursor)
 	}
 	return exitOK
 }

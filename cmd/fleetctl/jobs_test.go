@@ -103,6 +103,16 @@ func TestJobCommandsAgainstAFleet(t *testing.T) {
 
 	code, _, _ = cli(t, url, "status")
 	require.Equal(t, exitUsage, code, "JOB is required")
+
+	code, out, errOut = cli(t, url, "list", "--state", "succeeded", "--text", "CLI-")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "cli-jobs")
+	code, out, _ = cli(t, url, "list", "--pool", "elsewhere", "--json")
+	require.Equal(t, exitOK, code)
+	require.JSONEq(t, "[]", out)
+	code, _, errOut = cli(t, url, "list", "--limit", "5000")
+	require.Equal(t, exitUsage, code, "a page above the maximum is bad input")
+	require.Contains(t, errOut, "limit")
 }
 
 // fleetctl submit uploads an input named by an absolute path (it used to

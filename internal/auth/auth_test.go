@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +25,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/ui"
 )
 
 // secured is an embedded server configured with the files auth.Init
@@ -254,6 +258,59 @@ func TestRolesRunAJob(t *testing.T) {
 	require.Equal(t, s.names.DLQSubject("default", "roles"), m.Subject())
 	_, err = ojs.Consumer(ctx, s.names.WorkStream(), s.names.AgentsConsumer("default"))
 	must(err, "operator reads consumer lag")
+	// The dashboard (fleetctl ui, operator credentials) watches the job
+	// records and the agents' presence, which the agent writes with its
+	// own credentials, and follows the events.
+	jobsKV, err := ojs.KeyValue(ctx, s.names.JobsBucket())
+	must(err, "operator opens the jobs bucket")
+	jw, err := jobsKV.WatchAll(ctx)
+	must(err, "operator watches the jobs bucket")
+	select {
+	case e := <-jw.Updates():
+		require.NotNil(t, e, "the jobs bucket holds records")
+	case <-ctx.Done():
+		t.Fatalf("no job record watched: %v", context.Cause(ctx))
+	}
+	must(jw.Stop(), "stop the jobs watch")
+	agentsKV, err := ojs.KeyValue(ctx, s.names.AgentsBucket())
+	must(err, "operator opens the agents bucket")
+	aw, err := agentsKV.WatchAll(ctx)
+	must(err, "operator watches the agents bucket")
+	select {
+	case e := <-aw.Updates():
+		require.NotNil(t, e, "the agent's presence is in the bucket")
+		require.Equal(t, messages.AgentKey("default", ag.Name()), e.Key())
+	case <-ctx.Done():
+		t.Fatalf("no agent presence watched: %v", context.Cause(ctx))
+	}
+	must(aw.Stop(), "stop the agents watch")
+	evSub, err := onc.SubscribeSync(s.names.EventsFilter())
+	must(err, "operator subscribes to events")
+	must(onc.Flush(), "flush the events subscription")
+	evStream, err := ojs.Stream(ctx, s.names.EventsStream())
+	must(err, "operator events stream")
+	ec, err := evStream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.names.EventSubject("roles", ">")}})
+	must(err, "operator reads a job's events")
+	_, err = ec.Next(jetstream.FetchMaxWait(5 * time.Second))
+	must(err, "operator reads an event")
+	// The dashboard itself, on the operator's connection: every page
+	// renders, and (checked at the end) nothing was refused.
+	dash, err := ui.New(onc, ui.Config{})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dashCtx, stopDash := context.WithCancel(ctx)
+	dashDone := make(chan error, 1)
+	go func() { dashDone <- dash.Serve(dashCtx, ln) }()
+	for _, page := range []string{"/", "/jobs/roles", "/dlq?job=roles", "/agents"} {
+		resp, err := http.Get("http://" + ln.Addr().String() + page)
+		must(err, "dashboard "+page)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", page, body)
+	}
+	stopDash()
+	must(<-dashDone, "dashboard stops")
 	// The operator cancels a job that is still running.
 	reply, err = sub.Submit(ctx, []byte(`{"id": "slow", "items": [`+items(20)+`],
 		"agent_template": [{"handler": "sleep", "with": {"duration": "1m"}}]}`))
@@ -273,6 +330,8 @@ func TestRolesRunAJob(t *testing.T) {
 	st, err = op.Wait(ctx, reply.JobID, 50*time.Millisecond, nil)
 	must(err, "wait cancelled")
 	require.Equal(t, messages.StateCancelled, st.State)
+	_, err = evSub.NextMsg(5 * time.Second)
+	must(err, "operator receives a live event")
 
 	stats := op.Call(ctx, messages.EndpointDLQStats, messages.JobRequest{JobID: "roles"}, nil)
 	var apiErr *messages.APIError

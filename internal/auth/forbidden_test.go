@@ -95,6 +95,7 @@ var forbiddenOps = map[string][]forbidden{
 		publish("$KV.fleet_items.victim.YQ").named("write item state outside its pool"),
 		request(api("DIRECT.GET.KV_fleet_items.$KV.fleet_items.gpu.victim.YQ")).named("read another pool's item state"),
 		request(api("STREAM.PURGE.KV_fleet_budget")).named("purge the budgets"),
+		publish("$KV.fleet_agents.gpu.YQ").named("write another pool's agent presence"),
 		// Inputs.
 		publish("$O.fleet_inputs.M.aW5wdXQ").named("overwrite a job's input"),
 		request(api("STREAM.PURGE.OBJ_fleet_inputs")).named("purge the inputs"),
@@ -150,6 +151,7 @@ var forbiddenOps = map[string][]forbidden{
 		publish("$KV.fleet_items.default.victim.YQ").named("write item state"),
 		publish("$KV.fleet_jobs.victim").named("rewrite a job record"),
 		publish("$KV.fleet_breaker.victim").named("trip a circuit breaker"),
+		publish("$KV.fleet_agents.default.YQ").named("forge an agent's presence"),
 		publish("$O.fleet_uploads.C.x").named("upload an input"),
 		publish("$O.fleet_inputs.M.aW5wdXQ").named("overwrite a job's input"),
 		request(api("STREAM.PURGE.FLEET_WORK")).named("purge the work"),

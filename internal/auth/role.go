@@ -212,6 +212,9 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 			pub = append(pub, j.kvRead(b)...)
 			pub = append(pub, j.watch(kvStream(b))...)
 		}
+		// The agent's presence (agents bucket): its own pool's keys only.
+		pub = append(pub, "$KV."+names.AgentsBucket()+"."+pool+".>")
+		pub = append(pub, j.kvRead(names.AgentsBucket())...)
 		// A reduce item's agent downloads the map results from the inputs
 		// object store (read only).
 		pub = append(pub, j.read(objStream(names.InputsBucket()))...)
@@ -253,9 +256,20 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		pub = append(pub, j.read(dlqStream)...)
 		pub = append(pub, j.browse(dlqStream)...)
 		pub = append(pub, j.kvRead(names.JobsBucket())...)
+		// The dashboard (fleetctl ui): watches of the job records and the
+		// agents' presence, and reads of the events (a breaker's history)
+		// and results (a job's histograms).
+		pub = append(pub, j.watch(kvStream(names.JobsBucket()))...)
+		pub = append(pub, j.kvRead(names.AgentsBucket())...)
+		pub = append(pub, j.watch(kvStream(names.AgentsBucket()))...)
+		for _, s := range []string{names.EventsStream(), names.ResultsStream()} {
+			pub = append(pub, j.read(s)...)
+			pub = append(pub, j.browse(s)...)
+		}
 		p = Permissions{
-			Publish:   SubjectPermission{Allow: dedupe(pub)},
-			Subscribe: SubjectPermission{Allow: []string{inboxes}},
+			Publish: SubjectPermission{Allow: dedupe(pub)},
+			// Live events for the dashboard.
+			Subscribe: SubjectPermission{Allow: []string{inboxes, names.EventsFilter()}},
 		}
 	default:
 		return Permissions{}, fmt.Errorf("%w: %q", ErrUnknownRole, role)

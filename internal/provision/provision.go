@@ -28,6 +28,9 @@ const (
 	// DefaultUploadsTTL is how long an upload waits in the uploads bucket
 	// for its job to be accepted (the coordinator deletes it then).
 	DefaultUploadsTTL = 24 * time.Hour
+	// AgentsTTL is the max age of an agent's presence key: an agent that
+	// died without deleting it leaves the agents bucket after this long.
+	AgentsTTL = time.Minute
 )
 
 // Config sizes the resources. The zero value is usable: WithDefaults fills it.
@@ -181,6 +184,7 @@ func Buckets(n messages.Names, c Config) []jetstream.KeyValueConfig {
 		{Bucket: n.BudgetBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet job retry budgets"},
 		{Bucket: n.ItemsBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet per-item retry state"},
 		{Bucket: n.BreakerBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet job circuit breakers"},
+		{Bucket: n.AgentsBucket(), History: 1, Storage: st, Replicas: c.Replicas, TTL: AgentsTTL, Description: "jetfleet agents' presence"},
 	}
 }
 

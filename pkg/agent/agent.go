@@ -50,6 +50,8 @@ type Agent struct {
 	breakers *breakerGate
 	// stepEnv is what shell steps see of the agent's environment.
 	stepEnv []string
+	// presence publishes who the agent is and how busy (presence.go).
+	presence *presence
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -150,6 +152,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer stopEnded()
 	a.log.Info().Int("concurrency", a.cfg.Concurrency).Dur("heartbeat", a.hb).Msg("agent running")
+	stopPresence := a.presence.start(ctx)
+	defer stopPresence()
 	return a.consume(ctx, cons)
 }
 
@@ -216,6 +220,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 		return err
 	}
 	a.metrics = newMetrics(a.cfg.Registerer)
+	a.presence = newPresence(a)
 	a.acks = make(chan pendingAck, 4*a.cfg.Prefetch+64)
 	return nil
 }
@@ -260,8 +265,11 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 		go func() {
 			defer workers.Done()
 			for m := range msgs {
+				job := jobOfSubject(m.Subject())
 				a.metrics.inFlight.Inc()
+				a.presence.begin(job)
 				a.safeProcess(workCtx, m)
+				a.presence.end(job)
 				a.metrics.inFlight.Dec()
 			}
 		}()

@@ -27,6 +27,11 @@ const (
 	DefaultStepTimeout = time.Hour
 	// MaxHistory bounds the attempts kept in an item's state and DLQ entry.
 	MaxHistory = 100
+	// DefaultPresenceInterval is how often an agent rewrites its presence
+	// in the agents bucket.
+	DefaultPresenceInterval = 5 * time.Second
+	// MinPresenceInterval bounds PresenceInterval from below.
+	MinPresenceInterval = 100 * time.Millisecond
 )
 
 // ReaperMode is how an agent deals with the processes its shell steps leave
@@ -100,6 +105,10 @@ type Config struct {
 	// behind. Defaults to ReaperOff for a library agent; cmd/agent uses
 	// ReaperAll. See ReaperMode.
 	Reaper ReaperMode
+	// PresenceInterval is how often the agent writes its presence (name,
+	// pool, items in flight) to the agents bucket, which dashboards read.
+	// Defaults to 5s; negative turns it off.
+	PresenceInterval time.Duration
 	// Provision is used only when the agent creates its pool's consumer
 	// because no coordinator has yet.
 	Provision provision.Config
@@ -150,6 +159,9 @@ func (c Config) WithDefaults() Config {
 	if c.Environ == nil {
 		c.Environ = os.Environ
 	}
+	if c.PresenceInterval == 0 {
+		c.PresenceInterval = DefaultPresenceInterval
+	}
 	c.Provision = c.Provision.WithDefaults()
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
@@ -177,6 +189,9 @@ func (c Config) Validate() error {
 	}
 	if c.Heartbeat < 0 {
 		errs = append(errs, fmt.Errorf("heartbeat: %s, want >= 0", c.Heartbeat))
+	}
+	if c.PresenceInterval >= 0 && c.PresenceInterval < MinPresenceInterval {
+		errs = append(errs, fmt.Errorf("presence_interval: %s, want >= %s (or negative: off)", c.PresenceInterval, MinPresenceInterval))
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown_timeout: %s, want >= 0", c.ShutdownTimeout))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -271,6 +272,7 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 		}
 		if f == nil {
 			a.metrics.attempts.WithLabelValues("success").Inc()
+			it.st.Ran = append(it.st.Ran, messages.StepRun{Step: i, Runs: 1, DurationMS: dur.Milliseconds()})
 			a.stepDone(it, out)
 			continue
 		}
@@ -494,12 +496,42 @@ func (a *Agent) result(it *item, outcome string) *messages.Result {
 			attempts++
 		}
 	}
-	return &messages.Result{
+	res := &messages.Result{
 		JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
 		Outcome: outcome, Generation: it.wi.Generation, Phase: it.wi.Phase,
 		Attempts: attempts + boolInt(outcome == messages.OutcomeSucceeded), Retries: it.st.Retries,
 		Agent: a.cfg.Name, FinishedAt: now, DurationMS: now.Sub(it.t0).Milliseconds(),
 	}
+	if it.set != nil && len(it.set.steps) > 1 {
+		res.Steps = stepRuns(it)
+	}
+	return res
+}
+
+// stepRuns is the per-step breakdown of the item's generation: the failed
+// runs its history holds and the successful ones its state holds.
+func stepRuns(it *item) []messages.StepRun {
+	var runs []messages.StepRun
+	add := func(step int, ms int64) {
+		for i := range runs {
+			if runs[i].Step == step {
+				runs[i].Runs++
+				runs[i].DurationMS = ms
+				return
+			}
+		}
+		runs = append(runs, messages.StepRun{Step: step, Runs: 1, DurationMS: ms})
+	}
+	for _, h := range it.st.History {
+		if h.Generation == it.wi.Generation {
+			add(h.Step, h.DurationMS)
+		}
+	}
+	for _, r := range it.st.Ran {
+		add(r.Step, r.DurationMS)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Step < runs[j].Step })
+	return runs
 }
 
 // report publishes the result asynchronously; the ack loop acks (or terms)

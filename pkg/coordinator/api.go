@@ -193,24 +193,21 @@ func (c *Coordinator) apiList(ctx context.Context, data []byte) (any, *messages.
 	if e := decodeRequest(data, &req); e != nil {
 		return nil, e
 	}
-	recs, err := c.store.list(ctx)
+	if req.Limit < 0 || req.Limit > MaxListLimit {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "limit", Message: fmt.Sprintf("%d, want 0 (default %d) to %d", req.Limit, DefaultListLimit, MaxListLimit)}
+	}
+	wctx, cancel := context.WithTimeout(ctx, indexWait)
+	err := c.index.wait(wctx)
+	cancel()
+	if err != nil {
+		return nil, apiErr(messages.CodeInternal, "the job index is still loading: "+err.Error())
+	}
+	reply, err := c.index.list(req)
+	if errors.Is(err, errBadCursor) {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "cursor", Message: err.Error()}
+	}
 	if err != nil {
 		return nil, apiErr(messages.CodeInternal, err.Error())
-	}
-	reply := messages.ListReply{Jobs: []messages.JobStatus{}}
-	for _, rec := range recs {
-		if req.State != "" && rec.Status.State != req.State {
-			continue
-		}
-		st := rec.Status
-		if r := c.runner(st.ID); r != nil {
-			st = r.snapshot().Status
-		}
-		st.Errors = nil
-		reply.Jobs = append(reply.Jobs, st)
-		if req.Limit > 0 && len(reply.Jobs) >= req.Limit {
-			break
-		}
 	}
 	return reply, nil
 }

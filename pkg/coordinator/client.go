@@ -96,13 +96,23 @@ func (c *Client) Status(ctx context.Context, id string) (*messages.JobStatus, er
 	return r.Status, nil
 }
 
-// List returns jobs, newest first.
+// List returns the first page of the jobs req selects, newest first.
 func (c *Client) List(ctx context.Context, req messages.ListRequest) ([]messages.JobStatus, error) {
+	r, err := c.ListPage(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return r.Jobs, nil
+}
+
+// ListPage returns one page of job summaries (jobs.list); when the reply's
+// NextCursor is set, req.Cursor = NextCursor asks for the next.
+func (c *Client) ListPage(ctx context.Context, req messages.ListRequest) (*messages.ListReply, error) {
 	var r messages.ListReply
 	if err := c.Call(ctx, messages.EndpointJobsList, req, &r); err != nil {
 		return nil, err
 	}
-	return r.Jobs, nil
+	return &r, nil
 }
 
 // Cancel cancels a running job.

@@ -38,6 +38,7 @@ type Coordinator struct {
 	names  messages.Names
 	log    zerolog.Logger
 	store  *jobStore
+	index  *jobIndex // job summaries for jobs.list (index.go)
 	budget *budget.Budget
 	opener expand.Opener
 	// budgetKV is the budget bucket (a rejected job's leftover budget is
@@ -105,7 +106,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	c.store = &jobStore{kv: kv, maxBytes: func() int { return c.maxPayload() - messageRoom }}
+	c.index = newJobIndex()
+	c.store = &jobStore{kv: kv, index: c.index, maxBytes: func() int { return c.maxPayload() - messageRoom }}
 	bkv, err := c.js.KeyValue(ctx, c.names.BudgetBucket())
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
@@ -149,6 +151,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		if err := mover.Run(runCtx); err != nil {
 			c.log.Error().Err(err).Msg("DLQ mover stopped")
 		}
+	}()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.index.keep(runCtx, kv, c.log)
 	}()
 	intakeDone := make(chan error, 1)
 	go func() { intakeDone <- c.intake(runCtx) }()

@@ -21,6 +21,10 @@ const (
 	DefaultDLQMonitorInterval = 15 * time.Second
 	// DefaultDLQPageSize is dlq.list's page size when the request sets no limit.
 	DefaultDLQPageSize = 100
+	// DLQScanLimit bounds the DLQ entries one dlq.list request examines,
+	// matching or not: a rare filter gets a short page and a next_seq to
+	// go on from instead of a scan of the whole DLQ.
+	DLQScanLimit = 10_000
 	// DefaultReplayWait and MaxReplayWait bound a dlq.replay request with
 	// "wait": true.
 	DefaultReplayWait = 30 * time.Second
@@ -79,7 +83,7 @@ func newDLQService(c *Coordinator) *dlqService {
 		pageBytes = 64 << 10
 	}
 	s := &dlqService{c: c, replays: map[string]*replayRun{}, holds: map[string]int{}, pools: map[string]*poolsLoad{}}
-	s.insp = dlq.NewInspector(c.js, c.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(c.cfg.Clock.Now))
+	s.insp = dlq.NewInspector(c.js, c.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(c.cfg.Clock.Now), dlq.WithScanLimit(DLQScanLimit))
 	s.rep = dlq.NewReplayer(c.js, c.names, s.insp, dlq.WithReopen(c.reopenForReplay), dlq.WithRoute(c.routeReplay), dlq.WithLogger(c.log))
 	s.metrics = dlq.NewMetrics(c.cfg.Registerer)
 	return s
@@ -142,7 +146,7 @@ func (c *Coordinator) apiDLQList(ctx context.Context, data []byte) (any, *messag
 	if err != nil {
 		return nil, dlqError(err)
 	}
-	return messages.DLQListReply{Entries: page.Entries, More: page.More, NextSeq: page.NextSeq}, nil
+	return messages.DLQListReply{Entries: page.Entries, More: page.More, NextSeq: page.NextSeq, Scanned: page.Examined}, nil
 }
 
 func (c *Coordinator) apiDLQGet(ctx context.Context, data []byte) (any, *messages.APIError) {

@@ -18,6 +18,9 @@ type jobStore struct {
 	kv jetstream.KeyValue
 	// maxBytes is the largest record the server takes (nil: unchecked).
 	maxBytes func() int
+	// index, when set, learns of every record this store writes, so that
+	// jobs.list shows it before the bucket watch delivers it.
+	index *jobIndex
 }
 
 var errNoJob = errors.New("coordinator: no such job")
@@ -72,9 +75,12 @@ func (s *jobStore) create(ctx context.Context, rec *messages.JobRecord) (created
 	if err != nil {
 		return false, err
 	}
-	_, err = s.kv.Create(ctx, rec.Status.ID, data)
+	rev, err := s.kv.Create(ctx, rec.Status.ID, data)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return false, nil
+	}
+	if err == nil && s.index != nil {
+		s.index.put(rev, &rec.Status)
 	}
 	return err == nil, err
 }
@@ -84,7 +90,10 @@ func (s *jobStore) put(ctx context.Context, rec *messages.JobRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.kv.Put(ctx, rec.Status.ID, data)
+	rev, err := s.kv.Put(ctx, rec.Status.ID, data)
+	if err == nil && s.index != nil {
+		s.index.put(rev, &rec.Status)
+	}
 	return err
 }
 

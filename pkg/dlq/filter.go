@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -50,11 +51,49 @@ type Matcher struct {
 	f    messages.DLQFilter
 	sig  string
 	text string
+	// rawText: text can be searched in an entry's raw JSON (plainJSON).
+	rawText bool
 }
 
 // NewMatcher compiles f (which should have passed ValidateFilter).
 func NewMatcher(f messages.DLQFilter) *Matcher {
-	return &Matcher{f: f, sig: strings.ToLower(f.Signature), text: strings.ToLower(f.Text)}
+	m := &Matcher{f: f, sig: strings.ToLower(f.Signature), text: strings.ToLower(f.Text)}
+	m.rawText = plainJSON(m.text)
+	return m
+}
+
+// plainJSON reports whether s is written the same inside a JSON string as
+// it is: no quote, backslash, control character, '<', '>' or '&' (Go's
+// encoder escapes those three), U+2028, U+2029, U+FFFD (what invalid
+// UTF-8 becomes) or invalid UTF-8.
+func plainJSON(s string) bool {
+	if s == "" || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == '"' || r == '\\' || r == '<' || r == '>' || r == '&' || r == 0x2028 || r == 0x2029 || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
+}
+
+// entryMark is how every entry jetfleet writes begins: its job id.
+var entryMark = []byte(`{"job_id":"`)
+
+// rejectRaw reports, from a DLQ message's raw body, that the entry cannot
+// match the text filter, so that a scan skips decoding it (decoding costs
+// about eight times a case-folded search of the bytes). Every field the
+// text filter searches (error, item id, payload, attempt messages) is in
+// the body, and a plain text is written there as it is, so a body without
+// the text cannot match. It decides only for bodies that start as
+// jetfleet's entries do: anything else is decoded (it may list as
+// undecodable, with a synthesised error the text could match).
+func (m *Matcher) rejectRaw(body []byte) bool {
+	if !m.rawText || !bytes.HasPrefix(body, entryMark) || len(body) == len(entryMark) || body[len(entryMark)] == '"' {
+		return false
+	}
+	return !bytes.Contains(bytes.ToLower(body), []byte(m.text))
 }
 
 // Filter is the filter the matcher was built from.
@@ -108,4 +147,24 @@ func (m *Matcher) matchText(e *messages.DLQEntry) bool {
 // ignoring case.
 func containsFold(s, lowerNeedle string) bool {
 	return strings.Contains(strings.ToLower(s), lowerNeedle)
+}
+
+// ParseTime reads a filter's since or until as people write it: RFC 3339
+// (2026-03-01T12:00:00Z), a date (2026-03-01, local time), or a duration
+// ago (90m, 2d). "" is the zero time (no bound).
+func ParseTime(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
+		return t, nil
+	}
+	d, err := messages.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2026-03-01T12:00:00Z), a date (2026-03-01) nor a duration ago (90m, 2d)", s)
+	}
+	return now.Add(-d.D()), nil
 }

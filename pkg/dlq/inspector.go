@@ -54,6 +54,7 @@ type Inspector struct {
 	now       func() time.Time
 	idleWait  time.Duration
 	pageBytes int
+	scanLimit int
 }
 
 // InspectorOption configures an Inspector.
@@ -68,6 +69,12 @@ func WithNow(now func() time.Time) InspectorOption {
 // API sets it below the server's max payload.
 func WithPageBytes(n int) InspectorOption {
 	return func(in *Inspector) { in.pageBytes = n }
+}
+
+// WithScanLimit bounds the DLQ messages one List call examines (0 = no
+// bound): the cost of a page, however rare the filter's matches.
+func WithScanLimit(n int) InspectorOption {
+	return func(in *Inspector) { in.scanLimit = n }
 }
 
 // WithIdleWait sets how long a scan waits for a message before checking the
@@ -97,6 +104,41 @@ type scanned struct {
 // at most f.Limit of them when set. fn returns false to stop. scan returns
 // the bound it used (0 = the stream held nothing to scan).
 func (in *Inspector) scan(ctx context.Context, m *Matcher, upTo uint64, fn func(*scanned) bool) (uint64, error) {
+	end, err := in.scanLimited(ctx, m, upTo, 0, fn)
+	return end.bound, err
+}
+
+// scanEnd is where a scan stopped.
+type scanEnd struct {
+	bound    uint64 // the last sequence the scan would have read
+	last     uint64 // the last sequence it examined (0 = none)
+	examined int
+	// limited is set when the scan stopped after examining maxExamined
+	// messages, before bound.
+	limited bool
+}
+
+// scanLimited is scan that stops after examining maxExamined messages
+// (matching or not; 0 = no limit), so that the work of one request is
+// bounded however rare its matches are.
+func (in *Inspector) scanLimited(ctx context.Context, m *Matcher, upTo uint64, maxExamined int, fn func(*scanned) bool) (scanEnd, error) {
+	var end scanEnd
+	bound, err := in.scanEach(ctx, m, upTo, func(seq uint64) bool {
+		if maxExamined > 0 && end.examined == maxExamined {
+			end.limited = true
+			return false
+		}
+		end.examined++
+		end.last = seq
+		return true
+	}, fn)
+	end.bound = bound
+	return end, err
+}
+
+// scanEach is scan with examine called for every message before it is
+// decoded; examine returns false to stop before it.
+func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, examine func(seq uint64) bool, fn func(*scanned) bool) (uint64, error) {
 	f := m.Filter()
 	stream, err := in.js.Stream(ctx, in.names.DLQStream())
 	if err != nil {
@@ -189,19 +231,25 @@ func (in *Inspector) scan(ctx context.Context, m *Matcher, upTo uint64, fn func(
 		if seq > bound {
 			return bound, nil
 		}
-		lastSeen = seq
 		if !f.Until.IsZero() && md.Timestamp.After(f.Until.Add(startSlack)) {
 			return bound, nil // stored in order: nothing later can match
 		}
-		s := &scanned{ref: messages.DLQEntryRef{Seq: seq}, size: msgSize(msg), stored: md.Timestamp}
-		in.decode(msg.Subject(), msg.Data(), &s.ref)
-		if m.Match(&s.ref.Entry) {
-			if !fn(s) {
-				return bound, nil
-			}
-			matched++
-			if f.Limit > 0 && matched >= f.Limit {
-				return bound, nil
+		if !examine(seq) {
+			return bound, nil
+		}
+		lastSeen = seq
+		// rejectRaw: the text filter cannot match, no need to decode.
+		if !m.rejectRaw(msg.Data()) {
+			s := &scanned{ref: messages.DLQEntryRef{Seq: seq}, size: msgSize(msg), stored: md.Timestamp}
+			in.decode(msg.Subject(), msg.Data(), &s.ref)
+			if m.Match(&s.ref.Entry) {
+				if !fn(s) {
+					return bound, nil
+				}
+				matched++
+				if f.Limit > 0 && matched >= f.Limit {
+					return bound, nil
+				}
 			}
 		}
 		if seq >= bound || md.NumPending == 0 {
@@ -264,13 +312,19 @@ func decodeEntry(subject string, data []byte, e *messages.DLQEntry) {
 // Page is one page of List.
 type Page struct {
 	Entries []messages.DLQEntryRef
-	// More is set when entries after NextSeq match too.
+	// More is set when entries after NextSeq may match too: the page is
+	// full, or the scan limit stopped the scan first.
 	More    bool
 	NextSeq uint64
+	// Examined is the number of DLQ messages the scan read.
+	Examined int
 }
 
 // List returns the matching entries in stream order, at most f.Limit (when
 // set) and, with WithPageBytes, no more than fit in that many bytes of JSON.
+// With WithScanLimit it examines at most that many messages: a filter that
+// matches few of them returns a short (even empty) page with More set and
+// NextSeq the last sequence examined, where the next page goes on.
 func (in *Inspector) List(ctx context.Context, f messages.DLQFilter) (*Page, error) {
 	if err := ValidateFilter(f); err != nil {
 		return nil, err
@@ -281,7 +335,7 @@ func (in *Inspector) List(ctx context.Context, f messages.DLQFilter) (*Page, err
 	}
 	page := &Page{Entries: []messages.DLQEntryRef{}}
 	size := 2 // the brackets of the JSON array
-	_, err := in.scan(ctx, NewMatcher(f), 0, func(s *scanned) bool {
+	end, err := in.scanLimited(ctx, NewMatcher(f), 0, in.scanLimit, func(s *scanned) bool {
 		full := limit > 0 && len(page.Entries) >= limit
 		if !full && in.pageBytes > 0 {
 			b, _ := json.Marshal(&s.ref)
@@ -298,6 +352,10 @@ func (in *Inspector) List(ctx context.Context, f messages.DLQFilter) (*Page, err
 	})
 	if err != nil {
 		return nil, err
+	}
+	page.Examined = end.examined
+	if end.limited && !page.More {
+		page.More, page.NextSeq = true, end.last
 	}
 	if !page.More {
 		page.NextSeq = 0

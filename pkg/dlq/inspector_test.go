@@ -117,6 +117,56 @@ func TestInspectorTimeRangeAndText(t *testing.T) {
 	require.Equal(t, "item-004", page.Entries[0].Entry.ItemID)
 }
 
+// TestInspectorListScanLimit: a page examines at most the scan limit,
+// however rare its filter's matches; following next_seq finds every match
+// exactly once.
+func TestInspectorListScanLimit(t *testing.T) {
+	f := newFleet(t, provision.Config{})
+	for i := range 40 {
+		msg := "boom"
+		if i == 3 || i == 25 || i == 39 {
+			msg = "rare needle"
+		}
+		f.write(t, entry("s", i, "error", msg))
+	}
+	ctx := testCtx(t, 30*time.Second)
+	in := dlq.NewInspector(f.js, names, dlq.WithScanLimit(10))
+
+	filter := messages.DLQFilter{Text: "needle", Limit: 100}
+	var found []string
+	pages := 0
+	for {
+		p, err := in.List(ctx, filter)
+		require.NoError(t, err)
+		require.LessOrEqual(t, p.Examined, 10)
+		pages++
+		for _, r := range p.Entries {
+			found = append(found, r.Entry.ItemID)
+		}
+		if !p.More {
+			break
+		}
+		require.Greater(t, p.NextSeq, filter.AfterSeq, "paging moves on")
+		filter.AfterSeq = p.NextSeq
+	}
+	require.Equal(t, []string{"item-003", "item-025", "item-039"}, found)
+	require.Equal(t, 4, pages, "40 entries, 10 examined a page")
+
+	// The second page (entries 10-19) holds no match: empty, with more.
+	p, err := in.List(ctx, messages.DLQFilter{Text: "needle", AfterSeq: 10})
+	require.NoError(t, err)
+	require.Empty(t, p.Entries)
+	require.True(t, p.More)
+	require.EqualValues(t, 20, p.NextSeq)
+
+	// Full pages are unchanged by the limit.
+	p, err = in.List(ctx, messages.DLQFilter{Limit: 5})
+	require.NoError(t, err)
+	require.Len(t, p.Entries, 5)
+	require.True(t, p.More)
+	require.Equal(t, p.Entries[4].Seq, p.NextSeq)
+}
+
 func TestInspectorStatsExportPurge(t *testing.T) {
 	f := newFleet(t, provision.Config{DLQMaxMsgs: 100})
 	seed(t, f)

@@ -76,16 +76,39 @@ type StatusReply struct {
 	Status *JobStatus `json:"status,omitempty"`
 }
 
-// ListRequest filters jobs.list.
+// ListRequest asks jobs.list for one page of jobs, newest submission
+// first. Every set filter must match.
 type ListRequest struct {
+	// State keeps the jobs in this state.
 	State string `json:"state,omitempty"`
-	Limit int    `json:"limit,omitempty"`
+	// Limit is the page size: 0 = the coordinator's default (100); at most
+	// 1000.
+	Limit int `json:"limit,omitempty"`
+	// Cursor continues a listing after the last job of an earlier page: the
+	// reply's next_cursor. Empty = from the newest job.
+	Cursor string `json:"cursor,omitempty"`
+	// Pool keeps the jobs of this pool.
+	Pool string `json:"pool,omitempty"`
+	// Text keeps the jobs whose id or name contains it (any case).
+	Text string `json:"text,omitempty"`
 }
 
-// ListReply answers jobs.list.
+// ListReply answers jobs.list with job summaries: JobStatus without the
+// per-group, per-error and problem lists and the reduce output, which
+// jobs.status returns.
 type ListReply struct {
 	ErrorReply
 	Jobs []JobStatus `json:"jobs"`
+	// NextCursor, when set, continues the listing (ListRequest.Cursor).
+	// With pool or text filters a page may hold fewer than limit jobs (the
+	// coordinator examines a bounded number of jobs per request) and still
+	// have a next cursor.
+	NextCursor string `json:"next_cursor,omitempty"`
+	// Total is the number of jobs in the requested state (all jobs without
+	// a state filter), before the pool and text filters.
+	Total int `json:"total"`
+	// States counts all jobs by state.
+	States map[string]int `json:"states,omitempty"`
 }
 
 // DLQFilter selects dead-letter entries. Every set field must match.
@@ -111,12 +134,15 @@ type DLQFilter struct {
 }
 
 // DLQListReply answers dlq.list. When More is set, the next page starts
-// after NextSeq (set DLQFilter.AfterSeq to it).
+// after NextSeq (set DLQFilter.AfterSeq to it). A request examines a
+// bounded number of entries (Scanned), so a filter that matches few of
+// them may return a short, even empty, page with More set.
 type DLQListReply struct {
 	ErrorReply
 	Entries []DLQEntryRef `json:"entries"`
 	More    bool          `json:"more,omitempty"`
 	NextSeq uint64        `json:"next_seq,omitempty"`
+	Scanned int           `json:"scanned,omitempty"`
 }
 
 // DLQEntryRef is an entry with its DLQ stream sequence.

@@ -121,7 +121,10 @@ type ItemState struct {
 	// Retries counts retry units claimed by the item (per-item budget).
 	Retries int `json:"retries"`
 	// Outputs are the outputs of the steps finished so far.
-	Outputs      []string  `json:"outputs,omitempty"`
+	Outputs []string `json:"outputs,omitempty"`
+	// Ran records the successful step runs of this generation (for the
+	// result's per-step breakdown, Result.Steps).
+	Ran          []StepRun `json:"ran,omitempty"`
 	FirstFailure time.Time `json:"first_failure"`
 	History      []Attempt `json:"history"`
 	// HistoryDropped counts attempts left out of History (the oldest): it
@@ -193,6 +196,17 @@ type Result struct {
 	Agent      string    `json:"agent,omitempty"`
 	FinishedAt time.Time `json:"finished_at"`
 	DurationMS int64     `json:"duration_ms"`
+	// Steps breaks the run down by step, for items of jobs with more than
+	// one step (with one, Attempts and DurationMS say it all).
+	Steps []StepRun `json:"steps,omitempty"`
+}
+
+// StepRun is what one step of an item took in one generation: how many
+// times it ran and how long its last run took.
+type StepRun struct {
+	Step       int   `json:"step"`
+	Runs       int   `json:"runs"`
+	DurationMS int64 `json:"duration_ms"`
 }
 
 // DLQEntry is a dead-lettered item on fleet.dlq.<job> (docs/contract.md §5).

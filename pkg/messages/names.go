@@ -81,6 +81,14 @@ func (n Names) ItemsBucket() string  { return n.Prefix + "_items" }
 // BreakerBucket holds jobs' circuit-breaker states, one key per job.
 func (n Names) BreakerBucket() string { return n.Prefix + "_breaker" }
 
+// AgentsBucket holds the agents' presence (AgentPresence), one key per
+// agent (AgentKey), refreshed by each agent and expiring when it stops.
+func (n Names) AgentsBucket() string { return n.Prefix + "_agents" }
+
+// AgentKey is an agent's key in the agents bucket: its pool and its
+// base64url-encoded name (names may hold dots and any other byte).
+func AgentKey(pool, name string) string { return pool + "." + EncodeItemID(name) }
+
 // InputsBucket is the object store bucket that holds the inputs of
 // accepted jobs and the map results of their reduce phase. Only the
 // coordinator writes it: it copies a submission's upload here when it

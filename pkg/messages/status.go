@@ -74,6 +74,27 @@ type JobStatus struct {
 	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
 }
 
+// Summary returns s without the lists whose size grows with the job (groups,
+// errors, problems) and without the reduce step's output and error: what
+// jobs.list returns for each job.
+func (s JobStatus) Summary() JobStatus {
+	s.Groups, s.Errors, s.Problems = nil, nil, nil
+	if s.Reduce != nil {
+		rd := *s.Reduce
+		rd.Output, rd.Error = "", ""
+		s.Reduce = &rd
+	}
+	if s.BestEffort != nil {
+		be := *s.BestEffort
+		s.BestEffort = &be
+	}
+	if s.Breaker != nil {
+		b := *s.Breaker
+		s.Breaker = &b
+	}
+	return s
+}
+
 // Done is the number of items in a terminal state.
 func (s *JobStatus) Done() int64 {
 	return s.Succeeded + s.Failed + s.DeadLettered + s.Skipped + s.NotRun

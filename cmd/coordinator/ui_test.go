@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+)
+
+// The coordinator serves the dashboard with --ui-addr.
+func TestCoordinatorServesTheDashboard(t *testing.T) {
+	ui := fmt.Sprintf("127.0.0.1:%d", fleettest.FreePort(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	args := []string{"--listen", "127.0.0.1:-1", "--data-dir", t.TempDir(), "--ui-addr", ui, "--ui-read-only", "--log-level", "error"}
+	go func() { done <- run(ctx, args, noEnv) }()
+	fleettest.WaitFor(t, 20*time.Second, func() error {
+		resp, err := http.Get("http://" + ui + "/")
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d: %s", resp.StatusCode, body)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("coordinator did not stop")
+	}
+}
+
+func TestCoordinatorRefusesARemoteDashboard(t *testing.T) {
+	err := run(context.Background(), []string{"--listen", "127.0.0.1:-1", "--data-dir", t.TempDir(), "--ui-addr", "0.0.0.0:8080", "--log-level", "error"}, noEnv)
+	require.ErrorContains(t, err, "--ui-allow-remote")
+}

@@ -1,0 +1,156 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// presenceJobs bounds the jobs listed in an agent's presence value.
+const presenceJobs = 20
+
+// presence publishes the agent's AgentPresence in the agents bucket every
+// PresenceInterval, so that dashboards and `nats kv ls` see who pulls which
+// pool and how busy each agent is. It costs one KV put per interval, none
+// per item. Safe for concurrent use.
+type presence struct {
+	a       *Agent
+	started time.Time
+
+	mu       sync.Mutex
+	inFlight int64
+	finished int64
+	jobs     map[string]int64
+	stopping bool
+}
+
+func newPresence(a *Agent) *presence {
+	return &presence{a: a, started: a.cfg.Clock.Now(), jobs: map[string]int64{}}
+}
+
+// begin and end count a delivery of job in flight.
+func (p *presence) begin(job string) {
+	p.mu.Lock()
+	p.inFlight++
+	p.jobs[job]++
+	p.mu.Unlock()
+}
+
+func (p *presence) end(job string) {
+	p.mu.Lock()
+	p.inFlight--
+	p.finished++
+	if p.jobs[job]--; p.jobs[job] <= 0 {
+		delete(p.jobs, job)
+	}
+	p.mu.Unlock()
+}
+
+// value is the presence as of now.
+func (p *presence) value() messages.AgentPresence {
+	host, _ := os.Hostname()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := messages.AgentPresence{
+		Name: p.a.cfg.Name, Pool: p.a.cfg.Pool, Host: host, PID: os.Getpid(),
+		Concurrency: p.a.cfg.Concurrency, InFlight: p.inFlight, Finished: p.finished,
+		StartedAt: p.started, LastSeen: p.a.cfg.Clock.Now(),
+		Interval: messages.Duration(p.a.cfg.PresenceInterval), Stopping: p.stopping,
+	}
+	if len(p.jobs) > 0 {
+		ids := make([]string, 0, len(p.jobs))
+		for j := range p.jobs {
+			ids = append(ids, j)
+		}
+		sort.Slice(ids, func(i, k int) bool {
+			if p.jobs[ids[i]] != p.jobs[ids[k]] {
+				return p.jobs[ids[i]] > p.jobs[ids[k]]
+			}
+			return ids[i] < ids[k]
+		})
+		v.Jobs = make(map[string]int64, min(len(ids), presenceJobs))
+		for _, j := range ids[:min(len(ids), presenceJobs)] {
+			v.Jobs[j] = p.jobs[j]
+		}
+	}
+	return v
+}
+
+// start publishes the presence until stop is called. When runCtx ends the
+// agent is shutting down: the value says so at once, and stop deletes the
+// key once in-flight items are done. A fleet without the agents bucket (a
+// coordinator older than this agent) gets no presence; nothing else
+// changes.
+func (p *presence) start(runCtx context.Context) (stop func()) {
+	if p.a.cfg.PresenceInterval < 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		kv, err := p.a.waitKV(ctx, p.a.names.AgentsBucket())
+		if err != nil {
+			if ctx.Err() == nil {
+				p.a.log.Warn().Err(err).Msg("agent presence not published")
+			}
+			return
+		}
+		key := messages.AgentKey(p.a.cfg.Pool, p.a.cfg.Name)
+		t := time.NewTicker(p.a.cfg.PresenceInterval)
+		defer t.Stop()
+		shutdown := runCtx.Done()
+		failing := false
+		for {
+			err := p.put(kv, key)
+			switch {
+			case err != nil && !failing:
+				p.a.log.Warn().Err(err).Msg("agent presence write failed; retrying every interval")
+			case err == nil && failing:
+				p.a.log.Info().Msg("agent presence written again")
+			}
+			failing = err != nil
+			select {
+			case <-ctx.Done():
+				dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_ = kv.Delete(dctx, key)
+				dcancel()
+				return
+			case <-shutdown:
+				shutdown = nil
+				p.mu.Lock()
+				p.stopping = true
+				p.mu.Unlock()
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+func (p *presence) put(kv jetstream.KeyValue, key string) error {
+	data, err := json.Marshal(p.value())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = kv.Put(ctx, key, data)
+	return err
+}
+
+// jobOfSubject is the job token of a work subject <prefix>.work.<pool>.<job>.
+func jobOfSubject(subject string) string {
+	return subject[strings.LastIndexByte(subject, '.')+1:]
+}

@@ -1,0 +1,29 @@
+package messages
+
+import "time"
+
+// AgentPresence is an agent's value in the agents bucket: who it is, what
+// it pulls and how busy it is. Each agent rewrites it every presence
+// interval and deletes it when it stops; the bucket's max age removes the
+// key of an agent that died.
+type AgentPresence struct {
+	Name string `json:"name"`
+	Pool string `json:"pool"`
+	Host string `json:"host,omitempty"`
+	PID  int    `json:"pid,omitempty"`
+	// Concurrency is how many items the agent runs at once.
+	Concurrency int `json:"concurrency"`
+	// InFlight is how many items it is running now, and Jobs how many of
+	// them belong to each job (the 20 busiest jobs).
+	InFlight int64            `json:"in_flight"`
+	Jobs     map[string]int64 `json:"jobs,omitempty"`
+	// Finished counts the deliveries it handled since it started.
+	Finished  int64     `json:"finished"`
+	StartedAt time.Time `json:"started_at"`
+	// LastSeen is when the agent wrote this value; Interval is how often
+	// it does, so a reader can tell a silent agent from a live one.
+	LastSeen time.Time `json:"last_seen"`
+	Interval Duration  `json:"interval"`
+	// Stopping is set by an agent that is shutting down.
+	Stopping bool `json:"stopping,omitempty"`
+}
