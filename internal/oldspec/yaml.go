@@ -1,4 +1,4 @@
-package jobspec
+package oldspec
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/jetfleet/jetfleet/pkg/messages"
+	messages "github.com/jetfleet/jetfleet/internal/oldspec/oldmessages"
 )
 
 const (

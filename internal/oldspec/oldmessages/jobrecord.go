@@ -1,0 +1,19 @@
+package oldmessages
+
+import "time"
+
+// JobRecord is the value of a job's key in the fleet_jobs bucket: the spec
+// as accepted (effective values), the status, and the coordinator's
+// publishing cursor. Agents read the spec from it; status readers the status.
+type JobRecord struct {
+	Spec   *JobSpec  `json:"spec,omitempty"`
+	Status JobStatus `json:"status"`
+	// Cursor is the number of input items (in input order) whose publication
+	// has been acknowledged by the work stream.
+	Cursor int64 `json:"cursor"`
+	// Deadline is the absolute best-effort deadline, fixed at acceptance so a
+	// coordinator restart neither extends nor loses it.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// Routes maps a group to the pool its items were routed to (group_by).
+	Routes map[string]string `json:"routes,omitempty"`
+}

@@ -1,0 +1,281 @@
+package oldmessages
+
+import "encoding/json"
+
+// JobSpec is a job as submitted (docs/contract.md §3). Optional fields are pointers or
+// zero values meaning "unset"; [JobSpec.WithDefaults] fills them with the
+// effective values the coordinator records. Build one with [ParseJobSpec]
+// (JSON) or package jobspec (YAML or JSON), which validate it.
+type JobSpec struct {
+	// ID identifies the job; resubmitting an id is idempotent. Optional: the
+	// coordinator generates one. Must be a valid subject token.
+	ID string `json:"id,omitempty"`
+	// Name is a human label.
+	Name string `json:"name,omitempty"`
+	// Pool is the agent pool that runs the items. Defaults to "default".
+	Pool string `json:"pool,omitempty"`
+	// GroupBy is a template such as "${item.region}" that assigns each item
+	// to a group for best-effort completion; items of group g are routed to
+	// pool g when that pool exists. Defaults to one group.
+	GroupBy string `json:"group_by,omitempty"`
+	// Items are inline items: JSON objects (their "id" field, when present,
+	// is the item id) or scalars. Mutually exclusive with Input.
+	Items []json.RawMessage `json:"items,omitempty"`
+	// Input names a JSON file holding the items: an object uploaded to the
+	// uploads bucket ("objstore://<prefix>_uploads/<name>"; fleetctl submit
+	// uploads a local file there), or a file in the coordinator's input
+	// directory ("file://name" or a relative path; only when the
+	// coordinator has one). The coordinator copies an upload to a bucket
+	// only it writes when it accepts the job.
+	Input string `json:"input,omitempty"`
+	// InputDigest is the SHA-256 digest of an uploaded input, in the
+	// object store's form "SHA-256=<base64url>". When set, the coordinator
+	// accepts the job only if the upload it copies has this digest: nothing
+	// done to the upload after it was made can change the job's items.
+	// fleetctl submit sets it.
+	InputDigest string `json:"input_digest,omitempty"`
+	// JSONPath selects the items inside Input. Defaults to "$[*]".
+	JSONPath string `json:"json_path,omitempty"`
+	// IDField is the item field used as item id. Defaults to "id"; items
+	// without it are identified by their index.
+	IDField string `json:"id_field,omitempty"`
+	// MaxParallel caps the job's in-flight items across the fleet. 0 = no cap.
+	MaxParallel int `json:"max_parallel,omitempty"`
+	// AgentTemplate are the steps run, in order, for every item.
+	AgentTemplate []Step `json:"agent_template"`
+	// ErrorPolicy is the workflow-level failure handling.
+	ErrorPolicy *ErrorPolicy `json:"error_policy,omitempty"`
+	// RetryBudget is the job-level retry budget shared by all items: a count
+	// or a percentage of the items. Unset = operator default; 0 = no retries.
+	RetryBudget *BudgetValue `json:"retry_budget,omitempty"`
+	// RetryBudgetPerItem caps the retries a single item may claim.
+	RetryBudgetPerItem *BudgetValue `json:"retry_budget_per_item,omitempty"`
+	// BestEffort enables completion with partial results over groups.
+	BestEffort *BestEffort `json:"best_effort,omitempty"`
+	// Reduce steps run once, on one agent, after the map phase ends.
+	Reduce []Step `json:"reduce,omitempty"`
+	// Env is added to the environment of every shell step.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// Step is one command of an item's template: exactly one of Shell or Handler.
+type Step struct {
+	// Name labels the step in logs and history. Defaults to "step-<n>".
+	Name string `json:"name,omitempty"`
+	// Shell is run with "sh -c"; ${item.field} values are shell-quoted.
+	Shell string `json:"shell,omitempty"`
+	// Handler names a Go function registered on the agent.
+	Handler string `json:"handler,omitempty"`
+	// With are the arguments passed to Handler.
+	With map[string]any `json:"with,omitempty"`
+	// Timeout bounds one run of the step. 0 = no timeout.
+	Timeout Duration `json:"timeout,omitempty"`
+	// RetryConfig is the command-level retry policy. Unset = defaults
+	// (3 attempts, exponential 1s..30s).
+	RetryConfig *RetryConfig `json:"retry_config,omitempty"`
+}
+
+// Retry-config defaults (docs/contract.md §4).
+const (
+	DefaultAttempts     = 3
+	DefaultInitialDelay = Duration(1e9)  // 1s
+	DefaultMaxDelay     = Duration(30e9) // 30s
+	DefaultJitterFactor = 0.3
+	DefaultExpBase      = 2.0
+	// MaxAttempts bounds retry_config.attempts and error_policy.retry_config.max_attempts.
+	MaxAttempts = 10000
+)
+
+// RetryConfig is a step's command-level retry policy.
+type RetryConfig struct {
+	// Attempts is the total number of runs including the first. Defaults to 3.
+	Attempts *int `json:"attempts,omitempty"`
+	// Backoff picks the delay strategy. Defaults to exponential, base 2.
+	Backoff *Backoff `json:"backoff,omitempty"`
+	// InitialDelay is I in the backoff formulas. Defaults to 1s.
+	InitialDelay *Duration `json:"initial_delay,omitempty"`
+	// MaxDelay caps every delay. Defaults to 30s.
+	MaxDelay *Duration `json:"max_delay,omitempty"`
+	// Jitter randomises delays. Defaults to false.
+	Jitter bool `json:"jitter,omitempty"`
+	// JitterFactor is the proportional jitter width. Defaults to 0.3.
+	JitterFactor *float64 `json:"jitter_factor,omitempty"`
+	// JitterMode is proportional (default), full, equal or decorrelated.
+	JitterMode JitterMode `json:"jitter_mode,omitempty"`
+	// RetryOn restricts retries to matching errors. Empty = all errors retry.
+	RetryOn []Matcher `json:"retry_on,omitempty"`
+	// RetryBudget bounds the cumulative backoff delay of the step.
+	RetryBudget *Duration `json:"retry_budget,omitempty"`
+	// OnFailure is what happens when the step gives up. Defaults to stop.
+	OnFailure *OnFailure `json:"on_failure,omitempty"`
+}
+
+// JitterMode selects how jitter is applied.
+type JitterMode string
+
+// Jitter modes. Proportional is uniform in d·(1±factor); the others are the
+// AWS architecture blog's full, equal and decorrelated jitter.
+const (
+	JitterProportional JitterMode = "proportional"
+	JitterFull         JitterMode = "full"
+	JitterEqual        JitterMode = "equal"
+	JitterDecorrelated JitterMode = "decorrelated"
+)
+
+// BackoffKind names a backoff strategy.
+type BackoffKind string
+
+// Backoff strategies.
+const (
+	BackoffFixed       BackoffKind = "fixed"
+	BackoffLinear      BackoffKind = "linear"
+	BackoffExponential BackoffKind = "exponential"
+	BackoffFibonacci   BackoffKind = "fibonacci"
+	BackoffCustom      BackoffKind = "custom"
+)
+
+// Backoff is a strategy and its parameters. In JSON/YAML it is either the
+// strategy name ("fibonacci") or an object with one key naming the strategy:
+//
+//	{exponential: {base: 3}}
+//	{linear: {increment: 2s}}
+//	{custom: {delays: [1s, {secs: 3, nanos: 0}]}}
+//	{fixed: {delay: 2s}}                       # legacy error_policy forms:
+//	{exponential: {initial: 1s, multiplier: 2}}
+type Backoff struct {
+	Kind BackoffKind
+	// Base of exponential backoff. Defaults to 2.0 (Multiplier is its legacy name).
+	Base float64
+	// Increment of linear backoff. Defaults to InitialDelay.
+	Increment *Duration
+	// Delays of custom backoff; max_delay is used past the end.
+	Delays []Duration
+	// Initial (legacy `initial`, or `delay` for fixed) overrides initial_delay.
+	Initial *Duration
+}
+
+// Error classes recognised by the built-in matchers.
+const (
+	MatchNetwork     = "network"
+	MatchTimeout     = "timeout"
+	MatchServerError = "server_error"
+	MatchRateLimit   = "rate_limit"
+)
+
+// Matcher selects retryable errors: a built-in class name, {pattern: regex}
+// or {exit_code: [codes]}.
+type Matcher struct {
+	Builtin   string
+	Pattern   string
+	ExitCodes []int
+}
+
+// Failure actions of a step.
+const (
+	OnFailureStop     = "stop"
+	OnFailureContinue = "continue"
+	OnFailureFallback = "fallback"
+)
+
+// OnFailure is "stop", "continue" or {fallback: {command: "..."}}.
+type OnFailure struct {
+	Action   string
+	Fallback string
+}
+
+// Item failure actions of the workflow error policy.
+const (
+	ItemFailureDLQ    = "dlq"
+	ItemFailureRetry  = "retry"
+	ItemFailureSkip   = "skip"
+	ItemFailureStop   = "stop"
+	ItemFailureCustom = "custom"
+)
+
+// ErrorPolicy is the workflow-level failure handling of a job.
+type ErrorPolicy struct {
+	// OnItemFailure is dlq (default), retry, skip, stop or {custom: step}.
+	OnItemFailure *ItemFailureAction `json:"on_item_failure,omitempty"`
+	// ContinueOnFailure=false stops the job at its first failed item. Defaults to true.
+	ContinueOnFailure *bool `json:"continue_on_failure,omitempty"`
+	// MaxFailures stops the job when failures >= N.
+	MaxFailures *int `json:"max_failures,omitempty"`
+	// FailureThreshold stops the job when the failure rate exceeds it after
+	// at least 10 finished items. In (0, 1].
+	FailureThreshold *float64 `json:"failure_threshold,omitempty"`
+	// ErrorCollection is aggregate (default), immediate or {batched: {size: N}}.
+	ErrorCollection *ErrorCollection `json:"error_collection,omitempty"`
+	// CircuitBreaker is shared by the fleet through KV.
+	CircuitBreaker *CircuitBreakerConfig `json:"circuit_breaker,omitempty"`
+	// RetryConfig is used by on_item_failure: retry.
+	RetryConfig *WorkflowRetryConfig `json:"retry_config,omitempty"`
+}
+
+// ItemFailureAction is one of the ItemFailure* actions; Custom holds the
+// step (a handler or a shell command) run with the failed item for "custom".
+type ItemFailureAction struct {
+	Action string
+	Custom *Step
+}
+
+// Error collection modes.
+const (
+	CollectAggregate = "aggregate"
+	CollectImmediate = "immediate"
+	CollectBatched   = "batched"
+)
+
+// ErrorCollection is "aggregate", "immediate" or {batched: {size: N}}.
+type ErrorCollection struct {
+	Mode      string
+	BatchSize int
+}
+
+// CircuitBreakerConfig configures the fleet-wide breaker of a job.
+type CircuitBreakerConfig struct {
+	// FailureThreshold consecutive failures open the breaker. Defaults to 5.
+	FailureThreshold int `json:"failure_threshold,omitempty"`
+	// SuccessThreshold successes in half-open close it. Defaults to 3.
+	SuccessThreshold int `json:"success_threshold,omitempty"`
+	// Timeout is how long it stays open. Defaults to 30s.
+	Timeout Duration `json:"timeout,omitempty"`
+	// HalfOpenRequests probes are admitted while half-open. Defaults to 3.
+	HalfOpenRequests int `json:"half_open_requests,omitempty"`
+}
+
+// WorkflowRetryConfig is the simpler retry config of error_policy, used to
+// re-run a whole item (on_item_failure: retry).
+type WorkflowRetryConfig struct {
+	// MaxAttempts is the total number of whole-item runs. Defaults to 3.
+	MaxAttempts  *int      `json:"max_attempts,omitempty"`
+	Backoff      *Backoff  `json:"backoff,omitempty"`
+	InitialDelay *Duration `json:"initial_delay,omitempty"`
+	MaxDelay     *Duration `json:"max_delay,omitempty"`
+	Jitter       bool      `json:"jitter,omitempty"`
+	JitterFactor *float64  `json:"jitter_factor,omitempty"`
+}
+
+// BudgetValue is a retry-budget setting: a count, or a percentage of the
+// job's items ("10%").
+type BudgetValue struct {
+	Count     int
+	Percent   float64
+	IsPercent bool
+}
+
+// Late-result policies of best-effort jobs.
+const (
+	LateResultsLog    = "log"
+	LateResultsUpdate = "update"
+)
+
+// BestEffort lets a job complete with partial results over its groups.
+type BestEffort struct {
+	// MinGroups is how many groups must complete for success. Defaults to 1;
+	// clamped to [1, groups].
+	MinGroups int `json:"min_groups,omitempty"`
+	// Deadline completes the job with what it has. 0 = none.
+	Deadline Duration `json:"deadline,omitempty"`
+	// LateResults is log (default) or update.
+	LateResults string `json:"late_results,omitempty"`
+}

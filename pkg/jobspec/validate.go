@@ -1,0 +1,561 @@
+package jobspec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"regexp/syntax"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Validate checks the values of a spec built in code: tokens, required
+// fields, ranges, templates, regexes, and duplicate inline item ids. It
+// reports every problem at once in a *messages.ValidationError with each
+// field's path. The parsers check all this too, and the shell commands'
+// references (which Validate leaves to them).
+func Validate(s *messages.JobSpec) error {
+	v := &validator{}
+	v.jobSpec(s)
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &messages.ValidationError{Problems: v.problems}
+}
+
+// ValidateRetryConfig checks a standalone retry config as a step's
+// retry_config is checked; problem paths are relative to it
+// ("backoff.exponential.base").
+func ValidateRetryConfig(rc *messages.RetryConfig) error {
+	v := &validator{}
+	if rc == nil {
+		return nil
+	}
+	v.retryConfig("", rc, false)
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &messages.ValidationError{Kind: messages.KindRetryConfig, Problems: v.problems}
+}
+
+// validator collects validation problems. bad and given come from the
+// decoder (nil when validating a spec built in code): problems at or under a
+// path that failed to decode are dropped, since the decode problem already
+// says what is wrong there.
+type validator struct {
+	problems []messages.FieldError
+	bad      map[string]bool
+	given    map[string]bool
+}
+
+func (v *validator) addf(path, format string, args ...any) {
+	for b := range v.bad {
+		if under(path, b) {
+			return
+		}
+	}
+	v.problems = append(v.problems, messages.FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// isBad reports whether path or something under it failed to decode: the
+// field was given, even though its value is unusable.
+func (v *validator) isBad(path string) bool {
+	for b := range v.bad {
+		if under(b, path) {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *validator) isGiven(path string) bool { return v.given[path] }
+
+func (v *validator) jobSpec(s *messages.JobSpec) {
+	if s == nil {
+		v.addf("", "no job spec")
+		return
+	}
+	if s.ID != "" {
+		if err := messages.ValidToken(s.ID); err != nil {
+			v.addf("id", "%v", err)
+		}
+	}
+	if s.Pool != "" {
+		if err := messages.ValidPool(s.Pool); err != nil {
+			v.addf("pool", "%v", err)
+		}
+	}
+	if s.GroupBy != "" {
+		v.groupBy("group_by", s.GroupBy)
+	}
+	hasItems := len(s.Items) > 0 || v.isBad("items")
+	hasInput := s.Input != "" || v.isBad("input")
+	switch {
+	case hasItems && hasInput:
+		v.addf("input", "set either items or input, not both")
+	case !hasItems && !hasInput:
+		if v.isGiven("items") {
+			v.addf("items", "must not be empty (or set input to read the items from a file)")
+		} else {
+			v.addf("items", "required: set items (inline) or input (a file of items)")
+		}
+	}
+	if len(s.Input) > messages.MaxInputRefBytes {
+		v.addf("input", "is %d bytes long, the limit is %d", len(s.Input), messages.MaxInputRefBytes)
+	}
+	if s.InputDigest != "" {
+		if !hasInput {
+			v.addf("input_digest", "only allowed with input")
+		} else if err := messages.ValidDigest(s.InputDigest); err != nil {
+			v.addf("input_digest", "%v", err)
+		}
+	}
+	if s.JSONPath != "" {
+		if !hasInput {
+			v.addf("json_path", "only allowed with input")
+		} else if !strings.HasPrefix(s.JSONPath, "$") {
+			v.addf("json_path", `must start with "$", e.g. "$.items[*]"`)
+		} else if len(s.JSONPath) > messages.MaxJSONPathBytes {
+			v.addf("json_path", "is %d bytes long, the limit is %d", len(s.JSONPath), messages.MaxJSONPathBytes)
+		}
+	}
+	if s.MaxParallel < 0 {
+		v.addf("max_parallel", "must be >= 0 (0 = no cap), got %d", s.MaxParallel)
+	}
+	if len(s.AgentTemplate) == 0 && !v.isBad("agent_template") {
+		v.addf("agent_template", "required: at least one step")
+	}
+	for i := range s.AgentTemplate {
+		v.step(messages.IndexPath("agent_template", i), &s.AgentTemplate[i], false)
+	}
+	if s.ErrorPolicy != nil {
+		v.errorPolicy("error_policy", s.ErrorPolicy)
+	}
+	if s.RetryBudget != nil {
+		v.budget("retry_budget", s.RetryBudget)
+	}
+	if s.RetryBudgetPerItem != nil {
+		v.budget("retry_budget_per_item", s.RetryBudgetPerItem)
+	}
+	if s.BestEffort != nil {
+		v.bestEffort("best_effort", s.BestEffort)
+	}
+	for i := range s.Reduce {
+		v.step(messages.IndexPath("reduce", i), &s.Reduce[i], true)
+	}
+	keys := make([]string, 0, len(s.Env))
+	for k := range s.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch {
+		case !validEnvName(k):
+			v.addf(messages.JoinPath("env", k), "invalid variable name (letters, digits and '_', not starting with a digit)")
+		case reservedEnv(k):
+			v.addf(messages.JoinPath("env", k), "reserved: the agent sets ITEM_JSON, ITEM_ID, JOB_ID and ATTEMPT for every shell step (MAP_* in reduce steps, FAILURE_* in a custom on_item_failure step, JETFLEET_* for itself), and a job may not change them")
+		}
+	}
+	v.items(s)
+}
+
+// reservedEnv reports whether name is a variable the agent sets for shell
+// steps itself, which a job's env may not set: ITEM_* (ITEM_JSON, ITEM_ID),
+// JOB_ID, ATTEMPT, MAP_* (reduce steps), FAILURE_* (custom on_item_failure
+// steps) and JETFLEET_*.
+func reservedEnv(name string) bool {
+	switch name {
+	case "JOB_ID", "ATTEMPT":
+		return true
+	}
+	for _, p := range []string{"ITEM_", "MAP_", "FAILURE_", "JETFLEET_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *validator) items(s *messages.JobSpec) {
+	seen := make(map[string]int, len(s.Items))
+	for i, raw := range s.Items {
+		p := messages.IndexPath("items", i)
+		if !json.Valid(raw) {
+			v.addf(p, "not valid JSON")
+			continue
+		}
+		id := messages.ItemIdentity(raw, s.IDField, int64(i))
+		if id == "" {
+			idField := s.IDField
+			if idField == "" {
+				idField = messages.DefaultIDField
+			}
+			v.addf(messages.JoinPath(p, idField), "item id must not be empty")
+			continue
+		}
+		if j, dup := seen[id]; dup {
+			v.addf(p, "duplicate item id %q (same as items[%d])", id, j)
+			continue
+		}
+		seen[id] = i
+	}
+}
+
+func (v *validator) step(p string, st *messages.Step, reduce bool) {
+	shellP, handlerP := messages.JoinPath(p, "shell"), messages.JoinPath(p, "handler")
+	hasShell := st.Shell != "" || v.isBad(shellP)
+	hasHandler := st.Handler != "" || v.isBad(handlerP)
+	if st.Shell != "" && strings.TrimSpace(st.Shell) == "" || st.Shell == "" && v.isGiven(shellP) {
+		v.addf(shellP, "must not be empty")
+		hasShell = true
+	}
+	if st.Handler != "" && strings.TrimSpace(st.Handler) == "" || st.Handler == "" && v.isGiven(handlerP) {
+		v.addf(handlerP, "must not be empty")
+		hasHandler = true
+	}
+	switch {
+	case hasShell && hasHandler:
+		v.addf(p, "set only one of shell or handler")
+	case !hasShell && !hasHandler:
+		v.addf(p, "needs one of shell (a command) or handler (a registered Go handler)")
+	}
+	if strings.TrimSpace(st.Shell) != "" {
+		v.template(shellP, st.Shell, reduce)
+	}
+	if len(st.With) > 0 && st.Handler == "" && st.Shell != "" {
+		v.addf(messages.JoinPath(p, "with"), "only allowed with handler (shell steps use ${item.<field>} references)")
+	}
+	if st.Timeout < 0 {
+		v.addf(messages.JoinPath(p, "timeout"), "must not be negative, got %s", st.Timeout)
+	}
+	if st.RetryConfig != nil {
+		v.retryConfig(messages.JoinPath(p, "retry_config"), st.RetryConfig, reduce)
+	}
+}
+
+func (v *validator) template(p, s string, allowMap bool) {
+	t, err := messages.ParseTemplate(s)
+	if err != nil {
+		v.addf(p, "%v", err)
+		return
+	}
+	if !allowMap && t.UsesMap() {
+		v.addf(p, "${map.*} references are only allowed in reduce steps")
+	}
+}
+
+// groupBy checks a group_by template: items are grouped when the job is
+// expanded, so only ${item...} and ${item_id} are known then.
+func (v *validator) groupBy(p, s string) {
+	t, err := messages.ParseTemplate(s)
+	if err != nil {
+		v.addf(p, "%v", err)
+		return
+	}
+	for _, part := range t.Parts {
+		if part.Ref != nil && part.Ref[0] != messages.RefItem && part.Ref[0] != messages.RefItemID {
+			v.addf(p, "${%s} is not known when items are grouped (use ${item.<field>} or ${item_id})", strings.Join(part.Ref, "."))
+			return
+		}
+	}
+}
+
+func (v *validator) retryConfig(p string, rc *messages.RetryConfig, reduce bool) {
+	v.retryBounds(p, "attempts", rc.Attempts, rc.Backoff, rc.InitialDelay, rc.MaxDelay, rc.JitterFactor)
+	switch rc.JitterMode {
+	case "", messages.JitterProportional, messages.JitterFull, messages.JitterEqual, messages.JitterDecorrelated:
+	default:
+		modes := []string{string(messages.JitterProportional), string(messages.JitterFull), string(messages.JitterEqual), string(messages.JitterDecorrelated)}
+		v.addf(messages.JoinPath(p, "jitter_mode"), "unknown jitter mode %q (use proportional, full, equal or decorrelated)%s", rc.JitterMode, suggestion(string(rc.JitterMode), modes))
+	}
+	for i, m := range rc.RetryOn {
+		v.matcher(messages.IndexPath(messages.JoinPath(p, "retry_on"), i), m)
+	}
+	if rc.RetryBudget != nil && *rc.RetryBudget <= 0 {
+		v.addf(messages.JoinPath(p, "retry_budget"), "must be greater than 0 (omit it for no budget), got %s", *rc.RetryBudget)
+	}
+	if rc.OnFailure != nil {
+		v.onFailure(messages.JoinPath(p, "on_failure"), rc.OnFailure, reduce)
+	}
+}
+
+// retryBounds checks what a step's retry_config and the error policy's
+// share: the number of attempts (attemptsField), the backoff, the delays
+// and the jitter factor.
+func (v *validator) retryBounds(p, attemptsField string, attempts *int, b *messages.Backoff, initialDelay, maxDelay *messages.Duration, jitterFactor *float64) {
+	if attempts != nil && (*attempts < 1 || *attempts > messages.MaxAttempts) {
+		v.addf(messages.JoinPath(p, attemptsField), "must be between 1 and %d, got %d", messages.MaxAttempts, *attempts)
+	}
+	if b != nil {
+		v.backoff(messages.JoinPath(p, "backoff"), b)
+	}
+	v.delayBounds(p, initialDelay, maxDelay, b)
+	if f := jitterFactor; f != nil && !(*f >= 0 && *f <= 1) {
+		v.addf(messages.JoinPath(p, "jitter_factor"), "must be between 0 and 1, got %s", fmtFloat(*f))
+	}
+}
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// delayBounds checks the durations of a retry config and that the effective
+// initial delay does not exceed the effective max_delay.
+func (v *validator) delayBounds(p string, initialDelay, maxDelay *messages.Duration, b *messages.Backoff) {
+	initP, maxP := messages.JoinPath(p, "initial_delay"), messages.JoinPath(p, "max_delay")
+	if initialDelay != nil && *initialDelay < 0 {
+		v.addf(initP, "must not be negative, got %s", *initialDelay)
+		return
+	}
+	if maxDelay != nil && *maxDelay < 0 {
+		v.addf(maxP, "must not be negative, got %s", *maxDelay)
+		return
+	}
+	initV, initDefault := messages.DefaultInitialDelay, true
+	if initialDelay != nil {
+		initV, initDefault = *initialDelay, false
+	}
+	if b != nil && b.Initial != nil && b.Kind.Known() {
+		initV, initDefault = *b.Initial, false
+		initP = messages.JoinPath(p, "backoff."+string(b.Kind)+".initial")
+		if b.Kind == messages.BackoffFixed {
+			initP = messages.JoinPath(p, "backoff.fixed.delay")
+		}
+	}
+	maxV, maxDefault := messages.DefaultMaxDelay, true
+	if maxDelay != nil {
+		maxV, maxDefault = *maxDelay, false
+	}
+	if initV <= maxV || v.isBad(initP) || v.isBad(maxP) || v.initialBad(messages.JoinPath(p, "backoff")) {
+		return
+	}
+	if initDefault {
+		v.addf(maxP, "%s is less than initial_delay %s (default)", maxV, initV)
+		return
+	}
+	def := ""
+	if maxDefault {
+		def = " (default)"
+	}
+	v.addf(initP, "%s is greater than max_delay %s%s", initV, maxV, def)
+}
+
+// initialBad reports whether a backoff at p failed to decode in a way that
+// may have lost its initial delay.
+func (v *validator) initialBad(p string) bool {
+	if v.bad[p] {
+		return true
+	}
+	for b := range v.bad {
+		if !under(b, p) {
+			continue
+		}
+		rest := strings.Split(strings.TrimPrefix(b, p+"."), ".")
+		if len(rest) == 1 || rest[1] == "initial" || rest[1] == "delay" {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *validator) backoff(p string, b *messages.Backoff) {
+	if !b.Kind.Known() {
+		v.addf(p, "unknown backoff strategy %q (use fixed, linear, exponential, fibonacci or custom)", b.Kind)
+		return
+	}
+	kp := messages.JoinPath(p, string(b.Kind))
+	if b.Base != 0 {
+		if b.Kind != messages.BackoffExponential {
+			v.addf(kp, "base only applies to exponential backoff")
+		} else if math.IsInf(b.Base, 0) || !(b.Base >= 1) {
+			v.addf(messages.JoinPath(kp, "base"), "must be a finite number >= 1, got %s", fmtFloat(b.Base))
+		}
+	}
+	if b.Increment != nil {
+		if b.Kind != messages.BackoffLinear {
+			v.addf(kp, "increment only applies to linear backoff")
+		} else if *b.Increment < 0 {
+			v.addf(messages.JoinPath(kp, "increment"), "must not be negative, got %s", *b.Increment)
+		}
+	}
+	if len(b.Delays) > 0 && b.Kind != messages.BackoffCustom {
+		v.addf(kp, "delays only apply to custom backoff")
+	}
+	for i, d := range b.Delays {
+		if d < 0 {
+			v.addf(messages.IndexPath(messages.JoinPath(kp, "delays"), i), "must not be negative, got %s", d)
+		}
+	}
+	if b.Initial != nil {
+		if b.Kind == messages.BackoffCustom {
+			v.addf(kp, "initial does not apply to custom backoff (its delays are absolute)")
+		} else if *b.Initial < 0 {
+			v.addf(messages.JoinPath(kp, "initial"), "must not be negative, got %s", *b.Initial)
+		}
+	}
+}
+
+func (v *validator) matcher(p string, m messages.Matcher) {
+	set := 0
+	for _, ok := range []bool{m.Builtin != "", m.Pattern != "", len(m.ExitCodes) > 0} {
+		if ok {
+			set++
+		}
+	}
+	switch {
+	case set == 0:
+		v.addf(p, "empty matcher (use %s)", matcherForms)
+		return
+	case set > 1:
+		v.addf(p, "set only one of a built-in name, pattern or exit_code")
+		return
+	}
+	if m.Builtin != "" && !isBuiltinMatcher(strings.ToLower(m.Builtin)) {
+		v.addf(p, "unknown matcher %q (use %s)", m.Builtin, matcherForms)
+	}
+	if m.Pattern != "" {
+		if _, err := regexp.Compile(m.Pattern); err != nil {
+			v.addf(messages.JoinPath(p, "pattern"), "invalid regex: %s", regexProblem(m.Pattern, err))
+		}
+	}
+	for j, c := range m.ExitCodes {
+		if c < 0 || c > 255 {
+			v.addf(messages.IndexPath(messages.JoinPath(p, "exit_code"), j), "must be between 0 and 255, got %d", c)
+		}
+	}
+}
+
+// regexProblem turns a regexp compile error into "missing closing )" or
+// "invalid escape sequence: `\q`".
+func regexProblem(pattern string, err error) string {
+	var se *syntax.Error
+	if errors.As(err, &se) {
+		msg := se.Code.String()
+		if se.Expr != "" && se.Expr != pattern {
+			msg += ": `" + se.Expr + "`"
+		}
+		return msg
+	}
+	return err.Error()
+}
+
+func (v *validator) onFailure(p string, f *messages.OnFailure, reduce bool) {
+	switch f.Action {
+	case messages.OnFailureStop, messages.OnFailureContinue:
+		if f.Fallback != "" {
+			v.addf(p, "a fallback command only applies to the fallback action")
+		}
+	case messages.OnFailureFallback:
+		cp := messages.JoinPath(p, "fallback.command")
+		if strings.TrimSpace(f.Fallback) == "" {
+			v.addf(cp, "required: the command to run when the step gives up")
+		} else {
+			v.template(cp, f.Fallback, reduce)
+		}
+	default:
+		v.addf(p, `unknown action %q (use stop, continue or {fallback: {command: "..."}})`, f.Action)
+	}
+}
+
+func (v *validator) errorPolicy(p string, ep *messages.ErrorPolicy) {
+	if a := ep.OnItemFailure; a != nil {
+		ap := messages.JoinPath(p, "on_item_failure")
+		switch a.Action {
+		case messages.ItemFailureDLQ, messages.ItemFailureRetry, messages.ItemFailureSkip, messages.ItemFailureStop:
+			if a.Custom != nil {
+				v.addf(ap, "a step only applies to the custom action")
+			}
+		case messages.ItemFailureCustom:
+			if a.Custom == nil {
+				v.addf(ap, "custom needs a step: %s", customStepForm)
+			} else {
+				v.step(messages.JoinPath(ap, "custom"), a.Custom, false)
+			}
+		default:
+			v.addf(ap, "unknown action %q (use dlq, retry, skip, stop or %s)", a.Action, customStepForm)
+		}
+	}
+	if ep.MaxFailures != nil && *ep.MaxFailures < 1 {
+		v.addf(messages.JoinPath(p, "max_failures"), "must be >= 1, got %d", *ep.MaxFailures)
+	}
+	if f := ep.FailureThreshold; f != nil && !(*f > 0 && *f <= 1) {
+		v.addf(messages.JoinPath(p, "failure_threshold"), "must be greater than 0 and at most 1 (a failure rate), got %s", fmtFloat(*f))
+	}
+	if c := ep.ErrorCollection; c != nil {
+		cp := messages.JoinPath(p, "error_collection")
+		switch c.Mode {
+		case messages.CollectAggregate, messages.CollectImmediate:
+			if c.BatchSize != 0 {
+				v.addf(cp, "a batch size only applies to batched")
+			}
+		case messages.CollectBatched:
+			if c.BatchSize < 1 {
+				v.addf(messages.JoinPath(cp, "batched.size"), "must be >= 1, got %d", c.BatchSize)
+			}
+		default:
+			v.addf(cp, "unknown mode %q (use aggregate, immediate or {batched: {size: N}})", c.Mode)
+		}
+	}
+	if cb := ep.CircuitBreaker; cb != nil {
+		bp := messages.JoinPath(p, "circuit_breaker")
+		for _, f := range []struct {
+			name string
+			val  int
+		}{{"failure_threshold", cb.FailureThreshold}, {"success_threshold", cb.SuccessThreshold}, {"half_open_requests", cb.HalfOpenRequests}} {
+			fp := messages.JoinPath(bp, f.name)
+			if f.val < 0 || f.val == 0 && v.isGiven(fp) {
+				v.addf(fp, "must be >= 1, got %d", f.val)
+			}
+		}
+		tp := messages.JoinPath(bp, "timeout")
+		if cb.Timeout < 0 || cb.Timeout == 0 && v.isGiven(tp) {
+			v.addf(tp, "must be greater than 0, got %s", cb.Timeout)
+		}
+	}
+	if rc := ep.RetryConfig; rc != nil {
+		v.retryBounds(messages.JoinPath(p, "retry_config"), "max_attempts", rc.MaxAttempts, rc.Backoff, rc.InitialDelay, rc.MaxDelay, rc.JitterFactor)
+	}
+}
+
+func (v *validator) budget(p string, b *messages.BudgetValue) {
+	switch {
+	case b.IsPercent && b.Count != 0:
+		v.addf(p, "set a count or a percentage, not both")
+	case b.IsPercent && !(b.Percent >= 0 && b.Percent <= 100):
+		v.addf(p, "percentage must be between 0%% and 100%%, got %s%%", fmtFloat(b.Percent))
+	case !b.IsPercent && b.Percent != 0:
+		v.addf(p, "Percent is set but IsPercent is false")
+	case !b.IsPercent && b.Count < 0:
+		v.addf(p, "must be >= 0 (0 = no retries), got %d", b.Count)
+	}
+}
+
+func (v *validator) bestEffort(p string, be *messages.BestEffort) {
+	if be.MinGroups < 0 {
+		v.addf(messages.JoinPath(p, "min_groups"), "must be >= 0, got %d", be.MinGroups)
+	}
+	if be.Deadline < 0 {
+		v.addf(messages.JoinPath(p, "deadline"), "must not be negative, got %s", be.Deadline)
+	}
+	switch be.LateResults {
+	case "", messages.LateResultsLog, messages.LateResultsUpdate:
+	default:
+		v.addf(messages.JoinPath(p, "late_results"), "unknown policy %q (use log or update)%s", be.LateResults, suggestion(be.LateResults, []string{messages.LateResultsLog, messages.LateResultsUpdate}))
+	}
+}
