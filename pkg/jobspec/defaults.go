@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"cmp"
 	"reflect"
 	"strconv"
 
@@ -23,81 +24,46 @@ func WithDefaults(s *messages.JobSpec) *messages.JobSpec {
 		return nil
 	}
 	c := deepCopy(s)
-	if c.Pool == "" {
-		c.Pool = messages.DefaultPool
-	}
+	c.Pool = cmp.Or(c.Pool, messages.DefaultPool)
 	if c.Input != "" && c.JSONPath == "" {
 		c.JSONPath = messages.DefaultJSONPath
 	}
-	if c.IDField == "" {
-		c.IDField = messages.DefaultIDField
-	}
+	c.IDField = cmp.Or(c.IDField, messages.DefaultIDField)
 	for i := range c.AgentTemplate {
 		stepDefaults(&c.AgentTemplate[i], "step-"+strconv.Itoa(i+1))
 	}
 	for i := range c.Reduce {
 		stepDefaults(&c.Reduce[i], "reduce-"+strconv.Itoa(i+1))
 	}
-	if c.ErrorPolicy == nil {
-		c.ErrorPolicy = &messages.ErrorPolicy{}
-	}
+	setDefault(&c.ErrorPolicy, messages.ErrorPolicy{})
 	ep := c.ErrorPolicy
-	if ep.OnItemFailure == nil {
-		ep.OnItemFailure = &messages.ItemFailureAction{Action: messages.ItemFailureDLQ}
-	}
-	if ep.ContinueOnFailure == nil {
-		ep.ContinueOnFailure = valuePtr(true)
-	}
-	if ep.ErrorCollection == nil {
-		ep.ErrorCollection = &messages.ErrorCollection{Mode: messages.CollectAggregate}
-	}
+	setDefault(&ep.OnItemFailure, messages.ItemFailureAction{Action: messages.ItemFailureDLQ})
+	setDefault(&ep.ContinueOnFailure, true)
+	setDefault(&ep.ErrorCollection, messages.ErrorCollection{Mode: messages.CollectAggregate})
 	if cb := ep.CircuitBreaker; cb != nil {
-		if cb.FailureThreshold == 0 {
-			cb.FailureThreshold = messages.DefaultBreakerFailureThreshold
-		}
-		if cb.SuccessThreshold == 0 {
-			cb.SuccessThreshold = messages.DefaultBreakerSuccessThreshold
-		}
-		if cb.Timeout == 0 {
-			cb.Timeout = messages.DefaultBreakerTimeout
-		}
-		if cb.HalfOpenRequests == 0 {
-			cb.HalfOpenRequests = messages.DefaultBreakerHalfOpenRequests
-		}
+		cb.FailureThreshold = cmp.Or(cb.FailureThreshold, messages.DefaultBreakerFailureThreshold)
+		cb.SuccessThreshold = cmp.Or(cb.SuccessThreshold, messages.DefaultBreakerSuccessThreshold)
+		cb.Timeout = cmp.Or(cb.Timeout, messages.DefaultBreakerTimeout)
+		cb.HalfOpenRequests = cmp.Or(cb.HalfOpenRequests, messages.DefaultBreakerHalfOpenRequests)
 	}
 	if ep.RetryConfig == nil && ep.OnItemFailure.Action == messages.ItemFailureRetry {
 		ep.RetryConfig = &messages.WorkflowRetryConfig{}
 	}
 	if rc := ep.RetryConfig; rc != nil {
-		if rc.MaxAttempts == nil {
-			rc.MaxAttempts = valuePtr(messages.DefaultAttempts)
-		}
+		setDefault(&rc.MaxAttempts, messages.DefaultAttempts)
 		rc.Backoff, rc.InitialDelay = backoffDefaults(rc.Backoff, rc.InitialDelay)
-		if rc.MaxDelay == nil {
-			rc.MaxDelay = valuePtr(messages.DefaultMaxDelay)
-		}
-		if rc.JitterFactor == nil {
-			rc.JitterFactor = valuePtr(messages.DefaultJitterFactor)
-		}
+		setDefault(&rc.MaxDelay, messages.DefaultMaxDelay)
+		setDefault(&rc.JitterFactor, messages.DefaultJitterFactor)
 	}
 	if be := c.BestEffort; be != nil {
-		if be.MinGroups == 0 {
-			be.MinGroups = messages.DefaultMinGroups
-		}
-		if be.LateResults == "" {
-			be.LateResults = messages.LateResultsLog
-		}
+		be.MinGroups = cmp.Or(be.MinGroups, messages.DefaultMinGroups)
+		be.LateResults = cmp.Or(be.LateResults, messages.LateResultsLog)
 	}
 	return c
 }
 
 func stepDefaults(st *messages.Step, name string) {
-	if st.Name == "" {
-		st.Name = name
-	}
-	if st.RetryConfig == nil {
-		st.RetryConfig = &messages.RetryConfig{}
-	}
+	st.Name = cmp.Or(st.Name, name)
 	st.RetryConfig = RetryConfigWithDefaults(st.RetryConfig)
 }
 
@@ -112,57 +78,49 @@ func RetryConfigWithDefaults(rc *messages.RetryConfig) *messages.RetryConfig {
 	if c == nil {
 		c = &messages.RetryConfig{}
 	}
-	if c.Attempts == nil {
-		c.Attempts = valuePtr(messages.DefaultAttempts)
-	}
+	setDefault(&c.Attempts, messages.DefaultAttempts)
 	c.Backoff, c.InitialDelay = backoffDefaults(c.Backoff, c.InitialDelay)
-	if c.MaxDelay == nil {
-		c.MaxDelay = valuePtr(messages.DefaultMaxDelay)
-	}
-	if c.JitterFactor == nil {
-		c.JitterFactor = valuePtr(messages.DefaultJitterFactor)
-	}
+	setDefault(&c.MaxDelay, messages.DefaultMaxDelay)
+	setDefault(&c.JitterFactor, messages.DefaultJitterFactor)
 	// jitter_mode on its own turns jitter on (package retry), so it is
 	// filled only where jitter already is.
 	if c.JitterMode == "" && c.Jitter {
 		c.JitterMode = messages.JitterProportional
 	}
-	if c.OnFailure == nil {
-		c.OnFailure = &messages.OnFailure{Action: messages.OnFailureStop}
-	}
+	setDefault(&c.OnFailure, messages.OnFailure{Action: messages.OnFailureStop})
 	return c
 }
 
 // backoffDefaults fills a (copied) backoff and the effective initial delay.
 func backoffDefaults(b *messages.Backoff, initial *messages.Duration) (*messages.Backoff, *messages.Duration) {
-	if b == nil {
-		b = &messages.Backoff{Kind: messages.BackoffExponential}
-	}
+	setDefault(&b, messages.Backoff{Kind: messages.BackoffExponential})
 	if initial == nil {
+		initial = new(messages.DefaultInitialDelay)
 		if b.Initial != nil {
-			initial = valuePtr(*b.Initial)
-		} else {
-			initial = valuePtr(messages.DefaultInitialDelay)
+			initial = new(*b.Initial)
 		}
 	}
 	switch b.Kind {
 	case messages.BackoffExponential:
-		if b.Base == 0 {
-			b.Base = messages.DefaultExpBase
-		}
+		b.Base = cmp.Or(b.Base, messages.DefaultExpBase)
 	case messages.BackoffLinear:
 		if b.Increment == nil {
 			eff := *initial
 			if b.Initial != nil {
 				eff = *b.Initial
 			}
-			b.Increment = valuePtr(eff)
+			b.Increment = new(eff)
 		}
 	}
 	return b, initial
 }
 
-func valuePtr[T any](v T) *T { return &v }
+// setDefault points *p at v when it is unset (nil).
+func setDefault[T any](p **T, v T) {
+	if *p == nil {
+		*p = &v
+	}
+}
 
 // deepCopy returns a copy of v that shares no memory with it: pointers,
 // slices, maps and interfaces are copied all the way down (the spec types
