@@ -18,6 +18,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/chart"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 	"github.com/jetfleet/jetfleet/pkg/simulate"
@@ -296,7 +297,7 @@ func simulateItems(ctx context.Context, env *cliEnv, spec *messages.JobSpec, pat
 		errorf(env, "simulate: input: the items are in the object store: give their number with --items N")
 		return 0, false
 	}
-	n, _, err := expand.Count(ctx, spec.WithDefaults(), expand.FileOpener(filepath.Dir(path)))
+	n, _, err := expand.Count(ctx, jobspec.WithDefaults(spec), expand.FileOpener(filepath.Dir(path)))
 	if err != nil {
 		p := validateItemsProblem(spec, err)
 		errorf(env, "simulate: %s (or give their number with --items N)", p.Error())

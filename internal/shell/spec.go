@@ -6,12 +6,12 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// CheckSpec is a messages.SpecCheck: it reports every reference of spec's
-// shell commands (steps, fallbacks, a custom on_item_failure step) that
-// stands where no quoting is safe, and every command with references that
-// does not parse (see [Compile]), each with the command's field path. A
-// command that is not a valid template is left to the spec's own
-// validation.
+// CheckSpec reports every reference of spec's shell commands (steps,
+// fallbacks, a custom on_item_failure step) that stands where no quoting
+// is safe, and every command with references that does not parse (see
+// [Compile]), each with the command's field path. A command that is not a
+// valid template is left to the spec's own validation. Package jobspec
+// runs it on every spec it reads.
 func CheckSpec(spec *messages.JobSpec) []messages.FieldError {
 	var out []messages.FieldError
 	for _, c := range spec.ShellCommands() {

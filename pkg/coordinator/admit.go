@@ -66,7 +66,7 @@ func (c *Coordinator) admitSpec(data []byte) (spec *messages.JobSpec, problems [
 	if err != nil {
 		return nil, boundProblems(problemsOf(err))
 	}
-	rec, err := json.Marshal(messages.JobRecord{Spec: spec.WithDefaults()})
+	rec, err := json.Marshal(messages.JobRecord{Spec: jobspec.WithDefaults(spec)})
 	if err != nil {
 		return spec, []messages.FieldError{{Message: err.Error()}}
 	}

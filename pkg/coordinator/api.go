@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -133,7 +134,7 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	if spec.Input == "" {
 		// Inline items are at hand: refuse bad ones with this request rather
 		// than as a rejected job (the intake checks them again).
-		_, _, problems, err := c.countItems(ctx, spec.WithDefaults())
+		_, _, problems, err := c.countItems(ctx, jobspec.WithDefaults(spec))
 		if err != nil {
 			return nil, apiErr(messages.CodeInternal, err.Error())
 		}

@@ -451,7 +451,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	case err != nil && !errors.Is(err, errNoJob):
 		return err
 	}
-	eff := spec.WithDefaults()
+	eff := jobspec.WithDefaults(spec)
 	if problems := c.checkInput(eff); len(problems) > 0 {
 		return c.reject(ctx, spec.ID, problems, now)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -20,7 +21,7 @@ func TestItemPoolsFollowTheRoutes(t *testing.T) {
 		json.RawMessage(`{"id": "a", "r": "gpu"}`), json.RawMessage(`{"id": "b", "r": "eu"}`),
 		json.RawMessage(`{"id": "c", "r": "arm"}`), json.RawMessage(`{"id": "d", "r": "gpu"}`),
 	}
-	spec := (&messages.JobSpec{Pool: "cpu", GroupBy: "${item.r}", Items: items}).WithDefaults()
+	spec := jobspec.WithDefaults(&messages.JobSpec{Pool: "cpu", GroupBy: "${item.r}", Items: items})
 	rec := &messages.JobRecord{Spec: spec, Routes: map[string]string{"gpu": "gpu", "arm": "arm"},
 		Status: messages.JobStatus{Items: 4}}
 	p := buildItemPools(context.Background(), nil, rec, zerolog.Nop())
@@ -36,13 +37,13 @@ func TestItemPoolsFollowTheRoutes(t *testing.T) {
 	require.False(t, p.allows(-1, "cpu"))
 
 	// A job without routes needs no input: every item is on its pool.
-	plain := buildItemPools(context.Background(), nil, &messages.JobRecord{Spec: (&messages.JobSpec{Pool: "cpu"}).WithDefaults()}, zerolog.Nop())
+	plain := buildItemPools(context.Background(), nil, &messages.JobRecord{Spec: jobspec.WithDefaults(&messages.JobSpec{Pool: "cpu"})}, zerolog.Nop())
 	require.Equal(t, "cpu", plain.of(123))
 	require.False(t, plain.allows(0, "gpu"))
 
 	// An input that cannot be read: any of the job's pools, and no other.
 	broken := func(context.Context, string) (io.ReadCloser, error) { return nil, errors.New("gone") }
-	rec.Spec = (&messages.JobSpec{Pool: "cpu", GroupBy: "${item.r}", Input: "objstore://fleet_inputs/x"}).WithDefaults()
+	rec.Spec = jobspec.WithDefaults(&messages.JobSpec{Pool: "cpu", GroupBy: "${item.r}", Input: "objstore://fleet_inputs/x"})
 	u := buildItemPools(context.Background(), broken, rec, zerolog.Nop())
 	require.False(t, u.known)
 	require.True(t, u.allows(0, "arm"))

@@ -1,6 +1,7 @@
 package jobspec_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -60,8 +61,35 @@ retry_config:
 		fmt.Println(err)
 		return
 	}
-	eff := rc.WithDefaults()
+	eff := jobspec.RetryConfigWithDefaults(rc)
 	fmt.Println(*eff.Attempts, eff.Backoff.Kind, eff.Backoff.Delays, *eff.MaxDelay)
 	// Output:
 	// 5 custom [1s 3s 7s 15s] 1m
+}
+
+// WithDefaults gives the spec as accepted: every default filled in, as the
+// coordinator records it and agents run it.
+func ExampleWithDefaults() {
+	spec, _ := jobspec.Parse([]byte(`{"input": "items.json", "agent_template": [{"shell": "process ${item.id}"}]}`))
+	eff := jobspec.WithDefaults(spec)
+	rc := eff.AgentTemplate[0].RetryConfig
+	fmt.Println(eff.Pool, eff.JSONPath, eff.AgentTemplate[0].Name)
+	fmt.Println(*rc.Attempts, rc.Backoff.Kind, rc.Backoff.Base, *rc.InitialDelay, *rc.MaxDelay, rc.OnFailure.Action)
+	fmt.Println(eff.ErrorPolicy.OnItemFailure.Action, *eff.ErrorPolicy.ContinueOnFailure, eff.ErrorPolicy.ErrorCollection.Mode)
+	// Output:
+	// default $[*] step-1
+	// 3 exponential 2 1s 30s stop
+	// dlq true aggregate
+}
+
+// Validate checks a spec built in code, with the same rules and paths.
+func ExampleValidate() {
+	spec := &messages.JobSpec{
+		Items:         []json.RawMessage{json.RawMessage(`{"id":"a"}`), json.RawMessage(`{"id":"a"}`)},
+		AgentTemplate: []messages.Step{{Shell: "echo ${map.results}"}},
+		ErrorPolicy:   &messages.ErrorPolicy{MaxFailures: new(0)},
+	}
+	fmt.Println(jobspec.Validate(spec))
+	// Output:
+	// invalid job spec: agent_template[0].shell: ${map.*} references are only allowed in reduce steps; error_policy.max_failures: must be >= 1, got 0; items[1]: duplicate item id "a" (same as items[0])
 }

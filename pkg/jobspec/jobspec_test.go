@@ -57,7 +57,7 @@ func TestYAMLAndJSONIdentical(t *testing.T) {
 	require.Equal(t, string(canonical), string(converted))
 
 	// The converted JSON is what the API takes: it parses back to the same spec.
-	back, err := messages.ParseJobSpec(converted)
+	back, err := parseJSON(converted)
 	require.NoError(t, err)
 	require.Equal(t, fromYAML, back)
 }
@@ -156,6 +156,8 @@ func TestParseRejects(t *testing.T) {
 		{"nan", "items: [1]\nagent_template: [{shell: x, retry_config: {jitter_factor: .nan}}]\n", []string{`agent_template[0].retry_config.jitter_factor (line 2): .nan is not a finite number`}},
 		{"custom tag", "items: !include items.yaml\nagent_template: [{shell: x}]\n", []string{`items (line 1): unsupported YAML tag !include`}},
 		{"custom tag on a step field", "items: [1]\nagent_template: [{shell: !env CMD}]\n", []string{`agent_template[0].shell (line 2): unsupported YAML tag !env`}},
+		{"custom tag in a matcher", "items: [1]\nagent_template: [{shell: x, retry_config: {retry_on: [{pattern: !env P}]}}]\n", []string{`agent_template[0].retry_config.retry_on[0].pattern (line 2): unsupported YAML tag !env`}},
+		{"custom tag in {secs, nanos}", "items: [1]\nagent_template: [{shell: x, timeout: {secs: !env S}}]\n", []string{`agent_template[0].timeout (line 2): unsupported YAML tag !env`}},
 		{"infinity inside an item", "items: [{id: a, w: [1, -.inf]}]\nagent_template: [{shell: x}]\n", []string{`items[0].w[1] (line 1): -.inf is not a finite number`}},
 		{"bad explicit int", "items: [!!int abc]\nagent_template: [{shell: x}]\n", []string{`items[0] (line 1): cannot decode !!str`}},
 		{"bad merge", "items: [1]\nagent_template:\n  - {<<: [1], shell: x}\n", []string{`agent_template[0] (line 3): a merge key (<<) needs a mapping or a list of mappings`}},

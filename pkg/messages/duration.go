@@ -1,11 +1,10 @@
 package messages
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -14,115 +13,114 @@ import (
 // Duration is a time.Duration written in humantime form: a sequence of
 // number+unit pairs such as "500ms", "30s", "2m30s", "1h30m" or "1d". Units:
 // ns, us (µs), ms, s, m, h, d (24h), w (7d); numbers may have a fraction
-// ("1.5s"); "0" alone means zero. It also decodes the {secs, nanos} object
-// form used by some tools. It marshals back to humantime ("1h30m").
+// ("1.5s"); "0" alone means zero. Its JSON and YAML form is that string
+// (text marshalling): it marshals back to humantime ("1h30m"). A job spec
+// may also write the {secs, nanos} object form (see package jobspec).
 type Duration time.Duration
 
 // ErrBadDuration is wrapped by every duration parse error.
 var ErrBadDuration = errors.New("invalid duration")
 
-var durationUnits = []struct {
-	name string
-	d    time.Duration
+// durationUnits maps a humantime unit to the unit time.ParseDuration reads
+// and the factor between them: d and w, which it does not know, are hours.
+var durationUnits = map[string]struct {
+	unit   string
+	factor int64
 }{
-	{"ns", time.Nanosecond}, {"us", time.Microsecond}, {"µs", time.Microsecond}, {"ms", time.Millisecond},
-	{"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}, {"w", 7 * 24 * time.Hour},
+	"ns": {"ns", 1}, "us": {"us", 1}, "µs": {"µs", 1}, "ms": {"ms", 1},
+	"s": {"s", 1}, "m": {"m", 1}, "h": {"h", 1}, "d": {"h", 24}, "w": {"h", 7 * 24},
 }
 
 const unitsHint = "use ns, us, ms, s, m, h, d or w, e.g. \"30s\""
 
-// ParseDuration parses a humantime duration. Negative durations are rejected.
-// The arithmetic is exact on integers, so ParseDuration(d.String()) == d
-// for every non-negative d.
+// ParseDuration parses a humantime duration. Spaces may separate the pairs
+// and a number from its unit ("1h 30m", "5 s"); negative durations are
+// rejected. Each pair is rounded to the nearest nanosecond, so that
+// ParseDuration(d.String()) == d for every non-negative d. time.ParseDuration
+// does the arithmetic; this function reads the pairs, to accept d and w and
+// to say what is wrong with a bad one.
 func ParseDuration(s string) (Duration, error) {
 	orig := s
 	s = strings.TrimSpace(s)
-	if s == "" {
+	switch {
+	case s == "":
 		return 0, fmt.Errorf("%w: empty string", ErrBadDuration)
-	}
-	if s == "0" {
+	case s == "0":
 		return 0, nil
-	}
-	if s[0] == '-' {
+	case s[0] == '-':
 		return 0, fmt.Errorf("%w %q: must not be negative", ErrBadDuration, orig)
 	}
-	tooLarge := func() error {
-		return fmt.Errorf("%w %q: too large (max %s)", ErrBadDuration, orig, Duration(math.MaxInt64))
-	}
-	var total int64
-	sawUnit := false
-	for len(s) > 0 {
-		s = strings.TrimLeft(s, " ")
-		if s == "" {
-			break
+	var total time.Duration
+	for s != "" {
+		i := strings.IndexFunc(s, func(r rune) bool { return r != '.' && (r < '0' || r > '9') })
+		if i < 0 {
+			i = len(s)
 		}
-		i := 0
-		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
-			i++
-		}
+		num := s[:i]
 		if i == 0 {
 			return 0, fmt.Errorf("%w %q: expected a number at %q", ErrBadDuration, orig, s)
 		}
-		num := s[:i]
-		intPart, fracPart, _ := strings.Cut(num, ".")
-		if strings.Contains(fracPart, ".") || intPart == "" && fracPart == "" {
+		if strings.Count(num, ".") > 1 || num == "." {
 			return 0, fmt.Errorf("%w %q: bad number %q", ErrBadDuration, orig, num)
 		}
 		s = strings.TrimLeft(s[i:], " ")
-		j := 0
-		for j < len(s) && !(s[j] >= '0' && s[j] <= '9' || s[j] == ' ' || s[j] == '.') {
-			j++
+		j := strings.IndexFunc(s, func(r rune) bool { return r == ' ' || r == '.' || r >= '0' && r <= '9' })
+		if j < 0 {
+			j = len(s)
 		}
-		word := s[:j]
-		if word == "" {
+		unit, ok := durationUnits[s[:j]]
+		switch {
+		case j == 0:
 			return 0, fmt.Errorf("%w %q: missing unit after %q (%s)", ErrBadDuration, orig, num, unitsHint)
+		case !ok:
+			return 0, fmt.Errorf("%w %q: unknown unit %q (%s)", ErrBadDuration, orig, s[:j], unitsHint)
 		}
-		unit := time.Duration(0)
-		for _, u := range durationUnits {
-			if word == u.name {
-				unit = u.d
-				break
-			}
+		s = strings.TrimLeft(s[j:], " ")
+		d, ok := pairDuration(scaleDecimal(num, unit.factor), unit.unit)
+		if !ok || total > math.MaxInt64-d {
+			return 0, fmt.Errorf("%w %q: too large (max %s)", ErrBadDuration, orig, Duration(math.MaxInt64))
 		}
-		if unit == 0 {
-			return 0, fmt.Errorf("%w %q: unknown unit %q (%s)", ErrBadDuration, orig, word, unitsHint)
-		}
-		s = s[j:]
-		// Integer part, exactly.
-		var v int64
-		for k := 0; k < len(intPart); k++ {
-			if v > (math.MaxInt64-9)/10 {
-				return 0, tooLarge()
-			}
-			v = v*10 + int64(intPart[k]-'0')
-		}
-		if v > math.MaxInt64/int64(unit) {
-			return 0, tooLarge()
-		}
-		v *= int64(unit)
-		// Fraction part, rounded to the nearest nanosecond.
-		if fracPart != "" {
-			var f, scale int64 = 0, 1
-			for k := 0; k < len(fracPart) && scale < 1e17; k++ {
-				f = f*10 + int64(fracPart[k]-'0')
-				scale *= 10
-			}
-			add := int64(math.Round(float64(f) * (float64(unit) / float64(scale))))
-			if v > math.MaxInt64-add {
-				return 0, tooLarge()
-			}
-			v += add
-		}
-		if total > math.MaxInt64-v {
-			return 0, tooLarge()
-		}
-		total += v
-		sawUnit = true
-	}
-	if !sawUnit {
-		return 0, fmt.Errorf("%w %q: missing unit (%s)", ErrBadDuration, orig, unitsHint)
+		total += d
 	}
 	return Duration(total), nil
+}
+
+// pairDuration is num units, rounded to the nearest nanosecond, and false
+// when it overflows. time.ParseDuration truncates below the nanosecond, so
+// a number with a fraction is given to it ten times larger, and what it
+// returns rounded: round(x) = (trunc(10x) + 5) / 10 for x >= 0.
+func pairDuration(num, unit string) (time.Duration, bool) {
+	if whole, frac, ok := strings.Cut(num, "."); ok {
+		tenfold := whole + frac
+		if len(frac) > 1 {
+			tenfold = whole + frac[:1] + "." + frac[1:]
+		} else if frac == "" {
+			tenfold += "0"
+		}
+		if d, err := time.ParseDuration(tenfold + unit); err == nil {
+			return d/10 + (d%10+5)/10, true
+		}
+		// More than 29 years: below the nanosecond is noise anyway.
+	}
+	d, err := time.ParseDuration(num + unit)
+	return d, err == nil
+}
+
+// scaleDecimal multiplies a decimal number ("1.5") by factor, exactly.
+func scaleDecimal(num string, factor int64) string {
+	if factor == 1 {
+		return num
+	}
+	whole, frac, _ := strings.Cut(num, ".")
+	n, _ := new(big.Int).SetString(whole+frac, 10)
+	digits := n.Mul(n, big.NewInt(factor)).String()
+	if frac == "" {
+		return digits
+	}
+	if pad := len(frac) + 1 - len(digits); pad > 0 {
+		digits = strings.Repeat("0", pad) + digits
+	}
+	return digits[:len(digits)-len(frac)] + "." + digits[len(digits)-len(frac):]
 }
 
 // MustDuration parses s or panics; for tests and constants.
@@ -175,82 +173,4 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	}
 	*d = v
 	return nil
-}
-
-// MarshalJSON writes the humantime string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-// UnmarshalJSON accepts a humantime string, a {secs, nanos} object, or the
-// number 0.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadDuration, err)
-	}
-	if v == nil {
-		return nil // like encoding/json: null leaves the value unchanged
-	}
-	nd, err := durationFromTree(v)
-	if err != nil {
-		return err
-	}
-	*d = nd
-	return nil
-}
-
-// durationFromTree decodes a duration from a generic JSON/YAML value: a
-// humantime string, a {secs, nanos} object, or the number 0.
-func durationFromTree(v any) (Duration, error) {
-	switch x := v.(type) {
-	case string:
-		return ParseDuration(x)
-	case map[string]any:
-		var secs, nanos *int64
-		for _, k := range sortedKeys(x) {
-			n, err := asInt(x[k])
-			if err != nil {
-				return 0, fmt.Errorf("%w: {secs, nanos} form: %s: %v", ErrBadDuration, k, err)
-			}
-			switch k {
-			case "secs":
-				secs = &n
-			case "nanos":
-				nanos = &n
-			default:
-				return 0, fmt.Errorf("%w: {secs, nanos} form: unknown field %q", ErrBadDuration, k)
-			}
-		}
-		return DurationFromSecsNanos(secs, nanos)
-	}
-	if isNumber(v) {
-		if f, err := asFloat(v); err == nil && f == 0 {
-			return 0, nil
-		}
-		n := numberText(v)
-		return 0, fmt.Errorf("%w: bare number %s: write a string with a unit, e.g. \"%ss\"", ErrBadDuration, n, n)
-	}
-	return 0, fmt.Errorf("%w: want a string such as \"30s\" or {secs, nanos}, got %s", ErrBadDuration, describe(v))
-}
-
-// DurationFromSecsNanos builds a Duration from the {secs, nanos} form.
-func DurationFromSecsNanos(secs, nanos *int64) (Duration, error) {
-	if secs == nil && nanos == nil {
-		return 0, fmt.Errorf("%w: {secs, nanos} form needs secs", ErrBadDuration)
-	}
-	var s, n int64
-	if secs != nil {
-		s = *secs
-	}
-	if nanos != nil {
-		n = *nanos
-	}
-	if s < 0 || n < 0 || n >= 1e9 {
-		return 0, fmt.Errorf("%w: {secs: %d, nanos: %d}: secs must be >= 0 and nanos in [0, 1e9)", ErrBadDuration, s, n)
-	}
-	if s > math.MaxInt64/int64(time.Second)-1 {
-		return 0, fmt.Errorf("%w: {secs: %d}: too large", ErrBadDuration, s)
-	}
-	return Duration(time.Duration(s)*time.Second + time.Duration(n)), nil
 }

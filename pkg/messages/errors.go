@@ -2,7 +2,6 @@ package messages
 
 import (
 	"errors"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -35,6 +34,19 @@ func (e FieldError) Error() string {
 		return e.Message
 	}
 	return where + ": " + e.Message
+}
+
+// JoinPath appends a field name to a field path ("" is the document).
+func JoinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// IndexPath appends an array index to a field path.
+func IndexPath(path string, i int) string {
+	return path + "[" + strconv.Itoa(i) + "]"
 }
 
 // KindRetryConfig is the ValidationError.Kind of a standalone retry config.
@@ -77,28 +89,4 @@ func (e *ValidationError) Err() error {
 		return nil
 	}
 	return e
-}
-
-// SetLines fills in the Line of each problem that has none from lines, which
-// maps field paths to 1-based source lines: the line of the problem's field,
-// or else of its nearest ancestor present in lines. It then orders the
-// problems by line, document-level problems (no line) first, keeping the
-// order of problems on the same line.
-func (e *ValidationError) SetLines(lines map[string]int) {
-	if e == nil || len(lines) == 0 {
-		return
-	}
-	for i := range e.Problems {
-		p := &e.Problems[i]
-		if p.Line > 0 {
-			continue
-		}
-		for path, ok := p.Field, true; ok && path != ""; path, ok = parentPath(path) {
-			if l, found := lines[path]; found {
-				p.Line = l
-				break
-			}
-		}
-	}
-	sort.SliceStable(e.Problems, func(i, j int) bool { return e.Problems[i].Line < e.Problems[j].Line })
 }

@@ -2,32 +2,36 @@ package messages_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// A spec with two problems: both are reported, each with its path.
-func ExampleParseJobSpec() {
-	_, err := messages.ParseJobSpec([]byte(`{
-		"items": [{"id": "a"}, {"id": "b"}],
-		"agent_template": [
-			{"shell": "convert ${item.path}", "timeout": "5 seconds"},
-			{"handler": "upload", "retry_config": {"retry_on": ["network", {"pattern": "conn("}]}}
-		]
-	}`))
-	var ve *messages.ValidationError
-	if errors.As(err, &ve) {
-		for _, p := range ve.Problems {
-			fmt.Println(p)
-		}
+// A producer in another service builds a job in code and publishes its JSON
+// on the submit subject; it needs this package only. (Package jobspec
+// validates a spec, as the coordinator does when the job arrives.)
+func ExampleJobSpec() {
+	attempts := 5
+	spec := messages.JobSpec{
+		ID:    "thumbs",
+		Items: []json.RawMessage{json.RawMessage(`{"id":"a","path":"a.jpg"}`)},
+		AgentTemplate: []messages.Step{{
+			Shell:   "convert ${item.path} out/${item.id}.png",
+			Timeout: messages.MustDuration("2m30s"),
+			RetryConfig: &messages.RetryConfig{
+				Attempts: &attempts,
+				Backoff:  &messages.Backoff{Kind: messages.BackoffExponential, Base: 3},
+				RetryOn:  []messages.Matcher{{Builtin: messages.MatchNetwork}, {ExitCodes: []int{75}}},
+			},
+		}},
+		RetryBudget: &messages.BudgetValue{Percent: 10, IsPercent: true},
 	}
-	fmt.Println(errors.Is(err, messages.ErrInvalidSpec))
+	data, _ := json.Marshal(spec)
+	fmt.Println(messages.MustNames("").JobsSubmitSubject())
+	fmt.Println(string(data))
 	// Output:
-	// agent_template[0].timeout (line 4): invalid duration "5 seconds": unknown unit "seconds" (use ns, us, ms, s, m, h, d or w, e.g. "30s")
-	// agent_template[1].retry_config.retry_on[1].pattern (line 5): invalid regex: missing closing )
-	// true
+	// fleet.jobs.submit
+	// {"id":"thumbs","items":[{"id":"a","path":"a.jpg"}],"agent_template":[{"shell":"convert ${item.path} out/${item.id}.png","timeout":"2m30s","retry_config":{"attempts":5,"backoff":{"exponential":{"base":3}},"retry_on":["network",{"exit_code":[75]}]}}],"retry_budget":"10%"}
 }
 
 func ExampleParseDuration() {
@@ -47,30 +51,16 @@ func ExampleParseDuration() {
 }
 
 // Polymorphic values marshal to their canonical form: the shorthand name
-// when they have no parameters.
+// when they have no parameters, else a one-key object.
 func ExampleBackoff_MarshalJSON() {
-	spec, _ := messages.ParseJobSpec([]byte(`{"items": [1], "agent_template": [{"shell": "true", "retry_config": {
-		"backoff": {"exponential": {"initial": "1s", "multiplier": 2}},
-		"retry_on": ["Network", {"exit_code": 75}],
-		"on_failure": {"fallback": {"command": "save-local.sh"}}}}]}`))
-	out, _ := json.Marshal(spec.AgentTemplate[0].RetryConfig)
-	fmt.Println(string(out))
-	fixed, _ := json.Marshal(messages.Backoff{Kind: messages.BackoffFixed})
-	fmt.Println(string(fixed))
+	for _, b := range []messages.Backoff{
+		{Kind: messages.BackoffFixed},
+		{Kind: messages.BackoffExponential, Base: 2, Initial: new(messages.MustDuration("1s"))},
+	} {
+		out, _ := json.Marshal(b)
+		fmt.Println(string(out))
+	}
 	// Output:
-	// {"backoff":{"exponential":{"base":2,"initial":"1s"}},"retry_on":["network",{"exit_code":[75]}],"on_failure":{"fallback":{"command":"save-local.sh"}}}
 	// "fixed"
-}
-
-func ExampleJobSpec_WithDefaults() {
-	spec, _ := messages.ParseJobSpec([]byte(`{"input": "items.json", "agent_template": [{"shell": "process ${item.id}"}]}`))
-	eff := spec.WithDefaults()
-	rc := eff.AgentTemplate[0].RetryConfig
-	fmt.Println(eff.Pool, eff.JSONPath, eff.AgentTemplate[0].Name)
-	fmt.Println(*rc.Attempts, rc.Backoff.Kind, rc.Backoff.Base, *rc.InitialDelay, *rc.MaxDelay, rc.OnFailure.Action)
-	fmt.Println(eff.ErrorPolicy.OnItemFailure.Action, *eff.ErrorPolicy.ContinueOnFailure, eff.ErrorPolicy.ErrorCollection.Mode)
-	// Output:
-	// default $[*] step-1
-	// 3 exponential 2 1s 30s stop
-	// dlq true aggregate
+	// {"exponential":{"base":2,"initial":"1s"}}
 }

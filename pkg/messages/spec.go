@@ -2,10 +2,11 @@ package messages
 
 import "encoding/json"
 
-// JobSpec is a job as submitted (docs/contract.md §3). Optional fields are pointers or
-// zero values meaning "unset"; [JobSpec.WithDefaults] fills them with the
-// effective values the coordinator records. Build one with [ParseJobSpec]
-// (JSON) or package jobspec (YAML or JSON), which validate it.
+// JobSpec is a job as submitted (docs/contract.md §3). Optional fields are
+// pointers or zero values meaning "unset"; jobspec.WithDefaults fills them
+// with the effective values the coordinator records. Read one with package
+// jobspec (YAML or JSON), which validates it; jobspec.Validate checks one
+// built in code.
 type JobSpec struct {
 	// ID identifies the job; resubmitting an id is idempotent. Optional: the
 	// coordinator generates one. Must be a valid subject token.
@@ -75,7 +76,8 @@ type Step struct {
 	RetryConfig *RetryConfig `json:"retry_config,omitempty"`
 }
 
-// Retry-config defaults (docs/contract.md §4).
+// Retry-config defaults (docs/contract.md §4): what an unset field means.
+// jobspec.WithDefaults fills them in.
 const (
 	DefaultAttempts     = 3
 	DefaultInitialDelay = Duration(1e9)  // 1s
@@ -85,6 +87,20 @@ const (
 	// MaxAttempts bounds retry_config.attempts and error_policy.retry_config.max_attempts.
 	MaxAttempts = 10000
 )
+
+// DefaultJSONPath selects the items of an input file when json_path is unset.
+const DefaultJSONPath = "$[*]"
+
+// Circuit-breaker defaults, used when error_policy.circuit_breaker is set.
+const (
+	DefaultBreakerFailureThreshold = 5
+	DefaultBreakerSuccessThreshold = 3
+	DefaultBreakerTimeout          = Duration(30e9) // 30s
+	DefaultBreakerHalfOpenRequests = 3
+)
+
+// DefaultMinGroups is best_effort.min_groups when unset.
+const DefaultMinGroups = 1
 
 // RetryConfig is a step's command-level retry policy.
 type RetryConfig struct {

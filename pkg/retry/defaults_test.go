@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -15,7 +16,7 @@ import (
 func TestDefaultsDoNotEnableJitter(t *testing.T) {
 	fixed := messages.MustDuration("300ms")
 	cfg := &messages.RetryConfig{Backoff: &messages.Backoff{Kind: messages.BackoffFixed}, InitialDelay: &fixed}
-	p, err := retry.NewPolicy(cfg.WithDefaults())
+	p, err := retry.NewPolicy(jobspec.RetryConfigWithDefaults(cfg))
 	require.NoError(t, err)
 	require.Equal(t, messages.JitterMode(""), p.JitterMode())
 	for n := 1; n <= 3; n++ {
@@ -23,7 +24,7 @@ func TestDefaultsDoNotEnableJitter(t *testing.T) {
 	}
 
 	cfg.Jitter = true
-	p, err = retry.NewPolicy(cfg.WithDefaults())
+	p, err = retry.NewPolicy(jobspec.RetryConfigWithDefaults(cfg))
 	require.NoError(t, err)
 	require.Equal(t, messages.JitterProportional, p.JitterMode())
 }

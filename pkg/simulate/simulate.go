@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -134,7 +135,7 @@ type sim struct {
 }
 
 func newSim(cfg Config) (*sim, error) {
-	spec := cfg.Spec.WithDefaults() // what the coordinator records and agents compile
+	spec := jobspec.WithDefaults(cfg.Spec) // what the coordinator records and agents compile
 	s := &sim{
 		cfg:    cfg,
 		dep:    cfg.Dependency,

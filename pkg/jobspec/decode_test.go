@@ -1,54 +1,23 @@
-package messages
+package jobspec
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// These tests use the standard library only, like the package itself.
+// parseJSON reads a JSON-only document, as ParseFile reads a .json file.
+func parseJSON(data []byte) (*messages.JobSpec, error) { return parseSpec(data, true) }
 
-// problemList returns err's problems as "field: message" strings.
-func problemList(t *testing.T, err error) []string {
+func mustParse(t *testing.T, s string) *messages.JobSpec {
 	t.Helper()
-	var ve *ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("error %v (%T) is not a *ValidationError", err, err)
-	}
-	if !errors.Is(err, ErrInvalidSpec) {
-		t.Fatalf("errors.Is(%v, ErrInvalidSpec) = false", err)
-	}
-	out := make([]string, len(ve.Problems))
-	for i, p := range ve.Problems {
-		out[i] = p.Error()
-	}
-	return out
-}
-
-// checkProblems requires exactly len(want) problems, the i-th starting with want[i].
-func checkProblems(t *testing.T, err error, want []string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want problems %q", want)
-	}
-	got := problemList(t, err)
-	ok := len(got) == len(want)
-	for i := 0; ok && i < len(want); i++ {
-		ok = strings.HasPrefix(got[i], want[i])
-	}
-	if !ok {
-		t.Fatalf("problems:\n  got  %q\n  want %q", got, want)
-	}
-}
-
-func mustParse(t *testing.T, s string) *JobSpec {
-	t.Helper()
-	spec, err := ParseJobSpec([]byte(s))
+	spec, err := parseJSON([]byte(s))
 	if err != nil {
-		t.Fatalf("ParseJobSpec(%s): %v", s, err)
+		t.Fatalf("parseJSON(%s): %v", s, err)
 	}
 	return spec
 }
@@ -72,7 +41,7 @@ func withPolicy(ep string) string {
 	return withTop(`"error_policy":{` + ep + `}`)
 }
 
-func TestParseJobSpecRejects(t *testing.T) {
+func TestParseJSONRejects(t *testing.T) {
 	const rc = "agent_template[0].retry_config."
 	tests := []struct {
 		name string
@@ -155,7 +124,7 @@ func TestParseJobSpecRejects(t *testing.T) {
 		{"jitter_mode unknown", withRetry(`"jitter_mode":"fulll"`), []string{rc + `jitter_mode: unknown jitter mode "fulll" (use proportional, full, equal or decorrelated) (did you mean "full"?)`}},
 		{"retry_budget zero", withRetry(`"retry_budget":"0s"`), []string{rc + `retry_budget: must be greater than 0 (omit it for no budget), got 0s`}},
 
-		// Backoff forms.
+		// messages.Backoff forms.
 		{"backoff unknown name", withRetry(`"backoff":"expo"`), []string{rc + `backoff: unknown backoff strategy "expo" (use fixed, linear, exponential, fibonacci or custom)`}},
 		{"backoff typo", withRetry(`"backoff":"fibonaci"`), []string{rc + `backoff: unknown backoff strategy "fibonaci" (use fixed, linear, exponential, fibonacci or custom) (did you mean "fibonacci"?)`}},
 		{"backoff unknown key", withRetry(`"backoff":{"quadratic":{}}`), []string{rc + `backoff.quadratic: unknown backoff strategy`}},
@@ -237,11 +206,11 @@ func TestParseJobSpecRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec, err := ParseJobSpec([]byte(tt.in))
+			spec, err := parseJSON([]byte(tt.in))
 			if spec != nil {
 				t.Errorf("got a spec along with the error")
 			}
-			checkProblems(t, err, tt.want)
+			requirePrefixes(t, err, tt.want)
 		})
 	}
 }
@@ -262,7 +231,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
   "error_policy": {"error_collection": "batched", "max_failures": 0},
   "retry_budget": "120%"
 }`
-	_, err := ParseJobSpec([]byte(in))
+	_, err := parseJSON([]byte(in))
 	want := []string{
 		`id (line 2): invalid character ' ' at offset 7 (allowed: letters, digits, '-', '_')`,
 		`items[2] (line 3): duplicate item id "a" (same as items[0])`,
@@ -276,7 +245,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		`error_policy.max_failures (line 11): must be >= 1, got 0`,
 		`retry_budget (line 12): percentage must be between 0% and 100%, got 120%`,
 	}
-	got := problemList(t, err)
+	got := problems(t, err)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -289,26 +258,26 @@ func TestAllProblemsAtOnce(t *testing.T) {
 // TestSingleLineJSONHasNoLines: compact JSON (the API's form) gets no line
 // numbers, and problems keep decode-then-validation order.
 func TestSingleLineJSONHasNoLines(t *testing.T) {
-	_, err := ParseJobSpec([]byte(`{"pool":"a b","items":[1],"agent_template":[{"shell":"x","timeout":"1x"}]}`))
-	checkProblems(t, err, []string{
+	_, err := parseJSON([]byte(`{"pool":"a b","items":[1],"agent_template":[{"shell":"x","timeout":"1x"}]}`))
+	requirePrefixes(t, err, []string{
 		`agent_template[0].timeout: invalid duration "1x": unknown unit "x"`,
 		`pool: invalid character ' ' at offset 1`,
 	})
 }
 
-func TestParseJobSpecDesignExample(t *testing.T) {
+func TestParseJSONDesignExample(t *testing.T) {
 	data, err := os.ReadFile("testdata/design.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := ParseJobSpec(data)
+	spec, err := parseJSON(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	attempts, budget := 5, MustDuration("5m")
-	ini, maxd, jf := MustDuration("1s"), MustDuration("30s"), 0.3
+	attempts, budget := 5, messages.MustDuration("5m")
+	ini, maxd, jf := messages.MustDuration("1s"), messages.MustDuration("30s"), 0.3
 	maxAttempts, maxFailures, threshold, cont := 3, 10, 0.25, true
-	want := &JobSpec{
+	want := &messages.JobSpec{
 		ID: "nightly-resize", Name: "resize images", Pool: "default", GroupBy: "${item.region}",
 		Items: []json.RawMessage{
 			json.RawMessage(`{"id":"a","path":"a.jpg","region":"eu"}`),
@@ -316,93 +285,38 @@ func TestParseJobSpecDesignExample(t *testing.T) {
 			json.RawMessage(`{"id":"c","path":"c <1>.jpg","region":"eu","size":1.50}`),
 		},
 		MaxParallel: 10,
-		AgentTemplate: []Step{
+		AgentTemplate: []messages.Step{
 			{
-				Shell: "convert ${item.path} out/${item.id}.png", Timeout: MustDuration("30s"),
-				RetryConfig: &RetryConfig{
-					Attempts: &attempts, Backoff: &Backoff{Kind: BackoffExponential},
+				Shell: "convert ${item.path} out/${item.id}.png", Timeout: messages.MustDuration("30s"),
+				RetryConfig: &messages.RetryConfig{
+					Attempts: &attempts, Backoff: &messages.Backoff{Kind: messages.BackoffExponential},
 					InitialDelay: &ini, MaxDelay: &maxd, Jitter: true, JitterFactor: &jf,
-					RetryOn:     []Matcher{{Builtin: MatchNetwork}, {Builtin: MatchTimeout}, {Pattern: "conn.*refused"}},
-					RetryBudget: &budget, OnFailure: &OnFailure{Action: OnFailureStop},
+					RetryOn:     []messages.Matcher{{Builtin: messages.MatchNetwork}, {Builtin: messages.MatchTimeout}, {Pattern: "conn.*refused"}},
+					RetryBudget: &budget, OnFailure: &messages.OnFailure{Action: messages.OnFailureStop},
 				},
 			},
 			{Handler: "upload", With: map[string]any{"bucket": "photos", "parts": json.Number("4")}},
 		},
-		ErrorPolicy: &ErrorPolicy{
-			OnItemFailure: &ItemFailureAction{Action: ItemFailureDLQ}, ContinueOnFailure: &cont,
+		ErrorPolicy: &messages.ErrorPolicy{
+			OnItemFailure: &messages.ItemFailureAction{Action: messages.ItemFailureDLQ}, ContinueOnFailure: &cont,
 			MaxFailures: &maxFailures, FailureThreshold: &threshold,
-			ErrorCollection: &ErrorCollection{Mode: CollectAggregate},
-			CircuitBreaker:  &CircuitBreakerConfig{FailureThreshold: 5, SuccessThreshold: 3, Timeout: MustDuration("30s"), HalfOpenRequests: 3},
-			RetryConfig: &WorkflowRetryConfig{
+			ErrorCollection: &messages.ErrorCollection{Mode: messages.CollectAggregate},
+			CircuitBreaker:  &messages.CircuitBreakerConfig{FailureThreshold: 5, SuccessThreshold: 3, Timeout: messages.MustDuration("30s"), HalfOpenRequests: 3},
+			RetryConfig: &messages.WorkflowRetryConfig{
 				MaxAttempts: &maxAttempts,
-				Backoff:     &Backoff{Kind: BackoffExponential, Base: 2, Initial: &ini},
+				Backoff:     &messages.Backoff{Kind: messages.BackoffExponential, Base: 2, Initial: &ini},
 			},
 		},
-		RetryBudget:        &BudgetValue{Count: 20},
-		RetryBudgetPerItem: &BudgetValue{Count: 3},
-		BestEffort:         &BestEffort{MinGroups: 2, Deadline: MustDuration("5m"), LateResults: LateResultsLog},
-		Reduce:             []Step{{Shell: "aggregate.sh ${map.total}"}},
+		RetryBudget:        &messages.BudgetValue{Count: 20},
+		RetryBudgetPerItem: &messages.BudgetValue{Count: 3},
+		BestEffort:         &messages.BestEffort{MinGroups: 2, Deadline: messages.MustDuration("5m"), LateResults: messages.LateResultsLog},
+		Reduce:             []messages.Step{{Shell: "aggregate.sh ${map.total}"}},
 	}
 	if !reflect.DeepEqual(spec, want) {
 		g, _ := json.MarshalIndent(spec, "", "  ")
 		w, _ := json.MarshalIndent(want, "", "  ")
 		t.Fatalf("got\n%s\nwant\n%s", g, w)
 	}
-}
-
-// TestDecodeJobSpecTrees: DecodeJobSpec accepts the trees encoding/json
-// makes with and without UseNumber, and Go integer types, with the same
-// result.
-func TestDecodeJobSpecTrees(t *testing.T) {
-	data, err := os.ReadFile("testdata/design.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromJSON, err := ParseJobSpec(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var floats any
-	if err := json.Unmarshal(data, &floats); err != nil {
-		t.Fatal(err)
-	}
-	fromFloats, err := DecodeJobSpec(floats)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// float64 trees lose the "1.50" spelling and become "1.5"; all else is equal.
-	fromFloats.Items[2] = fromJSON.Items[2]
-	if !reflect.DeepEqual(fromFloats, fromJSON) {
-		t.Errorf("float64 tree decodes differently:\n%+v\n%+v", fromFloats, fromJSON)
-	}
-
-	tree := map[string]any{
-		"items":          []any{int64(1), uint8(2), 3},
-		"max_parallel":   int32(4),
-		"agent_template": []any{map[string]any{"shell": "x", "retry_config": map[string]any{"attempts": uint64(7), "jitter_factor": float32(0.5)}}},
-		"retry_budget":   "10%",
-	}
-	spec, err := DecodeJobSpec(tree)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if spec.MaxParallel != 4 || *spec.AgentTemplate[0].RetryConfig.Attempts != 7 || *spec.AgentTemplate[0].RetryConfig.JitterFactor != 0.5 ||
-		string(spec.Items[1]) != "2" || *spec.RetryBudget != (BudgetValue{Percent: 10, IsPercent: true}) {
-		t.Errorf("decoded %+v", spec)
-	}
-	_, err = DecodeJobSpec(map[string]any{"items": []any{map[string]any{"a": []any{1, struct{}{}}}}, "agent_template": []any{map[string]any{"shell": "x"}}})
-	checkProblems(t, err, []string{"items[0].a[1]: unsupported value of type struct {}"})
-
-	// An InvalidValue is reported at its path, and the field counts as
-	// given: no "needs one of shell or handler" as well.
-	_, err = DecodeJobSpec(map[string]any{
-		"items":          []any{1, map[string]any{"x": InvalidValue{Problem: "bad item value"}}},
-		"agent_template": []any{map[string]any{"shell": InvalidValue{Problem: "unsupported YAML tag !env"}}},
-	})
-	checkProblems(t, err, []string{
-		"items[1].x: bad item value",
-		"agent_template[0].shell: unsupported YAML tag !env",
-	})
 }
 
 // TestInlineItemsKeepTheirBytes: an inline item keeps its key order and
@@ -427,29 +341,5 @@ func TestInlineItemsKeepTheirBytes(t *testing.T) {
 	back := mustParse(t, string(out))
 	if !reflect.DeepEqual(back.Items, spec.Items) {
 		t.Fatalf("items after round trip: %s", back.Items)
-	}
-}
-
-func TestCompactJSON(t *testing.T) {
-	tests := []struct{ in, want, wantErr string }{
-		{` { "b" : [ 1 , {"a":true} ] , "a" : null } `, `{"b":[1,{"a":true}],"a":null}`, ""},
-		{`"\u003c\/\u00e9\u2028"`, `"</é\u2028"`, ""},
-		{`-0.50E+3`, `-0.50E+3`, ""},
-		{`[]`, `[]`, ""},
-		{``, ``, "unexpected EOF"},
-		{`1 2`, ``, "more than one JSON value"},
-		{`{"a":}`, ``, "invalid character '}'"},
-	}
-	for _, tt := range tests {
-		got, err := CompactJSON([]byte(tt.in))
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("CompactJSON(%q) error = %v, want %q", tt.in, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || string(got) != tt.want {
-			t.Errorf("CompactJSON(%q) = %s, %v; want %s", tt.in, got, err, tt.want)
-		}
 	}
 }

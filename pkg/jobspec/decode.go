@@ -1,131 +1,18 @@
-package messages
+package jobspec
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
 	"sync"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
-
-// ParseJobSpec decodes and validates a job spec in JSON. Decoding is strict
-// (unknown fields, duplicate keys, wrong types, bad durations and invalid
-// enum values are problems) and every problem, together with every
-// validation problem of [JobSpec.Validate], is reported at once in a
-// *[ValidationError] (errors.Is(err, [ErrInvalidSpec]) holds). When the
-// JSON spans several lines, problems carry the line of their field.
-//
-// checks run after the built-in validation, on the spec as decoded even
-// when it has problems; theirs are reported with the others (and dropped
-// at or under a field that failed to decode).
-func ParseJobSpec(data []byte, checks ...SpecCheck) (*JobSpec, error) {
-	tree, lines, pre := parseJSONTree(data, multiLine(data))
-	if tree == nil && len(pre) > 0 {
-		return nil, &ValidationError{Problems: pre}
-	}
-	spec, verr := decodeJobSpec(tree, pre, checks)
-	if verr != nil {
-		verr.SetLines(lines)
-		return nil, verr
-	}
-	return spec, nil
-}
-
-// DecodeJobSpec decodes and validates a job spec from a generic tree:
-// map[string]any, []any, string, bool, nil, and numbers as json.Number,
-// float64 or any integer type — what encoding/json produces when decoding
-// into an `any`, and what package jobspec produces from YAML — and
-// json.RawMessage for an already-encoded value (inline items given that way
-// keep their key order; others are compacted as in [CompactJSON]). Problems are
-// reported as by [ParseJobSpec], without lines. A tree producer reports a
-// value it could not convert by putting an [InvalidValue] in its place.
-// checks are run as by ParseJobSpec.
-func DecodeJobSpec(tree any, checks ...SpecCheck) (*JobSpec, error) {
-	spec, verr := decodeJobSpec(tree, nil, checks)
-	if verr != nil {
-		return nil, verr
-	}
-	return spec, nil
-}
-
-// ParseRetryConfig decodes and validates a standalone retry_config document
-// in JSON, as a step's retry_config is validated. The document may also be
-// wrapped as {"retry_config": {...}}.
-func ParseRetryConfig(data []byte) (*RetryConfig, error) {
-	tree, lines, pre := parseJSONTree(data, multiLine(data))
-	if tree == nil && len(pre) > 0 {
-		return nil, &ValidationError{Kind: KindRetryConfig, Problems: pre}
-	}
-	rc, verr := decodeRetryConfig(tree, pre)
-	if verr != nil {
-		verr.SetLines(lines)
-		return nil, verr
-	}
-	return rc, nil
-}
-
-// DecodeRetryConfig is ParseRetryConfig for a generic tree (see
-// [DecodeJobSpec]). Problem paths are relative to the retry config
-// ("backoff.exponential.base"), or start with "retry_config." when the
-// document is wrapped.
-func DecodeRetryConfig(tree any) (*RetryConfig, error) {
-	rc, verr := decodeRetryConfig(tree, nil)
-	if verr != nil {
-		return nil, verr
-	}
-	return rc, nil
-}
-
-// SpecCheck is a validation that needs more than the standard library
-// (package jobspec checks where shell commands place their references):
-// it returns the spec's problems, each with its field path.
-type SpecCheck func(*JobSpec) []FieldError
-
-func decodeJobSpec(tree any, pre []FieldError, checks []SpecCheck) (*JobSpec, *ValidationError) {
-	d := newDecoder()
-	var spec JobSpec
-	d.value("", tree, reflect.ValueOf(&spec).Elem())
-	v := &validator{bad: d.bad, given: d.given}
-	v.jobSpec(&spec)
-	for _, check := range checks {
-		for _, p := range check(&spec) {
-			v.addf(p.Field, "%s", p.Message)
-		}
-	}
-	probs := append(append(pre, d.problems...), v.problems...)
-	if len(probs) > 0 {
-		return nil, &ValidationError{Problems: probs}
-	}
-	return &spec, nil
-}
-
-func decodeRetryConfig(tree any, pre []FieldError) (*RetryConfig, *ValidationError) {
-	path := ""
-	if m, ok := tree.(map[string]any); ok && len(m) == 1 {
-		if inner, ok := m["retry_config"]; ok {
-			tree, path = inner, "retry_config"
-		}
-	}
-	d := newDecoder()
-	var rc RetryConfig
-	d.value(path, tree, reflect.ValueOf(&rc).Elem())
-	v := &validator{bad: d.bad, given: d.given}
-	v.retryConfig(path, &rc, false)
-	probs := append(append(pre, d.problems...), v.problems...)
-	if len(probs) > 0 {
-		return nil, &ValidationError{Kind: KindRetryConfig, Problems: probs}
-	}
-	return &rc, nil
-}
-
-func multiLine(data []byte) bool {
-	return bytes.IndexByte(bytes.TrimSpace(data), '\n') >= 0
-}
 
 // decoder walks a generic tree against a Go value, collecting every problem.
 type decoder struct {
-	problems []FieldError
+	problems []messages.FieldError
 	// bad holds the paths whose value failed to decode; validation
 	// problems at or under them are redundant and dropped.
 	bad map[string]bool
@@ -139,11 +26,15 @@ func newDecoder() *decoder {
 }
 
 func (d *decoder) addf(path, format string, args ...any) {
-	d.problems = append(d.problems, FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
+	d.problems = append(d.problems, messages.FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
 	d.bad[path] = true
 }
 
 func (d *decoder) typeErr(path, want string, v any) {
+	if iv, ok := v.(invalidValue); ok {
+		d.addf(path, "%s", iv.problem)
+		return
+	}
 	msg := fmt.Sprintf("expected %s, got %s", want, describe(v))
 	if _, isStr := v.(string); !isStr && want == "a string" && v != nil {
 		if _, isMap := v.(map[string]any); !isMap {
@@ -152,16 +43,19 @@ func (d *decoder) typeErr(path, want string, v any) {
 			}
 		}
 	}
-	d.problems = append(d.problems, FieldError{Field: path, Message: msg})
+	d.problems = append(d.problems, messages.FieldError{Field: path, Message: msg})
 	d.bad[path] = true
 }
 
-// err returns the problems as a *ValidationError, or nil.
-func (d *decoder) err() error {
-	if len(d.problems) == 0 {
-		return nil
+// data checks free-form data (handler arguments, an item) for values the
+// converter could not convert, and reports the first at its own path.
+func (d *decoder) data(path string, v any) bool {
+	p, iv, bad := firstInvalid(path, v)
+	if bad {
+		d.addf(p, "%s", iv.problem)
+		d.bad[path] = true
 	}
-	return &ValidationError{Problems: d.problems}
+	return !bad
 }
 
 // A hook decodes a type that has no plain struct/slice/map shape. It is
@@ -178,14 +72,14 @@ var (
 func hookFor(t reflect.Type) hook {
 	hooksOnce.Do(func() {
 		hooks = map[reflect.Type]hook{
-			reflect.TypeFor[Duration]():          decodeDurationHook,
-			reflect.TypeFor[json.RawMessage]():   decodeRawHook,
-			reflect.TypeFor[Backoff]():           decodeBackoffHook,
-			reflect.TypeFor[Matcher]():           decodeMatcherHook,
-			reflect.TypeFor[OnFailure]():         decodeOnFailureHook,
-			reflect.TypeFor[ItemFailureAction](): decodeItemFailureHook,
-			reflect.TypeFor[ErrorCollection]():   decodeErrorCollectionHook,
-			reflect.TypeFor[BudgetValue]():       decodeBudgetHook,
+			reflect.TypeFor[messages.Duration]():          decodeDurationHook,
+			reflect.TypeFor[json.RawMessage]():            decodeRawHook,
+			reflect.TypeFor[messages.Backoff]():           decodeBackoffHook,
+			reflect.TypeFor[messages.Matcher]():           decodeMatcherHook,
+			reflect.TypeFor[messages.OnFailure]():         decodeOnFailureHook,
+			reflect.TypeFor[messages.ItemFailureAction](): decodeItemFailureHook,
+			reflect.TypeFor[messages.ErrorCollection]():   decodeErrorCollectionHook,
+			reflect.TypeFor[messages.BudgetValue]():       decodeBudgetHook,
 		}
 	})
 	return hooks[t]
@@ -193,18 +87,9 @@ func hookFor(t reflect.Type) hook {
 
 // value decodes v into rv at path.
 func (d *decoder) value(path string, v any, rv reflect.Value) {
-	if iv, ok := v.(InvalidValue); ok {
-		d.addf(path, "%s", iv.Problem)
+	if iv, ok := v.(invalidValue); ok {
+		d.addf(path, "%s", iv.problem)
 		return
-	}
-	if raw, ok := v.(json.RawMessage); ok && rv.Type() != reflect.TypeFor[json.RawMessage]() {
-		n, fe := normalize(path, raw, 0)
-		if fe != nil {
-			d.addf(fe.Field, "%s", fe.Message)
-			d.bad[path] = true
-			return
-		}
-		v = n
 	}
 	if h := hookFor(rv.Type()); h != nil {
 		if !h(d, path, v, rv) {
@@ -235,7 +120,7 @@ func (d *decoder) value(path string, v any, rv reflect.Value) {
 		}
 		s := reflect.MakeSlice(rv.Type(), len(arr), len(arr))
 		for i, e := range arr {
-			d.value(IndexPath(path, i), e, s.Index(i))
+			d.value(messages.IndexPath(path, i), e, s.Index(i))
 		}
 		rv.Set(s)
 	case reflect.Map:
@@ -251,7 +136,7 @@ func (d *decoder) value(path string, v any, rv reflect.Value) {
 		out := reflect.MakeMapWithSize(rv.Type(), len(m))
 		for _, k := range sortedKeys(m) {
 			e := reflect.New(rv.Type().Elem()).Elem()
-			d.value(JoinPath(path, k), m[k], e)
+			d.value(messages.JoinPath(path, k), m[k], e)
 			out.SetMapIndex(reflect.ValueOf(k).Convert(rv.Type().Key()), e)
 		}
 		rv.Set(out)
@@ -270,7 +155,7 @@ func (d *decoder) value(path string, v any, rv reflect.Value) {
 		}
 		rv.SetBool(b)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if !isNumber(v) {
+		if _, ok := v.(json.Number); !ok {
 			d.typeErr(path, "an integer", v)
 			return
 		}
@@ -285,11 +170,12 @@ func (d *decoder) value(path string, v any, rv reflect.Value) {
 		}
 		rv.SetInt(n)
 	case reflect.Float32, reflect.Float64:
-		if !isNumber(v) {
+		n, ok := v.(json.Number)
+		if !ok {
 			d.typeErr(path, "a number", v)
 			return
 		}
-		f, err := asFloat(v)
+		f, err := asFloat(n)
 		if err != nil {
 			d.addf(path, "%v", err)
 			return
@@ -300,13 +186,10 @@ func (d *decoder) value(path string, v any, rv reflect.Value) {
 			rv.SetZero()
 			return
 		}
-		n, fe := normalize(path, v, 0)
-		if fe != nil {
-			d.addf(fe.Field, "%s", fe.Message)
-			d.bad[path] = true
+		if !d.data(path, v) {
 			return
 		}
-		rv.Set(reflect.ValueOf(n))
+		rv.Set(reflect.ValueOf(v))
 	default:
 		d.addf(path, "cannot decode into %s", rv.Type())
 	}
@@ -326,7 +209,7 @@ func (d *decoder) object(path string, v any, rv reflect.Value) {
 		if !ok || fv == nil {
 			continue
 		}
-		p := JoinPath(path, f.name)
+		p := messages.JoinPath(path, f.name)
 		d.given[p] = true
 		d.value(p, fv, rv.Field(f.index))
 	}
@@ -334,13 +217,13 @@ func (d *decoder) object(path string, v any, rv reflect.Value) {
 		if fieldIndex(fields, k) < 0 {
 			s := suggestField(rv.Type(), k)
 			if s == "" {
-				d.addf(JoinPath(path, k), "unknown field")
+				d.addf(messages.JoinPath(path, k), "unknown field")
 			} else {
-				d.addf(JoinPath(path, k), "unknown field (did you mean %q?)", s)
+				d.addf(messages.JoinPath(path, k), "unknown field (did you mean %q?)", s)
 				// A misspelt field counts as given but unusable, so that
 				// validation does not also report it missing.
 				if top, _, _ := strings.Cut(s, "."); m[top] == nil {
-					d.bad[JoinPath(path, s)] = true
+					d.bad[messages.JoinPath(path, s)] = true
 				}
 			}
 		}

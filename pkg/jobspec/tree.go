@@ -18,23 +18,58 @@ import (
 )
 
 const (
-	// maxDepth bounds the nesting of a document.
+	// maxDepth bounds the nesting of a document, so that hostile input
+	// cannot exhaust the stack of the recursive walkers.
 	maxDepth = 1000
 	// linesMaxDepth bounds the paths whose lines are recorded; deeper
-	// paths can only be free-form data.
+	// paths can only be free-form data (item contents, handler arguments).
 	linesMaxDepth = 12
 )
 
-// tree is a YAML document converted to the generic tree messages decodes:
-// map[string]any, []any, string, bool, nil and json.Number.
+// A tree is a document converted to what the decoder walks: map[string]any,
+// []any, string, bool, nil, json.Number, json.RawMessage for an inline item
+// (its JSON, keys in the document's order), and invalidValue where a value
+// could not be converted.
 type tree struct {
-	value    any
-	lines    map[string]int
+	value any
+	// lines maps field paths to their 1-based source lines (empty for a
+	// single-line JSON document).
+	lines map[string]int
+	// problems are the document's own: duplicate and non-string keys, bad
+	// merges. A nil value with problems is a document that could not be read.
 	problems []messages.FieldError
+}
+
+// invalidValue stands in a tree for a value the converter could not
+// convert (a YAML custom tag, an infinity): the decoder reports problem at
+// the value's path and treats the field as given but unusable, so that
+// validation does not also report it missing.
+type invalidValue struct {
+	problem string
+}
+
+// readTree reads data as one JSON value (asJSON) or one YAML document.
+func readTree(data []byte, asJSON bool) tree {
+	if asJSON {
+		// Compact JSON (the API's form) gets no lines.
+		root, fe := readJSON(data, bytes.IndexByte(bytes.TrimSpace(data), '\n') >= 0)
+		if fe != nil {
+			return tree{problems: []messages.FieldError{*fe}}
+		}
+		return convert(root, true, len(data))
+	}
+	root, fe := readYAML(data)
+	if fe != nil {
+		return tree{problems: []messages.FieldError{*fe}}
+	}
+	return convert(root, false, len(data))
 }
 
 // converter walks a yaml.Node tree.
 type converter struct {
+	// json is set for a tree readJSON made: its scalars are JSON's, and the
+	// values of duplicate keys are walked for their own problems.
+	json     bool
 	lines    map[string]int
 	problems []messages.FieldError
 	// nodes counts the nodes visited, aliases expanded; it is bounded so
@@ -46,42 +81,46 @@ type converter struct {
 	ordered bool
 }
 
+// convert converts the node tree of a document of size bytes.
+func convert(root *yaml.Node, asJSON bool, size int) tree {
+	c := &converter{json: asJSON, lines: map[string]int{}, maxNodes: 10*size + 10000}
+	v := c.node("", root, 0, true)
+	if c.exhausted {
+		return tree{problems: []messages.FieldError{{Message: fmt.Sprintf("document too large: more than %d values after expanding aliases", c.maxNodes)}}}
+	}
+	return tree{value: v, lines: c.lines, problems: c.problems}
+}
+
 var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// parseYAML parses one YAML document into a tree. A syntax error returns
-// a nil value and a single problem.
-func parseYAML(data []byte) (t tree) {
+// readYAML parses one YAML document. A syntax error returns a nil node
+// and the problem.
+func readYAML(data []byte) (*yaml.Node, *messages.FieldError) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	fail := func(err error) tree {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		fe := messages.FieldError{Message: "invalid YAML: " + msg}
+	fail := func(err error) (*yaml.Node, *messages.FieldError) {
+		fe := &messages.FieldError{Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 		if m := yamlErrLine.FindStringSubmatch(err.Error()); m != nil {
 			fe.Line, _ = strconv.Atoi(m[1])
 			fe.Message = "invalid YAML: " + m[2]
 		}
-		return tree{problems: []messages.FieldError{fe}}
+		return nil, fe
 	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := safeDecode(dec, &doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return tree{problems: []messages.FieldError{{Message: "empty document"}}}
+			return nil, &messages.FieldError{Message: "empty document"}
 		}
 		return fail(err)
 	}
 	var next yaml.Node
 	switch err := safeDecode(dec, &next); {
 	case err == nil:
-		return tree{problems: []messages.FieldError{{Line: next.Line, Message: "expected a single YAML document, found another after '---'"}}}
+		return nil, &messages.FieldError{Line: next.Line, Message: "expected a single YAML document, found another after '---'"}
 	case !errors.Is(err, io.EOF):
 		return fail(err)
 	}
-	c := &converter{lines: map[string]int{}, maxNodes: 10*len(data) + 10000}
-	v := c.node("", &doc, 0, true)
-	if c.exhausted {
-		return tree{problems: []messages.FieldError{{Message: fmt.Sprintf("document too large: more than %d values after expanding aliases", c.maxNodes)}}}
-	}
-	return tree{value: v, lines: c.lines, problems: c.problems}
+	return &doc, nil
 }
 
 // safeDecode turns a panic of the YAML parser into an error.
@@ -99,7 +138,7 @@ func (c *converter) addf(path string, line int, format string, args ...any) {
 }
 
 func (c *converter) record(path string, line, depth int) {
-	if depth > linesMaxDepth {
+	if depth > linesMaxDepth || line == 0 {
 		return
 	}
 	if _, ok := c.lines[path]; !ok {
@@ -133,6 +172,9 @@ func (c *converter) node(path string, n *yaml.Node, depth int, record bool) any 
 		}
 		return c.node(path, n.Alias, depth+1, record)
 	case yaml.ScalarNode:
+		if c.json {
+			return jsonScalar(n)
+		}
 		return scalar(n)
 	case yaml.SequenceNode:
 		if tag := n.ShortTag(); tag != "!!seq" {
@@ -182,7 +224,7 @@ type orderedMap struct {
 }
 
 // writeOrdered writes v as JSON, mappings in key order; it reports false
-// when v holds an InvalidValue.
+// when v holds an invalidValue.
 func writeOrdered(b *bytes.Buffer, v any) bool {
 	switch x := v.(type) {
 	case orderedMap:
@@ -275,7 +317,16 @@ func (c *converter) mapping(path string, n *yaml.Node, depth int, record bool) a
 		k := kn.Value
 		kp := messages.JoinPath(path, k)
 		if first, dup := keyLine[k]; dup {
-			c.addf(kp, kn.Line, "duplicate key (first at line %d)", first)
+			if c.json {
+				// encoding/json, which read JSON before, went on into the
+				// value: its own duplicates are reported too.
+				c.node(kp, vn, depth+1, record && k != "with")
+			}
+			if first == 0 {
+				c.addf(kp, 0, "duplicate key")
+			} else {
+				c.addf(kp, kn.Line, "duplicate key (first at line %d)", first)
+			}
 			continue
 		}
 		keyLine[k] = kn.Line
@@ -329,10 +380,10 @@ func sortedKeys(m map[string]any) []string {
 	return keys
 }
 
-// invalid stands for a value that could not be converted; DecodeJobSpec
+// invalid stands for a value that could not be converted; the decoder
 // reports the problem at the value's path.
-func invalid(format string, args ...any) messages.InvalidValue {
-	return messages.InvalidValue{Problem: fmt.Sprintf(format, args...)}
+func invalid(format string, args ...any) invalidValue {
+	return invalidValue{problem: fmt.Sprintf(format, args...)}
 }
 
 func kindName(n *yaml.Node) string {

@@ -1,4 +1,4 @@
-package messages
+package jobspec
 
 import (
 	"encoding/json"
@@ -10,24 +10,28 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Validate checks the spec's values: tokens, required fields, ranges,
-// templates, regexes, and duplicate inline item ids. It reports every
-// problem at once in a *ValidationError with each field's path. The
-// parsers call it; call it yourself on a spec built in code.
-func (s *JobSpec) Validate() error {
+// Validate checks the values of a spec built in code: tokens, required
+// fields, ranges, templates, regexes, and duplicate inline item ids. It
+// reports every problem at once in a *messages.ValidationError with each
+// field's path. The parsers check all this too, and the shell commands'
+// references (which Validate leaves to them).
+func Validate(s *messages.JobSpec) error {
 	v := &validator{}
 	v.jobSpec(s)
 	if len(v.problems) == 0 {
 		return nil
 	}
-	return &ValidationError{Problems: v.problems}
+	return &messages.ValidationError{Problems: v.problems}
 }
 
-// Validate checks a standalone retry config as a step's retry_config is
-// checked; problem paths are relative to it ("backoff.exponential.base").
-func (rc *RetryConfig) Validate() error {
+// ValidateRetryConfig checks a standalone retry config as a step's
+// retry_config is checked; problem paths are relative to it
+// ("backoff.exponential.base").
+func ValidateRetryConfig(rc *messages.RetryConfig) error {
 	v := &validator{}
 	if rc == nil {
 		return nil
@@ -36,7 +40,7 @@ func (rc *RetryConfig) Validate() error {
 	if len(v.problems) == 0 {
 		return nil
 	}
-	return &ValidationError{Kind: KindRetryConfig, Problems: v.problems}
+	return &messages.ValidationError{Kind: messages.KindRetryConfig, Problems: v.problems}
 }
 
 // validator collects validation problems. bad and given come from the
@@ -44,7 +48,7 @@ func (rc *RetryConfig) Validate() error {
 // path that failed to decode are dropped, since the decode problem already
 // says what is wrong there.
 type validator struct {
-	problems []FieldError
+	problems []messages.FieldError
 	bad      map[string]bool
 	given    map[string]bool
 }
@@ -55,7 +59,7 @@ func (v *validator) addf(path, format string, args ...any) {
 			return
 		}
 	}
-	v.problems = append(v.problems, FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
+	v.problems = append(v.problems, messages.FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
 }
 
 // isBad reports whether path or something under it failed to decode: the
@@ -71,18 +75,18 @@ func (v *validator) isBad(path string) bool {
 
 func (v *validator) isGiven(path string) bool { return v.given[path] }
 
-func (v *validator) jobSpec(s *JobSpec) {
+func (v *validator) jobSpec(s *messages.JobSpec) {
 	if s == nil {
 		v.addf("", "no job spec")
 		return
 	}
 	if s.ID != "" {
-		if err := ValidToken(s.ID); err != nil {
+		if err := messages.ValidToken(s.ID); err != nil {
 			v.addf("id", "%v", err)
 		}
 	}
 	if s.Pool != "" {
-		if err := ValidPool(s.Pool); err != nil {
+		if err := messages.ValidPool(s.Pool); err != nil {
 			v.addf("pool", "%v", err)
 		}
 	}
@@ -101,13 +105,13 @@ func (v *validator) jobSpec(s *JobSpec) {
 			v.addf("items", "required: set items (inline) or input (a file of items)")
 		}
 	}
-	if len(s.Input) > MaxInputRefBytes {
-		v.addf("input", "is %d bytes long, the limit is %d", len(s.Input), MaxInputRefBytes)
+	if len(s.Input) > messages.MaxInputRefBytes {
+		v.addf("input", "is %d bytes long, the limit is %d", len(s.Input), messages.MaxInputRefBytes)
 	}
 	if s.InputDigest != "" {
 		if !hasInput {
 			v.addf("input_digest", "only allowed with input")
-		} else if err := ValidDigest(s.InputDigest); err != nil {
+		} else if err := messages.ValidDigest(s.InputDigest); err != nil {
 			v.addf("input_digest", "%v", err)
 		}
 	}
@@ -116,8 +120,8 @@ func (v *validator) jobSpec(s *JobSpec) {
 			v.addf("json_path", "only allowed with input")
 		} else if !strings.HasPrefix(s.JSONPath, "$") {
 			v.addf("json_path", `must start with "$", e.g. "$.items[*]"`)
-		} else if len(s.JSONPath) > MaxJSONPathBytes {
-			v.addf("json_path", "is %d bytes long, the limit is %d", len(s.JSONPath), MaxJSONPathBytes)
+		} else if len(s.JSONPath) > messages.MaxJSONPathBytes {
+			v.addf("json_path", "is %d bytes long, the limit is %d", len(s.JSONPath), messages.MaxJSONPathBytes)
 		}
 	}
 	if s.MaxParallel < 0 {
@@ -127,7 +131,7 @@ func (v *validator) jobSpec(s *JobSpec) {
 		v.addf("agent_template", "required: at least one step")
 	}
 	for i := range s.AgentTemplate {
-		v.step(IndexPath("agent_template", i), &s.AgentTemplate[i], false)
+		v.step(messages.IndexPath("agent_template", i), &s.AgentTemplate[i], false)
 	}
 	if s.ErrorPolicy != nil {
 		v.errorPolicy("error_policy", s.ErrorPolicy)
@@ -142,7 +146,7 @@ func (v *validator) jobSpec(s *JobSpec) {
 		v.bestEffort("best_effort", s.BestEffort)
 	}
 	for i := range s.Reduce {
-		v.step(IndexPath("reduce", i), &s.Reduce[i], true)
+		v.step(messages.IndexPath("reduce", i), &s.Reduce[i], true)
 	}
 	keys := make([]string, 0, len(s.Env))
 	for k := range s.Env {
@@ -152,19 +156,19 @@ func (v *validator) jobSpec(s *JobSpec) {
 	for _, k := range keys {
 		switch {
 		case !validEnvName(k):
-			v.addf(JoinPath("env", k), "invalid variable name (letters, digits and '_', not starting with a digit)")
-		case ReservedStepEnv(k):
-			v.addf(JoinPath("env", k), "reserved: the agent sets ITEM_JSON, ITEM_ID, JOB_ID and ATTEMPT for every shell step (MAP_* in reduce steps, FAILURE_* in a custom on_item_failure step, JETFLEET_* for itself), and a job may not change them")
+			v.addf(messages.JoinPath("env", k), "invalid variable name (letters, digits and '_', not starting with a digit)")
+		case reservedEnv(k):
+			v.addf(messages.JoinPath("env", k), "reserved: the agent sets ITEM_JSON, ITEM_ID, JOB_ID and ATTEMPT for every shell step (MAP_* in reduce steps, FAILURE_* in a custom on_item_failure step, JETFLEET_* for itself), and a job may not change them")
 		}
 	}
 	v.items(s)
 }
 
-// ReservedStepEnv reports whether name is a variable the agent sets for shell
+// reservedEnv reports whether name is a variable the agent sets for shell
 // steps itself, which a job's env may not set: ITEM_* (ITEM_JSON, ITEM_ID),
 // JOB_ID, ATTEMPT, MAP_* (reduce steps), FAILURE_* (custom on_item_failure
 // steps) and JETFLEET_*.
-func ReservedStepEnv(name string) bool {
+func reservedEnv(name string) bool {
 	switch name {
 	case "JOB_ID", "ATTEMPT":
 		return true
@@ -190,21 +194,21 @@ func validEnvName(s string) bool {
 	return true
 }
 
-func (v *validator) items(s *JobSpec) {
+func (v *validator) items(s *messages.JobSpec) {
 	seen := make(map[string]int, len(s.Items))
 	for i, raw := range s.Items {
-		p := IndexPath("items", i)
+		p := messages.IndexPath("items", i)
 		if !json.Valid(raw) {
 			v.addf(p, "not valid JSON")
 			continue
 		}
-		id := ItemIdentity(raw, s.IDField, int64(i))
+		id := messages.ItemIdentity(raw, s.IDField, int64(i))
 		if id == "" {
 			idField := s.IDField
 			if idField == "" {
-				idField = DefaultIDField
+				idField = messages.DefaultIDField
 			}
-			v.addf(JoinPath(p, idField), "item id must not be empty")
+			v.addf(messages.JoinPath(p, idField), "item id must not be empty")
 			continue
 		}
 		if j, dup := seen[id]; dup {
@@ -215,8 +219,8 @@ func (v *validator) items(s *JobSpec) {
 	}
 }
 
-func (v *validator) step(p string, st *Step, reduce bool) {
-	shellP, handlerP := JoinPath(p, "shell"), JoinPath(p, "handler")
+func (v *validator) step(p string, st *messages.Step, reduce bool) {
+	shellP, handlerP := messages.JoinPath(p, "shell"), messages.JoinPath(p, "handler")
 	hasShell := st.Shell != "" || v.isBad(shellP)
 	hasHandler := st.Handler != "" || v.isBad(handlerP)
 	if st.Shell != "" && strings.TrimSpace(st.Shell) == "" || st.Shell == "" && v.isGiven(shellP) {
@@ -237,18 +241,18 @@ func (v *validator) step(p string, st *Step, reduce bool) {
 		v.template(shellP, st.Shell, reduce)
 	}
 	if len(st.With) > 0 && st.Handler == "" && st.Shell != "" {
-		v.addf(JoinPath(p, "with"), "only allowed with handler (shell steps use ${item.<field>} references)")
+		v.addf(messages.JoinPath(p, "with"), "only allowed with handler (shell steps use ${item.<field>} references)")
 	}
 	if st.Timeout < 0 {
-		v.addf(JoinPath(p, "timeout"), "must not be negative, got %s", st.Timeout)
+		v.addf(messages.JoinPath(p, "timeout"), "must not be negative, got %s", st.Timeout)
 	}
 	if st.RetryConfig != nil {
-		v.retryConfig(JoinPath(p, "retry_config"), st.RetryConfig, reduce)
+		v.retryConfig(messages.JoinPath(p, "retry_config"), st.RetryConfig, reduce)
 	}
 }
 
 func (v *validator) template(p, s string, allowMap bool) {
-	t, err := ParseTemplate(s)
+	t, err := messages.ParseTemplate(s)
 	if err != nil {
 		v.addf(p, "%v", err)
 		return
@@ -261,48 +265,51 @@ func (v *validator) template(p, s string, allowMap bool) {
 // groupBy checks a group_by template: items are grouped when the job is
 // expanded, so only ${item...} and ${item_id} are known then.
 func (v *validator) groupBy(p, s string) {
-	t, err := ParseTemplate(s)
+	t, err := messages.ParseTemplate(s)
 	if err != nil {
 		v.addf(p, "%v", err)
 		return
 	}
 	for _, part := range t.Parts {
-		if part.Ref != nil && part.Ref[0] != RefItem && part.Ref[0] != RefItemID {
+		if part.Ref != nil && part.Ref[0] != messages.RefItem && part.Ref[0] != messages.RefItemID {
 			v.addf(p, "${%s} is not known when items are grouped (use ${item.<field>} or ${item_id})", strings.Join(part.Ref, "."))
 			return
 		}
 	}
 }
 
-func (v *validator) retryConfig(p string, rc *RetryConfig, reduce bool) {
-	if rc.Attempts != nil && (*rc.Attempts < 1 || *rc.Attempts > MaxAttempts) {
-		v.addf(JoinPath(p, "attempts"), "must be between 1 and %d, got %d", MaxAttempts, *rc.Attempts)
-	}
-	if rc.Backoff != nil {
-		v.backoff(JoinPath(p, "backoff"), rc.Backoff)
-	}
-	v.delayBounds(p, rc.InitialDelay, rc.MaxDelay, rc.Backoff)
-	v.jitterFactor(JoinPath(p, "jitter_factor"), rc.JitterFactor)
+func (v *validator) retryConfig(p string, rc *messages.RetryConfig, reduce bool) {
+	v.retryBounds(p, "attempts", rc.Attempts, rc.Backoff, rc.InitialDelay, rc.MaxDelay, rc.JitterFactor)
 	switch rc.JitterMode {
-	case "", JitterProportional, JitterFull, JitterEqual, JitterDecorrelated:
+	case "", messages.JitterProportional, messages.JitterFull, messages.JitterEqual, messages.JitterDecorrelated:
 	default:
-		modes := []string{string(JitterProportional), string(JitterFull), string(JitterEqual), string(JitterDecorrelated)}
-		v.addf(JoinPath(p, "jitter_mode"), "unknown jitter mode %q (use proportional, full, equal or decorrelated)%s", rc.JitterMode, suggestion(string(rc.JitterMode), modes))
+		modes := []string{string(messages.JitterProportional), string(messages.JitterFull), string(messages.JitterEqual), string(messages.JitterDecorrelated)}
+		v.addf(messages.JoinPath(p, "jitter_mode"), "unknown jitter mode %q (use proportional, full, equal or decorrelated)%s", rc.JitterMode, suggestion(string(rc.JitterMode), modes))
 	}
 	for i, m := range rc.RetryOn {
-		v.matcher(IndexPath(JoinPath(p, "retry_on"), i), m)
+		v.matcher(messages.IndexPath(messages.JoinPath(p, "retry_on"), i), m)
 	}
 	if rc.RetryBudget != nil && *rc.RetryBudget <= 0 {
-		v.addf(JoinPath(p, "retry_budget"), "must be greater than 0 (omit it for no budget), got %s", *rc.RetryBudget)
+		v.addf(messages.JoinPath(p, "retry_budget"), "must be greater than 0 (omit it for no budget), got %s", *rc.RetryBudget)
 	}
 	if rc.OnFailure != nil {
-		v.onFailure(JoinPath(p, "on_failure"), rc.OnFailure, reduce)
+		v.onFailure(messages.JoinPath(p, "on_failure"), rc.OnFailure, reduce)
 	}
 }
 
-func (v *validator) jitterFactor(p string, f *float64) {
-	if f != nil && !(*f >= 0 && *f <= 1) {
-		v.addf(p, "must be between 0 and 1, got %s", fmtFloat(*f))
+// retryBounds checks what a step's retry_config and the error policy's
+// share: the number of attempts (attemptsField), the backoff, the delays
+// and the jitter factor.
+func (v *validator) retryBounds(p, attemptsField string, attempts *int, b *messages.Backoff, initialDelay, maxDelay *messages.Duration, jitterFactor *float64) {
+	if attempts != nil && (*attempts < 1 || *attempts > messages.MaxAttempts) {
+		v.addf(messages.JoinPath(p, attemptsField), "must be between 1 and %d, got %d", messages.MaxAttempts, *attempts)
+	}
+	if b != nil {
+		v.backoff(messages.JoinPath(p, "backoff"), b)
+	}
+	v.delayBounds(p, initialDelay, maxDelay, b)
+	if f := jitterFactor; f != nil && !(*f >= 0 && *f <= 1) {
+		v.addf(messages.JoinPath(p, "jitter_factor"), "must be between 0 and 1, got %s", fmtFloat(*f))
 	}
 }
 
@@ -310,8 +317,8 @@ func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // delayBounds checks the durations of a retry config and that the effective
 // initial delay does not exceed the effective max_delay.
-func (v *validator) delayBounds(p string, initialDelay, maxDelay *Duration, b *Backoff) {
-	initP, maxP := JoinPath(p, "initial_delay"), JoinPath(p, "max_delay")
+func (v *validator) delayBounds(p string, initialDelay, maxDelay *messages.Duration, b *messages.Backoff) {
+	initP, maxP := messages.JoinPath(p, "initial_delay"), messages.JoinPath(p, "max_delay")
 	if initialDelay != nil && *initialDelay < 0 {
 		v.addf(initP, "must not be negative, got %s", *initialDelay)
 		return
@@ -320,22 +327,22 @@ func (v *validator) delayBounds(p string, initialDelay, maxDelay *Duration, b *B
 		v.addf(maxP, "must not be negative, got %s", *maxDelay)
 		return
 	}
-	initV, initDefault := DefaultInitialDelay, true
+	initV, initDefault := messages.DefaultInitialDelay, true
 	if initialDelay != nil {
 		initV, initDefault = *initialDelay, false
 	}
-	if b != nil && b.Initial != nil && validBackoffKind(b.Kind) {
+	if b != nil && b.Initial != nil && b.Kind.Known() {
 		initV, initDefault = *b.Initial, false
-		initP = JoinPath(p, "backoff."+string(b.Kind)+".initial")
-		if b.Kind == BackoffFixed {
-			initP = JoinPath(p, "backoff.fixed.delay")
+		initP = messages.JoinPath(p, "backoff."+string(b.Kind)+".initial")
+		if b.Kind == messages.BackoffFixed {
+			initP = messages.JoinPath(p, "backoff.fixed.delay")
 		}
 	}
-	maxV, maxDefault := DefaultMaxDelay, true
+	maxV, maxDefault := messages.DefaultMaxDelay, true
 	if maxDelay != nil {
 		maxV, maxDefault = *maxDelay, false
 	}
-	if initV <= maxV || v.isBad(initP) || v.isBad(maxP) || v.initialBad(JoinPath(p, "backoff")) {
+	if initV <= maxV || v.isBad(initP) || v.isBad(maxP) || v.initialBad(messages.JoinPath(p, "backoff")) {
 		return
 	}
 	if initDefault {
@@ -367,44 +374,44 @@ func (v *validator) initialBad(p string) bool {
 	return false
 }
 
-func (v *validator) backoff(p string, b *Backoff) {
-	if !validBackoffKind(b.Kind) {
+func (v *validator) backoff(p string, b *messages.Backoff) {
+	if !b.Kind.Known() {
 		v.addf(p, "unknown backoff strategy %q (use fixed, linear, exponential, fibonacci or custom)", b.Kind)
 		return
 	}
-	kp := JoinPath(p, string(b.Kind))
+	kp := messages.JoinPath(p, string(b.Kind))
 	if b.Base != 0 {
-		if b.Kind != BackoffExponential {
+		if b.Kind != messages.BackoffExponential {
 			v.addf(kp, "base only applies to exponential backoff")
 		} else if math.IsInf(b.Base, 0) || !(b.Base >= 1) {
-			v.addf(JoinPath(kp, "base"), "must be a finite number >= 1, got %s", fmtFloat(b.Base))
+			v.addf(messages.JoinPath(kp, "base"), "must be a finite number >= 1, got %s", fmtFloat(b.Base))
 		}
 	}
 	if b.Increment != nil {
-		if b.Kind != BackoffLinear {
+		if b.Kind != messages.BackoffLinear {
 			v.addf(kp, "increment only applies to linear backoff")
 		} else if *b.Increment < 0 {
-			v.addf(JoinPath(kp, "increment"), "must not be negative, got %s", *b.Increment)
+			v.addf(messages.JoinPath(kp, "increment"), "must not be negative, got %s", *b.Increment)
 		}
 	}
-	if len(b.Delays) > 0 && b.Kind != BackoffCustom {
+	if len(b.Delays) > 0 && b.Kind != messages.BackoffCustom {
 		v.addf(kp, "delays only apply to custom backoff")
 	}
 	for i, d := range b.Delays {
 		if d < 0 {
-			v.addf(IndexPath(JoinPath(kp, "delays"), i), "must not be negative, got %s", d)
+			v.addf(messages.IndexPath(messages.JoinPath(kp, "delays"), i), "must not be negative, got %s", d)
 		}
 	}
 	if b.Initial != nil {
-		if b.Kind == BackoffCustom {
+		if b.Kind == messages.BackoffCustom {
 			v.addf(kp, "initial does not apply to custom backoff (its delays are absolute)")
 		} else if *b.Initial < 0 {
-			v.addf(JoinPath(kp, "initial"), "must not be negative, got %s", *b.Initial)
+			v.addf(messages.JoinPath(kp, "initial"), "must not be negative, got %s", *b.Initial)
 		}
 	}
 }
 
-func (v *validator) matcher(p string, m Matcher) {
+func (v *validator) matcher(p string, m messages.Matcher) {
 	set := 0
 	for _, ok := range []bool{m.Builtin != "", m.Pattern != "", len(m.ExitCodes) > 0} {
 		if ok {
@@ -424,12 +431,12 @@ func (v *validator) matcher(p string, m Matcher) {
 	}
 	if m.Pattern != "" {
 		if _, err := regexp.Compile(m.Pattern); err != nil {
-			v.addf(JoinPath(p, "pattern"), "invalid regex: %s", regexProblem(m.Pattern, err))
+			v.addf(messages.JoinPath(p, "pattern"), "invalid regex: %s", regexProblem(m.Pattern, err))
 		}
 	}
 	for j, c := range m.ExitCodes {
 		if c < 0 || c > 255 {
-			v.addf(IndexPath(JoinPath(p, "exit_code"), j), "must be between 0 and 255, got %d", c)
+			v.addf(messages.IndexPath(messages.JoinPath(p, "exit_code"), j), "must be between 0 and 255, got %d", c)
 		}
 	}
 }
@@ -448,14 +455,14 @@ func regexProblem(pattern string, err error) string {
 	return err.Error()
 }
 
-func (v *validator) onFailure(p string, f *OnFailure, reduce bool) {
+func (v *validator) onFailure(p string, f *messages.OnFailure, reduce bool) {
 	switch f.Action {
-	case OnFailureStop, OnFailureContinue:
+	case messages.OnFailureStop, messages.OnFailureContinue:
 		if f.Fallback != "" {
 			v.addf(p, "a fallback command only applies to the fallback action")
 		}
-	case OnFailureFallback:
-		cp := JoinPath(p, "fallback.command")
+	case messages.OnFailureFallback:
+		cp := messages.JoinPath(p, "fallback.command")
 		if strings.TrimSpace(f.Fallback) == "" {
 			v.addf(cp, "required: the command to run when the step gives up")
 		} else {
@@ -466,75 +473,67 @@ func (v *validator) onFailure(p string, f *OnFailure, reduce bool) {
 	}
 }
 
-func (v *validator) errorPolicy(p string, ep *ErrorPolicy) {
+func (v *validator) errorPolicy(p string, ep *messages.ErrorPolicy) {
 	if a := ep.OnItemFailure; a != nil {
-		ap := JoinPath(p, "on_item_failure")
+		ap := messages.JoinPath(p, "on_item_failure")
 		switch a.Action {
-		case ItemFailureDLQ, ItemFailureRetry, ItemFailureSkip, ItemFailureStop:
+		case messages.ItemFailureDLQ, messages.ItemFailureRetry, messages.ItemFailureSkip, messages.ItemFailureStop:
 			if a.Custom != nil {
 				v.addf(ap, "a step only applies to the custom action")
 			}
-		case ItemFailureCustom:
+		case messages.ItemFailureCustom:
 			if a.Custom == nil {
 				v.addf(ap, "custom needs a step: %s", customStepForm)
 			} else {
-				v.step(JoinPath(ap, "custom"), a.Custom, false)
+				v.step(messages.JoinPath(ap, "custom"), a.Custom, false)
 			}
 		default:
 			v.addf(ap, "unknown action %q (use dlq, retry, skip, stop or %s)", a.Action, customStepForm)
 		}
 	}
 	if ep.MaxFailures != nil && *ep.MaxFailures < 1 {
-		v.addf(JoinPath(p, "max_failures"), "must be >= 1, got %d", *ep.MaxFailures)
+		v.addf(messages.JoinPath(p, "max_failures"), "must be >= 1, got %d", *ep.MaxFailures)
 	}
 	if f := ep.FailureThreshold; f != nil && !(*f > 0 && *f <= 1) {
-		v.addf(JoinPath(p, "failure_threshold"), "must be greater than 0 and at most 1 (a failure rate), got %s", fmtFloat(*f))
+		v.addf(messages.JoinPath(p, "failure_threshold"), "must be greater than 0 and at most 1 (a failure rate), got %s", fmtFloat(*f))
 	}
 	if c := ep.ErrorCollection; c != nil {
-		cp := JoinPath(p, "error_collection")
+		cp := messages.JoinPath(p, "error_collection")
 		switch c.Mode {
-		case CollectAggregate, CollectImmediate:
+		case messages.CollectAggregate, messages.CollectImmediate:
 			if c.BatchSize != 0 {
 				v.addf(cp, "a batch size only applies to batched")
 			}
-		case CollectBatched:
+		case messages.CollectBatched:
 			if c.BatchSize < 1 {
-				v.addf(JoinPath(cp, "batched.size"), "must be >= 1, got %d", c.BatchSize)
+				v.addf(messages.JoinPath(cp, "batched.size"), "must be >= 1, got %d", c.BatchSize)
 			}
 		default:
 			v.addf(cp, "unknown mode %q (use aggregate, immediate or {batched: {size: N}})", c.Mode)
 		}
 	}
 	if cb := ep.CircuitBreaker; cb != nil {
-		bp := JoinPath(p, "circuit_breaker")
+		bp := messages.JoinPath(p, "circuit_breaker")
 		for _, f := range []struct {
 			name string
 			val  int
 		}{{"failure_threshold", cb.FailureThreshold}, {"success_threshold", cb.SuccessThreshold}, {"half_open_requests", cb.HalfOpenRequests}} {
-			fp := JoinPath(bp, f.name)
+			fp := messages.JoinPath(bp, f.name)
 			if f.val < 0 || f.val == 0 && v.isGiven(fp) {
 				v.addf(fp, "must be >= 1, got %d", f.val)
 			}
 		}
-		tp := JoinPath(bp, "timeout")
+		tp := messages.JoinPath(bp, "timeout")
 		if cb.Timeout < 0 || cb.Timeout == 0 && v.isGiven(tp) {
 			v.addf(tp, "must be greater than 0, got %s", cb.Timeout)
 		}
 	}
 	if rc := ep.RetryConfig; rc != nil {
-		rp := JoinPath(p, "retry_config")
-		if rc.MaxAttempts != nil && (*rc.MaxAttempts < 1 || *rc.MaxAttempts > MaxAttempts) {
-			v.addf(JoinPath(rp, "max_attempts"), "must be between 1 and %d, got %d", MaxAttempts, *rc.MaxAttempts)
-		}
-		if rc.Backoff != nil {
-			v.backoff(JoinPath(rp, "backoff"), rc.Backoff)
-		}
-		v.delayBounds(rp, rc.InitialDelay, rc.MaxDelay, rc.Backoff)
-		v.jitterFactor(JoinPath(rp, "jitter_factor"), rc.JitterFactor)
+		v.retryBounds(messages.JoinPath(p, "retry_config"), "max_attempts", rc.MaxAttempts, rc.Backoff, rc.InitialDelay, rc.MaxDelay, rc.JitterFactor)
 	}
 }
 
-func (v *validator) budget(p string, b *BudgetValue) {
+func (v *validator) budget(p string, b *messages.BudgetValue) {
 	switch {
 	case b.IsPercent && b.Count != 0:
 		v.addf(p, "set a count or a percentage, not both")
@@ -547,16 +546,16 @@ func (v *validator) budget(p string, b *BudgetValue) {
 	}
 }
 
-func (v *validator) bestEffort(p string, be *BestEffort) {
+func (v *validator) bestEffort(p string, be *messages.BestEffort) {
 	if be.MinGroups < 0 {
-		v.addf(JoinPath(p, "min_groups"), "must be >= 0, got %d", be.MinGroups)
+		v.addf(messages.JoinPath(p, "min_groups"), "must be >= 0, got %d", be.MinGroups)
 	}
 	if be.Deadline < 0 {
-		v.addf(JoinPath(p, "deadline"), "must not be negative, got %s", be.Deadline)
+		v.addf(messages.JoinPath(p, "deadline"), "must not be negative, got %s", be.Deadline)
 	}
 	switch be.LateResults {
-	case "", LateResultsLog, LateResultsUpdate:
+	case "", messages.LateResultsLog, messages.LateResultsUpdate:
 	default:
-		v.addf(JoinPath(p, "late_results"), "unknown policy %q (use log or update)%s", be.LateResults, suggestion(be.LateResults, []string{LateResultsLog, LateResultsUpdate}))
+		v.addf(messages.JoinPath(p, "late_results"), "unknown policy %q (use log or update)%s", be.LateResults, suggestion(be.LateResults, []string{messages.LateResultsLog, messages.LateResultsUpdate}))
 	}
 }
