@@ -44,18 +44,6 @@ const (
 	StepGiveUp
 )
 
-func (e StepEnd) String() string {
-	switch e {
-	case StepRetry:
-		return "retry"
-	case StepSnooze:
-		return "snooze"
-	case StepGiveUp:
-		return "give_up"
-	}
-	return fmt.Sprintf("StepEnd(%d)", int(e))
-}
-
 // StepFailure is what the verdict on a failed step run reads. It is a plain
 // value.
 type StepFailure struct {
@@ -210,8 +198,8 @@ func (f *ItemFailure) Verdict() ItemVerdict {
 		v = ItemVerdict{Rerun: true, Delay: f.Retry.Delay}
 	case f.Action == messages.ItemFailureRetry: // the job's retry budget refused the run
 		v.Reason, v.Deny = denial(f.Grant)
+	default: // dlq, and stop (the coordinator then stops the job): dead-lettered
 	}
-	// dlq and stop: dead-lettered (the coordinator stops the job on stop).
 	return v
 }
 
