@@ -1,12 +1,13 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -354,7 +355,7 @@ func stepRuns(it *item) []messages.StepRun {
 	for _, r := range it.st.Ran {
 		add(r.Step, r.DurationMS)
 	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].Step < runs[j].Step })
+	slices.SortFunc(runs, func(x, y messages.StepRun) int { return cmp.Compare(x.Step, y.Step) })
 	return runs
 }
 
