@@ -44,6 +44,18 @@ const (
 	StepGiveUp
 )
 
+func (e StepEnd) String() string {
+	switch e {
+	case StepRetry:
+		return "retry"
+	case StepSnooze:
+		return "snooze"
+	case StepGiveUp:
+		return "give_up"
+	}
+	return fmt.Sprintf("StepEnd(%d)", int(e))
+}
+
 // StepFailure is what the verdict on a failed step run reads. It is a plain
 // value.
 type StepFailure struct {
