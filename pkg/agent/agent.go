@@ -33,21 +33,25 @@ type Agent struct {
 	handlers map[string]HandlerFunc
 	started  bool
 
-	// Set up by Run.
+	// Set up by Run. What the failure path touches is behind the narrow
+	// interfaces of deps.go, so that it is tested without a server.
 	js      jetstream.JetStream
+	pub     publisher // results, events
 	names   messages.Names
-	items   jetstream.KeyValue
+	items   itemStore
 	jobs    *jobCache
-	budget  *budget.Budget
-	dlq     *dlq.Writer
+	budget  retryBudget
+	dlq     deadLetters
 	metrics *metrics
 	acks    chan pendingAck
 	hb      time.Duration
+	// maxPayloadOf is the server's max_payload (nc.MaxPayload).
+	maxPayloadOf func() int64
 	// maxDeliver is the consumer's MaxDeliver (0 = unlimited): on that
 	// delivery a retry would never come back, so the item gives up instead.
 	maxDeliver uint64
 	// breakers follows the circuit breakers of jobs that have one.
-	breakers *breakerGate
+	breakers breakerStates
 	// stepEnv is what shell steps see of the agent's environment.
 	stepEnv []string
 	// presence publishes who the agent is and how busy (presence.go).
@@ -62,6 +66,8 @@ func New(nc *nats.Conn, cfg Config) *Agent {
 		nc:       nc,
 		log:      cfg.Logger.With().Str("component", "agent").Str("pool", cfg.Pool).Str("agent", cfg.Name).Logger(),
 		handlers: map[string]HandlerFunc{},
+		// A method value: New(nil, cfg) is fine until Run.
+		maxPayloadOf: nc.MaxPayload,
 	}
 }
 
@@ -131,6 +137,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.js, err = jetstream.New(a.nc, jetstream.WithPublishAsyncTimeout(publishAsyncTimeout)); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	a.pub = a.js
 	cons, err := provision.WaitPool(ctx, a.js, names, a.cfg.Pool, a.cfg.Provision)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -275,10 +282,9 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 		}()
 	}
 
-	go func() {
-		<-ctx.Done()
-		it.Drain() // stop pulling; buffered messages are still delivered below
-	}()
+	// At shutdown stop pulling; buffered messages are still delivered below.
+	stopDrain := context.AfterFunc(ctx, it.Drain)
+	defer stopDrain()
 	var pullErr error
 	for {
 		m, err := it.Next()

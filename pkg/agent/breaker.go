@@ -130,27 +130,14 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 	return false
 }
 
-// recordBreaker records the outcome of a delivery that ran: failed at its
-// first failed step run, or success when it ran without one. Only the
-// first call of a delivery counts. While half-open only the outcomes of
-// that period's probes count: an item admitted before the breaker opened
-// (or run on its last delivery) says nothing about the recovery.
-func (a *Agent) recordBreaker(ctx context.Context, it *item, failed bool) {
-	if failed {
-		a.settleBreaker(ctx, it, "failure", retry.OutcomeFailure)
-	} else {
-		a.settleBreaker(ctx, it, "success", retry.OutcomeSuccess)
-	}
-}
-
-// ignoreBreaker records a delivery whose first failed step run says nothing
-// about the dependency (the item's own fault, or a snooze): a probe frees
-// its slot, and nothing is counted.
-func (a *Agent) ignoreBreaker(ctx context.Context, it *item) {
-	a.settleBreaker(ctx, it, "ignored", retry.OutcomeIgnored)
-}
-
-func (a *Agent) settleBreaker(ctx context.Context, it *item, outcome string, o retry.Outcome) {
+// settleBreaker records the breaker outcome of a delivery that ran: at its
+// first failed step run, a failure of the dependency or one that says
+// nothing about it (ignored: the item's own fault, or a snooze); success
+// when it ran without one. Only the first call of a delivery counts. While
+// half-open only the outcomes of that period's probes count: an item
+// admitted before the breaker opened (or run on its last delivery) says
+// nothing about the recovery, and an ignored probe frees its slot.
+func (a *Agent) settleBreaker(ctx context.Context, it *item, o retry.Outcome) {
 	t := &it.breaker
 	if t.b == nil || t.done {
 		return
@@ -160,9 +147,20 @@ func (a *Agent) settleBreaker(ctx context.Context, it *item, outcome string, o r
 		return t.b.Settle(now, st, t.t, o)
 	})
 	if err != nil && ctx.Err() == nil {
-		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("outcome", outcome).
+		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("outcome", outcomeName(o)).
 			Msg("circuit breaker outcome not recorded")
 	}
+}
+
+// outcomeName names a breaker outcome in logs.
+func outcomeName(o retry.Outcome) string {
+	switch o {
+	case retry.OutcomeSuccess:
+		return "success"
+	case retry.OutcomeFailure:
+		return "failure"
+	}
+	return "ignored"
 }
 
 // breakerChanged publishes CircuitBreakerStateChanged and counts the
@@ -181,23 +179,10 @@ func (a *Agent) breakerChanged(job string, from, to retry.BreakerState) {
 	}
 	a.log.Info().Str("job_id", job).Str("from", fromName).Str("to", toName).Int("failures", failures).
 		Int("successes", successes).Int("probes", probes).Msg("circuit breaker state changed")
-	fields := map[string]any{
-		"job_id": job, "from": fromName, "to": toName, "failures": failures, "successes": successes,
-		"probes": probes, "agent": a.cfg.Name,
-	}
-	if !to.OpenedAt.IsZero() {
-		fields["opened_at"] = to.OpenedAt // open and half-open: when it (last) opened
-	}
-	data, _ := json.Marshal(fields)
-	const name = "CircuitBreakerStateChanged"
-	body, _ := json.Marshal(messages.Event{Type: name, JobID: job, Time: a.cfg.Clock.Now(), Data: data})
-	m := nats.NewMsg(a.names.AgentEventSubject(a.cfg.Pool, job, messages.EventBreaker))
-	m.Data = body
-	m.Header.Set(messages.HeaderJobID, job)
-	m.Header.Set(messages.HeaderEventType, name)
-	if _, err := a.js.PublishMsgAsync(m); err != nil {
-		a.log.Debug().Err(err).Str("event", name).Msg("event not published")
-	}
+	a.event(job, messages.EventBreaker, messages.EventTypeBreakerChanged, messages.BreakerChangedEvent{
+		JobID: job, From: fromName, To: toName, Failures: failures, Successes: successes, Probes: probes,
+		Agent: a.cfg.Name, OpenedAt: to.OpenedAt, // open and half-open: when it (last) opened
+	})
 }
 
 // breakerStateName is the state's name, "closed" for the zero state.

@@ -83,11 +83,19 @@ func gateAgent(t *testing.T, nc *nats.Conn, name string, clk clock.Clock, maxDel
 	reg := prometheus.NewRegistry()
 	a := &Agent{
 		cfg: Config{Name: name, Clock: clk, Rand: halfDraw}.WithDefaults(), nc: nc, log: zerolog.Nop(),
-		js: js, names: testNames, metrics: newMetrics(reg), maxDeliver: maxDeliver,
+		js: js, pub: js, names: testNames, metrics: newMetrics(reg), maxDeliver: maxDeliver,
 	}
 	a.breakers = newBreakerGate(js, kv, clk, a.log, a.breakerChanged)
 	t.Cleanup(a.breakers.close)
 	return a, reg
+}
+
+// outcomeOf is a delivery's breaker outcome: failed or succeeded.
+func outcomeOf(failed bool) retry.Outcome {
+	if failed {
+		return retry.OutcomeFailure
+	}
+	return retry.OutcomeSuccess
 }
 
 func provisionAll(t *testing.T, js jetstream.JetStream, replicas int) {
@@ -171,7 +179,7 @@ func breakerEvents(t *testing.T, js jetstream.JetStream, job string) []string {
 
 // TestBreakerGateLifecycle walks one job's breaker through every state with
 // a hand-moved clock and real KV, as the agent's process path drives it:
-// admitBreaker before the steps, recordBreaker after.
+// admitBreaker before the steps, settleBreaker after.
 func TestBreakerGateLifecycle(t *testing.T) {
 	checkLeaks(t)
 	srv := fleettest.RunServer(t)
@@ -197,13 +205,13 @@ func TestBreakerGateLifecycle(t *testing.T) {
 			it, m, ok := run(1)
 			require.True(t, ok)
 			require.Empty(t, m.naks)
-			a.recordBreaker(ctx, it, failed)
-			a.recordBreaker(ctx, it, !failed) // a second outcome of one delivery is ignored
+			a.settleBreaker(ctx, it, outcomeOf(failed))
+			a.settleBreaker(ctx, it, outcomeOf(!failed)) // a second outcome of one delivery is ignored
 		}
 		require.Equal(t, retry.BreakerState{State: retry.CircuitClosed, Failures: 2}, state())
 		_, rev := leaderState(t, srv.JS(), j.id)
 		it, _, _ := run(1)
-		a.recordBreaker(ctx, it, true) // the third consecutive failure
+		a.settleBreaker(ctx, it, outcomeOf(true)) // the third consecutive failure
 		st := state()
 		require.True(t, st.Is(retry.CircuitOpen), "%+v", st)
 		require.True(t, st.OpenedAt.Equal(clk.Now()))
@@ -223,7 +231,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 		// An item admitted before it opened reports: ignored.
 		it, _ := delivery(j, "early", 1)
 		it.breaker = breakerTicket{b: j.workflow.Breaker()}
-		a.recordBreaker(ctx, it, true)
+		a.settleBreaker(ctx, it, outcomeOf(true))
 		require.True(t, state().Is(retry.CircuitOpen))
 	})
 
@@ -232,7 +240,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 		require.True(t, ok)
 		require.Empty(t, m.naks)
 		require.False(t, it.breaker.t.Probe)
-		a.recordBreaker(ctx, it, false)
+		a.settleBreaker(ctx, it, outcomeOf(false))
 		require.True(t, state().Is(retry.CircuitOpen))
 		require.Equal(t, 2.0, counter(t, reg, "jetfleet_agent_breaker_parked_total"))
 	})
@@ -256,17 +264,17 @@ func TestBreakerGateLifecycle(t *testing.T) {
 		// A delivery admitted while closed reports now: not a probe, ignored.
 		it, _ := delivery(j, "straggler", 1)
 		it.breaker = breakerTicket{b: j.workflow.Breaker()}
-		a.recordBreaker(ctx, it, false)
+		a.settleBreaker(ctx, it, outcomeOf(false))
 		require.Equal(t, st, state())
 	})
 
 	t.Run("half-open: a probe failure re-opens it, the other probe's success is ignored", func(t *testing.T) {
 		clk.advance(time.Second)
-		a.recordBreaker(ctx, probes[0], true)
+		a.settleBreaker(ctx, probes[0], outcomeOf(true))
 		st := state()
 		require.True(t, st.Is(retry.CircuitOpen))
 		require.True(t, st.OpenedAt.Equal(clk.Now()))
-		a.recordBreaker(ctx, probes[1], false)
+		a.settleBreaker(ctx, probes[1], outcomeOf(false))
 		require.Equal(t, st, state())
 	})
 
@@ -276,19 +284,19 @@ func TestBreakerGateLifecycle(t *testing.T) {
 		require.True(t, ok)
 		p2, _, ok := run(5)
 		require.True(t, ok)
-		a.recordBreaker(ctx, p1, false)
+		a.settleBreaker(ctx, p1, outcomeOf(false))
 		require.Equal(t, 1, state().Successes)
 		p3, _, ok := run(5) // p1 reported: its slot is free again
 		require.True(t, ok)
 		require.True(t, p3.breaker.t.Probe)
-		a.recordBreaker(ctx, p2, false)
+		a.settleBreaker(ctx, p2, outcomeOf(false))
 		require.Equal(t, retry.BreakerState{State: retry.CircuitClosed}, state())
 		_, rev := leaderState(t, srv.JS(), j.id)
-		a.recordBreaker(ctx, p3, false) // closed with no failures: no write
+		a.settleBreaker(ctx, p3, outcomeOf(false)) // closed with no failures: no write
 		it, m, ok := run(1)
 		require.True(t, ok)
 		require.Empty(t, m.naks)
-		a.recordBreaker(ctx, it, false)
+		a.settleBreaker(ctx, it, outcomeOf(false))
 		_, rev2 := leaderState(t, srv.JS(), j.id)
 		require.Equal(t, rev, rev2, "the closed fast path writes nothing")
 	})
@@ -321,7 +329,7 @@ func TestBreakerLostProbesAreWrittenOff(t *testing.T) {
 
 	it, _ := delivery(j, "x", 1)
 	require.True(t, a.admitBreaker(ctx, it))
-	a.recordBreaker(ctx, it, true)
+	a.settleBreaker(ctx, it, outcomeOf(true))
 	clk.advance(time.Second)
 	lost, _ := delivery(j, "lost", 2)
 	require.True(t, a.admitBreaker(ctx, lost))
@@ -334,10 +342,10 @@ func TestBreakerLostProbesAreWrittenOff(t *testing.T) {
 	next, _ := delivery(j, "next", 3)
 	require.True(t, a.admitBreaker(ctx, next))
 	require.True(t, next.breaker.t.Probe)
-	a.recordBreaker(ctx, lost, true) // late: written off, ignored
+	a.settleBreaker(ctx, lost, outcomeOf(true)) // late: written off, ignored
 	st, _ := leaderState(t, srv.JS(), j.id)
 	require.True(t, st.Is(retry.CircuitHalfOpen), "%+v", st)
-	a.recordBreaker(ctx, next, false)
+	a.settleBreaker(ctx, next, outcomeOf(false))
 	st, _ = leaderState(t, srv.JS(), j.id)
 	require.Equal(t, retry.BreakerState{State: retry.CircuitClosed}, st)
 }

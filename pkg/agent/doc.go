@@ -9,6 +9,9 @@
 // bucket and calls NakWithDelay with the computed delay. Whichever agent
 // receives the item next resumes it at the failed step. An item that gives
 // up is dead-lettered (publish, PubAck, then Term) with its full history.
+// What follows a failed step run is decided by two pure verdicts,
+// [StepFailure.Verdict] and [ItemFailure.Verdict], which the outage
+// simulator (package simulate) calls too.
 //
 // A shell step gets the item's variables (ITEM_JSON, ITEM_ID, JOB_ID,
 // ATTEMPT), the job's env and the agent's variables that Config.StepEnv

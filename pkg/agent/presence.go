@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,15 +68,9 @@ func (p *presence) value() messages.AgentPresence {
 		Interval: messages.Duration(p.a.cfg.PresenceInterval), Stopping: p.stopping,
 	}
 	if len(p.jobs) > 0 {
-		ids := make([]string, 0, len(p.jobs))
-		for j := range p.jobs {
-			ids = append(ids, j)
-		}
-		sort.Slice(ids, func(i, k int) bool {
-			if p.jobs[ids[i]] != p.jobs[ids[k]] {
-				return p.jobs[ids[i]] > p.jobs[ids[k]]
-			}
-			return ids[i] < ids[k]
+		// The busiest first, then by id.
+		ids := slices.SortedFunc(maps.Keys(p.jobs), func(x, y string) int {
+			return cmp.Or(cmp.Compare(p.jobs[y], p.jobs[x]), strings.Compare(x, y))
 		})
 		v.Jobs = make(map[string]int64, min(len(ids), presenceJobs))
 		for _, j := range ids[:min(len(ids), presenceJobs)] {

@@ -1,21 +1,22 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/shell"
-	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -29,7 +30,7 @@ const messageRoom = 1024
 
 // maxPayload is the limit of the agent's messages: the server's
 // max_payload less messageRoom.
-func (a *Agent) maxPayload() int { return int(a.nc.MaxPayload()) - messageRoom }
+func (a *Agent) maxPayload() int { return int(a.maxPayloadOf()) - messageRoom }
 
 // item is one delivery being processed.
 type item struct {
@@ -101,7 +102,7 @@ func (a *Agent) safeProcess(ctx context.Context, m jetstream.Msg) {
 		}
 		it.md = md
 		_ = json.Unmarshal(m.Data(), &it.wi)
-		a.poison(ctx, it, fmt.Errorf("the agent panicked handling this message: %v", p))
+		a.poison(ctx, it, messages.ReasonPoison, fmt.Errorf("the agent panicked handling this message: %v", p))
 	}()
 	a.process(ctx, m)
 }
@@ -119,11 +120,11 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 	}
 	it.md = md
 	if err := json.Unmarshal(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
-		a.poison(ctx, it, err)
+		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
 	if err := checkWorkItem(m.Subject(), &it.wi); err != nil {
-		a.poison(ctx, it, err)
+		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
 	it.key = messages.ItemKey(a.cfg.Pool, it.wi.JobID, it.wi.ItemID)
@@ -131,7 +132,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 
 	it.job, err = a.jobs.get(ctx, it.wi.JobID)
 	if errors.Is(err, errJobNotFound) {
-		a.poison(ctx, it, fmt.Errorf("job %q not found", it.wi.JobID))
+		a.poison(ctx, it, messages.ReasonJobGone, fmt.Errorf("job %q not found", it.wi.JobID))
 		return
 	}
 	if err != nil {
@@ -142,7 +143,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 	it.set = it.job.mapSteps
 	if it.wi.Phase == messages.PhaseReduce {
 		if it.job.reduce == nil || it.wi.Reduce == nil {
-			a.poison(ctx, it, errors.New("reduce item of a job without reduce steps"))
+			a.poison(ctx, it, messages.ReasonPoison, errors.New("reduce item of a job without reduce steps"))
 			return
 		}
 		it.set = it.job.reduce
@@ -254,111 +255,36 @@ func isFenced(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
 }
 
-// runSteps runs the item's steps from the persisted step on.
+// runSteps runs the item's steps from the persisted step on; a failed
+// step run goes down the failure path (failure.go).
 func (a *Agent) runSteps(ctx context.Context, it *item) {
-	steps := it.set.steps
-	for it.st.Step < len(steps) {
+	for it.st.Step < len(it.set.steps) {
 		i := it.st.Step
 		if it.carry.ok && it.carry.step == i && it.st.StepAttempt == 0 {
 			it.st.StepAttempt = it.carry.attempts
 		}
 		attempt := it.st.StepAttempt + 1
 		out, f, dur := a.runStep(ctx, it, i, attempt)
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			// Shutdown cancelled the step: hand the item back at once, unspent.
 			_ = it.m.Nak()
 			a.metrics.attempts.WithLabelValues("cancelled").Inc()
 			return
-		}
-		if f == nil {
+		case f == nil:
 			a.metrics.attempts.WithLabelValues("success").Inc()
 			it.st.Ran = append(it.st.Ran, messages.StepRun{Step: i, Runs: 1, DurationMS: dur.Milliseconds()})
-			a.stepDone(it, out)
-			continue
-		}
-		a.metrics.attempts.WithLabelValues("failure").Inc()
-		pol := it.set.policies[i]
-		d := pol.Decide(a.cfg.Clock.Now(), retry.StateFromItem(&it.st), *f, a.cfg.Rand)
-		att := a.attempt(it, i, attempt, f, d.Class, dur)
-		// The delivery's first failed step run decides its breaker outcome.
-		if d.Action == retry.ActionSnooze || d.Reason == messages.ReasonPermanent || d.Reason == messages.ReasonNotRetryable {
-			a.ignoreBreaker(ctx, it) // the item's own fault, or a snooze: not the dependency's
-		} else {
-			a.recordBreaker(ctx, it, true)
-		}
-		if d.Action != retry.ActionGiveUp && a.lastDelivery(it) {
-			// The server would not redeliver after this nak (MaxDeliver):
-			// give up now, with the item's outcome recorded.
-			d.State.ApplyTo(&it.st)
-			d.Action, d.Reason = retry.ActionGiveUp, messages.ReasonMaxDeliveries
-			d.Err = &retry.GiveUpError{Reason: messages.ReasonMaxDeliveries, Attempts: d.State.Attempts, Err: f.Error()}
-		}
-		switch d.Action {
-		case retry.ActionSnooze:
-			att.Decision, att.DelayMS = "snooze", d.Delay.Milliseconds()
-			a.retryLater(ctx, it, att, d.Delay, "snooze")
-			return
-		case retry.ActionRetry:
-			granted, reason, err := a.claim(ctx, it)
-			if err != nil {
-				// The budget could not be read: retry the whole delivery
-				// later without recording the attempt.
-				a.log.Warn().Err(err).Str("item_id", it.wi.ItemID).Msg("budget claim failed; retrying later")
-				a.nakDelay(it, time.Second)
-				return
-			}
-			if granted {
-				d.State.ApplyTo(&it.st)
-				it.st.Retries++
-				att.Decision, att.DelayMS = "retry", d.Delay.Milliseconds()
-				a.metrics.retryDelay.Observe(d.Delay.Seconds())
-				a.retryLater(ctx, it, att, d.Delay, "retry")
-				return
-			}
-			d.State.ApplyTo(&it.st)
-			d.Action, d.Reason = retry.ActionGiveUp, reason
-			d.Err = &retry.GiveUpError{Reason: reason, Attempts: d.State.Attempts, Err: f.Error()}
-		case retry.ActionGiveUp:
-			d.State.ApplyTo(&it.st)
-		}
-		// The step gave up; its on_failure decides what follows.
-		fa := pol.OnFailure()
-		var fbErr error
-		if fa.NeedsFallback() {
-			var fbOut string
-			fbOut, fbErr = a.runFallback(ctx, it, i, attempt)
-			if fbErr == nil {
-				att.Decision = "fallback"
-				a.pushHistory(it, att)
-				a.stepDone(it, fbOut)
-				continue
-			}
-		}
-		switch fa.Outcome(fbErr) {
-		case retry.StepContinue:
-			att.Decision = "continue"
-			a.pushHistory(it, att)
-			a.stepDone(it, "")
-			continue
 		default:
-			att.Decision = "give_up"
-			a.pushHistory(it, att)
-			err := d.Err
-			if fbErr != nil {
-				err = errors.Join(d.Err, fmt.Errorf("fallback: %w", fbErr))
+			a.metrics.attempts.WithLabelValues("failure").Inc()
+			var next bool
+			if next, out = a.stepFailed(ctx, it, i, attempt, f, dur); !next {
+				return
 			}
-			a.giveUp(ctx, it, d.Reason, err, d.Class)
-			return
 		}
+		a.stepDone(it, out)
 	}
-	a.recordBreaker(ctx, it, false)
+	a.settleBreaker(ctx, it, retry.OutcomeSuccess)
 	a.succeed(ctx, it)
-}
-
-// lastDelivery reports whether this is the consumer's last delivery of the
-// message: a delayed nak now would leave the item with no outcome.
-func (a *Agent) lastDelivery(it *item) bool {
-	return a.maxDeliver > 0 && it.md.NumDelivered >= a.maxDeliver
 }
 
 // stepDone moves the item to its next step.
@@ -366,36 +292,6 @@ func (a *Agent) stepDone(it *item, out string) {
 	it.st.Outputs = append(it.st.Outputs, truncate(out, a.cfg.MaxOutputBytes))
 	it.st.Step++
 	retry.State{}.ApplyTo(&it.st)
-}
-
-// claim spends one unit of the job's retry budget for the item.
-func (a *Agent) claim(ctx context.Context, it *item) (granted bool, reason string, err error) {
-	g, err := a.budget.Claim(ctx, it.wi.JobID, it.st.Retries)
-	if err != nil {
-		return false, "", err
-	}
-	if !g.Granted {
-		a.metrics.budgetDenied.WithLabelValues(g.Deny.Reason).Inc()
-		a.budgetEvent(it, g.Deny)
-		return false, g.Deny.Reason, nil
-	}
-	return true, "", nil
-}
-
-// retryLater persists the attempt and naks the message with delay.
-func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, delay time.Duration, kind string) {
-	a.pushHistory(it, att)
-	if err := a.saveState(ctx, it); err != nil {
-		if isFenced(err) {
-			a.log.Warn().Str("item_id", it.wi.ItemID).Msg("item state changed under us: another agent holds the item; stepping aside")
-			return
-		}
-		a.log.Warn().Err(err).Str("item_id", it.wi.ItemID).Msg("cannot persist retry state; redelivering without it")
-		a.nakDelay(it, delay)
-		return
-	}
-	a.metrics.retries.WithLabelValues(kind).Inc()
-	a.nakDelay(it, delay)
 }
 
 // nakDelay naks with a delay; never a bare Nak for a failure (docs/jetstream.md §2).
@@ -406,77 +302,6 @@ func (a *Agent) nakDelay(it *item, d time.Duration) {
 	if err := it.m.NakWithDelay(d); err != nil {
 		a.log.Debug().Err(err).Msg("nak failed; AckWait will redeliver")
 	}
-}
-
-// giveUp applies the workflow's on_item_failure and records the outcome:
-// dlq and stop dead-letter the item (the coordinator stops the job), skip
-// records it skipped, retry runs the whole item again while
-// error_policy.retry_config allows, custom runs the custom step and records
-// the item failed (dead-lettered if the custom step fails too). A failed
-// reduce item is recorded failed: its outcome is the job's.
-func (a *Agent) giveUp(ctx context.Context, it *item, reason string, err error, class string) {
-	outcome := messages.OutcomeDeadLettered
-	if it.wi.Phase == messages.PhaseReduce {
-		outcome = messages.OutcomeFailed
-	} else {
-		switch it.job.onItem {
-		case messages.ItemFailureSkip:
-			outcome = messages.OutcomeSkipped
-		case messages.ItemFailureRetry:
-			handled, why := a.retryItem(ctx, it, err)
-			if handled {
-				return
-			}
-			reason = why
-		case messages.ItemFailureCustom:
-			if cerr := a.runCustom(ctx, it, reason, err); cerr != nil {
-				reason = messages.ReasonCustomFailed
-				err = errors.Join(err, fmt.Errorf("on_item_failure custom step: %w", cerr))
-			} else {
-				outcome = messages.OutcomeFailed
-			}
-		}
-	}
-	it.st.Final, it.st.Reason, it.st.ErrorClass = outcome, reason, class
-	if err != nil {
-		it.st.Error = truncate(err.Error(), maxMessageBytes)
-	}
-	if err := a.saveState(ctx, it); err != nil {
-		if isFenced(err) {
-			a.log.Warn().Str("item_id", it.wi.ItemID).Msg("item state changed under us; stepping aside")
-			return
-		}
-		a.log.Warn().Err(err).Str("item_id", it.wi.ItemID).Msg("cannot persist give-up; retrying later")
-		a.nakDelay(it, time.Second)
-		return
-	}
-	a.finalize(ctx, it)
-}
-
-// finalize records a given-up item: the DLQ entry first (PubAck awaited),
-// then the result, then Term. Every step is idempotent, so a redelivery
-// after a crash repeats it safely.
-func (a *Agent) finalize(ctx context.Context, it *item) {
-	if it.st.Final == messages.OutcomeDeadLettered {
-		if err := a.dlq.Write(ctx, a.dlqEntry(it)); err != nil {
-			d := min(time.Duration(it.md.NumDelivered)*time.Second, 30*time.Second)
-			a.log.Warn().Err(err).Str("item_id", it.wi.ItemID).Dur("delay", d).Msg("dead-letter publish failed; item kept, retrying later")
-			a.metrics.dlqFailures.Inc()
-			a.nakDelay(it, d)
-			return
-		}
-		a.metrics.deadLettered.WithLabelValues(it.st.Reason).Inc()
-		if h := a.cfg.AfterDeadLetter; h != nil && !h(it.wi.JobID, it.wi.ItemID) {
-			return
-		}
-	}
-	res := a.result(it, it.st.Final)
-	res.Reason, res.Error, res.ErrorClass = it.st.Reason, it.st.Error, it.st.ErrorClass
-	if n := len(it.st.Outputs); n > 0 {
-		res.Output = it.st.Outputs[n-1]
-	}
-	res.Signature = retry.Signature(it.st.Error)
-	a.report(it, res, true, false)
 }
 
 // succeed reports a finished item.
@@ -530,7 +355,7 @@ func stepRuns(it *item) []messages.StepRun {
 	for _, r := range it.st.Ran {
 		add(r.Step, r.DurationMS)
 	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].Step < runs[j].Step })
+	slices.SortFunc(runs, func(x, y messages.StepRun) int { return cmp.Compare(x.Step, y.Step) })
 	return runs
 }
 
@@ -549,7 +374,7 @@ func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 	msg.Data = data
 	// No Nats-Msg-Id: the coordinator de-duplicates results by item index
 	// and generation, and server-side dedupe would cost a map entry per item.
-	fut, err := a.js.PublishMsgAsync(msg)
+	fut, err := a.pub.PublishMsgAsync(msg)
 	if err != nil {
 		a.log.Warn().Err(err).Msg("result publish failed; item redelivered later")
 		a.nakDelay(it, time.Second)
@@ -581,7 +406,7 @@ func (a *Agent) ackLoop() {
 		}
 		if err != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err = a.js.PublishMsg(ctx, p.fut.Msg())
+			_, err = a.pub.PublishMsg(ctx, p.fut.Msg())
 			cancel()
 		}
 		if err != nil {
@@ -646,18 +471,15 @@ func (a *Agent) dlqEntry(it *item) *messages.DLQEntry {
 // entry; a longer one is replaced by the message's sequence.
 const maxPoisonID = 1024
 
-// poison dead-letters an undecodable message (or one of an unknown job) so
-// it is never retried forever, then terminates it.
-func (a *Agent) poison(ctx context.Context, it *item, cause error) {
+// poison dead-letters an undecodable message (reason poison) or one of an
+// unknown job (job_not_found) so that it is never retried forever, then
+// terminates it.
+func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error) {
 	// The subject (<prefix>.work.<pool>.<job>) names the job; the body of a
 	// poison message may name anything.
 	job := it.wi.JobID
 	if parts := strings.Split(it.m.Subject(), "."); len(parts) >= 4 {
 		job = parts[len(parts)-1]
-	}
-	reason := messages.ReasonPoison
-	if errors.Is(cause, errJobNotFound) || (cause != nil && strings.Contains(cause.Error(), "not found")) {
-		reason = messages.ReasonJobGone
 	}
 	payload := it.wi.Payload
 	if len(payload) == 0 || !json.Valid(payload) {
@@ -690,19 +512,21 @@ func (a *Agent) poison(ctx context.Context, it *item, cause error) {
 	_ = it.m.Term()
 }
 
-// runStep runs one attempt of step i; f is nil on success.
+// runStep runs one attempt of step i; f is nil on success. dur is the
+// attempt's duration on the agent's clock.
 func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out string, f *retry.Failure, dur time.Duration) {
 	step := &it.set.steps[i]
+	kind := "handler"
 	start := a.cfg.Clock.Now()
-	defer func() { dur = a.cfg.Clock.Now().Sub(start) }()
 	if step.Shell != "" {
+		kind = "shell"
 		out, f = a.runShell(ctx, it, it.set.commands[i], step.Timeout.D(), attempt)
-		a.metrics.stepDuration.WithLabelValues("shell").Observe(time.Since(start).Seconds())
-		return out, f, 0
+	} else {
+		out, f = a.runHandler(ctx, it, i, step, attempt)
 	}
-	out, f = a.runHandler(ctx, it, i, step, attempt)
-	a.metrics.stepDuration.WithLabelValues("handler").Observe(time.Since(start).Seconds())
-	return out, f, 0
+	dur = a.cfg.Clock.Now().Sub(start)
+	a.metrics.stepDuration.WithLabelValues(kind).Observe(dur.Seconds())
+	return out, f, dur
 }
 
 func (a *Agent) shellVars(it *item, attempt int) shell.Vars {
@@ -776,6 +600,35 @@ func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (stri
 		return "", f.Error()
 	}
 	return out, nil
+}
+
+// runCustom runs error_policy.on_item_failure's custom step with the failed
+// item: a shell command (with FAILURE_REASON and FAILURE_ERROR in its
+// environment besides the usual ITEM_JSON, ITEM_ID, JOB_ID) or a handler
+// (with Call.Cause set). A nil error means the custom step took the item
+// over: it is recorded as failed, without a dead letter.
+func (a *Agent) runCustom(ctx context.Context, it *item, reason string, cause error) error {
+	step := it.job.workflow.Custom()
+	if step == nil {
+		return errors.New("no custom step")
+	}
+	msg := ""
+	if cause != nil {
+		msg = truncate(cause.Error(), maxMessageBytes)
+	}
+	var f *retry.Failure
+	if step.Shell != "" {
+		_, f = a.runShell(ctx, it, it.job.custom, step.Timeout.D(), 1, "FAILURE_REASON="+reason, "FAILURE_ERROR="+msg)
+	} else {
+		_, f = a.invokeHandler(ctx, it, step, &Call{
+			JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
+			StepName: "on_item_failure", Attempt: 1, Item: it.wi.Payload, With: step.With, Cause: cause,
+		})
+	}
+	if f != nil {
+		return f.Error()
+	}
+	return nil
 }
 
 func (a *Agent) runHandler(ctx context.Context, it *item, i int, step *messages.Step, attempt int) (string, *retry.Failure) {
@@ -855,11 +708,18 @@ func outputText(v any) string {
 	return string(b)
 }
 
+// truncate keeps the tail of s, where a command's error usually is: its
+// last n bytes at most, cut on a rune boundary so that a valid UTF-8 s
+// stays valid.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[len(s)-n:]
+	i := len(s) - max(n, 0)
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
 }
 
 func boolInt(b bool) int {
@@ -867,17 +727,4 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// budgetEvent publishes RetryBudgetExhausted (best effort).
-func (a *Agent) budgetEvent(it *item, d *budget.Deny) {
-	data, _ := json.Marshal(map[string]any{
-		"job_id": it.wi.JobID, "item_id": it.wi.ItemID, "scope": d.Scope(), "reason": d.Reason,
-		"consumed": d.Consumed, "limit": d.Limit,
-	})
-	body, _ := json.Marshal(messages.Event{Type: "RetryBudgetExhausted", JobID: it.wi.JobID, Time: a.cfg.Clock.Now(), Data: data})
-	m := nats.NewMsg(a.names.AgentEventSubject(a.cfg.Pool, it.wi.JobID, messages.EventBudget))
-	m.Data = body
-	m.Header.Set(messages.HeaderEventType, "RetryBudgetExhausted")
-	_, _ = a.js.PublishMsgAsync(m)
 }

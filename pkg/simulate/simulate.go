@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -528,9 +529,11 @@ func (s *sim) phases() []Phase {
 	return s.res.Phases
 }
 
-// stepDone is the end of a step run: the agent's runSteps from the
-// outcome on (pkg/agent process.go), with the same pure decisions:
-// retry.Policy, budget.Record.Claim, retry.Breaker, retry.Workflow.
+// stepDone is the end of a step run: the agent's failure path from the
+// outcome on (pkg/agent failure.go), with the same pure decisions:
+// retry.Policy, then agent.StepFailure's verdict (with budget.Record.Claim
+// for the grant and retry.Breaker for the breaker outcome), the step's
+// retry.FailureAction, and agent.ItemFailure's verdict.
 func (s *sim) stepDone(e *event) {
 	it, a := e.item, e.agent
 	st := &s.items[it]
@@ -544,35 +547,28 @@ func (s *sim) stepDone(e *event) {
 	if e.run == runTimedOut {
 		as = &sm.timedOut
 	}
-	d := sm.policy.DecideAssessed(s.tm(s.now), s.state(st), *as, s.rnd)
+	f := agent.StepFailure{
+		Decision:     sm.policy.DecideAssessed(s.tm(s.now), s.state(st), *as, s.rnd),
+		Err:          as.Err(),
+		LastDelivery: s.lastDelivery(st),
+	}
 	// The delivery's first failed step run decides its breaker outcome.
-	if d.Action == retry.ActionSnooze || d.Reason == messages.ReasonPermanent || d.Reason == messages.ReasonNotRetryable {
-		s.settle(st, retry.OutcomeIgnored)
-	} else {
-		s.settle(st, retry.OutcomeFailure)
+	s.settle(st, f.Breaker())
+	if f.NeedsClaim() {
+		f.Grant = s.claim(st)
 	}
-	reason := d.Reason
-	if d.Action != retry.ActionGiveUp && s.lastDelivery(st) {
-		// The server would not redeliver after this nak: give up now.
-		d.Action, reason = retry.ActionGiveUp, messages.ReasonMaxDeliveries
-	}
-	switch d.Action {
-	case retry.ActionSnooze:
+	v := f.Verdict()
+	s.apply(st, v.State)
+	switch v.End {
+	case agent.StepSnooze:
 		s.res.Snoozes++
-		s.nak(it, d.Delay)
+		s.nak(it, v.Delay)
 		s.slotFree(a)
 		return
-	case retry.ActionRetry:
-		s.apply(st, d.State)
-		if ok, why := s.claim(st); !ok {
-			reason = why
-			break
-		}
-		s.nak(it, d.Delay)
+	case agent.StepRetry:
+		s.nak(it, v.Delay)
 		s.slotFree(a)
 		return
-	default:
-		s.apply(st, d.State)
 	}
 	// The step gave up; its on_failure decides what follows.
 	switch fa := sm.onFailure; {
@@ -583,7 +579,10 @@ func (s *sim) stepDone(e *event) {
 	case fa.Outcome(nil) == retry.StepContinue:
 		s.stepSucceeded(a, it)
 	default:
-		s.itemFailed(a, it, reason, as.Err())
+		// The failure, not the step's give-up error, which would cost an
+		// allocation: on_item_failure reads only its Permanent marker,
+		// which both carry.
+		s.itemFailed(a, it, v.Reason, as.Err())
 	}
 }
 
@@ -602,11 +601,11 @@ func (s *sim) stepSucceeded(a, it int32) {
 }
 
 // claim claims one unit of the job budget for the item.
-func (s *sim) claim(st *itemState) (bool, string) {
+func (s *sim) claim(st *itemState) budget.Grant {
 	rec, g := s.claimRecord(int(st.retries))
 	if !g.Granted {
 		s.res.Budget.Denied[g.Deny.Reason]++
-		return false, g.Deny.Reason
+		return g
 	}
 	s.rec = rec
 	st.retries++
@@ -614,7 +613,7 @@ func (s *sim) claim(st *itemState) (bool, string) {
 	if rec.Exhausted && !s.res.Budget.Exhausted {
 		s.res.Budget.Exhausted, s.res.Budget.ExhaustedAt = true, time.Duration(s.now)
 	}
-	return true, ""
+	return g
 }
 
 // claimRecord is s.rec.Claim(itemRetries), memoized while the record does
@@ -645,27 +644,21 @@ func (s *sim) claimRecord(itemRetries int) (budget.Record, budget.Grant) {
 const maxMemo = 1024
 
 // itemFailed applies error_policy.on_item_failure to an item whose step
-// gave up (the agent's giveUp): skip, retry the whole item while its
-// retry_config and the budget allow, custom (taken to succeed: the item
-// is recorded failed), or dead-letter it.
+// gave up (the agent's itemFailed): agent.ItemFailure's verdict, with the
+// workflow's retry policy and a budget claim under retry, and a custom
+// step taken to succeed (the item is recorded failed).
 func (s *sim) itemFailed(a, it int32, reason string, err error) {
 	st := &s.items[it]
-	outcome := messages.OutcomeDeadLettered
-	switch s.onItem {
-	case messages.ItemFailureSkip:
-		outcome = messages.OutcomeSkipped
-	case messages.ItemFailureRetry:
-		run := max(int(st.run), 1)
-		v := s.wf.OnItemFailure(retry.ItemFailure{Run: run, LastDelay: time.Duration(st.itemDelay), Err: err}, retry.Counts{}, s.rnd)
-		if v.Action != messages.ItemFailureRetry {
-			reason = v.Reason
-			break
-		}
-		ok, why := s.claim(st)
-		if !ok {
-			reason = why
-			break
-		}
+	f := agent.ItemFailure{Action: s.onItem, Reason: reason, Err: err}
+	run := max(int(st.run), 1)
+	if f.Action == messages.ItemFailureRetry {
+		f.Retry = s.wf.OnItemFailure(retry.ItemFailure{Run: run, LastDelay: time.Duration(st.itemDelay), Err: err}, retry.Counts{}, s.rnd)
+	}
+	if f.NeedsClaim() {
+		f.Grant = s.claim(st)
+	}
+	v := f.Verdict()
+	if v.Rerun {
 		st.run = int32(run + 1)
 		st.itemDelay = int64(v.Delay)
 		st.step = 0
@@ -673,10 +666,8 @@ func (s *sim) itemFailed(a, it int32, reason string, err error) {
 		s.nak(it, v.Delay)
 		s.slotFree(a)
 		return
-	case messages.ItemFailureCustom:
-		outcome = messages.OutcomeFailed
 	}
-	s.finish(st, outcome, reason)
+	s.finish(st, v.Outcome, v.Reason)
 	s.slotFree(a)
 }
 

@@ -1,0 +1,468 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
+)
+
+// The failure path: what follows a failed step run, up to the item's
+// outcome (docs/retries.md §1 walks through it). It decides first and acts
+// after, as River's job executor does with a failed job:
+//
+//   - the verdicts, StepFailure.Verdict then ItemFailure.Verdict, are pure
+//     functions of what happened (the retry policy's decision, the last
+//     delivery, the budget's grant, on_item_failure), with one branch per
+//     end. The agent and the outage simulator (pkg/simulate) both call
+//     them, so a fleet and its simulation cannot decide a failure
+//     differently;
+//   - what a verdict reads that costs a request or a run (a unit of the
+//     job's retry budget, the fallback, the custom step) is gathered just
+//     before it: NeedsClaim says when to ask the budget;
+//   - act carries out the end reached, in one switch: the item state
+//     written with compare-and-set, then a delayed nak, or the dead
+//     letter, the result and Term.
+
+// StepEnd is where a failed step run ends, before the step's on_failure.
+type StepEnd int
+
+// Step ends.
+const (
+	// StepRetry: the step runs again after StepVerdict.Delay (a delayed
+	// nak); the job's retry budget granted the unit it costs.
+	StepRetry StepEnd = iota + 1
+	// StepSnooze: the step runs again after StepVerdict.Delay; no attempt
+	// is counted and no budget spent.
+	StepSnooze
+	// StepGiveUp: the step stops retrying, for StepVerdict.Reason; its
+	// on_failure ([retry.FailureAction]) says what follows.
+	StepGiveUp
+)
+
+func (e StepEnd) String() string {
+	switch e {
+	case StepRetry:
+		return "retry"
+	case StepSnooze:
+		return "snooze"
+	case StepGiveUp:
+		return "give_up"
+	}
+	return fmt.Sprintf("StepEnd(%d)", int(e))
+}
+
+// StepFailure is what the verdict on a failed step run reads. It is a plain
+// value.
+type StepFailure struct {
+	// Decision is the step's retry policy on the failure ([retry.Policy.Decide]).
+	Decision retry.Decision
+	// Err is the failure ([retry.Failure.Error]): the last error of a step
+	// that gives up for a reason the policy did not decide.
+	Err error
+	// LastDelivery is set on the consumer's last delivery of the message
+	// (NumDelivered = MaxDeliver): after a nak the server would not
+	// deliver it again, so the step gives up instead (max_deliveries).
+	LastDelivery bool
+	// Grant is the job budget's answer to the claim NeedsClaim asks for;
+	// read only then. A Grant without a Deny is a denial of the job budget.
+	Grant budget.Grant
+}
+
+// NeedsClaim reports whether the verdict needs a unit of the job's retry
+// budget: the policy would retry and a retry can still come back. A
+// give-up, a snooze and the last delivery spend nothing.
+func (f *StepFailure) NeedsClaim() bool {
+	return f.Decision.Action == retry.ActionRetry && !f.LastDelivery
+}
+
+// Breaker is the delivery's circuit-breaker outcome if this is its first
+// failed step run: a snooze, a permanent error or one no retry_on matches
+// is the item's own doing and says nothing of the dependency (ignored);
+// anything else counts as a failure of the dependency.
+func (f *StepFailure) Breaker() retry.Outcome {
+	d := &f.Decision
+	if d.Action == retry.ActionSnooze || d.Reason == messages.ReasonPermanent || d.Reason == messages.ReasonNotRetryable {
+		return retry.OutcomeIgnored
+	}
+	return retry.OutcomeFailure
+}
+
+// StepVerdict is what becomes of a failed step run. It is a plain value.
+type StepVerdict struct {
+	End StepEnd
+	// Delay is the wait before the step runs again (StepRetry, StepSnooze).
+	Delay time.Duration
+	// Reason is why the step gives up (StepGiveUp): the policy's reason
+	// (attempts, retry_budget, not_retryable, permanent), max_deliveries,
+	// or the budget's denial (item_budget_exhausted, job_budget_exhausted).
+	Reason string
+	// State is the step's retry state to persist: the decision's (a
+	// snooze's is the state it read, unchanged).
+	State retry.State
+	// Deny is the budget's denial when it refused the retry.
+	Deny *budget.Deny
+
+	decided error // the policy's give-up error
+	cause   error // the failure
+}
+
+// Verdict decides where the failed step run ends, one branch per end.
+func (f *StepFailure) Verdict() StepVerdict {
+	d := &f.Decision
+	v := StepVerdict{State: d.State, cause: f.Err}
+	switch {
+	case d.Action == retry.ActionGiveUp: // attempts, retry_budget, not_retryable, permanent
+		v.End, v.Reason, v.decided = StepGiveUp, d.Reason, d.Err
+	case f.LastDelivery: // a retry or snooze that would never come back
+		v.End, v.Reason = StepGiveUp, messages.ReasonMaxDeliveries
+	case d.Action == retry.ActionSnooze:
+		v.End, v.Delay = StepSnooze, d.Delay
+	case f.Grant.Granted:
+		v.End, v.Delay = StepRetry, d.Delay
+	default: // the job's retry budget refused the unit
+		v.End = StepGiveUp
+		v.Reason, v.Deny = denial(f.Grant)
+	}
+	return v
+}
+
+// Err is the error of a step that gives up: a *retry.GiveUpError with the
+// reason and the failure (nil for the other ends). Built on demand: the
+// simulator's give-ups do not need it.
+func (v *StepVerdict) Err() error {
+	switch {
+	case v.End != StepGiveUp:
+		return nil
+	case v.decided != nil:
+		return v.decided
+	}
+	return &retry.GiveUpError{Reason: v.Reason, Attempts: v.State.Attempts, Err: v.cause}
+}
+
+// ItemFailure is what the verdict on a failed item reads: an item whose
+// step gave up and whose on_failure did not carry it on. It is a plain
+// value.
+type ItemFailure struct {
+	// Reduce is set for a reduce item: its outcome is the job's, and
+	// on_item_failure does not apply.
+	Reduce bool
+	// Action is error_policy.on_item_failure ([retry.Workflow.Action]).
+	Action string
+	// Reason and Err are why the item failed: the step's give-up (with a
+	// failed fallback's error).
+	Reason string
+	Err    error
+	// Retry is the workflow's verdict on the failure
+	// ([retry.Workflow.OnItemFailure]); read under on_item_failure: retry.
+	Retry retry.Verdict
+	// Grant is the job budget's answer to the claim NeedsClaim asks for.
+	Grant budget.Grant
+	// CustomErr is the error of the on_item_failure custom step (nil: it
+	// took the item over); read under on_item_failure: custom.
+	CustomErr error
+}
+
+// NeedsClaim reports whether the verdict needs a unit of the job's retry
+// budget: on_item_failure: retry has runs left for the item.
+func (f *ItemFailure) NeedsClaim() bool {
+	return !f.Reduce && f.Action == messages.ItemFailureRetry && f.Retry.Action == messages.ItemFailureRetry
+}
+
+// ItemVerdict is what becomes of a failed item. It is a plain value.
+type ItemVerdict struct {
+	// Rerun is set when the whole item runs again from its first step
+	// after Delay (on_item_failure: retry); Outcome is then empty.
+	Rerun bool
+	Delay time.Duration
+	// Outcome is the item's terminal outcome: messages.OutcomeDeadLettered,
+	// OutcomeSkipped or OutcomeFailed.
+	Outcome string
+	// Reason and Err describe the failure as recorded: the step's, or why
+	// on_item_failure dead-lettered the item (item_retries, a budget
+	// denial, custom_failed).
+	Reason string
+	Err    error
+	// Deny is the budget's denial when it refused a whole-item retry.
+	Deny *budget.Deny
+}
+
+// Verdict decides what becomes of the failed item, one branch per end.
+func (f *ItemFailure) Verdict() ItemVerdict {
+	v := ItemVerdict{Outcome: messages.OutcomeDeadLettered, Reason: f.Reason, Err: f.Err}
+	switch {
+	case f.Reduce: // its outcome is the job's
+		v.Outcome = messages.OutcomeFailed
+	case f.Action == messages.ItemFailureSkip:
+		v.Outcome = messages.OutcomeSkipped
+	case f.Action == messages.ItemFailureCustom && f.CustomErr == nil: // the custom step took it over
+		v.Outcome = messages.OutcomeFailed
+	case f.Action == messages.ItemFailureCustom:
+		v.Reason = messages.ReasonCustomFailed
+		v.Err = errors.Join(f.Err, fmt.Errorf("on_item_failure custom step: %w", f.CustomErr))
+	case f.Action == messages.ItemFailureRetry && f.Retry.Action != messages.ItemFailureRetry: // runs spent, or permanent
+		v.Reason = f.Retry.Reason
+	case f.Action == messages.ItemFailureRetry && f.Grant.Granted:
+		v = ItemVerdict{Rerun: true, Delay: f.Retry.Delay}
+	case f.Action == messages.ItemFailureRetry: // the job's retry budget refused the run
+		v.Reason, v.Deny = denial(f.Grant)
+	default: // dlq, and stop (the coordinator then stops the job): dead-lettered
+	}
+	return v
+}
+
+// denial is the reason and the denial of a refused claim.
+func denial(g budget.Grant) (string, *budget.Deny) {
+	if g.Deny == nil {
+		return messages.ReasonJobBudget, nil
+	}
+	return g.Deny.Reason, g.Deny
+}
+
+// The agent's failure path: stepFailed gathers what the verdicts above
+// need and asks them, then act carries out the end they reach.
+
+// laterDelay is how long a delivery waits when the failure path cannot
+// read or write what it needs (the job's retry budget, the item state).
+const laterDelay = time.Second
+
+// endKind is where the failure path of a failed step run ends. Its value is
+// the Decision the attempt is recorded with in the item's history.
+type endKind string
+
+// Ends of the failure path.
+const (
+	// endLater: the job's retry budget could not be read. The delivery
+	// comes back after laterDelay with nothing recorded, and runs the step
+	// again as the same attempt.
+	endLater endKind = ""
+	// endRetry: the step runs again after the delay; the budget granted it.
+	endRetry endKind = "retry"
+	// endSnooze: the step runs again after the delay, nothing counted.
+	endSnooze endKind = "snooze"
+	// endItemRetry: on_item_failure: retry runs the whole item again from
+	// its first step after the delay.
+	endItemRetry endKind = "item_retry"
+	// endContinue: the step gave up and its on_failure is continue: the
+	// item goes on with its next step.
+	endContinue endKind = "continue"
+	// endFallback: the step gave up and its fallback succeeded: the item
+	// goes on with its next step, the fallback's output as the step's.
+	endFallback endKind = "fallback"
+	// endFinal: the item has its outcome (dead_lettered, skipped, failed).
+	endFinal endKind = "give_up"
+)
+
+// end is the end a failed step run reached, with what acting on it needs.
+type end struct {
+	kind  endKind
+	delay time.Duration // retry, snooze, item retry
+	out   string        // fallback: the step's output
+	// final: the item's outcome and why.
+	outcome, reason, class string
+	err                    error
+}
+
+// stepFailed is the failure path of a failed run of step i: it reports
+// whether the item goes on with its next step, and that step's output.
+func (a *Agent) stepFailed(ctx context.Context, it *item, i, attempt int, f *retry.Failure, dur time.Duration) (next bool, out string) {
+	pol := it.set.policies[i]
+	sf := StepFailure{
+		Decision:     pol.Decide(a.cfg.Clock.Now(), retry.StateFromItem(&it.st), *f, a.cfg.Rand),
+		Err:          f.Error(),
+		LastDelivery: a.lastDelivery(it),
+	}
+	att := a.attempt(it, i, attempt, f, sf.Decision.Class, dur)
+	// The delivery's first failed step run decides its breaker outcome.
+	a.settleBreaker(ctx, it, sf.Breaker())
+	if sf.NeedsClaim() {
+		var ok bool
+		if sf.Grant, ok = a.claim(ctx, it); !ok {
+			return a.act(ctx, it, att, end{kind: endLater})
+		}
+	}
+	sv := sf.Verdict()
+	sv.State.ApplyTo(&it.st)
+	switch sv.End {
+	case StepRetry:
+		return a.act(ctx, it, att, end{kind: endRetry, delay: sv.Delay})
+	case StepSnooze:
+		return a.act(ctx, it, att, end{kind: endSnooze, delay: sv.Delay})
+	}
+	// The step gave up; its on_failure decides what follows.
+	fa := pol.OnFailure()
+	var fbOut string
+	var fbErr error
+	if fa.NeedsFallback() {
+		fbOut, fbErr = a.runFallback(ctx, it, i, attempt)
+	}
+	switch fa.Outcome(fbErr) {
+	case retry.StepSucceeded:
+		return a.act(ctx, it, att, end{kind: endFallback, out: fbOut})
+	case retry.StepContinue:
+		return a.act(ctx, it, att, end{kind: endContinue})
+	}
+	err := sv.Err()
+	if fbErr != nil {
+		err = errors.Join(err, fmt.Errorf("fallback: %w", fbErr))
+	}
+	return a.act(ctx, it, att, a.itemFailed(ctx, it, sv.Reason, err, sf.Decision.Class))
+}
+
+// itemFailed is the end of an item whose step gave up, under the job's
+// error_policy.on_item_failure: it runs what the item's verdict needs (the
+// workflow's retry policy and a budget claim, or the custom step) and asks it.
+func (a *Agent) itemFailed(ctx context.Context, it *item, reason string, err error, class string) end {
+	f := ItemFailure{Reduce: it.wi.Phase == messages.PhaseReduce, Action: it.job.onItem, Reason: reason, Err: err}
+	if !f.Reduce {
+		switch f.Action {
+		case messages.ItemFailureRetry:
+			f.Retry = it.job.workflow.OnItemFailure(retry.ItemFailure{
+				Run: max(it.st.ItemRun, 1), LastDelay: it.st.ItemDelay.D(), Err: err,
+			}, retry.Counts{}, a.cfg.Rand)
+		case messages.ItemFailureCustom:
+			f.CustomErr = a.runCustom(ctx, it, reason, err)
+		}
+	}
+	if f.NeedsClaim() {
+		var ok bool
+		if f.Grant, ok = a.claim(ctx, it); !ok {
+			return end{kind: endLater}
+		}
+	}
+	v := f.Verdict()
+	if v.Rerun {
+		return end{kind: endItemRetry, delay: v.Delay}
+	}
+	return end{kind: endFinal, outcome: v.Outcome, reason: v.Reason, err: v.Err, class: class}
+}
+
+// act carries out the end of a failed step run (att is the attempt), one
+// branch per end, and reports whether the item goes on with its next step.
+// A retry persists the item's state before its delayed nak; a final outcome
+// persists it before the dead letter, the result and Term (finalize). A
+// state write that conflicts means another agent now holds the item: this
+// one steps aside and leaves the message alone.
+func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e end) (next bool, out string) {
+	att.Decision = string(e.kind)
+	switch e.kind {
+	case endLater:
+		a.nakDelay(it, laterDelay)
+	case endContinue, endFallback:
+		a.pushHistory(it, att)
+		return true, e.out
+	case endRetry:
+		it.st.Retries++
+		a.metrics.retryDelay.Observe(e.delay.Seconds())
+		a.retryLater(ctx, it, att, e.delay, "retry")
+	case endSnooze:
+		a.retryLater(ctx, it, att, e.delay, "snooze")
+	case endItemRetry:
+		it.st.ItemRun = max(it.st.ItemRun, 1) + 1
+		it.st.ItemDelay = messages.Duration(e.delay)
+		it.st.Step, it.st.Outputs = 0, nil
+		retry.State{}.ApplyTo(&it.st)
+		it.st.Retries++
+		a.retryLater(ctx, it, att, e.delay, "item")
+	case endFinal:
+		a.pushHistory(it, att)
+		it.st.Final, it.st.Reason, it.st.ErrorClass = e.outcome, e.reason, e.class
+		if e.err != nil {
+			it.st.Error = truncate(e.err.Error(), maxMessageBytes)
+		}
+		switch saved, fenced := a.persist(ctx, it); {
+		case saved:
+			a.finalize(ctx, it)
+		case !fenced:
+			a.nakDelay(it, laterDelay) // the give-up is decided again
+		}
+	}
+	return false, ""
+}
+
+// retryLater records the attempt, persists the item's state and naks the
+// message with delay. An unsaved state (but not a fenced one) still naks:
+// the next delivery decides from the state last saved.
+func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, delay time.Duration, kind string) {
+	att.DelayMS = delay.Milliseconds()
+	a.pushHistory(it, att)
+	saved, fenced := a.persist(ctx, it)
+	if fenced {
+		return
+	}
+	if saved {
+		a.metrics.retries.WithLabelValues(kind).Inc()
+	}
+	a.nakDelay(it, delay)
+}
+
+// persist saves the item's state. fenced reports a conflict: another agent
+// holds the item now (this delivery outlived AckWait), and this one must
+// step aside without acking or naking.
+func (a *Agent) persist(ctx context.Context, it *item) (saved, fenced bool) {
+	err := a.saveState(ctx, it)
+	switch {
+	case err == nil:
+		return true, false
+	case isFenced(err):
+		a.log.Warn().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).
+			Msg("item state changed under us: another agent holds the item; stepping aside")
+		return false, true
+	}
+	a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Msg("cannot persist the item state")
+	return false, false
+}
+
+// claim asks the job's retry budget for a unit for the item. ok is false
+// when the budget could not be read. A denial is counted and announced
+// (RetryBudgetExhausted).
+func (a *Agent) claim(ctx context.Context, it *item) (g budget.Grant, ok bool) {
+	g, err := a.budget.Claim(ctx, it.wi.JobID, it.st.Retries)
+	if err != nil {
+		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Msg("budget claim failed; retrying later")
+		return g, false
+	}
+	if d := g.Deny; !g.Granted && d != nil {
+		a.metrics.budgetDenied.WithLabelValues(d.Reason).Inc()
+		a.event(it.wi.JobID, messages.EventBudget, messages.EventTypeBudgetExhausted, messages.BudgetExhaustedEvent{
+			JobID: it.wi.JobID, ItemID: it.wi.ItemID, Scope: d.Scope(), Reason: d.Reason, Consumed: d.Consumed, Limit: d.Limit,
+		})
+	}
+	return g, true
+}
+
+// lastDelivery reports whether this is the consumer's last delivery of the
+// message: a delayed nak now would leave the item with no outcome.
+func (a *Agent) lastDelivery(it *item) bool {
+	return a.maxDeliver > 0 && it.md.NumDelivered >= a.maxDeliver
+}
+
+// finalize records a given-up item: the DLQ entry first (PubAck awaited),
+// then the result, then Term. Every step is idempotent, so a redelivery
+// after a crash repeats it safely.
+func (a *Agent) finalize(ctx context.Context, it *item) {
+	if it.st.Final == messages.OutcomeDeadLettered {
+		if err := a.dlq.Write(ctx, a.dlqEntry(it)); err != nil {
+			d := min(time.Duration(it.md.NumDelivered)*time.Second, 30*time.Second)
+			a.log.Warn().Err(err).Str("item_id", it.wi.ItemID).Dur("delay", d).Msg("dead-letter publish failed; item kept, retrying later")
+			a.metrics.dlqFailures.Inc()
+			a.nakDelay(it, d)
+			return
+		}
+		a.metrics.deadLettered.WithLabelValues(it.st.Reason).Inc()
+		if h := a.cfg.AfterDeadLetter; h != nil && !h(it.wi.JobID, it.wi.ItemID) {
+			return
+		}
+	}
+	res := a.result(it, it.st.Final)
+	res.Reason, res.Error, res.ErrorClass = it.st.Reason, it.st.Error, it.st.ErrorClass
+	if n := len(it.st.Outputs); n > 0 {
+		res.Output = it.st.Outputs[n-1]
+	}
+	res.Signature = retry.Signature(it.st.Error)
+	a.report(it, res, true, false)
+}
