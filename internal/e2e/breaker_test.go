@@ -66,6 +66,24 @@ func (d *dependency) state(ctx context.Context) retry.BreakerState {
 	return st
 }
 
+// manualClock is a clock the test moves (agent.Config.Clock).
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
 // transitions follows a job's CircuitBreakerStateChanged events as "from>to".
 type transitions struct {
 	mu   sync.Mutex
@@ -149,11 +167,17 @@ func TestBreakerOpensParksProbesAndCloses(t *testing.T) {
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	const job, n = "breaker", 20
 	dep := newDependency(t, srv, job)
+	// The agents' clock moves only when the test says: the breaker opens at
+	// its "now", half-opens when the test advances it past the timeout, and
+	// its half-open window (after which held probes count as lost) never
+	// ends while the probes are held, however slowly a loaded machine parks
+	// the other deliveries. Park delays are still real NakWithDelay waits.
+	clk := &manualClock{t: time.Now()}
 	var regs []*prometheus.Registry
 	for i := range 2 {
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
-		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 4, Registerer: reg},
+		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 4, Registerer: reg, Clock: clk},
 			map[string]agent.HandlerFunc{"dep": dep.handle})
 	}
 	tr := watchTransitions(t, srv, job)
@@ -184,6 +208,7 @@ func TestBreakerOpensParksProbesAndCloses(t *testing.T) {
 	})
 
 	// Half-open: exactly two probes run; the other deliveries are parked.
+	clk.advance(time.Second)
 	tr.wait(t, "closed>open", "open>half_open")
 	fleettest.WaitFor(t, 10*time.Second, func() error {
 		if p := dep.probes.Load(); p < 2 {

@@ -167,7 +167,7 @@ func TestDLQThirtyOfTwoHundredReplayed(t *testing.T) {
 // and run again replays each entry once.
 func TestDLQFilteredDryRunAndInterruptedReplays(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 8}, nil)
 	cl := client(t, srv)
 	m := newMarkers(t)

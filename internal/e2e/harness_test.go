@@ -23,6 +23,13 @@ import (
 // testProvision keeps crash detection short so redelivery tests are quick.
 var testProvision = provision.Config{AckWait: 2 * time.Second, MaxDeliver: 50, DLQMaxBytes: 64 << 20}
 
+// calmProvision is testProvision with a crash timeout no loaded machine
+// reaches, for tests that kill nothing and count runs exactly: with the
+// 2 s AckWait a delivery whose result waits on a slow PubAck may be
+// redelivered and run again, which at-least-once allows but such a test
+// would misread.
+var calmProvision = provision.Config{AckWait: 30 * time.Second, MaxDeliver: 50, DLQMaxBytes: 64 << 20}
+
 func testLogger(t testing.TB) zerolog.Logger {
 	if _, fuzz := t.(*testing.F); fuzz && testing.Verbose() {
 		// The fuzz target's goroutines must not log to the *testing.F.
