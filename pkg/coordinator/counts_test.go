@@ -143,3 +143,37 @@ func checkPhaseAndCounts(t *testing.T, r *jobRunner, step int) {
 	}
 	require.LessOrEqual(t, st.Done(), st.Items, "step %d: no item counted twice", step)
 }
+
+// A late result that amends a best-effort job (late_results: update)
+// counts in its group too, and a reopen of a not_run item takes nothing
+// from its group: not_run items were never in a group's counts.
+func TestLateResultCountsInItsGroup(t *testing.T) {
+	groups := map[string]int64{"a": 2, "b": 2}
+	r := testRunner(t, &messages.JobSpec{BestEffort: &messages.BestEffort{MinGroups: 1, LateResults: "update"}}, 4, groups)
+	item := func(i int, g, outcome string) *messages.Result {
+		x := res(i, outcome)
+		x.Group = g
+		return x
+	}
+	r.apply(item(0, "a", ok))
+	r.apply(item(1, "a", ok)) // group a complete: min_groups reached
+	st := r.snapshot().Status
+	require.Equal(t, messages.CompletionMinGroups, st.CompletionReason)
+	require.Equal(t, messages.GroupStatus{Items: 2}, st.Groups["b"], "b's items are not_run, not done")
+
+	r.apply(item(2, "b", ok)) // late
+	st = r.snapshot().Status
+	require.Equal(t, messages.GroupStatus{Items: 2, Done: 1, Succeeded: 1}, st.Groups["b"])
+	requireCountsAddUp(t, st)
+
+	r.apply(&messages.Result{ItemID: "3", Index: 3, Group: "b", Outcome: messages.OutcomeReopened, Generation: 1})
+	st = r.snapshot().Status
+	require.Equal(t, messages.GroupStatus{Items: 2, Done: 1, Succeeded: 1}, st.Groups["b"], "the reopened item was not_run")
+	again := item(3, "b", ok)
+	again.Generation = 1
+	r.apply(again)
+	st = r.snapshot().Status
+	require.Equal(t, messages.GroupStatus{Items: 2, Done: 2, Succeeded: 2}, st.Groups["b"])
+	require.Equal(t, messages.StateSucceeded, st.State)
+	requireCountsAddUp(t, st)
+}

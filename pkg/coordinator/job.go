@@ -403,7 +403,10 @@ func (r *jobRunner) count(code uint8, res *messages.Result, sign int64) {
 	case messages.ReasonItemBudget:
 		st.Budget.DeniedItem += sign
 	}
-	if st.Groups != nil {
+	// A group's counts are of items with an outcome: not_run items were
+	// never added (endMapLocked, goLive), so a late result or a reopen
+	// that replaces not_run takes nothing away from the group.
+	if st.Groups != nil && code != ocNotRun && code != ocLate {
 		g := st.Groups[res.Group]
 		was := g.Complete()
 		g.Done += sign

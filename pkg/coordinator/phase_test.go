@@ -372,10 +372,12 @@ func requireCountsAddUp(t *testing.T, st messages.JobStatus) {
 	if st.Groups == nil {
 		return
 	}
-	var succeeded, failed int64
+	var done, succeeded, failed int64
 	for _, g := range st.Groups {
-		succeeded, failed = succeeded+g.Succeeded, failed+g.Failed
+		done, succeeded, failed = done+g.Done, succeeded+g.Succeeded, failed+g.Failed
 	}
+	// A group counts the items that have an outcome (not_run ones are not done).
+	require.Equal(t, st.Items-st.NotRun, done, "the groups' done counts add up")
 	require.Equal(t, st.Succeeded, succeeded, "the groups' succeeded counts add up")
 	require.Equal(t, st.Failed+st.DeadLettered, failed, "the groups' failed counts add up")
 }
