@@ -132,7 +132,9 @@ func (p *publisher) run(ctx context.Context) error {
 			}
 			continue
 		}
-		for p.window.full(p.state.inFlight(), int64(len(batch))) {
+		// bounded first: inFlight takes the runner's lock, which the
+		// results consumer needs too.
+		for p.window.bounded() && p.window.full(p.state.inFlight(), int64(len(batch))) {
 			if len(batch) > 0 {
 				if err := flush(); err != nil {
 					return err
