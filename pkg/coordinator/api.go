@@ -171,12 +171,18 @@ func jobIDProblem(id string) *messages.APIError {
 	return nil
 }
 
-func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *messages.APIError) {
+// decodeJobRequest decodes a request that names one job.
+func decodeJobRequest(data []byte) (messages.JobRequest, *messages.APIError) {
 	var req messages.JobRequest
 	if e := decodeRequest(data, &req); e != nil {
-		return nil, e
+		return req, e
 	}
-	if e := jobIDProblem(req.JobID); e != nil {
+	return req, jobIDProblem(req.JobID)
+}
+
+func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *messages.APIError) {
+	req, e := decodeJobRequest(data)
+	if e != nil {
 		return nil, e
 	}
 	st, err := c.Status(ctx, req.JobID)
@@ -214,11 +220,8 @@ func (c *Coordinator) apiList(ctx context.Context, data []byte) (any, *messages.
 }
 
 func (c *Coordinator) apiCancel(ctx context.Context, data []byte) (any, *messages.APIError) {
-	var req messages.JobRequest
-	if e := decodeRequest(data, &req); e != nil {
-		return nil, e
-	}
-	if e := jobIDProblem(req.JobID); e != nil {
+	req, e := decodeJobRequest(data)
+	if e != nil {
 		return nil, e
 	}
 	st, err := c.Cancel(ctx, req.JobID)

@@ -75,19 +75,24 @@ func (c *Client) Call(ctx context.Context, endpoint string, req, reply any) erro
 	return nil
 }
 
-// Submit submits a spec (JSON) and returns the reply.
-func (c *Client) Submit(ctx context.Context, specJSON []byte) (*messages.SubmitReply, error) {
-	var r messages.SubmitReply
-	if err := c.Call(ctx, messages.EndpointJobsSubmit, specJSON, &r); err != nil {
+// call sends req to endpoint and decodes the reply into a new R.
+func call[R any](ctx context.Context, c *Client, endpoint string, req any) (*R, error) {
+	var r R
+	if err := c.Call(ctx, endpoint, req, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
+// Submit submits a spec (JSON) and returns the reply.
+func (c *Client) Submit(ctx context.Context, specJSON []byte) (*messages.SubmitReply, error) {
+	return call[messages.SubmitReply](ctx, c, messages.EndpointJobsSubmit, specJSON)
+}
+
 // Status returns a job's status.
 func (c *Client) Status(ctx context.Context, id string) (*messages.JobStatus, error) {
-	var r messages.StatusReply
-	if err := c.Call(ctx, messages.EndpointJobsStatus, messages.JobRequest{JobID: id}, &r); err != nil {
+	r, err := call[messages.StatusReply](ctx, c, messages.EndpointJobsStatus, messages.JobRequest{JobID: id})
+	if err != nil {
 		return nil, err
 	}
 	if r.Status == nil {
@@ -108,17 +113,13 @@ func (c *Client) List(ctx context.Context, req messages.ListRequest) ([]messages
 // ListPage returns one page of job summaries (jobs.list); when the reply's
 // NextCursor is set, req.Cursor = NextCursor asks for the next.
 func (c *Client) ListPage(ctx context.Context, req messages.ListRequest) (*messages.ListReply, error) {
-	var r messages.ListReply
-	if err := c.Call(ctx, messages.EndpointJobsList, req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call[messages.ListReply](ctx, c, messages.EndpointJobsList, req)
 }
 
 // Cancel cancels a running job.
 func (c *Client) Cancel(ctx context.Context, id string) (*messages.JobStatus, error) {
-	var r messages.StatusReply
-	if err := c.Call(ctx, messages.EndpointJobsCancel, messages.JobRequest{JobID: id}, &r); err != nil {
+	r, err := call[messages.StatusReply](ctx, c, messages.EndpointJobsCancel, messages.JobRequest{JobID: id})
+	if err != nil {
 		return nil, err
 	}
 	return r.Status, nil

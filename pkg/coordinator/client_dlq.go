@@ -13,17 +13,13 @@ import (
 // DLQList returns one page of the entries f selects (dlq.list); when the
 // reply's More is set, the next page starts after its NextSeq.
 func (c *Client) DLQList(ctx context.Context, f messages.DLQFilter) (*messages.DLQListReply, error) {
-	var r messages.DLQListReply
-	if err := c.Call(ctx, messages.EndpointDLQList, f, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call[messages.DLQListReply](ctx, c, messages.EndpointDLQList, f)
 }
 
 // DLQGet returns the entry at DLQ stream sequence seq (dlq.get).
 func (c *Client) DLQGet(ctx context.Context, seq uint64) (*messages.DLQEntryRef, error) {
-	var r messages.DLQGetReply
-	if err := c.Call(ctx, messages.EndpointDLQGet, messages.DLQGetRequest{Seq: seq}, &r); err != nil {
+	r, err := call[messages.DLQGetReply](ctx, c, messages.EndpointDLQGet, messages.DLQGetRequest{Seq: seq})
+	if err != nil {
 		return nil, err
 	}
 	if r.Entry == nil {
@@ -34,19 +30,15 @@ func (c *Client) DLQGet(ctx context.Context, seq uint64) (*messages.DLQEntryRef,
 
 // DLQStats summarises the entries f selects (dlq.stats).
 func (c *Client) DLQStats(ctx context.Context, f messages.DLQFilter) (*messages.DLQStats, error) {
-	var r messages.DLQStats
-	if err := c.Call(ctx, messages.EndpointDLQStats, f, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call[messages.DLQStats](ctx, c, messages.EndpointDLQStats, f)
 }
 
 // DLQReplay starts a replay, or with DryRun counts what it would replay
 // (dlq.replay). With Wait the call returns when the replay ends (or its
 // wait_timeout passes; give ctx a longer deadline).
 func (c *Client) DLQReplay(ctx context.Context, req messages.DLQReplayRequest) (*messages.DLQReplayStatus, error) {
-	var r messages.DLQReplayReply
-	if err := c.Call(ctx, messages.EndpointDLQReplay, req, &r); err != nil {
+	r, err := call[messages.DLQReplayReply](ctx, c, messages.EndpointDLQReplay, req)
+	if err != nil {
 		return nil, err
 	}
 	return &r.DLQReplayStatus, nil
@@ -55,8 +47,8 @@ func (c *Client) DLQReplay(ctx context.Context, req messages.DLQReplayRequest) (
 // DLQReplayCancel stops a running replay and returns its final counts
 // (dlq.replay.cancel).
 func (c *Client) DLQReplayCancel(ctx context.Context, id string) (*messages.DLQReplayStatus, error) {
-	var r messages.DLQReplayReply
-	if err := c.Call(ctx, messages.EndpointDLQReplayCancel, messages.DLQReplayCancelRequest{ReplayID: id}, &r); err != nil {
+	r, err := call[messages.DLQReplayReply](ctx, c, messages.EndpointDLQReplayCancel, messages.DLQReplayCancelRequest{ReplayID: id})
+	if err != nil {
 		return nil, err
 	}
 	return &r.DLQReplayStatus, nil
@@ -65,8 +57,8 @@ func (c *Client) DLQReplayCancel(ctx context.Context, id string) (*messages.DLQR
 // DLQReplays returns the status of replay id, or of every replay the
 // coordinator knows (id ""), newest first (dlq.replays).
 func (c *Client) DLQReplays(ctx context.Context, id string) ([]messages.DLQReplayStatus, error) {
-	var r messages.DLQReplaysReply
-	if err := c.Call(ctx, messages.EndpointDLQReplays, messages.DLQReplaysRequest{ReplayID: id}, &r); err != nil {
+	r, err := call[messages.DLQReplaysReply](ctx, c, messages.EndpointDLQReplays, messages.DLQReplaysRequest{ReplayID: id})
+	if err != nil {
 		return nil, err
 	}
 	return r.Replays, nil
@@ -75,8 +67,8 @@ func (c *Client) DLQReplays(ctx context.Context, id string) ([]messages.DLQRepla
 // DLQPurge deletes the entries req selects; req.Confirm must be true
 // (dlq.purge).
 func (c *Client) DLQPurge(ctx context.Context, req messages.DLQPurgeRequest) (int64, error) {
-	var r messages.DLQPurgeReply
-	if err := c.Call(ctx, messages.EndpointDLQPurge, req, &r); err != nil {
+	r, err := call[messages.DLQPurgeReply](ctx, c, messages.EndpointDLQPurge, req)
+	if err != nil {
 		return 0, err
 	}
 	return r.Purged, nil

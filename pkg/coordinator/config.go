@@ -103,33 +103,15 @@ func (c Config) WithDefaults() Config {
 		c.Prefix = "fleet"
 	}
 	c.Provision = c.Provision.WithDefaults()
-	if c.StatusInterval == 0 {
-		c.StatusInterval = DefaultStatusInterval
-	}
-	if c.PublishBatch == 0 {
-		c.PublishBatch = DefaultPublishBatch
-	}
-	if c.MaxSpecBytes == 0 {
-		c.MaxSpecBytes = DefaultMaxSpecBytes
-	}
-	if c.MaxItems == 0 {
-		c.MaxItems = DefaultMaxItems
-	}
-	if c.MaxPathNodes == 0 {
-		c.MaxPathNodes = DefaultMaxPathNodes
-	}
-	if c.MaxGroups == 0 {
-		c.MaxGroups = DefaultMaxGroups
-	}
-	if c.ErrorSignatures == 0 {
-		c.ErrorSignatures = DefaultErrorSignatures
-	}
-	if c.IntakeMaxDeliveries == 0 {
-		c.IntakeMaxDeliveries = DefaultIntakeMaxDeliveries
-	}
-	if c.LateResultWindow == 0 {
-		c.LateResultWindow = DefaultLateResultWindow
-	}
+	orDefault(&c.StatusInterval, DefaultStatusInterval)
+	orDefault(&c.PublishBatch, DefaultPublishBatch)
+	orDefault(&c.MaxSpecBytes, DefaultMaxSpecBytes)
+	orDefault(&c.MaxItems, DefaultMaxItems)
+	orDefault(&c.MaxPathNodes, DefaultMaxPathNodes)
+	orDefault(&c.MaxGroups, DefaultMaxGroups)
+	orDefault(&c.ErrorSignatures, DefaultErrorSignatures)
+	orDefault(&c.IntakeMaxDeliveries, DefaultIntakeMaxDeliveries)
+	orDefault(&c.LateResultWindow, DefaultLateResultWindow)
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -150,26 +132,29 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("input_dir: %q is not a directory", c.InputDir))
 		}
 	}
-	if c.PublishBatch < 1 {
-		errs = append(errs, fmt.Errorf("publish_batch: %d, want >= 1", c.PublishBatch))
-	}
-	if c.MaxSpecBytes < 1 {
-		errs = append(errs, fmt.Errorf("max_spec_bytes: %d, want >= 1", c.MaxSpecBytes))
-	}
-	if c.MaxItems < 1 {
-		errs = append(errs, fmt.Errorf("max_items: %d, want >= 1", c.MaxItems))
-	}
-	if c.MaxPathNodes < 1 {
-		errs = append(errs, fmt.Errorf("max_path_nodes: %d, want >= 1", c.MaxPathNodes))
-	}
-	if c.MaxGroups < 1 {
-		errs = append(errs, fmt.Errorf("max_groups: %d, want >= 1", c.MaxGroups))
-	}
-	if c.ErrorSignatures < 1 {
-		errs = append(errs, fmt.Errorf("error_signatures: %d, want >= 1", c.ErrorSignatures))
-	}
-	if c.IntakeMaxDeliveries < 1 {
-		errs = append(errs, fmt.Errorf("intake_max_deliveries: %d, want >= 1", c.IntakeMaxDeliveries))
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"publish_batch", int64(c.PublishBatch)},
+		{"max_spec_bytes", int64(c.MaxSpecBytes)},
+		{"max_items", c.MaxItems},
+		{"max_path_nodes", c.MaxPathNodes},
+		{"max_groups", int64(c.MaxGroups)},
+		{"error_signatures", int64(c.ErrorSignatures)},
+		{"intake_max_deliveries", int64(c.IntakeMaxDeliveries)},
+	} {
+		if f.v < 1 {
+			errs = append(errs, fmt.Errorf("%s: %d, want >= 1", f.name, f.v))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// orDefault sets *v to def when *v is the zero value.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }

@@ -296,10 +296,8 @@ func (c *Coordinator) intake(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: intake: %w", err)
 	}
-	go func() {
-		<-ctx.Done()
-		it.Stop()
-	}()
+	defer it.Stop()
+	defer context.AfterFunc(ctx, it.Stop)()
 	for {
 		m, err := it.Next()
 		if err != nil {
@@ -524,7 +522,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	}
 	c.metrics.jobsAccepted.Inc()
 	c.log.Info().Str("job_id", spec.ID).Int64("items", total).Bool("replaces_rejected", rev != 0).Msg("job accepted")
-	c.event(spec.ID, messages.EventSubmitted, "JobSubmitted", map[string]any{"items": total, "pool": eff.Pool})
+	c.event(spec.ID, messages.JobSubmittedEvent{Items: total, Pool: eff.Pool})
 	c.startRunner(rec)
 	return nil
 }
@@ -597,7 +595,7 @@ func (c *Coordinator) reject(ctx context.Context, id string, problems []messages
 			ev = ev.Str("problem", problems[0].Error())
 		}
 		ev.Msg("durable submission rejected")
-		c.event(id, messages.EventRejected, "JobRejected", map[string]any{"problems": problems})
+		c.event(id, messages.JobRejectedEvent{Problems: problems})
 	}
 	return nil
 }
@@ -626,22 +624,6 @@ func problemsOf(err error) []messages.FieldError {
 		return ve.Problems
 	}
 	return []messages.FieldError{{Message: err.Error()}}
-}
-
-// event publishes a lifecycle event; events are best effort.
-func (c *Coordinator) event(job, subjType, name string, data any) {
-	raw, err := json.Marshal(data)
-	if err != nil {
-		return
-	}
-	body, _ := json.Marshal(messages.Event{Type: name, JobID: job, Time: c.cfg.Clock.Now(), Data: raw})
-	m := nats.NewMsg(c.names.EventSubject(job, subjType))
-	m.Data = body
-	m.Header.Set(messages.HeaderJobID, job)
-	m.Header.Set(messages.HeaderEventType, name)
-	if _, err := c.js.PublishMsgAsync(m); err != nil {
-		c.log.Debug().Err(err).Str("event", name).Msg("event not published")
-	}
 }
 
 // fillBudget copies the job's budget record into st.

@@ -94,7 +94,7 @@ func (c *Coordinator) startDLQ(ctx context.Context) {
 	mon := dlq.NewMonitor(c.js, c.names, c.dlq.metrics, dlq.MonitorConfig{
 		Logger: c.log, Now: c.cfg.Clock.Now, CountSince: time.Now(),
 		OnWarn: func(u dlq.Usage) {
-			c.event(DLQEventsJob, messages.EventDLQ, "DLQNearlyFull", u.DLQStreamState)
+			c.event(DLQEventsJob, messages.DLQNearlyFullEvent(u.DLQStreamState))
 		},
 	})
 	interval := c.cfg.DLQMonitorInterval
@@ -345,7 +345,7 @@ func (s *dlqService) start(ctx context.Context, req messages.DLQReplayRequest) (
 	run.mu.Unlock()
 	s.metrics.ReplaysInProgress.Inc()
 	c.log.Info().Str("replay_id", run.id).Str("job_id", req.JobID).Int64("matched", plan.Matched).Float64("rate", req.Rate).Msg("DLQ replay started")
-	c.event(replayEventsJob(req.DLQFilter), messages.EventReplay, "DLQReplayStarted", run.snapshot())
+	c.event(replayEventsJob(req.DLQFilter), messages.DLQReplayStartedEvent(run.snapshot()))
 
 	jobs := make([]string, 0, len(plan.ByJob))
 	for j := range plan.ByJob {
@@ -385,7 +385,7 @@ func (s *dlqService) progress(run *replayRun, p dlq.Progress) {
 	st := run.status
 	run.mu.Unlock()
 	if emit {
-		s.c.event(replayEventsJob(st.Filter), messages.EventReplay, "DLQReplayProgress", st)
+		s.c.event(replayEventsJob(st.Filter), messages.DLQReplayProgressEvent(st))
 	}
 }
 
@@ -415,7 +415,7 @@ func (s *dlqService) finish(run *replayRun, p dlq.Progress, err error) {
 	}
 	s.c.log.Info().Str("replay_id", run.id).Str("state", st.State).Int64("replayed", st.Replayed).
 		Int64("failed", st.Failed).Int64("skipped", st.Skipped).Msg("DLQ replay ended")
-	s.c.event(replayEventsJob(st.Filter), messages.EventReplay, "DLQReplayFinished", st)
+	s.c.event(replayEventsJob(st.Filter), messages.DLQReplayFinishedEvent(st))
 	close(run.done)
 }
 

@@ -2,19 +2,13 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"runtime/debug"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -57,12 +51,18 @@ const (
 // follows their results, applies the job's policies (error_policy,
 // best_effort), runs the reduce phase, and then lingers for late results.
 //
-// Life of a job (docs/jobs.md): the map phase runs until every item has an
-// outcome, a policy stops it, best-effort completes it, its deadline
-// passes, or it is cancelled; items without an outcome then count as
-// not_run. With reduce steps (and unless cancelled) the reduce item runs
-// next; its outcome completes the job. A DLQ replay may reopen a finished
-// job for the replayed items.
+// Its phase (phase.go) says where the job is: replaying its results,
+// mapping, reducing, lingering, exited; lifecycle.fire is the only place
+// it changes. The map phase runs until every item has an outcome, a policy
+// stops it, best-effort completes it, its deadline passes, or it is
+// cancelled; items without an outcome then count as not_run. With reduce
+// steps (and unless cancelled) the reduce item runs next; its outcome
+// completes the job. A DLQ replay may reopen a finished job for the
+// replayed items (docs/jobs.md).
+//
+// Three goroutines touch it: the run loop (run), the results consumer
+// (apply, results.go) and the publisher (publisher.go); API calls read
+// snapshots and ask for stops. mu guards everything below it.
 type jobRunner struct {
 	c   *Coordinator
 	id  string
@@ -82,13 +82,8 @@ type jobRunner struct {
 	// numbers the failures counted.
 	errsOther int64
 	errSeq    uint64
-	dirty     bool
-	live      bool // the results replay caught up: policies apply
-	mapEnded  bool // the map phase ended (items left are not_run)
-	terminal  bool // the job is finished (a reopen may undo it)
-	epoch     int  // bumped by every map end and reopen
-	held      bool // a reopen is coming: linger once more (see hold)
-	exiting   bool // run is returning; hold fails
+	dirty     bool      // the record changed since the last write
+	life      lifecycle // the phase and what goes with it (phase.go)
 	pending   []func()
 	endSnap   messages.JobStatus // counts when the map phase last ended
 	// completeGroups counts the groups whose GroupStatus.Complete() holds,
@@ -101,11 +96,10 @@ type jobRunner struct {
 	poolsReady chan struct{} // closed once pools is set
 
 	progress chan struct{} // a result arrived (cap 1, non-blocking send)
-	caughtUp chan struct{} // results replay reached the end seen at start
-	wake     chan struct{} // map ended, job finished or reopened (cap 1)
+	caughtUp chan struct{} // closed when the results replay caught up
+	wake     chan struct{} // the phase changed (cap 1): the run loop looks
 	exited   chan struct{} // closed when run returns
 	stopCh   chan stopRequest
-	cancel   context.CancelFunc
 }
 
 type stopRequest struct {
@@ -163,21 +157,18 @@ func newJobRunner(c *Coordinator, rec messages.JobRecord) *jobRunner {
 // run publishes and tracks until the job ends and its linger window
 // passes, or ctx is cancelled (a coordinator shutdown, which leaves an
 // unfinished job to be resumed).
+//
+// The loop does what a phase change asks (loopDue): when the map phase
+// ends it stops the publisher, purges the queue, publishes the map-end
+// events and starts the reduce; when the job finishes it publishes
+// JobCompleted and starts the late-result wait; a reopen ends that wait.
 func (r *jobRunner) run(ctx context.Context) {
 	defer close(r.exited)
+	defer r.exit() // if run returns another way than below
 	ctx, cancel := context.WithCancel(ctx)
-	r.cancel = cancel
 	defer cancel()
 
-	if r.rec.Status.State == messages.StatePending {
-		now := r.c.cfg.Clock.Now()
-		r.mu.Lock()
-		r.rec.Status.State = messages.StateRunning
-		r.rec.Status.StartedAt = &now
-		r.dirty = true
-		r.mu.Unlock()
-		r.c.event(r.id, messages.EventStarted, "JobStarted", map[string]any{"items": r.rec.Status.Items})
-	}
+	r.markStarted()
 	r.loadPools(ctx)
 	cc, err := r.track(ctx)
 	if err != nil {
@@ -186,45 +177,33 @@ func (r *jobRunner) run(ctx context.Context) {
 	}
 	defer cc.Stop()
 
-	pubDone := make(chan error, 1)
-	pubCtx, pubCancel := context.WithCancel(ctx)
-	defer pubCancel()
-	go func() { pubDone <- r.publishAll(pubCtx) }()
-	stopPublishing := func() {
-		pubCancel()
-		if pubDone != nil {
-			<-pubDone
-			pubDone = nil
-		}
-	}
-
+	pub := r.startPublishing(ctx)
+	defer pub.cancel()
 	ticker := time.NewTicker(r.c.cfg.StatusInterval)
 	defer ticker.Stop()
 	var (
-		handledEnd, handledTerminal = -1, -1
-		linger                      <-chan time.Time
-		reducers                    sync.WaitGroup
+		due      = newLoopDue()
+		late     = newLateWait(r.c.cfg.LateResultWindow)
+		reducers sync.WaitGroup
 	)
 	defer reducers.Wait() // after cancel (deferred later, runs first)
 	defer cancel()
 	for {
 		select {
 		case <-ctx.Done():
-			r.mu.Lock()
-			r.exiting = true
-			r.mu.Unlock()
-			stopPublishing()
+			r.exit()
+			pub.stop()
 			r.flush(context.Background())
 			return
-		case err := <-pubDone:
-			pubDone = nil
+		case err := <-pub.result:
+			pub.result = nil
 			if err != nil && !errors.Is(err, context.Canceled) {
 				r.log.Error().Err(err).Msg("publishing stopped")
 				r.endMap(messages.StateFailed, "input_error: "+err.Error())
 			}
 		case req := <-r.stopCh:
 			r.endMap(req.state, req.reason)
-			stopPublishing()
+			pub.stop()
 			r.purgeQueued(ctx)
 			r.flush(ctx)
 			req.reply <- r.snapshot().Status
@@ -232,47 +211,87 @@ func (r *jobRunner) run(ctx context.Context) {
 		case <-ticker.C:
 			r.tick()
 			r.flush(ctx)
-		case <-linger:
-			r.mu.Lock()
-			still, held := r.terminal, r.held
-			r.held = false
-			r.exiting = still && !held
-			r.mu.Unlock()
-			if still && !held {
+		case <-late.passed():
+			if r.lateWindowPassed(late) {
 				r.flush(context.Background())
 				return
-			}
-			linger = nil
-			if still {
-				linger = time.After(r.c.cfg.LateResultWindow)
 			}
 		}
 		r.runPending()
 
 		r.mu.Lock()
-		ended, terminal, epoch, phase := r.mapEnded, r.terminal, r.epoch, r.rec.Status.Phase
+		life := r.life
 		r.mu.Unlock()
-		if ended && handledEnd != epoch {
-			handledEnd = epoch
-			stopPublishing()
+		mapEnd, finish := due.next(life)
+		if mapEnd {
+			pub.stop()
 			r.purgeQueued(ctx)
 			r.afterMapEnd()
-			if phase == messages.PhaseReducing {
+			if life.phase == phaseReducing {
 				reducers.Go(func() { r.startReduce(ctx) })
 			}
 		}
-		if terminal && handledTerminal != epoch {
-			handledTerminal = epoch
+		if finish {
 			r.flush(ctx)
 			st := r.snapshot().Status
-			r.c.event(r.id, messages.EventCompleted, "JobCompleted", st)
+			r.c.event(r.id, messages.JobCompletedEvent(st))
 			r.c.metrics.jobsFinished.WithLabelValues(st.State).Inc()
-			linger = time.After(r.c.cfg.LateResultWindow)
+			late.start()
 		}
-		if !terminal && linger != nil {
-			linger = nil // reopened by a replay
+		if life.phase != phaseLingering && late.waiting() {
+			late.cancel() // reopened by a replay
 		}
 	}
+}
+
+// markStarted moves a pending job to running.
+func (r *jobRunner) markStarted() {
+	r.mu.Lock()
+	st := &r.rec.Status
+	if st.State != messages.StatePending {
+		r.mu.Unlock()
+		return
+	}
+	now := r.c.cfg.Clock.Now()
+	st.State, st.StartedAt = messages.StateRunning, &now
+	r.dirty = true
+	items := st.Items
+	r.mu.Unlock()
+	r.c.event(r.id, messages.JobStartedEvent{Items: items})
+}
+
+// fireLocked moves the runner's lifecycle by t and keeps the record's
+// phase in step. It reports false, changing nothing, when the lifecycle
+// refuses t (the job is not where t applies).
+func (r *jobRunner) fireLocked(t trigger) bool {
+	if r.life.fire(t) != nil {
+		return false
+	}
+	r.syncPhaseLocked()
+	return true
+}
+
+// syncPhaseLocked writes the runner's phase into the record's.
+func (r *jobRunner) syncPhaseLocked() {
+	if p := recordPhase(r.life.phase); p != "" {
+		r.rec.Status.Phase = p
+	}
+}
+
+// lateWindowPassed decides, against a concurrent hold, what a late-result
+// window that passed means: another window, or the runner's exit (true).
+func (r *jobRunner) lateWindowPassed(late *lateWait) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return late.decide(r.life.windowPassed())
+}
+
+// exit marks the runner as exiting: a hold fails from now on, and
+// nothing more is decided.
+func (r *jobRunner) exit() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fireLocked(shutdown) // refused when it already exited
 }
 
 // hold keeps a lingering runner for one more window because a DLQ replay
@@ -280,11 +299,7 @@ func (r *jobRunner) run(ctx context.Context) {
 func (r *jobRunner) hold() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.exiting {
-		return false
-	}
-	r.held = true
-	return true
+	return r.life.hold()
 }
 
 // wakeUp nudges the run loop (non-blocking).
@@ -306,83 +321,6 @@ func (r *jobRunner) runPending() {
 	for _, f := range fs {
 		f()
 	}
-}
-
-// track replays the job's results from the start and follows new ones:
-// every origin's (fleet.results.*.<job>), each checked by admits.
-func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error) {
-	subj := r.c.names.JobResultsFilter(r.id)
-	var last uint64
-	stream, err := r.c.js.Stream(ctx, r.c.names.ResultsStream())
-	if err != nil {
-		return nil, err
-	}
-	if m, err := stream.GetLastMsgForSubject(ctx, subj); err == nil {
-		last = m.Sequence
-	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("last result of %s: %w", subj, err)
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		return nil, err
-	}
-	var once sync.Once
-	if last == 0 {
-		once.Do(r.goLive)
-	}
-	return cons.Consume(func(m jetstream.Msg) {
-		r.applyMsg(m)
-		if last > 0 {
-			if md, err := m.Metadata(); err == nil && md.Sequence.Stream >= last {
-				once.Do(r.goLive)
-			}
-		}
-		r.runPending()
-	})
-}
-
-// applyMsg applies one message of the results stream. A panic (a bug some
-// result found) skips that result rather than end the coordinator, which
-// would replay the same result and panic again after every restart.
-func (r *jobRunner) applyMsg(m jetstream.Msg) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("applying a result panicked; result ignored")
-		}
-	}()
-	var res messages.Result
-	if err := json.Unmarshal(m.Data(), &res); err != nil {
-		r.log.Warn().Err(err).Msg("undecodable result ignored")
-		return
-	}
-	if r.admits(&res, r.c.names.Origin(m.Subject())) {
-		r.apply(&res)
-	}
-}
-
-// goLive runs once the results replay has caught up: from now on results
-// are new, so policies and completion apply and events are emitted.
-func (r *jobRunner) goLive() {
-	r.mu.Lock()
-	r.live = true
-	st := &r.rec.Status
-	if st.MapReason != "" {
-		// The map phase ended before a coordinator restart (the job is
-		// reducing) or before a DLQ replay reopened it: items without an
-		// outcome then were not run, and stay so.
-		for i, oc := range r.outcome {
-			if oc == ocNone && !r.reopened[int64(i)] {
-				r.outcome[i] = ocNotRun
-				st.NotRun++
-			}
-		}
-		r.mapEnded = st.Phase == messages.PhaseReducing
-		r.dirty = true
-	}
-	r.checkLocked(nil)
-	r.mu.Unlock()
-	close(r.caughtUp)
-	r.wakeUp()
 }
 
 // apply records one result, de-duplicated by item index and generation.
@@ -465,7 +403,10 @@ func (r *jobRunner) count(code uint8, res *messages.Result, sign int64) {
 	case messages.ReasonItemBudget:
 		st.Budget.DeniedItem += sign
 	}
-	if st.Groups != nil {
+	// A group's counts are of items with an outcome: not_run items were
+	// never added (endMapLocked, goLive), so a late result or a reopen
+	// that replaces not_run takes nothing away from the group.
+	if st.Groups != nil && code != ocNotRun && code != ocLate {
 		g := st.Groups[res.Group]
 		was := g.Complete()
 		g.Done += sign
@@ -616,89 +557,13 @@ func (r *jobRunner) inFlight() int64 {
 func (r *jobRunner) ended() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.mapEnded || r.terminal
+	return r.life.ended()
 }
 
 func (r *jobRunner) isDone(idx int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.outcome[idx] != ocNone
-}
-
-// publishAll publishes the job's items after the cursor, in input order,
-// keeping at most max_parallel in flight.
-func (r *jobRunner) publishAll(ctx context.Context) error {
-	select {
-	case <-r.caughtUp:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	r.mu.Lock()
-	spec, cursor, items := r.rec.Spec, r.rec.Cursor, r.rec.Status.Items
-	routes := r.rec.Routes
-	r.mu.Unlock()
-	if cursor >= items {
-		return nil
-	}
-	// Count validated the input when the job was accepted.
-	src, err := expand.Open(ctx, spec, r.c.opener, expand.WithoutDuplicateCheck())
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	maxPar := int64(spec.MaxParallel)
-	batch := make([]expand.Item, 0, r.c.cfg.PublishBatch)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := r.publishBatch(ctx, spec, routes, batch); err != nil {
-			return err
-		}
-		batch = batch[:0]
-		return nil
-	}
-	for {
-		it, err := src.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if r.ended() {
-			return nil // a policy, best effort or cancel ended the map phase
-		}
-		if it.Index < cursor || r.isDone(it.Index) {
-			if it.Index >= cursor {
-				r.advance(it.Index+1, 0)
-			}
-			continue
-		}
-		for maxPar > 0 && r.inFlight()+int64(len(batch)) >= maxPar {
-			if len(batch) > 0 {
-				if err := flush(); err != nil {
-					return err
-				}
-				continue
-			}
-			select {
-			case <-r.progress:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		if maxPar > 0 && r.ended() {
-			return nil
-		}
-		batch = append(batch, it)
-		if len(batch) == cap(batch) {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	return flush()
 }
 
 // advance moves the cursor and the published count after acknowledged publishes.
@@ -710,92 +575,6 @@ func (r *jobRunner) advance(cursor, published int64) {
 	r.rec.Status.Published += published
 	r.dirty = true
 	r.mu.Unlock()
-}
-
-// publishBatch publishes items asynchronously and waits for every PubAck,
-// re-publishing refused ones (a full work stream) with backoff.
-func (r *jobRunner) publishBatch(ctx context.Context, spec *messages.JobSpec, routes map[string]string, batch []expand.Item) error {
-	msgs := make([]*nats.Msg, len(batch))
-	for i, it := range batch {
-		m, err := r.workMsg(spec, routes, it)
-		if err != nil {
-			return err
-		}
-		msgs[i] = m
-	}
-	pending := msgs
-	delay := 50 * time.Millisecond
-	for len(pending) > 0 {
-		futures := make([]jetstream.PubAckFuture, 0, len(pending))
-		var failed []*nats.Msg
-		var lastErr error
-		for _, m := range pending {
-			f, err := r.c.js.PublishMsgAsync(m)
-			if errors.Is(err, nats.ErrMaxPayload) {
-				// Acceptance keeps items within max_payload; a server whose
-				// max_payload shrank since cannot take this one, ever.
-				return fmt.Errorf("an item's work message is %d bytes, over the server's max_payload %d", len(m.Data), r.c.nc.MaxPayload())
-			}
-			if err != nil {
-				lastErr = err
-				failed = append(failed, m)
-				continue
-			}
-			futures = append(futures, f)
-		}
-		for _, f := range futures {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				lastErr = err
-				failed = append(failed, f.Msg())
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		if len(failed) == 0 {
-			break
-		}
-		r.log.Warn().AnErr("last_error", lastErr).Int("refused", len(failed)).Dur("delay", delay).Msg("work publishes refused; retrying")
-		r.c.metrics.publishRetries.Add(float64(len(failed)))
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if delay < 2*time.Second {
-			delay *= 2
-		}
-		pending = failed
-	}
-	r.c.metrics.published.Add(float64(len(batch)))
-	r.advance(batch[len(batch)-1].Index+1, int64(len(batch)))
-	return nil
-}
-
-func (r *jobRunner) workMsg(spec *messages.JobSpec, routes map[string]string, it expand.Item) (*nats.Msg, error) {
-	wi := messages.WorkItem{
-		JobID:         r.id,
-		ItemID:        it.ID,
-		Index:         it.Index,
-		Group:         it.Group,
-		Payload:       it.Raw,
-		CorrelationID: fmt.Sprintf("%s:%d", r.id, it.Index),
-	}
-	data, err := json.Marshal(&wi)
-	if err != nil {
-		return nil, fmt.Errorf("item %d: %w", it.Index, err)
-	}
-	pool := spec.Pool
-	if p, ok := routes[it.Group]; ok {
-		pool = p
-	}
-	m := nats.NewMsg(r.c.names.WorkSubject(pool, r.id))
-	m.Data = data
-	// Only the dedupe id: job and item are in the body (and the job in the
-	// subject), and every header costs parsing per message on the hot path.
-	m.Header.Set(messages.HeaderMsgID, messages.WorkMsgID(r.id, it.ID, 0))
-	return m, nil
 }
 
 // purgeQueued removes the job's queued work messages (stop or cancel).
@@ -812,10 +591,7 @@ func (r *jobRunner) purgeQueued(ctx context.Context) {
 // stop ends the job with state and reason (cancel or policy stop).
 func (r *jobRunner) stop(ctx context.Context, state, reason string) (messages.JobStatus, error) {
 	req := stopRequest{state: state, reason: reason, reply: make(chan messages.JobStatus, 1)}
-	r.mu.Lock()
-	ended := r.mapEnded || r.terminal
-	r.mu.Unlock()
-	if ended {
+	if r.ended() {
 		return r.snapshot().Status, errJobFinished
 	}
 	select {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/rs/zerolog"
 
@@ -99,7 +99,7 @@ func buildItemPools(ctx context.Context, open expand.Opener, rec *messages.JobRe
 	for g := range routes {
 		groups = append(groups, g)
 	}
-	sort.Strings(groups) // stable codes
+	slices.Sort(groups) // stable codes
 	for _, g := range groups {
 		pool := routes[g]
 		if _, ok := code[pool]; !ok && len(p.names) < math.MaxUint16 {

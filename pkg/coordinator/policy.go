@@ -12,7 +12,7 @@ import (
 // phase ended, or to a job reopened by a DLQ replay (it already ended once
 // for its own reason; the replayed items only settle).
 func (r *jobRunner) checkLocked(res *messages.Result) {
-	if !r.live || r.mapEnded {
+	if !r.life.deciding() {
 		return
 	}
 	st := &r.rec.Status
@@ -92,7 +92,7 @@ func (r *jobRunner) groupsCompletedLocked() int {
 func (r *jobRunner) tick() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.live || r.mapEnded || r.terminal || r.rec.Deadline == nil || r.rec.Status.MapReason != "" {
+	if !r.life.deciding() || r.rec.Deadline == nil || r.rec.Status.MapReason != "" {
 		return
 	}
 	if r.c.cfg.Clock.Now().Before(*r.rec.Deadline) {
@@ -110,13 +110,17 @@ func (r *jobRunner) endMap(state, reason string) {
 
 // endMapLocked ends the map phase: items without an outcome become not_run,
 // and the job either moves on to its reduce phase or finishes. The run loop
-// then purges the queued items and publishes the events.
+// then purges the queued items and publishes the events. It does nothing
+// when the map phase already ended (the lifecycle refuses a second end).
 func (r *jobRunner) endMapLocked(state, reason string) {
-	if r.mapEnded || r.terminal {
+	reduce := state != messages.StateCancelled && r.rec.Spec != nil && len(r.rec.Spec.Reduce) > 0
+	t := mapEndFinish
+	if reduce {
+		t = mapEndReduce
+	}
+	if !r.fireLocked(t) {
 		return
 	}
-	r.mapEnded = true
-	r.epoch++
 	st := &r.rec.Status
 	// Every item without an outcome is not run, replayed ones included:
 	// the purge that follows removes their queued messages too.
@@ -134,24 +138,23 @@ func (r *jobRunner) endMapLocked(state, reason string) {
 	r.dirty = true
 	r.endSnap = *st
 	copyStatus(&r.endSnap)
-	if state != messages.StateCancelled && r.rec.Spec != nil && len(r.rec.Spec.Reduce) > 0 {
+	if reduce {
 		gen := 1
 		if st.Reduce != nil {
 			gen = st.Reduce.Generation + 1
 		}
-		st.Phase = messages.PhaseReducing
 		st.Reduce = &messages.ReduceStatus{State: "pending", Generation: gen}
 	} else {
-		r.terminalLocked(state, reason)
+		r.finishLocked(state, reason)
 	}
 	r.wakeUp()
 }
 
-// terminalLocked finishes the job.
-func (r *jobRunner) terminalLocked(state, reason string) {
+// finishLocked records the job's end, once the lifecycle moved to
+// lingering (the map phase ended without a reduce, or the reduce did).
+func (r *jobRunner) finishLocked(state, reason string) {
 	st := &r.rec.Status
-	r.terminal = true
-	st.State, st.CompletionReason, st.Phase = state, reason, messages.PhaseDone
+	st.State, st.CompletionReason = state, reason
 	now := r.c.cfg.Clock.Now()
 	st.FinishedAt = &now
 	r.dirty = true
@@ -170,13 +173,13 @@ func (r *jobRunner) afterMapEnd() {
 	r.mu.Lock()
 	st := r.endSnap // the counts that ended it, before any late result
 	r.mu.Unlock()
-	r.c.event(r.id, messages.EventMapEnded, "MapPhaseEnded", map[string]any{"state": st.MapState, "reason": st.MapReason})
+	r.c.event(r.id, messages.MapPhaseEndedEvent{State: st.MapState, Reason: st.MapReason})
 	switch st.MapReason {
 	case messages.CompletionMaxFailures, messages.CompletionFailureThreshold, messages.CompletionFirstFailure, messages.CompletionItemStop:
 		r.log.Warn().Str("reason", st.MapReason).Int64("failed", st.Failed+st.DeadLettered+st.Skipped).Msg("job stopped by its error policy")
-		r.c.event(r.id, messages.EventStopped, "JobStopped", map[string]any{
-			"reason": st.MapReason, "succeeded": st.Succeeded, "failed": st.Failed,
-			"dead_lettered": st.DeadLettered, "skipped": st.Skipped, "not_run": st.NotRun,
+		r.c.event(r.id, messages.JobStoppedEvent{
+			Reason: st.MapReason, Succeeded: st.Succeeded, Failed: st.Failed,
+			DeadLettered: st.DeadLettered, Skipped: st.Skipped, NotRun: st.NotRun,
 		})
 	}
 	if be := st.BestEffort; be != nil {
@@ -187,10 +190,10 @@ func (r *jobRunner) afterMapEnd() {
 		r.c.metrics.bestEffort.WithLabelValues(st.MapReason).Inc()
 		r.c.metrics.bestEffortRatio.Set(ratio)
 		r.log.Info().Str("reason", st.MapReason).Int("groups_completed", be.GroupsCompleted).Int("min_groups", be.MinGroups).Bool("success", be.Success).Msg("best-effort completion")
-		r.c.event(r.id, messages.EventBestEffort, "BestEffortCompletion", map[string]any{
-			"reason": st.MapReason, "groups": be.Groups, "groups_completed": be.GroupsCompleted,
-			"min_groups": be.MinGroups, "success": be.Success, "completion_ratio": ratio,
-			"not_run": st.NotRun,
+		r.c.event(r.id, messages.BestEffortCompletionEvent{
+			Reason: st.MapReason, Groups: be.Groups, GroupsCompleted: be.GroupsCompleted,
+			MinGroups: be.MinGroups, Success: be.Success, CompletionRatio: ratio,
+			NotRun: st.NotRun,
 		})
 	}
 }
@@ -205,10 +208,10 @@ func (r *jobRunner) lateResultLocked(res *messages.Result) bool {
 	r.dirty = true
 	r.c.metrics.lateResults.WithLabelValues(r.lateMode).Inc()
 	mode := r.lateMode
-	data := map[string]any{"item_id": res.ItemID, "index": res.Index, "outcome": res.Outcome, "policy": mode, "group": res.Group}
+	data := messages.LateResultEvent{ItemID: res.ItemID, Index: res.Index, Outcome: res.Outcome, Policy: mode, Group: res.Group}
 	r.deferLocked(func() {
 		r.log.Info().Str("item_id", res.ItemID).Str("outcome", res.Outcome).Str("policy", mode).Msg("late result")
-		r.c.event(r.id, messages.EventLateResult, "LateResult", data)
+		r.c.event(r.id, data)
 	})
 	if mode == messages.LateResultsLog {
 		r.outcome[res.Index] = ocLate
@@ -216,7 +219,7 @@ func (r *jobRunner) lateResultLocked(res *messages.Result) bool {
 	}
 	if st.BestEffort != nil {
 		r.deferLocked(func() {
-			r.c.event(r.id, messages.EventLateResult, "JobResultAmended", data)
+			r.c.event(r.id, messages.JobResultAmendedEvent(data))
 		})
 	}
 	return true
@@ -231,16 +234,16 @@ func (r *jobRunner) collectLocked(res *messages.Result) {
 		return
 	}
 	evs := r.collector.Add(retry.ErrorEvent{ItemID: res.ItemID, Class: res.ErrorClass, Message: res.Error, Signature: res.Signature})
-	if len(evs) == 0 || !r.live {
+	if len(evs) == 0 || !r.life.live {
 		return
 	}
 	if r.workflow.Collection().Mode == messages.CollectImmediate {
 		ev := evs[0]
 		outcome, reason := res.Outcome, res.Reason
 		r.deferLocked(func() {
-			r.c.event(r.id, messages.EventItemFailed, "ItemFailed", map[string]any{
-				"item_id": ev.ItemID, "class": ev.Class, "message": ev.Message, "signature": ev.Signature,
-				"outcome": outcome, "reason": reason,
+			r.c.event(r.id, messages.ItemFailedEvent{
+				ItemID: ev.ItemID, Class: ev.Class, Message: ev.Message, Signature: ev.Signature,
+				Outcome: outcome, Reason: reason,
 			})
 		})
 		return
@@ -249,7 +252,11 @@ func (r *jobRunner) collectLocked(res *messages.Result) {
 }
 
 func (r *jobRunner) errorBatch(evs []retry.ErrorEvent) {
-	r.c.event(r.id, messages.EventErrorBatch, "ErrorBatch", map[string]any{"count": len(evs), "errors": evs})
+	batch := messages.ErrorBatchEvent{Count: len(evs), Errors: make([]messages.ItemErrorEntry, len(evs))}
+	for i, e := range evs {
+		batch.Errors[i] = messages.ItemErrorEntry{ItemID: e.ItemID, Class: e.Class, Message: e.Message, Signature: e.Signature}
+	}
+	r.c.event(r.id, batch)
 }
 
 // applyReopen handles the marker a DLQ replay writes before republishing
@@ -269,10 +276,8 @@ func (r *jobRunner) applyReopen(res *messages.Result) {
 	r.gens[res.Index] = res.Generation
 	r.reopened[res.Index] = true
 	r.dirty = true
-	if r.mapEnded || r.terminal {
-		r.mapEnded, r.terminal = false, false
-		r.epoch++
-		st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateRunning, "", messages.PhaseMap, nil
+	if r.fireLocked(reopened) { // refused unless the map phase had ended
+		st.State, st.CompletionReason, st.FinishedAt = messages.StateRunning, "", nil
 		r.deferLocked(func() { r.log.Info().Str("item_id", res.ItemID).Msg("job reopened by a DLQ replay") })
 		r.wakeUp()
 	}

@@ -16,19 +16,8 @@ func ptr[T any](v T) *T { return &v }
 // bookkeeping under its lock.
 func testRunner(t *testing.T, spec *messages.JobSpec, items int64, groups map[string]int64) *jobRunner {
 	t.Helper()
-	c := &Coordinator{cfg: Config{}.WithDefaults(), metrics: newMetrics(nil, func() float64 { return 0 })}
-	rec := messages.JobRecord{Spec: spec, Status: messages.JobStatus{ID: "j", State: messages.StateRunning, Items: items}}
-	if groups != nil {
-		rec.Status.Groups = map[string]messages.GroupStatus{}
-		for g, n := range groups {
-			rec.Status.Groups[g] = messages.GroupStatus{Items: n}
-		}
-	}
-	if spec.BestEffort != nil {
-		rec.Status.BestEffort = bestEffortStatus(spec.BestEffort, spec.BestEffort, max(len(groups), 1))
-	}
-	r := newJobRunner(c, rec)
-	r.live = true
+	r := testRunnerReplaying(t, spec, items, groups)
+	r.goLive()
 	return r
 }
 
@@ -73,7 +62,7 @@ func TestRunnerPolicies(t *testing.T) {
 			}
 			st := r.snapshot().Status
 			if tt.wantState == "" {
-				require.False(t, r.mapEnded, "%+v", st)
+				require.False(t, r.life.ended(), "%+v", st)
 				require.Equal(t, messages.StateRunning, st.State)
 				return
 			}
@@ -97,7 +86,7 @@ func TestRunnerBestEffort(t *testing.T) {
 		r.apply(item(0, "a", ok))
 		r.apply(item(1, "a", ok))
 		r.apply(item(2, "b", ok))
-		require.False(t, r.mapEnded)
+		require.False(t, r.life.ended())
 		r.apply(item(3, "b", ok))
 		st := r.snapshot().Status
 		require.Equal(t, messages.StateSucceeded, st.State)
@@ -120,7 +109,7 @@ func TestRunnerBestEffort(t *testing.T) {
 		r.apply(item(1, "a", dead))
 		r.apply(item(2, "b", ok))
 		r.apply(item(3, "b", ok))
-		require.False(t, r.mapEnded, "only b is complete")
+		require.False(t, r.life.ended(), "only b is complete")
 		r.apply(item(4, "c", ok))
 		r.apply(item(5, "c", ok))
 		st := r.snapshot().Status
@@ -137,7 +126,7 @@ func TestRunnerBestEffort(t *testing.T) {
 		r.apply(item(0, "a", ok))
 		r.apply(item(1, "a", ok))
 		r.tick()
-		require.False(t, r.mapEnded, "before the deadline")
+		require.False(t, r.life.ended(), "before the deadline")
 		clk.t = dl
 		r.tick()
 		st := r.snapshot().Status

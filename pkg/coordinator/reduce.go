@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,7 +86,7 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 		return fmt.Errorf("publishing the reduce item: %w", err)
 	}
 	r.log.Info().Int64("successful", wi.Reduce.Successful).Int64("failed", wi.Reduce.Failed).Msg("map phase ended; reduce item published")
-	r.c.event(r.id, messages.EventReduce, "ReduceStarted", wi.Reduce)
+	r.c.event(r.id, messages.ReduceStartedEvent(*wi.Reduce))
 	return nil
 }
 
@@ -155,15 +156,7 @@ func (r *jobRunner) mapOutputs(ctx context.Context) ([]messages.MapOutput, error
 		}
 	}
 	r.mu.Unlock()
-	slices.SortFunc(out, func(a, b messages.MapOutput) int {
-		switch {
-		case a.Index < b.Index:
-			return -1
-		case a.Index > b.Index:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b messages.MapOutput) int { return cmp.Compare(a.Index, b.Index) })
 	return out, nil
 }
 
@@ -176,6 +169,9 @@ func (r *jobRunner) applyReduce(res *messages.Result) {
 	if st.Phase != messages.PhaseReducing || st.Reduce == nil || st.Reduce.State != "pending" || res.Generation != st.Reduce.Generation {
 		return // a duplicate, or the result of an earlier reduce generation
 	}
+	if !r.fireLocked(reduceDone) {
+		return // cannot happen: a record reducing is a runner replaying or reducing
+	}
 	st.Reduce = &messages.ReduceStatus{State: res.Outcome, Generation: res.Generation, Output: res.Output, Error: res.Error, Agent: res.Agent}
 	state := st.MapState
 	if res.Outcome != messages.OutcomeSucceeded {
@@ -183,6 +179,6 @@ func (r *jobRunner) applyReduce(res *messages.Result) {
 		state = messages.StateFailed
 	}
 	reduce := *st.Reduce
-	r.deferLocked(func() { r.c.event(r.id, messages.EventReduce, "ReduceCompleted", reduce) })
-	r.terminalLocked(state, st.MapReason)
+	r.deferLocked(func() { r.c.event(r.id, messages.ReduceCompletedEvent(reduce)) })
+	r.finishLocked(state, st.MapReason)
 }

@@ -1,11 +1,13 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -126,17 +128,14 @@ func (s *jobStore) list(ctx context.Context) ([]*messages.JobRecord, error) {
 		}
 		recs = append(recs, rec)
 	}
-	sort.Slice(recs, func(i, j int) bool {
-		return recs[i].Status.SubmittedAt.After(recs[j].Status.SubmittedAt)
+	slices.SortFunc(recs, func(a, b *messages.JobRecord) int {
+		return b.Status.SubmittedAt.Compare(a.Status.SubmittedAt)
 	})
 	return recs, nil
 }
 
 func sortErrors(es []messages.ErrorSummary) {
-	sort.Slice(es, func(i, j int) bool {
-		if es[i].Count != es[j].Count {
-			return es[i].Count > es[j].Count
-		}
-		return es[i].Signature < es[j].Signature
+	slices.SortFunc(es, func(a, b messages.ErrorSummary) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Signature, b.Signature))
 	})
 }

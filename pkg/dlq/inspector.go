@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -498,40 +499,33 @@ func (in *Inspector) Purge(ctx context.Context, f messages.DLQFilter) (int64, er
 		return 0, err
 	}
 	var (
-		mu      sync.Mutex
-		purged  int64
-		errs    []error
-		wg      sync.WaitGroup
-		pending = make(chan uint64)
+		mu     sync.Mutex
+		purged int64
+		errs   []error
+		// A plain group: a failed delete does not stop the others; every
+		// failure is reported.
+		g errgroup.Group
 	)
-	for range min(purgeWorkers, len(seqs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for seq := range pending {
-				err := stream.DeleteMsg(ctx, seq)
-				mu.Lock()
-				switch {
-				case err == nil:
-					purged++
-				case isNotFound(err):
-				default:
-					errs = append(errs, fmt.Errorf("dlq: delete %d: %w", seq, err))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-feed:
+	g.SetLimit(purgeWorkers)
 	for _, seq := range seqs {
-		select {
-		case pending <- seq:
-		case <-ctx.Done():
-			break feed
+		if ctx.Err() != nil {
+			break
 		}
+		g.Go(func() error {
+			err := stream.DeleteMsg(ctx, seq)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				purged++
+			case isNotFound(err):
+			default:
+				errs = append(errs, fmt.Errorf("dlq: delete %d: %w", seq, err))
+			}
+			return nil
+		})
 	}
-	close(pending)
-	wg.Wait()
+	_ = g.Wait() // the goroutines report in errs
 	if len(errs) > 0 {
 		return purged, errors.Join(errs...)
 	}

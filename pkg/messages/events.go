@@ -42,3 +42,164 @@ type BreakerChangedEvent struct {
 	// half_open.
 	OpenedAt time.Time `json:"opened_at,omitzero"`
 }
+
+// Payloads of the coordinator's events: the Data of an [Event] on
+// fleet.events.<job>.<type>, one type per event name. Each names its event
+// ([EventPayload]), so a publisher cannot put one event's data under
+// another's name. docs/jobs.md and docs/dlq.md say when each is published.
+
+// EventPayload is the data of one kind of event.
+type EventPayload interface {
+	// EventName is the event's name, Event.Type ("JobStarted").
+	EventName() string
+	// EventToken is the event type token of its subject:
+	// fleet.events.<job>.<token> for the coordinator's events,
+	// fleet.events.<job>.<token>.<pool> for an agent's (AgentEventSubject).
+	EventToken() string
+}
+
+func (BudgetExhaustedEvent) EventName() string  { return EventTypeBudgetExhausted }
+func (BreakerChangedEvent) EventName() string   { return EventTypeBreakerChanged }
+func (BudgetExhaustedEvent) EventToken() string { return EventBudget }
+func (BreakerChangedEvent) EventToken() string  { return EventBreaker }
+
+// JobSubmittedEvent: a job was accepted.
+type JobSubmittedEvent struct {
+	Items int64  `json:"items"`
+	Pool  string `json:"pool"`
+}
+
+// JobRejectedEvent: a durable submission was rejected.
+type JobRejectedEvent struct {
+	Problems []FieldError `json:"problems"`
+}
+
+// JobStartedEvent: a job's runner started it.
+type JobStartedEvent struct {
+	Items int64 `json:"items"`
+}
+
+// JobCompletedEvent: a job finished (again, after a DLQ replay reopened
+// it); the data is its status then.
+type JobCompletedEvent JobStatus
+
+// MapPhaseEndedEvent: a job's map phase ended; agents drop its queued
+// first-generation items.
+type MapPhaseEndedEvent struct {
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+}
+
+// JobStoppedEvent: an error policy stopped a job; the counts are those of
+// the moment it stopped.
+type JobStoppedEvent struct {
+	Reason       string `json:"reason"`
+	Succeeded    int64  `json:"succeeded"`
+	Failed       int64  `json:"failed"`
+	DeadLettered int64  `json:"dead_lettered"`
+	Skipped      int64  `json:"skipped"`
+	NotRun       int64  `json:"not_run"`
+}
+
+// BestEffortCompletionEvent: a best-effort job's map phase ended.
+type BestEffortCompletionEvent struct {
+	Reason          string  `json:"reason"`
+	Groups          int     `json:"groups"`
+	GroupsCompleted int     `json:"groups_completed"`
+	MinGroups       int     `json:"min_groups"`
+	Success         bool    `json:"success"`
+	CompletionRatio float64 `json:"completion_ratio"`
+	NotRun          int64   `json:"not_run"`
+}
+
+// LateResultEvent: a result arrived for an item counted not_run when the
+// map phase ended. Policy is the job's late_results.
+type LateResultEvent struct {
+	ItemID  string `json:"item_id"`
+	Index   int64  `json:"index"`
+	Outcome string `json:"outcome"`
+	Policy  string `json:"policy"`
+	Group   string `json:"group"`
+}
+
+// JobResultAmendedEvent: a late result amended a best-effort job's counts
+// (late_results: update).
+type JobResultAmendedEvent LateResultEvent
+
+// ItemFailedEvent: an item failed (error_collection: immediate).
+type ItemFailedEvent struct {
+	ItemID    string `json:"item_id"`
+	Class     string `json:"class"`
+	Message   string `json:"message"`
+	Signature string `json:"signature"`
+	Outcome   string `json:"outcome"`
+	Reason    string `json:"reason"`
+}
+
+// ErrorBatchEvent: failures collected by error_collection: batched (and
+// the rest when the job ends).
+type ErrorBatchEvent struct {
+	Count  int              `json:"count"`
+	Errors []ItemErrorEntry `json:"errors"`
+}
+
+// ItemErrorEntry is one failure of an [ErrorBatchEvent].
+type ItemErrorEntry struct {
+	ItemID    string `json:"item_id"`
+	Class     string `json:"class,omitempty"`
+	Message   string `json:"message"`
+	Signature string `json:"signature"`
+}
+
+// ReduceStartedEvent: a job's reduce item was published.
+type ReduceStartedEvent ReduceInput
+
+// ReduceCompletedEvent: a job's reduce item reported its outcome.
+type ReduceCompletedEvent ReduceStatus
+
+// DLQNearlyFullEvent: the DLQ stream passed 80% of a limit.
+type DLQNearlyFullEvent DLQStreamState
+
+// DLQReplayStartedEvent, DLQReplayProgressEvent and DLQReplayFinishedEvent:
+// a replay started, handled another batch of entries, and ended.
+type (
+	DLQReplayStartedEvent  DLQReplayStatus
+	DLQReplayProgressEvent DLQReplayStatus
+	DLQReplayFinishedEvent DLQReplayStatus
+)
+
+func (JobSubmittedEvent) EventName() string         { return "JobSubmitted" }
+func (JobRejectedEvent) EventName() string          { return "JobRejected" }
+func (JobStartedEvent) EventName() string           { return "JobStarted" }
+func (JobCompletedEvent) EventName() string         { return "JobCompleted" }
+func (MapPhaseEndedEvent) EventName() string        { return "MapPhaseEnded" }
+func (JobStoppedEvent) EventName() string           { return "JobStopped" }
+func (BestEffortCompletionEvent) EventName() string { return "BestEffortCompletion" }
+func (LateResultEvent) EventName() string           { return "LateResult" }
+func (JobResultAmendedEvent) EventName() string     { return "JobResultAmended" }
+func (ItemFailedEvent) EventName() string           { return "ItemFailed" }
+func (ErrorBatchEvent) EventName() string           { return "ErrorBatch" }
+func (ReduceStartedEvent) EventName() string        { return "ReduceStarted" }
+func (ReduceCompletedEvent) EventName() string      { return "ReduceCompleted" }
+func (DLQNearlyFullEvent) EventName() string        { return "DLQNearlyFull" }
+func (DLQReplayStartedEvent) EventName() string     { return "DLQReplayStarted" }
+func (DLQReplayProgressEvent) EventName() string    { return "DLQReplayProgress" }
+func (DLQReplayFinishedEvent) EventName() string    { return "DLQReplayFinished" }
+
+func (JobSubmittedEvent) EventToken() string         { return EventSubmitted }
+func (JobRejectedEvent) EventToken() string          { return EventRejected }
+func (JobStartedEvent) EventToken() string           { return EventStarted }
+func (JobCompletedEvent) EventToken() string         { return EventCompleted }
+func (MapPhaseEndedEvent) EventToken() string        { return EventMapEnded }
+func (JobStoppedEvent) EventToken() string           { return EventStopped }
+func (BestEffortCompletionEvent) EventToken() string { return EventBestEffort }
+func (LateResultEvent) EventToken() string           { return EventLateResult }
+func (JobResultAmendedEvent) EventToken() string     { return EventLateResult }
+func (ItemFailedEvent) EventToken() string           { return EventItemFailed }
+func (ErrorBatchEvent) EventToken() string           { return EventErrorBatch }
+func (ReduceStartedEvent) EventToken() string        { return EventReduce }
+func (ReduceCompletedEvent) EventToken() string      { return EventReduce }
+func (DLQNearlyFullEvent) EventToken() string        { return EventDLQ }
+func (DLQReplayStartedEvent) EventToken() string     { return EventReplay }
+func (DLQReplayProgressEvent) EventToken() string    { return EventReplay }
+func (DLQReplayFinishedEvent) EventToken() string    { return EventReplay }

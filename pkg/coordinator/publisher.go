@@ -1,0 +1,284 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// asyncPublisher is the part of JetStream the publisher uses.
+type asyncPublisher interface {
+	PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+}
+
+// publishState is what the publisher reads and moves in its job's
+// runner; every method takes the runner's lock.
+type publishState interface {
+	// ended reports whether the map phase is over (publishing stops).
+	ended() bool
+	// isDone reports whether item idx already has an outcome.
+	isDone(idx int64) bool
+	// inFlight is the number of published items without an outcome.
+	inFlight() int64
+	// advance moves the cursor to cursor (if further) and counts
+	// published more items as published.
+	advance(cursor, published int64)
+}
+
+// window is max_parallel: at most limit items published and without an
+// outcome, across the fleet (0: no bound).
+type window struct{ limit int64 }
+
+func (w window) bounded() bool { return w.limit > 0 }
+
+// full reports whether inFlight published items and batched ones about to
+// be fill the window.
+func (w window) full(inFlight, batched int64) bool {
+	return w.bounded() && inFlight+batched >= w.limit
+}
+
+// Backoff of work publishes the stream refused (it is full).
+const (
+	publishRetryFirst = 50 * time.Millisecond
+	publishRetryMax   = 2 * time.Second
+)
+
+// publisher publishes a job's items to the work stream: in input order
+// from the cursor on, PublishBatch at a time with every PubAck awaited,
+// keeping the window, and publishing again what a full stream refused.
+// Items with an outcome (a restart) are skipped. It runs on one goroutine;
+// it is not safe for concurrent use.
+type publisher struct {
+	job    string
+	spec   *messages.JobSpec
+	routes map[string]string // group → pool (JobRecord.Routes)
+	cursor int64             // the first index not yet published
+	items  int64
+	batch  int
+	window window
+	open   expand.Opener
+	names  messages.Names
+	js     asyncPublisher
+	// maxPayload is the server's max_payload, for the error about an item
+	// it cannot take.
+	maxPayload func() int64
+	state      publishState
+	progress   <-chan struct{} // a result arrived: the window may have room
+	after      func(time.Duration) <-chan time.Time
+	log        zerolog.Logger
+	metrics    *metrics
+}
+
+// newPublisher builds the runner's publisher from its record as it is now.
+func (r *jobRunner) newPublisher() *publisher {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return &publisher{
+		job: r.id, spec: r.rec.Spec, routes: r.rec.Routes,
+		cursor: r.rec.Cursor, items: r.rec.Status.Items,
+		batch: r.c.cfg.PublishBatch, window: window{int64(r.rec.Spec.MaxParallel)},
+		open: r.c.opener, names: r.c.names, js: r.c.js, maxPayload: r.c.nc.MaxPayload,
+		state: r, progress: r.progress, after: time.After, log: r.log, metrics: r.c.metrics,
+	}
+}
+
+// run publishes until every item is published, the map phase ends, or
+// ctx ends (ctx's error). Any other error ends the job (input_error).
+func (p *publisher) run(ctx context.Context) error {
+	if p.cursor >= p.items {
+		return nil
+	}
+	// Count validated the input when the job was accepted.
+	src, err := expand.Open(ctx, p.spec, p.open, expand.WithoutDuplicateCheck())
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	batch := make([]expand.Item, 0, p.batch)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := p.publishBatch(ctx, batch); err != nil {
+			return err
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for {
+		it, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if p.state.ended() {
+			return nil // a policy, best effort or cancel ended the map phase
+		}
+		if it.Index < p.cursor || p.state.isDone(it.Index) {
+			if it.Index >= p.cursor {
+				p.state.advance(it.Index+1, 0)
+			}
+			continue
+		}
+		// bounded first: inFlight takes the runner's lock, which the
+		// results consumer needs too.
+		for p.window.bounded() && p.window.full(p.state.inFlight(), int64(len(batch))) {
+			if len(batch) > 0 {
+				if err := flush(); err != nil {
+					return err
+				}
+				continue
+			}
+			select {
+			case <-p.progress:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if p.window.bounded() && p.state.ended() {
+			return nil
+		}
+		batch = append(batch, it)
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// publishBatch publishes items asynchronously and waits for every PubAck,
+// re-publishing refused ones (a full work stream) with backoff; then it
+// moves the cursor past the batch.
+func (p *publisher) publishBatch(ctx context.Context, batch []expand.Item) error {
+	msgs := make([]*nats.Msg, len(batch))
+	for i, it := range batch {
+		m, err := p.workMsg(it)
+		if err != nil {
+			return err
+		}
+		msgs[i] = m
+	}
+	pending := msgs
+	delay := publishRetryFirst
+	for len(pending) > 0 {
+		futures := make([]jetstream.PubAckFuture, 0, len(pending))
+		var failed []*nats.Msg
+		var lastErr error
+		for _, m := range pending {
+			f, err := p.js.PublishMsgAsync(m)
+			if errors.Is(err, nats.ErrMaxPayload) {
+				// Acceptance keeps items within max_payload; a server whose
+				// max_payload shrank since cannot take this one, ever.
+				return fmt.Errorf("an item's work message is %d bytes, over the server's max_payload %d", len(m.Data), p.maxPayload())
+			}
+			if err != nil {
+				lastErr = err
+				failed = append(failed, m)
+				continue
+			}
+			futures = append(futures, f)
+		}
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				lastErr = err
+				failed = append(failed, f.Msg())
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if len(failed) == 0 {
+			break
+		}
+		p.log.Warn().AnErr("last_error", lastErr).Int("refused", len(failed)).Dur("delay", delay).Msg("work publishes refused; retrying")
+		p.metrics.publishRetries.Add(float64(len(failed)))
+		select {
+		case <-p.after(delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if delay < publishRetryMax {
+			delay *= 2
+		}
+		pending = failed
+	}
+	p.metrics.published.Add(float64(len(batch)))
+	p.state.advance(batch[len(batch)-1].Index+1, int64(len(batch)))
+	return nil
+}
+
+// workMsg is item it's work message, on the subject of the pool its group
+// is routed to.
+func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
+	wi := messages.WorkItem{
+		JobID:         p.job,
+		ItemID:        it.ID,
+		Index:         it.Index,
+		Group:         it.Group,
+		Payload:       it.Raw,
+		CorrelationID: fmt.Sprintf("%s:%d", p.job, it.Index),
+	}
+	data, err := json.Marshal(&wi)
+	if err != nil {
+		return nil, fmt.Errorf("item %d: %w", it.Index, err)
+	}
+	pool := p.spec.Pool
+	if pl, ok := p.routes[it.Group]; ok {
+		pool = pl
+	}
+	m := nats.NewMsg(p.names.WorkSubject(pool, p.job))
+	m.Data = data
+	// Only the dedupe id: job and item are in the body (and the job in the
+	// subject), and every header costs parsing per message on the hot path.
+	m.Header.Set(messages.HeaderMsgID, messages.WorkMsgID(p.job, it.ID, 0))
+	return m, nil
+}
+
+// publishing is a publisher running in the background for the run loop.
+type publishing struct {
+	cancel context.CancelFunc
+	// result delivers run's error once; the run loop sets it to nil when
+	// it has taken it.
+	result chan error
+}
+
+// start runs p.run on its own goroutine once the results replay caught up
+// (a restarted job skips the items that have an outcome).
+func (r *jobRunner) startPublishing(ctx context.Context) *publishing {
+	ctx, cancel := context.WithCancel(ctx)
+	pg := &publishing{cancel: cancel, result: make(chan error, 1)}
+	go func() {
+		select {
+		case <-r.caughtUp:
+		case <-ctx.Done():
+			pg.result <- ctx.Err()
+			return
+		}
+		pg.result <- r.newPublisher().run(ctx)
+	}()
+	return pg
+}
+
+// stop cancels the publisher and waits for it to return. Idempotent.
+func (pg *publishing) stop() {
+	pg.cancel()
+	if pg.result != nil {
+		<-pg.result
+		pg.result = nil
+	}
+}

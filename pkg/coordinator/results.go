@@ -1,0 +1,99 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// How results come in. A runner reads its job's results subject from the
+// start with an ordered consumer: the replay of what is stored rebuilds
+// the counts (phaseReplaying), then goLive lets the policies decide, and
+// new results are applied as they arrive. apply (job.go) is the one entry
+// point for a result, whatever brought it.
+
+// track replays the job's results from the start and follows new ones:
+// every origin's (fleet.results.*.<job>), each checked by admits.
+func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error) {
+	subj := r.c.names.JobResultsFilter(r.id)
+	var last uint64
+	stream, err := r.c.js.Stream(ctx, r.c.names.ResultsStream())
+	if err != nil {
+		return nil, err
+	}
+	if m, err := stream.GetLastMsgForSubject(ctx, subj); err == nil {
+		last = m.Sequence
+	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("last result of %s: %w", subj, err)
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	if last == 0 {
+		once.Do(r.goLive)
+	}
+	return cons.Consume(func(m jetstream.Msg) {
+		r.applyMsg(m)
+		if last > 0 {
+			if md, err := m.Metadata(); err == nil && md.Sequence.Stream >= last {
+				once.Do(r.goLive)
+			}
+		}
+		r.runPending()
+	})
+}
+
+// applyMsg applies one message of the results stream. A panic (a bug some
+// result found) skips that result rather than end the coordinator, which
+// would replay the same result and panic again after every restart.
+func (r *jobRunner) applyMsg(m jetstream.Msg) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("applying a result panicked; result ignored")
+		}
+	}()
+	var res messages.Result
+	if err := json.Unmarshal(m.Data(), &res); err != nil {
+		r.log.Warn().Err(err).Msg("undecodable result ignored")
+		return
+	}
+	if r.admits(&res, r.c.names.Origin(m.Subject())) {
+		r.apply(&res)
+	}
+}
+
+// goLive runs once the results replay has caught up: from now on results
+// are new, so policies and completion apply and events are emitted. The
+// runner leaves phaseReplaying for mapping, or for reducing when the map
+// phase had ended before a coordinator restart.
+func (r *jobRunner) goLive() {
+	r.mu.Lock()
+	st := &r.rec.Status
+	if st.MapReason != "" {
+		// The map phase ended before a coordinator restart (the job is
+		// reducing) or before a DLQ replay reopened it: items without an
+		// outcome then were not run, and stay so.
+		for i, oc := range r.outcome {
+			if oc == ocNone && !r.reopened[int64(i)] {
+				r.outcome[i] = ocNotRun
+				st.NotRun++
+			}
+		}
+		r.dirty = true
+	}
+	r.life.catchUp(st.MapReason != "" && st.Phase == messages.PhaseReducing)
+	r.syncPhaseLocked()
+	r.checkLocked(nil)
+	r.mu.Unlock()
+	close(r.caughtUp)
+	r.wakeUp()
+}
