@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,13 +38,14 @@ const (
 	breakerOpTimeout = 5 * time.Second
 	// breakerMaxRounds bounds the compare-and-set rounds of one update.
 	breakerMaxRounds = 200
-	// Jittered pause after a conflict, doubling from min to max.
-	breakerBackoffMin = time.Millisecond
-	breakerBackoffMax = 50 * time.Millisecond
 	// breakerErrorDelay is how long an item waits when the breaker state
 	// cannot be read or written.
 	breakerErrorDelay = time.Second
 )
+
+// breakerBackoff spaces an update's compare-and-set rounds: 1ms doubling
+// to 50ms, each delay jittered by ±50 %.
+var breakerBackoff = retry.Exponential(time.Millisecond, 50*time.Millisecond).WithJitter(messages.JitterProportional, 0.5)
 
 // breakerRecord is the stored value: the state plus the id of the write
 // that stored it, by which a writer whose reply was lost recognises its
@@ -285,7 +285,7 @@ func (g *breakerGate) close() {
 // than once and must not keep what it computed in earlier calls.
 func (g *breakerGate) update(ctx context.Context, job string,
 	fn func(now time.Time, st retry.BreakerState) retry.BreakerState) (from, to retry.BreakerState, err error) {
-	backoff := breakerBackoffMin
+	backoff := retry.NewBackoff(breakerBackoff, nil, nil)
 	for round := 0; ; round++ {
 		if round >= breakerMaxRounds {
 			return from, from, fmt.Errorf("agent: breaker %s: no write succeeded in %d rounds", job, round)
@@ -333,10 +333,9 @@ func (g *breakerGate) update(ctx context.Context, job string,
 			}
 			g.log.Debug().Err(err).Str("job_id", job).Msg("breaker write failed; deciding again")
 		}
-		if err := sleepCtx(ctx, backoff/2+time.Duration(mrand.Int64N(int64(backoff)))); err != nil {
+		if err := backoff.Wait(ctx); err != nil {
 			return st, st, err
 		}
-		backoff = min(2*backoff, breakerBackoffMax)
 	}
 }
 
@@ -484,17 +483,6 @@ func isPermanentKV(err error) bool {
 	}
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && apiErr.Code > 0 && apiErr.Code < 500
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // ParkSpread is how far past the breaker's retry time a parked delivery may

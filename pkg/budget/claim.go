@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // jobState is what one process knows about one job's budget. Every field
@@ -154,7 +155,7 @@ func (b *Budget) flush(st *jobState) {
 					continue
 				}
 				attempt++
-				_ = b.sleep(b.ctx, attempt, ErrorBackoffMin, ErrorBackoffMax)
+				_ = b.sleep(b.ctx, attempt, errorBackoff)
 			}
 			continue
 		}
@@ -176,7 +177,7 @@ func (b *Budget) flush(st *jobState) {
 			attempt = 0
 		case isConflict(err):
 			attempt++
-			_ = b.sleep(b.ctx, attempt, ConflictBackoffMin, ConflictBackoffMax)
+			_ = b.sleep(b.ctx, attempt, conflictBackoff)
 		case isPermanent(err):
 			if b.ctx.Err() != nil {
 				err = ErrClosed
@@ -189,7 +190,7 @@ func (b *Budget) flush(st *jobState) {
 			st.mu.Unlock()
 		default:
 			attempt++
-			_ = b.sleep(b.ctx, attempt, ErrorBackoffMin, ErrorBackoffMax)
+			_ = b.sleep(b.ctx, attempt, errorBackoff)
 		}
 	}
 }
@@ -250,11 +251,11 @@ func (b *Budget) claimDirect(ctx context.Context, st *jobState, itemRetries int)
 			return Grant{}, err
 		}
 		attempt++
-		lo, hi := ErrorBackoffMin, ErrorBackoffMax
+		backoff := errorBackoff
 		if isConflict(err) {
-			lo, hi = ConflictBackoffMin, ConflictBackoffMax
+			backoff = conflictBackoff
 		}
-		if err := b.sleep(ctx, attempt, lo, hi); err != nil {
+		if err := b.sleep(ctx, attempt, backoff); err != nil {
 			return Grant{}, err
 		}
 	}
@@ -344,24 +345,16 @@ func (b *Budget) read(ctx context.Context, job string) (Record, uint64, error) {
 	return rec, rev, nil
 }
 
-// sleep waits a jittered exponential backoff: attempt 1 waits in
-// [lo/2, lo], doubling up to hi.
-func (b *Budget) sleep(ctx context.Context, attempt int, lo, hi time.Duration) error {
-	d := hi
-	if attempt < 30 {
-		if x := lo << (attempt - 1); x > 0 && x < hi {
-			d = x
-		}
-	}
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// The claim loops' backoffs: delays doubling from the Min to the Max
+// constant, with equal jitter (attempt n waits between d/2 and d).
+var (
+	conflictBackoff = retry.Exponential(ConflictBackoffMin, ConflictBackoffMax).WithJitter(messages.JitterEqual, 0)
+	errorBackoff    = retry.Exponential(ErrorBackoffMin, ErrorBackoffMax).WithJitter(messages.JitterEqual, 0)
+)
+
+// sleep waits backoff's delay after failed attempt n, or until ctx ends.
+func (b *Budget) sleep(ctx context.Context, attempt int, backoff *retry.Policy) error {
+	return retry.Sleep(ctx, nil, backoff.Delay(attempt, 0, nil))
 }
 
 // isConflict reports a compare-and-set refused for a stale revision: 10071

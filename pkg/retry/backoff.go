@@ -52,6 +52,12 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
+// ClockFunc adapts a function such as time.After to [Clock].
+type ClockFunc func(d time.Duration) <-chan time.Time
+
+// After calls f.
+func (f ClockFunc) After(d time.Duration) <-chan time.Time { return f(d) }
+
 // SystemClock waits in real time. It is safe for concurrent use.
 type SystemClock struct{}
 

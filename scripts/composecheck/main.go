@@ -38,6 +38,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 func main() {
@@ -367,19 +368,16 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string
 // restarts, a JetStream request through it may find no responder or time
 // out.
 func retryRead(ctx context.Context, what string, read func() ([]record, error)) ([]record, error) {
-	delay := 500 * time.Millisecond
+	backoff := retry.NewBackoff(retry.Exponential(500*time.Millisecond, 5*time.Second), nil, nil)
 	for {
 		r, err := read()
 		if err == nil {
 			return r, nil
 		}
 		fmt.Fprintf(os.Stderr, "  %s: %v (retrying)\n", what, err)
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-time.After(delay):
+		if werr := backoff.Wait(ctx); werr != nil {
+			return nil, fmt.Errorf("%s: %w (last error: %v)", what, werr, err)
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 }
 
