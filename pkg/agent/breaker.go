@@ -5,18 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -314,9 +313,9 @@ func (g *breakerGate) update(ctx context.Context, job string,
 			return st, st, ctx.Err()
 		}
 		switch {
-		case isBreakerConflict(err):
+		case kvcas.IsConflict(err):
 			g.invalidate(job, rev)
-		case isPermanentKV(err):
+		case kvcas.IsPermanent(err):
 			return st, st, fmt.Errorf("agent: breaker %s: %w", job, err)
 		default:
 			// In doubt (a timeout, a lost reply): the leader tells whether it
@@ -413,10 +412,7 @@ func (g *breakerGate) write(ctx context.Context, job string, rec breakerRecord, 
 	}
 	octx, cancel := context.WithTimeout(ctx, breakerOpTimeout)
 	defer cancel()
-	if rev == 0 {
-		return g.kv.Create(octx, job, data)
-	}
-	return g.kv.Update(octx, job, data, rev)
+	return kvcas.Write(octx, g.kv, job, data, rev)
 }
 
 // startWatch starts the watch of the bucket once, and reports whether it
@@ -460,29 +456,6 @@ func (g *breakerGate) follow(updates <-chan jetstream.KeyValueEntry) {
 func sameBreakerState(a, b retry.BreakerState) bool {
 	return breakerStateName(a) == breakerStateName(b) && a.Failures == b.Failures && a.Probes == b.Probes &&
 		a.Successes == b.Successes && a.OpenedAt.Equal(b.OpenedAt) && a.HalfOpenAt.Equal(b.HalfOpenAt)
-}
-
-// isBreakerConflict reports a refused compare-and-set: a revision mismatch
-// (10071 on R1, where it also reads as ErrKeyExists), a concurrent write in
-// flight on R3 (10164), or Create on an existing key.
-func isBreakerConflict(err error) bool {
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
-// isPermanentKV reports errors that retrying will not fix.
-func isPermanentKV(err error) bool {
-	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrInvalidKey) ||
-		errors.Is(err, nats.ErrConnectionClosed) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code > 0 && apiErr.Code < 500
 }
 
 // ParkSpread is how far past the breaker's retry time a parked delivery may

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -230,19 +231,14 @@ func (a *Agent) saveState(ctx context.Context, it *item) error {
 	if err != nil {
 		return err
 	}
-	var rev uint64
-	if it.rev == 0 {
-		rev, err = a.items.Create(ctx, it.key, data)
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			// State of an earlier generation, or of a run before a
-			// coordinator republished the item: take it over.
-			var e jetstream.KeyValueEntry
-			if e, err = a.items.Get(ctx, it.key); err == nil {
-				rev, err = a.items.Update(ctx, it.key, data, e.Revision())
-			}
+	rev, err := kvcas.Write(ctx, a.items, it.key, data, it.rev)
+	if it.rev == 0 && kvcas.IsConflict(err) {
+		// State of an earlier generation, or of a run before a
+		// coordinator republished the item: take it over.
+		var e jetstream.KeyValueEntry
+		if e, err = a.items.Get(ctx, it.key); err == nil {
+			rev, err = a.items.Update(ctx, it.key, data, e.Revision())
 		}
-	} else {
-		rev, err = a.items.Update(ctx, it.key, data, it.rev)
 	}
 	if err != nil {
 		return err
@@ -251,9 +247,9 @@ func (a *Agent) saveState(ctx context.Context, it *item) error {
 	return nil
 }
 
-func isFenced(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
-}
+// isFenced reports a refused compare-and-set of the item's state: another
+// agent holds the item now.
+func isFenced(err error) bool { return kvcas.IsConflict(err) }
 
 // runSteps runs the item's steps from the persisted step on; a failed
 // step run goes down the failure path (failure.go).

@@ -8,9 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -175,7 +173,7 @@ func (b *Budget) flush(st *jobState) {
 		switch {
 		case err == nil:
 			attempt = 0
-		case isConflict(err):
+		case kvcas.IsConflict(err):
 			attempt++
 			_ = b.sleep(b.ctx, attempt, conflictBackoff)
 		case isPermanent(err):
@@ -252,7 +250,7 @@ func (b *Budget) claimDirect(ctx context.Context, st *jobState, itemRetries int)
 		}
 		attempt++
 		backoff := errorBackoff
-		if isConflict(err) {
+		if kvcas.IsConflict(err) {
 			backoff = conflictBackoff
 		}
 		if err := b.sleep(ctx, attempt, backoff); err != nil {
@@ -296,7 +294,7 @@ func (b *Budget) write(ctx context.Context, st *jobState, rec Record, rev uint64
 		}
 		st.observeLocked(next, newRev)
 		return nil
-	case isConflict(err):
+	case kvcas.IsConflict(err):
 		delete(st.inDoubt, id) // refused: it was not written
 		b.stats.conflicts.Add(1)
 		st.invalidateLocked(rev)
@@ -357,32 +355,8 @@ func (b *Budget) sleep(ctx context.Context, attempt int, backoff *retry.Policy) 
 	return retry.Sleep(ctx, nil, backoff.Delay(attempt, 0, nil))
 }
 
-// isConflict reports a compare-and-set refused for a stale revision: 10071
-// on R1, 10164 on replicated streams (docs/jetstream.md §10). Never test
-// ErrKeyExists for this: on R1 it matches every conflict too.
-func isConflict(err error) bool {
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
 // isPermanent reports errors that retrying will not fix.
 func isPermanent(err error) bool {
-	switch {
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidRecord), errors.Is(err, ErrClosed),
-		errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrInvalidKey),
-		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, context.Canceled):
-		return true
-	case isConflict(err):
-		return false
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.Code > 0 && apiErr.Code < 500 // 503: no leader yet, and the like
-	}
-	return false // timeouts, no responders, reconnects
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidRecord) || errors.Is(err, ErrClosed) ||
+		kvcas.IsPermanent(err)
 }
