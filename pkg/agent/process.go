@@ -124,7 +124,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
-	if err := checkWorkItem(m.Subject(), &it.wi); err != nil {
+	if err := checkWorkItem(a.names, m.Subject(), &it.wi); err != nil {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
@@ -190,11 +190,11 @@ const maxObjectName = 1024
 // checkWorkItem refuses a work message whose body does not belong on its
 // subject (<prefix>.work.<pool>.<job>), or that names what no coordinator
 // would: the job id and the reduce object go into KV keys and subjects.
-func checkWorkItem(subject string, wi *messages.WorkItem) error {
+func checkWorkItem(names messages.Names, subject string, wi *messages.WorkItem) error {
 	if err := messages.ValidToken(wi.JobID); err != nil {
 		return fmt.Errorf("job_id: not a job id: %w", err)
 	}
-	if i := strings.LastIndexByte(subject, '.'); i < 0 || subject[i+1:] != wi.JobID {
+	if _, job, ok := names.ParseWork(subject); !ok || job != wi.JobID {
 		return fmt.Errorf("job_id %q does not match the subject %q", wi.JobID, subject)
 	}
 	if r := wi.Reduce; r != nil && (r.ResultsObject == "" || len(r.ResultsObject) > maxObjectName) {
@@ -474,8 +474,8 @@ func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error
 	// The subject (<prefix>.work.<pool>.<job>) names the job; the body of a
 	// poison message may name anything.
 	job := it.wi.JobID
-	if parts := strings.Split(it.m.Subject(), "."); len(parts) >= 4 {
-		job = parts[len(parts)-1]
+	if _, j, ok := a.names.ParseWork(it.m.Subject()); ok {
+		job = j
 	}
 	payload := it.wi.Payload
 	if len(payload) == 0 || !json.Valid(payload) {
