@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -251,13 +252,20 @@ func runList(ctx context.Context, env *cliEnv, args []string) int {
 	if *asJSON {
 		writeJSON(env.stdout, page.Jobs)
 	} else {
-		fmt.Fprintf(env.stdout, "%-28s %-10s %8s %9s %6s %7s  %s\n", "JOB", "STATE", "ITEMS", "SUCCEEDED", "DLQ", "RETRIES", "SUBMITTED")
-		for _, j := range page.Jobs {
-			fmt.Fprintf(env.stdout, "%-28s %-10s %8d %9d %6d %7d  %s\n", j.ID, j.State, j.Items, j.Succeeded, j.DeadLettered, j.Retries, j.SubmittedAt.Format(time.RFC3339))
-		}
+		printJobList(env.stdout, page.Jobs)
 	}
 	if page.NextCursor != "" {
 		fmt.Fprintf(env.stderr, "more: fleetctl list --cursor %s\n", page.NextCursor)
 	}
 	return exitOK
+}
+
+// printJobList prints one line per job.
+func printJobList(w io.Writer, jobs []messages.JobStatus) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "JOB\tSTATE\tITEMS\tSUCCEEDED\tDLQ\tRETRIES\tSUBMITTED")
+	for _, j := range jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", cell(j.ID), j.State, j.Items, j.Succeeded, j.DeadLettered, j.Retries, j.SubmittedAt.Format(time.RFC3339))
+	}
+	_ = tw.Flush()
 }
