@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -215,12 +217,7 @@ func printSummary(out io.Writer, st *messages.JobStatus, elapsed time.Duration) 
 		fmt.Fprintf(w, "  best effort\t%s\n", line)
 	}
 	if g := st.Groups; len(g) > 0 && len(g) <= 20 {
-		names := make([]string, 0, len(g))
-		for name := range g {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(g)) {
 			gs := g[name]
 			mark := ""
 			if gs.Complete() {
@@ -247,7 +244,7 @@ func printSummary(out io.Writer, st *messages.JobStatus, elapsed time.Duration) 
 	if len(st.Errors) > 0 || st.ErrorsOther > 0 {
 		fmt.Fprintln(w, "errors (by signature):")
 		errs := append([]messages.ErrorSummary(nil), st.Errors...)
-		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Count > errs[j].Count })
+		slices.SortStableFunc(errs, func(a, b messages.ErrorSummary) int { return cmp.Compare(b.Count, a.Count) })
 		for i, e := range errs {
 			if i == 8 {
 				fmt.Fprintf(w, "  … %d more\n", len(errs)-i)

@@ -65,7 +65,8 @@ func (m *Mover) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dlq: mover: %w", err)
 	}
-	go func() { <-ctx.Done(); it.Stop() }()
+	defer context.AfterFunc(ctx, it.Stop)()
+	defer it.Stop()
 	for {
 		msg, err := it.Next()
 		if err != nil {

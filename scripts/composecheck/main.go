@@ -27,7 +27,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -221,7 +221,7 @@ func converged(ctx context.Context, args []string) error {
 			for n, r := range first {
 				names = append(names, fmt.Sprintf("%s=%d", n[strings.Index(n, "/")+1:], r.Msgs))
 			}
-			sort.Strings(names)
+			slices.Sort(names)
 			fmt.Printf("%d nodes hold identical copies of %d streams: %s\n", len(urls), len(first), strings.Join(names, " "))
 			return nil
 		}
@@ -491,7 +491,7 @@ func verify(ctx context.Context, args []string) error {
 			fail("DLQ holds item %s whose final outcome is %q", id, final[id].Outcome)
 		}
 	}
-	sort.Strings(dupes)
+	slices.Sort(dupes)
 	if len(dupes) > 0 {
 		fail("DLQ entries repeated: %v", dupes)
 	}
