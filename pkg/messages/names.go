@@ -201,6 +201,25 @@ func (n Names) AgentEventSubject(pool, job, typ string) string {
 	return n.Prefix + ".events." + job + "." + typ + "." + pool
 }
 
+// ParseEvent splits a subject built by EventSubject (pool "") or
+// AgentEventSubject into its job, event type and pool; ok is false for any
+// other subject.
+func (n Names) ParseEvent(subject string) (job, typ, pool string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, n.Prefix+".events.")
+	if !ok {
+		return "", "", "", false
+	}
+	job, rest, ok = strings.Cut(rest, ".")
+	if !ok || job == "" {
+		return "", "", "", false
+	}
+	typ, pool, agent := strings.Cut(rest, ".")
+	if typ == "" || agent && (pool == "" || strings.Contains(pool, ".")) {
+		return "", "", "", false
+	}
+	return job, typ, pool, true
+}
+
 // EventsFilter matches every event subject.
 func (n Names) EventsFilter() string { return n.Prefix + ".events.>" }
 

@@ -9,12 +9,13 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -227,15 +228,9 @@ type kv struct {
 // sortedCounts is m by count, largest first (ties by key).
 func sortedCounts(m map[string]int64) []kv {
 	out := make([]kv, 0, len(m))
-	for k, n := range m {
-		out = append(out, kv{k, n})
+	for _, k := range dlq.Top(m) {
+		out = append(out, kv{k, m[k]})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].Key < out[j].Key
-	})
 	return out
 }
 
@@ -256,11 +251,14 @@ func groupList(gs map[string]messages.GroupStatus) []groupRow {
 	for name, g := range gs {
 		out = append(out, groupRow{Name: name, GroupStatus: g, Complete: g.Complete()})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Complete != out[j].Complete {
-			return !out[i].Complete
+	slices.SortFunc(out, func(a, b groupRow) int {
+		if a.Complete != b.Complete {
+			if a.Complete {
+				return 1
+			}
+			return -1
 		}
-		return out[i].Name < out[j].Name
+		return strings.Compare(a.Name, b.Name)
 	})
 	if len(out) > maxGroupRows {
 		out = out[:maxGroupRows]

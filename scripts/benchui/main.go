@@ -20,7 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -228,7 +228,7 @@ func timeIt(n int, fn func() error) (p50, p99, worst time.Duration, err error) {
 		}
 		d[i] = time.Since(start)
 	}
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	slices.Sort(d)
 	return d[n/2], d[min(n-1, n*99/100)], d[n-1], nil
 }
 
