@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -574,52 +573,6 @@ func printReplay(w io.Writer, st *messages.DLQReplayStatus) {
 	}
 	if st.Replayed > 0 && st.Filter.JobID != "" {
 		fmt.Fprintf(w, "  follow the job: fleetctl watch %s\n", st.Filter.JobID)
-	}
-}
-
-// replayProgress draws a replay's progress like the job progress bar.
-type replayProgress struct {
-	w     io.Writer
-	tty   bool
-	start time.Time
-	last  time.Time
-	drawn bool
-}
-
-func newReplayProgress(w io.Writer) *replayProgress {
-	return &replayProgress{w: w, tty: isTerminal(w), start: time.Now()}
-}
-
-func (p *replayProgress) update(st *messages.DLQReplayStatus) {
-	now := time.Now()
-	if !p.tty && now.Sub(p.last) < time.Second && st.State == messages.ReplayRunning {
-		return
-	}
-	p.last = now
-	done := st.Replayed + st.Failed + st.Skipped
-	frac := 1.0
-	if st.Matched > 0 {
-		frac = min(1, float64(done)/float64(st.Matched))
-	}
-	const width = 30
-	filled := int(frac * width)
-	rate := 0.0
-	if el := now.Sub(p.start).Seconds(); el > 0 {
-		rate = float64(st.Replayed) / el
-	}
-	line := fmt.Sprintf("replay %s %3.0f%% %d/%d  failed %d  %.1f items/s", strings.Repeat("█", filled)+strings.Repeat("░", width-filled),
-		frac*100, st.Replayed, st.Matched, st.Failed, rate)
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s", line)
-		p.drawn = true
-	} else {
-		fmt.Fprintln(p.w, line)
-	}
-}
-
-func (p *replayProgress) finish() {
-	if p.tty && p.drawn {
-		fmt.Fprintln(p.w)
 	}
 }
 

@@ -137,12 +137,8 @@ func runJobCommand(ctx context.Context, env *cliEnv, args []string, name string,
 	fs := newFlagSet(env, name, name+" JOB [--json]")
 	conn := addConnFlags(fs, env)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseArgs(fs, args, 1); !ok {
 		return code
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
 	}
 	nc, client, err := conn.client()
 	if err != nil {
@@ -165,15 +161,11 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) int {
 			errorf(env, "%v", err)
 			return exitForAPIError(err)
 		}
-		if asJSON {
-			writeJSON(env.stdout, st)
-		} else {
-			var el time.Duration
-			if st.StartedAt != nil && st.FinishedAt != nil {
-				el = st.FinishedAt.Sub(*st.StartedAt)
-			}
-			printSummary(env.stdout, st, el)
+		var took time.Duration
+		if st.StartedAt != nil && st.FinishedAt != nil {
+			took = st.FinishedAt.Sub(*st.StartedAt)
 		}
+		showStatus(env, st, asJSON, took)
 		if st.State == messages.StateFailed || st.State == messages.StateRejected {
 			return exitFailed
 		}
@@ -196,11 +188,7 @@ func watchJob(ctx context.Context, env *cliEnv, client *coordinator.Client, id s
 		errorf(env, "watching %s: %v", id, err)
 		return exitFailed
 	}
-	if asJSON {
-		writeJSON(env.stdout, st)
-	} else {
-		printSummary(env.stdout, st, time.Since(start))
-	}
+	showStatus(env, st, asJSON, time.Since(start))
 	if st.State == messages.StateSucceeded {
 		return exitOK
 	}
@@ -214,11 +202,7 @@ func runCancel(ctx context.Context, env *cliEnv, args []string) int {
 			errorf(env, "%v", err)
 			return exitForAPIError(err)
 		}
-		if asJSON {
-			writeJSON(env.stdout, st)
-		} else {
-			printSummary(env.stdout, st, 0)
-		}
+		showStatus(env, st, asJSON, 0)
 		return exitOK
 	})
 }

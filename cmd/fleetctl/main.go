@@ -97,6 +97,19 @@ func newFlagSet(env *cliEnv, name, usageLine string) *flag.FlagSet {
 	return fs
 }
 
+// parseArgs is parseFlags for a command that takes exactly n positional
+// arguments: another count prints the usage.
+func parseArgs(fs *flag.FlagSet, args []string, n int) (code int, ok bool) {
+	if code, ok := parseFlags(fs, args); !ok {
+		return code, false
+	}
+	if fs.NArg() != n {
+		fs.Usage()
+		return exitUsage, false
+	}
+	return 0, true
+}
+
 // parseFlags parses args, flags and positional arguments in any order
 // ("run FILE --json" as well as "run --json FILE"); after "--" everything
 // is positional. ok=false means the caller should return code.

@@ -136,15 +136,11 @@ func hostAndRun(ctx context.Context, env *cliEnv, spec *messages.JobSpec, o loca
 		errorf(env, "waiting for %s: %v", reply.JobID, err)
 		return exitFailed
 	}
-	if asJSON {
-		writeJSON(env.stdout, st)
-	} else {
-		printSummary(env.stdout, st, time.Since(start))
-		if demo {
-			fmt.Fprintf(env.stdout, "\nThe demo ran on an embedded server that is gone now. Against a real fleet:\n"+
-				"  go run ./cmd/coordinator &   go run ./cmd/agent &\n"+
-				"  go run ./cmd/fleetctl submit examples/flaky.yaml --wait\n")
-		}
+	showStatus(env, st, asJSON, time.Since(start))
+	if demo && !asJSON {
+		fmt.Fprintf(env.stdout, "\nThe demo ran on an embedded server that is gone now. Against a real fleet:\n"+
+			"  go run ./cmd/coordinator &   go run ./cmd/agent &\n"+
+			"  go run ./cmd/fleetctl submit examples/flaky.yaml --wait\n")
 	}
 	if st.State == messages.StateSucceeded {
 		return exitOK
@@ -158,6 +154,16 @@ func writeJSON(w io.Writer, v any) {
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// showStatus prints st on stdout: as JSON, or as a summary that says how
+// long the job took (took 0: not said).
+func showStatus(env *cliEnv, st *messages.JobStatus, asJSON bool, took time.Duration) {
+	if asJSON {
+		writeJSON(env.stdout, st)
+	} else {
+		printSummary(env.stdout, st, took)
+	}
 }
 
 // printSummary prints a finished job's status for people.

@@ -591,19 +591,4 @@ func simulateReasons(runs []*simulateRun) []string {
 }
 
 // group writes n with thousands separators: 1,234,567.
-func group(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func group(n int64) string { return chart.FormatCount(n, ",") }

@@ -141,15 +141,7 @@ func (b *Budget) flush(st *jobState) {
 		if !known {
 			if err := b.refresh(b.ctx, st); err != nil {
 				if isPermanent(err) {
-					if b.ctx.Err() != nil {
-						err = ErrClosed
-					}
-					st.mu.Lock()
-					for _, w := range batch {
-						w.resolve(Grant{}, err)
-					}
-					batch = nil
-					st.mu.Unlock()
+					batch = b.fail(st, batch, err)
 					continue
 				}
 				attempt++
@@ -177,20 +169,26 @@ func (b *Budget) flush(st *jobState) {
 			attempt++
 			_ = b.sleep(b.ctx, attempt, conflictBackoff)
 		case isPermanent(err):
-			if b.ctx.Err() != nil {
-				err = ErrClosed
-			}
-			st.mu.Lock()
-			for _, w := range batch {
-				w.resolve(Grant{}, err)
-			}
-			batch = nil
-			st.mu.Unlock()
+			batch = b.fail(st, batch, err)
 		default:
 			attempt++
 			_ = b.sleep(b.ctx, attempt, errorBackoff)
 		}
 	}
+}
+
+// fail resolves batch's waiters with err, which retrying will not fix
+// (ErrClosed once the Budget is closing), and returns the empty batch.
+func (b *Budget) fail(st *jobState, batch []*waiter, err error) []*waiter {
+	if b.ctx.Err() != nil {
+		err = ErrClosed
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, w := range batch {
+		w.resolve(Grant{}, err)
+	}
+	return nil
 }
 
 // settleLocked resolves the waiters that need no KV and returns the others.

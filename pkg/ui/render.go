@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/chart"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -187,22 +188,7 @@ var funcs = template.FuncMap{
 }
 
 // thousands prints n with thin separators: 1 234 567.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteString("\u202f")
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func thousands(n int64) string { return chart.FormatCount(n, "\u202f") }
 
 func exitText(p *int) string {
 	if p == nil {

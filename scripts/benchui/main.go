@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"time"
@@ -47,12 +46,7 @@ func main() {
 }
 
 func run(jobs, dead, dlqJobs, results, n int) error {
-	dir, err := os.MkdirTemp("", "jetfleet-benchui-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	srv, err := embedded.Start(embedded.Options{StoreDir: filepath.Join(dir, "js")})
+	srv, err := embedded.Start(embedded.Options{}) // in a temporary directory Shutdown removes
 	if err != nil {
 		return err
 	}
