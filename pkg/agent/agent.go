@@ -273,7 +273,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 		go func() {
 			defer workers.Done()
 			for m := range msgs {
-				job := jobOfSubject(m.Subject())
+				_, job, _ := a.names.ParseWork(m.Subject())
 				a.metrics.inFlight.Inc()
 				a.presence.begin(job)
 				a.safeProcess(workCtx, m)
