@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -544,7 +543,7 @@ func TestPrometheusConfig(t *testing.T) {
 			exporters = append(exporters, name+":7777")
 		}
 	}
-	sort.Strings(exporters)
+	slices.Sort(exporters)
 	require.Len(t, exporters, 3)
 	require.Equal(t, exporters, jobs["nats"])
 
