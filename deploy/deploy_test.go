@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -107,9 +106,10 @@ func ourMetrics(t *testing.T) map[string]bool {
 	a := agent.New(srv.Connect(t), agent.Config{Registerer: areg}).HandleBuiltins()
 	go func() { _ = a.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
-	// The agent registers its metrics once it has bound to its consumer.
+	// The agent registers its metrics once it has bound to its consumer,
+	// one by one: wait for the last of them.
 	fleettest.WaitFor(t, 30*time.Second, func() error {
-		if !areg.names()["jetfleet_agent_items_total"] {
+		if !areg.names()["jetfleet_agent_step_leftovers_killed_total"] {
 			return fmt.Errorf("agent metrics not registered yet")
 		}
 		return nil
@@ -544,7 +544,7 @@ func TestPrometheusConfig(t *testing.T) {
 			exporters = append(exporters, name+":7777")
 		}
 	}
-	sort.Strings(exporters)
+	slices.Sort(exporters)
 	require.Len(t, exporters, 3)
 	require.Equal(t, exporters, jobs["nats"])
 

@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	conn.Name = "jetfleet-agent"
 	conn.OnAsyncError = func(err error) {
 		switch {
-		case natsconn.IsPermissionViolation(err) && strings.Contains(err.Error(), "CONSUMER.CREATE."+strings.ToUpper(cfg.Prefix)+"_WORK"):
+		case deniedConsumerCreate(err, cfg.Prefix):
 			// Least privilege: agents bind to their pool's consumer but may
 			// not create it (provision.WaitPool tries, then waits).
 			log.Warn().Str("pool", cfg.Pool).Msg("waiting for the coordinator to create this pool's work consumer (run it with --pools " + cfg.Pool + ", or submit a job for the pool)")
@@ -101,4 +101,11 @@ func envDuration(getenv func(string) string, key string, def time.Duration) time
 		return d
 	}
 	return def
+}
+
+// deniedConsumerCreate reports a refused request to create a consumer on
+// the work stream ($JS.API.CONSUMER.CREATE.<PREFIX>_WORK.…).
+func deniedConsumerCreate(err error, prefix string) bool {
+	subject, ok := natsconn.DeniedPublish(err)
+	return ok && strings.Contains(subject, ".CONSUMER.CREATE."+strings.ToUpper(prefix)+"_WORK.")
 }

@@ -59,12 +59,8 @@ func runAuthInit(env *cliEnv, args []string) int {
 	routes := fs.String("routes", strings.Join(auth.DefaultRoutes, ","), "comma-separated host:port of every NATS node's cluster listener, for routes.conf")
 	serverDir := fs.String("server-dir", "", "DIR as the nats-server sees it, for the paths in tls.conf (default: DIR's absolute path)")
 	force := fs.Bool("force", false, "replace existing files (new keys: every user needs its new seed)")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseArgs(fs, args, 1); !ok {
 		return code
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
 	}
 	dir := fs.Arg(0)
 	res, err := auth.Init(auth.Options{
@@ -119,12 +115,8 @@ func runAuthPermissions(env *cliEnv, args []string) int {
 	pool := fs.String("pool", messages.DefaultPool, "the agent's pool")
 	prefix := fs.String("prefix", envOr(env, "FLEET_PREFIX", messages.DefaultPrefix), "subject and resource prefix of the fleet (env FLEET_PREFIX)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseArgs(fs, args, 1); !ok {
 		return code
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
 	}
 	role, err := auth.ParseRole(fs.Arg(0))
 	if err != nil {

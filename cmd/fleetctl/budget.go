@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -30,26 +31,26 @@ func printBudget(env *cliEnv, st *messages.JobStatus, asJSON bool) {
 		writeJSON(env.stdout, b)
 		return
 	}
-	w := env.stdout
-	fmt.Fprintf(w, "job %s retry budget\n", st.ID)
-	fmt.Fprintf(w, "  job total      %d", b.Total)
+	fmt.Fprintf(env.stdout, "job %s retry budget\n", st.ID)
+	tw := newTable(env.stdout)
+	total := strconv.Itoa(b.Total)
 	if b.RequestedTotal != "" {
-		fmt.Fprintf(w, "   (requested %s)", b.RequestedTotal)
+		total += fmt.Sprintf("   (requested %s)", cell(b.RequestedTotal))
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(tw, "  job total\t%s\n", total)
+	perItem := "none (a step's attempts bound each item)"
 	if b.PerItemMax > 0 {
-		fmt.Fprintf(w, "  per item max   %d", b.PerItemMax)
+		perItem = strconv.Itoa(b.PerItemMax)
 		if b.RequestedPerItem != "" {
-			fmt.Fprintf(w, "   (requested %s)", b.RequestedPerItem)
+			perItem += fmt.Sprintf("   (requested %s)", cell(b.RequestedPerItem))
 		}
-		fmt.Fprintln(w)
-	} else {
-		fmt.Fprintln(w, "  per item max   none (a step's attempts bound each item)")
 	}
+	fmt.Fprintf(tw, "  per item max\t%s\n", perItem)
 	if b.ClampedBy != "" {
-		fmt.Fprintf(w, "  clamped by     %s\n", b.ClampedBy)
+		fmt.Fprintf(tw, "  clamped by\t%s\n", cell(b.ClampedBy))
 	}
-	fmt.Fprintf(w, "  consumed       %d of %d (%d left)\n", b.Consumed, b.Total, max(0, b.Total-b.Consumed))
-	fmt.Fprintf(w, "  exhausted      %v\n", b.Exhausted)
-	fmt.Fprintf(w, "  denied         %d by the job budget, %d by the per-item cap\n", b.DeniedJob, b.DeniedItem)
+	fmt.Fprintf(tw, "  consumed\t%d of %d (%d left)\n", b.Consumed, b.Total, max(0, b.Total-b.Consumed))
+	fmt.Fprintf(tw, "  exhausted\t%v\n", b.Exhausted)
+	fmt.Fprintf(tw, "  denied\t%d by the job budget, %d by the per-item cap\n", b.DeniedJob, b.DeniedItem)
+	_ = tw.Flush()
 }

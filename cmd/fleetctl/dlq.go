@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -228,18 +228,23 @@ func runDLQList(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.stdout, "no dead letters match")
 		return exitOK
 	}
-	w := env.stdout
-	now := time.Now()
-	fmt.Fprintf(w, "%-7s %-20s %-18s %-16s %-12s %-16s %5s %4s %6s  %s\n", "SEQ", "JOB", "ITEM", "REASON", "CLASS", "SIGNATURE", "TRIES", "RPL", "AGE", "ERROR")
+	printDLQList(env.stdout, page, time.Now())
+	return exitOK
+}
+
+// printDLQList prints one line per entry of page, their ages at now.
+func printDLQList(w io.Writer, page *messages.DLQListReply, now time.Time) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "SEQ\tJOB\tITEM\tREASON\tCLASS\tSIGNATURE\tTRIES\tRPL\tAGE\tERROR")
 	for _, r := range page.Entries {
 		e := r.Entry
-		fmt.Fprintf(w, "%-7d %-20s %-18s %-16s %-12s %-16s %5d %4d %6s  %s\n", r.Seq, cut(e.JobID, 20), cut(e.ItemID, 18),
-			cut(e.Reason, 16), cut(e.ErrorClass, 12), cut(e.Signature, 16), len(e.Attempts), e.ReplayCount, age(now, e.DeadLetteredAt), oneLine(e.Error, 70))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Seq, cell(e.JobID), cell(cut(e.ItemID, maxItemCell)),
+			cell(e.Reason), cell(e.ErrorClass), cell(e.Signature), len(e.Attempts), e.ReplayCount, age(now, e.DeadLetteredAt), oneLine(e.Error, 70))
 	}
+	_ = tw.Flush()
 	if page.More {
 		fmt.Fprintf(w, "… more entries: fleetctl dlq list --after %d (or --limit)\n", page.NextSeq)
 	}
-	return exitOK
 }
 
 // listEntries returns f.Limit matching entries, or with f.Limit 0 every
@@ -293,9 +298,10 @@ func runDLQGet(ctx context.Context, env *cliEnv, args []string) int {
 
 func printEntry(w io.Writer, ref *messages.DLQEntryRef) {
 	e := ref.Entry
+	tw := newTable(w)
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(w, "%-15s %s\n", k, v)
+			fmt.Fprintf(tw, "%s\t%s\n", k, cell(v))
 		}
 	}
 	row("seq", strconv.FormatUint(ref.Seq, 10))
@@ -312,8 +318,9 @@ func printEntry(w io.Writer, ref *messages.DLQEntryRef) {
 	row("generation", fmt.Sprintf("%d (replayed %d times)", e.Generation, e.ReplayCount))
 	row("work message", fmt.Sprintf("%s seq %d", e.Subject, e.StreamSeq))
 	row("payload", string(e.Payload))
+	_ = tw.Flush()
 	fmt.Fprintf(w, "attempts (%d):\n", len(e.Attempts))
-	fmt.Fprintf(w, "  %-3s %-4s %-24s %-14s %-12s %-12s %5s %8s  %s\n", "GEN", "TRY", "TIME", "STEP", "AGENT", "CLASS", "EXIT", "MS", "MESSAGE → DECISION")
+	fmt.Fprintln(tw, "  GEN\tTRY\tTIME\tSTEP\tAGENT\tCLASS\tEXIT\tMS\tMESSAGE → DECISION")
 	for _, a := range e.Attempts {
 		exit := "-"
 		if a.ExitCode != nil {
@@ -327,9 +334,10 @@ func printEntry(w io.Writer, ref *messages.DLQEntryRef) {
 		if a.DelayMS > 0 {
 			decision += fmt.Sprintf(" in %s", time.Duration(a.DelayMS)*time.Millisecond)
 		}
-		fmt.Fprintf(w, "  %-3d %-4d %-24s %-14s %-12s %-12s %5s %8d  %s → %s\n", a.Generation, a.Attempt, a.Time.UTC().Format("2006-01-02 15:04:05.000Z"),
-			cut(step, 14), cut(orDash(a.Agent), 12), cut(orDash(a.ErrorClass), 12), exit, a.DurationMS, oneLine(a.Message, 80), orDash(decision))
+		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s → %s\n", a.Generation, a.Attempt, a.Time.UTC().Format("2006-01-02 15:04:05.000Z"),
+			cell(step), cell(orDash(a.Agent)), cell(orDash(a.ErrorClass)), exit, a.DurationMS, oneLine(a.Message, 80), cell(orDash(decision)))
 	}
+	_ = tw.Flush()
 }
 
 func runDLQStats(ctx context.Context, env *cliEnv, args []string) int {
@@ -383,17 +391,19 @@ func printCounts(w io.Writer, title string, counts map[string]int64, examples ma
 		return
 	}
 	fmt.Fprintf(w, "%s:\n", title)
+	tw := newTable(w)
 	for i, k := range dlq.Top(counts) {
 		if i == 20 {
-			fmt.Fprintf(w, "  … %d more\n", len(counts)-i)
+			fmt.Fprintf(tw, "  … %d more\n", len(counts)-i)
 			break
 		}
 		if ex := examples[k]; ex != "" {
-			fmt.Fprintf(w, "  %7d  %-16s  %s\n", counts[k], k, oneLine(ex, 80))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\n", counts[k], cell(k), oneLine(ex, 80))
 		} else {
-			fmt.Fprintf(w, "  %7d  %s\n", counts[k], orDash(k))
+			fmt.Fprintf(tw, "  %d\t%s\n", counts[k], cell(orDash(k)))
 		}
 	}
+	_ = tw.Flush()
 }
 
 func runDLQExport(ctx context.Context, env *cliEnv, args []string) int {
@@ -566,57 +576,18 @@ func printReplay(w io.Writer, st *messages.DLQReplayStatus) {
 	}
 }
 
-// replayProgress draws a replay's progress like the job progress bar.
-type replayProgress struct {
-	w     io.Writer
-	tty   bool
-	start time.Time
-	last  time.Time
-	drawn bool
-}
+// maxItemCell bounds an item id in a table: ids are user data of any
+// length (fleetctl dlq get shows one whole).
+const maxItemCell = 40
 
-func newReplayProgress(w io.Writer) *replayProgress {
-	return &replayProgress{w: w, tty: isTerminal(w), start: time.Now()}
-}
-
-func (p *replayProgress) update(st *messages.DLQReplayStatus) {
-	now := time.Now()
-	if !p.tty && now.Sub(p.last) < time.Second && st.State == messages.ReplayRunning {
-		return
-	}
-	p.last = now
-	done := st.Replayed + st.Failed + st.Skipped
-	frac := 1.0
-	if st.Matched > 0 {
-		frac = min(1, float64(done)/float64(st.Matched))
-	}
-	const width = 30
-	filled := int(frac * width)
-	rate := 0.0
-	if el := now.Sub(p.start).Seconds(); el > 0 {
-		rate = float64(st.Replayed) / el
-	}
-	line := fmt.Sprintf("replay %s %3.0f%% %d/%d  failed %d  %.1f items/s", strings.Repeat("█", filled)+strings.Repeat("░", width-filled),
-		frac*100, st.Replayed, st.Matched, st.Failed, rate)
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s", line)
-		p.drawn = true
-	} else {
-		fmt.Fprintln(p.w, line)
-	}
-}
-
-func (p *replayProgress) finish() {
-	if p.tty && p.drawn {
-		fmt.Fprintln(p.w)
-	}
-}
-
+// cut shortens s to at most n characters, the last an ellipsis, cutting on
+// a rune boundary.
 func cut(s string, n int) string {
-	if len(s) <= n {
+	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
 }
 
 func orDash(s string) string {

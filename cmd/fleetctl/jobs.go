@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,12 +137,8 @@ func runJobCommand(ctx context.Context, env *cliEnv, args []string, name string,
 	fs := newFlagSet(env, name, name+" JOB [--json]")
 	conn := addConnFlags(fs, env)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseArgs(fs, args, 1); !ok {
 		return code
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
 	}
 	nc, client, err := conn.client()
 	if err != nil {
@@ -164,15 +161,11 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) int {
 			errorf(env, "%v", err)
 			return exitForAPIError(err)
 		}
-		if asJSON {
-			writeJSON(env.stdout, st)
-		} else {
-			var el time.Duration
-			if st.StartedAt != nil && st.FinishedAt != nil {
-				el = st.FinishedAt.Sub(*st.StartedAt)
-			}
-			printSummary(env.stdout, st, el)
+		var took time.Duration
+		if st.StartedAt != nil && st.FinishedAt != nil {
+			took = st.FinishedAt.Sub(*st.StartedAt)
 		}
+		showStatus(env, st, asJSON, took)
 		if st.State == messages.StateFailed || st.State == messages.StateRejected {
 			return exitFailed
 		}
@@ -195,11 +188,7 @@ func watchJob(ctx context.Context, env *cliEnv, client *coordinator.Client, id s
 		errorf(env, "watching %s: %v", id, err)
 		return exitFailed
 	}
-	if asJSON {
-		writeJSON(env.stdout, st)
-	} else {
-		printSummary(env.stdout, st, time.Since(start))
-	}
+	showStatus(env, st, asJSON, time.Since(start))
 	if st.State == messages.StateSucceeded {
 		return exitOK
 	}
@@ -213,11 +202,7 @@ func runCancel(ctx context.Context, env *cliEnv, args []string) int {
 			errorf(env, "%v", err)
 			return exitForAPIError(err)
 		}
-		if asJSON {
-			writeJSON(env.stdout, st)
-		} else {
-			printSummary(env.stdout, st, 0)
-		}
+		showStatus(env, st, asJSON, 0)
 		return exitOK
 	})
 }
@@ -251,13 +236,20 @@ func runList(ctx context.Context, env *cliEnv, args []string) int {
 	if *asJSON {
 		writeJSON(env.stdout, page.Jobs)
 	} else {
-		fmt.Fprintf(env.stdout, "%-28s %-10s %8s %9s %6s %7s  %s\n", "JOB", "STATE", "ITEMS", "SUCCEEDED", "DLQ", "RETRIES", "SUBMITTED")
-		for _, j := range page.Jobs {
-			fmt.Fprintf(env.stdout, "%-28s %-10s %8d %9d %6d %7d  %s\n", j.ID, j.State, j.Items, j.Succeeded, j.DeadLettered, j.Retries, j.SubmittedAt.Format(time.RFC3339))
-		}
+		printJobList(env.stdout, page.Jobs)
 	}
 	if page.NextCursor != "" {
 		fmt.Fprintf(env.stderr, "more: fleetctl list --cursor %s\n", page.NextCursor)
 	}
 	return exitOK
+}
+
+// printJobList prints one line per job.
+func printJobList(w io.Writer, jobs []messages.JobStatus) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "JOB\tSTATE\tITEMS\tSUCCEEDED\tDLQ\tRETRIES\tSUBMITTED")
+	for _, j := range jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", cell(j.ID), j.State, j.Items, j.Succeeded, j.DeadLettered, j.Retries, j.SubmittedAt.Format(time.RFC3339))
+	}
+	_ = tw.Flush()
 }

@@ -10,9 +10,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -78,12 +79,7 @@ func runCLI(ctx context.Context, env *cliEnv, args []string) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: fleetctl <command> [flags]")
 	fmt.Fprintln(w)
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(commands)) {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w)
@@ -99,6 +95,19 @@ func newFlagSet(env *cliEnv, name, usageLine string) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// parseArgs is parseFlags for a command that takes exactly n positional
+// arguments: another count prints the usage.
+func parseArgs(fs *flag.FlagSet, args []string, n int) (code int, ok bool) {
+	if code, ok := parseFlags(fs, args); !ok {
+		return code, false
+	}
+	if fs.NArg() != n {
+		fs.Usage()
+		return exitUsage, false
+	}
+	return 0, true
 }
 
 // parseFlags parses args, flags and positional arguments in any order

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,15 +136,11 @@ func hostAndRun(ctx context.Context, env *cliEnv, spec *messages.JobSpec, o loca
 		errorf(env, "waiting for %s: %v", reply.JobID, err)
 		return exitFailed
 	}
-	if asJSON {
-		writeJSON(env.stdout, st)
-	} else {
-		printSummary(env.stdout, st, time.Since(start))
-		if demo {
-			fmt.Fprintf(env.stdout, "\nThe demo ran on an embedded server that is gone now. Against a real fleet:\n"+
-				"  go run ./cmd/coordinator &   go run ./cmd/agent &\n"+
-				"  go run ./cmd/fleetctl submit examples/flaky.yaml --wait\n")
-		}
+	showStatus(env, st, asJSON, time.Since(start))
+	if demo && !asJSON {
+		fmt.Fprintf(env.stdout, "\nThe demo ran on an embedded server that is gone now. Against a real fleet:\n"+
+			"  go run ./cmd/coordinator &   go run ./cmd/agent &\n"+
+			"  go run ./cmd/fleetctl submit examples/flaky.yaml --wait\n")
 	}
 	if st.State == messages.StateSucceeded {
 		return exitOK
@@ -158,8 +156,20 @@ func writeJSON(w io.Writer, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
+// showStatus prints st on stdout: as JSON, or as a summary that says how
+// long the job took (took 0: not said).
+func showStatus(env *cliEnv, st *messages.JobStatus, asJSON bool, took time.Duration) {
+	if asJSON {
+		writeJSON(env.stdout, st)
+	} else {
+		printSummary(env.stdout, st, took)
+	}
+}
+
 // printSummary prints a finished job's status for people.
-func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
+func printSummary(out io.Writer, st *messages.JobStatus, elapsed time.Duration) {
+	w := newTable(out)
+	defer w.Flush()
 	fmt.Fprintf(w, "job %s: %s", st.ID, st.State)
 	if st.CompletionReason != "" {
 		fmt.Fprintf(w, " (%s)", st.CompletionReason)
@@ -169,7 +179,11 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 	}
 	fmt.Fprintln(w)
 	row := func(name string, v int64, extra string) {
-		fmt.Fprintf(w, "  %-14s %7d  %s\n", name, v, extra)
+		if extra == "" {
+			fmt.Fprintf(w, "  %s\t%d\n", name, v)
+		} else {
+			fmt.Fprintf(w, "  %s\t%d\t%s\n", name, v, extra)
+		}
 	}
 	row("items", st.Items, "")
 	row("succeeded", st.Succeeded, "")
@@ -193,7 +207,7 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 	}
 	row("retries", st.Retries, budget)
 	if br := st.Breaker; br != nil {
-		fmt.Fprintf(w, "  %-14s %s\n", "breaker", breakerLine(br))
+		fmt.Fprintf(w, "  breaker\t%s\n", breakerLine(br))
 	}
 	if st.LateResults > 0 {
 		row("late results", st.LateResults, "arrived after the map phase ended")
@@ -206,21 +220,16 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 		if be.Deadline != nil && !messages.TerminalState(st.State) {
 			line += ", deadline " + be.Deadline.Local().Format("15:04:05")
 		}
-		fmt.Fprintf(w, "  %-14s %s\n", "best effort", line)
+		fmt.Fprintf(w, "  best effort\t%s\n", line)
 	}
 	if g := st.Groups; len(g) > 0 && len(g) <= 20 {
-		names := make([]string, 0, len(g))
-		for name := range g {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(g)) {
 			gs := g[name]
 			mark := ""
 			if gs.Complete() {
-				mark = "complete"
+				mark = " complete"
 			}
-			fmt.Fprintf(w, "    group %-8s %d/%d done, %d succeeded %s\n", name, gs.Done, gs.Items, gs.Succeeded, mark)
+			fmt.Fprintf(w, "    group %s\t%d/%d done, %d succeeded%s\n", cell(name), gs.Done, gs.Items, gs.Succeeded, mark)
 		}
 	}
 	if rd := st.Reduce; rd != nil {
@@ -230,27 +239,27 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 		} else if rd.Output != "" {
 			line += ": " + oneLine(rd.Output, 80)
 		}
-		fmt.Fprintf(w, "  %-14s %s\n", "reduce", line)
+		fmt.Fprintf(w, "  reduce\t%s\n", line)
 	}
 	if sum := st.Done(); sum != st.Items && messages.TerminalState(st.State) {
 		fmt.Fprintf(w, "  WARNING: outcomes add up to %d of %d items\n", sum, st.Items)
 	}
 	if elapsed > 0 && st.Items > 0 {
-		fmt.Fprintf(w, "  %-14s %7.0f  items/s\n", "throughput", float64(st.Done())/elapsed.Seconds())
+		fmt.Fprintf(w, "  throughput\t%.0f\titems/s\n", float64(st.Done())/elapsed.Seconds())
 	}
 	if len(st.Errors) > 0 || st.ErrorsOther > 0 {
 		fmt.Fprintln(w, "errors (by signature):")
 		errs := append([]messages.ErrorSummary(nil), st.Errors...)
-		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Count > errs[j].Count })
+		slices.SortStableFunc(errs, func(a, b messages.ErrorSummary) int { return cmp.Compare(b.Count, a.Count) })
 		for i, e := range errs {
 			if i == 8 {
 				fmt.Fprintf(w, "  … %d more\n", len(errs)-i)
 				break
 			}
-			fmt.Fprintf(w, "  %5d  %-12s %s\n", e.Count, e.Class, oneLine(e.Message, 90))
+			fmt.Fprintf(w, "  %d\t%s\t%s\n", e.Count, cell(e.Class), oneLine(e.Message, 90))
 		}
 		if st.ErrorsOther > 0 {
-			fmt.Fprintf(w, "  %5d  other signatures (the report keeps the most frequent)\n", st.ErrorsOther)
+			fmt.Fprintf(w, "  %d\tother signatures (the report keeps the most frequent)\n", st.ErrorsOther)
 		}
 	}
 	if st.DeadLettered > 0 {
@@ -258,7 +267,7 @@ func printSummary(w io.Writer, st *messages.JobStatus, elapsed time.Duration) {
 		fmt.Fprintf(w, "once the cause is fixed:      fleetctl dlq replay --job %s\n", st.ID)
 	}
 	for _, p := range st.Problems {
-		fmt.Fprintf(w, "  problem: %s\n", p.Error())
+		fmt.Fprintf(w, "  problem: %s\n", cell(p.Error()))
 	}
 }
 
@@ -280,12 +289,9 @@ func breakerLine(br *messages.BreakerStatus) string {
 	return br.State
 }
 
+// oneLine folds s's white space and cuts it to n characters.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n-1] + "…"
-	}
-	return s
+	return cut(cell(strings.Join(strings.Fields(s), " ")), n)
 }
 
 // printProblems prints an error, one line per validation problem.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/chart"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -587,33 +587,8 @@ func simulateReasons(runs []*simulateRun) []string {
 			total[k] += n
 		}
 	}
-	out := make([]string, 0, len(total))
-	for k := range total {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if total[out[i]] != total[out[j]] {
-			return total[out[i]] > total[out[j]]
-		}
-		return out[i] < out[j]
-	})
-	return out
+	return dlq.Top(total)
 }
 
 // group writes n with thousands separators: 1,234,567.
-func group(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func group(n int64) string { return chart.FormatCount(n, ",") }

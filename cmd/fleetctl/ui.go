@@ -24,12 +24,8 @@ func runUI(ctx context.Context, env *cliEnv, args []string) int {
 	allowRemote := fs.Bool("allow-remote", false, "allow a --listen address other machines can reach (put an authenticating TLS proxy in front)")
 	readOnly := fs.Bool("read-only", false, "hide and refuse cancel, replay and purge")
 	logLevel := fs.String("log-level", envOr(env, "FLEET_LOG_LEVEL", "info"), "log level")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseArgs(fs, args, 0); !ok {
 		return code
-	}
-	if fs.NArg() != 0 {
-		fs.Usage()
-		return exitUsage
 	}
 	log, err := obs.Logger(env.stderr, *logLevel, isTerminal(env.stderr))
 	if err != nil {

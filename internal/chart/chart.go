@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -122,6 +123,22 @@ func timeTicks(span time.Duration, n int) []time.Duration {
 		out = append(out, t)
 	}
 	return out
+}
+
+// FormatCount writes n with sep between groups of three digits:
+// FormatCount(-1234567, ",") is "-1,234,567".
+func FormatCount(n int64, sep string) string {
+	s := strconv.FormatInt(n, 10)
+	digits := strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	b.WriteString(s[:len(s)-len(digits)])
+	for i, r := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteString(sep)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // FormatDuration writes d briefly: "0s", "750ms", "30s", "2m30s", "1h5m".

@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,10 @@ func TestFormats(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 12: "12", 3.46: "3.5", 250.4: "250", 12345: "12.3k", 3e6: "3M"} {
 		require.Equal(t, want, FormatNumber(v))
 	}
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", -1234567: "-1,234,567", 123456: "123,456", math.MinInt64: "-9,223,372,036,854,775,808"} {
+		require.Equal(t, want, FormatCount(n, ","))
+	}
+	require.Equal(t, "12\u202f345", FormatCount(12345, "\u202f"))
 	for v, want := range map[float64]float64{0: 1, 0.3: 0.5, 1: 1, 3: 5, 160: 200, 401: 500, 2100: 2500} {
 		require.Equal(t, want, niceCeil(v), "%v", v)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -64,24 +65,6 @@ func (d *dependency) state(ctx context.Context) retry.BreakerState {
 		_ = json.Unmarshal(e.Value(), &st)
 	}
 	return st
-}
-
-// manualClock is a clock the test moves (agent.Config.Clock).
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 // transitions follows a job's CircuitBreakerStateChanged events as "from>to".
@@ -172,7 +155,7 @@ func TestBreakerOpensParksProbesAndCloses(t *testing.T) {
 	// its half-open window (after which held probes count as lost) never
 	// ends while the probes are held, however slowly a loaded machine parks
 	// the other deliveries. Park delays are still real NakWithDelay waits.
-	clk := &manualClock{t: time.Now()}
+	clk := clock.NewManual(time.Now())
 	var regs []*prometheus.Registry
 	for i := range 2 {
 		reg := prometheus.NewRegistry()
@@ -208,7 +191,7 @@ func TestBreakerOpensParksProbesAndCloses(t *testing.T) {
 	})
 
 	// Half-open: exactly two probes run; the other deliveries are parked.
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	tr.wait(t, "closed>open", "open>half_open")
 	fleettest.WaitFor(t, 10*time.Second, func() error {
 		if p := dep.probes.Load(); p < 2 {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -222,7 +222,7 @@ func TestMalformedSubmissions(t *testing.T) {
 	for _, p := range ae.Problems {
 		fields = append(fields, p.Field)
 	}
-	sort.Strings(fields)
+	slices.Sort(fields)
 	require.Subset(t, fields, []string{"agent_template[0].retry_config.retry_on[0].pattern", "agent_template[0].timeout", "bogus"})
 
 	_, err = cl.Submit(ctx, []byte(`{not json`))

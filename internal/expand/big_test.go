@@ -1,9 +1,7 @@
 package expand
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/expand/expandtest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -128,19 +127,7 @@ func writeItems(path string, n int) error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(f, 1<<16)
-	regions := []string{"eu", "us", "ap"}
-	w.WriteString("{\"items\":[\n")
-	for i := 1; i <= n; i++ {
-		sep := ",\n"
-		if i == n {
-			sep = "\n"
-		}
-		id := fmt.Sprintf("item-%07d", i)
-		fmt.Fprintf(w, `{"id":%q,"path":"images/%s.jpg","region":%q}%s`, id, id, regions[(i-1)%len(regions)], sep)
-	}
-	w.WriteString("]}\n")
-	if err := w.Flush(); err != nil {
+	if err := expandtest.WriteItems(f, n); err != nil {
 		f.Close()
 		return err
 	}

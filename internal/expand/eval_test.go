@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,7 +39,7 @@ func canon(t testing.TB, nodes []any) []string {
 		require.NoError(t, err)
 		out[i] = string(b)
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,6 +39,33 @@ type Options struct {
 // IsPermissionViolation reports whether err is the server refusing a
 // publish or subscribe the user's permissions do not allow.
 func IsPermissionViolation(err error) bool { return errors.Is(err, nats.ErrPermissionViolation) }
+
+// deniedPublish starts the server's text for a refused publish, which
+// names the subject Go-quoted: Permissions Violation for Publish to "x".
+const deniedPublish = "Permissions Violation for Publish to "
+
+// DeniedPublish returns the subject of a publish the server refused for
+// want of permission; ok is false for any other error. The subject is only
+// in the error's text: nats.go has no sentinel or field for it and passes
+// the server's text on, wrapped in nats.ErrPermissionViolation (it reads
+// the subject of a refused subscription out of that text the same way).
+// This is the one place jetfleet reads an error's text.
+func DeniedPublish(err error) (subject string, ok bool) {
+	if !IsPermissionViolation(err) {
+		return "", false
+	}
+	text := err.Error()
+	i := strings.Index(text, deniedPublish)
+	if i < 0 {
+		return "", false
+	}
+	quoted, qerr := strconv.QuotedPrefix(text[i+len(deniedPublish):])
+	if qerr != nil {
+		return "", false
+	}
+	subject, qerr = strconv.Unquote(quoted)
+	return subject, qerr == nil
+}
 
 // Register adds --server, --creds, --nkey, --user, --password and the TLS
 // flags to fs, with defaults from getenv (NATS_URL, NATS_CREDS, NATS_NKEY,

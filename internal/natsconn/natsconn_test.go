@@ -1,7 +1,9 @@
 package natsconn_test
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -47,6 +49,9 @@ func TestConnectWithNKeyAndTLS(t *testing.T) {
 	select {
 	case err := <-refused:
 		require.Contains(t, err.Error(), `"fleet.work.default.x"`)
+		subject, ok := natsconn.DeniedPublish(err)
+		require.True(t, ok, "%v", err)
+		require.Equal(t, "fleet.work.default.x", subject)
 	case <-time.After(3 * time.Second):
 		t.Fatal("no permissions violation reported")
 	}
@@ -59,4 +64,26 @@ func TestConnectWithNKeyAndTLS(t *testing.T) {
 	noKey := natsconn.Options{URL: srv.URL(), TLSCA: ca}
 	_, err = noKey.Connect("")
 	require.ErrorIs(t, err, nats.ErrAuthorization)
+}
+
+func TestDeniedPublish(t *testing.T) {
+	// As nats.go wraps the server's -ERR (nats.go processErr), and as
+	// Options.OnAsyncError adds the subscription.
+	violation := func(text string) error { return fmt.Errorf("%w: %s", nats.ErrPermissionViolation, text) }
+	for _, tc := range []struct {
+		err     error
+		subject string
+		ok      bool
+	}{
+		{violation(`Permissions Violation for Publish to "$JS.API.CONSUMER.CREATE.FLEET_WORK.agents-p.fleet.work.p.>"`), "$JS.API.CONSUMER.CREATE.FLEET_WORK.agents-p.fleet.work.p.>", true},
+		{fmt.Errorf("%w (subscription %q)", violation(`Permissions Violation for Publish to "a.\"b"`), "_INBOX.x"), `a."b`, true},
+		{violation(`Permissions Violation for Subscription to "fleet.work.>"`), "", false},
+		{violation(`Permissions Violation for Publish to "unterminated`), "", false},
+		{errors.New(`Permissions Violation for Publish to "x"`), "", false}, // not a violation nats.go reported
+		{nil, "", false},
+	} {
+		subject, ok := natsconn.DeniedPublish(tc.err)
+		require.Equal(t, tc.ok, ok, "%v", tc.err)
+		require.Equal(t, tc.subject, subject, "%v", tc.err)
+	}
 }

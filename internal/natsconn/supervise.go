@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Defaults of Supervisor.
@@ -68,7 +70,7 @@ type Supervisor struct {
 // would not fix, reported once, never a restart loop.
 func (s Supervisor) Run(ctx context.Context, run func(ctx context.Context, nc *nats.Conn) error) error {
 	s = s.withDefaults()
-	pause := s.RestartMin
+	pauses := retry.NewBackoff(retry.Exponential(s.RestartMin, s.RestartMax), nil, nil)
 	for {
 		nc, err := s.connect(ctx)
 		if nc == nil {
@@ -106,20 +108,18 @@ func (s Supervisor) Run(ctx context.Context, run func(ctx context.Context, nc *n
 			return runErr
 		}
 		if time.Since(start) >= s.HealthyRun {
-			pause = s.RestartMin
+			pauses.Reset()
 		}
+		pause := pauses.Next()
 		ev := s.Logger.Error()
 		if last := nc.LastError(); last != nil {
 			ev = ev.AnErr("cause", last)
 		}
 		ev.Err(runErr).Dur("delay", pause).
 			Msg("the server closed the connection for good; starting again on a new connection")
-		select {
-		case <-ctx.Done():
+		if retry.Sleep(ctx, nil, pause) != nil {
 			return nil
-		case <-time.After(pause):
 		}
-		pause = min(2*pause, s.RestartMax)
 	}
 }
 
@@ -148,10 +148,8 @@ func (s Supervisor) connect(ctx context.Context) (*nats.Conn, error) {
 			return nil, err
 		}
 		s.Logger.Warn().Err(err).Msg("cannot connect yet; retrying")
-		select {
-		case <-ctx.Done():
+		if retry.Sleep(ctx, nil, s.RestartMin) != nil {
 			return nil, nil
-		case <-time.After(s.RestartMin):
 		}
 	}
 }

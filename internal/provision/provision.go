@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Defaults of Config.
@@ -260,7 +261,7 @@ func EnsurePool(ctx context.Context, js jetstream.JetStream, n messages.Names, p
 // stream (created by a coordinator) and creates the consumer with the
 // default configuration if no coordinator has yet, never overriding one.
 func WaitPool(ctx context.Context, js jetstream.JetStream, n messages.Names, pool string, c Config) (jetstream.Consumer, error) {
-	delay := 100 * time.Millisecond
+	b := retry.NewBackoff(waitPoolBackoff, nil, nil)
 	for {
 		cons, err := js.Consumer(ctx, n.WorkStream(), n.AgentsConsumer(pool))
 		if err == nil {
@@ -278,16 +279,14 @@ func WaitPool(ctx context.Context, js jetstream.JetStream, n messages.Names, poo
 		if !errors.Is(err, jetstream.ErrStreamNotFound) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !isTransient(err) {
 			return nil, fmt.Errorf("provision: consumer %s: %w", n.AgentsConsumer(pool), err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("provision: waiting for stream %s: %w", n.WorkStream(), ctx.Err())
-		case <-time.After(delay):
-		}
-		if delay < 2*time.Second {
-			delay *= 2
+		if err := b.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("provision: waiting for stream %s: %w", n.WorkStream(), err)
 		}
 	}
 }
+
+// waitPoolBackoff spaces WaitPool's tries: 100ms doubling to 3.2s.
+var waitPoolBackoff = retry.Exponential(100*time.Millisecond, 3200*time.Millisecond)
 
 func isTransient(err error) bool {
 	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrNoStreamResponse) ||

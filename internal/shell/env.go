@@ -2,7 +2,7 @@ package shell
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -70,7 +70,7 @@ func (f *EnvFilter) Filter(environ []string) []string {
 			out = append(out, kv)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // publishAsyncTimeout bounds the wait for an async publish's PubAck.
@@ -234,7 +235,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 
 // waitKV waits for a bucket the coordinator creates.
 func (a *Agent) waitKV(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
-	delay := 100 * time.Millisecond
+	b := retry.NewBackoff(waitKVBackoff, nil, nil)
 	for {
 		kv, err := a.js.KeyValue(ctx, bucket)
 		if err == nil {
@@ -243,14 +244,14 @@ func (a *Agent) waitKV(ctx context.Context, bucket string) (jetstream.KeyValue, 
 		if !errors.Is(err, jetstream.ErrBucketNotFound) {
 			return nil, fmt.Errorf("agent: bucket %s: %w", bucket, err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(delay):
+		if err := b.Wait(ctx); err != nil {
+			return nil, err
 		}
-		delay = min(2*delay, 2*time.Second)
 	}
 }
+
+// waitKVBackoff spaces waitKV's tries: 100ms doubling to 2s.
+var waitKVBackoff = retry.Exponential(100*time.Millisecond, 2*time.Second)
 
 // consume runs the pull loop with Concurrency workers.
 func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
@@ -272,7 +273,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 		go func() {
 			defer workers.Done()
 			for m := range msgs {
-				job := jobOfSubject(m.Subject())
+				_, job, _ := a.names.ParseWork(m.Subject())
 				a.metrics.inFlight.Inc()
 				a.presence.begin(job)
 				a.safeProcess(workCtx, m)

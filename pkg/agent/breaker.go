@@ -5,19 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -39,13 +37,14 @@ const (
 	breakerOpTimeout = 5 * time.Second
 	// breakerMaxRounds bounds the compare-and-set rounds of one update.
 	breakerMaxRounds = 200
-	// Jittered pause after a conflict, doubling from min to max.
-	breakerBackoffMin = time.Millisecond
-	breakerBackoffMax = 50 * time.Millisecond
 	// breakerErrorDelay is how long an item waits when the breaker state
 	// cannot be read or written.
 	breakerErrorDelay = time.Second
 )
+
+// breakerBackoff spaces an update's compare-and-set rounds: 1ms doubling
+// to 50ms, each delay jittered by ±50 %.
+var breakerBackoff = retry.Exponential(time.Millisecond, 50*time.Millisecond).WithJitter(messages.JitterProportional, 0.5)
 
 // breakerRecord is the stored value: the state plus the id of the write
 // that stored it, by which a writer whose reply was lost recognises its
@@ -285,7 +284,7 @@ func (g *breakerGate) close() {
 // than once and must not keep what it computed in earlier calls.
 func (g *breakerGate) update(ctx context.Context, job string,
 	fn func(now time.Time, st retry.BreakerState) retry.BreakerState) (from, to retry.BreakerState, err error) {
-	backoff := breakerBackoffMin
+	backoff := retry.NewBackoff(breakerBackoff, nil, nil)
 	for round := 0; ; round++ {
 		if round >= breakerMaxRounds {
 			return from, from, fmt.Errorf("agent: breaker %s: no write succeeded in %d rounds", job, round)
@@ -314,9 +313,9 @@ func (g *breakerGate) update(ctx context.Context, job string,
 			return st, st, ctx.Err()
 		}
 		switch {
-		case isBreakerConflict(err):
+		case kvcas.IsConflict(err):
 			g.invalidate(job, rev)
-		case isPermanentKV(err):
+		case kvcas.IsPermanent(err):
 			return st, st, fmt.Errorf("agent: breaker %s: %w", job, err)
 		default:
 			// In doubt (a timeout, a lost reply): the leader tells whether it
@@ -333,10 +332,9 @@ func (g *breakerGate) update(ctx context.Context, job string,
 			}
 			g.log.Debug().Err(err).Str("job_id", job).Msg("breaker write failed; deciding again")
 		}
-		if err := sleepCtx(ctx, backoff/2+time.Duration(mrand.Int64N(int64(backoff)))); err != nil {
+		if err := backoff.Wait(ctx); err != nil {
 			return st, st, err
 		}
-		backoff = min(2*backoff, breakerBackoffMax)
 	}
 }
 
@@ -414,10 +412,7 @@ func (g *breakerGate) write(ctx context.Context, job string, rec breakerRecord, 
 	}
 	octx, cancel := context.WithTimeout(ctx, breakerOpTimeout)
 	defer cancel()
-	if rev == 0 {
-		return g.kv.Create(octx, job, data)
-	}
-	return g.kv.Update(octx, job, data, rev)
+	return kvcas.Write(octx, g.kv, job, data, rev)
 }
 
 // startWatch starts the watch of the bucket once, and reports whether it
@@ -461,40 +456,6 @@ func (g *breakerGate) follow(updates <-chan jetstream.KeyValueEntry) {
 func sameBreakerState(a, b retry.BreakerState) bool {
 	return breakerStateName(a) == breakerStateName(b) && a.Failures == b.Failures && a.Probes == b.Probes &&
 		a.Successes == b.Successes && a.OpenedAt.Equal(b.OpenedAt) && a.HalfOpenAt.Equal(b.HalfOpenAt)
-}
-
-// isBreakerConflict reports a refused compare-and-set: a revision mismatch
-// (10071 on R1, where it also reads as ErrKeyExists), a concurrent write in
-// flight on R3 (10164), or Create on an existing key.
-func isBreakerConflict(err error) bool {
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
-// isPermanentKV reports errors that retrying will not fix.
-func isPermanentKV(err error) bool {
-	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrInvalidKey) ||
-		errors.Is(err, nats.ErrConnectionClosed) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code > 0 && apiErr.Code < 500
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // ParkSpread is how far past the breaker's retry time a parked delivery may

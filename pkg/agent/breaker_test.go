@@ -39,24 +39,6 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // fakeMsg records the naks a delivery gets; nothing else may be called.
 type fakeMsg struct {
 	jetstream.Msg
@@ -184,7 +166,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 	checkLeaks(t)
 	srv := fleettest.RunServer(t)
 	provisionAll(t, srv.JS(), 1)
-	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clock.NewManual(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	const maxDeliver = 50
 	a, reg := gateAgent(t, srv.Connect(t), "a1", clk, maxDeliver)
 	ctx := testCtx(t, 30*time.Second)
@@ -223,7 +205,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 	})
 
 	t.Run("open: items are parked until the timeout, unspent", func(t *testing.T) {
-		clk.advance(4 * time.Second)
+		clk.Advance(4 * time.Second)
 		_, m, ok := run(3)
 		require.False(t, ok)
 		require.Equal(t, []time.Duration{spread(6 * time.Second)}, m.naks, "parked until the open period ends, spread")
@@ -247,7 +229,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 
 	var probes []*item
 	t.Run("half-open: exactly half_open_requests probes, the rest parked", func(t *testing.T) {
-		clk.advance(6 * time.Second)
+		clk.Advance(6 * time.Second)
 		for range 2 {
 			it, m, ok := run(4)
 			require.True(t, ok)
@@ -269,7 +251,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 	})
 
 	t.Run("half-open: a probe failure re-opens it, the other probe's success is ignored", func(t *testing.T) {
-		clk.advance(time.Second)
+		clk.Advance(time.Second)
 		a.settleBreaker(ctx, probes[0], outcomeOf(true))
 		st := state()
 		require.True(t, st.Is(retry.CircuitOpen))
@@ -279,7 +261,7 @@ func TestBreakerGateLifecycle(t *testing.T) {
 	})
 
 	t.Run("half-open: success_threshold probe successes close it", func(t *testing.T) {
-		clk.advance(timeout)
+		clk.Advance(timeout)
 		p1, _, ok := run(5)
 		require.True(t, ok)
 		p2, _, ok := run(5)
@@ -322,7 +304,7 @@ func TestBreakerLostProbesAreWrittenOff(t *testing.T) {
 	checkLeaks(t)
 	srv := fleettest.RunServer(t)
 	provisionAll(t, srv.JS(), 1)
-	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clock.NewManual(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	a, _ := gateAgent(t, srv.Connect(t), "a1", clk, 0)
 	ctx := testCtx(t, 30*time.Second)
 	j := breakerJob(t, "lost", messages.CircuitBreakerConfig{FailureThreshold: 1, SuccessThreshold: 1, Timeout: messages.Duration(time.Second), HalfOpenRequests: 1})
@@ -330,7 +312,7 @@ func TestBreakerLostProbesAreWrittenOff(t *testing.T) {
 	it, _ := delivery(j, "x", 1)
 	require.True(t, a.admitBreaker(ctx, it))
 	a.settleBreaker(ctx, it, outcomeOf(true))
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	lost, _ := delivery(j, "lost", 2)
 	require.True(t, a.admitBreaker(ctx, lost))
 	require.True(t, lost.breaker.t.Probe)
@@ -338,7 +320,7 @@ func TestBreakerLostProbesAreWrittenOff(t *testing.T) {
 	require.False(t, a.admitBreaker(ctx, parked))
 	require.Equal(t, []time.Duration{spread(250 * time.Millisecond)}, m.naks)
 
-	clk.advance(time.Second) // the lost probe's time is up
+	clk.Advance(time.Second) // the lost probe's time is up
 	next, _ := delivery(j, "next", 3)
 	require.True(t, a.admitBreaker(ctx, next))
 	require.True(t, next.breaker.t.Probe)

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -216,7 +217,7 @@ func TestItemVerdict(t *testing.T) {
 // touches: no server, a hand-moved clock, jitter-free policies.
 type failureAgent struct {
 	a        *Agent
-	clk      *fakeClock
+	clk      *clock.Manual
 	reg      *prometheus.Registry
 	items    *fakeItems
 	budget   *fakeBudget
@@ -229,7 +230,7 @@ const testMaxDeliver = 5
 
 func newFailureAgent(t *testing.T) *failureAgent {
 	t.Helper()
-	clk := &fakeClock{t: t0}
+	clk := clock.NewManual(t0)
 	f := &failureAgent{
 		clk: clk, reg: prometheus.NewRegistry(), items: &fakeItems{m: map[string]fakeEntry{}},
 		budget: &fakeBudget{}, dlq: &fakeDLQ{}, pub: &fakePub{}, breakers: &fakeBreakers{clk: clk, m: map[string]retry.BreakerState{}},
@@ -248,7 +249,7 @@ func newFailureAgent(t *testing.T) *failureAgent {
 	f.a.Handle("permanent", func(context.Context, *Call) (any, error) { return nil, retry.Permanent(errBoom) })
 	f.a.Handle("snooze", func(context.Context, *Call) (any, error) { return nil, retry.Snooze(5 * time.Second) })
 	f.a.Handle("slow-fail", func(context.Context, *Call) (any, error) {
-		clk.advance(1500 * time.Millisecond)
+		clk.Advance(1500 * time.Millisecond)
 		return nil, errBoom
 	})
 	return f
@@ -846,7 +847,7 @@ func (f fakeFuture) Msg() *nats.Msg               { return f.msg }
 
 // fakeBreakers keeps the jobs' breaker states in a map.
 type fakeBreakers struct {
-	clk *fakeClock
+	clk *clock.Manual
 	m   map[string]retry.BreakerState
 }
 

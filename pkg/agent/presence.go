@@ -145,8 +145,3 @@ func (p *presence) put(kv jetstream.KeyValue, key string) error {
 	_, err = kv.Put(ctx, key, data)
 	return err
 }
-
-// jobOfSubject is the job token of a work subject <prefix>.work.<pool>.<job>.
-func jobOfSubject(subject string) string {
-	return subject[strings.LastIndexByte(subject, '.')+1:]
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -123,7 +124,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
-	if err := checkWorkItem(m.Subject(), &it.wi); err != nil {
+	if err := checkWorkItem(a.names, m.Subject(), &it.wi); err != nil {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
@@ -189,11 +190,11 @@ const maxObjectName = 1024
 // checkWorkItem refuses a work message whose body does not belong on its
 // subject (<prefix>.work.<pool>.<job>), or that names what no coordinator
 // would: the job id and the reduce object go into KV keys and subjects.
-func checkWorkItem(subject string, wi *messages.WorkItem) error {
+func checkWorkItem(names messages.Names, subject string, wi *messages.WorkItem) error {
 	if err := messages.ValidToken(wi.JobID); err != nil {
 		return fmt.Errorf("job_id: not a job id: %w", err)
 	}
-	if i := strings.LastIndexByte(subject, '.'); i < 0 || subject[i+1:] != wi.JobID {
+	if _, job, ok := names.ParseWork(subject); !ok || job != wi.JobID {
 		return fmt.Errorf("job_id %q does not match the subject %q", wi.JobID, subject)
 	}
 	if r := wi.Reduce; r != nil && (r.ResultsObject == "" || len(r.ResultsObject) > maxObjectName) {
@@ -230,19 +231,14 @@ func (a *Agent) saveState(ctx context.Context, it *item) error {
 	if err != nil {
 		return err
 	}
-	var rev uint64
-	if it.rev == 0 {
-		rev, err = a.items.Create(ctx, it.key, data)
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			// State of an earlier generation, or of a run before a
-			// coordinator republished the item: take it over.
-			var e jetstream.KeyValueEntry
-			if e, err = a.items.Get(ctx, it.key); err == nil {
-				rev, err = a.items.Update(ctx, it.key, data, e.Revision())
-			}
+	rev, err := kvcas.Write(ctx, a.items, it.key, data, it.rev)
+	if it.rev == 0 && kvcas.IsConflict(err) {
+		// State of an earlier generation, or of a run before a
+		// coordinator republished the item: take it over.
+		var e jetstream.KeyValueEntry
+		if e, err = a.items.Get(ctx, it.key); err == nil {
+			rev, err = a.items.Update(ctx, it.key, data, e.Revision())
 		}
-	} else {
-		rev, err = a.items.Update(ctx, it.key, data, it.rev)
 	}
 	if err != nil {
 		return err
@@ -251,9 +247,9 @@ func (a *Agent) saveState(ctx context.Context, it *item) error {
 	return nil
 }
 
-func isFenced(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
-}
+// isFenced reports a refused compare-and-set of the item's state: another
+// agent holds the item now.
+func isFenced(err error) bool { return kvcas.IsConflict(err) }
 
 // runSteps runs the item's steps from the persisted step on; a failed
 // step run goes down the failure path (failure.go).
@@ -478,8 +474,8 @@ func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error
 	// The subject (<prefix>.work.<pool>.<job>) names the job; the body of a
 	// poison message may name anything.
 	job := it.wi.JobID
-	if parts := strings.Split(it.m.Subject(), "."); len(parts) >= 4 {
-		job = parts[len(parts)-1]
+	if _, j, ok := a.names.ParseWork(it.m.Subject()); ok {
+		job = j
 	}
 	payload := it.wi.Payload
 	if len(payload) == 0 || !json.Valid(payload) {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -114,7 +115,7 @@ func (b *Budget) Create(ctx context.Context, job string, rec Record) (Record, bo
 		b.observe(job, rec, rev)
 		return rec, true, nil
 	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
+	if !kvcas.IsConflict(err) { // a conflict: the record exists
 		b.stats.errors.Add(1)
 		return Record{}, false, fmt.Errorf("budget: create %s: %w", job, err)
 	}

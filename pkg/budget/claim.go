@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/jetfleet/jetfleet/internal/kvcas"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // jobState is what one process knows about one job's budget. Every field
@@ -142,19 +141,11 @@ func (b *Budget) flush(st *jobState) {
 		if !known {
 			if err := b.refresh(b.ctx, st); err != nil {
 				if isPermanent(err) {
-					if b.ctx.Err() != nil {
-						err = ErrClosed
-					}
-					st.mu.Lock()
-					for _, w := range batch {
-						w.resolve(Grant{}, err)
-					}
-					batch = nil
-					st.mu.Unlock()
+					batch = b.fail(st, batch, err)
 					continue
 				}
 				attempt++
-				_ = b.sleep(b.ctx, attempt, ErrorBackoffMin, ErrorBackoffMax)
+				_ = b.sleep(b.ctx, attempt, errorBackoff)
 			}
 			continue
 		}
@@ -174,24 +165,30 @@ func (b *Budget) flush(st *jobState) {
 		switch {
 		case err == nil:
 			attempt = 0
-		case isConflict(err):
+		case kvcas.IsConflict(err):
 			attempt++
-			_ = b.sleep(b.ctx, attempt, ConflictBackoffMin, ConflictBackoffMax)
+			_ = b.sleep(b.ctx, attempt, conflictBackoff)
 		case isPermanent(err):
-			if b.ctx.Err() != nil {
-				err = ErrClosed
-			}
-			st.mu.Lock()
-			for _, w := range batch {
-				w.resolve(Grant{}, err)
-			}
-			batch = nil
-			st.mu.Unlock()
+			batch = b.fail(st, batch, err)
 		default:
 			attempt++
-			_ = b.sleep(b.ctx, attempt, ErrorBackoffMin, ErrorBackoffMax)
+			_ = b.sleep(b.ctx, attempt, errorBackoff)
 		}
 	}
+}
+
+// fail resolves batch's waiters with err, which retrying will not fix
+// (ErrClosed once the Budget is closing), and returns the empty batch.
+func (b *Budget) fail(st *jobState, batch []*waiter, err error) []*waiter {
+	if b.ctx.Err() != nil {
+		err = ErrClosed
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, w := range batch {
+		w.resolve(Grant{}, err)
+	}
+	return nil
 }
 
 // settleLocked resolves the waiters that need no KV and returns the others.
@@ -250,11 +247,11 @@ func (b *Budget) claimDirect(ctx context.Context, st *jobState, itemRetries int)
 			return Grant{}, err
 		}
 		attempt++
-		lo, hi := ErrorBackoffMin, ErrorBackoffMax
-		if isConflict(err) {
-			lo, hi = ConflictBackoffMin, ConflictBackoffMax
+		backoff := errorBackoff
+		if kvcas.IsConflict(err) {
+			backoff = conflictBackoff
 		}
-		if err := b.sleep(ctx, attempt, lo, hi); err != nil {
+		if err := b.sleep(ctx, attempt, backoff); err != nil {
 			return Grant{}, err
 		}
 	}
@@ -295,7 +292,7 @@ func (b *Budget) write(ctx context.Context, st *jobState, rec Record, rev uint64
 		}
 		st.observeLocked(next, newRev)
 		return nil
-	case isConflict(err):
+	case kvcas.IsConflict(err):
 		delete(st.inDoubt, id) // refused: it was not written
 		b.stats.conflicts.Add(1)
 		st.invalidateLocked(rev)
@@ -344,52 +341,20 @@ func (b *Budget) read(ctx context.Context, job string) (Record, uint64, error) {
 	return rec, rev, nil
 }
 
-// sleep waits a jittered exponential backoff: attempt 1 waits in
-// [lo/2, lo], doubling up to hi.
-func (b *Budget) sleep(ctx context.Context, attempt int, lo, hi time.Duration) error {
-	d := hi
-	if attempt < 30 {
-		if x := lo << (attempt - 1); x > 0 && x < hi {
-			d = x
-		}
-	}
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// The claim loops' backoffs: delays doubling from the Min to the Max
+// constant, with equal jitter (attempt n waits between d/2 and d).
+var (
+	conflictBackoff = retry.Exponential(ConflictBackoffMin, ConflictBackoffMax).WithJitter(messages.JitterEqual, 0)
+	errorBackoff    = retry.Exponential(ErrorBackoffMin, ErrorBackoffMax).WithJitter(messages.JitterEqual, 0)
+)
 
-// isConflict reports a compare-and-set refused for a stale revision: 10071
-// on R1, 10164 on replicated streams (docs/jetstream.md §10). Never test
-// ErrKeyExists for this: on R1 it matches every conflict too.
-func isConflict(err error) bool {
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+// sleep waits backoff's delay after failed attempt n, or until ctx ends.
+func (b *Budget) sleep(ctx context.Context, attempt int, backoff *retry.Policy) error {
+	return retry.Sleep(ctx, nil, backoff.Delay(attempt, 0, nil))
 }
 
 // isPermanent reports errors that retrying will not fix.
 func isPermanent(err error) bool {
-	switch {
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidRecord), errors.Is(err, ErrClosed),
-		errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrInvalidKey),
-		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, context.Canceled):
-		return true
-	case isConflict(err):
-		return false
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.Code > 0 && apiErr.Code < 500 // 503: no leader yet, and the like
-	}
-	return false // timeouts, no responders, reconnects
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidRecord) || errors.Is(err, ErrClosed) ||
+		kvcas.IsPermanent(err)
 }

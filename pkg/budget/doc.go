@@ -48,9 +48,9 @@
 //     neither a read nor a write.
 //   - One watch per process on the bucket keeps the cached record fresh and
 //     tells a process when others have exhausted a job.
-//   - Conflicts (jetstream.ErrKeyRevisionMismatch, API errors 10071 and, on
-//     replicated buckets, 10164) and transient failures are retried with
-//     jittered exponential backoff until the caller's context ends.
+//   - Conflicts (internal/kvcas: API errors 10071 and, on replicated
+//     buckets, 10164) and transient failures are retried with jittered
+//     exponential backoff until the caller's context ends.
 //
 // A write whose acknowledgement is lost (a timeout at a leader change) is
 // in doubt: its claim id was registered before it went out, and the units

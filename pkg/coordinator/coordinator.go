@@ -21,6 +21,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Version is reported by the micro service.
@@ -342,7 +343,7 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
 		c.intakeErrs.set(seq, err)
 		c.log.Error().Err(err).Uint64("stream_seq", seq).Uint64("num_delivered", delivered).Msg("accepting job failed")
 		if delivered < maxTries {
-			_ = m.NakWithDelay(min(2*time.Second<<(delivered-1), time.Minute))
+			_ = m.NakWithDelay(intakeBackoff.Delay(int(delivered), 0, nil))
 			return
 		}
 	}
@@ -360,6 +361,10 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
 	c.intakeErrs.forget(seq)
 	_ = m.Ack()
 }
+
+// intakeBackoff spaces the deliveries of a submission that failed to be
+// accepted: 2s doubling to a minute.
+var intakeBackoff = retry.Exponential(2*time.Second, time.Minute)
 
 // safeAccept is accept; a panic there (a bug some spec found) counts as a
 // failed attempt, so the submission ends rejected with the reason.

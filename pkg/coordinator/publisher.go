@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // asyncPublisher is the part of JetStream the publisher uses.
@@ -47,11 +48,9 @@ func (w window) full(inFlight, batched int64) bool {
 	return w.bounded() && inFlight+batched >= w.limit
 }
 
-// Backoff of work publishes the stream refused (it is full).
-const (
-	publishRetryFirst = 50 * time.Millisecond
-	publishRetryMax   = 2 * time.Second
-)
+// publishBackoff spaces the publishing again of work messages the stream
+// refused (it is full): 50ms doubling to 3.2s.
+var publishBackoff = retry.Exponential(50*time.Millisecond, 3200*time.Millisecond)
 
 // publisher publishes a job's items to the work stream: in input order
 // from the cursor on, PublishBatch at a time with every PubAck awaited,
@@ -173,7 +172,8 @@ func (p *publisher) publishBatch(ctx context.Context, batch []expand.Item) error
 		msgs[i] = m
 	}
 	pending := msgs
-	delay := publishRetryFirst
+	clock := retry.ClockFunc(p.after)
+	backoff := retry.NewBackoff(publishBackoff, nil, clock)
 	for len(pending) > 0 {
 		futures := make([]jetstream.PubAckFuture, 0, len(pending))
 		var failed []*nats.Msg
@@ -205,15 +205,11 @@ func (p *publisher) publishBatch(ctx context.Context, batch []expand.Item) error
 		if len(failed) == 0 {
 			break
 		}
+		delay := backoff.Next()
 		p.log.Warn().AnErr("last_error", lastErr).Int("refused", len(failed)).Dur("delay", delay).Msg("work publishes refused; retrying")
 		p.metrics.publishRetries.Add(float64(len(failed)))
-		select {
-		case <-p.after(delay):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if delay < publishRetryMax {
-			delay *= 2
+		if err := retry.Sleep(ctx, clock, delay); err != nil {
+			return err
 		}
 		pending = failed
 	}

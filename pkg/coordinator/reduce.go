@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // startReduce publishes the job's reduce item once the map phase ended:
@@ -23,7 +24,7 @@ import (
 // ends; both steps are idempotent (the object is rewritten, the work
 // message carries a msg id per reduce generation).
 func (r *jobRunner) startReduce(ctx context.Context) {
-	delay := 250 * time.Millisecond
+	backoff := retry.NewBackoff(reduceBackoff, nil, nil)
 	for {
 		err := r.publishReduce(ctx)
 		if err == nil {
@@ -32,15 +33,16 @@ func (r *jobRunner) startReduce(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		delay := backoff.Next()
 		r.log.Warn().Err(err).Dur("delay", delay).Msg("publishing the reduce item failed; retrying")
-		select {
-		case <-ctx.Done():
+		if retry.Sleep(ctx, nil, delay) != nil {
 			return
-		case <-time.After(delay):
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 }
+
+// reduceBackoff spaces the tries of startReduce: 250ms doubling to 5s.
+var reduceBackoff = retry.Exponential(250*time.Millisecond, 5*time.Second)
 
 func (r *jobRunner) publishReduce(ctx context.Context) error {
 	outputs, err := r.mapOutputs(ctx)

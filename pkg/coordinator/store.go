@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -57,34 +58,23 @@ func (s *jobStore) getRev(ctx context.Context, id string) (*messages.JobRecord, 
 // none); replaced=false when the key changed meanwhile (another write won).
 // Only a rejected record is ever replaced: its id is free again.
 func (s *jobStore) replace(ctx context.Context, rec *messages.JobRecord, rev uint64) (replaced bool, err error) {
-	if rev == 0 {
-		return s.create(ctx, rec)
-	}
 	data, err := s.encode(rec)
 	if err != nil {
 		return false, err
 	}
-	_, err = s.kv.Update(ctx, rec.Status.ID, data, rev)
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// create stores a new record; created=false when the id already exists.
-func (s *jobStore) create(ctx context.Context, rec *messages.JobRecord) (created bool, err error) {
-	data, err := s.encode(rec)
-	if err != nil {
-		return false, err
-	}
-	rev, err := s.kv.Create(ctx, rec.Status.ID, data)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	rev, err = kvcas.Write(ctx, s.kv, rec.Status.ID, data, rev)
+	if kvcas.IsConflict(err) {
 		return false, nil
 	}
 	if err == nil && s.index != nil {
 		s.index.put(rev, &rec.Status)
 	}
 	return err == nil, err
+}
+
+// create stores a new record; created=false when the id already exists.
+func (s *jobStore) create(ctx context.Context, rec *messages.JobRecord) (created bool, err error) {
+	return s.replace(ctx, rec, 0)
 }
 
 func (s *jobStore) put(ctx context.Context, rec *messages.JobRecord) error {

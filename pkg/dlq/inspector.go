@@ -2,12 +2,14 @@ package dlq
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -287,20 +289,24 @@ func msgSize(m jetstream.Msg) int {
 // entry's pool, whatever the body claims: an agent may publish only on its
 // own pool's subjects.
 func (in *Inspector) decode(subject string, data []byte, ref *messages.DLQEntryRef) {
-	ref.Origin = in.names.Origin(subject)
-	decodeEntry(subject, data, &ref.Entry)
+	origin, job, ok := in.names.ParseDLQ(subject)
+	if !ok {
+		job = "unknown"
+	}
+	ref.Origin = origin
+	decodeEntry(job, data, &ref.Entry)
 	if ref.Origin != "" && ref.Origin != messages.CoordinatorOrigin {
 		ref.Entry.Pool = ref.Origin
 	}
 }
 
 // decodeEntry decodes a DLQ message body; a body that is not an entry
-// becomes one with reason "undecodable", so it can be seen and purged.
-func decodeEntry(subject string, data []byte, e *messages.DLQEntry) {
+// becomes one of job (its subject's) with reason "undecodable", so it can
+// be seen and purged.
+func decodeEntry(job string, data []byte, e *messages.DLQEntry) {
 	if err := json.Unmarshal(data, e); err == nil && e.JobID != "" {
 		return
 	} else {
-		job := subject[strings.LastIndexByte(subject, '.')+1:]
 		payload, _ := json.Marshal(string(data))
 		msg := "not a DLQ entry"
 		if err != nil {
@@ -564,15 +570,9 @@ func (g *Group) add(e *messages.DLQEntry) {
 
 // Top returns the keys of counts, largest count first (ties by key).
 func Top(counts map[string]int64) []string {
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if counts[keys[i]] != counts[keys[j]] {
-			return counts[keys[i]] > counts[keys[j]]
-		}
-		return keys[i] < keys[j]
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int {
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b))
 	})
 	return keys
 }

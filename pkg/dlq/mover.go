@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -66,7 +65,8 @@ func (m *Mover) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dlq: mover: %w", err)
 	}
-	go func() { <-ctx.Done(); it.Stop() }()
+	defer context.AfterFunc(ctx, it.Stop)()
+	defer it.Stop()
 	for {
 		msg, err := it.Next()
 		if err != nil {
@@ -150,10 +150,13 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 	now := m.now()
 	msg := fmt.Sprintf("no outcome after %d deliveries (the agent crashed, hung, or was stopped on each)", deliveries)
 	var wi messages.WorkItem
-	if err := json.Unmarshal(raw.Data, &wi); err != nil || wi.ItemID == "" || !onSubject(raw.Subject, wi.JobID) {
-		job := "unknown"
-		if parts := strings.Split(raw.Subject, "."); len(parts) >= 4 && messages.ValidToken(parts[len(parts)-1]) == nil {
-			job = parts[len(parts)-1]
+	// The subject names the job (a job id goes into KV keys and subjects);
+	// the body is data.
+	pool, job, ok := m.names.ParseWork(raw.Subject)
+	known := ok && messages.ValidToken(job) == nil
+	if err := json.Unmarshal(raw.Data, &wi); err != nil || wi.ItemID == "" || !known || wi.JobID != job {
+		if !known {
+			job = "unknown"
 		}
 		payload, _ := json.Marshal(string(raw.Data))
 		return &messages.DLQEntry{
@@ -163,7 +166,7 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 		}, nil
 	}
 	entry := &messages.DLQEntry{
-		JobID: wi.JobID, ItemID: wi.ItemID, Index: wi.Index, Group: wi.Group, Pool: poolOf(raw.Subject),
+		JobID: wi.JobID, ItemID: wi.ItemID, Index: wi.Index, Group: wi.Group, Pool: pool,
 		Payload: wi.Payload, CorrelationID: wi.CorrelationID, Subject: raw.Subject, StreamSeq: raw.Sequence,
 		Generation: wi.Generation, Attempts: append([]messages.Attempt(nil), wi.History...), AttemptsDropped: wi.HistoryDropped,
 		Reason: messages.ReasonMaxDeliveries, Error: msg, ErrorClass: "error", Signature: retry.Signature(msg),
@@ -187,20 +190,4 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 		Reason: messages.ReasonMaxDeliveries, Error: entry.Error, ErrorClass: entry.ErrorClass,
 		Signature: entry.Signature, Agent: "dlq-mover", FinishedAt: now,
 	}
-}
-
-// onSubject reports whether job is a valid job id and the job of the work
-// subject <prefix>.work.<pool>.<job>: the body of a message is data, and a
-// job id goes into KV keys and subjects.
-func onSubject(subject, job string) bool {
-	return messages.ValidToken(job) == nil && strings.HasSuffix(subject, "."+job)
-}
-
-// poolOf extracts the pool from <prefix>.work.<pool>.<job>.
-func poolOf(subject string) string {
-	parts := strings.Split(subject, ".")
-	if len(parts) >= 4 {
-		return parts[len(parts)-2]
-	}
-	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Defaults of the Replayer.
@@ -28,6 +29,9 @@ const (
 	// replayOpTimeout bounds one publish or delete.
 	replayOpTimeout = 10 * time.Second
 )
+
+// replayBackoff spaces the tries of a replay step: 100ms doubling to 2s.
+var replayBackoff = retry.Exponential(100*time.Millisecond, 2*time.Second)
 
 // ErrNotReplayable is wrapped by errors that retrying cannot fix (the
 // entry's job no longer exists): the entry counts as failed at once.
@@ -334,21 +338,16 @@ func (r *Replayer) try(ctx context.Context, op func(context.Context) error) erro
 // retry runs op until it succeeds, fails with ErrNotReplayable, or has
 // failed replayTries times, with backoff in between.
 func (r *Replayer) retry(ctx context.Context, op func() error) error {
-	delay := 100 * time.Millisecond
-	var err error
-	for i := range replayTries {
-		err = op()
-		if err == nil || errors.Is(err, ErrNotReplayable) || i == replayTries-1 {
-			break
-		}
-		select {
-		case <-r.clock.After(delay):
-		case <-ctx.Done():
+	b := retry.NewBackoff(replayBackoff, nil, r.clock)
+	for {
+		err := op()
+		if err == nil || errors.Is(err, ErrNotReplayable) || b.Retries() == replayTries-1 {
 			return err
 		}
-		delay = min(2*delay, 2*time.Second)
+		if b.Wait(ctx) != nil {
+			return err
+		}
 	}
-	return err
 }
 
 func (r *Replayer) publish(ctx context.Context, subject, stream, msgID string, body any) (*jetstream.PubAck, error) {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -132,7 +132,7 @@ func TestReplayBySignatureAndDryRun(t *testing.T) {
 	for _, w := range f.workItems(t) {
 		ids = append(ids, w.item.ItemID)
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	require.Equal(t, []string{"item-006", "item-007"}, ids, "exactly the entries with that signature")
 }
 

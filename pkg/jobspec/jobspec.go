@@ -2,13 +2,14 @@ package jobspec
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/jetfleet/jetfleet/internal/shell"
@@ -141,7 +142,7 @@ func setLines(problems []messages.FieldError, lines map[string]int) {
 			p.Line = lines[path]
 		}
 	}
-	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Line < problems[j].Line })
+	slices.SortStableFunc(problems, func(a, b messages.FieldError) int { return cmp.Compare(a.Line, b.Line) })
 }
 
 // parentPath returns the path one level up, and false for the document.

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -119,7 +119,7 @@ func (r *jsonReader) tokenLine() int {
 }
 
 func (r *jsonReader) lineCol(off int64) (int, int) {
-	i := sort.SearchInts(r.nl, int(off))
+	i, _ := slices.BinarySearch(r.nl, int(off)) // newlines before off
 	start := 0
 	if i > 0 {
 		start = r.nl[i-1] + 1
@@ -134,6 +134,8 @@ func (r *jsonReader) syntaxMessage(err error) string {
 		off = se.Offset
 		// Depending on where the decoder failed, Offset is just before or
 		// just after the offending character: point at the character.
+		// json.SyntaxError has no field for the character, only its message
+		// ("invalid character 'x' ..."), so this reads the message.
 		msg := se.Error()
 		if i := strings.Index(msg, "invalid character '"); i >= 0 && len(msg) > i+20 && msg[i+20] == '\'' {
 			c := msg[i+19]

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -91,14 +92,21 @@ func convert(root *yaml.Node, asJSON bool, size int) tree {
 	return tree{value: v, lines: c.lines, problems: c.problems}
 }
 
+// go.yaml.in/yaml/v3 has no error type that carries a problem's line or
+// its message: its errors are plain, their text "yaml: line N: message"
+// or "yaml: message". yamlErrLine and yamlMessage are the one place that
+// reads that text.
 var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlMessage is a yaml error's text without the package's "yaml: ".
+func yamlMessage(err error) string { return strings.TrimPrefix(err.Error(), "yaml: ") }
 
 // readYAML parses one YAML document. A syntax error returns a nil node
 // and the problem.
 func readYAML(data []byte) (*yaml.Node, *messages.FieldError) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	fail := func(err error) (*yaml.Node, *messages.FieldError) {
-		fe := &messages.FieldError{Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+		fe := &messages.FieldError{Message: "invalid YAML: " + yamlMessage(err)}
 		if m := yamlErrLine.FindStringSubmatch(err.Error()); m != nil {
 			fe.Line, _ = strconv.Atoi(m[1])
 			fe.Message = "invalid YAML: " + m[2]
@@ -371,14 +379,7 @@ func (c *converter) mapping(path string, n *yaml.Node, depth int, record bool) a
 	return m
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // invalid stands for a value that could not be converted; the decoder
 // reports the problem at the value's path.
@@ -408,13 +409,13 @@ func scalar(n *yaml.Node) any {
 	case "!!bool":
 		var b bool
 		if err := n.Decode(&b); err != nil {
-			return invalid("%v", strings.TrimPrefix(err.Error(), "yaml: "))
+			return invalid("%s", yamlMessage(err))
 		}
 		return b
 	case "!!int":
 		var v any
 		if err := n.Decode(&v); err != nil {
-			return invalid("%v", strings.TrimPrefix(err.Error(), "yaml: "))
+			return invalid("%s", yamlMessage(err))
 		}
 		if jsonNumber(n.Value) {
 			return json.Number(n.Value)
@@ -433,7 +434,7 @@ func scalar(n *yaml.Node) any {
 	case "!!float":
 		var f float64
 		if err := n.Decode(&f); err != nil {
-			return invalid("%v", strings.TrimPrefix(err.Error(), "yaml: "))
+			return invalid("%s", yamlMessage(err))
 		}
 		return floatNumber(n, f)
 	default:

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"regexp/syntax"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -148,12 +149,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	for i := range s.Reduce {
 		v.step(messages.IndexPath("reduce", i), &s.Reduce[i], true)
 	}
-	keys := make([]string, 0, len(s.Env))
-	for k := range s.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		switch {
 		case !validEnvName(k):
 			v.addf(messages.JoinPath("env", k), "invalid variable name (letters, digits and '_', not starting with a digit)")

@@ -144,22 +144,47 @@ func (n Names) JobDLQFilter(job string) string { return n.Prefix + ".dlq.*." + j
 // DLQFilter matches every dead-letter subject.
 func (n Names) DLQFilter() string { return n.Prefix + ".dlq.>" }
 
+// ParseWork splits a subject built by WorkSubject into its pool and job;
+// ok is false for any other subject. The tokens are not validated: a
+// message's subject is data, like its body.
+func (n Names) ParseWork(subject string) (pool, job string, ok bool) {
+	return n.parse(subject, "work")
+}
+
+// ParseResult splits a subject built by ResultSubject into its origin and
+// job; ok is false for any other subject.
+func (n Names) ParseResult(subject string) (origin, job string, ok bool) {
+	return n.parse(subject, "results")
+}
+
+// ParseDLQ splits a subject built by DLQSubject into its origin and job;
+// ok is false for any other subject.
+func (n Names) ParseDLQ(subject string) (origin, job string, ok bool) {
+	return n.parse(subject, "dlq")
+}
+
+// parse splits <prefix>.<kind>.<a>.<b> into its two non-empty last tokens.
+func (n Names) parse(subject, kind string) (a, b string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, n.Prefix+"."+kind+".")
+	if !ok {
+		return "", "", false
+	}
+	a, b, ok = strings.Cut(rest, ".")
+	if !ok || a == "" || b == "" || strings.Contains(b, ".") {
+		return "", "", false
+	}
+	return a, b, true
+}
+
 // Origin returns the origin token (pool or CoordinatorOrigin) of a result or
 // dead-letter subject built by ResultSubject or DLQSubject, and "" for any
 // other subject.
 func (n Names) Origin(subject string) string {
-	for _, kind := range []string{".results.", ".dlq."} {
-		rest, ok := strings.CutPrefix(subject, n.Prefix+kind)
-		if !ok {
-			continue
-		}
-		origin, job, ok := strings.Cut(rest, ".")
-		if !ok || origin == "" || job == "" || strings.Contains(job, ".") {
-			return ""
-		}
+	if origin, _, ok := n.ParseResult(subject); ok {
 		return origin
 	}
-	return ""
+	origin, _, _ := n.ParseDLQ(subject)
+	return origin
 }
 
 // EventSubject carries events of type typ for job published by the
@@ -174,6 +199,25 @@ func (n Names) EventSubject(job, typ string) string {
 // coordinator's events (map_ended, completed, ...).
 func (n Names) AgentEventSubject(pool, job, typ string) string {
 	return n.Prefix + ".events." + job + "." + typ + "." + pool
+}
+
+// ParseEvent splits a subject built by EventSubject (pool "") or
+// AgentEventSubject into its job, event type and pool; ok is false for any
+// other subject.
+func (n Names) ParseEvent(subject string) (job, typ, pool string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, n.Prefix+".events.")
+	if !ok {
+		return "", "", "", false
+	}
+	job, rest, ok = strings.Cut(rest, ".")
+	if !ok || job == "" {
+		return "", "", "", false
+	}
+	typ, pool, agent := strings.Cut(rest, ".")
+	if typ == "" || agent && (pool == "" || strings.Contains(pool, ".")) {
+		return "", "", "", false
+	}
+	return job, typ, pool, true
 }
 
 // EventsFilter matches every event subject.

@@ -179,6 +179,29 @@ func (e *ConfigError) add(field, format string, args ...any) {
 	e.Problems = append(e.Problems, messages.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
+// problemError is the one problem of a single value (a matcher, an
+// on_failure): its Error has the package's prefix, its message alone goes
+// into a ConfigError under the value's field. It matches ErrInvalidConfig.
+type problemError struct{ msg string }
+
+func problem(format string, args ...any) error {
+	return &problemError{msg: fmt.Sprintf(format, args...)}
+}
+
+func (e *problemError) Error() string { return "retry: " + e.msg }
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *problemError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// problemText is what a ConfigError lists for err: a problemError's
+// message, or any other error's text.
+func problemText(err error) string {
+	if p, ok := errors.AsType[*problemError](err); ok {
+		return p.msg
+	}
+	return err.Error()
+}
+
 // err returns e, or nil when it holds no problem.
 func (e *ConfigError) err() error {
 	if len(e.Problems) == 0 {

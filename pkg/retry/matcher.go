@@ -172,19 +172,19 @@ func CompileMatcher(m messages.Matcher) (Matcher, error) {
 		}
 	}
 	if set != 1 {
-		return Matcher{}, errors.New("retry: a matcher is exactly one of a built-in name, {pattern: regex} or {exit_code: [codes]}")
+		return Matcher{}, problem("a matcher is exactly one of a built-in name, {pattern: regex} or {exit_code: [codes]}")
 	}
 	switch {
 	case m.Builtin != "":
 		b, ok := BuiltinMatcher(m.Builtin)
 		if !ok {
-			return Matcher{}, fmt.Errorf("retry: unknown built-in matcher %q (want network, timeout, server_error or rate_limit)", m.Builtin)
+			return Matcher{}, problem("unknown built-in matcher %q (want network, timeout, server_error or rate_limit)", m.Builtin)
 		}
 		return b, nil
 	case m.Pattern != "":
 		re, err := regexp.Compile(m.Pattern)
 		if err != nil {
-			return Matcher{}, fmt.Errorf("retry: invalid regex: %v", err)
+			return Matcher{}, problem("invalid regex: %v", err)
 		}
 		return Matcher{re: re}, nil
 	}

@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -30,11 +29,11 @@ func NewFailureAction(of *messages.OnFailure) (FailureAction, error) {
 		return FailureAction{Action: messages.OnFailureContinue}, nil
 	case messages.OnFailureFallback:
 		if of.Fallback == "" {
-			return FailureAction{Action: messages.OnFailureStop}, errors.New("retry: fallback needs a command")
+			return FailureAction{Action: messages.OnFailureStop}, problem("fallback needs a command")
 		}
 		return FailureAction{Action: messages.OnFailureFallback, Fallback: of.Fallback}, nil
 	}
-	return FailureAction{Action: messages.OnFailureStop}, fmt.Errorf("retry: unknown action %q (want stop, continue or {fallback: {command}})", of.Action)
+	return FailureAction{Action: messages.OnFailureStop}, problem("unknown action %q (want stop, continue or {fallback: {command}})", of.Action)
 }
 
 // StepOutcome is what becomes of a step that gave up, after its on_failure.

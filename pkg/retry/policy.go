@@ -103,7 +103,7 @@ func NewPolicy(cfg *messages.RetryConfig) (*Policy, error) {
 			if m.Pattern != "" {
 				field += ".pattern"
 			}
-			ce.add(field, "%s", strings.TrimPrefix(err.Error(), "retry: "))
+			ce.add(field, "%s", problemText(err))
 			continue
 		}
 		p.matchers = append(p.matchers, cm)
@@ -117,7 +117,7 @@ func NewPolicy(cfg *messages.RetryConfig) (*Policy, error) {
 	if cfg.OnFailure != nil {
 		fa, err := NewFailureAction(cfg.OnFailure)
 		if err != nil {
-			ce.add("on_failure", "%s", strings.TrimPrefix(err.Error(), "retry: "))
+			ce.add("on_failure", "%s", problemText(err))
 		}
 		p.onFailure = fa
 	}

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"errors"
 	"strings"
 	"time"
 
@@ -100,9 +101,9 @@ func prefixed(prefix string, err error) []messages.FieldError {
 	if err == nil {
 		return nil
 	}
-	ce, ok := err.(*ConfigError)
-	if !ok {
-		return []messages.FieldError{{Field: prefix, Message: strings.TrimPrefix(err.Error(), "retry: ")}}
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		return []messages.FieldError{{Field: prefix, Message: problemText(err)}}
 	}
 	out := make([]messages.FieldError, len(ce.Problems))
 	for i, p := range ce.Problems {

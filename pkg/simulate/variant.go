@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -90,7 +91,7 @@ func VariantKeys() []string {
 		out = append(out, k+": "+v.about)
 	}
 	out = append(out, "name: what tables and legends call the variant")
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -151,14 +152,7 @@ func splitOverrides(s string) []string {
 	return append(parts, s[start:])
 }
 
-func sortedKeys() []string {
-	out := make([]string, 0, len(variantKeys))
-	for k := range variantKeys {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys() []string { return slices.Sorted(maps.Keys(variantKeys)) }
 
 // Apply returns cfg with v's overrides: its spec (a copy; cfg.Spec is not
 // changed) and its fleet. An override that makes the spec invalid is

@@ -3,7 +3,7 @@ package ui
 import (
 	"context"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,10 +82,7 @@ func (s *Server) pageAgents(w http.ResponseWriter, r *http.Request) {
 		if a.Concurrency > 0 {
 			v.Load = min(float64(a.InFlight)/float64(a.Concurrency), 1)
 		}
-		for j, n := range a.Jobs {
-			v.Jobs = append(v.Jobs, kv{j, n})
-		}
-		sort.Slice(v.Jobs, func(i, k int) bool { return v.Jobs[i].Count > v.Jobs[k].Count })
+		v.Jobs = sortedCounts(a.Jobs)
 		p.Agents = append(p.Agents, v)
 		p.Concurrency += a.Concurrency
 		p.InFlight += a.InFlight
@@ -95,7 +92,7 @@ func (s *Server) pageAgents(w http.ResponseWriter, r *http.Request) {
 	for _, p := range pools {
 		d.Pools = append(d.Pools, *p)
 	}
-	sort.Slice(d.Pools, func(i, j int) bool { return d.Pools[i].Pool < d.Pools[j].Pool })
+	slices.SortFunc(d.Pools, func(a, b poolView) int { return strings.Compare(a.Pool, b.Pool) })
 	s.render(w, r, http.StatusOK, "agents", &page{Title: "Agents", Nav: "agents", Live: "agents=1", Data: d})
 }
 

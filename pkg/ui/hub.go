@@ -2,10 +2,11 @@ package ui
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Live-update settings.
@@ -226,11 +228,8 @@ func (h *hub) agentList() []messages.AgentPresence {
 		out = append(out, p)
 	}
 	h.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Pool != out[j].Pool {
-			return out[i].Pool < out[j].Pool
-		}
-		return out[i].Name < out[j].Name
+	slices.SortFunc(out, func(a, b messages.AgentPresence) int {
+		return cmp.Or(strings.Compare(a.Pool, b.Pool), strings.Compare(a.Name, b.Name))
 	})
 	return out
 }
@@ -374,10 +373,7 @@ func (h *hub) run(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, na
 				}
 				h.setSource(name, err)
 				h.log.Debug().Err(err).Str("source", name).Msg("live source down; retrying")
-				select {
-				case <-ctx.Done():
-				case <-time.After(resubscribeDelay):
-				}
+				_ = retry.Sleep(ctx, nil, resubscribeDelay)
 			}
 		}()
 	}
@@ -457,9 +453,8 @@ func (h *hub) followAgents(ctx context.Context, js jetstream.JetStream, names me
 // followEvents subscribes to every event (core NATS: what is published
 // from now on).
 func (h *hub) followEvents(ctx context.Context, nc *nats.Conn, names messages.Names) error {
-	prefix := names.Prefix + ".events."
 	sub, err := nc.Subscribe(names.EventsFilter(), func(m *nats.Msg) {
-		job, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, prefix), ".")
+		job, _, _, _ := names.ParseEvent(m.Subject)
 		h.event(job, m.Data)
 	})
 	if err != nil {

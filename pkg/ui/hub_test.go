@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,30 +12,13 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// manualClock is a clock the test moves.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func testHub(t *testing.T, buffer int) (*hub, *metrics, *manualClock) {
+func testHub(t *testing.T, buffer int) (*hub, *metrics, *clock.Manual) {
 	t.Helper()
-	clk := &manualClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	cfg := Config{ClientBuffer: buffer, Clock: clk}.WithDefaults()
 	m := newMetrics(prometheus.NewRegistry())
 	return newHub(cfg, zerolog.Nop(), m), m, clk
@@ -89,7 +71,7 @@ func TestHubCoalescesAndFilters(t *testing.T) {
 	require.NoError(t, h.subscribe(all))
 	h.jobUpdate(status("a", 0, 0)) // baseline
 	for i := 1; i <= 5; i++ {
-		clk.add(time.Second)
+		clk.Advance(time.Second)
 		h.jobUpdate(status("a", int64(10*i), int64(i)))
 		h.jobUpdate(status("b", int64(i), 0))
 	}
@@ -138,7 +120,7 @@ func TestHubCoalescesAndFilters(t *testing.T) {
 	}
 	require.InDelta(t, 54, sd, 1e-9)
 	require.InDelta(t, 5, sr, 1e-9)
-	clk.add(seriesStep)
+	clk.Advance(seriesStep)
 	r, ok := h.rate("a")
 	require.True(t, ok)
 	require.Greater(t, r, 0.0)

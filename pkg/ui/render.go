@@ -9,12 +9,14 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/chart"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -186,22 +188,7 @@ var funcs = template.FuncMap{
 }
 
 // thousands prints n with thin separators: 1 234 567.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteString("\u202f")
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func thousands(n int64) string { return chart.FormatCount(n, "\u202f") }
 
 func exitText(p *int) string {
 	if p == nil {
@@ -227,15 +214,9 @@ type kv struct {
 // sortedCounts is m by count, largest first (ties by key).
 func sortedCounts(m map[string]int64) []kv {
 	out := make([]kv, 0, len(m))
-	for k, n := range m {
-		out = append(out, kv{k, n})
+	for _, k := range dlq.Top(m) {
+		out = append(out, kv{k, m[k]})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].Key < out[j].Key
-	})
 	return out
 }
 
@@ -256,11 +237,14 @@ func groupList(gs map[string]messages.GroupStatus) []groupRow {
 	for name, g := range gs {
 		out = append(out, groupRow{Name: name, GroupStatus: g, Complete: g.Complete()})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Complete != out[j].Complete {
-			return !out[i].Complete
+	slices.SortFunc(out, func(a, b groupRow) int {
+		if a.Complete != b.Complete {
+			if a.Complete {
+				return 1
+			}
+			return -1
 		}
-		return out[i].Name < out[j].Name
+		return strings.Compare(a.Name, b.Name)
 	})
 	if len(out) > maxGroupRows {
 		out = out[:maxGroupRows]

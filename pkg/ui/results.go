@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -111,7 +111,8 @@ func (s *jobStats) add(r *messages.Result) {
 }
 
 func durationBucket(d time.Duration) int {
-	return sort.Search(len(durationBounds), func(i int) bool { return d <= durationBounds[i] })
+	i, _ := slices.BinarySearch(durationBounds, d) // the first bound >= d
+	return i
 }
 
 // addTime counts r in the timeline, widening the bins as needed.

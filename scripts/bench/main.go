@@ -21,7 +21,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"sort"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -99,7 +99,7 @@ func run(n, agents, conc, prefetch, runs int) error {
 
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
+	slices.Sort(s)
 	if len(s)%2 == 1 {
 		return s[len(s)/2]
 	}

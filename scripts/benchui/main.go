@@ -18,9 +18,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,12 +46,7 @@ func main() {
 }
 
 func run(jobs, dead, dlqJobs, results, n int) error {
-	dir, err := os.MkdirTemp("", "jetfleet-benchui-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	srv, err := embedded.Start(embedded.Options{StoreDir: filepath.Join(dir, "js")})
+	srv, err := embedded.Start(embedded.Options{}) // in a temporary directory Shutdown removes
 	if err != nil {
 		return err
 	}
@@ -228,7 +222,7 @@ func timeIt(n int, fn func() error) (p50, p99, worst time.Duration, err error) {
 		}
 		d[i] = time.Since(start)
 	}
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	slices.Sort(d)
 	return d[n/2], d[min(n-1, n*99/100)], d[n-1], nil
 }
 

@@ -27,7 +27,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +38,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 func main() {
@@ -220,7 +221,7 @@ func converged(ctx context.Context, args []string) error {
 			for n, r := range first {
 				names = append(names, fmt.Sprintf("%s=%d", n[strings.Index(n, "/")+1:], r.Msgs))
 			}
-			sort.Strings(names)
+			slices.Sort(names)
 			fmt.Printf("%d nodes hold identical copies of %d streams: %s\n", len(urls), len(first), strings.Join(names, " "))
 			return nil
 		}
@@ -367,19 +368,16 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string
 // restarts, a JetStream request through it may find no responder or time
 // out.
 func retryRead(ctx context.Context, what string, read func() ([]record, error)) ([]record, error) {
-	delay := 500 * time.Millisecond
+	backoff := retry.NewBackoff(retry.Exponential(500*time.Millisecond, 5*time.Second), nil, nil)
 	for {
 		r, err := read()
 		if err == nil {
 			return r, nil
 		}
 		fmt.Fprintf(os.Stderr, "  %s: %v (retrying)\n", what, err)
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-time.After(delay):
+		if werr := backoff.Wait(ctx); werr != nil {
+			return nil, fmt.Errorf("%s: %w (last error: %v)", what, werr, err)
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 }
 
@@ -493,7 +491,7 @@ func verify(ctx context.Context, args []string) error {
 			fail("DLQ holds item %s whose final outcome is %q", id, final[id].Outcome)
 		}
 	}
-	sort.Strings(dupes)
+	slices.Sort(dupes)
 	if len(dupes) > 0 {
 		fail("DLQ entries repeated: %v", dupes)
 	}

@@ -9,13 +9,12 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"os"
-)
 
-var regions = []string{"eu", "us", "ap"}
+	"github.com/jetfleet/jetfleet/internal/expand/expandtest"
+)
 
 func main() {
 	n := flag.Int("n", 1_000_000, "number of items")
@@ -33,40 +32,15 @@ func main() {
 
 func run(n int, out string) error {
 	if out == "-" {
-		bw := bufio.NewWriterSize(os.Stdout, 1<<16)
-		if err := write(bw, n); err != nil {
-			return err
-		}
-		return bw.Flush()
+		return expandtest.WriteItems(os.Stdout, n)
 	}
 	f, err := os.Create(out)
 	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(f, 1<<16)
-	if err := write(bw, n); err != nil {
-		f.Close()
-		return err
-	}
-	if err := bw.Flush(); err != nil {
+	if err := expandtest.WriteItems(f, n); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
-}
-
-// write writes the document; bufio.Writer errors are sticky, so the last
-// write reports any.
-func write(w *bufio.Writer, n int) error {
-	w.WriteString("{\"items\":[\n")
-	for i := 1; i <= n; i++ {
-		sep := ",\n"
-		if i == n {
-			sep = "\n"
-		}
-		id := fmt.Sprintf("item-%07d", i)
-		fmt.Fprintf(w, `{"id":%q,"path":"images/%s.jpg","region":%q}%s`, id, id, regions[(i-1)%len(regions)], sep)
-	}
-	_, err := w.WriteString("]}\n")
-	return err
 }
