@@ -106,11 +106,12 @@ type ItemState struct {
 	Step int `json:"step"`
 	// StepAttempt is the number of failed runs of Step so far.
 	StepAttempt int `json:"step_attempt"`
-	// StepFirstFailure is when Step first failed; StepBudgetExpiry is that
-	// plus the step's retry_budget.
-	StepFirstFailure time.Time  `json:"step_first_failure"`
-	StepBudgetExpiry *time.Time `json:"step_budget_expiry,omitempty"`
-	// StepDelaySpent is the cumulative backoff delay of Step.
+	// StepFirstFailure is when Step first failed.
+	StepFirstFailure time.Time `json:"step_first_failure"`
+	// StepDelaySpent is the cumulative backoff delay granted to Step,
+	// jitter included: what its retry_budget bounds. (A state written by
+	// an earlier agent may also hold step_budget_expiry, a wall-clock
+	// expiry no longer kept; decoding ignores it.)
 	StepDelaySpent Duration `json:"step_delay_spent"`
 	// LastDelay is the previous backoff (decorrelated jitter needs it).
 	LastDelay Duration `json:"last_delay,omitempty"`

@@ -90,13 +90,12 @@
 // current time, and returns retry after d, give up (reason attempts,
 // retry_budget, not_retryable or permanent, with the last error wrapped in a
 // [*GiveUpError]) or snooze d, with the updated State. The retry_budget bounds
-// the cumulative backoff delay, not the run time: its expiry is stamped at
-// the first failure (now + budget) and persisted, and the step gives up when
-// delay_spent + next_delay > budget or now >= expiry. A 5s budget over
-// exponential 1s base 2 grants 1s and 2s, then gives up before the third
-// retry (1+2+4 > 5). The expiry is a wall-clock deadline that survives agent
-// changes and restarts; where runs (or redelivery queues) after the first
-// failure are long, it ends the retries before the delay accounting would.
+// the cumulative backoff delay, not the run time: the step gives up when
+// delay_spent + next_delay > budget, delay_spent being the sum of the delays
+// granted so far (jittered as granted), persisted in the State so that it
+// survives agent changes and restarts. Time plays no part in it: a 5s budget
+// over exponential 1s base 2 grants 1s and 2s, then gives up before the
+// third retry (1+2+4 > 5), however long the runs take.
 //
 // # Marker errors
 //

@@ -57,7 +57,6 @@ type stepModel struct {
 // tracks. Times are virtual times + 1, 0 meaning none.
 type itemState struct {
 	firstFailure int64
-	expiry       int64
 	spent        int64 // retry.State.DelaySpent
 	lastDelay    int64
 	itemDelay    int64 // the delay before the current whole-item run
@@ -796,7 +795,7 @@ func stateName(st retry.BreakerState) string {
 // from fleet_items.
 func (s *sim) state(st *itemState) retry.State {
 	return retry.State{
-		Attempts: int(st.attempts), FirstFailure: s.at(st.firstFailure), BudgetExpiry: s.at(st.expiry),
+		Attempts: int(st.attempts), FirstFailure: s.at(st.firstFailure),
 		DelaySpent: time.Duration(st.spent), LastDelay: time.Duration(st.lastDelay),
 	}
 }
@@ -804,7 +803,7 @@ func (s *sim) state(st *itemState) retry.State {
 // apply stores a retry state into the item (retry.State.ApplyTo).
 func (s *sim) apply(st *itemState, rs retry.State) {
 	st.attempts = int32(rs.Attempts)
-	st.firstFailure, st.expiry = s.virt(rs.FirstFailure), s.virt(rs.BudgetExpiry)
+	st.firstFailure = s.virt(rs.FirstFailure)
 	st.spent, st.lastDelay = int64(rs.DelaySpent), int64(rs.LastDelay)
 }
 
