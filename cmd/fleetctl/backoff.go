@@ -92,6 +92,16 @@ func backoffProblems(err error) []string {
 	return []string{err.Error()}
 }
 
+// cappedInitial is the warning for an initial delay above max_delay: the
+// config is valid, but every delay is capped at max_delay.
+func cappedInitial(p *retry.Policy) string {
+	if p.Strategy() == messages.BackoffCustom || p.InitialDelay() <= p.MaxDelay() {
+		return ""
+	}
+	return fmt.Sprintf("warning: initial delay %s is greater than max_delay %s: every delay is capped at %s",
+		backoffDur(p.InitialDelay()), backoffDur(p.MaxDelay()), backoffDur(p.MaxDelay()))
+}
+
 func printBackoffPlan(w io.Writer, p *retry.Policy, asJSON, seeded bool, seed uint64) int {
 	var plan retry.Plan
 	if seeded {
@@ -124,6 +134,9 @@ const backoffBarWidth = 40
 // Long plans show their first 20 and last 5 retries.
 func writeBackoffTable(w io.Writer, p *retry.Policy, plan retry.Plan, seeded bool, seed uint64) {
 	fmt.Fprintf(w, "policy:  %s\n", p)
+	if warn := cappedInitial(p); warn != "" {
+		fmt.Fprintln(w, warn)
+	}
 	switch {
 	case p.JitterMode() == "":
 	case seeded:

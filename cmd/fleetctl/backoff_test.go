@@ -186,3 +186,15 @@ func TestBackoffUsage(t *testing.T) {
 	code, _, _ = run("backoff", "plan", "-h")
 	require.Equal(t, exitOK, code)
 }
+
+// initial_delay: 1m with the default max_delay is capped, not refused: the
+// plan retries every 30s and says why.
+func TestBackoffPlanCapsInitialDelay(t *testing.T) {
+	code, stdout, stderr := runBackoffCLI(t, "attempts: 4\ninitial_delay: 1m\n", "--json")
+	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, `{"delays_ms":[30000,30000,30000],"total_delay_ms":90000,"retries":3,"stopped_by":"attempts"}`+"\n", stdout)
+	code, stdout, stderr = runBackoffCLI(t, "attempts: 4\nbackoff: fixed\ninitial_delay: 1m\n")
+	require.Equal(t, exitOK, code, stderr)
+	require.Contains(t, stdout, "warning: initial delay 1m is greater than max_delay 30s: every delay is capped at 30s\n")
+	require.Contains(t, stdout, "retries: 3, total delay 1m30s")
+}

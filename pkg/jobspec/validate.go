@@ -50,8 +50,15 @@ func ValidateRetryConfig(rc *messages.RetryConfig) error {
 // says what is wrong there.
 type validator struct {
 	problems []messages.FieldError
+	// warnings are settings accepted as they are but probably not meant
+	// so (an initial_delay above max_delay, capped): see Warnings.
+	warnings []messages.FieldError
 	bad      map[string]bool
 	given    map[string]bool
+}
+
+func (v *validator) warnf(path, format string, args ...any) {
+	v.warnings = append(v.warnings, messages.FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
 }
 
 func (v *validator) addf(path, format string, args ...any) {
@@ -311,8 +318,10 @@ func (v *validator) retryBounds(p, attemptsField string, attempts *int, b *messa
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// delayBounds checks the durations of a retry config and that the effective
-// initial delay does not exceed the effective max_delay.
+// delayBounds checks the durations of a retry config, and warns when the
+// effective initial delay exceeds the effective max_delay: every strategy
+// caps its delays at max_delay (docs/contract.md §4), so such a config is
+// valid, but every delay is max_delay.
 func (v *validator) delayBounds(p string, initialDelay, maxDelay *messages.Duration, b *messages.Backoff) {
 	initP, maxP := messages.JoinPath(p, "initial_delay"), messages.JoinPath(p, "max_delay")
 	if initialDelay != nil && *initialDelay < 0 {
@@ -341,15 +350,18 @@ func (v *validator) delayBounds(p string, initialDelay, maxDelay *messages.Durat
 	if initV <= maxV || v.isBad(initP) || v.isBad(maxP) || v.initialBad(messages.JoinPath(p, "backoff")) {
 		return
 	}
+	if b != nil && b.Kind == messages.BackoffCustom {
+		return // its delays are absolute: initial_delay plays no part
+	}
 	if initDefault {
-		v.addf(maxP, "%s is less than initial_delay %s (default)", maxV, initV)
+		v.warnf(maxP, "%s is less than initial_delay %s (default): every delay is capped at %s", maxV, initV, maxV)
 		return
 	}
 	def := ""
 	if maxDefault {
 		def = " (default)"
 	}
-	v.addf(initP, "%s is greater than max_delay %s%s", initV, maxV, def)
+	v.warnf(initP, "%s is greater than max_delay %s%s: every delay is capped at %s", initV, maxV, def, maxV)
 }
 
 // initialBad reports whether a backoff at p failed to decode in a way that

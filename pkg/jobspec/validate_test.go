@@ -235,8 +235,10 @@ func TestParseRetryConfigJSON(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), "invalid retry config: ") {
 		t.Errorf("Error() = %q", err)
 	}
-	_, err = ParseRetryConfig([]byte("{\"retry_config\": {\n  \"initial_delay\": \"1m\"\n}}"))
-	requirePrefixes(t, err, []string{"retry_config.initial_delay (line 2): 1m is greater than max_delay 30s (default)"})
+	capped, err := ParseRetryConfig([]byte("{\"retry_config\": {\n  \"initial_delay\": \"1m\"\n}}"))
+	if err != nil || *capped.InitialDelay != messages.MustDuration("1m") {
+		t.Fatalf("initial_delay above the default max_delay: %+v, %v (want it accepted, capped)", capped, err)
+	}
 
 	def := RetryConfigWithDefaults(nil)
 	if *def.Attempts != messages.DefaultAttempts || def.Backoff.Kind != messages.BackoffExponential || *def.MaxDelay != messages.DefaultMaxDelay || ValidateRetryConfig(def) != nil {
@@ -263,5 +265,48 @@ func TestSetLines(t *testing.T) {
 	}
 	if (messages.FieldError{Message: "m", Line: 3}).Error() != "line 3: m" {
 		t.Error("document-level problem with a line")
+	}
+}
+
+// An initial delay above max_delay is accepted and capped (docs/contract.md
+// §4); Warnings says so, with the field and its line. A spec with problems
+// has no warnings: Parse reports the problems.
+func TestWarningsInitialDelayAboveMaxDelay(t *testing.T) {
+	spec := `id: capped
+items: [1]
+agent_template:
+  - shell: "true"
+    retry_config:
+      initial_delay: 1m
+  - shell: "true"
+    retry_config: {max_delay: 500ms}
+  - shell: "true"
+    retry_config: {initial_delay: 10s, max_delay: 5s}
+  - shell: "true"
+    retry_config: {backoff: {fixed: {delay: 1m}}}
+  - shell: "true"
+    retry_config: {initial_delay: 1m, backoff: {custom: {delays: [1s]}}}
+error_policy:
+  retry_config: {backoff: {exponential: {initial: 1m, multiplier: 2}}}
+`
+	if _, err := Parse([]byte(spec)); err != nil {
+		t.Fatalf("want it accepted, capped: %v", err)
+	}
+	var got []string
+	for _, w := range Warnings([]byte(spec)) {
+		got = append(got, w.Error())
+	}
+	want := []string{
+		"agent_template[0].retry_config.initial_delay (line 6): 1m is greater than max_delay 30s (default): every delay is capped at 30s",
+		"agent_template[1].retry_config.max_delay (line 8): 500ms is less than initial_delay 1s (default): every delay is capped at 500ms",
+		"agent_template[2].retry_config.initial_delay (line 10): 10s is greater than max_delay 5s: every delay is capped at 5s",
+		"agent_template[3].retry_config.backoff.fixed.delay (line 12): 1m is greater than max_delay 30s (default): every delay is capped at 30s",
+		"error_policy.retry_config.backoff.exponential.initial (line 16): 1m is greater than max_delay 30s (default): every delay is capped at 30s",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("warnings:\n got %q\nwant %q", got, want)
+	}
+	if w := Warnings([]byte("items: [1]\nagent_template: [{shell: x, retry_config: {initial_delay: 1m, attempts: 0}}]\n")); w != nil {
+		t.Fatalf("warnings of an invalid spec: %v", w)
 	}
 }

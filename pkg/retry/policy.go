@@ -33,7 +33,8 @@ type Policy struct {
 // NewPolicy compiles cfg (nil = all defaults): 3 attempts, exponential
 // backoff base 2 from 1s, capped at 30s, no jitter (factor 0.3, proportional
 // mode when enabled), every error retried, no duration budget, on_failure
-// stop. A legacy backoff `initial` overrides initial_delay; a linear
+// stop. Every strategy's delays are capped at max_delay, an initial delay
+// above it included. A legacy backoff `initial` overrides initial_delay; a linear
 // increment defaults to the initial delay; setting jitter_mode enables
 // jitter. It reports every problem at once in a [*ConfigError].
 func NewPolicy(cfg *messages.RetryConfig) (*Policy, error) {
@@ -78,10 +79,10 @@ func NewPolicy(cfg *messages.RetryConfig) (*Policy, error) {
 			initialField = "backoff." + string(p.kind) + ".initial"
 		}
 	}
+	// An initial delay above max_delay is capped like any other delay
+	// (BaseDelay): valid, if every delay is then max_delay.
 	if p.initial < 0 {
 		ce.add(initialField, "must not be negative, got %s", messages.Duration(p.initial))
-	} else if p.maxDelay >= 0 && p.maxDelay < p.initial {
-		ce.add("max_delay", "must be >= %s (%s), got %s", initialField, messages.Duration(p.initial), messages.Duration(p.maxDelay))
 	}
 	if cfg.JitterFactor != nil {
 		p.jitterFactor = *cfg.JitterFactor
