@@ -348,6 +348,7 @@ func simulateAll(ctx context.Context, runs []*simulateRun) error {
 }
 
 func simulateJSON(spec *messages.JobSpec, cfg *simulate.Config, s budget.Settings, runs []*simulateRun) *simulateReport {
+	s = s.Resolved() // a profile's values are settings too
 	c := cfg.WithDefaults()
 	d := c.Dependency
 	rep := &simulateReport{

@@ -190,7 +190,7 @@ func TestParseJSONRejects(t *testing.T) {
 		// Best effort.
 		{"min_groups negative", withTop(`"best_effort":{"min_groups":-1}`), []string{`best_effort.min_groups: must be >= 0, got -1`}},
 		{"deadline negative", withTop(`"best_effort":{"deadline":"-5m"}`), []string{`best_effort.deadline: invalid duration "-5m": must not be negative`}},
-		{"late_results unknown", withTop(`"best_effort":{"late_results":"lgo"}`), []string{`best_effort.late_results: unknown policy "lgo" (use log or update) (did you mean "log"?)`}},
+		{"late_results unknown", withTop(`"best_effort":{"late_results":"lgo"}`), []string{`best_effort.late_results: unknown policy "lgo" (use log or update; AD-44's log_only and update_result are accepted too) (did you mean "log"?)`}},
 
 		// Items.
 		{"duplicate item ids", `{"items":[{"id":"a"},2,3,{"id":"a"}],"agent_template":[{"shell":"x"}]}`, []string{`items[3]: duplicate item id "a" (same as items[0])`}},

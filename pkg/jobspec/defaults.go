@@ -16,7 +16,8 @@ import (
 // jitter_mode, on_failure; base for exponential, increment for linear), the
 // error policy (on_item_failure dlq, continue_on_failure true,
 // error_collection aggregate, and the circuit breaker's and retry config's
-// fields when they are set), and best_effort's min_groups and late_results.
+// fields when they are set), and best_effort's min_groups and late_results
+// (AD-44's log_only and update_result recorded as log and update).
 // Unset retry budgets stay unset: their defaults are the operator's. A spec
 // that passes Validate still does after WithDefaults. s is not modified.
 func WithDefaults(s *messages.JobSpec) *messages.JobSpec {
@@ -57,7 +58,12 @@ func WithDefaults(s *messages.JobSpec) *messages.JobSpec {
 	}
 	if be := c.BestEffort; be != nil {
 		be.MinGroups = cmp.Or(be.MinGroups, messages.DefaultMinGroups)
-		be.LateResults = cmp.Or(be.LateResults, messages.LateResultsLog)
+		switch be.LateResults {
+		case "", messages.LateResultsLogOnly:
+			be.LateResults = messages.LateResultsLog
+		case messages.LateResultsUpdateResult:
+			be.LateResults = messages.LateResultsUpdate
+		}
 	}
 	return c
 }

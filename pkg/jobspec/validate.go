@@ -562,8 +562,9 @@ func (v *validator) bestEffort(p string, be *messages.BestEffort) {
 		v.addf(messages.JoinPath(p, "deadline"), "must not be negative, got %s", be.Deadline)
 	}
 	switch be.LateResults {
-	case "", messages.LateResultsLog, messages.LateResultsUpdate:
+	case "", messages.LateResultsLog, messages.LateResultsUpdate, messages.LateResultsLogOnly, messages.LateResultsUpdateResult:
 	default:
-		v.addf(messages.JoinPath(p, "late_results"), "unknown policy %q (use log or update)%s", be.LateResults, suggestion(be.LateResults, []string{messages.LateResultsLog, messages.LateResultsUpdate}))
+		v.addf(messages.JoinPath(p, "late_results"), "unknown policy %q (use log or update; AD-44's log_only and update_result are accepted too)%s",
+			be.LateResults, suggestion(be.LateResults, []string{messages.LateResultsLog, messages.LateResultsUpdate, messages.LateResultsLogOnly, messages.LateResultsUpdateResult}))
 	}
 }

@@ -310,3 +310,20 @@ error_policy:
 		t.Fatalf("warnings of an invalid spec: %v", w)
 	}
 }
+
+// AD-44's names of the late-result policies are accepted and recorded as
+// ours: log_only is log, update_result is update.
+func TestLateResultsAD44Names(t *testing.T) {
+	for in, want := range map[string]string{"log_only": "log", "update_result": "update", "log": "log", "update": "update", "": "log"} {
+		spec, err := Parse([]byte(`{"items":[1],"agent_template":[{"shell":"x"}],"best_effort":{"late_results":"` + in + `"}}`))
+		if in == "" {
+			spec, err = Parse([]byte(`{"items":[1],"agent_template":[{"shell":"x"}],"best_effort":{}}`))
+		}
+		if err != nil {
+			t.Fatalf("late_results %q: %v", in, err)
+		}
+		if got := WithDefaults(spec).BestEffort.LateResults; got != want {
+			t.Errorf("late_results %q recorded as %q, want %q", in, got, want)
+		}
+	}
+}

@@ -283,6 +283,11 @@ type BudgetValue struct {
 const (
 	LateResultsLog    = "log"
 	LateResultsUpdate = "update"
+	// LateResultsLogOnly and LateResultsUpdateResult are AD-44's names of
+	// log and update, accepted as aliases (jobspec.WithDefaults records
+	// the canonical name).
+	LateResultsLogOnly      = "log_only"
+	LateResultsUpdateResult = "update_result"
 )
 
 // BestEffort lets a job complete with partial results over its groups.
@@ -292,6 +297,7 @@ type BestEffort struct {
 	MinGroups int `json:"min_groups,omitempty"`
 	// Deadline completes the job with what it has. 0 = none.
 	Deadline Duration `json:"deadline,omitempty"`
-	// LateResults is log (default) or update.
+	// LateResults is log (default) or update; AD-44's log_only and
+	// update_result are accepted for them.
 	LateResults string `json:"late_results,omitempty"`
 }
