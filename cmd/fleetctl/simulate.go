@@ -151,6 +151,12 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	keys := fs.Bool("keys", false, "list the keys --compare understands")
 	var settings budget.Settings
 	budget.RegisterFlags(fs, &settings)
+	beSettings, err := jobspec.BestEffortSettingsFromEnv(env.getenv)
+	if err != nil {
+		errorf(env, "simulate: %v", err)
+		return exitUsage
+	}
+	jobspec.RegisterBestEffortFlags(fs, &beSettings)
 
 	// The operator's budget settings come from the environment, as the
 	// coordinator's; flags override them.
@@ -192,7 +198,7 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	cfg.Spec, cfg.Budget = spec, settings
+	cfg.Spec, cfg.Budget, cfg.BestEffort = spec, settings, beSettings
 	if cfg.Dependency.Step, ok = simulateStep(env, spec, *step); !ok {
 		return exitUsage
 	}

@@ -16,8 +16,10 @@ import (
 // jitter_mode, on_failure; base for exponential, increment for linear), the
 // error policy (on_item_failure dlq, continue_on_failure true,
 // error_collection aggregate, and the circuit breaker's and retry config's
-// fields when they are set), and best_effort's min_groups and late_results
-// (AD-44's log_only and update_result recorded as log and update).
+// fields when they are set), and best_effort's min_groups (1), deadline
+// (5m) and late_results (AD-44's log_only and update_result recorded as log
+// and update); a coordinator then applies its operator's best-effort
+// defaults (BestEffortSettings.Apply).
 // Unset retry budgets stay unset: their defaults are the operator's. A spec
 // that passes Validate still does after WithDefaults. s is not modified.
 func WithDefaults(s *messages.JobSpec) *messages.JobSpec {
@@ -58,6 +60,7 @@ func WithDefaults(s *messages.JobSpec) *messages.JobSpec {
 	}
 	if be := c.BestEffort; be != nil {
 		be.MinGroups = cmp.Or(be.MinGroups, messages.DefaultMinGroups)
+		be.Deadline = cmp.Or(be.Deadline, messages.Duration(DefaultBestEffortDeadline))
 		switch be.LateResults {
 		case "", messages.LateResultsLogOnly:
 			be.LateResults = messages.LateResultsLog

@@ -558,8 +558,11 @@ func (v *validator) bestEffort(p string, be *messages.BestEffort) {
 	if be.MinGroups < 0 {
 		v.addf(messages.JoinPath(p, "min_groups"), "must be >= 0, got %d", be.MinGroups)
 	}
-	if be.Deadline < 0 {
-		v.addf(messages.JoinPath(p, "deadline"), "must not be negative, got %s", be.Deadline)
+	switch dp := messages.JoinPath(p, "deadline"); {
+	case be.Deadline < 0:
+		v.addf(dp, "must not be negative, got %s", be.Deadline)
+	case be.Deadline == 0 && v.isGiven(dp):
+		v.addf(dp, "must be greater than 0 (omit it for the operator's default, 5m out of the box)")
 	}
 	switch be.LateResults {
 	case "", messages.LateResultsLog, messages.LateResultsUpdate, messages.LateResultsLogOnly, messages.LateResultsUpdateResult:

@@ -292,10 +292,12 @@ const (
 
 // BestEffort lets a job complete with partial results over its groups.
 type BestEffort struct {
-	// MinGroups is how many groups must complete for success. Defaults to 1;
-	// clamped to [1, groups].
+	// MinGroups is how many groups must complete for success. Defaults to
+	// the operator's default, 1 out of the box; clamped to [1, groups].
 	MinGroups int `json:"min_groups,omitempty"`
-	// Deadline completes the job with what it has. 0 = none.
+	// Deadline completes the job with what it has, that long after it was
+	// accepted. Unset (0): the operator's default, 5m out of the box
+	// (AD-44's 300 s); it may be clamped to the operator's maximum.
 	Deadline Duration `json:"deadline,omitempty"`
 	// LateResults is log (default) or update; AD-44's log_only and
 	// update_result are accepted for them.

@@ -136,6 +136,7 @@ type sim struct {
 
 func newSim(cfg Config) (*sim, error) {
 	spec := jobspec.WithDefaults(cfg.Spec) // what the coordinator records and agents compile
+	cfg.BestEffort.Apply(cfg.Spec.BestEffort, spec.BestEffort)
 	s := &sim{
 		cfg:    cfg,
 		dep:    cfg.Dependency,
