@@ -551,6 +551,7 @@ func printSimulationTable(w io.Writer, runs []*simulateRun) {
 		{"failed (custom)", func(r *simulate.Result) int64 { return r.Failed }},
 		{"not run", func(r *simulate.Result) int64 { return r.NotRun }},
 		{"parked by the breaker", func(r *simulate.Result) int64 { return r.Parked }},
+		{"failed fast (step breaker)", func(r *simulate.Result) int64 { return r.FailedFast }},
 		{"snoozed", func(r *simulate.Result) int64 { return r.Snoozes }},
 	} {
 		if anyRun(func(r *simulate.Result) bool { return o.get(r) > 0 }) {

@@ -190,6 +190,17 @@ func TestParseJSONRejects(t *testing.T) {
 		// Best effort.
 		{"min_groups negative", withTop(`"best_effort":{"min_groups":-1}`), []string{`best_effort.min_groups: must be >= 0, got -1`}},
 		{"deadline negative", withTop(`"best_effort":{"deadline":"-5m"}`), []string{`best_effort.deadline: invalid duration "-5m": must not be negative`}},
+		{"deadline zero", withTop(`"best_effort":{"deadline":"0s"}`), []string{`best_effort.deadline: must be greater than 0 (omit it for the operator's default, 5m out of the box)`}},
+
+		// agent_timeout and a step's own circuit breaker.
+		{"agent_timeout zero", withTop(`"agent_timeout":"0s"`), []string{`agent_timeout: must be greater than 0 (omit it for no bound)`}},
+		{"agent_timeout negative", withTop(`"agent_timeout":"-1m"`), []string{`agent_timeout: invalid duration "-1m": must not be negative`}},
+		{"step breaker zeros", withRetry(`"circuit_breaker":{"failure_threshold":0,"timeout":"0s"}`), []string{
+			rc + `circuit_breaker.failure_threshold: must be >= 1, got 0`,
+			rc + `circuit_breaker.timeout: must be greater than 0, got 0s`,
+		}},
+		{"step breaker unknown field", withRetry(`"circuit_breaker":{"threshold":3}`), []string{rc + `circuit_breaker.threshold: unknown field`}},
+		{"reduce step breaker", withTop(`"reduce":[{"shell":"x","retry_config":{"circuit_breaker":{}}}]`), []string{`reduce[0].retry_config.circuit_breaker: only applies to agent_template steps`}},
 		{"late_results unknown", withTop(`"best_effort":{"late_results":"lgo"}`), []string{`best_effort.late_results: unknown policy "lgo" (use log or update; AD-44's log_only and update_result are accepted too) (did you mean "log"?)`}},
 
 		// Items.

@@ -43,12 +43,7 @@ func WithDefaults(s *messages.JobSpec) *messages.JobSpec {
 	setDefault(&ep.OnItemFailure, messages.ItemFailureAction{Action: messages.ItemFailureDLQ})
 	setDefault(&ep.ContinueOnFailure, true)
 	setDefault(&ep.ErrorCollection, messages.ErrorCollection{Mode: messages.CollectAggregate})
-	if cb := ep.CircuitBreaker; cb != nil {
-		cb.FailureThreshold = cmp.Or(cb.FailureThreshold, messages.DefaultBreakerFailureThreshold)
-		cb.SuccessThreshold = cmp.Or(cb.SuccessThreshold, messages.DefaultBreakerSuccessThreshold)
-		cb.Timeout = cmp.Or(cb.Timeout, messages.DefaultBreakerTimeout)
-		cb.HalfOpenRequests = cmp.Or(cb.HalfOpenRequests, messages.DefaultBreakerHalfOpenRequests)
-	}
+	breakerDefaults(ep.CircuitBreaker)
 	if ep.RetryConfig == nil && ep.OnItemFailure.Action == messages.ItemFailureRetry {
 		ep.RetryConfig = &messages.WorkflowRetryConfig{}
 	}
@@ -80,8 +75,9 @@ func stepDefaults(st *messages.Step, name string) {
 // attempts (3), backoff (exponential, base 2; a linear increment defaults
 // to the initial delay), initial_delay (1s, or the backoff's own initial),
 // max_delay (30s), jitter_factor (0.3), jitter_mode (proportional, only
-// when jitter is on) and on_failure (stop). retry_on and retry_budget stay
-// unset. A nil rc gives the default config.
+// when jitter is on), on_failure (stop) and a given circuit_breaker's
+// fields (5 / 3 / 30s / 3). retry_on, retry_budget and circuit_breaker
+// stay unset. A nil rc gives the default config.
 func RetryConfigWithDefaults(rc *messages.RetryConfig) *messages.RetryConfig {
 	c := deepCopy(rc)
 	if c == nil {
@@ -97,7 +93,20 @@ func RetryConfigWithDefaults(rc *messages.RetryConfig) *messages.RetryConfig {
 		c.JitterMode = messages.JitterProportional
 	}
 	setDefault(&c.OnFailure, messages.OnFailure{Action: messages.OnFailureStop})
+	breakerDefaults(c.CircuitBreaker)
 	return c
+}
+
+// breakerDefaults fills a circuit breaker's unset fields (5 / 3 / 30s / 3);
+// nil stays nil (no breaker).
+func breakerDefaults(cb *messages.CircuitBreakerConfig) {
+	if cb == nil {
+		return
+	}
+	cb.FailureThreshold = cmp.Or(cb.FailureThreshold, messages.DefaultBreakerFailureThreshold)
+	cb.SuccessThreshold = cmp.Or(cb.SuccessThreshold, messages.DefaultBreakerSuccessThreshold)
+	cb.Timeout = cmp.Or(cb.Timeout, messages.DefaultBreakerTimeout)
+	cb.HalfOpenRequests = cmp.Or(cb.HalfOpenRequests, messages.DefaultBreakerHalfOpenRequests)
 }
 
 // backoffDefaults fills a (copied) backoff and the effective initial delay.

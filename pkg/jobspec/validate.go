@@ -141,6 +141,12 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	for i := range s.AgentTemplate {
 		v.step(messages.IndexPath("agent_template", i), &s.AgentTemplate[i], false)
 	}
+	switch {
+	case s.AgentTimeout < 0:
+		v.addf("agent_timeout", "must not be negative, got %s", s.AgentTimeout)
+	case s.AgentTimeout == 0 && v.isGiven("agent_timeout"):
+		v.addf("agent_timeout", "must be greater than 0 (omit it for no bound)")
+	}
 	if s.ErrorPolicy != nil {
 		v.errorPolicy("error_policy", s.ErrorPolicy)
 	}
@@ -294,6 +300,14 @@ func (v *validator) retryConfig(p string, rc *messages.RetryConfig, reduce bool)
 	}
 	if rc.RetryBudget != nil && *rc.RetryBudget <= 0 {
 		v.addf(messages.JoinPath(p, "retry_budget"), "must be greater than 0 (omit it for no budget), got %s", *rc.RetryBudget)
+	}
+	if cb := rc.CircuitBreaker; cb != nil {
+		bp := messages.JoinPath(p, "circuit_breaker")
+		if reduce {
+			v.addf(bp, "only applies to agent_template steps (the reduce step runs once)")
+		} else {
+			v.breaker(bp, cb)
+		}
 	}
 	if rc.OnFailure != nil {
 		v.onFailure(messages.JoinPath(p, "on_failure"), rc.OnFailure, reduce)
@@ -521,23 +535,28 @@ func (v *validator) errorPolicy(p string, ep *messages.ErrorPolicy) {
 		}
 	}
 	if cb := ep.CircuitBreaker; cb != nil {
-		bp := messages.JoinPath(p, "circuit_breaker")
-		for _, f := range []struct {
-			name string
-			val  int
-		}{{"failure_threshold", cb.FailureThreshold}, {"success_threshold", cb.SuccessThreshold}, {"half_open_requests", cb.HalfOpenRequests}} {
-			fp := messages.JoinPath(bp, f.name)
-			if f.val < 0 || f.val == 0 && v.isGiven(fp) {
-				v.addf(fp, "must be >= 1, got %d", f.val)
-			}
-		}
-		tp := messages.JoinPath(bp, "timeout")
-		if cb.Timeout < 0 || cb.Timeout == 0 && v.isGiven(tp) {
-			v.addf(tp, "must be greater than 0, got %s", cb.Timeout)
-		}
+		v.breaker(messages.JoinPath(p, "circuit_breaker"), cb)
 	}
 	if rc := ep.RetryConfig; rc != nil {
 		v.retryBounds(messages.JoinPath(p, "retry_config"), "max_attempts", rc.MaxAttempts, rc.Backoff, rc.InitialDelay, rc.MaxDelay, rc.JitterFactor)
+	}
+}
+
+// breaker checks a circuit_breaker (the job's or a step's): thresholds and
+// half_open_requests >= 1 and timeout > 0 when given.
+func (v *validator) breaker(bp string, cb *messages.CircuitBreakerConfig) {
+	for _, f := range []struct {
+		name string
+		val  int
+	}{{"failure_threshold", cb.FailureThreshold}, {"success_threshold", cb.SuccessThreshold}, {"half_open_requests", cb.HalfOpenRequests}} {
+		fp := messages.JoinPath(bp, f.name)
+		if f.val < 0 || f.val == 0 && v.isGiven(fp) {
+			v.addf(fp, "must be >= 1, got %d", f.val)
+		}
+	}
+	tp := messages.JoinPath(bp, "timeout")
+	if cb.Timeout < 0 || cb.Timeout == 0 && v.isGiven(tp) {
+		v.addf(tp, "must be greater than 0, got %s", cb.Timeout)
 	}
 }
 

@@ -327,3 +327,35 @@ func TestLateResultsAD44Names(t *testing.T) {
 		}
 	}
 }
+
+// agent_timeout and a step's own circuit_breaker (the source documents'
+// overall timeout and per-executor breaker) are accepted, and the step's
+// breaker gets the job breaker's defaults.
+func TestAgentTimeoutAndStepBreaker(t *testing.T) {
+	spec, err := Parse([]byte(`items: [1]
+agent_timeout: 5m
+agent_template:
+  - shell: "upload.sh"
+    retry_config:
+      circuit_breaker: {failure_threshold: 2}
+      on_failure: {fallback: {command: "save-local.sh"}}
+  - shell: "notify.sh"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.AgentTimeout != messages.MustDuration("5m") {
+		t.Fatalf("agent_timeout %s", spec.AgentTimeout)
+	}
+	eff := WithDefaults(spec)
+	want := messages.CircuitBreakerConfig{FailureThreshold: 2, SuccessThreshold: 3, Timeout: messages.MustDuration("30s"), HalfOpenRequests: 3}
+	if cb := eff.AgentTemplate[0].RetryConfig.CircuitBreaker; cb == nil || *cb != want {
+		t.Fatalf("step breaker with defaults: %+v", cb)
+	}
+	if cb := eff.AgentTemplate[1].RetryConfig.CircuitBreaker; cb != nil {
+		t.Fatalf("a step without a breaker got one: %+v", cb)
+	}
+	if err := Validate(eff); err != nil {
+		t.Fatalf("the spec as accepted: %v", err)
+	}
+}

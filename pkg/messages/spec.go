@@ -44,6 +44,11 @@ type JobSpec struct {
 	MaxParallel int `json:"max_parallel,omitempty"`
 	// AgentTemplate are the steps run, in order, for every item.
 	AgentTemplate []Step `json:"agent_template"`
+	// AgentTimeout bounds the run of one item through AgentTemplate, from
+	// the start of its first step run: run time, backoff delays, snoozes
+	// and time parked all count, on whichever agents it runs. The item
+	// fails (reason agent_timeout) when it is up. 0 = no bound.
+	AgentTimeout Duration `json:"agent_timeout,omitempty"`
 	// ErrorPolicy is the workflow-level failure handling.
 	ErrorPolicy *ErrorPolicy `json:"error_policy,omitempty"`
 	// RetryBudget is the job-level retry budget shared by all items: a count
@@ -122,6 +127,10 @@ type RetryConfig struct {
 	RetryOn []Matcher `json:"retry_on,omitempty"`
 	// RetryBudget bounds the cumulative backoff delay of the step.
 	RetryBudget *Duration `json:"retry_budget,omitempty"`
+	// CircuitBreaker is the step's own circuit breaker, shared by the fleet
+	// (one per job and step): while it is open the step fails fast, without
+	// running (reason circuit_open), and its on_failure applies. Unset = none.
+	CircuitBreaker *CircuitBreakerConfig `json:"circuit_breaker,omitempty"`
 	// OnFailure is what happens when the step gives up. Defaults to stop.
 	OnFailure *OnFailure `json:"on_failure,omitempty"`
 }

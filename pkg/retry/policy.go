@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -28,6 +29,7 @@ type Policy struct {
 	budget       time.Duration
 	hasBudget    bool
 	onFailure    FailureAction
+	breaker      *Breaker // the step's own circuit breaker; nil = none
 }
 
 // NewPolicy compiles cfg (nil = all defaults): 3 attempts, exponential
@@ -115,6 +117,18 @@ func NewPolicy(cfg *messages.RetryConfig) (*Policy, error) {
 			ce.add("retry_budget", "must be greater than 0 (omit it for no budget), got %s", *cfg.RetryBudget)
 		}
 	}
+	if cfg.CircuitBreaker != nil {
+		b, err := NewBreaker(cfg.CircuitBreaker)
+		if err != nil {
+			var bce *ConfigError
+			if errors.As(err, &bce) {
+				for _, pr := range bce.Problems {
+					ce.add("circuit_breaker."+pr.Field, "%s", pr.Message)
+				}
+			}
+		}
+		p.breaker = b
+	}
 	if cfg.OnFailure != nil {
 		fa, err := NewFailureAction(cfg.OnFailure)
 		if err != nil {
@@ -189,6 +203,10 @@ func (p *Policy) JitterMode() messages.JitterMode {
 
 // OnFailure is what the step does when it gives up.
 func (p *Policy) OnFailure() FailureAction { return p.onFailure }
+
+// Breaker is the step's own circuit breaker (retry_config.circuit_breaker),
+// nil when it has none. While it is open the step fails fast.
+func (p *Policy) Breaker() *Breaker { return p.breaker }
 
 // WithoutJitter returns a copy of p whose delays are not jittered — the
 // strategy's timeline as documented, e.g. for `fleetctl backoff plan`.
