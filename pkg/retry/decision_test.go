@@ -374,3 +374,35 @@ func TestDecideBudgetCountsOnlyDelays(t *testing.T) {
 	}
 	require.Equal(t, secs(0.5, 0.5, 0.5, 0.5), p.Plan(nil).Delays)
 }
+
+// Jitter counts against retry_budget as granted: delay_spent is the sum of
+// the jittered delays, and the budget refuses the jittered next delay. The
+// same seed drawn beside the decisions gives the delays they granted.
+func TestJitterCountsAgainstTheRetryBudget(t *testing.T) {
+	p, err := NewPolicy(&messages.RetryConfig{Attempts: ptr(1000), Backoff: &messages.Backoff{Kind: messages.BackoffFixed},
+		InitialDelay: dur("1s"), Jitter: true, JitterFactor: ptr(0.5), RetryBudget: dur("10s")})
+	require.NoError(t, err)
+	for seed := uint64(1); seed <= 50; seed++ {
+		r, mirror := NewRand(seed), NewRand(seed)
+		var st State
+		var sum time.Duration
+		for n := 1; ; n++ {
+			d := p.Decide(t0, st, Failure{Message: "x"}, r)
+			want := p.Delay(n, st.LastDelay, mirror) // what the decision drew
+			if d.Action == ActionGiveUp {
+				require.Equal(t, messages.ReasonRetryBudget, d.Reason)
+				require.Equal(t, want, d.Refused, "the jittered delay is refused")
+				require.Greater(t, sum+want, 10*time.Second)
+				require.Equal(t, sum, d.State.DelaySpent)
+				break
+			}
+			require.Equal(t, want, d.Delay)
+			sum += d.Delay
+			require.Equal(t, sum, d.State.DelaySpent, "seed %d, retry %d", seed, n)
+			require.LessOrEqual(t, sum, 10*time.Second)
+			st = d.State
+		}
+	}
+	// Without jitter, 10 retries of 1s; with ±50% the count varies by seed.
+	require.Len(t, p.WithoutJitter().Plan(nil).Delays, 10)
+}
