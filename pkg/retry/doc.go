@@ -112,5 +112,14 @@
 // items, item_failure_stop). [WorkflowPolicy] decides whole-item re-runs for
 // on_item_failure: retry, [Collector] implements error_collection, and
 // [Breaker] is the circuit breaker as a state machine over a serialisable
-// [BreakerState], to be shared through KV with compare-and-set.
+// [BreakerState], to be shared through KV with compare-and-set: the job's
+// (error_policy.circuit_breaker), and a step's own ([Policy.Breaker],
+// retry_config.circuit_breaker), while open the step fails fast.
+//
+// # The item's time
+//
+// [Deadline] is a job's agent_timeout for one item's run: a wall-clock bound
+// from its first step run, which run time and delays both count toward
+// (unlike retry_budget). [Policy.PlanWith] plans a timeline with runs of a
+// given length under it, as the agent decides it.
 package retry
