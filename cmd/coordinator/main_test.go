@@ -19,6 +19,25 @@ import (
 
 func noEnv(string) string { return "" }
 
+// startRun runs the coordinator's main with args until the test ends; done
+// delivers what run returned, should it return early.
+func startRun(t *testing.T, getenv func(string) string, args ...string) (context.Context, <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, getenv) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("coordinator did not stop")
+		}
+	})
+	return ctx, done
+}
+
 // The coordinator's embedded server does not listen beyond this machine
 // without credentials, and says how to give it some.
 func TestEmbeddedServerRefusesAnOpenListen(t *testing.T) {
@@ -38,21 +57,8 @@ func TestEmbeddedServerWithAuthDir(t *testing.T) {
 	res, err := auth.Init(auth.Options{Dir: dir, TLS: true})
 	require.NoError(t, err)
 	port := fleettest.FreePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--listen", "0.0.0.0:" + strconv.Itoa(port), "--auth-dir", dir, "--data-dir", t.TempDir(),
-			"--pools", "default", "--log-level", "warn"}, noEnv)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Fatal("coordinator did not stop")
-		}
-	}()
+	ctx, done := startRun(t, noEnv, "--listen", "0.0.0.0:"+strconv.Itoa(port), "--auth-dir", dir, "--data-dir", t.TempDir(),
+		"--pools", "default", "--log-level", "warn")
 	url := "tls://127.0.0.1:" + strconv.Itoa(port)
 	ca := nats.RootCAs(filepath.Join(dir, auth.CAFile))
 	seed, err := nats.NkeyOptionFromSeed(res.Seeds["submitter"])
@@ -91,21 +97,8 @@ func TestEmbeddedServerWithAuthDir(t *testing.T) {
 func TestAD44SettingsFromFlagsAndEnv(t *testing.T) {
 	port := fleettest.FreePort(t)
 	env := map[string]string{"RETRY_BUDGET_PER_WORKFLOW_MAX": "2", "BEST_EFFORT_DEADLINE_DEFAULT": "10m"}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:" + strconv.Itoa(port), "--data-dir", t.TempDir(), "--log-level", "warn",
-			"--retry-budget-profile", "ad44", "--best-effort-deadline-max", "1h"}, func(k string) string { return env[k] })
-	}()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Fatal("coordinator did not stop")
-		}
-	}()
+	ctx, done := startRun(t, func(k string) string { return env[k] }, "--listen", "127.0.0.1:"+strconv.Itoa(port),
+		"--data-dir", t.TempDir(), "--log-level", "warn", "--retry-budget-profile", "ad44", "--best-effort-deadline-max", "1h")
 	var nc *nats.Conn
 	fleettest.WaitFor(t, 30*time.Second, func() (err error) {
 		select {

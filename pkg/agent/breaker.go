@@ -138,16 +138,21 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 // admitted before the breaker opened (or run on its last delivery) says
 // nothing about the recovery, and an ignored probe frees its slot.
 func (a *Agent) settleBreaker(ctx context.Context, it *item, o retry.Outcome) {
-	t := &it.breaker
+	a.settle(ctx, it, &it.breaker, it.wi.JobID, o)
+}
+
+// settle records outcome o on the ticket's breaker, stored under key, once
+// per ticket (nothing for a zero ticket: no breaker).
+func (a *Agent) settle(ctx context.Context, it *item, t *breakerTicket, key string, o retry.Outcome) {
 	if t.b == nil || t.done {
 		return
 	}
 	t.done = true
-	_, _, err := a.breakers.update(ctx, it.wi.JobID, func(now time.Time, st retry.BreakerState) retry.BreakerState {
+	_, _, err := a.breakers.update(ctx, key, func(now time.Time, st retry.BreakerState) retry.BreakerState {
 		return t.b.Settle(now, st, t.t, o)
 	})
 	if err != nil && ctx.Err() == nil {
-		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("outcome", outcomeName(o)).
+		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("breaker", key).Str("outcome", outcomeName(o)).
 			Msg("circuit breaker outcome not recorded")
 	}
 }
@@ -208,18 +213,7 @@ func (a *Agent) admitStepBreaker(ctx context.Context, it *item, i int) bool {
 // settleStepBreaker records the outcome of a run of the current step with
 // its own breaker (once per run; nothing for a step without one).
 func (a *Agent) settleStepBreaker(ctx context.Context, it *item, o retry.Outcome) {
-	t := &it.stepBreaker
-	if t.b == nil || t.done {
-		return
-	}
-	t.done = true
-	_, _, err := a.breakers.update(ctx, stepBreakerKey(it.wi.JobID, it.st.Step), func(now time.Time, st retry.BreakerState) retry.BreakerState {
-		return t.b.Settle(now, st, t.t, o)
-	})
-	if err != nil && ctx.Err() == nil {
-		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Int("step", it.st.Step).Str("outcome", outcomeName(o)).
-			Msg("step circuit breaker outcome not recorded")
-	}
+	a.settle(ctx, it, &it.stepBreaker, stepBreakerKey(it.wi.JobID, it.st.Step), o)
 }
 
 // breakerChanged publishes CircuitBreakerStateChanged and counts the

@@ -206,27 +206,9 @@ func BestEffortSettingsFromEnv(getenv func(string) string) (BestEffortSettings, 
 func RegisterBestEffortFlags(fs *flag.FlagSet, s *BestEffortSettings) {
 	fs.IntVar(&s.MinGroupsDefault, FlagBestEffortMinGroupsDefault, s.MinGroupsDefault,
 		"best_effort.min_groups of a job that sets none (default 1; env "+EnvBestEffortMinGroupsDefault+")")
-	fs.Var(durationFlag{&s.DeadlineDefault}, FlagBestEffortDeadlineDefault,
+	// messages.Duration reads and writes humantime ("5m") as text.
+	fs.TextVar((*messages.Duration)(&s.DeadlineDefault), FlagBestEffortDeadlineDefault, messages.Duration(s.DeadlineDefault),
 		"best_effort.deadline of a job that sets none (default 5m; env "+EnvBestEffortDeadlineDefault+")")
-	fs.Var(durationFlag{&s.DeadlineMax}, FlagBestEffortDeadlineMax,
+	fs.TextVar((*messages.Duration)(&s.DeadlineMax), FlagBestEffortDeadlineMax, messages.Duration(s.DeadlineMax),
 		"cap on every best_effort.deadline (default no cap; env "+EnvBestEffortDeadlineMax+")")
-}
-
-// durationFlag is a flag.Value over a time.Duration in humantime ("5m").
-type durationFlag struct{ p *time.Duration }
-
-func (f durationFlag) String() string {
-	if f.p == nil || *f.p == 0 {
-		return ""
-	}
-	return messages.Duration(*f.p).String()
-}
-
-func (f durationFlag) Set(s string) error {
-	d, err := messages.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return err
-	}
-	*f.p = d.D()
-	return nil
 }
