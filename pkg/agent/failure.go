@@ -71,10 +71,11 @@ type StepFailure struct {
 	// For a run its circuit breaker refused (CircuitOpen), only its State
 	// is read: the step's retry state, unchanged.
 	Decision retry.Decision
-	// CircuitOpen is set when the step's own circuit breaker
-	// (retry_config.circuit_breaker) refused the run: the step did not
-	// run, and fails fast (circuit_open).
-	CircuitOpen bool
+	// NotRun is set when the step did not run: the item's agent_timeout
+	// was up before it began, or (CircuitOpen) the step's own circuit
+	// breaker (retry_config.circuit_breaker) refused it, and the step fails
+	// fast (circuit_open). Either says nothing of the dependency.
+	NotRun, CircuitOpen bool
 	// Now and Deadline are the decision's time and the item's
 	// agent_timeout (zero: none): a step whose retry or snooze would come
 	// back with the time up ends StepTimedOut instead.
@@ -94,11 +95,11 @@ type StepFailure struct {
 
 // NeedsClaim reports whether the verdict needs a unit of the job's retry
 // budget: the policy would retry and a retry can still come back, before
-// the item's agent_timeout. A give-up, a snooze, the last delivery and a
-// retry past the deadline spend nothing.
+// the item's agent_timeout. A give-up, a snooze, the last delivery, a
+// retry past the deadline and a step that did not run spend nothing.
 func (f *StepFailure) NeedsClaim() bool {
 	d := &f.Decision
-	return !f.CircuitOpen && d.Action == retry.ActionRetry && !f.LastDelivery && !f.Deadline.Refuses(f.Now, d.Delay)
+	return !f.NotRun && !f.CircuitOpen && d.Action == retry.ActionRetry && !f.LastDelivery && !f.Deadline.Refuses(f.Now, d.Delay)
 }
 
 // Breaker is the circuit-breaker outcome of the failed step run, for the
@@ -109,7 +110,7 @@ func (f *StepFailure) NeedsClaim() bool {
 // dependency.
 func (f *StepFailure) Breaker() retry.Outcome {
 	d := &f.Decision
-	if f.CircuitOpen || d.Action == retry.ActionSnooze || d.Reason == messages.ReasonPermanent || d.Reason == messages.ReasonNotRetryable {
+	if f.NotRun || f.CircuitOpen || d.Action == retry.ActionSnooze || d.Reason == messages.ReasonPermanent || d.Reason == messages.ReasonNotRetryable {
 		return retry.OutcomeIgnored
 	}
 	return retry.OutcomeFailure
@@ -335,6 +336,7 @@ func (a *Agent) stepRefused(ctx context.Context, it *item, i, attempt int, circu
 	sf := StepFailure{
 		Decision:    retry.Decision{State: retry.StateFromItem(&it.st)},
 		Err:         cause,
+		NotRun:      true,
 		CircuitOpen: circuitOpen,
 		Now:         now,
 		Deadline:    it.deadline,
@@ -343,6 +345,10 @@ func (a *Agent) stepRefused(ctx context.Context, it *item, i, attempt int, circu
 		Attempt: attempt, Step: i, StepName: it.set.stepName(i), Agent: a.cfg.Name, Time: now,
 		ErrorClass: retry.ClassError, Message: msg, Generation: it.wi.Generation, NotRun: true,
 	}
+	// The delivery's outcome for the job's breaker, if it is its first
+	// failed step: ignored (frees a probe's slot), as for the item's own
+	// faults.
+	a.settleBreaker(ctx, it, sf.Breaker())
 	return a.stepEnds(ctx, it, i, attempt, att, &sf)
 }
 

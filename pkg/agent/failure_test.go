@@ -112,7 +112,7 @@ func TestStepVerdict(t *testing.T) {
 		// The step's own circuit breaker refused the run: it fails fast,
 		// its state unchanged, and says nothing of the dependency.
 		{
-			name: "circuit open: fail fast", in: StepFailure{Decision: retry.Decision{State: st}, Err: retry.ErrCircuitOpen, CircuitOpen: true},
+			name: "circuit open: fail fast", in: StepFailure{Decision: retry.Decision{State: st}, Err: retry.ErrCircuitOpen, NotRun: true, CircuitOpen: true},
 			breaker: retry.OutcomeIgnored,
 			want:    StepVerdict{End: StepGiveUp, Reason: messages.ReasonCircuitOpen, State: st}, wantErr: retry.ErrCircuitOpen, errReason: messages.ReasonCircuitOpen,
 		},
@@ -136,6 +136,12 @@ func TestStepVerdict(t *testing.T) {
 				Now: t0, Deadline: retry.NewDeadline(t0, 10*time.Second)},
 			breaker: retry.OutcomeIgnored,
 			want:    StepVerdict{End: StepTimedOut, Reason: messages.ReasonAgentTimeout, State: st}, wantErr: failure, errReason: messages.ReasonAgentTimeout,
+		},
+		{
+			name: "agent_timeout: up before the step ran", in: StepFailure{Decision: retry.Decision{State: st}, Err: retry.ErrAgentTimeout, NotRun: true,
+				Now: t0.Add(11 * time.Second), Deadline: retry.NewDeadline(t0, 10*time.Second)},
+			breaker: retry.OutcomeIgnored,
+			want:    StepVerdict{End: StepTimedOut, Reason: messages.ReasonAgentTimeout, State: st}, wantErr: retry.ErrAgentTimeout, errReason: messages.ReasonAgentTimeout,
 		},
 		{
 			name: "agent_timeout: the run ended past it, whatever the policy says", in: StepFailure{Decision: giveUp(messages.ReasonAttempts), Err: failure,

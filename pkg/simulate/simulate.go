@@ -632,9 +632,10 @@ func (s *sim) refused(a, it int32, circuitOpen bool) {
 		cause = retry.ErrCircuitOpen
 	}
 	f := agent.StepFailure{
-		Decision: retry.Decision{State: s.state(st)}, Err: cause, CircuitOpen: circuitOpen,
+		Decision: retry.Decision{State: s.state(st)}, Err: cause, NotRun: true, CircuitOpen: circuitOpen,
 		Now: s.tm(s.now), Deadline: s.deadline(st),
 	}
+	s.settle(st, f.Breaker()) // ignored, as the agent's
 	s.stepEnds(a, it, &f, cause)
 }
 
