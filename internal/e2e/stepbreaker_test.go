@@ -109,7 +109,7 @@ func TestStepBreakerFallbackAndRecovery(t *testing.T) {
 			}
 			openedAt = time.Now()
 		}
-		if throughStep1.Load() < 4 || time.Since(openedAt) < 400*time.Millisecond {
+		if throughStep1.Load() < 4 || time.Since(openedAt) < 2100*time.Millisecond {
 			return nil, retry.Snooze(50 * time.Millisecond)
 		}
 		return nil, nil
@@ -133,10 +133,12 @@ func TestStepBreakerFallbackAndRecovery(t *testing.T) {
 	submit(t, cl, `{"id": "fb", "items": [{"id": "i1"}, {"id": "i2"}, {"id": "i3"}, {"id": "i4"}, {"id": "late"}], "agent_template": [
 		{"handler": "prepare"},
 		{"handler": "upload", "retry_config": {"attempts": 1, "on_failure": {"fallback": {"command": "echo saved-locally"}},
-			"circuit_breaker": {"failure_threshold": 2, "success_threshold": 1, "timeout": "300ms", "half_open_requests": 1}}},
+			"circuit_breaker": {"failure_threshold": 2, "success_threshold": 1, "timeout": "2s", "half_open_requests": 1}}},
 		{"handler": "count"}]}`)
 	st := waitJob(t, cl, "fb", 60*time.Second)
 	require.EqualValues(t, 5, st.Succeeded, "four through the fallback, one uploaded")
+	// (Items i3 and i4 meet it open: 2s is long enough that they cannot
+	// come after its timeout, even on a slow machine.)
 	require.EqualValues(t, 3, calls.Load(), "two failures open it; two fail fast to the fallback; the probe succeeds")
 	var tos []string
 	for _, c := range ev.named(messages.EventTypeBreakerChanged) {
