@@ -40,6 +40,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -77,6 +78,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	cfg.Budget = bs // flags below override the environment
 	budget.RegisterFlags(fs, &cfg.Budget)
+	if cfg.BestEffort, err = jobspec.BestEffortSettingsFromEnv(getenv); err != nil {
+		return err
+	}
+	jobspec.RegisterBestEffortFlags(fs, &cfg.BestEffort)
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
 	pools := fs.String("pools", getenv("FLEET_POOLS"), "comma-separated pools whose work consumers are created at start, so agents that may only bind to theirs (least privilege) find them (env FLEET_POOLS)")
 	listen := fs.String("listen", "127.0.0.1:4222", "embedded server address when no --server is given; beyond loopback it needs --auth-dir")

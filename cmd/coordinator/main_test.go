@@ -19,6 +19,25 @@ import (
 
 func noEnv(string) string { return "" }
 
+// startRun runs the coordinator's main with args until the test ends; done
+// delivers what run returned, should it return early.
+func startRun(t *testing.T, getenv func(string) string, args ...string) (context.Context, <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, getenv) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("coordinator did not stop")
+		}
+	})
+	return ctx, done
+}
+
 // The coordinator's embedded server does not listen beyond this machine
 // without credentials, and says how to give it some.
 func TestEmbeddedServerRefusesAnOpenListen(t *testing.T) {
@@ -38,21 +57,8 @@ func TestEmbeddedServerWithAuthDir(t *testing.T) {
 	res, err := auth.Init(auth.Options{Dir: dir, TLS: true})
 	require.NoError(t, err)
 	port := fleettest.FreePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--listen", "0.0.0.0:" + strconv.Itoa(port), "--auth-dir", dir, "--data-dir", t.TempDir(),
-			"--pools", "default", "--log-level", "warn"}, noEnv)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Fatal("coordinator did not stop")
-		}
-	}()
+	ctx, done := startRun(t, noEnv, "--listen", "0.0.0.0:"+strconv.Itoa(port), "--auth-dir", dir, "--data-dir", t.TempDir(),
+		"--pools", "default", "--log-level", "warn")
 	url := "tls://127.0.0.1:" + strconv.Itoa(port)
 	ca := nats.RootCAs(filepath.Join(dir, auth.CAFile))
 	seed, err := nats.NkeyOptionFromSeed(res.Seeds["submitter"])
@@ -82,4 +88,43 @@ func TestEmbeddedServerWithAuthDir(t *testing.T) {
 	})
 	_, err = nats.Connect(url, ca)
 	require.ErrorIs(t, err, nats.ErrAuthorization, "an anonymous client is refused")
+}
+
+// AD-44's settings are a flag or a variable away: --retry-budget-profile
+// ad44 gives a job without a budget 20 retries and 3 per item, AD-44's
+// per-workflow name caps the item, and the best-effort flags set the
+// deadline a best_effort block without one gets.
+func TestAD44SettingsFromFlagsAndEnv(t *testing.T) {
+	port := fleettest.FreePort(t)
+	env := map[string]string{"RETRY_BUDGET_PER_WORKFLOW_MAX": "2", "BEST_EFFORT_DEADLINE_DEFAULT": "10m"}
+	ctx, done := startRun(t, func(k string) string { return env[k] }, "--listen", "127.0.0.1:"+strconv.Itoa(port),
+		"--data-dir", t.TempDir(), "--log-level", "warn", "--retry-budget-profile", "ad44", "--best-effort-deadline-max", "1h")
+	var nc *nats.Conn
+	fleettest.WaitFor(t, 30*time.Second, func() (err error) {
+		select {
+		case err := <-done:
+			t.Fatalf("coordinator exited: %v", err)
+		default:
+		}
+		nc, err = nats.Connect("nats://127.0.0.1:" + strconv.Itoa(port))
+		return err
+	})
+	defer nc.Close()
+	cl, err := coordinator.NewClient(nc, "")
+	require.NoError(t, err)
+	var reply *messages.SubmitReply
+	fleettest.WaitFor(t, 30*time.Second, func() (err error) {
+		reply, err = cl.Submit(ctx, []byte(`{"id": "ad44", "items": [1, 2, 3], "agent_template": [{"shell": "true"}], "best_effort": {}}`))
+		return err
+	})
+	var st *messages.JobStatus
+	fleettest.WaitFor(t, 30*time.Second, func() (err error) {
+		st, err = cl.Status(ctx, reply.JobID)
+		return err
+	})
+	require.NotNil(t, st.Budget)
+	require.Equal(t, 20, st.Budget.Total, "the ad44 profile's RETRY_BUDGET_DEFAULT")
+	require.Equal(t, 2, st.Budget.PerItemMax, "RETRY_BUDGET_PER_WORKFLOW_MAX over the profile's 3 (its default) and 5 (its max)")
+	require.NotNil(t, st.BestEffort)
+	require.Equal(t, messages.Duration(10*time.Minute), st.BestEffort.DeadlineAfter)
 }

@@ -20,7 +20,7 @@ func init() {
 	register(command{name: "backoff", summary: "backoff plan --config FILE: the delays a retry_config gives", run: runBackoff})
 }
 
-const backoffUsage = "backoff plan --config FILE [--json] [--seed N]"
+const backoffUsage = "backoff plan --config FILE [--json] [--seed N] [--run-time D] [--agent-timeout D]"
 
 // backoffPlanJSON is the --json output of `backoff plan` (docs/contract.md §7).
 type backoffPlanJSON struct {
@@ -28,6 +28,9 @@ type backoffPlanJSON struct {
 	TotalDelayMS int64   `json:"total_delay_ms"`
 	Retries      int     `json:"retries"`
 	StoppedBy    string  `json:"stopped_by"`
+	// ElapsedMS is the wall-clock time of the timeline, runs included;
+	// printed with --run-time or --agent-timeout.
+	ElapsedMS *int64 `json:"elapsed_ms,omitempty"`
 }
 
 func runBackoff(_ context.Context, env *cliEnv, args []string) int {
@@ -43,8 +46,15 @@ func runBackoff(_ context.Context, env *cliEnv, args []string) int {
 	configPath := fs.String("config", "", "retry_config document, YAML or JSON (optionally wrapped as {retry_config: …})")
 	asJSON := fs.Bool("json", false, `print {"delays_ms", "total_delay_ms", "retries", "stopped_by"}`)
 	seed := fs.Uint64("seed", 0, "apply the configured jitter with this random seed (default: no jitter)")
+	var opts retry.PlanOptions
+	durationFlag(fs, &opts.RunTime, "run-time", 0, "each run takes this long before it fails (it does not change what retry_budget allows)")
+	durationFlag(fs, &opts.AgentTimeout, "agent-timeout", 0, "the job's agent_timeout: runs and delays together end the item when it is up")
 	if code, ok := parseFlags(fs, args[1:]); !ok {
 		return code
+	}
+	if opts.RunTime < 0 || opts.AgentTimeout < 0 {
+		fmt.Fprintln(env.stderr, "fleetctl backoff plan: --run-time and --agent-timeout must not be negative")
+		return exitUsage
 	}
 	seeded := false
 	fs.Visit(func(f *flag.Flag) { seeded = seeded || f.Name == "seed" })
@@ -61,7 +71,7 @@ func runBackoff(_ context.Context, env *cliEnv, args []string) int {
 	if err == nil {
 		var p *retry.Policy
 		if p, err = retry.NewPolicy(cfg); err == nil {
-			return printBackoffPlan(env.stdout, p, *asJSON, seeded, *seed)
+			return printBackoffPlan(env.stdout, p, opts, *asJSON, seeded, *seed)
 		}
 	}
 	fmt.Fprintf(env.stderr, "fleetctl backoff plan: %s: invalid retry config:\n", *configPath)
@@ -92,24 +102,39 @@ func backoffProblems(err error) []string {
 	return []string{err.Error()}
 }
 
-func printBackoffPlan(w io.Writer, p *retry.Policy, asJSON, seeded bool, seed uint64) int {
+// cappedInitial is the warning for an initial delay above max_delay: the
+// config is valid, but every delay is capped at max_delay.
+func cappedInitial(p *retry.Policy) string {
+	if p.Strategy() == messages.BackoffCustom || p.InitialDelay() <= p.MaxDelay() {
+		return ""
+	}
+	return fmt.Sprintf("warning: initial delay %s is greater than max_delay %s: every delay is capped at %s",
+		backoffDur(p.InitialDelay()), backoffDur(p.MaxDelay()), backoffDur(p.MaxDelay()))
+}
+
+func printBackoffPlan(w io.Writer, p *retry.Policy, o retry.PlanOptions, asJSON, seeded bool, seed uint64) int {
 	var plan retry.Plan
 	if seeded {
-		plan = p.Plan(retry.NewRand(seed))
+		plan = p.PlanWith(retry.NewRand(seed), o)
 	} else {
-		plan = p.WithoutJitter().Plan(nil)
+		plan = p.WithoutJitter().PlanWith(nil, o)
 	}
+	timed := o.RunTime > 0 || o.AgentTimeout > 0
 	if asJSON {
 		out := backoffPlanJSON{DelaysMS: make([]int64, len(plan.Delays)), Retries: len(plan.Delays), StoppedBy: plan.StoppedBy}
 		for i, d := range plan.Delays {
 			out.DelaysMS[i] = backoffMS(d)
 			out.TotalDelayMS += out.DelaysMS[i]
 		}
+		if timed {
+			ms := backoffMS(plan.Elapsed)
+			out.ElapsedMS = &ms
+		}
 		b, _ := json.Marshal(out)
 		fmt.Fprintf(w, "%s\n", b)
 		return exitOK
 	}
-	writeBackoffTable(w, p, plan, seeded, seed)
+	writeBackoffTable(w, p, o, plan, seeded, seed)
 	return exitOK
 }
 
@@ -122,8 +147,18 @@ const backoffBarWidth = 40
 // writeBackoffTable prints the policy, a table of retries (delay, cumulative
 // delay and a bar proportional to the delay) and what stops the retries.
 // Long plans show their first 20 and last 5 retries.
-func writeBackoffTable(w io.Writer, p *retry.Policy, plan retry.Plan, seeded bool, seed uint64) {
+func writeBackoffTable(w io.Writer, p *retry.Policy, o retry.PlanOptions, plan retry.Plan, seeded bool, seed uint64) {
 	fmt.Fprintf(w, "policy:  %s\n", p)
+	if o.RunTime > 0 || o.AgentTimeout > 0 {
+		at := "none"
+		if o.AgentTimeout > 0 {
+			at = backoffDur(o.AgentTimeout)
+		}
+		fmt.Fprintf(w, "runs:    %s each, agent_timeout %s\n", backoffDur(o.RunTime), at)
+	}
+	if warn := cappedInitial(p); warn != "" {
+		fmt.Fprintln(w, warn)
+	}
 	switch {
 	case p.JitterMode() == "":
 	case seeded:
@@ -155,7 +190,21 @@ func writeBackoffTable(w io.Writer, p *retry.Policy, plan retry.Plan, seeded boo
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "retries: %d, total delay %s\n", len(plan.Delays), backoffDur(plan.Total))
+	if o.RunTime > 0 || o.AgentTimeout > 0 {
+		fmt.Fprintf(w, "elapsed: %s, runs included\n", backoffDur(plan.Elapsed))
+	}
+	if o.AgentTimeout > plan.Total {
+		fmt.Fprintf(w, "the delays use %s of the agent_timeout (%s), leaving %s for the runs\n",
+			backoffDur(plan.Total), backoffDur(o.AgentTimeout), backoffDur(o.AgentTimeout-plan.Total))
+	}
 	switch plan.StoppedBy {
+	case messages.ReasonAgentTimeout:
+		if plan.Refused > 0 {
+			fmt.Fprintf(w, "stopped by: agent_timeout (%s): retry %d would come back at %s, with the time up\n",
+				backoffDur(o.AgentTimeout), len(plan.Delays)+1, backoffDur(plan.Elapsed+plan.Refused))
+			break
+		}
+		fmt.Fprintf(w, "stopped by: agent_timeout (%s): run %d is cut at %s\n", backoffDur(o.AgentTimeout), len(plan.Delays)+1, backoffDur(plan.Elapsed))
 	case messages.ReasonRetryBudget:
 		budget, _ := p.Budget()
 		if plan.Total >= budget {

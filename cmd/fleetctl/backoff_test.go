@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/seedcases"
 )
 
 // runBackoff runs fleetctl in-process with a config file holding doc.
@@ -185,4 +187,67 @@ func TestBackoffUsage(t *testing.T) {
 	require.Contains(t, stdout, "backoff plan")
 	code, _, _ = run("backoff", "plan", "-h")
 	require.Equal(t, exitOK, code)
+}
+
+// initial_delay: 1m with the default max_delay is capped, not refused: the
+// plan retries every 30s and says why.
+func TestBackoffPlanCapsInitialDelay(t *testing.T) {
+	code, stdout, stderr := runBackoffCLI(t, "attempts: 4\ninitial_delay: 1m\n", "--json")
+	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, `{"delays_ms":[30000,30000,30000],"total_delay_ms":90000,"retries":3,"stopped_by":"attempts"}`+"\n", stdout)
+	code, stdout, stderr = runBackoffCLI(t, "attempts: 4\nbackoff: fixed\ninitial_delay: 1m\n")
+	require.Equal(t, exitOK, code, stderr)
+	require.Contains(t, stdout, "warning: initial delay 1m is greater than max_delay 30s: every delay is capped at 30s\n")
+	require.Contains(t, stdout, "retries: 3, total delay 1m30s")
+}
+
+// `backoff plan --json` for every worked timeline of the source documents,
+// with their run times and agent timeouts (internal/seedcases).
+func TestBackoffPlanSeedTimelines(t *testing.T) {
+	for _, tl := range seedcases.Timelines() {
+		t.Run(tl.Name(), func(t *testing.T) {
+			args := []string{"--json"}
+			if tl.RunTime > 0 {
+				args = append(args, "--run-time", tl.RunTime.String())
+			}
+			if tl.AgentTimeout > 0 {
+				args = append(args, "--agent-timeout", tl.AgentTimeout.String())
+			}
+			code, stdout, stderr := runBackoffCLI(t, tl.Config, args...)
+			require.Equal(t, exitOK, code, stderr)
+			var got backoffPlanJSON
+			require.NoError(t, json.Unmarshal([]byte(stdout), &got))
+			want := make([]int64, len(tl.Delays))
+			var total int64
+			for i, d := range tl.Delays {
+				want[i] = d.Milliseconds()
+				total += want[i]
+			}
+			require.Equal(t, want, got.DelaysMS)
+			require.Equal(t, total, got.TotalDelayMS)
+			require.Equal(t, len(tl.Delays), got.Retries)
+			require.Equal(t, tl.StoppedBy, got.StoppedBy)
+			require.Equal(t, tl.RunTime > 0 || tl.AgentTimeout > 0, got.ElapsedMS != nil)
+		})
+	}
+}
+
+// The source documents' agent timeout example, as backoff plan prints it:
+// what the delays leave for the runs, and where runs of 40s end the item.
+func TestBackoffPlanAgentTimeout(t *testing.T) {
+	doc := "attempts: 6\nbackoff: fibonacci\ninitial_delay: 10s\n"
+	code, stdout, stderr := runBackoffCLI(t, doc, "--agent-timeout", "5m")
+	require.Equal(t, exitOK, code, stderr)
+	require.Contains(t, stdout, "the delays use 1m40s of the agent_timeout (5m), leaving 3m20s for the runs\n")
+	require.Contains(t, stdout, "stopped by: attempts (6 = the first run + 5 retries)")
+	code, stdout, stderr = runBackoffCLI(t, doc, "--agent-timeout", "5m", "--run-time", "40s")
+	require.Equal(t, exitOK, code, stderr)
+	require.Contains(t, stdout, "elapsed: 4m30s, runs included\n")
+	require.Contains(t, stdout, "stopped by: agent_timeout (5m): retry 5 would come back at 5m, with the time up\n")
+	code, stdout, _ = runBackoffCLI(t, doc, "--agent-timeout", "1m", "--run-time", "45s")
+	require.Equal(t, exitOK, code)
+	require.Contains(t, stdout, "stopped by: agent_timeout (1m): run 2 is cut at 1m\n")
+	code, _, stderr = runBackoffCLI(t, doc, "--run-time", "-1s")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "must not be negative")
 }

@@ -151,6 +151,12 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	keys := fs.Bool("keys", false, "list the keys --compare understands")
 	var settings budget.Settings
 	budget.RegisterFlags(fs, &settings)
+	beSettings, err := jobspec.BestEffortSettingsFromEnv(env.getenv)
+	if err != nil {
+		errorf(env, "simulate: %v", err)
+		return exitUsage
+	}
+	jobspec.RegisterBestEffortFlags(fs, &beSettings)
 
 	// The operator's budget settings come from the environment, as the
 	// coordinator's; flags override them.
@@ -192,7 +198,7 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	cfg.Spec, cfg.Budget = spec, settings
+	cfg.Spec, cfg.Budget, cfg.BestEffort = spec, settings, beSettings
 	if cfg.Dependency.Step, ok = simulateStep(env, spec, *step); !ok {
 		return exitUsage
 	}
@@ -348,6 +354,7 @@ func simulateAll(ctx context.Context, runs []*simulateRun) error {
 }
 
 func simulateJSON(spec *messages.JobSpec, cfg *simulate.Config, s budget.Settings, runs []*simulateRun) *simulateReport {
+	s = s.Resolved() // a profile's values are settings too
 	c := cfg.WithDefaults()
 	d := c.Dependency
 	rep := &simulateReport{
@@ -544,6 +551,7 @@ func printSimulationTable(w io.Writer, runs []*simulateRun) {
 		{"failed (custom)", func(r *simulate.Result) int64 { return r.Failed }},
 		{"not run", func(r *simulate.Result) int64 { return r.NotRun }},
 		{"parked by the breaker", func(r *simulate.Result) int64 { return r.Parked }},
+		{"failed fast (step breaker)", func(r *simulate.Result) int64 { return r.FailedFast }},
 		{"snoozed", func(r *simulate.Result) int64 { return r.Snoozes }},
 	} {
 		if anyRun(func(r *simulate.Result) bool { return o.get(r) > 0 }) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -22,6 +23,10 @@ const validateUsage = "validate FILE [--json]"
 type validateReport struct {
 	Valid    bool                  `json:"valid"`
 	Problems []messages.FieldError `json:"problems"`
+	// Warnings are what a valid spec sets that is accepted as it is but
+	// probably not meant so (jobspec.Warnings): an initial_delay above
+	// max_delay, capped.
+	Warnings []messages.FieldError `json:"warnings,omitempty"`
 	// Items counts the job's items: inline, or read from a local input
 	// file through json_path as the coordinator will. 0 when the spec is
 	// invalid or its input is in the object store.
@@ -54,6 +59,9 @@ func runValidate(ctx context.Context, env *cliEnv, args []string) int {
 	if *asJSON {
 		writeJSON(env.stdout, rep)
 	} else if rep.Valid {
+		for _, w := range rep.Warnings {
+			fmt.Fprintf(env.stdout, "warning: %s\n", w.Error())
+		}
 		fmt.Fprintf(env.stdout, "%s: valid (%s)\n", path, validateSummary(rep))
 	} else {
 		for _, p := range rep.Problems {
@@ -81,6 +89,9 @@ func validateFile(ctx context.Context, path string) *validateReport {
 		return rep
 	}
 	rep.Steps = len(spec.AgentTemplate)
+	if data, err := os.ReadFile(path); err == nil {
+		rep.Warnings = jobspec.Warnings(data)
+	}
 	if strings.HasPrefix(spec.Input, expand.ObjectStoreScheme) {
 		// Only the coordinator can read it.
 		rep.Valid, rep.remote = true, true

@@ -40,7 +40,7 @@ func TestValidateBadExample(t *testing.T) {
 items[2] (line 12): duplicate item id "img-1" (same as items[0])
 agent_template[0].timeout (line 15): invalid duration "30 seconds": unknown unit "seconds" (use ns, us, ms, s, m, h, d or w, e.g. "30s")
 agent_template[0].retry_config.backoff.exponential.base (line 18): must be >= 1, got 0.5
-agent_template[0].retry_config.initial_delay (line 19): 1m is greater than max_delay 30s (default)
+agent_template[0].retry_config.jitter_factor (line 19): must be between 0 and 1, got 1.3
 agent_template[0].retry_config.retry_on[2].pattern (line 20): invalid regex: missing closing )
 agent_template[1].retyr_config (line 22): unknown field (did you mean "retry_config"?)
 error_policy.error_collection (line 25): batched needs a size: {batched: {size: N}}
@@ -177,4 +177,21 @@ func TestValidateShellPositions(t *testing.T) {
 
 	code, out, _ = runValidateCLI(t, filepath.Join(dir, "fixed.yaml"))
 	require.Equal(t, exitOK, code, out)
+}
+
+// A spec whose initial_delay is above max_delay is valid (every delay is
+// capped at max_delay); validate warns, in text and in JSON.
+func TestValidateWarnsOfACappedInitialDelay(t *testing.T) {
+	dir := writeValidateFiles(t, map[string]string{
+		"capped.yaml": "items: [1]\nagent_template:\n  - shell: x\n    retry_config: {initial_delay: 1m}\n",
+	})
+	path := filepath.Join(dir, "capped.yaml")
+	code, out, _ := runValidateCLI(t, path)
+	require.Equal(t, exitOK, code)
+	require.Equal(t, "warning: agent_template[0].retry_config.initial_delay (line 4): 1m is greater than max_delay 30s (default): every delay is capped at 30s\n"+
+		path+": valid (1 item, 1 step)\n", out)
+	code, out, _ = runValidateCLI(t, "--json", path)
+	require.Equal(t, exitOK, code)
+	require.JSONEq(t, `{"valid": true, "problems": [], "items": 1, "steps": 1, "warnings": [
+		{"field": "agent_template[0].retry_config.initial_delay", "line": 4, "message": "1m is greater than max_delay 30s (default): every delay is capped at 30s"}]}`, out)
 }

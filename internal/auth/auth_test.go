@@ -235,6 +235,21 @@ func TestRolesRunAJob(t *testing.T) {
 	require.NotNil(t, st.Reduce)
 	require.Equal(t, messages.OutcomeSucceeded, st.Reduce.State, "%+v", st.Reduce)
 
+	// A step's own circuit breaker, under the key <job>.<step> of the same
+	// bucket: the agent's grants cover its writes and its events.
+	_, err = sub.Submit(ctx, []byte(`{"id": "stepbreaker", "items": [`+items(6)+`],
+		"agent_template": [{"handler": "flaky", "with": {"fail_attempts": 1},
+			"retry_config": {"attempts": 1, "circuit_breaker": {"failure_threshold": 1, "timeout": "1h"}}}]}`))
+	must(err, "submit with a step breaker")
+	st, err = sub.Wait(ctx, "stepbreaker", 50*time.Millisecond, nil)
+	must(err, "wait stepbreaker")
+	require.EqualValues(t, 6, st.DeadLettered, "%+v", st)
+	breakers, err := cjs.KeyValue(ctx, s.names.BreakerBucket())
+	must(err, "coordinator opens the breaker bucket")
+	e, err := breakers.Get(ctx, "stepbreaker.0")
+	must(err, "the step breaker's state")
+	require.Contains(t, string(e.Value()), `"state":"open"`)
+
 	// The operator reads status, lists jobs, reads the DLQ stream and may
 	// call the DLQ API (whether or not the coordinator serves it yet).
 	onc, oerrs := s.connect(t, "operator")

@@ -442,12 +442,12 @@ func TestBestEffortLateResults(t *testing.T) {
 			srv := fleettest.RunServer(t)
 			groupPools(t, srv)
 			startCoordinator(t, srv.URL(), coordinator.Config{})
-			startAgent(t, srv.URL(), agent.Config{Name: "a", Pool: "a", Concurrency: 4}, nil)
-			startAgent(t, srv.URL(), agent.Config{Name: "b", Pool: "b", Concurrency: 4}, nil)
 			started := make(chan string, 10)
+			cRuns := make(chan struct{})
 			release := make(chan struct{})
 			slow := func(ctx context.Context, c *agent.Call) (any, error) {
 				started <- c.ItemID
+				close(cRuns)
 				select {
 				case <-release:
 					return "late", nil
@@ -455,6 +455,18 @@ func TestBestEffortLateResults(t *testing.T) {
 					return nil, ctx.Err()
 				}
 			}
+			// Groups a and b finish only once c's item runs: else they could
+			// complete the job, and purge c's queue, before it starts.
+			afterC := func(ctx context.Context, _ *agent.Call) (any, error) {
+				select {
+				case <-cRuns:
+					return nil, nil
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			startAgent(t, srv.URL(), agent.Config{Name: "a", Pool: "a", Concurrency: 4}, map[string]agent.HandlerFunc{"noop": afterC})
+			startAgent(t, srv.URL(), agent.Config{Name: "b", Pool: "b", Concurrency: 4}, map[string]agent.HandlerFunc{"noop": afterC})
 			// Pool c holds its one item until released: it is running when
 			// groups a and b complete the job.
 			startAgent(t, srv.URL(), agent.Config{Name: "c", Pool: "c", Concurrency: 1, Prefetch: 1},

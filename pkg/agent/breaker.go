@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,16 +138,21 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 // admitted before the breaker opened (or run on its last delivery) says
 // nothing about the recovery, and an ignored probe frees its slot.
 func (a *Agent) settleBreaker(ctx context.Context, it *item, o retry.Outcome) {
-	t := &it.breaker
+	a.settle(ctx, it, &it.breaker, it.wi.JobID, o)
+}
+
+// settle records outcome o on the ticket's breaker, stored under key, once
+// per ticket (nothing for a zero ticket: no breaker).
+func (a *Agent) settle(ctx context.Context, it *item, t *breakerTicket, key string, o retry.Outcome) {
 	if t.b == nil || t.done {
 		return
 	}
 	t.done = true
-	_, _, err := a.breakers.update(ctx, it.wi.JobID, func(now time.Time, st retry.BreakerState) retry.BreakerState {
+	_, _, err := a.breakers.update(ctx, key, func(now time.Time, st retry.BreakerState) retry.BreakerState {
 		return t.b.Settle(now, st, t.t, o)
 	})
 	if err != nil && ctx.Err() == nil {
-		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("outcome", outcomeName(o)).
+		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("breaker", key).Str("outcome", outcomeName(o)).
 			Msg("circuit breaker outcome not recorded")
 	}
 }
@@ -162,9 +168,71 @@ func outcomeName(o retry.Outcome) string {
 	return "ignored"
 }
 
+// A step's own circuit breaker (retry_config.circuit_breaker) is shared by
+// the fleet the same way, in the same bucket, under the key <job>.<step>
+// (the step's 0-based index in agent_template). Before each run of the
+// step the agent asks it; refused, the step fails fast (circuit_open)
+// without running, and its on_failure applies. Every run's outcome is
+// recorded.
+
+// stepBreakerKey is the breaker bucket's key of step i's own breaker.
+func stepBreakerKey(job string, i int) string { return job + "." + strconv.Itoa(i) }
+
+// admitStepBreaker asks step i's own circuit breaker whether it may run
+// now, and reports false when it refuses. When its state cannot be read or
+// written the step runs (the breaker fails open) outside its count.
+func (a *Agent) admitStepBreaker(ctx context.Context, it *item, i int) bool {
+	it.stepBreaker = breakerTicket{}
+	b := it.set.policies[i].Breaker()
+	if b == nil || it.wi.Phase == messages.PhaseReduce {
+		return true
+	}
+	var admitted bool
+	_, to, err := a.breakers.update(ctx, stepBreakerKey(it.wi.JobID, i), func(t time.Time, st retry.BreakerState) retry.BreakerState {
+		var next retry.BreakerState
+		next, admitted, _ = b.Admit(t, st)
+		return next
+	})
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Int("step", i).
+				Msg("step circuit breaker state unavailable: running the step")
+		}
+		return true
+	case admitted:
+		it.stepBreaker = breakerTicket{b: b, t: retry.TicketOf(to)}
+		return true
+	}
+	a.metrics.breakerFailedFast.Inc()
+	a.log.Debug().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Int("step", i).Str("breaker", breakerStateName(to)).
+		Msg("step circuit breaker refused the run: failing fast")
+	return false
+}
+
+// settleStepBreaker records the outcome of a run of the current step with
+// its own breaker (once per run; nothing for a step without one).
+func (a *Agent) settleStepBreaker(ctx context.Context, it *item, o retry.Outcome) {
+	a.settle(ctx, it, &it.stepBreaker, stepBreakerKey(it.wi.JobID, it.st.Step), o)
+}
+
 // breakerChanged publishes CircuitBreakerStateChanged and counts the
-// transition; called by the agent whose write changed the state.
-func (a *Agent) breakerChanged(job string, from, to retry.BreakerState) {
+// transition; called by the agent whose write changed the state. key is
+// the job's key, or <job>.<step> for a step's own breaker.
+func (a *Agent) breakerChanged(key string, from, to retry.BreakerState) {
+	job, stepKey, isStep := strings.Cut(key, ".")
+	var step *int
+	stepName := ""
+	if isStep {
+		if i, err := strconv.Atoi(stepKey); err == nil {
+			step = &i
+			if a.jobs != nil {
+				if j, err := a.jobs.get(context.Background(), job); err == nil && i < len(j.mapSteps.steps) {
+					stepName = j.mapSteps.stepName(i) // cached: the job's items are running
+				}
+			}
+		}
+	}
 	fromName, toName := breakerStateName(from), breakerStateName(to)
 	a.metrics.breakerTransitions.WithLabelValues(toName).Inc()
 	// The counts that decided the transition: the new state has reset them.
@@ -176,10 +244,10 @@ func (a *Agent) breakerChanged(job string, from, to retry.BreakerState) {
 	case to.Is(retry.CircuitClosed) && from.Is(retry.CircuitHalfOpen):
 		successes, probes = from.Successes+1, max(from.Probes-1, 0)
 	}
-	a.log.Info().Str("job_id", job).Str("from", fromName).Str("to", toName).Int("failures", failures).
+	a.log.Info().Str("job_id", job).Str("step", stepName).Str("from", fromName).Str("to", toName).Int("failures", failures).
 		Int("successes", successes).Int("probes", probes).Msg("circuit breaker state changed")
 	a.event(job, messages.EventBreaker, messages.EventTypeBreakerChanged, messages.BreakerChangedEvent{
-		JobID: job, From: fromName, To: toName, Failures: failures, Successes: successes, Probes: probes,
+		JobID: job, Step: step, StepName: stepName, From: fromName, To: toName, Failures: failures, Successes: successes, Probes: probes,
 		Agent: a.cfg.Name, OpenedAt: to.OpenedAt, // open and half-open: when it (last) opened
 	})
 }
@@ -231,13 +299,18 @@ type breakerGate struct {
 	jobs map[string]*breakerEntry
 }
 
-// forget drops the cached state of a job's breaker; the next delivery
-// reads it from KV. An update under way keeps its entry: compare-and-set
-// keeps both correct.
+// forget drops the cached states of a job's breakers (its own and its
+// steps'); the next delivery reads them from KV. An update under way keeps
+// its entry: compare-and-set keeps both correct.
 func (g *breakerGate) forget(job string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.jobs, job)
+	for k := range g.jobs {
+		if strings.HasPrefix(k, job+".") {
+			delete(g.jobs, k)
+		}
+	}
 }
 
 // breakerEntry is the cached state of one job's breaker.

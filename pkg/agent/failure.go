@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,11 @@ const (
 	// StepGiveUp: the step stops retrying, for StepVerdict.Reason; its
 	// on_failure ([retry.FailureAction]) says what follows.
 	StepGiveUp
+	// StepTimedOut: the item's agent_timeout is up, or would be before
+	// the step ran again: the step gives up (agent_timeout) and the item
+	// fails at once. on_failure does not apply: the item has no time left
+	// for a next step or a fallback.
+	StepTimedOut
 )
 
 func (e StepEnd) String() string {
@@ -52,6 +58,8 @@ func (e StepEnd) String() string {
 		return "snooze"
 	case StepGiveUp:
 		return "give_up"
+	case StepTimedOut:
+		return "timed_out"
 	}
 	return fmt.Sprintf("StepEnd(%d)", int(e))
 }
@@ -60,7 +68,19 @@ func (e StepEnd) String() string {
 // value.
 type StepFailure struct {
 	// Decision is the step's retry policy on the failure ([retry.Policy.Decide]).
+	// For a run its circuit breaker refused (CircuitOpen), only its State
+	// is read: the step's retry state, unchanged.
 	Decision retry.Decision
+	// NotRun is set when the step did not run: the item's agent_timeout
+	// was up before it began, or (CircuitOpen) the step's own circuit
+	// breaker (retry_config.circuit_breaker) refused it, and the step fails
+	// fast (circuit_open). Either says nothing of the dependency.
+	NotRun, CircuitOpen bool
+	// Now and Deadline are the decision's time and the item's
+	// agent_timeout (zero: none): a step whose retry or snooze would come
+	// back with the time up ends StepTimedOut instead.
+	Now      time.Time
+	Deadline retry.Deadline
 	// Err is the failure ([retry.Failure.Error]): the last error of a step
 	// that gives up for a reason the policy did not decide.
 	Err error
@@ -74,19 +94,23 @@ type StepFailure struct {
 }
 
 // NeedsClaim reports whether the verdict needs a unit of the job's retry
-// budget: the policy would retry and a retry can still come back. A
-// give-up, a snooze and the last delivery spend nothing.
+// budget: the policy would retry and a retry can still come back, before
+// the item's agent_timeout. A give-up, a snooze, the last delivery, a
+// retry past the deadline and a step that did not run spend nothing.
 func (f *StepFailure) NeedsClaim() bool {
-	return f.Decision.Action == retry.ActionRetry && !f.LastDelivery
+	d := &f.Decision
+	return !f.NotRun && !f.CircuitOpen && d.Action == retry.ActionRetry && !f.LastDelivery && !f.Deadline.Refuses(f.Now, d.Delay)
 }
 
-// Breaker is the delivery's circuit-breaker outcome if this is its first
-// failed step run: a snooze, a permanent error or one no retry_on matches
-// is the item's own doing and says nothing of the dependency (ignored);
-// anything else counts as a failure of the dependency.
+// Breaker is the circuit-breaker outcome of the failed step run, for the
+// job's breaker if it is the delivery's first, and for the step's own: a
+// snooze, a permanent error or one no retry_on matches is the item's own
+// doing and says nothing of the dependency (ignored), nor does a run the
+// step's breaker refused; anything else counts as a failure of the
+// dependency.
 func (f *StepFailure) Breaker() retry.Outcome {
 	d := &f.Decision
-	if d.Action == retry.ActionSnooze || d.Reason == messages.ReasonPermanent || d.Reason == messages.ReasonNotRetryable {
+	if f.NotRun || f.CircuitOpen || d.Action == retry.ActionSnooze || d.Reason == messages.ReasonPermanent || d.Reason == messages.ReasonNotRetryable {
 		return retry.OutcomeIgnored
 	}
 	return retry.OutcomeFailure
@@ -116,10 +140,16 @@ func (f *StepFailure) Verdict() StepVerdict {
 	d := &f.Decision
 	v := StepVerdict{State: d.State, cause: f.Err}
 	switch {
+	case f.CircuitOpen: // the step's breaker refused the run: fail fast
+		v.End, v.Reason = StepGiveUp, messages.ReasonCircuitOpen
+	case f.Deadline.Passed(f.Now): // the run ended with the item's time up
+		v.End, v.Reason = StepTimedOut, messages.ReasonAgentTimeout
 	case d.Action == retry.ActionGiveUp: // attempts, retry_budget, not_retryable, permanent
 		v.End, v.Reason, v.decided = StepGiveUp, d.Reason, d.Err
 	case f.LastDelivery: // a retry or snooze that would never come back
 		v.End, v.Reason = StepGiveUp, messages.ReasonMaxDeliveries
+	case f.Deadline.Refuses(f.Now, d.Delay): // it would come back with the time up
+		v.End, v.Reason = StepTimedOut, messages.ReasonAgentTimeout
 	case d.Action == retry.ActionSnooze:
 		v.End, v.Delay = StepSnooze, d.Delay
 	case f.Grant.Granted:
@@ -131,12 +161,12 @@ func (f *StepFailure) Verdict() StepVerdict {
 	return v
 }
 
-// Err is the error of a step that gives up: a *retry.GiveUpError with the
-// reason and the failure (nil for the other ends). Built on demand: the
-// simulator's give-ups do not need it.
+// Err is the error of a step that gives up or times out: a
+// *retry.GiveUpError with the reason and the failure (nil for the other
+// ends). Built on demand: the simulator's give-ups do not need it.
 func (v *StepVerdict) Err() error {
 	switch {
-	case v.End != StepGiveUp:
+	case v.End != StepGiveUp && v.End != StepTimedOut:
 		return nil
 	case v.decided != nil:
 		return v.decided
@@ -271,20 +301,62 @@ type end struct {
 // whether the item goes on with its next step, and that step's output.
 func (a *Agent) stepFailed(ctx context.Context, it *item, i, attempt int, f *retry.Failure, dur time.Duration) (next bool, out string) {
 	pol := it.set.policies[i]
+	now := a.cfg.Clock.Now()
 	sf := StepFailure{
-		Decision:     pol.Decide(a.cfg.Clock.Now(), retry.StateFromItem(&it.st), *f, a.cfg.Rand),
+		Decision:     pol.Decide(now, retry.StateFromItem(&it.st), *f, a.cfg.Rand),
 		Err:          f.Error(),
 		LastDelivery: a.lastDelivery(it),
+		Now:          now,
+		Deadline:     it.deadline,
 	}
 	att := a.attempt(it, i, attempt, f, sf.Decision.Class, dur)
-	// The delivery's first failed step run decides its breaker outcome.
+	// The delivery's first failed step run decides its breaker outcome;
+	// every run decides the step's own breaker's.
 	a.settleBreaker(ctx, it, sf.Breaker())
+	a.settleStepBreaker(ctx, it, sf.Breaker())
 	if sf.NeedsClaim() {
 		var ok bool
 		if sf.Grant, ok = a.claim(ctx, it); !ok {
 			return a.act(ctx, it, att, end{kind: endLater})
 		}
 	}
+	return a.stepEnds(ctx, it, i, attempt, att, &sf)
+}
+
+// stepRefused is the failure path of a run of step i that did not happen:
+// the step's circuit breaker refused it (circuitOpen), or the item's
+// agent_timeout was up before it began. It ends as a failed run would, the
+// step's retry state unchanged.
+func (a *Agent) stepRefused(ctx context.Context, it *item, i, attempt int, circuitOpen bool) (next bool, out string) {
+	now := a.cfg.Clock.Now()
+	msg, cause := "agent_timeout passed: the step did not run", retry.ErrAgentTimeout
+	if circuitOpen {
+		msg, cause = "circuit breaker open: the step failed fast, without running", retry.ErrCircuitOpen
+	}
+	sf := StepFailure{
+		Decision:    retry.Decision{State: retry.StateFromItem(&it.st)},
+		Err:         cause,
+		NotRun:      true,
+		CircuitOpen: circuitOpen,
+		Now:         now,
+		Deadline:    it.deadline,
+	}
+	att := messages.Attempt{
+		Attempt: attempt, Step: i, StepName: it.set.stepName(i), Agent: a.cfg.Name, Time: now,
+		ErrorClass: retry.ClassError, Message: msg, Generation: it.wi.Generation, NotRun: true,
+	}
+	// The delivery's outcome for the job's breaker, if it is its first
+	// failed step: ignored (frees a probe's slot), as for the item's own
+	// faults.
+	a.settleBreaker(ctx, it, sf.Breaker())
+	return a.stepEnds(ctx, it, i, attempt, att, &sf)
+}
+
+// stepEnds asks the step's verdict and acts on it: a retry or snooze, the
+// item's end on its agent_timeout, or the step's give-up under its
+// on_failure.
+func (a *Agent) stepEnds(ctx context.Context, it *item, i, attempt int, att messages.Attempt, sf *StepFailure) (next bool, out string) {
+	pol := it.set.policies[i]
 	sv := sf.Verdict()
 	sv.State.ApplyTo(&it.st)
 	switch sv.End {
@@ -292,6 +364,8 @@ func (a *Agent) stepFailed(ctx context.Context, it *item, i, attempt int, f *ret
 		return a.act(ctx, it, att, end{kind: endRetry, delay: sv.Delay})
 	case StepSnooze:
 		return a.act(ctx, it, att, end{kind: endSnooze, delay: sv.Delay})
+	case StepTimedOut: // the item has no time left: on_failure does not apply
+		return a.act(ctx, it, att, a.itemFailed(ctx, it, sv.Reason, sv.Err(), sf.Decision.Class))
 	}
 	// The step gave up; its on_failure decides what follows.
 	fa := pol.OnFailure()
@@ -310,7 +384,7 @@ func (a *Agent) stepFailed(ctx context.Context, it *item, i, attempt int, f *ret
 	if fbErr != nil {
 		err = errors.Join(err, fmt.Errorf("fallback: %w", fbErr))
 	}
-	return a.act(ctx, it, att, a.itemFailed(ctx, it, sv.Reason, err, sf.Decision.Class))
+	return a.act(ctx, it, att, a.itemFailed(ctx, it, sv.Reason, err, cmp.Or(sf.Decision.Class, retry.ClassError)))
 }
 
 // itemFailed is the end of an item whose step gave up, under the job's
@@ -365,6 +439,7 @@ func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e end) 
 		it.st.ItemRun = max(it.st.ItemRun, 1) + 1
 		it.st.ItemDelay = messages.Duration(e.delay)
 		it.st.Step, it.st.Outputs = 0, nil
+		it.st.StartedAt = time.Time{} // a new run: agent_timeout counts afresh
 		retry.State{}.ApplyTo(&it.st)
 		it.st.Retries++
 		a.retryLater(ctx, it, att, e.delay, "item")

@@ -109,6 +109,46 @@ func TestStepVerdict(t *testing.T) {
 			needsClaim: true, breaker: retry.OutcomeFailure,
 			want: StepVerdict{End: StepGiveUp, Reason: messages.ReasonJobBudget, State: st}, wantErr: failure, errReason: messages.ReasonJobBudget,
 		},
+		// The step's own circuit breaker refused the run: it fails fast,
+		// its state unchanged, and says nothing of the dependency.
+		{
+			name: "circuit open: fail fast", in: StepFailure{Decision: retry.Decision{State: st}, Err: retry.ErrCircuitOpen, NotRun: true, CircuitOpen: true},
+			breaker: retry.OutcomeIgnored,
+			want:    StepVerdict{End: StepGiveUp, Reason: messages.ReasonCircuitOpen, State: st}, wantErr: retry.ErrCircuitOpen, errReason: messages.ReasonCircuitOpen,
+		},
+		// agent_timeout (t0 + 10s here): a retry that would come back at or
+		// after it, or a run that ended past it, ends the item; a retry
+		// that comes back before it is claimed as usual.
+		{
+			name: "agent_timeout: the retry would come back too late", in: StepFailure{Decision: retryD, Err: failure,
+				Now: t0.Add(8 * time.Second), Deadline: retry.NewDeadline(t0, 10*time.Second), Grant: budget.Grant{Granted: true}},
+			breaker: retry.OutcomeFailure,
+			want:    StepVerdict{End: StepTimedOut, Reason: messages.ReasonAgentTimeout, State: st}, wantErr: retry.ErrAgentTimeout, errReason: messages.ReasonAgentTimeout,
+		},
+		{
+			name: "agent_timeout: the retry comes back in time", in: StepFailure{Decision: retryD, Err: failure,
+				Now: t0.Add(7 * time.Second), Deadline: retry.NewDeadline(t0, 10*time.Second), Grant: budget.Grant{Granted: true}},
+			needsClaim: true, breaker: retry.OutcomeFailure,
+			want: StepVerdict{End: StepRetry, Delay: 2 * time.Second, State: st},
+		},
+		{
+			name: "agent_timeout: a snooze past it", in: StepFailure{Decision: retry.Decision{Action: retry.ActionSnooze, Delay: time.Minute, State: st}, Err: failure,
+				Now: t0, Deadline: retry.NewDeadline(t0, 10*time.Second)},
+			breaker: retry.OutcomeIgnored,
+			want:    StepVerdict{End: StepTimedOut, Reason: messages.ReasonAgentTimeout, State: st}, wantErr: failure, errReason: messages.ReasonAgentTimeout,
+		},
+		{
+			name: "agent_timeout: up before the step ran", in: StepFailure{Decision: retry.Decision{State: st}, Err: retry.ErrAgentTimeout, NotRun: true,
+				Now: t0.Add(11 * time.Second), Deadline: retry.NewDeadline(t0, 10*time.Second)},
+			breaker: retry.OutcomeIgnored,
+			want:    StepVerdict{End: StepTimedOut, Reason: messages.ReasonAgentTimeout, State: st}, wantErr: retry.ErrAgentTimeout, errReason: messages.ReasonAgentTimeout,
+		},
+		{
+			name: "agent_timeout: the run ended past it, whatever the policy says", in: StepFailure{Decision: giveUp(messages.ReasonAttempts), Err: failure,
+				Now: t0.Add(10 * time.Second), Deadline: retry.NewDeadline(t0, 10*time.Second)},
+			breaker: retry.OutcomeFailure,
+			want:    StepVerdict{End: StepTimedOut, Reason: messages.ReasonAgentTimeout, State: st}, wantErr: failure, errReason: messages.ReasonAgentTimeout,
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

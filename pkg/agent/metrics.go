@@ -16,6 +16,8 @@ type metrics struct {
 	// Circuit breaker: deliveries parked, and state changes this agent wrote.
 	breakerParked      prometheus.Counter
 	breakerTransitions *prometheus.CounterVec
+	// Step runs a step's own breaker refused (failed fast).
+	breakerFailedFast prometheus.Counter
 	// Processes shell steps left outside their process group, killed when
 	// the step ended (with a subreaper).
 	leftoversKilled prometheus.Counter
@@ -56,15 +58,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "jetfleet_agent_breaker_parked_total", Help: "Deliveries parked (NakWithDelay, nothing spent) by a job's open or half-open circuit breaker.",
 		}),
 		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jetfleet_agent_breaker_transitions_total", Help: "Circuit-breaker state changes written by this agent, by new state (open, half_open, closed).",
+			Name: "jetfleet_agent_breaker_transitions_total", Help: "Circuit-breaker state changes written by this agent (jobs' and steps' breakers), by new state (open, half_open, closed).",
 		}, []string{"to"}),
+		breakerFailedFast: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_agent_breaker_failed_fast_total", Help: "Step runs refused by the step's own open or half-open circuit breaker (retry_config.circuit_breaker): the step failed fast (circuit_open).",
+		}),
 		leftoversKilled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jetfleet_agent_step_leftovers_killed_total", Help: "Processes shell steps left running outside their process group (daemons, double forks), killed and reaped when the step ended.",
 		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.budgetDenied)
-		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.leftoversKilled)
+		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled)
 	}
 	return m
 }

@@ -46,8 +46,13 @@ type item struct {
 	key string
 	t0  time.Time
 
-	// breaker is the job's circuit breaker for this delivery (zero: none).
-	breaker breakerTicket
+	// breaker is the job's circuit breaker for this delivery (zero: none),
+	// stepBreaker the current step's own for its current run.
+	breaker     breakerTicket
+	stepBreaker breakerTicket
+	// deadline is when the job's agent_timeout ends the item's run (zero:
+	// none), from the run's start persisted in its state.
+	deadline retry.Deadline
 
 	// carry is what a replay continues from (see carriedAttempts).
 	carry carried
@@ -252,15 +257,43 @@ func (a *Agent) saveState(ctx context.Context, it *item) error {
 func isFenced(err error) bool { return kvcas.IsConflict(err) }
 
 // runSteps runs the item's steps from the persisted step on; a failed
-// step run goes down the failure path (failure.go).
+// step run goes down the failure path (failure.go), and so does a run that
+// cannot begin: the item's agent_timeout is up, or the step's own circuit
+// breaker refuses it.
 func (a *Agent) runSteps(ctx context.Context, it *item) {
+	if it.st.StartedAt.IsZero() {
+		it.st.StartedAt = a.cfg.Clock.Now().Round(0) // the run begins: it is persisted with the state
+	}
+	if it.wi.Phase != messages.PhaseReduce {
+		it.deadline = retry.NewDeadline(it.st.StartedAt, it.job.spec.AgentTimeout.D())
+	}
 	for it.st.Step < len(it.set.steps) {
 		i := it.st.Step
 		if it.carry.ok && it.carry.step == i && it.st.StepAttempt == 0 {
 			it.st.StepAttempt = it.carry.attempts
 		}
 		attempt := it.st.StepAttempt + 1
-		out, f, dur := a.runStep(ctx, it, i, attempt)
+		var (
+			out  string
+			f    *retry.Failure
+			dur  time.Duration
+			next bool
+		)
+		switch {
+		case it.deadline.Passed(a.cfg.Clock.Now()):
+			if next, out = a.stepRefused(ctx, it, i, attempt, false); !next {
+				return
+			}
+			a.stepDone(it, out)
+			continue
+		case !a.admitStepBreaker(ctx, it, i):
+			if next, out = a.stepRefused(ctx, it, i, attempt, true); !next {
+				return
+			}
+			a.stepDone(it, out)
+			continue
+		}
+		out, f, dur = a.runStep(ctx, it, i, attempt)
 		switch {
 		case ctx.Err() != nil:
 			// Shutdown cancelled the step: hand the item back at once, unspent.
@@ -269,10 +302,10 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			return
 		case f == nil:
 			a.metrics.attempts.WithLabelValues("success").Inc()
+			a.settleStepBreaker(ctx, it, retry.OutcomeSuccess)
 			it.st.Ran = append(it.st.Ran, messages.StepRun{Step: i, Runs: 1, DurationMS: dur.Milliseconds()})
 		default:
 			a.metrics.attempts.WithLabelValues("failure").Inc()
-			var next bool
 			if next, out = a.stepFailed(ctx, it, i, attempt, f, dur); !next {
 				return
 			}
@@ -313,7 +346,7 @@ func (a *Agent) result(it *item, outcome string) *messages.Result {
 	now := a.cfg.Clock.Now()
 	attempts := 0
 	for _, h := range it.st.History {
-		if h.Generation == it.wi.Generation {
+		if h.Generation == it.wi.Generation && !h.NotRun {
 			attempts++
 		}
 	}
@@ -344,7 +377,7 @@ func stepRuns(it *item) []messages.StepRun {
 		runs = append(runs, messages.StepRun{Step: step, Runs: 1, DurationMS: ms})
 	}
 	for _, h := range it.st.History {
-		if h.Generation == it.wi.Generation {
+		if h.Generation == it.wi.Generation && !h.NotRun {
 			add(h.Step, h.DurationMS)
 		}
 	}
@@ -514,11 +547,12 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	step := &it.set.steps[i]
 	kind := "handler"
 	start := a.cfg.Clock.Now()
+	timeout := it.deadline.Bound(start, a.stepTimeout(step.Timeout.D())) // no run outlasts agent_timeout
 	if step.Shell != "" {
 		kind = "shell"
-		out, f = a.runShell(ctx, it, it.set.commands[i], step.Timeout.D(), attempt)
+		out, f = a.runShell(ctx, it, it.set.commands[i], timeout, attempt)
 	} else {
-		out, f = a.runHandler(ctx, it, i, step, attempt)
+		out, f = a.runHandler(ctx, it, i, step, attempt, timeout)
 	}
 	dur = a.cfg.Clock.Now().Sub(start)
 	a.metrics.stepDuration.WithLabelValues(kind).Observe(dur.Seconds())
@@ -591,7 +625,8 @@ func lookupIn(env []string) func(string) (string, bool) {
 }
 
 func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (string, error) {
-	out, f := a.runShell(ctx, it, it.set.fallbacks[i], it.set.steps[i].Timeout.D(), attempt)
+	timeout := it.deadline.Bound(a.cfg.Clock.Now(), a.stepTimeout(it.set.steps[i].Timeout.D()))
+	out, f := a.runShell(ctx, it, it.set.fallbacks[i], timeout, attempt)
 	if f != nil {
 		return "", f.Error()
 	}
@@ -616,7 +651,7 @@ func (a *Agent) runCustom(ctx context.Context, it *item, reason string, cause er
 	if step.Shell != "" {
 		_, f = a.runShell(ctx, it, it.job.custom, step.Timeout.D(), 1, "FAILURE_REASON="+reason, "FAILURE_ERROR="+msg)
 	} else {
-		_, f = a.invokeHandler(ctx, it, step, &Call{
+		_, f = a.invokeHandler(ctx, it, step, a.stepTimeout(step.Timeout.D()), &Call{
 			JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
 			StepName: "on_item_failure", Attempt: 1, Item: it.wi.Payload, With: step.With, Cause: cause,
 		})
@@ -627,22 +662,22 @@ func (a *Agent) runCustom(ctx context.Context, it *item, reason string, cause er
 	return nil
 }
 
-func (a *Agent) runHandler(ctx context.Context, it *item, i int, step *messages.Step, attempt int) (string, *retry.Failure) {
-	return a.invokeHandler(ctx, it, step, &Call{
+func (a *Agent) runHandler(ctx context.Context, it *item, i int, step *messages.Step, attempt int, timeout time.Duration) (string, *retry.Failure) {
+	return a.invokeHandler(ctx, it, step, timeout, &Call{
 		JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
 		Step: i, StepName: it.set.stepName(i), Attempt: attempt, Item: it.wi.Payload, With: step.With,
 		Map: mapResults(it.mv),
 	})
 }
 
-// invokeHandler runs step's handler with call, under the step's timeout
-// and with heartbeats.
-func (a *Agent) invokeHandler(ctx context.Context, it *item, step *messages.Step, call *Call) (string, *retry.Failure) {
+// invokeHandler runs step's handler with call, under timeout and with
+// heartbeats.
+func (a *Agent) invokeHandler(ctx context.Context, it *item, step *messages.Step, timeout time.Duration, call *Call) (string, *retry.Failure) {
 	fn, ok := a.handler(step.Handler)
 	if !ok {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("no handler %q registered on agent %s (pool %s)", step.Handler, a.cfg.Name, a.cfg.Pool))}
 	}
-	hctx, cancel := context.WithTimeout(ctx, a.stepTimeout(step.Timeout.D()))
+	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stopHB := a.heartbeat(it.m)
 	v, err := callHandler(hctx, fn, call)

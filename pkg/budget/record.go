@@ -159,6 +159,7 @@ func (r Record) consume(units int, id string) Record {
 //   - a count is taken as is; a percentage is of the job's items, rounded up
 //     (10% of 5 items is 1), so any positive percentage of a non-empty job
 //     allows at least one retry; 0 and 0% mean no retries;
+//   - s's unset fields take its Profile's values (Settings.Resolved);
 //   - an unset retry_budget takes s.Default, or max(20, 10% of items);
 //   - the job budget is then clamped to s.Max;
 //   - an unset retry_budget_per_item takes s.PerItemDefault, or no per-item
@@ -171,6 +172,7 @@ func (r Record) consume(units int, id string) Record {
 // Effective assumes s is valid (see Settings.Validate) and treats negative
 // values as 0.
 func Effective(spec *messages.JobSpec, items int64, s Settings) Record {
+	s = s.Resolved()
 	if spec == nil {
 		spec = &messages.JobSpec{}
 	}

@@ -19,12 +19,40 @@ const (
 	EnvMax            = "RETRY_BUDGET_MAX"
 	EnvPerItemDefault = "RETRY_BUDGET_PER_ITEM_DEFAULT"
 	EnvPerItemMax     = "RETRY_BUDGET_PER_ITEM_MAX"
+	// EnvProfile names a set of defaults for the four settings (Profile).
+	EnvProfile = "RETRY_BUDGET_PROFILE"
 
 	FlagDefault        = "retry-budget-default"
 	FlagMax            = "retry-budget-max"
 	FlagPerItemDefault = "retry-budget-per-item-default"
 	FlagPerItemMax     = "retry-budget-per-item-max"
+	FlagProfile        = "retry-budget-profile"
 )
+
+// AD-44 calls an item a workflow: its names of the per-item settings are
+// aliases of ours, as environment variables and as flags. Setting a name
+// and its alias to different values is an error.
+const (
+	EnvPerWorkflowDefault = "RETRY_BUDGET_PER_WORKFLOW_DEFAULT"
+	EnvPerWorkflowMax     = "RETRY_BUDGET_PER_WORKFLOW_MAX"
+
+	FlagPerWorkflowDefault = "retry-budget-per-workflow-default"
+	FlagPerWorkflowMax     = "retry-budget-per-workflow-max"
+)
+
+// Profiles: named sets of defaults for the settings an operator leaves
+// unset (Settings.Profile).
+const (
+	// ProfileDefault is the out-of-the-box behaviour: a job budget of
+	// max(20, 10% of the items), no per-item default, no maxima.
+	ProfileDefault = "default"
+	// ProfileAD44 is AD-44's deployment: 20 / 50 / 3 / 5 (AD44Settings).
+	ProfileAD44 = "ad44"
+)
+
+// ErrUnknownProfile is returned for a profile name other than
+// ProfileDefault and ProfileAD44.
+var ErrUnknownProfile = errors.New("budget: unknown profile")
 
 // The built-in job default, used when neither the spec nor the operator
 // sets a budget: max(BuiltinDefaultFloor, BuiltinDefaultPercent% of the
@@ -54,6 +82,39 @@ type Settings struct {
 	PerItemDefault *messages.BudgetValue
 	// PerItemMax caps every per-item budget. Defaults to no cap.
 	PerItemMax *messages.BudgetValue
+	// Profile gives the fields left unset (nil) its values: ProfileAD44
+	// (20 / 50 / 3 / 5) or ProfileDefault. "" is ProfileDefault. A field
+	// set explicitly wins over the profile, whatever set it (environment
+	// or flag).
+	Profile string
+}
+
+// profile returns the named profile's settings.
+func profile(name string) (Settings, error) {
+	switch name {
+	case "", ProfileDefault:
+		return Settings{}, nil
+	case ProfileAD44:
+		return AD44Settings(), nil
+	}
+	return Settings{}, fmt.Errorf("%w %q (want %s or %s)", ErrUnknownProfile, name, ProfileDefault, ProfileAD44)
+}
+
+// Resolved returns s with the fields it leaves unset taken from its
+// Profile: the settings Effective applies. An unknown profile adds
+// nothing (Validate reports it).
+func (s Settings) Resolved() Settings {
+	p, err := profile(s.Profile)
+	if err != nil {
+		return s
+	}
+	out := s
+	for i, f := range out.fields() {
+		if *f.p == nil {
+			*f.p = *p.fields()[i].p
+		}
+	}
+	return out
 }
 
 // AD44Settings is the AD-44 deployment profile: job default 20, job max 50,
@@ -109,9 +170,12 @@ func FormatValue(v *messages.BudgetValue) string {
 	}
 }
 
-// SettingsFromEnv reads the four AD-44 variables through getenv (os.Getenv
-// when nil). Unset or empty variables keep the out-of-the-box behaviour.
-// Every malformed variable is reported, by name, in one error.
+// SettingsFromEnv reads the four AD-44 variables, the aliases
+// RETRY_BUDGET_PER_WORKFLOW_DEFAULT and _MAX, and RETRY_BUDGET_PROFILE
+// through getenv (os.Getenv when nil). Unset or empty variables keep the
+// profile's value (by default the out-of-the-box behaviour). Every
+// malformed variable, and a name and its alias set to different values, is
+// reported, by name, in one error.
 func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -124,8 +188,22 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 			errs = append(errs, fmt.Errorf("budget: %s: %w", f.env, err))
 			continue
 		}
+		if f.aliasEnv != "" {
+			a, err := ParseValue(getenv(f.aliasEnv))
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("budget: %s: %w", f.aliasEnv, err))
+				continue
+			case a != nil && v != nil && *a != *v:
+				errs = append(errs, fmt.Errorf("budget: %s (%s) and its alias %s (%s) disagree", f.env, FormatValue(v), f.aliasEnv, FormatValue(a)))
+				continue
+			case v == nil:
+				v = a
+			}
+		}
 		*f.p = v
 	}
+	s.Profile = strings.TrimSpace(getenv(EnvProfile))
 	if err := errors.Join(errs...); err != nil {
 		return Settings{}, err
 	}
@@ -137,19 +215,31 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 
 // RegisterFlags adds the four settings to fs as -retry-budget-default,
 // -retry-budget-max, -retry-budget-per-item-default and
-// -retry-budget-per-item-max, each writing into s. Load s from the
+// -retry-budget-per-item-max (with the aliases
+// -retry-budget-per-workflow-default and -retry-budget-per-workflow-max),
+// and -retry-budget-profile, each writing into s. Load s from the
 // environment first to let flags override it, and call s.Validate after
 // fs.Parse.
 func RegisterFlags(fs *flag.FlagSet, s *Settings) {
 	for _, f := range s.fields() {
 		fs.Var(valueFlag{f.p}, f.flag, f.usage+" (env "+f.env+")")
+		if f.aliasFlag != "" {
+			fs.Var(valueFlag{f.p}, f.aliasFlag, "AD-44's name of --"+f.flag+" (env "+f.aliasEnv+")")
+		}
 	}
+	fs.Var(profileFlag{&s.Profile}, FlagProfile, "defaults of the settings above that are not set: "+ProfileAD44+
+		" (AD-44's 20, 50, 3 and 5) or "+ProfileDefault+" (env "+EnvProfile+")")
 }
 
-// Validate reports negative or non-finite values, and a default above its
-// maximum when both are counts or both are percentages.
+// Validate reports an unknown profile, negative or non-finite values, and
+// a default above its maximum (the profile's values included) when both
+// are counts or both are percentages.
 func (s Settings) Validate() error {
 	var errs []error
+	if _, err := profile(s.Profile); err != nil {
+		errs = append(errs, fmt.Errorf("%w (%s)", err, EnvProfile))
+	}
+	s = s.Resolved()
 	for _, f := range s.fields() {
 		v := *f.p
 		if v == nil {
@@ -173,9 +263,14 @@ func (s Settings) Validate() error {
 	return errors.Join(errs...)
 }
 
-// String renders the settings as their environment assignments.
+// String renders the settings as their environment assignments, the
+// profile's values filled in.
 func (s Settings) String() string {
-	parts := make([]string, 0, 4)
+	parts := make([]string, 0, 5)
+	if s.Profile != "" {
+		parts = append(parts, EnvProfile+"="+s.Profile)
+	}
+	s = s.Resolved()
 	for _, f := range s.fields() {
 		v := FormatValue(*f.p)
 		if v == "" {
@@ -189,6 +284,8 @@ func (s Settings) String() string {
 type settingField struct {
 	p                **messages.BudgetValue
 	env, flag, usage string
+	// aliasEnv and aliasFlag are AD-44's names of the setting, if any.
+	aliasEnv, aliasFlag string
 }
 
 func (s *Settings) fields() []settingField {
@@ -198,8 +295,10 @@ func (s *Settings) fields() []settingField {
 		{p: &s.Max, env: EnvMax, flag: FlagMax,
 			usage: "cap on every job retry budget: a count or a percentage of the items (default no cap)"},
 		{p: &s.PerItemDefault, env: EnvPerItemDefault, flag: FlagPerItemDefault,
+			aliasEnv: EnvPerWorkflowDefault, aliasFlag: FlagPerWorkflowDefault,
 			usage: "per-item retry cap when a spec sets none (default none: the step's attempts bound an item)"},
 		{p: &s.PerItemMax, env: EnvPerItemMax, flag: FlagPerItemMax,
+			aliasEnv: EnvPerWorkflowMax, aliasFlag: FlagPerWorkflowMax,
 			usage: "cap on every per-item retry budget (default no cap)"},
 	}
 }
@@ -220,5 +319,25 @@ func (f valueFlag) Set(s string) error {
 		return err
 	}
 	*f.p = v
+	return nil
+}
+
+// profileFlag is a flag.Value over Settings.Profile that takes only a known
+// profile.
+type profileFlag struct{ p *string }
+
+func (f profileFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return *f.p
+}
+
+func (f profileFlag) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if _, err := profile(s); err != nil {
+		return err
+	}
+	*f.p = s
 	return nil
 }

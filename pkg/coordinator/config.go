@@ -12,6 +12,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
 )
 
 // Defaults of Config.
@@ -49,6 +50,9 @@ type Config struct {
 	Provision provision.Config
 	// Budget holds the operator's retry-budget settings (RETRY_BUDGET_*).
 	Budget budget.Settings
+	// BestEffort holds the operator's best-effort defaults and cap
+	// (BEST_EFFORT_*). Zero fields take their defaults.
+	BestEffort jobspec.BestEffortSettings
 	// InputDir enables file inputs: a submission may then name a file in
 	// this directory (file://items.json, or items.json), and nothing
 	// outside it (absolute paths, "..", symbolic links leading out are
@@ -122,6 +126,9 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	if err := c.Provision.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.BestEffort.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.StatusInterval < time.Millisecond {

@@ -508,7 +508,9 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		return err
 	}
 	if eff.BestEffort != nil {
+		clampedBy := c.cfg.BestEffort.Apply(spec.BestEffort, eff.BestEffort) // the operator's defaults and cap
 		rec.Status.BestEffort = bestEffortStatus(spec.BestEffort, eff.BestEffort, len(groups))
+		rec.Status.BestEffort.ClampedBy = clampedBy
 		if eff.BestEffort.Deadline > 0 {
 			dl := now.Add(eff.BestEffort.Deadline.D())
 			rec.Deadline = &dl
@@ -546,7 +548,10 @@ func bestEffortStatus(requested, eff *messages.BestEffort, groups int) *messages
 	groups = max(groups, 1) // an empty job still has its one (empty) group
 	be := &messages.BestEffortStatus{
 		MinGroups: eff.MinGroups, RequestedMinGroups: requested.MinGroups,
-		Groups: groups, LateResults: eff.LateResults,
+		Groups: groups, LateResults: eff.LateResults, DeadlineAfter: eff.Deadline,
+	}
+	if requested.Deadline != 0 {
+		be.RequestedDeadline = requested.Deadline.String()
 	}
 	switch {
 	case be.MinGroups < 1:

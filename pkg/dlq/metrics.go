@@ -57,6 +57,7 @@ var knownReasons = map[string]bool{
 	messages.ReasonPermanent: true, messages.ReasonItemBudget: true, messages.ReasonJobBudget: true,
 	messages.ReasonMaxDeliveries: true, messages.ReasonPoison: true, messages.ReasonUnknownHandler: true,
 	messages.ReasonJobGone: true, messages.ReasonItemRetryExhausted: true, messages.ReasonCustomFailed: true,
+	messages.ReasonCircuitOpen: true, messages.ReasonAgentTimeout: true,
 }
 
 // ReasonLabel maps a dead-letter reason to its metric label.

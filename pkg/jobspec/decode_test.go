@@ -115,10 +115,6 @@ func TestParseJSONRejects(t *testing.T) {
 		// retry_config.
 		{"attempts zero", withRetry(`"attempts":0`), []string{rc + `attempts: must be between 1 and 10000, got 0`}},
 		{"attempts too many", withRetry(`"attempts":10001`), []string{rc + `attempts: must be between 1 and 10000, got 10001`}},
-		{"initial above max", withRetry(`"initial_delay":"10s","max_delay":"5s"`), []string{rc + `initial_delay: 10s is greater than max_delay 5s`}},
-		{"initial above default max", withRetry(`"initial_delay":"1m"`), []string{rc + `initial_delay: 1m is greater than max_delay 30s (default)`}},
-		{"max below default initial", withRetry(`"max_delay":"500ms"`), []string{rc + `max_delay: 500ms is less than initial_delay 1s (default)`}},
-		{"backoff initial above max", withRetry(`"backoff":{"fixed":{"delay":"1m"}}`), []string{rc + `backoff.fixed.delay: 1m is greater than max_delay 30s (default)`}},
 		{"jitter_factor above 1", withRetry(`"jitter_factor":1.5`), []string{rc + `jitter_factor: must be between 0 and 1, got 1.5`}},
 		{"jitter_factor negative", withRetry(`"jitter_factor":-0.1`), []string{rc + `jitter_factor: must be between 0 and 1, got -0.1`}},
 		{"jitter_mode unknown", withRetry(`"jitter_mode":"fulll"`), []string{rc + `jitter_mode: unknown jitter mode "fulll" (use proportional, full, equal or decorrelated) (did you mean "full"?)`}},
@@ -180,7 +176,6 @@ func TestParseJSONRejects(t *testing.T) {
 			`error_policy.circuit_breaker.timeout: must be greater than 0, got 0s`,
 		}},
 		{"workflow max_attempts", withPolicy(`"retry_config":{"max_attempts":0}`), []string{`error_policy.retry_config.max_attempts: must be between 1 and 10000, got 0`}},
-		{"workflow initial above max", withPolicy(`"retry_config":{"backoff":{"exponential":{"initial":"1m","multiplier":2}}}`), []string{`error_policy.retry_config.backoff.exponential.initial: 1m is greater than max_delay 30s (default)`}},
 		{"workflow unknown field", withPolicy(`"retry_config":{"attempts":3}`), []string{`error_policy.retry_config.attempts: unknown field (did you mean "max_attempts"?)`}},
 
 		// Budgets.
@@ -195,7 +190,18 @@ func TestParseJSONRejects(t *testing.T) {
 		// Best effort.
 		{"min_groups negative", withTop(`"best_effort":{"min_groups":-1}`), []string{`best_effort.min_groups: must be >= 0, got -1`}},
 		{"deadline negative", withTop(`"best_effort":{"deadline":"-5m"}`), []string{`best_effort.deadline: invalid duration "-5m": must not be negative`}},
-		{"late_results unknown", withTop(`"best_effort":{"late_results":"lgo"}`), []string{`best_effort.late_results: unknown policy "lgo" (use log or update) (did you mean "log"?)`}},
+		{"deadline zero", withTop(`"best_effort":{"deadline":"0s"}`), []string{`best_effort.deadline: must be greater than 0 (omit it for the operator's default, 5m out of the box)`}},
+
+		// agent_timeout and a step's own circuit breaker.
+		{"agent_timeout zero", withTop(`"agent_timeout":"0s"`), []string{`agent_timeout: must be greater than 0 (omit it for no bound)`}},
+		{"agent_timeout negative", withTop(`"agent_timeout":"-1m"`), []string{`agent_timeout: invalid duration "-1m": must not be negative`}},
+		{"step breaker zeros", withRetry(`"circuit_breaker":{"failure_threshold":0,"timeout":"0s"}`), []string{
+			rc + `circuit_breaker.failure_threshold: must be >= 1, got 0`,
+			rc + `circuit_breaker.timeout: must be greater than 0, got 0s`,
+		}},
+		{"step breaker unknown field", withRetry(`"circuit_breaker":{"threshold":3}`), []string{rc + `circuit_breaker.threshold: unknown field`}},
+		{"reduce step breaker", withTop(`"reduce":[{"shell":"x","retry_config":{"circuit_breaker":{}}}]`), []string{`reduce[0].retry_config.circuit_breaker: only applies to agent_template steps`}},
+		{"late_results unknown", withTop(`"best_effort":{"late_results":"lgo"}`), []string{`best_effort.late_results: unknown policy "lgo" (use log or update; AD-44's log_only and update_result are accepted too) (did you mean "log"?)`}},
 
 		// Items.
 		{"duplicate item ids", `{"items":[{"id":"a"},2,3,{"id":"a"}],"agent_template":[{"shell":"x"}]}`, []string{`items[3]: duplicate item id "a" (same as items[0])`}},

@@ -16,7 +16,10 @@ import (
 // jitter_mode, on_failure; base for exponential, increment for linear), the
 // error policy (on_item_failure dlq, continue_on_failure true,
 // error_collection aggregate, and the circuit breaker's and retry config's
-// fields when they are set), and best_effort's min_groups and late_results.
+// fields when they are set), and best_effort's min_groups (1), deadline
+// (5m) and late_results (AD-44's log_only and update_result recorded as log
+// and update); a coordinator then applies its operator's best-effort
+// defaults (BestEffortSettings.Apply).
 // Unset retry budgets stay unset: their defaults are the operator's. A spec
 // that passes Validate still does after WithDefaults. s is not modified.
 func WithDefaults(s *messages.JobSpec) *messages.JobSpec {
@@ -40,12 +43,7 @@ func WithDefaults(s *messages.JobSpec) *messages.JobSpec {
 	setDefault(&ep.OnItemFailure, messages.ItemFailureAction{Action: messages.ItemFailureDLQ})
 	setDefault(&ep.ContinueOnFailure, true)
 	setDefault(&ep.ErrorCollection, messages.ErrorCollection{Mode: messages.CollectAggregate})
-	if cb := ep.CircuitBreaker; cb != nil {
-		cb.FailureThreshold = cmp.Or(cb.FailureThreshold, messages.DefaultBreakerFailureThreshold)
-		cb.SuccessThreshold = cmp.Or(cb.SuccessThreshold, messages.DefaultBreakerSuccessThreshold)
-		cb.Timeout = cmp.Or(cb.Timeout, messages.DefaultBreakerTimeout)
-		cb.HalfOpenRequests = cmp.Or(cb.HalfOpenRequests, messages.DefaultBreakerHalfOpenRequests)
-	}
+	breakerDefaults(ep.CircuitBreaker)
 	if ep.RetryConfig == nil && ep.OnItemFailure.Action == messages.ItemFailureRetry {
 		ep.RetryConfig = &messages.WorkflowRetryConfig{}
 	}
@@ -57,7 +55,13 @@ func WithDefaults(s *messages.JobSpec) *messages.JobSpec {
 	}
 	if be := c.BestEffort; be != nil {
 		be.MinGroups = cmp.Or(be.MinGroups, messages.DefaultMinGroups)
-		be.LateResults = cmp.Or(be.LateResults, messages.LateResultsLog)
+		be.Deadline = cmp.Or(be.Deadline, messages.Duration(DefaultBestEffortDeadline))
+		switch be.LateResults {
+		case "", messages.LateResultsLogOnly:
+			be.LateResults = messages.LateResultsLog
+		case messages.LateResultsUpdateResult:
+			be.LateResults = messages.LateResultsUpdate
+		}
 	}
 	return c
 }
@@ -71,8 +75,9 @@ func stepDefaults(st *messages.Step, name string) {
 // attempts (3), backoff (exponential, base 2; a linear increment defaults
 // to the initial delay), initial_delay (1s, or the backoff's own initial),
 // max_delay (30s), jitter_factor (0.3), jitter_mode (proportional, only
-// when jitter is on) and on_failure (stop). retry_on and retry_budget stay
-// unset. A nil rc gives the default config.
+// when jitter is on), on_failure (stop) and a given circuit_breaker's
+// fields (5 / 3 / 30s / 3). retry_on, retry_budget and circuit_breaker
+// stay unset. A nil rc gives the default config.
 func RetryConfigWithDefaults(rc *messages.RetryConfig) *messages.RetryConfig {
 	c := deepCopy(rc)
 	if c == nil {
@@ -88,7 +93,20 @@ func RetryConfigWithDefaults(rc *messages.RetryConfig) *messages.RetryConfig {
 		c.JitterMode = messages.JitterProportional
 	}
 	setDefault(&c.OnFailure, messages.OnFailure{Action: messages.OnFailureStop})
+	breakerDefaults(c.CircuitBreaker)
 	return c
+}
+
+// breakerDefaults fills a circuit breaker's unset fields (5 / 3 / 30s / 3);
+// nil stays nil (no breaker).
+func breakerDefaults(cb *messages.CircuitBreakerConfig) {
+	if cb == nil {
+		return
+	}
+	cb.FailureThreshold = cmp.Or(cb.FailureThreshold, messages.DefaultBreakerFailureThreshold)
+	cb.SuccessThreshold = cmp.Or(cb.SuccessThreshold, messages.DefaultBreakerSuccessThreshold)
+	cb.Timeout = cmp.Or(cb.Timeout, messages.DefaultBreakerTimeout)
+	cb.HalfOpenRequests = cmp.Or(cb.HalfOpenRequests, messages.DefaultBreakerHalfOpenRequests)
 }
 
 // backoffDefaults fills a (copied) backoff and the effective initial delay.

@@ -136,7 +136,7 @@ var roundTripSpecs = []string{
 	    "failure_threshold":1,"error_collection":{"batched":{"size":10}},"circuit_breaker":{"failure_threshold":1,"timeout":"1s"},
 	    "retry_config":{"max_attempts":2,"backoff":"fibonacci","initial_delay":"2s","max_delay":"1m","jitter":true,"jitter_factor":0.1}},
 	  "retry_budget":"12.5%","retry_budget_per_item":"0",
-	  "best_effort":{"min_groups":0,"deadline":"0s","late_results":"update"},
+	  "best_effort":{"min_groups":0,"deadline":"10m","late_results":"update"},
 	  "reduce":[{"shell":"agg ${map.results} ${map.total}","retry_config":{"on_failure":{"fallback":{"command":"echo ${map.failed}"}}}}]}`,
 	`{"items":[{"id":"a","v":"\u00e9\u2028<"},{"id":"b"},"c",null,[1,2],12345678901234567890123],"agent_template":[{"handler":"h"}],"error_policy":{"on_item_failure":"retry"}}`,
 	`{"items":[1,2],"agent_template":[{"shell":"x"}],"error_policy":{},"best_effort":{},"retry_budget":0}`,

@@ -55,6 +55,27 @@ func ToJSON(data []byte) ([]byte, error) {
 	return json.Marshal(spec)
 }
 
+// Warnings returns what a valid job spec sets that is accepted as it is but
+// probably not meant so, each with its field path and line: an
+// initial_delay above max_delay, whose delays are all capped at max_delay.
+// It returns nil for a spec with problems (Parse reports those).
+func Warnings(data []byte) []messages.FieldError {
+	t := readTree(data, isJSON(data))
+	if t.value == nil {
+		return nil
+	}
+	var spec messages.JobSpec
+	d := newDecoder()
+	d.value("", t.value, reflect.ValueOf(&spec).Elem())
+	v := &validator{bad: d.bad, given: d.given}
+	v.jobSpec(&spec)
+	if len(t.problems)+len(d.problems)+len(v.problems) > 0 {
+		return nil
+	}
+	setLines(v.warnings, t.lines)
+	return v.warnings
+}
+
 // ParseRetryConfig decodes and validates a standalone retry_config
 // document in YAML or JSON, as a step's retry_config is validated. The
 // document may also be wrapped as {retry_config: {...}}, so that a spec

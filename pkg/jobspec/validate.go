@@ -50,8 +50,15 @@ func ValidateRetryConfig(rc *messages.RetryConfig) error {
 // says what is wrong there.
 type validator struct {
 	problems []messages.FieldError
+	// warnings are settings accepted as they are but probably not meant
+	// so (an initial_delay above max_delay, capped): see Warnings.
+	warnings []messages.FieldError
 	bad      map[string]bool
 	given    map[string]bool
+}
+
+func (v *validator) warnf(path, format string, args ...any) {
+	v.warnings = append(v.warnings, messages.FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
 }
 
 func (v *validator) addf(path, format string, args ...any) {
@@ -133,6 +140,12 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	}
 	for i := range s.AgentTemplate {
 		v.step(messages.IndexPath("agent_template", i), &s.AgentTemplate[i], false)
+	}
+	switch {
+	case s.AgentTimeout < 0:
+		v.addf("agent_timeout", "must not be negative, got %s", s.AgentTimeout)
+	case s.AgentTimeout == 0 && v.isGiven("agent_timeout"):
+		v.addf("agent_timeout", "must be greater than 0 (omit it for no bound)")
 	}
 	if s.ErrorPolicy != nil {
 		v.errorPolicy("error_policy", s.ErrorPolicy)
@@ -288,6 +301,14 @@ func (v *validator) retryConfig(p string, rc *messages.RetryConfig, reduce bool)
 	if rc.RetryBudget != nil && *rc.RetryBudget <= 0 {
 		v.addf(messages.JoinPath(p, "retry_budget"), "must be greater than 0 (omit it for no budget), got %s", *rc.RetryBudget)
 	}
+	if cb := rc.CircuitBreaker; cb != nil {
+		bp := messages.JoinPath(p, "circuit_breaker")
+		if reduce {
+			v.addf(bp, "only applies to agent_template steps (the reduce step runs once)")
+		} else {
+			v.breaker(bp, cb)
+		}
+	}
 	if rc.OnFailure != nil {
 		v.onFailure(messages.JoinPath(p, "on_failure"), rc.OnFailure, reduce)
 	}
@@ -311,8 +332,10 @@ func (v *validator) retryBounds(p, attemptsField string, attempts *int, b *messa
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// delayBounds checks the durations of a retry config and that the effective
-// initial delay does not exceed the effective max_delay.
+// delayBounds checks the durations of a retry config, and warns when the
+// effective initial delay exceeds the effective max_delay: every strategy
+// caps its delays at max_delay (docs/contract.md §4), so such a config is
+// valid, but every delay is max_delay.
 func (v *validator) delayBounds(p string, initialDelay, maxDelay *messages.Duration, b *messages.Backoff) {
 	initP, maxP := messages.JoinPath(p, "initial_delay"), messages.JoinPath(p, "max_delay")
 	if initialDelay != nil && *initialDelay < 0 {
@@ -341,15 +364,18 @@ func (v *validator) delayBounds(p string, initialDelay, maxDelay *messages.Durat
 	if initV <= maxV || v.isBad(initP) || v.isBad(maxP) || v.initialBad(messages.JoinPath(p, "backoff")) {
 		return
 	}
+	if b != nil && b.Kind == messages.BackoffCustom {
+		return // its delays are absolute: initial_delay plays no part
+	}
 	if initDefault {
-		v.addf(maxP, "%s is less than initial_delay %s (default)", maxV, initV)
+		v.warnf(maxP, "%s is less than initial_delay %s (default): every delay is capped at %s", maxV, initV, maxV)
 		return
 	}
 	def := ""
 	if maxDefault {
 		def = " (default)"
 	}
-	v.addf(initP, "%s is greater than max_delay %s%s", initV, maxV, def)
+	v.warnf(initP, "%s is greater than max_delay %s%s: every delay is capped at %s", initV, maxV, def, maxV)
 }
 
 // initialBad reports whether a backoff at p failed to decode in a way that
@@ -509,23 +535,28 @@ func (v *validator) errorPolicy(p string, ep *messages.ErrorPolicy) {
 		}
 	}
 	if cb := ep.CircuitBreaker; cb != nil {
-		bp := messages.JoinPath(p, "circuit_breaker")
-		for _, f := range []struct {
-			name string
-			val  int
-		}{{"failure_threshold", cb.FailureThreshold}, {"success_threshold", cb.SuccessThreshold}, {"half_open_requests", cb.HalfOpenRequests}} {
-			fp := messages.JoinPath(bp, f.name)
-			if f.val < 0 || f.val == 0 && v.isGiven(fp) {
-				v.addf(fp, "must be >= 1, got %d", f.val)
-			}
-		}
-		tp := messages.JoinPath(bp, "timeout")
-		if cb.Timeout < 0 || cb.Timeout == 0 && v.isGiven(tp) {
-			v.addf(tp, "must be greater than 0, got %s", cb.Timeout)
-		}
+		v.breaker(messages.JoinPath(p, "circuit_breaker"), cb)
 	}
 	if rc := ep.RetryConfig; rc != nil {
 		v.retryBounds(messages.JoinPath(p, "retry_config"), "max_attempts", rc.MaxAttempts, rc.Backoff, rc.InitialDelay, rc.MaxDelay, rc.JitterFactor)
+	}
+}
+
+// breaker checks a circuit_breaker (the job's or a step's): thresholds and
+// half_open_requests >= 1 and timeout > 0 when given.
+func (v *validator) breaker(bp string, cb *messages.CircuitBreakerConfig) {
+	for _, f := range []struct {
+		name string
+		val  int
+	}{{"failure_threshold", cb.FailureThreshold}, {"success_threshold", cb.SuccessThreshold}, {"half_open_requests", cb.HalfOpenRequests}} {
+		fp := messages.JoinPath(bp, f.name)
+		if f.val < 0 || f.val == 0 && v.isGiven(fp) {
+			v.addf(fp, "must be >= 1, got %d", f.val)
+		}
+	}
+	tp := messages.JoinPath(bp, "timeout")
+	if cb.Timeout < 0 || cb.Timeout == 0 && v.isGiven(tp) {
+		v.addf(tp, "must be greater than 0, got %s", cb.Timeout)
 	}
 }
 
@@ -546,12 +577,16 @@ func (v *validator) bestEffort(p string, be *messages.BestEffort) {
 	if be.MinGroups < 0 {
 		v.addf(messages.JoinPath(p, "min_groups"), "must be >= 0, got %d", be.MinGroups)
 	}
-	if be.Deadline < 0 {
-		v.addf(messages.JoinPath(p, "deadline"), "must not be negative, got %s", be.Deadline)
+	switch dp := messages.JoinPath(p, "deadline"); {
+	case be.Deadline < 0:
+		v.addf(dp, "must not be negative, got %s", be.Deadline)
+	case be.Deadline == 0 && v.isGiven(dp):
+		v.addf(dp, "must be greater than 0 (omit it for the operator's default, 5m out of the box)")
 	}
 	switch be.LateResults {
-	case "", messages.LateResultsLog, messages.LateResultsUpdate:
+	case "", messages.LateResultsLog, messages.LateResultsUpdate, messages.LateResultsLogOnly, messages.LateResultsUpdateResult:
 	default:
-		v.addf(messages.JoinPath(p, "late_results"), "unknown policy %q (use log or update)%s", be.LateResults, suggestion(be.LateResults, []string{messages.LateResultsLog, messages.LateResultsUpdate}))
+		v.addf(messages.JoinPath(p, "late_results"), "unknown policy %q (use log or update; AD-44's log_only and update_result are accepted too)%s",
+			be.LateResults, suggestion(be.LateResults, []string{messages.LateResultsLog, messages.LateResultsUpdate, messages.LateResultsLogOnly, messages.LateResultsUpdateResult}))
 	}
 }

@@ -235,8 +235,10 @@ func TestParseRetryConfigJSON(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), "invalid retry config: ") {
 		t.Errorf("Error() = %q", err)
 	}
-	_, err = ParseRetryConfig([]byte("{\"retry_config\": {\n  \"initial_delay\": \"1m\"\n}}"))
-	requirePrefixes(t, err, []string{"retry_config.initial_delay (line 2): 1m is greater than max_delay 30s (default)"})
+	capped, err := ParseRetryConfig([]byte("{\"retry_config\": {\n  \"initial_delay\": \"1m\"\n}}"))
+	if err != nil || *capped.InitialDelay != messages.MustDuration("1m") {
+		t.Fatalf("initial_delay above the default max_delay: %+v, %v (want it accepted, capped)", capped, err)
+	}
 
 	def := RetryConfigWithDefaults(nil)
 	if *def.Attempts != messages.DefaultAttempts || def.Backoff.Kind != messages.BackoffExponential || *def.MaxDelay != messages.DefaultMaxDelay || ValidateRetryConfig(def) != nil {
@@ -263,5 +265,97 @@ func TestSetLines(t *testing.T) {
 	}
 	if (messages.FieldError{Message: "m", Line: 3}).Error() != "line 3: m" {
 		t.Error("document-level problem with a line")
+	}
+}
+
+// An initial delay above max_delay is accepted and capped (docs/contract.md
+// §4); Warnings says so, with the field and its line. A spec with problems
+// has no warnings: Parse reports the problems.
+func TestWarningsInitialDelayAboveMaxDelay(t *testing.T) {
+	spec := `id: capped
+items: [1]
+agent_template:
+  - shell: "true"
+    retry_config:
+      initial_delay: 1m
+  - shell: "true"
+    retry_config: {max_delay: 500ms}
+  - shell: "true"
+    retry_config: {initial_delay: 10s, max_delay: 5s}
+  - shell: "true"
+    retry_config: {backoff: {fixed: {delay: 1m}}}
+  - shell: "true"
+    retry_config: {initial_delay: 1m, backoff: {custom: {delays: [1s]}}}
+error_policy:
+  retry_config: {backoff: {exponential: {initial: 1m, multiplier: 2}}}
+`
+	if _, err := Parse([]byte(spec)); err != nil {
+		t.Fatalf("want it accepted, capped: %v", err)
+	}
+	var got []string
+	for _, w := range Warnings([]byte(spec)) {
+		got = append(got, w.Error())
+	}
+	want := []string{
+		"agent_template[0].retry_config.initial_delay (line 6): 1m is greater than max_delay 30s (default): every delay is capped at 30s",
+		"agent_template[1].retry_config.max_delay (line 8): 500ms is less than initial_delay 1s (default): every delay is capped at 500ms",
+		"agent_template[2].retry_config.initial_delay (line 10): 10s is greater than max_delay 5s: every delay is capped at 5s",
+		"agent_template[3].retry_config.backoff.fixed.delay (line 12): 1m is greater than max_delay 30s (default): every delay is capped at 30s",
+		"error_policy.retry_config.backoff.exponential.initial (line 16): 1m is greater than max_delay 30s (default): every delay is capped at 30s",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("warnings:\n got %q\nwant %q", got, want)
+	}
+	if w := Warnings([]byte("items: [1]\nagent_template: [{shell: x, retry_config: {initial_delay: 1m, attempts: 0}}]\n")); w != nil {
+		t.Fatalf("warnings of an invalid spec: %v", w)
+	}
+}
+
+// AD-44's names of the late-result policies are accepted and recorded as
+// ours: log_only is log, update_result is update.
+func TestLateResultsAD44Names(t *testing.T) {
+	for in, want := range map[string]string{"log_only": "log", "update_result": "update", "log": "log", "update": "update", "": "log"} {
+		spec, err := Parse([]byte(`{"items":[1],"agent_template":[{"shell":"x"}],"best_effort":{"late_results":"` + in + `"}}`))
+		if in == "" {
+			spec, err = Parse([]byte(`{"items":[1],"agent_template":[{"shell":"x"}],"best_effort":{}}`))
+		}
+		if err != nil {
+			t.Fatalf("late_results %q: %v", in, err)
+		}
+		if got := WithDefaults(spec).BestEffort.LateResults; got != want {
+			t.Errorf("late_results %q recorded as %q, want %q", in, got, want)
+		}
+	}
+}
+
+// agent_timeout and a step's own circuit_breaker (the source documents'
+// overall timeout and per-executor breaker) are accepted, and the step's
+// breaker gets the job breaker's defaults.
+func TestAgentTimeoutAndStepBreaker(t *testing.T) {
+	spec, err := Parse([]byte(`items: [1]
+agent_timeout: 5m
+agent_template:
+  - shell: "upload.sh"
+    retry_config:
+      circuit_breaker: {failure_threshold: 2}
+      on_failure: {fallback: {command: "save-local.sh"}}
+  - shell: "notify.sh"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.AgentTimeout != messages.MustDuration("5m") {
+		t.Fatalf("agent_timeout %s", spec.AgentTimeout)
+	}
+	eff := WithDefaults(spec)
+	want := messages.CircuitBreakerConfig{FailureThreshold: 2, SuccessThreshold: 3, Timeout: messages.MustDuration("30s"), HalfOpenRequests: 3}
+	if cb := eff.AgentTemplate[0].RetryConfig.CircuitBreaker; cb == nil || *cb != want {
+		t.Fatalf("step breaker with defaults: %+v", cb)
+	}
+	if cb := eff.AgentTemplate[1].RetryConfig.CircuitBreaker; cb != nil {
+		t.Fatalf("a step without a breaker got one: %+v", cb)
+	}
+	if err := Validate(eff); err != nil {
+		t.Fatalf("the spec as accepted: %v", err)
 	}
 }

@@ -25,9 +25,14 @@ type BudgetExhaustedEvent struct {
 }
 
 // BreakerChangedEvent is the Data of a CircuitBreakerStateChanged event,
-// published by the agent whose write changed a job's circuit breaker.
+// published by the agent whose write changed a job's circuit breaker, or
+// a step's own (retry_config.circuit_breaker: Step is then set).
 type BreakerChangedEvent struct {
 	JobID string `json:"job_id"`
+	// Step is the 0-based index in agent_template of the step whose own
+	// breaker changed, and StepName its name; absent for the job's breaker.
+	Step     *int   `json:"step,omitempty"`
+	StepName string `json:"step_name,omitempty"`
 	// From and To are the states: closed, open or half_open.
 	From string `json:"from"`
 	To   string `json:"to"`

@@ -94,6 +94,10 @@ type Attempt struct {
 	DelayMS int64 `json:"delay_ms,omitempty"`
 	// Generation is the work-message generation the attempt ran under.
 	Generation int `json:"generation,omitempty"`
+	// NotRun marks a step that gave up without running: its circuit
+	// breaker was open (reason circuit_open), or the item's agent_timeout
+	// was up (agent_timeout). It is not counted as a run.
+	NotRun bool `json:"not_run,omitempty"`
 }
 
 // ItemState is an item's retry state in the fleet_items bucket, created at
@@ -106,14 +110,19 @@ type ItemState struct {
 	Step int `json:"step"`
 	// StepAttempt is the number of failed runs of Step so far.
 	StepAttempt int `json:"step_attempt"`
-	// StepFirstFailure is when Step first failed; StepBudgetExpiry is that
-	// plus the step's retry_budget.
-	StepFirstFailure time.Time  `json:"step_first_failure"`
-	StepBudgetExpiry *time.Time `json:"step_budget_expiry,omitempty"`
-	// StepDelaySpent is the cumulative backoff delay of Step.
+	// StepFirstFailure is when Step first failed.
+	StepFirstFailure time.Time `json:"step_first_failure"`
+	// StepDelaySpent is the cumulative backoff delay granted to Step,
+	// jitter included: what its retry_budget bounds. (A state written by
+	// an earlier agent may also hold step_budget_expiry, a wall-clock
+	// expiry no longer kept; decoding ignores it.)
 	StepDelaySpent Duration `json:"step_delay_spent"`
 	// LastDelay is the previous backoff (decorrelated jitter needs it).
 	LastDelay Duration `json:"last_delay,omitempty"`
+	// StartedAt is when the item's current run began: its first step run
+	// in this generation, or in this whole-item run (on_item_failure:
+	// retry). The job's agent_timeout counts from it.
+	StartedAt time.Time `json:"started_at,omitzero"`
 	// ItemRun counts whole-item runs under on_item_failure: retry (1-based).
 	ItemRun int `json:"item_run,omitempty"`
 	// ItemDelay is the backoff before the current whole-item run.
@@ -169,6 +178,13 @@ const (
 	// ReasonCustomFailed: the on_item_failure custom step failed too, so
 	// the item was dead-lettered after all.
 	ReasonCustomFailed = "custom_failed"
+	// ReasonCircuitOpen: the step's own circuit breaker
+	// (retry_config.circuit_breaker) was open, so the step failed fast,
+	// without running.
+	ReasonCircuitOpen = "circuit_open"
+	// ReasonAgentTimeout: the item's run outlasted the job's agent_timeout
+	// (run time and backoff delays together).
+	ReasonAgentTimeout = "agent_timeout"
 )
 
 // Result is the outcome of one item run, on fleet.results.<job>.

@@ -44,6 +44,11 @@ type JobSpec struct {
 	MaxParallel int `json:"max_parallel,omitempty"`
 	// AgentTemplate are the steps run, in order, for every item.
 	AgentTemplate []Step `json:"agent_template"`
+	// AgentTimeout bounds the run of one item through AgentTemplate, from
+	// the start of its first step run: run time, backoff delays, snoozes
+	// and time parked all count, on whichever agents it runs. The item
+	// fails (reason agent_timeout) when it is up. 0 = no bound.
+	AgentTimeout Duration `json:"agent_timeout,omitempty"`
 	// ErrorPolicy is the workflow-level failure handling.
 	ErrorPolicy *ErrorPolicy `json:"error_policy,omitempty"`
 	// RetryBudget is the job-level retry budget shared by all items: a count
@@ -122,6 +127,10 @@ type RetryConfig struct {
 	RetryOn []Matcher `json:"retry_on,omitempty"`
 	// RetryBudget bounds the cumulative backoff delay of the step.
 	RetryBudget *Duration `json:"retry_budget,omitempty"`
+	// CircuitBreaker is the step's own circuit breaker, shared by the fleet
+	// (one per job and step): while it is open the step fails fast, without
+	// running (reason circuit_open), and its on_failure applies. Unset = none.
+	CircuitBreaker *CircuitBreakerConfig `json:"circuit_breaker,omitempty"`
 	// OnFailure is what happens when the step gives up. Defaults to stop.
 	OnFailure *OnFailure `json:"on_failure,omitempty"`
 }
@@ -283,15 +292,23 @@ type BudgetValue struct {
 const (
 	LateResultsLog    = "log"
 	LateResultsUpdate = "update"
+	// LateResultsLogOnly and LateResultsUpdateResult are AD-44's names of
+	// log and update, accepted as aliases (jobspec.WithDefaults records
+	// the canonical name).
+	LateResultsLogOnly      = "log_only"
+	LateResultsUpdateResult = "update_result"
 )
 
 // BestEffort lets a job complete with partial results over its groups.
 type BestEffort struct {
-	// MinGroups is how many groups must complete for success. Defaults to 1;
-	// clamped to [1, groups].
+	// MinGroups is how many groups must complete for success. Defaults to
+	// the operator's default, 1 out of the box; clamped to [1, groups].
 	MinGroups int `json:"min_groups,omitempty"`
-	// Deadline completes the job with what it has. 0 = none.
+	// Deadline completes the job with what it has, that long after it was
+	// accepted. Unset (0): the operator's default, 5m out of the box
+	// (AD-44's 300 s); it may be clamped to the operator's maximum.
 	Deadline Duration `json:"deadline,omitempty"`
-	// LateResults is log (default) or update.
+	// LateResults is log (default) or update; AD-44's log_only and
+	// update_result are accepted for them.
 	LateResults string `json:"late_results,omitempty"`
 }

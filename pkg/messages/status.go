@@ -147,11 +147,19 @@ type BestEffortStatus struct {
 	// RequestedMinGroups is min_groups as submitted (0 = unset).
 	RequestedMinGroups int `json:"requested_min_groups,omitempty"`
 	// Clamped says why MinGroups differs from the request, if it does.
-	Clamped         string     `json:"clamped,omitempty"`
-	Groups          int        `json:"groups"`
-	GroupsCompleted int        `json:"groups_completed"`
-	Deadline        *time.Time `json:"deadline,omitempty"`
-	LateResults     string     `json:"late_results"`
+	Clamped         string `json:"clamped,omitempty"`
+	Groups          int    `json:"groups"`
+	GroupsCompleted int    `json:"groups_completed"`
+	// Deadline is when the job completes with what it has; DeadlineAfter is
+	// how long after its acceptance that is (the operator's default when
+	// the spec set none), RequestedDeadline the spec's value ("" = unset).
+	Deadline          *time.Time `json:"deadline,omitempty"`
+	DeadlineAfter     Duration   `json:"deadline_after,omitempty"`
+	RequestedDeadline string     `json:"requested_deadline,omitempty"`
+	// ClampedBy names the operator's limit that lowered a requested value,
+	// as the budget's: BEST_EFFORT_DEADLINE_MAX.
+	ClampedBy   string `json:"clamped_by,omitempty"`
+	LateResults string `json:"late_results"`
 	// Success is whether at least MinGroups groups completed (set when the
 	// job finished).
 	Success bool `json:"success"`

@@ -20,9 +20,8 @@ type State struct {
 	Attempts int
 	// FirstFailure is when the step first failed.
 	FirstFailure time.Time
-	// BudgetExpiry is FirstFailure + retry_budget; zero when no budget.
-	BudgetExpiry time.Time
-	// DelaySpent is the cumulative backoff delay granted so far.
+	// DelaySpent is the cumulative backoff delay granted so far, jitter
+	// included: what retry_budget bounds. Run time never enters it.
 	DelaySpent time.Duration
 	// LastDelay is the last backoff granted (decorrelated jitter grows from it).
 	LastDelay time.Duration
@@ -31,20 +30,16 @@ type State struct {
 type stateJSON struct {
 	Attempts     int               `json:"attempts"`
 	FirstFailure *time.Time        `json:"first_failure,omitempty"`
-	BudgetExpiry *time.Time        `json:"budget_expiry,omitempty"`
 	DelaySpent   messages.Duration `json:"delay_spent"`
 	LastDelay    messages.Duration `json:"last_delay"`
 }
 
-// MarshalJSON writes {"attempts", "first_failure", "budget_expiry",
-// "delay_spent", "last_delay"}.
+// MarshalJSON writes {"attempts", "first_failure", "delay_spent",
+// "last_delay"}.
 func (s State) MarshalJSON() ([]byte, error) {
 	j := stateJSON{Attempts: s.Attempts, DelaySpent: messages.Duration(s.DelaySpent), LastDelay: messages.Duration(s.LastDelay)}
 	if !s.FirstFailure.IsZero() {
 		j.FirstFailure = &s.FirstFailure
-	}
-	if !s.BudgetExpiry.IsZero() {
-		j.BudgetExpiry = &s.BudgetExpiry
 	}
 	return json.Marshal(j)
 }
@@ -59,14 +54,11 @@ func (s *State) UnmarshalJSON(b []byte) error {
 	if j.FirstFailure != nil {
 		s.FirstFailure = *j.FirstFailure
 	}
-	if j.BudgetExpiry != nil {
-		s.BudgetExpiry = *j.BudgetExpiry
-	}
 	return nil
 }
 
 // StateFromItem reads the current step's retry state from an item's state:
-// StepAttempt, StepFirstFailure, StepBudgetExpiry, StepDelaySpent, LastDelay.
+// StepAttempt, StepFirstFailure, StepDelaySpent, LastDelay.
 func StateFromItem(is *messages.ItemState) State {
 	if is == nil {
 		return State{}
@@ -77,9 +69,6 @@ func StateFromItem(is *messages.ItemState) State {
 		DelaySpent:   is.StepDelaySpent.D(),
 		LastDelay:    is.LastDelay.D(),
 	}
-	if is.StepBudgetExpiry != nil {
-		s.BudgetExpiry = *is.StepBudgetExpiry
-	}
 	return s
 }
 
@@ -87,11 +76,6 @@ func StateFromItem(is *messages.ItemState) State {
 func (s State) ApplyTo(is *messages.ItemState) {
 	is.StepAttempt = s.Attempts
 	is.StepFirstFailure = s.FirstFailure
-	is.StepBudgetExpiry = nil
-	if !s.BudgetExpiry.IsZero() {
-		t := s.BudgetExpiry
-		is.StepBudgetExpiry = &t
-	}
 	is.StepDelaySpent = messages.Duration(s.DelaySpent)
 	is.LastDelay = messages.Duration(s.LastDelay)
 }
@@ -147,16 +131,15 @@ type Decision struct {
 //
 //  1. a [Permanent] marker gives up with reason permanent;
 //  2. a [Snooze] marker snoozes: the state is returned unchanged;
-//  3. the failure is counted (at the first one, FirstFailure = now and
-//     BudgetExpiry = now + retry_budget);
+//  3. the failure is counted (at the first one, FirstFailure = now);
 //  4. an error no retry_on matcher matches gives up with not_retryable
 //     (an [After] marker is always retryable);
 //  5. after `attempts` failed runs it gives up with attempts;
 //  6. the delay is computed ([Policy.Delay], or the [After] delay);
-//  7. with a retry_budget, it gives up with retry_budget when now >=
-//     BudgetExpiry (a wall-clock deadline, so run time after the first
-//     failure uses it up too) or DelaySpent + delay > retry_budget (the
-//     delay accounting, which ignores run time);
+//  7. with a retry_budget, it gives up with retry_budget when
+//     DelaySpent + delay > retry_budget: the budget counts the backoff
+//     delays granted (jittered as granted), never run time, so `now`
+//     plays no part in it;
 //  8. otherwise it retries after the delay, adding it to DelaySpent.
 //
 // r is the jitter source (nil = [DefaultRand]). Decide is
@@ -222,7 +205,7 @@ func (p *Policy) DecideAssessed(now time.Time, st State, a Assessment, r Rand) D
 	} else {
 		d = p.Delay(st.Attempts, st.LastDelay, r)
 	}
-	if p.hasBudget && (!now.Before(st.BudgetExpiry) || d > p.budget-st.DelaySpent) {
+	if p.hasBudget && d > p.budget-st.DelaySpent {
 		dec := p.giveUp(st, messages.ReasonRetryBudget, a.err, a.class)
 		dec.Refused = d
 		return dec
@@ -241,9 +224,6 @@ func (p *Policy) count(now time.Time, st State) State {
 		st.Attempts = 0
 	}
 	st.Attempts++
-	if p.hasBudget && st.BudgetExpiry.IsZero() {
-		st.BudgetExpiry = st.FirstFailure.Add(p.budget)
-	}
 	return st
 }
 

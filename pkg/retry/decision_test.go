@@ -68,34 +68,22 @@ func TestDecideBudgetKeepsLastError(t *testing.T) {
 	require.Equal(t, 4*time.Second, last.Refused)
 	require.Zero(t, last.Delay)
 	require.Equal(t, t0, last.State.FirstFailure)
-	require.Equal(t, t0.Add(5*time.Second), last.State.BudgetExpiry, "expiry stamped at the first failure")
 }
 
-// The delay accounting ignores run time, but the persisted expiry is a
-// wall-clock deadline (first failure + budget): long runs after the first
-// failure use it up too.
-func TestDecideBudgetExpiryIsWallClock(t *testing.T) {
-	p, err := NewPolicy(&messages.RetryConfig{Attempts: ptr(10), InitialDelay: dur("1s"), RetryBudget: dur("10s")})
-	require.NoError(t, err)
-	// Runs of 10s: first failure at t0+10s (expiry t0+20s), second at
-	// t0+21s. Delay accounting alone (1s spent + 2s <= 10s) would retry.
-	ds := step(t, p, 10*time.Second, repeat(Failure{Message: "x"}, 5)...)
-	require.Len(t, ds, 2)
-	require.Equal(t, time.Second, ds[0].Delay)
-	require.Equal(t, ActionGiveUp, ds[1].Action)
-	require.Equal(t, messages.ReasonRetryBudget, ds[1].Reason)
-	require.Equal(t, time.Second, ds[1].State.DelaySpent)
-}
-
-func TestDecideBudgetExpiry(t *testing.T) {
+// Time alone never exhausts a retry_budget: a decision an hour after the
+// first failure grants what the delay accounting has left.
+func TestDecideBudgetIgnoresTheClock(t *testing.T) {
 	p, err := NewPolicy(&messages.RetryConfig{Attempts: ptr(10), Backoff: &messages.Backoff{Kind: messages.BackoffFixed}, InitialDelay: dur("1s"), RetryBudget: dur("1m")})
 	require.NoError(t, err)
-	st := State{Attempts: 2, FirstFailure: t0, BudgetExpiry: t0.Add(time.Minute), DelaySpent: 2 * time.Second, LastDelay: time.Second}
-	d := p.Decide(t0.Add(59*time.Second), st, Failure{Message: "x"}, nil)
-	require.Equal(t, ActionRetry, d.Action)
-	d = p.Decide(t0.Add(time.Minute), st, Failure{Message: "x"}, nil)
-	require.Equal(t, ActionGiveUp, d.Action, "now >= expiry gives up, whatever delay is left")
+	st := State{Attempts: 2, FirstFailure: t0, DelaySpent: 58 * time.Second, LastDelay: time.Second}
+	d := p.Decide(t0.Add(time.Hour), st, Failure{Message: "x"}, nil)
+	require.Equal(t, ActionRetry, d.Action, "58s + 1s <= 1m, however late")
+	require.Equal(t, 59*time.Second, d.State.DelaySpent)
+	st.DelaySpent = 59*time.Second + time.Millisecond
+	d = p.Decide(t0.Add(time.Second), st, Failure{Message: "x"}, nil)
+	require.Equal(t, ActionGiveUp, d.Action, "59.001s + 1s > 1m, however early")
 	require.Equal(t, messages.ReasonRetryBudget, d.Reason)
+	require.Equal(t, time.Second, d.Refused)
 }
 
 func TestDecideReasons(t *testing.T) {
@@ -124,7 +112,7 @@ func TestDecideMarkers(t *testing.T) {
 		RetryBudget: dur("1m"), RetryOn: []messages.Matcher{{Builtin: messages.MatchNetwork}}})
 	require.NoError(t, err)
 	cause := errors.New("invalid token")
-	st := State{Attempts: 1, FirstFailure: t0, BudgetExpiry: t0.Add(time.Minute), DelaySpent: time.Second, LastDelay: time.Second}
+	st := State{Attempts: 1, FirstFailure: t0, DelaySpent: time.Second, LastDelay: time.Second}
 
 	tests := []struct {
 		name      string
@@ -207,13 +195,11 @@ func TestMarkerAccessors(t *testing.T) {
 }
 
 func TestStateItemStateRoundTrip(t *testing.T) {
-	st := State{Attempts: 2, FirstFailure: t0, BudgetExpiry: t0.Add(5 * time.Minute), DelaySpent: 3 * time.Second, LastDelay: 2 * time.Second}
+	st := State{Attempts: 2, FirstFailure: t0, DelaySpent: 3 * time.Second, LastDelay: 2 * time.Second}
 	var is messages.ItemState
 	st.ApplyTo(&is)
 	require.Equal(t, 2, is.StepAttempt)
 	require.Equal(t, t0, is.StepFirstFailure)
-	require.NotNil(t, is.StepBudgetExpiry)
-	require.Equal(t, t0.Add(5*time.Minute), *is.StepBudgetExpiry)
 	require.Equal(t, messages.MustDuration("3s"), is.StepDelaySpent)
 	require.Equal(t, messages.MustDuration("2s"), is.LastDelay)
 	require.Equal(t, st, StateFromItem(&is))
@@ -226,15 +212,21 @@ func TestStateItemStateRoundTrip(t *testing.T) {
 	require.Equal(t, st, StateFromItem(&back))
 
 	State{}.ApplyTo(&is)
-	require.Nil(t, is.StepBudgetExpiry)
+	require.Equal(t, State{}, StateFromItem(&is))
 	require.Equal(t, State{}, StateFromItem(nil))
+
+	// A state an earlier agent wrote, with the wall-clock expiry it kept
+	// then, still reads: the expiry is ignored.
+	var old messages.ItemState
+	require.NoError(t, json.Unmarshal([]byte(`{"job_id":"j","item_id":"i","step_attempt":1,"step_first_failure":"2025-01-02T03:04:05Z","step_budget_expiry":"2025-01-02T03:04:10Z","step_delay_spent":"1s"}`), &old))
+	require.Equal(t, State{Attempts: 1, FirstFailure: t0, DelaySpent: time.Second}, StateFromItem(&old))
 }
 
 func TestStateJSON(t *testing.T) {
-	st := State{Attempts: 2, FirstFailure: t0, BudgetExpiry: t0.Add(time.Minute), DelaySpent: 1500 * time.Millisecond, LastDelay: time.Second}
+	st := State{Attempts: 2, FirstFailure: t0, DelaySpent: 1500 * time.Millisecond, LastDelay: time.Second}
 	b, err := json.Marshal(st)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"attempts":2,"first_failure":"2025-01-02T03:04:05Z","budget_expiry":"2025-01-02T03:05:05Z","delay_spent":"1s500ms","last_delay":"1s"}`, string(b))
+	require.JSONEq(t, `{"attempts":2,"first_failure":"2025-01-02T03:04:05Z","delay_spent":"1s500ms","last_delay":"1s"}`, string(b))
 	var back State
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, st, back)
@@ -357,4 +349,60 @@ func TestDecideAssessedMatchesDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// retry_budget counts only the backoff delays, never run time (docs/retries.md
+// §4): a step whose runs take 1s each, with fixed 500ms and a 2s budget,
+// gets the four retries the delays allow (0.5 + 0.5 + 0.5 + 0.5 = 2s), as
+// with runs that take no time, and `backoff plan` says so too.
+func TestDecideBudgetCountsOnlyDelays(t *testing.T) {
+	p, err := NewPolicy(&messages.RetryConfig{Attempts: ptr(100), Backoff: &messages.Backoff{Kind: messages.BackoffFixed},
+		InitialDelay: dur("500ms"), RetryBudget: dur("2s")})
+	require.NoError(t, err)
+	for _, run := range []time.Duration{0, time.Second, time.Minute} {
+		ds := step(t, p, run, repeat(Failure{Message: "x"}, 10)...)
+		require.Len(t, ds, 5, "run time %s: four retries, then the budget", run)
+		for _, d := range ds[:4] {
+			require.Equal(t, ActionRetry, d.Action)
+			require.Equal(t, 500*time.Millisecond, d.Delay)
+		}
+		last := ds[4]
+		require.Equal(t, ActionGiveUp, last.Action)
+		require.Equal(t, messages.ReasonRetryBudget, last.Reason)
+		require.Equal(t, 2*time.Second, last.State.DelaySpent)
+		require.Equal(t, 500*time.Millisecond, last.Refused)
+	}
+	require.Equal(t, secs(0.5, 0.5, 0.5, 0.5), p.Plan(nil).Delays)
+}
+
+// Jitter counts against retry_budget as granted: delay_spent is the sum of
+// the jittered delays, and the budget refuses the jittered next delay. The
+// same seed drawn beside the decisions gives the delays they granted.
+func TestJitterCountsAgainstTheRetryBudget(t *testing.T) {
+	p, err := NewPolicy(&messages.RetryConfig{Attempts: ptr(1000), Backoff: &messages.Backoff{Kind: messages.BackoffFixed},
+		InitialDelay: dur("1s"), Jitter: true, JitterFactor: ptr(0.5), RetryBudget: dur("10s")})
+	require.NoError(t, err)
+	for seed := uint64(1); seed <= 50; seed++ {
+		r, mirror := NewRand(seed), NewRand(seed)
+		var st State
+		var sum time.Duration
+		for n := 1; ; n++ {
+			d := p.Decide(t0, st, Failure{Message: "x"}, r)
+			want := p.Delay(n, st.LastDelay, mirror) // what the decision drew
+			if d.Action == ActionGiveUp {
+				require.Equal(t, messages.ReasonRetryBudget, d.Reason)
+				require.Equal(t, want, d.Refused, "the jittered delay is refused")
+				require.Greater(t, sum+want, 10*time.Second)
+				require.Equal(t, sum, d.State.DelaySpent)
+				break
+			}
+			require.Equal(t, want, d.Delay)
+			sum += d.Delay
+			require.Equal(t, sum, d.State.DelaySpent, "seed %d, retry %d", seed, n)
+			require.LessOrEqual(t, sum, 10*time.Second)
+			st = d.State
+		}
+	}
+	// Without jitter, 10 retries of 1s; with ±50% the count varies by seed.
+	require.Len(t, p.WithoutJitter().Plan(nil).Delays, 10)
 }

@@ -90,13 +90,12 @@
 // current time, and returns retry after d, give up (reason attempts,
 // retry_budget, not_retryable or permanent, with the last error wrapped in a
 // [*GiveUpError]) or snooze d, with the updated State. The retry_budget bounds
-// the cumulative backoff delay, not the run time: its expiry is stamped at
-// the first failure (now + budget) and persisted, and the step gives up when
-// delay_spent + next_delay > budget or now >= expiry. A 5s budget over
-// exponential 1s base 2 grants 1s and 2s, then gives up before the third
-// retry (1+2+4 > 5). The expiry is a wall-clock deadline that survives agent
-// changes and restarts; where runs (or redelivery queues) after the first
-// failure are long, it ends the retries before the delay accounting would.
+// the cumulative backoff delay, not the run time: the step gives up when
+// delay_spent + next_delay > budget, delay_spent being the sum of the delays
+// granted so far (jittered as granted), persisted in the State so that it
+// survives agent changes and restarts. Time plays no part in it: a 5s budget
+// over exponential 1s base 2 grants 1s and 2s, then gives up before the
+// third retry (1+2+4 > 5), however long the runs take.
 //
 // # Marker errors
 //
@@ -113,5 +112,14 @@
 // items, item_failure_stop). [WorkflowPolicy] decides whole-item re-runs for
 // on_item_failure: retry, [Collector] implements error_collection, and
 // [Breaker] is the circuit breaker as a state machine over a serialisable
-// [BreakerState], to be shared through KV with compare-and-set.
+// [BreakerState], to be shared through KV with compare-and-set: the job's
+// (error_policy.circuit_breaker), and a step's own ([Policy.Breaker],
+// retry_config.circuit_breaker), while open the step fails fast.
+//
+// # The item's time
+//
+// [Deadline] is a job's agent_timeout for one item's run: a wall-clock bound
+// from its first step run, which run time and delays both count toward
+// (unlike retry_budget). [Policy.PlanWith] plans a timeline with runs of a
+// given length under it, as the agent decides it.
 package retry

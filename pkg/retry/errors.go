@@ -16,13 +16,17 @@ var (
 	ErrInvalidConfig = errors.New("retry: invalid config")
 	// ErrAttemptsExhausted: the step ran its configured number of attempts.
 	ErrAttemptsExhausted = errors.New("retry: attempts exhausted")
-	// ErrBudgetExhausted: the next delay would overrun the retry_budget, or
-	// the budget's expiry has passed.
+	// ErrBudgetExhausted: the next delay would overrun the retry_budget.
 	ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
 	// ErrNotRetryable: the error matched none of retry_on.
 	ErrNotRetryable = errors.New("retry: error not retryable")
 	// ErrPermanent: the handler marked the error with [Permanent].
 	ErrPermanent = errors.New("retry: permanent error")
+	// ErrCircuitOpen: the step's circuit breaker refused the run; the step
+	// failed fast, without running.
+	ErrCircuitOpen = errors.New("retry: circuit breaker open")
+	// ErrAgentTimeout: the item's agent_timeout is up.
+	ErrAgentTimeout = errors.New("retry: agent_timeout passed")
 )
 
 // GiveUpError is the terminal error of a step that stops retrying. It keeps
@@ -31,7 +35,9 @@ var (
 // like failsafe-go's ExceededError and cenkalti/backoff's RetryError.
 type GiveUpError struct {
 	// Reason is messages.ReasonAttempts, ReasonRetryBudget,
-	// ReasonNotRetryable or ReasonPermanent.
+	// ReasonNotRetryable, ReasonPermanent, ReasonCircuitOpen or
+	// ReasonAgentTimeout, or a reason decided elsewhere (a budget denial,
+	// max_deliveries).
 	Reason string
 	// Attempts is the number of failed runs of the step, this one included.
 	Attempts int
@@ -53,6 +59,15 @@ func (e *GiveUpError) Error() string {
 		return fmt.Sprintf("retry: not retryable (attempt %d): %s", e.Attempts, msg)
 	case messages.ReasonPermanent:
 		return fmt.Sprintf("retry: permanent error (attempt %d): %s", e.Attempts, msg)
+	case messages.ReasonCircuitOpen, messages.ReasonAgentTimeout:
+		head := "retry: circuit breaker open, failing fast"
+		if e.Reason == messages.ReasonAgentTimeout {
+			head = "retry: agent_timeout passed"
+		}
+		if errors.Is(e.Err, ErrCircuitOpen) || errors.Is(e.Err, ErrAgentTimeout) {
+			return fmt.Sprintf("%s (after %d attempts)", head, e.Attempts) // the step did not run
+		}
+		return fmt.Sprintf("%s after %d attempts: %s", head, e.Attempts, msg)
 	}
 	return fmt.Sprintf("retry: gave up (%s) after %d attempts: %s", e.Reason, e.Attempts, msg)
 }
@@ -71,6 +86,10 @@ func (e *GiveUpError) Is(target error) bool {
 		return target == ErrNotRetryable
 	case messages.ReasonPermanent:
 		return target == ErrPermanent
+	case messages.ReasonCircuitOpen:
+		return target == ErrCircuitOpen
+	case messages.ReasonAgentTimeout:
+		return target == ErrAgentTimeout
 	}
 	return false
 }

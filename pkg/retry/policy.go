@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -28,12 +29,14 @@ type Policy struct {
 	budget       time.Duration
 	hasBudget    bool
 	onFailure    FailureAction
+	breaker      *Breaker // the step's own circuit breaker; nil = none
 }
 
 // NewPolicy compiles cfg (nil = all defaults): 3 attempts, exponential
 // backoff base 2 from 1s, capped at 30s, no jitter (factor 0.3, proportional
 // mode when enabled), every error retried, no duration budget, on_failure
-// stop. A legacy backoff `initial` overrides initial_delay; a linear
+// stop. Every strategy's delays are capped at max_delay, an initial delay
+// above it included. A legacy backoff `initial` overrides initial_delay; a linear
 // increment defaults to the initial delay; setting jitter_mode enables
 // jitter. It reports every problem at once in a [*ConfigError].
 func NewPolicy(cfg *messages.RetryConfig) (*Policy, error) {
@@ -78,10 +81,10 @@ func NewPolicy(cfg *messages.RetryConfig) (*Policy, error) {
 			initialField = "backoff." + string(p.kind) + ".initial"
 		}
 	}
+	// An initial delay above max_delay is capped like any other delay
+	// (BaseDelay): valid, if every delay is then max_delay.
 	if p.initial < 0 {
 		ce.add(initialField, "must not be negative, got %s", messages.Duration(p.initial))
-	} else if p.maxDelay >= 0 && p.maxDelay < p.initial {
-		ce.add("max_delay", "must be >= %s (%s), got %s", initialField, messages.Duration(p.initial), messages.Duration(p.maxDelay))
 	}
 	if cfg.JitterFactor != nil {
 		p.jitterFactor = *cfg.JitterFactor
@@ -113,6 +116,18 @@ func NewPolicy(cfg *messages.RetryConfig) (*Policy, error) {
 		if p.budget <= 0 {
 			ce.add("retry_budget", "must be greater than 0 (omit it for no budget), got %s", *cfg.RetryBudget)
 		}
+	}
+	if cfg.CircuitBreaker != nil {
+		b, err := NewBreaker(cfg.CircuitBreaker)
+		if err != nil {
+			var bce *ConfigError
+			if errors.As(err, &bce) {
+				for _, pr := range bce.Problems {
+					ce.add("circuit_breaker."+pr.Field, "%s", pr.Message)
+				}
+			}
+		}
+		p.breaker = b
 	}
 	if cfg.OnFailure != nil {
 		fa, err := NewFailureAction(cfg.OnFailure)
@@ -188,6 +203,10 @@ func (p *Policy) JitterMode() messages.JitterMode {
 
 // OnFailure is what the step does when it gives up.
 func (p *Policy) OnFailure() FailureAction { return p.onFailure }
+
+// Breaker is the step's own circuit breaker (retry_config.circuit_breaker),
+// nil when it has none. While it is open the step fails fast.
+func (p *Policy) Breaker() *Breaker { return p.breaker }
 
 // WithoutJitter returns a copy of p whose delays are not jittered — the
 // strategy's timeline as documented, e.g. for `fleetctl backoff plan`.

@@ -157,7 +157,6 @@ func TestNewPolicyInvalid(t *testing.T) {
 	}{
 		{"attempts zero", &messages.RetryConfig{Attempts: ptr(0)}, []string{"attempts"}},
 		{"attempts too many", &messages.RetryConfig{Attempts: ptr(messages.MaxAttempts + 1)}, []string{"attempts"}},
-		{"max below initial", &messages.RetryConfig{InitialDelay: dur("1m")}, []string{"max_delay"}},
 		{"negative initial", &messages.RetryConfig{InitialDelay: ptr(messages.Duration(-1))}, []string{"initial_delay"}},
 		{"jitter factor", &messages.RetryConfig{JitterFactor: ptr(1.5)}, []string{"jitter_factor"}},
 		{"jitter factor NaN", &messages.RetryConfig{JitterFactor: ptr(math.NaN())}, []string{"jitter_factor"}},
@@ -171,7 +170,6 @@ func TestNewPolicyInvalid(t *testing.T) {
 		{"fallback without command", &messages.RetryConfig{OnFailure: &messages.OnFailure{Action: messages.OnFailureFallback}}, []string{"on_failure"}},
 		{"negative budget", &messages.RetryConfig{RetryBudget: ptr(messages.Duration(-1))}, []string{"retry_budget"}},
 		{"zero budget", &messages.RetryConfig{RetryBudget: ptr(messages.Duration(0))}, []string{"retry_budget"}},
-		{"legacy initial above max", &messages.RetryConfig{Backoff: &messages.Backoff{Kind: messages.BackoffFibonacci, Initial: dur("1m")}}, []string{"max_delay"}},
 		{
 			name:   "every problem at once",
 			cfg:    &messages.RetryConfig{Attempts: ptr(-1), JitterMode: "x", RetryOn: []messages.Matcher{{Pattern: "("}}},
@@ -334,4 +332,39 @@ func TestNewRandDeterministic(t *testing.T) {
 	require.Equal(t, 0.0, unit(fixedRand(math.NaN())))
 	u := unit(nil)
 	require.True(t, u >= 0 && u <= 1)
+}
+
+// Every strategy is capped at max_delay, an initial delay above it
+// included: `initial_delay: 1m` with the default max_delay retries every
+// 30s (docs/contract.md §4), it is not refused.
+func TestInitialDelayAboveMaxDelayIsCapped(t *testing.T) {
+	for _, b := range []*messages.Backoff{
+		nil, // exponential
+		{Kind: messages.BackoffFixed},
+		{Kind: messages.BackoffLinear},
+		{Kind: messages.BackoffFibonacci},
+		{Kind: messages.BackoffExponential, Base: 3},
+		{Kind: messages.BackoffFibonacci, Initial: dur("1m")}, // legacy form
+	} {
+		name := "exponential"
+		if b != nil {
+			name = string(b.Kind)
+		}
+		t.Run(name, func(t *testing.T) {
+			p, err := NewPolicy(&messages.RetryConfig{Attempts: ptr(4), Backoff: b, InitialDelay: dur("1m")})
+			require.NoError(t, err)
+			require.Equal(t, secs(30, 30, 30), p.Plan(nil).Delays)
+			jp, err := NewPolicy(&messages.RetryConfig{Attempts: ptr(4), Backoff: b, InitialDelay: dur("1m"), Jitter: true})
+			require.NoError(t, err)
+			for _, d := range jp.Plan(NewRand(7)).Delays {
+				require.LessOrEqual(t, d, 30*time.Second, "jittered, still capped")
+				require.GreaterOrEqual(t, d, 21*time.Second, "30s·(1-0.3)")
+			}
+		})
+	}
+	w, err := NewWorkflowPolicy(&messages.WorkflowRetryConfig{MaxAttempts: ptr(3), InitialDelay: dur("2m"), MaxDelay: dur("45s")})
+	require.NoError(t, err)
+	d, ok := w.Next(1, 0, nil)
+	require.True(t, ok)
+	require.Equal(t, 45*time.Second, d, "error_policy.retry_config is capped too")
 }

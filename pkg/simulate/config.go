@@ -8,6 +8,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -61,6 +62,10 @@ type Config struct {
 	// Budget are the operator's retry-budget settings, as the coordinator's
 	// (RETRY_BUDGET_DEFAULT, ...). Defaults to the out-of-the-box values.
 	Budget budget.Settings
+	// BestEffort are the operator's best-effort defaults and cap, as the
+	// coordinator's (BEST_EFFORT_DEADLINE_DEFAULT, ...): a best_effort
+	// block without a deadline completes 5m in, out of the box.
+	BestEffort jobspec.BestEffortSettings
 	// Fleet is the agents and the work consumer.
 	Fleet Fleet
 	// Dependency is the downstream and its outage.
@@ -207,6 +212,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Budget.Validate(); err != nil {
 		v.add("budget", "%v", err)
+	}
+	if err := c.BestEffort.Validate(); err != nil {
+		v.add("best_effort", "%v", err)
 	}
 	f := c.Fleet
 	if f.Agents < 1 {

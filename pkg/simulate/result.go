@@ -42,6 +42,9 @@ type Result struct {
 	// the circuit breaker; they spend no attempt and no budget.
 	Snoozes int64
 	Parked  int64
+	// FailedFast counts the runs of the dependency step its own circuit
+	// breaker (retry_config.circuit_breaker) refused: the step failed fast.
+	FailedFast int64
 
 	// Outcomes of the items; they add up to Items.
 	Succeeded    int64
@@ -182,6 +185,7 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 		Retries       int64            `json:"retries"`
 		Snoozes       int64            `json:"snoozes"`
 		Parked        int64            `json:"parked"`
+		FailedFast    int64            `json:"failed_fast,omitempty"`
 		Succeeded     int64            `json:"succeeded"`
 		Recovered     int64            `json:"recovered"`
 		DeadLettered  int64            `json:"dead_lettered"`
@@ -199,7 +203,7 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 	}{
 		Items: r.Items, DurationMS: ms(r.Duration), State: r.State, Reason: r.Reason, Truncated: r.Truncated,
 		Attempts: r.Attempts, Failures: r.Failures, Deliveries: r.Deliveries, Retries: r.Retries,
-		Snoozes: r.Snoozes, Parked: r.Parked, Succeeded: r.Succeeded, Recovered: r.Recovered,
+		Snoozes: r.Snoozes, Parked: r.Parked, FailedFast: r.FailedFast, Succeeded: r.Succeeded, Recovered: r.Recovered,
 		DeadLettered: r.DeadLettered, Skipped: r.Skipped, Failed: r.Failed, NotRun: r.NotRun,
 		Reasons: nonNil(r.Reasons), Amplification: round3(r.Amplification),
 		PeakRate: round3(r.PeakRate), PeakAtMS: ms(r.PeakAt),

@@ -47,6 +47,9 @@ type stepModel struct {
 	policy    *retry.Policy
 	onFailure retry.FailureAction
 	timeout   int64
+	// breaker is the step's own circuit breaker (retry_config.circuit_breaker;
+	// nil: none, and for steps but the dependency's: they never fail).
+	breaker *retry.Breaker
 	// Assessments of the dependency's failures (dependency step only):
 	// the policy assesses each kind of failure once.
 	failed, timedOut retry.Assessment
@@ -56,8 +59,9 @@ type stepModel struct {
 // (step, retry state, retries, whole-item run) plus what the simulator
 // tracks. Times are virtual times + 1, 0 meaning none.
 type itemState struct {
+	started      int64 // when the item's run began (ItemState.StartedAt): agent_timeout counts from it
+	stepEpoch    int64 // the step breaker's ticket (flagStepTicket): the half-open period it probes + 1; 0 = not a probe
 	firstFailure int64
-	expiry       int64
 	spent        int64 // retry.State.DelaySpent
 	lastDelay    int64
 	itemDelay    int64 // the delay before the current whole-item run
@@ -76,6 +80,7 @@ const (
 	flagFailedOnce uint8 = 1 << iota // a step run failed
 	flagFinal                        // the item has an outcome (or is not run)
 	flagSettled                      // this delivery's breaker outcome is recorded
+	flagStepTicket                   // the current run was admitted by its step's own breaker, to settle
 )
 
 // agentState is one agent as pkg/agent consumes: Concurrency workers fed
@@ -110,12 +115,15 @@ type sim struct {
 	onItem  string
 	breaker *retry.Breaker
 	bst     retry.BreakerState
-	rec     budget.Record
-	denials []budget.Grant // claimRecord's memo of denials by itemRetries, for rec as it is
-	maxPar  int64
-	base    time.Time
-	rnd     *rand.Rand // jitter, park spread, whole-item backoff
-	errRnd  *rand.Rand // which calls fail under a partial error rate
+	sbst    retry.BreakerState // the dependency step's own breaker
+	// agentTimeout is the job's agent_timeout (0: none).
+	agentTimeout int64
+	rec          budget.Record
+	denials      []budget.Grant // claimRecord's memo of denials by itemRetries, for rec as it is
+	maxPar       int64
+	base         time.Time
+	rnd          *rand.Rand // jitter, park spread, whole-item backoff
+	errRnd       *rand.Rand // which calls fail under a partial error rate
 
 	events    eventHeap
 	agents    []agentState
@@ -137,6 +145,7 @@ type sim struct {
 
 func newSim(cfg Config) (*sim, error) {
 	spec := jobspec.WithDefaults(cfg.Spec) // what the coordinator records and agents compile
+	cfg.BestEffort.Apply(cfg.Spec.BestEffort, spec.BestEffort)
 	s := &sim{
 		cfg:    cfg,
 		dep:    cfg.Dependency,
@@ -159,6 +168,9 @@ func newSim(cfg Config) (*sim, error) {
 		sm := stepModel{policy: p, onFailure: p.OnFailure(), timeout: int64(st.Timeout.D())}
 		if i == s.dep.Step {
 			sm.failed, sm.timedOut = s.assess(p, &st, sm.timeout)
+			sm.breaker = p.Breaker()
+		} else if spec.AgentTimeout > 0 {
+			_, sm.timedOut = s.assess(p, &st, sm.timeout) // agent_timeout may cut any step
 		}
 		s.steps = append(s.steps, sm)
 	}
@@ -166,6 +178,7 @@ func newSim(cfg Config) (*sim, error) {
 		return nil, &messages.ValidationError{Problems: ps}
 	}
 	s.wf, s.onItem, s.breaker = wf, wf.Action(), wf.Breaker()
+	s.agentTimeout = int64(spec.AgentTimeout.D())
 	s.rec = budget.Effective(spec, cfg.Items, cfg.Budget)
 
 	f := cfg.Fleet
@@ -409,17 +422,58 @@ func (s *sim) lastDelivery(st *itemState) bool {
 	return m > 0 && int(st.deliveries) >= m
 }
 
-// runStep starts a run of the item's current step.
+// runStep starts a run of the item's current step (the agent's runSteps):
+// none when the item's agent_timeout is up or the step's own breaker
+// refuses it, and none that outlasts agent_timeout.
 func (s *sim) runStep(a int32, it int32) {
 	st := &s.items[it]
 	i := int(st.step)
+	sm := &s.steps[i]
+	if s.agentTimeout > 0 && st.started == 0 {
+		st.started = s.now + 1
+	}
+	dl := s.deadline(st)
+	if dl.Passed(s.tm(s.now)) {
+		s.refused(a, it, false)
+		return
+	}
+	st.flags &^= flagStepTicket
+	if sm.breaker != nil {
+		next, ok, _ := sm.breaker.Admit(s.tm(s.now), s.sbst)
+		s.sbst = next
+		if !ok {
+			s.res.FailedFast++
+			s.refused(a, it, true)
+			return
+		}
+		st.flags |= flagStepTicket
+		st.stepEpoch = 0
+		if t := retry.TicketOf(next); t.Probe {
+			st.stepEpoch = s.virt(t.Epoch)
+		}
+	}
 	d := int64(s.dep.StepDuration)
 	outcome := runOK
 	if i == s.dep.Step {
-		outcome, d = s.call(&s.steps[i])
+		outcome, d = s.call(sm)
+	}
+	if !dl.IsZero() {
+		if left := max(int64(dl.At().Sub(s.tm(s.now))), int64(time.Millisecond)); d > left {
+			outcome, d = runTimedOut, left // the agent bounds the run by what is left
+		}
+	}
+	if i == s.dep.Step {
 		s.record(st, outcome != runOK)
 	}
 	s.events.push(event{at: s.now + d, kind: evDone, item: it, agent: a, run: outcome})
+}
+
+// deadline is the item's agent_timeout deadline (none without one).
+func (s *sim) deadline(st *itemState) retry.Deadline {
+	if s.agentTimeout <= 0 {
+		return retry.Deadline{}
+	}
+	return retry.NewDeadline(s.at(st.started), time.Duration(s.agentTimeout))
 }
 
 // call is one call to the dependency now: whether it fails and how long it
@@ -538,6 +592,9 @@ func (s *sim) stepDone(e *event) {
 	it, a := e.item, e.agent
 	st := &s.items[it]
 	if e.run == runOK || e.run == runFallback {
+		if e.run == runOK {
+			s.settleStep(st, retry.OutcomeSuccess)
+		}
 		s.stepSucceeded(a, it)
 		return
 	}
@@ -547,16 +604,46 @@ func (s *sim) stepDone(e *event) {
 	if e.run == runTimedOut {
 		as = &sm.timedOut
 	}
+	now := s.tm(s.now)
 	f := agent.StepFailure{
-		Decision:     sm.policy.DecideAssessed(s.tm(s.now), s.state(st), *as, s.rnd),
+		Decision:     sm.policy.DecideAssessed(now, s.state(st), *as, s.rnd),
 		Err:          as.Err(),
 		LastDelivery: s.lastDelivery(st),
+		Now:          now,
+		Deadline:     s.deadline(st),
 	}
-	// The delivery's first failed step run decides its breaker outcome.
+	// The delivery's first failed step run decides its breaker outcome;
+	// every run decides the step's own breaker's.
 	s.settle(st, f.Breaker())
+	s.settleStep(st, f.Breaker())
 	if f.NeedsClaim() {
 		f.Grant = s.claim(st)
 	}
+	s.stepEnds(a, it, &f, as.Err())
+}
+
+// refused is the failure path of a run that cannot begin (the agent's
+// stepRefused): the item's agent_timeout is up, or the step's own breaker
+// refused it (circuitOpen).
+func (s *sim) refused(a, it int32, circuitOpen bool) {
+	st := &s.items[it]
+	cause := retry.ErrAgentTimeout
+	if circuitOpen {
+		cause = retry.ErrCircuitOpen
+	}
+	f := agent.StepFailure{
+		Decision: retry.Decision{State: s.state(st)}, Err: cause, NotRun: true, CircuitOpen: circuitOpen,
+		Now: s.tm(s.now), Deadline: s.deadline(st),
+	}
+	s.settle(st, f.Breaker()) // ignored, as the agent's
+	s.stepEnds(a, it, &f, cause)
+}
+
+// stepEnds acts on the step's verdict (the agent's stepEnds); err is the
+// failure on_item_failure reads.
+func (s *sim) stepEnds(a, it int32, f *agent.StepFailure, err error) {
+	st := &s.items[it]
+	sm := &s.steps[st.step]
 	v := f.Verdict()
 	s.apply(st, v.State)
 	switch v.End {
@@ -568,6 +655,9 @@ func (s *sim) stepDone(e *event) {
 	case agent.StepRetry:
 		s.nak(it, v.Delay)
 		s.slotFree(a)
+		return
+	case agent.StepTimedOut: // the item has no time left: on_failure does not apply
+		s.itemFailed(a, it, v.Reason, err)
 		return
 	}
 	// The step gave up; its on_failure decides what follows.
@@ -582,7 +672,7 @@ func (s *sim) stepDone(e *event) {
 		// The failure, not the step's give-up error, which would cost an
 		// allocation: on_item_failure reads only its Permanent marker,
 		// which both carry.
-		s.itemFailed(a, it, v.Reason, as.Err())
+		s.itemFailed(a, it, v.Reason, err)
 	}
 }
 
@@ -662,6 +752,7 @@ func (s *sim) itemFailed(a, it int32, reason string, err error) {
 		st.run = int32(run + 1)
 		st.itemDelay = int64(v.Delay)
 		st.step = 0
+		st.started = 0 // a new run: agent_timeout counts afresh
 		s.apply(st, retry.State{})
 		s.nak(it, v.Delay)
 		s.slotFree(a)
@@ -765,6 +856,21 @@ func (s *sim) settle(st *itemState, o retry.Outcome) {
 	s.setBreaker(s.breaker.Settle(s.tm(s.now), s.bst, t, o))
 }
 
+// settleStep records the outcome of a run with its step's own breaker, if
+// it admitted the run.
+func (s *sim) settleStep(st *itemState, o retry.Outcome) {
+	if st.flags&flagStepTicket == 0 {
+		return
+	}
+	st.flags &^= flagStepTicket
+	sm := &s.steps[st.step]
+	t := retry.Ticket{}
+	if st.stepEpoch != 0 {
+		t = retry.Ticket{Probe: true, Epoch: s.at(st.stepEpoch)}
+	}
+	s.sbst = sm.breaker.Settle(s.tm(s.now), s.sbst, t, o)
+}
+
 // setBreaker stores the breaker's new state and notes a transition.
 func (s *sim) setBreaker(next retry.BreakerState) {
 	from, to := stateName(s.bst), stateName(next)
@@ -796,7 +902,7 @@ func stateName(st retry.BreakerState) string {
 // from fleet_items.
 func (s *sim) state(st *itemState) retry.State {
 	return retry.State{
-		Attempts: int(st.attempts), FirstFailure: s.at(st.firstFailure), BudgetExpiry: s.at(st.expiry),
+		Attempts: int(st.attempts), FirstFailure: s.at(st.firstFailure),
 		DelaySpent: time.Duration(st.spent), LastDelay: time.Duration(st.lastDelay),
 	}
 }
@@ -804,7 +910,7 @@ func (s *sim) state(st *itemState) retry.State {
 // apply stores a retry state into the item (retry.State.ApplyTo).
 func (s *sim) apply(st *itemState, rs retry.State) {
 	st.attempts = int32(rs.Attempts)
-	st.firstFailure, st.expiry = s.virt(rs.FirstFailure), s.virt(rs.BudgetExpiry)
+	st.firstFailure = s.virt(rs.FirstFailure)
 	st.spent, st.lastDelay = int64(rs.DelaySpent), int64(rs.LastDelay)
 }
 

@@ -503,3 +503,54 @@ func TestConcurrentRunsShareTheConfig(t *testing.T) {
 		require.Equal(t, want, r)
 	}
 }
+
+// agent_timeout as the agent applies it: each item fails at 0.1s, 1.2s,
+// 2.3s (run 100ms, fixed 1s); its next retry would come back at 3.3s, past
+// its 3s agent_timeout, so it fails with agent_timeout after 3 runs (its 10
+// attempts and its step budget allowed more). The item's retry_budget (60s)
+// plays no part: run time is not counted there.
+func TestAgentTimeoutEndsTheItems(t *testing.T) {
+	r := run(t, simulate.Config{
+		Spec: parse(t, `
+agent_timeout: 3s
+agent_template:
+  - handler: call
+    retry_config: {attempts: 10, backoff: fixed, initial_delay: 1s, retry_budget: 60s}
+retry_budget: 1000
+`), Items: 4,
+		Fleet: simulate.Fleet{Concurrency: 4}, Dependency: outage,
+	})
+	require.Equal(t, int64(12), r.Attempts)
+	require.Equal(t, int64(8), r.Retries)
+	require.Equal(t, map[string]int64{messages.ReasonAgentTimeout: 4}, r.Reasons)
+	require.Equal(t, 2300*ms, r.Duration)
+
+	// A hung dependency: every call would take a minute; the item's second
+	// run is cut at the 3s deadline.
+	slow := outage
+	slow.Slow = time.Minute
+	r = run(t, simulate.Config{
+		Spec: parse(t, "agent_timeout: 3s\nagent_template: [{handler: call, retry_config: {attempts: 10, backoff: fixed, initial_delay: 1s}}]\n"), Items: 1,
+		Dependency: slow,
+	})
+	require.Equal(t, int64(1), r.Attempts, "the first run is cut at 3s, and nothing is left")
+	require.Equal(t, map[string]int64{messages.ReasonAgentTimeout: 1}, r.Reasons)
+	require.Equal(t, 3*time.Second, r.Duration)
+}
+
+// A step's own circuit breaker on the dependency step: after 3 failures
+// every run of the step fails fast, without calling the dependency; with
+// on_failure: continue the items go on and succeed.
+func TestStepBreakerFailsFast(t *testing.T) {
+	r := run(t, simulate.Config{
+		Spec: parse(t, `
+agent_template:
+  - handler: call
+    retry_config: {attempts: 1, on_failure: continue, circuit_breaker: {failure_threshold: 3, timeout: 1h}}
+`), Items: 100,
+		Fleet: simulate.Fleet{Concurrency: 1}, Dependency: outage,
+	})
+	require.Equal(t, int64(3), r.Attempts, "one agent, one item at a time: exactly the threshold")
+	require.Equal(t, int64(97), r.FailedFast)
+	require.Equal(t, int64(100), r.Succeeded)
+}

@@ -111,6 +111,7 @@ var (
 		messages.ReasonAttempts, messages.ReasonRetryBudget, messages.ReasonNotRetryable, messages.ReasonPermanent,
 		messages.ReasonItemBudget, messages.ReasonJobBudget, messages.ReasonMaxDeliveries, messages.ReasonItemRetryExhausted,
 		messages.ReasonCustomFailed, messages.ReasonUnknownHandler, messages.ReasonPoison, messages.ReasonJobGone,
+		messages.ReasonCircuitOpen, messages.ReasonAgentTimeout,
 	}
 	dlqClasses = []string{"network", "timeout", "server_error", "rate_limit", "error"}
 )

@@ -337,8 +337,11 @@ func breakerHistory(ctx context.Context, js jetstream.JetStream, names messages.
 		var d struct {
 			From, To, Agent             string
 			Failures, Successes, Probes int
+			Step                        *int // a step's own breaker: not the job's history
 		}
-		_ = json.Unmarshal(ev.Data, &d)
+		if json.Unmarshal(ev.Data, &d) == nil && d.Step != nil {
+			return
+		}
 		t := ev.Time
 		if t.IsZero() {
 			t = stored
