@@ -29,6 +29,11 @@ import (
 	"github.com/jetfleet/jetfleet/internal/kvcas"
 )
 
+// ErrLost is the cause (context.Cause) of a leadership context that ended
+// because the lease was lost, rather than because Run's context ended: a
+// component that sees it must not write what only the leader writes.
+var ErrLost = errors.New("lease: lost")
+
 // Defaults of Config.
 const (
 	// DefaultTTL is how long a lease outlives its holder's last renewal.
@@ -232,7 +237,8 @@ func (l *Lease) hold(ctx context.Context, rev uint64, since time.Time, lead func
 	lastOK := since
 	l.set(true, l.cfg.Holder)
 	l.log.Info().Msg("lease acquired: leading")
-	leadCtx, cancel := context.WithCancel(ctx)
+	leadCtx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(ErrLost) }
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -252,7 +258,7 @@ func (l *Lease) hold(ctx context.Context, rev uint64, since time.Time, lead func
 		select {
 		case <-ctx.Done():
 			l.set(false, "")
-			cancel()
+			cancelCause(nil) // the leader stops: ctx's cause, not ErrLost
 			<-done
 			dctx, dcancel := context.WithTimeout(context.Background(), l.cfg.Renew)
 			if err := l.cfg.Store.Delete(dctx, l.cfg.Key, jetstream.LastRevision(rev)); err != nil {

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -93,6 +96,14 @@ type Config struct {
 	// DLQMonitorInterval is how often the DLQ stream's depth, bytes and
 	// oldest entry are read (metrics, the 80% warning). Defaults to 15s.
 	DLQMonitorInterval time.Duration
+	// LeaseTTL is how long the leader's lease outlives its last renewal:
+	// a coordinator that dies is replaced after about this long (renewed
+	// every LeaseTTL/4; docs/design.md, "Several coordinators"). Defaults
+	// to 4s.
+	LeaseTTL time.Duration
+	// Holder names this coordinator in the lease. Defaults to
+	// <hostname>-<pid>-<random>.
+	Holder string
 	// Logger defaults to zerolog.Nop().
 	Logger zerolog.Logger
 	// Registerer receives the coordinator's metrics. nil = not registered.
@@ -116,6 +127,11 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.ErrorSignatures, DefaultErrorSignatures)
 	orDefault(&c.IntakeMaxDeliveries, DefaultIntakeMaxDeliveries)
 	orDefault(&c.LateResultWindow, DefaultLateResultWindow)
+	orDefault(&c.LeaseTTL, lease.DefaultTTL)
+	if c.Holder == "" {
+		host, _ := os.Hostname()
+		c.Holder = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ToLower(nuid.Next()[:8]))
+	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -133,6 +149,9 @@ func (c Config) Validate() error {
 	}
 	if c.StatusInterval < time.Millisecond {
 		errs = append(errs, fmt.Errorf("status_interval: %s, want >= 1ms", c.StatusInterval))
+	}
+	if c.LeaseTTL < lease.MinTTL {
+		errs = append(errs, fmt.Errorf("lease_ttl: %s, want >= %s", c.LeaseTTL, lease.MinTTL))
 	}
 	if c.InputDir != "" {
 		if st, err := os.Stat(c.InputDir); err != nil || !st.IsDir() {

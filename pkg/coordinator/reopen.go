@@ -37,7 +37,7 @@ func (c *Coordinator) ensureRunner(ctx context.Context, id string) error {
 			}
 		}
 	}
-	rec, err := c.store.get(ctx, id)
+	rec, rev, err := c.store.getRev(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -52,11 +52,11 @@ func (c *Coordinator) ensureRunner(ctx context.Context, id string) error {
 			// with every item done.
 			st.MapState, st.MapReason = messages.StateFailed, messages.CompletionAllCompleted
 		}
-		if err := c.store.put(ctx, rec); err != nil {
-			return err
+		if rev, err = c.store.update(ctx, rec, rev); err != nil {
+			return err // a conflict too: the caller tries again
 		}
 	}
-	c.startRunner(*rec)
+	c.startRunner(*rec, rev)
 	if c.runner(id) == nil {
 		return errors.New("coordinator: shutting down")
 	}
