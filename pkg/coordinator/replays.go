@@ -336,7 +336,7 @@ func (s *dlqService) execute(term, rctx context.Context, rec replayRecord, held 
 		plan, err := s.rep.PlanUpTo(rctx, st.Filter, rec.UpTo)
 		if err != nil {
 			if term.Err() == nil {
-				c.log.Warn().Err(err).Str("replay_id", id).Msg("re-planning a resumed replay failed; the next leader tries again")
+				c.log.Warn().Err(err).Str("replay_id", id).Msg("re-planning a resumed replay failed; trying again")
 			}
 			return
 		}
