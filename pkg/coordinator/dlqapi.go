@@ -247,22 +247,27 @@ func (c *Coordinator) apiDLQReplayCancel(ctx context.Context, data []byte) (any,
 	return messages.DLQReplayReply{DLQReplayStatus: st}, nil
 }
 
-func (c *Coordinator) apiDLQReplays(_ context.Context, data []byte) (any, *messages.APIError) {
+func (c *Coordinator) apiDLQReplays(ctx context.Context, data []byte) (any, *messages.APIError) {
 	var req messages.DLQReplaysRequest
 	if e := decodeRequest(data, &req); e != nil {
 		return nil, e
 	}
-	var reply messages.DLQReplaysReply
-	for _, rec := range c.dlq.book.all() {
-		if req.ReplayID == "" || rec.Status.ReplayID == req.ReplayID {
-			reply.Replays = append(reply.Replays, rec.Status)
+	if req.ReplayID != "" {
+		// One replay (what fleetctl dlq replay polls): read from the
+		// stream leader, so its progress never goes back from one answer
+		// to the next, whichever coordinator answers.
+		rec, _, err := c.dlq.readReplay(ctx, req.ReplayID)
+		switch {
+		case errors.Is(err, errNoReplay):
+			return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "replay_id", Message: fmt.Sprintf("no replay %q", req.ReplayID)}
+		case err != nil:
+			return nil, apiErr(messages.CodeInternal, err.Error())
 		}
+		return messages.DLQReplaysReply{Replays: []messages.DLQReplayStatus{rec.Status}}, nil
 	}
-	if req.ReplayID != "" && len(reply.Replays) == 0 {
-		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "replay_id", Message: fmt.Sprintf("no replay %q", req.ReplayID)}
-	}
-	if reply.Replays == nil {
-		reply.Replays = []messages.DLQReplayStatus{}
+	reply := messages.DLQReplaysReply{Replays: []messages.DLQReplayStatus{}}
+	for _, rec := range c.dlq.book.all() {
+		reply.Replays = append(reply.Replays, rec.Status)
 	}
 	return reply, nil
 }

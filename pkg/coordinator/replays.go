@@ -190,19 +190,10 @@ func (b *replayBook) waitEnded(ctx context.Context, id string) messages.DLQRepla
 // read from the stream leader, until it is stored or ctx ends. fn returns
 // false to write nothing.
 func (s *dlqService) updateReplay(ctx context.Context, id string, fn func(*replayRecord) bool) (replayRecord, error) {
-	reader := kvleader.New(s.c.js, s.c.names.ControlBucket())
-	key := messages.ReplayKey(id)
 	for {
-		data, rev, err := reader.Get(ctx, key)
+		rec, rev, err := s.readReplay(ctx, id)
 		if err != nil {
 			return replayRecord{}, err
-		}
-		if data == nil {
-			return replayRecord{}, errNoReplay
-		}
-		var rec replayRecord
-		if err := json.Unmarshal(data, &rec); err != nil {
-			return replayRecord{}, fmt.Errorf("replay %s: %w", id, err)
 		}
 		if !fn(&rec) {
 			return rec, nil
@@ -216,6 +207,24 @@ func (s *dlqService) updateReplay(ctx context.Context, id string, fn func(*repla
 			return rec, err
 		}
 	}
+}
+
+// readReplay reads replay id's record from the stream leader: a read that
+// never goes back to an older revision, whichever coordinator makes it
+// (the coordinators' watches may lag one another by a write).
+func (s *dlqService) readReplay(ctx context.Context, id string) (replayRecord, uint64, error) {
+	data, rev, err := kvleader.New(s.c.js, s.c.names.ControlBucket()).Get(ctx, messages.ReplayKey(id))
+	if err != nil {
+		return replayRecord{}, 0, err
+	}
+	if data == nil {
+		return replayRecord{}, 0, errNoReplay
+	}
+	var rec replayRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return replayRecord{}, 0, fmt.Errorf("replay %s: %w", id, err)
+	}
+	return rec, rev, nil
 }
 
 func (s *dlqService) putReplay(ctx context.Context, rec replayRecord, rev uint64) (uint64, error) {
