@@ -10,11 +10,14 @@
 // successful renewal. A contender starts counting the TTL only when it
 // first sees that renewal, which is after it was sent, so the holder has
 // stopped at least one renew interval before anyone can take the key. A
-// holder whose renewal is refused (someone else wrote the key) steps down
-// at once.
+// holder whose renewal is refused because someone else wrote the key
+// steps down at once; one refused because an earlier renewal, whose reply
+// was lost, was stored after all (the key holds this holder's value at a
+// newer revision) goes on from that revision.
 package lease
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -219,6 +222,22 @@ func (l *Lease) take(ctx context.Context, cur uint64, free bool) (uint64, time.T
 	return rev, now, true
 }
 
+// renew rewrites the key at revision rev. When that is refused because an
+// earlier renewal whose reply was lost was stored after all (the key holds
+// exactly this holder's value, data, at a newer revision), it renews at
+// that revision instead.
+func (l *Lease) renew(ctx context.Context, rev uint64, data []byte) (uint64, error) {
+	nrev, err := l.cfg.Store.Update(ctx, l.cfg.Key, data, rev)
+	if !kvcas.IsConflict(err) {
+		return nrev, err
+	}
+	cur, curRev, rerr := l.cfg.Reader.Get(ctx, l.cfg.Key)
+	if rerr != nil || !bytes.Equal(cur, data) || curRev <= rev {
+		return 0, err
+	}
+	return l.cfg.Store.Update(ctx, l.cfg.Key, data, curRev)
+}
+
 func (l *Lease) value(since time.Time) []byte {
 	data, _ := json.Marshal(Value{Holder: l.cfg.Holder, Since: since, TTL: l.cfg.TTL.String()})
 	return data
@@ -280,7 +299,7 @@ func (l *Lease) hold(ctx context.Context, rev uint64, since time.Time, lead func
 			return
 		}
 		wctx, wcancel := context.WithTimeout(ctx, min(left, l.cfg.Renew))
-		nrev, err := l.cfg.Store.Update(wctx, l.cfg.Key, data, rev)
+		nrev, err := l.renew(wctx, rev, data)
 		wcancel()
 		switch {
 		case err == nil:

@@ -30,7 +30,8 @@ const (
 // holder were cut off from the server.
 type partitionable struct {
 	jetstream.KeyValue
-	cut atomic.Bool
+	cut       atomic.Bool
+	loseReply atomic.Bool // the next update is stored, but its reply lost
 }
 
 var errCut = errors.New("partitioned")
@@ -40,7 +41,11 @@ func (p *partitionable) Update(ctx context.Context, key string, value []byte, re
 		<-ctx.Done() // a write that never comes back
 		return 0, errCut
 	}
-	return p.KeyValue.Update(ctx, key, value, rev)
+	rev, err := p.KeyValue.Update(ctx, key, value, rev)
+	if err == nil && p.loseReply.CompareAndSwap(true, false) {
+		return 0, context.DeadlineExceeded
+	}
+	return rev, err
 }
 
 // member is one process campaigning: terms records its leadership terms.
@@ -196,4 +201,28 @@ func TestConfig(t *testing.T) {
 	kv, js := setup(t)
 	_, err = lease.New(lease.Config{Store: kv, Reader: kvleader.New(js, "control"), Key: "k", Holder: "h", TTL: time.Second, Renew: 600 * time.Millisecond})
 	require.ErrorContains(t, err, "at most half the ttl")
+}
+
+// TestLostReplyKeepsTheLease: a renewal stored but whose reply was lost
+// makes the next renewal conflict with the holder's own write; the holder
+// sees its value in the key and goes on leading.
+func TestLostReplyKeepsTheLease(t *testing.T) {
+	kv, js := setup(t)
+	tl := &termLog{active: map[string]bool{}}
+	a := startMember(t, kv, js, "a", tl)
+	waitLeader(t, tl, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, err := kv.Get(ctx, "leader")
+	require.NoError(t, err)
+	a.store.loseReply.Store(true)
+	// Wait for the lost renewal and several more.
+	require.Eventually(t, func() bool {
+		cur, err := kv.Get(ctx, "leader")
+		return err == nil && cur.Revision() >= e.Revision()+4 && !a.store.loseReply.Load()
+	}, 10*time.Second, 5*time.Millisecond)
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	require.Equal(t, []string{"+a"}, tl.events, "one term, never stepped down")
+	require.True(t, a.l.IsLeader())
 }
