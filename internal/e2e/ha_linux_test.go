@@ -296,19 +296,28 @@ func waitSucceeded(t *testing.T, cl *coordinator.Client, id string, n int64) {
 	})
 }
 
+// haJob starts two coordinator processes and two agents with handlers, and
+// submits a job of n items run by handler, with extra fields (JSON, "" or
+// starting with a comma).
+func haJob(t *testing.T, id string, n int, handlers map[string]agent.HandlerFunc, handler, extra string) *haFleet {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("kills coordinator processes")
+	}
+	f := newHAFleet(t)
+	startHAAgents(t, f.srv.URL(), handlers)
+	submit(t, f.cl, fmt.Sprintf(`{"id": %q, "items": %s, "agent_template": [{"handler": %q}]%s}`, id,
+		itemsJSON(n, func(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("i%d", i)} }), handler, extra))
+	return f
+}
+
 // TestHAJobSurvivesKilledCoordinators: two coordinators, each SIGKILLed
 // once while it leads, during a 3,000-item job (and a follower killed
 // too): the job succeeds with every item counted once, and status is
 // answered throughout.
 func TestHAJobSurvivesKilledCoordinators(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills coordinator processes")
-	}
-	f := newHAFleet(t)
-	startHAAgents(t, f.srv.URL(), map[string]agent.HandlerFunc{"slow": sleepy(15 * time.Millisecond)})
-	const n = 3000
-	id := submit(t, f.cl, fmt.Sprintf(`{"id": "ha-map", "items": %s, "agent_template": [{"handler": "slow"}]}`,
-		itemsJSON(n, func(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("i%d", i)} })))
+	const n, id = 3000, "ha-map"
+	f := haJob(t, id, n, map[string]agent.HandlerFunc{"slow": sleepy(15 * time.Millisecond)}, "slow", "")
 	stop := answerGaps(func(ctx context.Context) error { _, err := f.cl.Status(ctx, id); return err })
 
 	waitSucceeded(t, f.cl, id, 300)
@@ -333,26 +342,10 @@ func TestHAJobSurvivesKilledCoordinators(t *testing.T) {
 // the results stream: the counts are of n distinct items.
 func requireExactResults(t *testing.T, srv *fleettest.Server, id string, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	names := messages.MustNames("")
-	cons, err := srv.JS().OrderedConsumer(ctx, names.ResultsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.JobResultsFilter(id)}})
-	require.NoError(t, err)
 	seen := map[int64]bool{}
-	for {
-		batch, err := cons.FetchNoWait(500)
-		require.NoError(t, err)
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			var res messages.Result
-			require.NoError(t, json.Unmarshal(m.Data(), &res))
-			if res.Outcome == messages.OutcomeSucceeded {
-				seen[res.Index] = true
-			}
-		}
-		if got == 0 {
-			break
+	for _, res := range jobResults(t, srv.JS(), id) {
+		if res.Outcome == messages.OutcomeSucceeded {
+			seen[res.Index] = true
 		}
 	}
 	require.Len(t, seen, n, "distinct items with a successful result")
@@ -363,21 +356,15 @@ func requireExactResults(t *testing.T, srv *fleettest.Server, id string, n int) 
 // ends succeeded with exact counts; dlq.replays answers throughout and
 // its progress never goes back.
 func TestHAReplaySurvivesKilledCoordinators(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills coordinator processes")
-	}
-	f := newHAFleet(t)
+	const n, id = 500, "ha-replay"
 	var broken atomic.Bool
 	broken.Store(true)
-	startHAAgents(t, f.srv.URL(), map[string]agent.HandlerFunc{"flaky": func(context.Context, *agent.Call) (any, error) {
+	f := haJob(t, id, n, map[string]agent.HandlerFunc{"flaky": func(context.Context, *agent.Call) (any, error) {
 		if broken.Load() {
 			return nil, retry.Permanent(fmt.Errorf("bucket missing"))
 		}
 		return nil, nil
-	}})
-	const n = 500
-	id := submit(t, f.cl, fmt.Sprintf(`{"id": "ha-replay", "items": %s, "agent_template": [{"handler": "flaky"}]}`,
-		itemsJSON(n, func(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("i%d", i)} })))
+	}}, "flaky", "")
 	st := waitJob(t, f.cl, id, time.Minute)
 	require.EqualValues(t, n, st.DeadLettered, "%+v", st)
 	broken.Store(false)
@@ -462,15 +449,9 @@ func TestHAReplaySurvivesKilledCoordinators(t *testing.T) {
 // (an absolute time in the job record), and the counts add up exactly,
 // through a second failover during the late-result window too.
 func TestHADeadlineDuringFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills coordinator processes")
-	}
-	f := newHAFleet(t)
-	startHAAgents(t, f.srv.URL(), map[string]agent.HandlerFunc{"slow": sleepy(20 * time.Millisecond)})
-	const n = 3000
-	id := submit(t, f.cl, fmt.Sprintf(`{"id": "ha-deadline", "items": %s, "agent_template": [{"handler": "slow"}],
-		"best_effort": {"min_groups": 1, "deadline": "5s"}}`,
-		itemsJSON(n, func(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("i%d", i)} })))
+	const n, id = 3000, "ha-deadline"
+	f := haJob(t, id, n, map[string]agent.HandlerFunc{"slow": sleepy(20 * time.Millisecond)}, "slow",
+		`, "best_effort": {"min_groups": 1, "deadline": "5s"}`)
 	stop := answerGaps(func(ctx context.Context) error { _, err := f.cl.Status(ctx, id); return err })
 	st := status(t, f.cl, id)
 	require.NotNil(t, st.BestEffort)
