@@ -482,3 +482,33 @@ func TestHADeadlineDuringFailover(t *testing.T) {
 	require.False(t, st.FinishedAt.Before(deadline), "finished %s, before the deadline %s", st.FinishedAt, deadline)
 	require.LessOrEqual(t, gap, maxUnanswered)
 }
+
+// TestHAReduceSurvivesKilledCoordinator: the leader dies while the job's
+// reduce step runs; the next leader takes the reduce phase over without
+// publishing the reduce item again (it runs once), and the job ends with
+// its reduce output and exact counts.
+func TestHAReduceSurvivesKilledCoordinator(t *testing.T) {
+	const n, id = 300, "ha-reduce"
+	out := t.TempDir()
+	runs := filepath.Join(out, "runs")
+	f := haJob(t, id, n, map[string]agent.HandlerFunc{"slow": sleepy(5 * time.Millisecond)}, "slow",
+		fmt.Sprintf(`, "reduce": [{"shell": "echo run >> %s; sleep 4; echo reduced ${map.successful}", "retry_config": {"attempts": 1}}]`, runs))
+	fleettest.WaitFor(t, time.Minute, func() error {
+		if _, err := os.Stat(runs); err != nil {
+			return err // the reduce step has not started yet
+		}
+		return nil
+	})
+	require.Equal(t, messages.PhaseReducing, status(t, f.cl, id).Phase)
+	f.failover()
+
+	st := waitJob(t, f.cl, id, 2*time.Minute)
+	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
+	require.EqualValues(t, n, st.Succeeded, "%+v", st)
+	require.NotNil(t, st.Reduce)
+	require.Equal(t, messages.OutcomeSucceeded, st.Reduce.State, "%+v", st.Reduce)
+	require.Contains(t, st.Reduce.Output, fmt.Sprintf("reduced %d", n))
+	b, err := os.ReadFile(runs)
+	require.NoError(t, err)
+	require.Equal(t, "run\n", string(b), "the reduce item ran once")
+}
