@@ -193,11 +193,12 @@ func (f *haFleet) failover() {
 	f.t.Helper()
 	dead := f.leader()
 	dead.kill(f.t)
+	killed := time.Now()
 	f.t.Logf("killed %s, the leader", dead.name)
 	delete(f.procs, dead.name)
 	f.start()
 	next := f.leader()
-	f.t.Logf("%s leads", next.name)
+	f.t.Logf("%s leads, %s after the kill (lease TTL %s)", next.name, time.Since(killed).Round(10*time.Millisecond), haLeaseTTL)
 }
 
 // killFollower SIGKILLs a coordinator that does not lead and starts a
