@@ -149,7 +149,7 @@ node_down=$(date +%s)
 check operator wait "$job" --done $((items * 30 / 100)) --timeout 3m
 say "meta leader now: $(monitor leader $monitoring || echo none)"
 
-agent_id=$(compose ps -q agent | head -1)
+agent_id=$(compose ps -q agent | sed -n 1p) # not head: under pipefail its early exit can kill compose with SIGPIPE (exit 141)
 agent_name=$(docker inspect -f '{{.Name}}' "$agent_id" | tr -d /)
 say "killing agent $agent_name (SIGKILL): its items come back after AckWait ($FLEET_ACK_WAIT)"
 docker kill "$agent_id" >/dev/null
