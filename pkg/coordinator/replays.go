@@ -337,11 +337,20 @@ func (s *dlqService) execute(term, rctx context.Context, rec replayRecord, held 
 	c := s.c
 	id := rec.Status.ReplayID
 	st := rec.Status
+	// The replay holds its jobs while it runs, whatever way it returns (a
+	// resumed one was held before the term resumed the runners).
+	jobs := jobsOf(rec)
+	if !held {
+		s.holdJobs(jobs)
+	}
+	defer s.releaseJobs(jobs)
 	// Entries replayed by an earlier leader are gone from the DLQ: what is
 	// left of the plan says how many (or were removed by someone else
 	// meanwhile, which is counted with them).
 	var base int64
-	if rec.Runs > 0 {
+	if cur, _, err := s.readReplay(rctx, id); err != nil {
+		return // tried again within a second (runReplays)
+	} else if cur.Runs > 0 { // read afresh: the book may lag the last leader's write
 		plan, err := s.rep.PlanUpTo(rctx, st.Filter, rec.UpTo)
 		if err != nil {
 			if term.Err() == nil {
@@ -367,10 +376,6 @@ func (s *dlqService) execute(term, rctx context.Context, rec replayRecord, held 
 	if err != nil {
 		s.end(term, id, dlq.Progress{LastError: err.Error()}, base, err, false)
 		return
-	}
-	jobs := jobsOf(rec)
-	if !held {
-		s.holdJobs(jobs)
 	}
 	if rec.Runs == 1 {
 		c.event(replayEventsJob(st.Filter), messages.DLQReplayStartedEvent(rec.Status))
@@ -438,7 +443,6 @@ func (s *dlqService) execute(term, rctx context.Context, rec replayRecord, held 
 	})
 	close(stopWriter)
 	<-writerDone
-	s.releaseJobs(jobs)
 	s.forgetPools(jobs)
 	if term.Err() != nil {
 		return // the next leader resumes it
