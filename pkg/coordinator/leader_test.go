@@ -131,3 +131,44 @@ func TestFollowerAnswersAndTakesOver(t *testing.T) {
 	require.Len(t, tr.causes, 1)
 	require.NotErrorIs(t, tr.causes[0], lease.ErrLost)
 }
+
+// The leader dies while expanding a durable submission (counting its
+// items): the submission was not acknowledged, so it comes back to the
+// next leader after the intake's AckWait, which accepts and runs the job
+// once.
+func TestLeaderDiesMidExpansion(t *testing.T) {
+	old := intakeAckWait
+	intakeAckWait = time.Second // the dead leader's delivery comes back quickly
+	t.Cleanup(func() { intakeAckWait = old })
+	srv := fleettest.RunServer(t)
+
+	c1, err := New(srv.Connect(t), Config{Provision: testProv, Holder: "c1", LeaseTTL: time.Second})
+	require.NoError(t, err)
+	expanding, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c1.beforeCount = func(string) { once.Do(func() { close(expanding) }); <-release }
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	done1 := make(chan struct{})
+	go func() { _ = c1.Run(ctx1); close(done1) }()
+	t.Cleanup(func() { close(release); <-done1 })
+	<-c1.Ready()
+	tr := &terms{active: map[string]bool{}}
+	c2, p2 := startCoordWith(t, srv, "c2", tr)
+	defer p2.stop(t)
+	ag := startEchoAgent(t, srv)
+	defer ag.stop(t)
+
+	_, err = srv.JS().Publish(context.Background(), "fleet.jobs.submit", []byte(`{"id": "mid", "items": [1, 2, 3, 4], "agent_template": [{"handler": "echo"}]}`))
+	require.NoError(t, err)
+	<-expanding
+	require.True(t, c1.IsLeader())
+	c1.nc.Close() // as dead as a killed process, to the server
+	cancel1()
+
+	cl, err := NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+	st := waitState(t, cl, "mid", messages.StateSucceeded)
+	require.True(t, c2.IsLeader())
+	require.EqualValues(t, 4, st.Succeeded, "%+v", st)
+	require.EqualValues(t, 4, st.Published, "%+v", st)
+}
