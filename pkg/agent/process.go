@@ -170,7 +170,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 
 	it.st = messages.ItemState{JobID: it.wi.JobID, ItemID: it.wi.ItemID, Generation: it.wi.Generation}
 	it.carry = carriedAttempts(&it.wi)
-	if md.NumDelivered > 1 || it.wi.Generation > 0 {
+	if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 {
 		if err := a.loadState(ctx, it); err != nil {
 			log.Warn().Err(err).Msg("cannot read item state; retrying later")
 			a.nakDelay(it, time.Second)
@@ -179,6 +179,10 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 	}
 	if it.st.Final != "" {
 		a.finalize(ctx, it) // a redelivery of an item that already gave up
+		return
+	}
+	if it.st.Park > it.wi.Park {
+		a.resumePark(ctx, it) // superseded by a parked copy (park.go)
 		return
 	}
 	if !a.admitBreaker(ctx, it) {
@@ -223,7 +227,9 @@ func (a *Agent) loadState(ctx context.Context, it *item) error {
 		a.log.Warn().Err(err).Str("item_id", it.wi.ItemID).Msg("corrupt item state replaced")
 		return nil
 	}
-	if st.Generation == it.wi.Generation && !(it.wi.ResetAttempts && it.md.NumDelivered == 1) {
+	// A replay's first delivery with --reset-attempts starts afresh; its
+	// parked copies do not.
+	if st.Generation == it.wi.Generation && !(it.wi.ResetAttempts && it.md.NumDelivered == 1 && it.wi.Park == 0) {
 		it.st = st
 	}
 	return nil
