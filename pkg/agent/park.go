@@ -61,13 +61,35 @@ func (a *Agent) park(ctx context.Context, it *item) {
 	a.ack(it)
 }
 
+// keepParked records the success of an item that was parked in this
+// generation (final: succeeded) instead of letting its state be deleted:
+// the delivery a parked copy superseded may still come back, and without
+// the state it would run again. keep reports that the state must stay
+// (written, or not written for want of the bucket: a superseded delivery
+// then schedules the copy again, a duplicate); fenced that another agent
+// holds the item.
+func (a *Agent) keepParked(ctx context.Context, it *item) (keep, fenced bool) {
+	if it.st.Park == 0 && it.wi.Park == 0 {
+		return false, false
+	}
+	it.st.Final = messages.OutcomeSucceeded
+	_, fenced = a.persist(ctx, it)
+	return true, fenced
+}
+
 // resumePark handles a delivery that a parked copy superseded (its Park is
 // below the state's): the agent that parked the item died between the
 // schedule and the ack, or its ack was lost. The copy is scheduled again
 // (a duplicate if it was stored; it replaces a pending schedule of the
-// same park otherwise) and the delivery is acked without running. With
+// same park otherwise) and the delivery is acked without running. If the
+// item has its outcome (the copy ran), the delivery is only acked. With
 // parking unavailable (no park stream) the delivery runs instead.
 func (a *Agent) resumePark(ctx context.Context, it *item) {
+	if it.st.Final != "" {
+		a.metrics.parked.WithLabelValues("superseded").Inc()
+		a.ack(it)
+		return
+	}
 	if !a.parking {
 		it.wi.Park = it.st.Park
 		a.runSteps(ctx, it)

@@ -177,12 +177,12 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 			return
 		}
 	}
-	if it.st.Final != "" {
-		a.finalize(ctx, it) // a redelivery of an item that already gave up
-		return
-	}
 	if it.st.Park > it.wi.Park {
 		a.resumePark(ctx, it) // superseded by a parked copy (park.go)
+		return
+	}
+	if it.st.Final != "" {
+		a.finalize(ctx, it) // a redelivery of an item that already gave up
 		return
 	}
 	if !a.admitBreaker(ctx, it) {
@@ -339,13 +339,18 @@ func (a *Agent) nakDelay(it *item, d time.Duration) {
 	}
 }
 
-// succeed reports a finished item.
-func (a *Agent) succeed(_ context.Context, it *item) {
+// succeed reports a finished item. Its state, if any, is deleted once the
+// result is stored, unless the item was parked (keepParked).
+func (a *Agent) succeed(ctx context.Context, it *item) {
 	res := a.result(it, messages.OutcomeSucceeded)
 	if n := len(it.st.Outputs); n > 0 {
 		res.Output = it.st.Outputs[n-1]
 	}
-	a.report(it, res, false, it.rev != 0)
+	keep, fenced := a.keepParked(ctx, it)
+	if fenced {
+		return
+	}
+	a.report(it, res, false, it.rev != 0 && !keep)
 }
 
 func (a *Agent) result(it *item, outcome string) *messages.Result {
