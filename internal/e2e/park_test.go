@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -279,4 +281,111 @@ func parkState(t *testing.T, srv *fleettest.Server) jetstream.StreamState {
 	info, err := s.Info(context.Background())
 	require.NoError(t, err)
 	return info.State
+}
+
+// TestMeasureDelayedNakFreeze reproduces issue #18's two cases as they
+// were before parking (agents with --park-after -1, coordinator with
+// --job-queue -1) and logs what a second job waited, with and without an
+// explicit retry budget. It measures rather than asserts, and takes
+// minutes: JETFLEET_MEASURE=1 go test ./internal/e2e -run TestMeasure -v.
+// docs/retries.md "Parking" reports the numbers.
+func TestMeasureDelayedNakFreeze(t *testing.T) {
+	if os.Getenv("JETFLEET_MEASURE") == "" {
+		t.Skip("a measurement: set JETFLEET_MEASURE=1")
+	}
+	for _, tc := range []struct {
+		maxAckPending, items int
+		budget               string // "" = the default, max(20, 10% of items)
+	}{
+		{2000, 3000, ""}, {2000, 3000, `"retry_budget": 100000,`},
+		{0, 30000, ""}, {0, 30000, `"retry_budget": 100000,`},
+	} {
+		t.Run(fmt.Sprintf("map=%d items=%d budget=%q", tc.maxAckPending, tc.items, tc.budget), func(t *testing.T) {
+			srv := fleettest.RunServer(t)
+			prov := calmProvision
+			prov.MaxAckPending = tc.maxAckPending
+			startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov, JobQueue: -1})
+			for i := range 2 {
+				startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: prov, ParkAfter: -1},
+					map[string]agent.HandlerFunc{"call": fails})
+			}
+			cl := client(t, srv)
+			failing := submit(t, cl, fmt.Sprintf(`{"id": "failing", "items": %s, %s
+				"agent_template": [{"handler": "call", "retry_config": {"attempts": 3, "backoff": "fixed",
+				"initial_delay": "20s", "max_delay": "20s", "jitter": false}}]}`,
+				itemsJSON(tc.items, func(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("f%d", i)} }), tc.budget))
+			fleettest.WaitFor(t, 5*time.Minute, func() error {
+				st, err := cl.Status(context.Background(), failing)
+				if err != nil {
+					return err
+				}
+				if st.Done()+int64(st.Budget.Consumed) < int64(min(tc.items, max(tc.maxAckPending, 20000))) {
+					return errNotYet
+				}
+				return nil
+			})
+			st, err := cl.Status(context.Background(), failing)
+			require.NoError(t, err)
+			t.Logf("first job: budget %d consumed of %d, %d dead-lettered, %d retries", st.Budget.Consumed, st.Budget.Total, st.DeadLettered, st.Retries)
+			t0 := time.Now()
+			quick := submit(t, cl, `{"id": "quick", "items": `+itemsJSON(500, plainItem)+`, "agent_template": [{"handler": "noop"}]}`)
+			waitJob(t, cl, quick, 5*time.Minute)
+			t.Logf("500 no-op items took %v", time.Since(t0))
+		})
+	}
+}
+
+// TestMeasureParkCost compares a parked retry with a delayed nak on the
+// same server in the same run: the process's CPU time per retry (server,
+// coordinator and agents are all in this process) and how late the retry
+// runs after its 2 s delay. JETFLEET_MEASURE=1 go test ./internal/e2e -run
+// TestMeasureParkCost -v; docs/retries.md "Parking" reports the numbers.
+func TestMeasureParkCost(t *testing.T) {
+	if os.Getenv("JETFLEET_MEASURE") == "" {
+		t.Skip("a measurement: set JETFLEET_MEASURE=1")
+	}
+	const n = 5000
+	for _, mode := range []struct {
+		name      string
+		parkAfter time.Duration
+	}{{"nak", -1}, {"park", time.Second}, {"nak", -1}, {"park", time.Second}} {
+		t.Run(mode.name, func(t *testing.T) {
+			srv := fleettest.RunServer(t)
+			startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, JobQueue: -1})
+			var mu sync.Mutex
+			first := map[string]time.Time{}
+			var late []time.Duration
+			h := func(_ context.Context, c *agent.Call) (any, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if t0, ok := first[c.ItemID]; ok {
+					late = append(late, time.Since(t0)-2*time.Second)
+					return nil, nil
+				}
+				first[c.ItemID] = time.Now()
+				return nil, errors.New("connection refused")
+			}
+			for i := range 2 {
+				startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: calmProvision, ParkAfter: mode.parkAfter},
+					map[string]agent.HandlerFunc{"flaky": h})
+			}
+			cl := client(t, srv)
+			cpu0 := cpuTime(t)
+			id := submit(t, cl, parkOnce("cost", n, "2s"))
+			st := waitJob(t, cl, id, 5*time.Minute)
+			require.EqualValues(t, n, st.Succeeded)
+			cpu := cpuTime(t) - cpu0
+			mu.Lock()
+			defer mu.Unlock()
+			slices.Sort(late)
+			t.Logf("%s: %d items failing once onto a 2 s retry: %.0f µs CPU per item; retry late by p50 %v, p99 %v, max %v",
+				mode.name, n, float64(cpu.Microseconds())/n, late[len(late)/2], late[len(late)*99/100], late[len(late)-1])
+		})
+	}
+}
+
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
