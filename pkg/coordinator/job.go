@@ -577,14 +577,23 @@ func (r *jobRunner) advance(cursor, published int64) {
 	r.mu.Unlock()
 }
 
-// purgeQueued removes the job's queued work messages (stop or cancel).
+// purgeQueued removes the job's queued work messages and its parked
+// retries (the map phase ended: they count as not_run).
 func (r *jobRunner) purgeQueued(ctx context.Context) {
-	stream, err := r.c.js.Stream(ctx, r.c.names.WorkStream())
-	if err == nil {
-		err = stream.Purge(ctx, jetstream.WithPurgeSubject(r.c.names.WorkSubject("*", r.id)))
+	purge := func(name string, subjects ...string) error {
+		stream, err := r.c.js.Stream(ctx, name)
+		for _, s := range subjects {
+			if err == nil {
+				err = stream.Purge(ctx, jetstream.WithPurgeSubject(s))
+			}
+		}
+		return err
 	}
-	if err != nil {
+	if err := purge(r.c.names.WorkStream(), r.c.names.WorkSubject("*", r.id)); err != nil {
 		r.log.Warn().Err(err).Msg("purging queued items failed; agents will skip them")
+	}
+	if err := purge(r.c.names.ParkStream(), r.c.names.JobParkFilters(r.id)...); err != nil {
+		r.log.Warn().Err(err).Msg("purging parked items failed; agents will skip them when due")
 	}
 }
 

@@ -54,8 +54,8 @@ func (w window) full(inFlight, batched int64) bool {
 // whose items park keeps publishing, and a job submitted later starts
 // behind at most limit items of each running job.
 //
-// The publisher keeps an estimate that never undercounts: the count the
-// server last gave plus what was published since less the outcomes since.
+// The publisher keeps an estimate: the count the server last gave plus
+// what was published since less the outcomes since.
 // A parked item leaves the stream without an outcome, so the estimate
 // asks the server again (count) at most every queueRecheck while full.
 type queue struct {
@@ -79,12 +79,17 @@ func (q *queue) full(inFlight, batched int64) bool {
 }
 
 // recount asks the server for the job's messages in the work stream.
-func (q *queue) recount(ctx context.Context, inFlight int64) error {
+// inFlight is read after the answer, so that no outcome is taken off both
+// the count and the estimate. The bound is on items without an outcome:
+// an item whose result is in leaves the stream a moment later, when the
+// agent's ack arrives, so the stream may hold a few more (measured: 10 to
+// 32 with two agents).
+func (q *queue) recount(ctx context.Context, inFlight func() int64) error {
 	n, err := q.count(ctx)
 	if err != nil {
 		return err
 	}
-	q.known, q.inFlightAt = n, inFlight
+	q.known, q.inFlightAt = n, inFlight()
 	return nil
 }
 
@@ -224,7 +229,7 @@ func (p *publisher) waitQueue(ctx context.Context, batch *[]expand.Item, flush f
 		case <-p.progress:
 		case <-tick:
 			tick = nil
-			if err := p.queue.recount(ctx, p.state.inFlight()); err != nil && ctx.Err() == nil {
+			if err := p.queue.recount(ctx, p.state.inFlight); err != nil && ctx.Err() == nil {
 				p.log.Warn().Err(err).Msg("cannot count the job's queued work messages; waiting")
 			}
 		case <-ctx.Done():

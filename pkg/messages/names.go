@@ -171,6 +171,12 @@ func (n Names) ParkDueSubject(pool, job string) string {
 // ParkPoolFilter matches the schedules of pool's parked items.
 func (n Names) ParkPoolFilter(pool string) string { return n.Prefix + ".park.at." + pool + ".>" }
 
+// JobParkFilters match the parked items of job, every pool's: their
+// schedules and their fired copies.
+func (n Names) JobParkFilters(job string) []string {
+	return []string{n.Prefix + ".park.at.*." + job + ".>", n.ParkDueSubject("*", job)}
+}
+
 // ParkFilter matches every subject of the park stream.
 func (n Names) ParkFilter() string { return n.Prefix + ".park.>" }
 
