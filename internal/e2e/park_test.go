@@ -81,12 +81,7 @@ func TestParkedRetriesLeaveThePoolFree(t *testing.T) {
 
 			_, err := cl.Cancel(context.Background(), failing)
 			require.NoError(t, err)
-			fleettest.WaitFor(t, 30*time.Second, func() error {
-				if m := parkState(t, srv).Msgs; m > 0 {
-					return fmt.Errorf("%d parked items left after the cancel", m)
-				}
-				return nil
-			})
+			waitParkEmpty(t, srv)
 		})
 	}
 }
@@ -251,12 +246,7 @@ func TestAgentKilledBetweenParkAndAck(t *testing.T) {
 	require.EqualValues(t, 1, st.Retries, "one retry, counted once")
 	require.EqualValues(t, 1, counterWith(t, reg, "jetfleet_agent_parked_total", "kind", "superseded"), "the killed delivery was acked without running")
 	require.EqualValues(t, 2, r.of(item), "the failure and the parked retry; the superseded delivery did not run")
-	fleettest.WaitFor(t, 10*time.Second, func() error {
-		if m := parkState(t, srv).Msgs; m > 0 {
-			return fmt.Errorf("%d messages left in the park stream", m)
-		}
-		return nil
-	})
+	waitParkEmpty(t, srv)
 	require.EqualValues(t, 2, parkState(t, srv).LastSeq, "one schedule and its fired copy: the survivor's schedule was a duplicate")
 }
 
@@ -281,7 +271,14 @@ func TestParkedItemsSurviveAServerRestart(t *testing.T) {
 	for i := range n {
 		require.GreaterOrEqual(t, r.of(plainItem(i)["id"].(string)), int64(2), "item %d", i)
 	}
-	fleettest.WaitFor(t, 10*time.Second, func() error {
+	waitParkEmpty(t, srv)
+}
+
+// waitParkEmpty waits until the park stream holds nothing: no schedule
+// and no fired copy.
+func waitParkEmpty(t *testing.T, srv *fleettest.Server) {
+	t.Helper()
+	fleettest.WaitFor(t, 30*time.Second, func() error {
 		if m := parkState(t, srv).Msgs; m > 0 {
 			return fmt.Errorf("%d messages left in the park stream", m)
 		}
