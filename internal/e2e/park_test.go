@@ -404,3 +404,35 @@ func cpuTime(t *testing.T) time.Duration {
 	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// An agent killed (its connection closed, nothing acked) while it parks
+// items, at whatever point each one is: every item still ends exactly once,
+// succeeded, and the park stream is left empty.
+func TestAgentKilledWhileParking(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{})
+	var r runs
+	handlers := map[string]agent.HandlerFunc{"flaky": r.failsFirst}
+	victim := startAgent(t, srv.URL(), agent.Config{Name: "victim", Concurrency: 8, ParkAfter: time.Second}, handlers)
+	cl := client(t, srv)
+	const n = 200
+	id := submit(t, cl, parkOnce("parkcrash", n, "2s"))
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		st, err := cl.Status(context.Background(), id)
+		if err != nil {
+			return err
+		}
+		if st.Budget.Consumed < n/4 {
+			return errNotYet
+		}
+		return nil
+	})
+	victim.kill(t) // mid-parking
+	startAgent(t, srv.URL(), agent.Config{Name: "survivor", Concurrency: 8, ParkAfter: time.Second}, handlers)
+	st := waitJob(t, cl, id, 120*time.Second)
+	require.EqualValues(t, n, st.Succeeded, "%+v", st)
+	for i := range n {
+		require.GreaterOrEqual(t, r.of(plainItem(i)["id"].(string)), int64(2), "item %d: its failure and its retry", i)
+	}
+	waitParkEmpty(t, srv)
+}
