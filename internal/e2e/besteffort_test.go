@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,6 +56,9 @@ func TestBestEffortDefaultDeadlineAndMetrics(t *testing.T) {
 	require.Equal(t, messages.CompletionDeadline, st.CompletionReason)
 	require.Equal(t, messages.StateFailed, st.State, "2 of the 3 groups it needs")
 	require.EqualValues(t, 3, st.NotRun)
+	// The status is final a moment before the runner counts the
+	// completion (afterMapEnd): wait for the count.
+	waitCounter(t, reg, completions, 1)
 	require.Equal(t, 1.0, counterWith(t, reg, completions, "reason", messages.CompletionDeadline))
 	require.InDelta(t, 2.0/3, gauge(t, reg, ratio), 1e-9)
 
@@ -63,6 +67,7 @@ func TestBestEffortDefaultDeadlineAndMetrics(t *testing.T) {
 		"agent_template": [{"handler": "noop"}], "best_effort": {"min_groups": 1}}`)
 	st = waitJob(t, cl, id, 30*time.Second)
 	require.Equal(t, messages.CompletionMinGroups, st.CompletionReason)
+	waitCounter(t, reg, completions, 2)
 	require.Equal(t, 1.0, counterWith(t, reg, completions, "reason", messages.CompletionMinGroups))
 	require.Equal(t, 1.0, counterWith(t, reg, completions, "reason", messages.CompletionDeadline))
 	require.Equal(t, 2.0, counter(t, reg, completions))
@@ -108,4 +113,15 @@ func TestBestEffortOperatorSettings(t *testing.T) {
 	require.Equal(t, messages.Duration(30*time.Second), be.DeadlineAfter)
 	require.Empty(t, be.ClampedBy, "a default is not a clamp")
 	require.Equal(t, 1, be.MinGroups)
+}
+
+// waitCounter waits until the counter name (all labels) reaches n.
+func waitCounter(t *testing.T, reg *prometheus.Registry, name string, n float64) {
+	t.Helper()
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if v := counter(t, reg, name); v < n {
+			return fmt.Errorf("%s = %v, want %v", name, v, n)
+		}
+		return nil
+	})
 }
