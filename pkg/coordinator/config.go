@@ -90,6 +90,17 @@ type Config struct {
 	// followed: items running when the map phase ended report late results
 	// (best_effort.late_results). Defaults to 1m.
 	LateResultWindow time.Duration
+	// JobRetention is how long a finished job's record is kept; then it is
+	// deleted with whatever is left of the job (docs/operations.md,
+	// "Retention"). Defaults to 7d.
+	JobRetention time.Duration
+	// CleanupInterval is how often settled jobs are cleaned up and expired
+	// records deleted. Defaults to 1m.
+	CleanupInterval time.Duration
+	// PruneMarkerTTL is how long the marker of a deleted job record stays
+	// in the jobs bucket, so that every watcher sees the deletion. Defaults
+	// to 1h; at least 1s.
+	PruneMarkerTTL time.Duration
 	// DLQMonitorInterval is how often the DLQ stream's depth, bytes and
 	// oldest entry are read (metrics, the 80% warning). Defaults to 15s.
 	DLQMonitorInterval time.Duration
@@ -116,6 +127,9 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.ErrorSignatures, DefaultErrorSignatures)
 	orDefault(&c.IntakeMaxDeliveries, DefaultIntakeMaxDeliveries)
 	orDefault(&c.LateResultWindow, DefaultLateResultWindow)
+	orDefault(&c.JobRetention, DefaultJobRetention)
+	orDefault(&c.CleanupInterval, DefaultCleanupInterval)
+	orDefault(&c.PruneMarkerTTL, DefaultPruneMarkerTTL)
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -133,6 +147,18 @@ func (c Config) Validate() error {
 	}
 	if c.StatusInterval < time.Millisecond {
 		errs = append(errs, fmt.Errorf("status_interval: %s, want >= 1ms", c.StatusInterval))
+	}
+	for _, d := range []struct {
+		name     string
+		v, least time.Duration
+	}{
+		{"job_retention", c.JobRetention, 0},
+		{"cleanup_interval", c.CleanupInterval, time.Millisecond},
+		{"prune_marker_ttl", c.PruneMarkerTTL, time.Second},
+	} {
+		if d.v < d.least {
+			errs = append(errs, fmt.Errorf("%s: %s, want >= %s", d.name, d.v, d.least))
+		}
 	}
 	if c.InputDir != "" {
 		if st, err := os.Stat(c.InputDir); err != nil || !st.IsDir() {

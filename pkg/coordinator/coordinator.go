@@ -158,6 +158,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		defer c.wg.Done()
 		c.index.keep(runCtx, kv, c.log)
 	}()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.RunRetention(runCtx)
+	}()
 	intakeDone := make(chan error, 1)
 	go func() { intakeDone <- c.intake(runCtx) }()
 	close(c.ready)
@@ -479,7 +484,8 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			ID: spec.ID, Name: eff.Name, Pool: eff.Pool, State: messages.StatePending,
 			Items: total, SubmittedAt: now,
 		},
-		Routes: c.routes(ctx, eff, groups),
+		Routes:    c.routes(ctx, eff, groups),
+		SubmitSeq: seq,
 	}
 	if eff.GroupBy != "" {
 		rec.Status.Groups = make(map[string]messages.GroupStatus, len(groups))

@@ -298,3 +298,20 @@ func (x *jobIndex) apply(ctx context.Context, kv jetstream.KeyValue, e jetstream
 	}
 	x.put(got.Revision(), &rec.Status)
 }
+
+// finished returns the summaries of every job in a final state (for
+// retention), oldest submission first.
+func (x *jobIndex) finished() []messages.JobStatus {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []messages.JobStatus
+	for state, s := range x.byState {
+		if !messages.TerminalState(state) {
+			continue
+		}
+		for i := len(s) - 1; i >= 0; i-- {
+			out = append(out, s[i].status)
+		}
+	}
+	return out
+}
