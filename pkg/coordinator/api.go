@@ -246,8 +246,9 @@ func (c *Coordinator) apiPrune(ctx context.Context, data []byte) (any, *messages
 	if req.OlderThan != nil {
 		olderThan = req.OlderThan.D()
 	}
-	if olderThan < 0 {
-		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "older_than", Message: fmt.Sprintf("%s, want >= 0", olderThan)}
+	if olderThan < MinJobRetention {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "older_than", Message: fmt.Sprintf(
+			"%s, want >= %s: a new job reusing a pruned id sooner would have its messages dropped as duplicates", messages.Duration(olderThan), messages.Duration(MinJobRetention))}
 	}
 	st, err := c.Prune(ctx, olderThan, req.DryRun)
 	if err != nil {

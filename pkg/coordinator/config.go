@@ -92,7 +92,7 @@ type Config struct {
 	LateResultWindow time.Duration
 	// JobRetention is how long a finished job's record is kept; then it is
 	// deleted with whatever is left of the job (docs/operations.md,
-	// "Retention"). Defaults to 7d.
+	// "Retention"). Defaults to 7d; at least MinJobRetention (10m).
 	JobRetention time.Duration
 	// CleanupInterval is how often settled jobs are cleaned up and expired
 	// records deleted. Defaults to 1m.
@@ -152,7 +152,7 @@ func (c Config) Validate() error {
 		name     string
 		v, least time.Duration
 	}{
-		{"job_retention", c.JobRetention, 0},
+		{"job_retention", c.JobRetention, MinJobRetention},
 		{"cleanup_interval", c.CleanupInterval, time.Millisecond},
 		{"prune_marker_ttl", c.PruneMarkerTTL, time.Second},
 	} {

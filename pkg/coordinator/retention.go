@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -48,6 +49,11 @@ const (
 	// stays in the jobs bucket, so that watchers (the coordinators' job
 	// index, the dashboard) see the deletion.
 	DefaultPruneMarkerTTL = time.Hour
+	// MinJobRetention is the least age at which a record may be deleted:
+	// the id is then free, and a new job of that id must not have its
+	// submission and work messages dropped by the jobs and work streams'
+	// duplicate windows, which remember the old job's message ids.
+	MinJobRetention = provision.DefaultWorkDupWindow
 	// settleGrace is added to the late-result window: the runner times its
 	// window from when it saw the finish, a moment after FinishedAt.
 	settleGrace = 5 * time.Second
@@ -98,7 +104,8 @@ func (c *Coordinator) RetentionPass(ctx context.Context) (RetentionStats, error)
 		switch {
 		case c.expired(&s, now, c.cfg.JobRetention):
 			c.pruneOne(ctx, s.ID, c.cfg.JobRetention, false, &st)
-		case s.CleanedAt == nil && s.State != messages.StateRejected && !withDLQ[s.ID] && c.settled(&s, now):
+		case s.CleanedAt == nil && s.State != messages.StateRejected && (!withDLQ[s.ID] || s.CleanupAt != nil) && c.settled(&s, now):
+			// A cleanup that began is finished whatever reached the DLQ since.
 			switch done, err := c.cleanupJob(ctx, s.ID, false); {
 			case err != nil:
 				st.Failed++
