@@ -12,6 +12,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 )
 
@@ -39,6 +40,9 @@ const (
 	// DefaultLateResultWindow is how long a finished job keeps following
 	// its results for late ones.
 	DefaultLateResultWindow = time.Minute
+	// DefaultSweepInterval is how often the work stream is swept for
+	// stranded messages.
+	DefaultSweepInterval = time.Minute
 )
 
 // Config configures a Coordinator. The zero value plus a connection is
@@ -101,6 +105,13 @@ type Config struct {
 	// in the jobs bucket, so that every watcher sees the deletion. Defaults
 	// to 1h; at least 1s.
 	PruneMarkerTTL time.Duration
+	// SweepInterval is how often the work stream is swept for messages
+	// stranded at MaxDeliver whose advisory was lost (dlq.Sweeper).
+	// Defaults to 1m.
+	SweepInterval time.Duration
+	// SweepMinAge is how long a message must stay stranded before the
+	// sweep dead-letters it. Defaults to 5m.
+	SweepMinAge time.Duration
 	// DLQMonitorInterval is how often the DLQ stream's depth, bytes and
 	// oldest entry are read (metrics, the 80% warning). Defaults to 15s.
 	DLQMonitorInterval time.Duration
@@ -130,6 +141,8 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.JobRetention, DefaultJobRetention)
 	orDefault(&c.CleanupInterval, DefaultCleanupInterval)
 	orDefault(&c.PruneMarkerTTL, DefaultPruneMarkerTTL)
+	orDefault(&c.SweepInterval, DefaultSweepInterval)
+	orDefault(&c.SweepMinAge, dlq.DefaultSweepMinAge)
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -155,6 +168,8 @@ func (c Config) Validate() error {
 		{"job_retention", c.JobRetention, MinJobRetention},
 		{"cleanup_interval", c.CleanupInterval, time.Millisecond},
 		{"prune_marker_ttl", c.PruneMarkerTTL, time.Second},
+		{"sweep_interval", c.SweepInterval, time.Millisecond},
+		{"sweep_min_age", c.SweepMinAge, time.Millisecond},
 	} {
 		if d.v < d.least {
 			errs = append(errs, fmt.Errorf("%s: %s, want >= %s", d.name, d.v, d.least))

@@ -145,7 +145,17 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	mover := dlq.NewMover(c.js, c.names, itemsKV, c.log)
+	sweeper, err := dlq.NewSweeper(mover, dlq.WithSweepMinAge(c.cfg.SweepMinAge), dlq.WithSweepClock(c.cfg.Clock.Now))
+	if err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("coordinator: %w", err)
+	}
 	c.startDLQ(runCtx)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		_ = sweeper.Run(runCtx, c.cfg.SweepInterval)
+	}()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
