@@ -56,6 +56,8 @@ type Coordinator struct {
 
 	metrics *metrics
 	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
+	// streams caches stream handles by name (retention's purges).
+	streams sync.Map
 
 	mu      sync.Mutex
 	runners map[string]*jobRunner

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/provision"
@@ -100,26 +102,37 @@ func (c *Coordinator) RetentionPass(ctx context.Context) (RetentionStats, error)
 	if err != nil {
 		return st, err
 	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(retentionWorkers)
 	for _, s := range c.index.finished() {
 		switch {
 		case c.expired(&s, now, c.cfg.JobRetention):
-			c.pruneOne(ctx, s.ID, c.cfg.JobRetention, false, &st)
+			g.Go(func() error { c.pruneOne(gctx, s.ID, c.cfg.JobRetention, false, &st, &mu); return nil })
 		case s.CleanedAt == nil && s.State != messages.StateRejected && (!withDLQ[s.ID] || s.CleanupAt != nil) && c.settled(&s, now):
 			// A cleanup that began is finished whatever reached the DLQ since.
-			switch done, err := c.cleanupJob(ctx, s.ID, false); {
-			case err != nil:
-				st.Failed++
-				c.log.Warn().Err(err).Str("job_id", s.ID).Msg("cleanup failed; the next pass tries again")
-			case done:
-				st.Cleaned++
-			}
-		}
-		if ctx.Err() != nil {
-			return st, ctx.Err()
+			g.Go(func() error {
+				done, err := c.cleanupJob(gctx, s.ID, false)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					st.Failed++
+					c.log.Warn().Err(err).Str("job_id", s.ID).Msg("cleanup failed; the next pass tries again")
+				case done:
+					st.Cleaned++
+				}
+				return nil
+			})
 		}
 	}
-	return st, nil
+	_ = g.Wait()
+	return st, ctx.Err()
 }
+
+// retentionWorkers is how many jobs a retention pass or a prune handles
+// at once (each is a handful of requests to the server).
+const retentionWorkers = 8
 
 // Prune deletes the records (and what is left of their data) of jobs that
 // finished at least olderThan ago (jobs.prune). With dryRun it only
@@ -130,6 +143,9 @@ func (c *Coordinator) Prune(ctx context.Context, olderThan time.Duration, dryRun
 		return st, err
 	}
 	now := c.cfg.Clock.Now()
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(retentionWorkers)
 	for _, s := range c.index.finished() {
 		if !c.expired(&s, now, olderThan) {
 			continue
@@ -139,12 +155,10 @@ func (c *Coordinator) Prune(ctx context.Context, olderThan time.Duration, dryRun
 			st.list(s.ID)
 			continue
 		}
-		c.pruneOne(ctx, s.ID, olderThan, true, &st)
-		if ctx.Err() != nil {
-			return st, ctx.Err()
-		}
+		g.Go(func() error { c.pruneOne(gctx, s.ID, olderThan, true, &st, &mu); return nil })
 	}
-	return st, nil
+	_ = g.Wait()
+	return st, ctx.Err()
 }
 
 func (st *RetentionStats) list(id string) {
@@ -153,8 +167,11 @@ func (st *RetentionStats) list(id string) {
 	}
 }
 
-func (c *Coordinator) pruneOne(ctx context.Context, id string, olderThan time.Duration, explicit bool, st *RetentionStats) {
-	switch done, err := c.pruneJob(ctx, id, olderThan); {
+func (c *Coordinator) pruneOne(ctx context.Context, id string, olderThan time.Duration, explicit bool, st *RetentionStats, mu *sync.Mutex) {
+	done, err := c.pruneJob(ctx, id, olderThan)
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
 	case err != nil:
 		st.Failed++
 		c.log.Warn().Err(err).Str("job_id", id).Msg("deleting an expired job failed; the next pass tries again")
@@ -270,7 +287,7 @@ func (c *Coordinator) purgeJobData(ctx context.Context, rec *messages.JobRecord)
 }
 
 func (c *Coordinator) purgeSubject(ctx context.Context, stream, subject string) error {
-	s, err := c.js.Stream(ctx, stream)
+	s, err := c.stream(ctx, stream)
 	if err == nil {
 		err = s.Purge(ctx, jetstream.WithPurgeSubject(subject))
 	}
@@ -340,7 +357,7 @@ func (c *Coordinator) pruneJob(ctx context.Context, id string, olderThan time.Du
 		return false, err
 	}
 	if seq := rec.SubmitSeq; seq > 0 {
-		s, err := c.js.Stream(ctx, c.names.JobsStream())
+		s, err := c.stream(ctx, c.names.JobsStream())
 		if err == nil {
 			err = s.DeleteMsg(ctx, seq)
 		}
@@ -354,3 +371,16 @@ func (c *Coordinator) pruneJob(ctx context.Context, id string, olderThan time.Du
 func kvStreamName(bucket string) string { return "KV_" + bucket }
 
 func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// stream returns a handle of the named stream, looked up once.
+func (c *Coordinator) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	if s, ok := c.streams.Load(name); ok {
+		return s.(jetstream.Stream), nil
+	}
+	s, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c.streams.Store(name, s)
+	return s, nil
+}
