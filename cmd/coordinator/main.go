@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.MaxGroups, "max-groups", envflag.Int(getenv, "FLEET_MAX_GROUPS", coordinator.DefaultMaxGroups), "most groups group_by may yield (env FLEET_MAX_GROUPS)")
 	fs.IntVar(&cfg.ErrorSignatures, "error-signatures", envflag.Int(getenv, "FLEET_ERROR_SIGNATURES", coordinator.DefaultErrorSignatures), "error signatures a job's report keeps, the most frequent; the rest are counted as other (env FLEET_ERROR_SIGNATURES)")
 	fs.IntVar(&cfg.IntakeMaxDeliveries, "intake-max-deliveries", envflag.Int(getenv, "FLEET_INTAKE_MAX_DELIVERIES", coordinator.DefaultIntakeMaxDeliveries), "tries of a durable submission before it is rejected with the reason (env FLEET_INTAKE_MAX_DELIVERIES)")
-	// Retention (docs/operations.md): how long finished jobs' records stay.
+	// Retention (docs/deploy.md, "Retention"): how long finished jobs' records stay.
 	retention := messages.Duration(coordinator.DefaultJobRetention)
 	if v := getenv("FLEET_JOB_RETENTION"); v != "" {
 		d, err := messages.ParseDuration(v)

@@ -95,7 +95,7 @@ type Config struct {
 	// (best_effort.late_results). Defaults to 1m.
 	LateResultWindow time.Duration
 	// JobRetention is how long a finished job's record is kept; then it is
-	// deleted with whatever is left of the job (docs/operations.md,
+	// deleted with whatever is left of the job (docs/deploy.md,
 	// "Retention"). Defaults to 7d; at least MinJobRetention (10m).
 	JobRetention time.Duration
 	// CleanupInterval is how often settled jobs are cleaned up and expired

@@ -18,7 +18,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Retention (docs/operations.md, "Retention"): what a job leaves in
+// Retention (docs/deploy.md, "Retention"): what a job leaves in
 // JetStream is removed in two steps.
 //
 //   - Settle cleanup: once a job has finished, its late-result window has

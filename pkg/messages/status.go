@@ -75,7 +75,7 @@ type JobStatus struct {
 	// CleanupAt is when the removal of the settled job's data (item state,
 	// budget, breaker, results, inputs) began; CleanedAt when it ended.
 	// From CleanupAt on, the job cannot be reopened by a DLQ replay: the
-	// results its counts are rebuilt from are gone (docs/operations.md).
+	// results its counts are rebuilt from are gone (docs/deploy.md, "Retention").
 	CleanupAt *time.Time `json:"cleanup_at,omitempty"`
 	CleanedAt *time.Time `json:"cleaned_at,omitempty"`
 }
