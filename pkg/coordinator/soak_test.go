@@ -18,14 +18,14 @@ import (
 )
 
 // soakJobs is how many jobs the soak test runs, scaled down for CI (the
-// retention it checks does not depend on the number): a thousand, a
+// retention it checks does not depend on the number): two thousand, a
 // quarter of that under the race detector, which slows each job's
 // acceptance and run several times.
 func soakJobs() int {
 	if raceEnabled {
-		return 250
+		return 500
 	}
-	return 1000
+	return 2000
 }
 
 // soakWave is how many jobs are submitted at once.
