@@ -106,7 +106,11 @@ func (c *Coordinator) RetentionPass(ctx context.Context) (RetentionStats, error)
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(retentionWorkers)
-	for _, s := range c.index.finished() {
+	// The jobs with something to do: not cleaned yet, or expired.
+	todo := c.index.finished(func(s *messages.JobStatus) bool {
+		return c.windowOver(s, now) && (s.CleanedAt == nil || !now.Before(s.FinishedAt.Add(c.cfg.JobRetention)))
+	})
+	for _, s := range todo {
 		switch {
 		case c.expired(&s, now, c.cfg.JobRetention):
 			g.Go(func() error { c.pruneOne(gctx, s.ID, c.cfg.JobRetention, false, &st, &mu); return nil })
@@ -147,7 +151,10 @@ func (c *Coordinator) Prune(ctx context.Context, olderThan time.Duration, dryRun
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(retentionWorkers)
-	for _, s := range c.index.finished() {
+	todo := c.index.finished(func(s *messages.JobStatus) bool {
+		return c.windowOver(s, now) && !now.Before(s.FinishedAt.Add(olderThan))
+	})
+	for _, s := range todo {
 		if !c.expired(&s, now, olderThan) {
 			continue
 		}
@@ -191,13 +198,14 @@ func (c *Coordinator) pruneOne(ctx context.Context, id string, olderThan time.Du
 // settled reports whether a finished job's late-result window is over
 // and nothing here still follows it (a lingering runner, a replay's hold).
 func (c *Coordinator) settled(s *messages.JobStatus, now time.Time) bool {
-	if !messages.TerminalState(s.State) || s.FinishedAt == nil {
-		return false
-	}
-	if now.Before(s.FinishedAt.Add(c.cfg.LateResultWindow + settleGrace)) {
-		return false
-	}
-	return c.runner(s.ID) == nil && !c.replayHolding(s.ID)
+	return c.windowOver(s, now) && c.runner(s.ID) == nil && !c.replayHolding(s.ID)
+}
+
+// windowOver reports whether a job finished and its late-result window
+// (with a grace) has passed, by its record alone.
+func (c *Coordinator) windowOver(s *messages.JobStatus, now time.Time) bool {
+	return messages.TerminalState(s.State) && s.FinishedAt != nil &&
+		!now.Before(s.FinishedAt.Add(c.cfg.LateResultWindow+settleGrace))
 }
 
 // expired reports whether a settled job finished at least age ago.

@@ -226,6 +226,10 @@ func TestPruneExpiredJobs(t *testing.T) {
 	x := newRetentionFixture(t, f)
 	ctx := context.Background()
 	x.run(t, "old")
+	// A rejected submission (nothing to clean) expires too.
+	_, err := x.srv.JS().Publish(ctx, x.names.JobsSubmitSubject(), []byte(`{"id": "bad", "items": []}`))
+	require.NoError(t, err)
+	waitState(t, x.cl, "bad", messages.StateRejected)
 	x.clock.Advance(12 * time.Hour)
 	x.run(t, "young")
 	x.clock.Advance(13 * time.Hour) // old finished 25h ago, young 13h ago
@@ -234,10 +238,13 @@ func TestPruneExpiredJobs(t *testing.T) {
 	// The pass prunes what is older than JobRetention (24h), cleaning it first.
 	rs, err := x.c.RetentionPass(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 1, rs.Pruned, "%+v", rs)
-	require.Equal(t, []string{"old"}, rs.Jobs)
-	_, err = x.cl.Status(ctx, "old")
+	require.Equal(t, 2, rs.Pruned, "%+v", rs)
+	require.ElementsMatch(t, []string{"old", "bad"}, rs.Jobs)
+	_, err = x.cl.Status(ctx, "bad")
 	var ae *messages.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, messages.CodeNotFound, ae.Code)
+	_, err = x.cl.Status(ctx, "old")
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, messages.CodeNotFound, ae.Code)
 	page, err := x.cl.ListPage(ctx, messages.ListRequest{})
