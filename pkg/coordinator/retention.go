@@ -397,11 +397,17 @@ func (c *Coordinator) pruneJob(ctx context.Context, id string, olderThan time.Du
 	if !c.expired(&rec.Status, c.cfg.Clock.Now(), olderThan) {
 		return false, nil
 	}
-	if rec.Status.State != messages.StateRejected && rec.Status.CleanedAt == nil {
-		if ok, err := c.cleanupJob(ctx, id, true); err != nil || !ok {
-			return false, err
-		}
-		if rec, rev, err = c.store.getRev(ctx, id); err != nil {
+	if rec.Status.State != messages.StateRejected {
+		if rec.Status.CleanedAt == nil {
+			if ok, err := c.cleanupJob(ctx, id, true); err != nil || !ok {
+				return false, err
+			}
+			if rec, rev, err = c.store.getRev(ctx, id); err != nil {
+				return false, err
+			}
+		} else if err := c.purgeJobData(ctx, rec); err != nil {
+			// Again: an item that outlived the late-result window (a step
+			// running for hours) reports after the cleanup.
 			return false, err
 		}
 	}

@@ -232,11 +232,19 @@ func TestPruneExpiredJobs(t *testing.T) {
 	waitState(t, x.cl, "bad", messages.StateRejected)
 	x.clock.Advance(12 * time.Hour)
 	x.run(t, "young")
+	// old (12h ago) is cleaned; then an item that outlived the window reported.
+	rs, err := x.c.RetentionPass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rs.Cleaned)
+	_, err = x.srv.JS().Publish(ctx, x.names.ResultSubject("default", "old"), []byte(`{"job_id": "old", "item_id": "i0", "outcome": "succeeded"}`))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, x.left(t, "old")["results"])
 	x.clock.Advance(13 * time.Hour) // old finished 25h ago, young 13h ago
 	require.NotZero(t, countSubject(t, x.srv.JS(), x.names.EventsStream(), x.names.EventSubject("old", ">")))
 
-	// The pass prunes what is older than JobRetention (24h), cleaning it first.
-	rs, err := x.c.RetentionPass(ctx)
+	// The pass prunes what is older than JobRetention (24h), cleaning it
+	// (again) first.
+	rs, err = x.c.RetentionPass(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, rs.Pruned, "%+v", rs)
 	require.ElementsMatch(t, []string{"old", "bad"}, rs.Jobs)
