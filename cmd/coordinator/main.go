@@ -64,7 +64,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.Provision.Replicas, "replicas", envflag.Int(getenv, "FLEET_REPLICAS", 1), "replicas of every stream and bucket: 1, or 3 on a 3-node cluster (env FLEET_REPLICAS)")
 	fs.DurationVar(&cfg.Provision.AckWait, "ack-wait", 0, "work consumers' AckWait, the crash-detection timeout (default 30s)")
 	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", 0, "work consumers' MaxDeliver backstop (default 100)")
-	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", 0, "work consumers' MaxAckPending: in-flight plus parked retries (default 20000)")
+	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", 0, "work consumers' MaxAckPending: items in flight plus retries waiting in a delayed nak, i.e. shorter than the agents' --park-after (default 20000)")
+	fs.Int64Var(&cfg.JobQueue, "job-queue", coordinator.DefaultJobQueue, "fair share: most messages of one job in the work stream at once (queued or running; parked retries excluded), so a new job starts behind at most this many items of each running job; negative = unbounded")
 	fs.StringVar(&cfg.InputDir, "input-dir", getenv("FLEET_INPUT_DIR"), "serve file inputs from this directory, and nowhere else (default: none, file inputs are refused; env FLEET_INPUT_DIR)")
 	// Limits on what a submission may ask of the fleet (docs/security.md).
 	fs.IntVar(&cfg.MaxSpecBytes, "max-spec-bytes", envflag.Int(getenv, "FLEET_MAX_SPEC_BYTES", coordinator.DefaultMaxSpecBytes), "largest job spec accepted, through the API and the durable intake (env FLEET_MAX_SPEC_BYTES)")
@@ -74,6 +75,17 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.ErrorSignatures, "error-signatures", envflag.Int(getenv, "FLEET_ERROR_SIGNATURES", coordinator.DefaultErrorSignatures), "error signatures a job's report keeps, the most frequent; the rest are counted as other (env FLEET_ERROR_SIGNATURES)")
 	fs.IntVar(&cfg.IntakeMaxDeliveries, "intake-max-deliveries", envflag.Int(getenv, "FLEET_INTAKE_MAX_DELIVERIES", coordinator.DefaultIntakeMaxDeliveries), "tries of a durable submission before it is rejected with the reason (env FLEET_INTAKE_MAX_DELIVERIES)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", envflag.Duration(getenv, "FLEET_LEASE_TTL", lease.DefaultTTL), "how long the leading coordinator's lease outlives its last renewal: another coordinator of the prefix takes over after about this long when it dies (env FLEET_LEASE_TTL)")
+	// Retention (docs/deploy.md, "Retention"): how long finished jobs' records stay.
+	retention := messages.Duration(coordinator.DefaultJobRetention)
+	if v := getenv("FLEET_JOB_RETENTION"); v != "" {
+		d, err := messages.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("FLEET_JOB_RETENTION: %w", err)
+		}
+		retention = d
+	}
+	fs.TextVar(&retention, "job-retention", retention, "how long a finished job's record is kept before it is deleted with the rest of the job's data, e.g. 7d, 36h (env FLEET_JOB_RETENTION)")
+	fs.DurationVar(&cfg.LateResultWindow, "late-result-window", coordinator.DefaultLateResultWindow, "how long a finished job still counts late results; its data is cleaned up after it (and after its dead letters have left the DLQ)")
 	bs, err := budget.SettingsFromEnv(getenv)
 	if err != nil {
 		return err
@@ -98,6 +110,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		}
 		os.Exit(2)
 	}
+	cfg.JobRetention = retention.D()
 	log, err := obs.Logger(os.Stderr, *logLevel, false)
 	if err != nil {
 		return fmt.Errorf("--log-level: %w", err)

@@ -25,8 +25,8 @@ const (
 	// RoleSubmitter submits jobs (API and durable intake), uploads their
 	// inputs to the uploads bucket, and reads job status.
 	RoleSubmitter Role = "submitter"
-	// RoleOperator inspects, replays and purges dead letters, reads and
-	// cancels jobs, and reads the fleet's streams and consumers.
+	// RoleOperator inspects, replays and purges dead letters, reads,
+	// cancels and prunes jobs, and reads the fleet's streams and consumers.
 	RoleOperator Role = "operator"
 )
 
@@ -196,6 +196,11 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 			names.DLQSubject(pool, "*"),
 			names.AgentEventSubject(pool, "*", messages.EventBudget),
 			names.AgentEventSubject(pool, "*", messages.EventBreaker),
+			// Parked retries: schedules of the pool's items (docs/retries.md
+			// "Parking"). The server does not check a schedule's target
+			// against its subject: an agent could aim one at another pool.
+			names.ParkPoolFilter(pool),
+			j.api("STREAM.INFO", names.ParkStream()),
 			// Item state, keyed <pool>.<job>.<item>: compare-and-set writes,
 			// deletes and reads of the pool's keys only.
 			"$KV." + items + "." + pool + ".>",
@@ -243,7 +248,7 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		}
 	case RoleOperator:
 		dlqStream := names.DLQStream()
-		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel),
+		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel, messages.EndpointJobsPrune),
 			names.Prefix+".api.dlq.>",
 			"$SRV.>", // nats micro ls/info/stats
 			j.api("INFO"), j.api("STREAM.NAMES"), j.api("STREAM.LIST"),

@@ -21,6 +21,8 @@ type metrics struct {
 	// Processes shell steps left outside their process group, killed when
 	// the step ended (with a subreaper).
 	leftoversKilled prometheus.Counter
+	// Retries parked in the park stream, and superseded deliveries acked.
+	parked *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -66,10 +68,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		leftoversKilled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jetfleet_agent_step_leftovers_killed_total", Help: "Processes shell steps left running outside their process group (daemons, double forks), killed and reaped when the step ended.",
 		}),
+		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_agent_parked_total", Help: "Retries parked in the park stream (parked), and deliveries a parked copy superseded, acked without running (superseded).",
+		}, []string{"kind"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.budgetDenied)
-		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled)
+		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled, m.parked)
 	}
 	return m
 }

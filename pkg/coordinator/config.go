@@ -15,6 +15,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 )
 
@@ -22,7 +23,12 @@ import (
 const (
 	DefaultStatusInterval = 250 * time.Millisecond
 	DefaultPublishBatch   = 512
-	DefaultMaxSpecBytes   = 4 << 20
+	// DefaultJobQueue is each job's fair share of its pool's work queue:
+	// at most this many of its messages in the work stream at once, so a
+	// job submitted later starts behind at most this many items of each
+	// running job (docs/design.md "Fair share").
+	DefaultJobQueue     = 1000
+	DefaultMaxSpecBytes = 4 << 20
 	// DefaultMaxItems bounds the items of one job: a 1,000,000-item job fits
 	// five times over (docs/benchmarks.md measures its memory).
 	DefaultMaxItems = 5_000_000
@@ -42,6 +48,9 @@ const (
 	// DefaultLateResultWindow is how long a finished job keeps following
 	// its results for late ones.
 	DefaultLateResultWindow = time.Minute
+	// DefaultSweepInterval is how often the work stream is swept for
+	// stranded messages.
+	DefaultSweepInterval = time.Minute
 )
 
 // Config configures a Coordinator. The zero value plus a connection is
@@ -67,6 +76,11 @@ type Config struct {
 	// PublishBatch is how many work messages are in flight to the stream at
 	// once per job. Defaults to 512.
 	PublishBatch int
+	// JobQueue bounds each job's messages in the work stream (queued or
+	// being run; parked retries do not count): the fair share of a pool
+	// between its jobs. Defaults to DefaultJobQueue (1000); negative:
+	// unbounded, jobs run in the order their items were published.
+	JobQueue int64
 	// MaxSpecBytes bounds a submitted spec, through the API and the durable
 	// intake alike. Defaults to 4 MiB (and a spec must also fit, with its
 	// status, in the server's max_payload).
@@ -93,6 +107,24 @@ type Config struct {
 	// followed: items running when the map phase ended report late results
 	// (best_effort.late_results). Defaults to 1m.
 	LateResultWindow time.Duration
+	// JobRetention is how long a finished job's record is kept; then it is
+	// deleted with whatever is left of the job (docs/deploy.md,
+	// "Retention"). Defaults to 7d; at least MinJobRetention (10m).
+	JobRetention time.Duration
+	// CleanupInterval is how often settled jobs are cleaned up and expired
+	// records deleted. Defaults to 1m.
+	CleanupInterval time.Duration
+	// PruneMarkerTTL is how long the marker of a deleted job record stays
+	// in the jobs bucket, so that every watcher sees the deletion. Defaults
+	// to 1h; at least 1s.
+	PruneMarkerTTL time.Duration
+	// SweepInterval is how often the work stream is swept for messages
+	// stranded at MaxDeliver whose advisory was lost (dlq.Sweeper).
+	// Defaults to 1m.
+	SweepInterval time.Duration
+	// SweepMinAge is how long a message must stay stranded before the
+	// sweep dead-letters it. Defaults to 5m.
+	SweepMinAge time.Duration
 	// DLQMonitorInterval is how often the DLQ stream's depth, bytes and
 	// oldest entry are read (metrics, the 80% warning). Defaults to 15s.
 	DLQMonitorInterval time.Duration
@@ -120,6 +152,7 @@ func (c Config) WithDefaults() Config {
 	c.Provision = c.Provision.WithDefaults()
 	orDefault(&c.StatusInterval, DefaultStatusInterval)
 	orDefault(&c.PublishBatch, DefaultPublishBatch)
+	orDefault(&c.JobQueue, DefaultJobQueue)
 	orDefault(&c.MaxSpecBytes, DefaultMaxSpecBytes)
 	orDefault(&c.MaxItems, DefaultMaxItems)
 	orDefault(&c.MaxPathNodes, DefaultMaxPathNodes)
@@ -132,6 +165,11 @@ func (c Config) WithDefaults() Config {
 		host, _ := os.Hostname()
 		c.Holder = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ToLower(nuid.Next()[:8]))
 	}
+	orDefault(&c.JobRetention, DefaultJobRetention)
+	orDefault(&c.CleanupInterval, DefaultCleanupInterval)
+	orDefault(&c.PruneMarkerTTL, DefaultPruneMarkerTTL)
+	orDefault(&c.SweepInterval, DefaultSweepInterval)
+	orDefault(&c.SweepMinAge, dlq.DefaultSweepMinAge)
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -150,8 +188,20 @@ func (c Config) Validate() error {
 	if c.StatusInterval < time.Millisecond {
 		errs = append(errs, fmt.Errorf("status_interval: %s, want >= 1ms", c.StatusInterval))
 	}
-	if c.LeaseTTL < lease.MinTTL {
-		errs = append(errs, fmt.Errorf("lease_ttl: %s, want >= %s", c.LeaseTTL, lease.MinTTL))
+	for _, d := range []struct {
+		name     string
+		v, least time.Duration
+	}{
+		{"job_retention", c.JobRetention, MinJobRetention},
+		{"cleanup_interval", c.CleanupInterval, time.Millisecond},
+		{"prune_marker_ttl", c.PruneMarkerTTL, time.Second},
+		{"sweep_interval", c.SweepInterval, time.Millisecond},
+		{"sweep_min_age", c.SweepMinAge, time.Millisecond},
+		{"lease_ttl", c.LeaseTTL, lease.MinTTL},
+	} {
+		if d.v < d.least {
+			errs = append(errs, fmt.Errorf("%s: %s, want >= %s", d.name, d.v, d.least))
+		}
 	}
 	if c.InputDir != "" {
 		if st, err := os.Stat(c.InputDir); err != nil || !st.IsDir() {

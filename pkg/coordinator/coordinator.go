@@ -57,6 +57,8 @@ type Coordinator struct {
 
 	metrics *metrics
 	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
+	// streams caches stream handles by name (retention's purges).
+	streams sync.Map
 
 	// control is the bucket coordinators share: the lease, replays,
 	// cancel requests; itemsKV the items' retry states (the DLQ mover).
@@ -152,7 +154,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	ls, err := lease.New(lease.Config{
 		Store: c.control, Reader: kvleader.New(c.js, c.names.ControlBucket()), Key: messages.LeaseKey,
-		Holder: c.cfg.Holder, TTL: c.cfg.LeaseTTL, Clock: c.cfg.Clock, Logger: c.log,
+		// The lease runs on real time, never on Config.Clock: a test that
+		// moves the jobs' clock must not move the leader's liveness with it.
+		Holder: c.cfg.Holder, TTL: c.cfg.LeaseTTL, Logger: c.log,
 	})
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
@@ -373,7 +377,7 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
 	}
 	tries := min(delivered, maxTries)
 	problems := []messages.FieldError{{Message: fmt.Sprintf("not accepted after %d attempts: %s", tries, why)}}
-	if err := c.reject(ctx, rejectedID(m.Data(), seq, c.cfg.MaxSpecBytes), problems, c.cfg.Clock.Now()); err != nil {
+	if err := c.reject(ctx, seq, rejectedID(m.Data(), seq, c.cfg.MaxSpecBytes), problems, c.cfg.Clock.Now()); err != nil {
 		c.log.Error().Err(err).Uint64("stream_seq", seq).Msg("recording the rejection failed; will retry")
 		_ = m.NakWithDelay(5 * time.Second)
 		return
@@ -453,14 +457,14 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	now := c.cfg.Clock.Now()
 	spec, problems := c.admitSpec(data)
 	if spec == nil {
-		return c.reject(ctx, rejectedID(data, seq, c.cfg.MaxSpecBytes), problems, now)
+		return c.reject(ctx, seq, rejectedID(data, seq, c.cfg.MaxSpecBytes), problems, now)
 	}
 	if len(problems) > 0 {
 		id := spec.ID
 		if id == "" {
 			id = "rejected-" + strconv.FormatUint(seq, 10)
 		}
-		return c.reject(ctx, id, problems, now)
+		return c.reject(ctx, seq, id, problems, now)
 	}
 	if spec.ID == "" {
 		spec.ID = "job-" + strconv.FormatUint(seq, 10)
@@ -480,12 +484,12 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	}
 	eff := jobspec.WithDefaults(spec)
 	if problems := c.checkInput(eff); len(problems) > 0 {
-		return c.reject(ctx, spec.ID, problems, now)
+		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
 	if problems, err := c.adoptInput(ctx, eff); err != nil {
 		return fmt.Errorf("input of %s: %w", spec.ID, err)
 	} else if len(problems) > 0 {
-		return c.reject(ctx, spec.ID, problems, now)
+		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
 	if c.beforeCount != nil {
 		c.beforeCount(spec.ID)
@@ -495,7 +499,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		return err
 	}
 	if len(problems) > 0 {
-		return c.reject(ctx, spec.ID, problems, now)
+		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
 	rec := messages.JobRecord{
 		Spec: eff,
@@ -503,7 +507,8 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			ID: spec.ID, Name: eff.Name, Pool: eff.Pool, State: messages.StatePending,
 			Items: total, SubmittedAt: now,
 		},
-		Routes: c.routes(ctx, eff, groups),
+		Routes:    c.routes(ctx, eff, groups),
+		SubmitSeq: seq,
 	}
 	if eff.GroupBy != "" {
 		rec.Status.Groups = make(map[string]messages.GroupStatus, len(groups))
@@ -512,7 +517,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		}
 	}
 	if size := recordSize(&rec); size > c.maxRecordBytes() {
-		return c.reject(ctx, spec.ID, []messages.FieldError{{Field: "group_by", Message: fmt.Sprintf(
+		return c.reject(ctx, seq, spec.ID, []messages.FieldError{{Field: "group_by", Message: fmt.Sprintf(
 			"the job's record, with its %d groups, would take %d bytes; the limit is %d (the server's max_payload %d less %d for the job's status)",
 			len(groups), size, c.maxRecordBytes(), c.maxPayload(), c.statusRoom())}}, now)
 	}
@@ -541,7 +546,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			rec.Status.BestEffort.Deadline = &dl
 		}
 	}
-	nrev, err := c.store.replaceRev(ctx, &rec, rev)
+	nrev, _, err := c.store.update(ctx, &rec, rev)
 	if err != nil {
 		return err
 	}
@@ -604,9 +609,9 @@ func (c *Coordinator) routes(ctx context.Context, spec *messages.JobSpec, groups
 	return routes
 }
 
-// reject records a submission as rejected with its problems. It never
+// reject records the submission at seq as rejected with its problems. It never
 // overwrites a job that was accepted; it replaces an earlier rejection.
-func (c *Coordinator) reject(ctx context.Context, id string, problems []messages.FieldError, now time.Time) error {
+func (c *Coordinator) reject(ctx context.Context, seq uint64, id string, problems []messages.FieldError, now time.Time) error {
 	problems = boundProblems(problems)
 	prev, rev, err := c.store.getRev(ctx, id)
 	switch {
@@ -617,7 +622,7 @@ func (c *Coordinator) reject(ctx context.Context, id string, problems []messages
 	}
 	rec := messages.JobRecord{Status: messages.JobStatus{
 		ID: id, State: messages.StateRejected, Problems: problems, SubmittedAt: now, FinishedAt: &now,
-	}}
+	}, SubmitSeq: seq}
 	created, err := c.store.replace(ctx, &rec, rev)
 	if err != nil {
 		return err

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -245,6 +244,9 @@ func (r *jobRunner) run(ctx context.Context) {
 			r.c.event(r.id, messages.JobCompletedEvent(st))
 			r.c.metrics.jobsFinished.WithLabelValues(st.State).Inc()
 			late.start()
+		}
+		if mapEnd {
+			r.purgeParked(ctx)
 		}
 		if life.phase != phaseLingering && late.waiting() {
 			late.cancel() // reopened by a replay
@@ -550,13 +552,17 @@ func (r *jobRunner) flush(ctx context.Context) {
 	r.mu.Lock()
 	rev := r.rev
 	r.mu.Unlock()
-	nrev, err := r.c.store.update(ctx, &rec, rev)
-	if kvcas.IsConflict(err) && r.c.IsLeader() {
-		// Another write since ours: a deposed leader's last one that was
-		// in flight when it stepped down. This runner's counts, rebuilt
-		// from the results, are the job's: write them over it.
-		r.log.Warn().Uint64("revision", rev).Msg("job record changed under the runner; rewriting it")
-		nrev, err = r.c.store.putRev(ctx, &rec)
+	nrev, ok, err := r.c.store.update(ctx, &rec, rev)
+	if err == nil && !ok {
+		if !r.c.IsLeader() {
+			err = errRecordChanged
+		} else {
+			// Another write since ours: a deposed leader's last one that
+			// was in flight when it stepped down. This runner's counts,
+			// rebuilt from the results, are the job's: write them over it.
+			r.log.Warn().Uint64("revision", rev).Msg("job record changed under the runner; rewriting it")
+			nrev, err = r.c.store.putRev(ctx, &rec)
+		}
 	}
 	if err != nil {
 		r.log.Warn().Err(err).Msg("job record write failed; will retry")
@@ -602,13 +608,28 @@ func (r *jobRunner) advance(cursor, published int64) {
 
 // purgeQueued removes the job's queued work messages (stop or cancel).
 func (r *jobRunner) purgeQueued(ctx context.Context) {
-	stream, err := r.c.js.Stream(ctx, r.c.names.WorkStream())
-	if err == nil {
-		err = stream.Purge(ctx, jetstream.WithPurgeSubject(r.c.names.WorkSubject("*", r.id)))
-	}
-	if err != nil {
+	if err := r.purge(ctx, r.c.names.WorkStream(), r.c.names.WorkSubject("*", r.id)); err != nil {
 		r.log.Warn().Err(err).Msg("purging queued items failed; agents will skip them")
 	}
+}
+
+// purgeParked removes the job's parked retries once its map phase ended
+// (they count as not_run), so that they do not come back when due.
+func (r *jobRunner) purgeParked(ctx context.Context) {
+	if err := r.purge(ctx, r.c.names.ParkStream(), r.c.names.JobParkFilters(r.id)...); err != nil {
+		r.log.Warn().Err(err).Msg("purging parked items failed; agents will skip them when due")
+	}
+}
+
+// purge removes the messages on subjects from stream name.
+func (r *jobRunner) purge(ctx context.Context, name string, subjects ...string) error {
+	stream, err := r.c.js.Stream(ctx, name)
+	for _, s := range subjects {
+		if err == nil {
+			err = stream.Purge(ctx, jetstream.WithPurgeSubject(s))
+		}
+	}
+	return err
 }
 
 // stop ends the job with state and reason (cancel or policy stop).
@@ -633,3 +654,7 @@ func (r *jobRunner) stop(ctx context.Context, state, reason string) (messages.Jo
 }
 
 var errJobFinished = errors.New("coordinator: job already finished")
+
+// errRecordChanged: a runner's record was written by someone else, and
+// this coordinator no longer leads.
+var errRecordChanged = errors.New("coordinator: job record changed under a runner that no longer leads")

@@ -19,7 +19,8 @@ import (
 // coordinators"). Every coordinator serves the API; one, the holder of the
 // lease in the control bucket (internal/lease), leads: it alone runs the
 // intake, the job runners, the DLQ mover and monitor, replays, cancel
-// requests and the components registered with OnLeader. Each leadership
+// requests, retention, the stranded-message sweep and the components
+// registered with OnLeader. Each leadership
 // term has its own context (runCtx), which ends when the lease is lost —
 // before any other coordinator can take it — or when Run ends; lead waits
 // for every goroutine of the term before another term can begin.
@@ -80,7 +81,16 @@ func (c *Coordinator) lead(ctx context.Context) {
 		c.log.Error().Err(err).Msg("resuming jobs failed; the next sweep tries again")
 	}
 	c.goTerm("replays", func() error { return c.dlq.runReplays(ctx, resumed) })
-	c.goTerm("DLQ mover", func() error { return dlq.NewMover(c.js, c.names, c.itemsKV, c.log).Run(ctx) })
+	mover := dlq.NewMover(c.js, c.names, c.itemsKV, c.log)
+	c.goTerm("DLQ mover", func() error { return mover.Run(ctx) })
+	c.goTerm("stranded-message sweep", func() error {
+		sweeper, err := dlq.NewSweeper(mover, dlq.WithSweepMinAge(c.cfg.SweepMinAge), dlq.WithSweepClock(c.cfg.Clock.Now))
+		if err != nil {
+			return err
+		}
+		return sweeper.Run(ctx, c.cfg.SweepInterval)
+	})
+	c.goTerm("retention", func() error { c.RunRetention(ctx); return nil })
 	c.startDLQ(ctx)
 	c.goTerm("cancel requests", func() error { return c.followCancels(ctx) })
 	c.goTerm("adopt", func() error { c.adopt(ctx); return nil })

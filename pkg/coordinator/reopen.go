@@ -37,28 +37,46 @@ func (c *Coordinator) ensureRunner(ctx context.Context, id string) error {
 			}
 		}
 	}
-	rec, rev, err := c.store.getRev(ctx, id)
+	rec, rev, err := c.reopenRecord(ctx, id)
 	if err != nil {
 		return err
-	}
-	if rec.Spec == nil {
-		return fmt.Errorf("coordinator: job %s was rejected; nothing to reopen", id)
-	}
-	if messages.TerminalState(rec.Status.State) {
-		st := &rec.Status
-		st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateRunning, "", messages.PhaseMap, nil
-		if st.MapReason == "" {
-			// A record from before map reasons were kept: the job completed
-			// with every item done.
-			st.MapState, st.MapReason = messages.StateFailed, messages.CompletionAllCompleted
-		}
-		if rev, err = c.store.update(ctx, rec, rev); err != nil {
-			return err // a conflict too: the caller tries again
-		}
 	}
 	c.startRunner(*rec, rev)
 	if c.runner(id) == nil {
 		return errors.New("coordinator: shutting down")
 	}
 	return nil
+}
+
+// reopenRecord marks a finished job's record running again, with a
+// compare-and-set so that it cannot cross a retention cleanup that began
+// meanwhile (retention.go): a job whose cleanup began is not reopened.
+func (c *Coordinator) reopenRecord(ctx context.Context, id string) (*messages.JobRecord, uint64, error) {
+	for {
+		rec, rev, err := c.store.getRev(ctx, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		st := &rec.Status
+		switch {
+		case rec.Spec == nil:
+			return nil, 0, fmt.Errorf("coordinator: job %s was rejected; nothing to reopen", id)
+		case st.CleanupAt != nil:
+			return nil, 0, fmt.Errorf("%w: %s", errCleaned, id)
+		case !messages.TerminalState(st.State):
+			return rec, rev, nil
+		}
+		st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateRunning, "", messages.PhaseMap, nil
+		if st.MapReason == "" {
+			// A record from before map reasons were kept: the job completed
+			// with every item done.
+			st.MapState, st.MapReason = messages.StateFailed, messages.CompletionAllCompleted
+		}
+		if nrev, ok, err := c.store.update(ctx, rec, rev); err != nil || ok {
+			return rec, nrev, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+	}
 }
