@@ -40,6 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.StringVar(&cfg.Pool, "pool", envflag.String(getenv, "FLEET_POOL", "default"), "pool whose items this agent runs (env FLEET_POOL)")
 	fs.StringVar(&cfg.Name, "name", getenv("FLEET_AGENT_NAME"), "agent name in histories (default host-pid)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", envflag.Int(getenv, "FLEET_CONCURRENCY", agent.DefaultConcurrency), "items run at once (env FLEET_CONCURRENCY)")
+	fs.IntVar(&cfg.Prefetch, "prefetch", envflag.Int(getenv, "FLEET_PREFETCH", 0), "work messages buffered ahead of the workers (default: adaptive, env FLEET_PREFETCH)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", agent.DefaultShutdownTimeout, "how long in-flight items may finish at shutdown")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "working directory of shell steps")
 	fs.DurationVar(&cfg.StepTimeout, "step-timeout", envDuration(getenv, "FLEET_STEP_TIMEOUT", agent.DefaultStepTimeout), "timeout of a step that sets none (env FLEET_STEP_TIMEOUT)")
@@ -47,6 +48,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.BoolVar(&cfg.StepEnvUnsafe, "step-env-unsafe", getenv("FLEET_STEP_ENV_UNSAFE") == "true", "let --step-env pass NATS_* and FLEET_* variables, and the credentials they hold, to every job (env FLEET_STEP_ENV_UNSAFE=true)")
 	fs.DurationVar(&cfg.PresenceInterval, "presence-interval", agent.DefaultPresenceInterval, "how often the agent writes its presence (pool, items in flight) to the agents bucket; negative = never")
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9091 (env FLEET_METRICS_ADDR)")
+	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6061; off by default (env FLEET_PPROF_ADDR)")
 	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -80,6 +82,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		default:
 			log.Warn().Err(err).Msg("NATS error")
 		}
+	}
+	if err := obs.ServePprof(ctx, *pprofAddr, log); err != nil {
+		return fmt.Errorf("--pprof-addr: %w", err)
 	}
 	if err := obs.ServeMetrics(ctx, *metricsAddr, reg, log); err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)

@@ -44,6 +44,9 @@ type Agent struct {
 	budget  retryBudget
 	dlq     deadLetters
 	metrics *metrics
+	// results carries finished items' results to the batcher, acks the
+	// published batches to the ack loop (batch.go).
+	results chan pendingResult
 	acks    chan pendingAck
 	hb      time.Duration
 	// maxPayloadOf is the server's max_payload (nc.MaxPayload).
@@ -229,7 +232,8 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	a.metrics = newMetrics(a.cfg.Registerer)
 	a.presence = newPresence(a)
-	a.acks = make(chan pendingAck, 4*a.cfg.Prefetch+64)
+	a.results = make(chan pendingResult, 4*a.cfg.ResultBatch)
+	a.acks = make(chan pendingAck, 64)
 	return nil
 }
 
@@ -264,6 +268,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 	defer cancelWork()
 
 	ackDone := make(chan struct{})
+	go a.batchLoop()
 	go func() { defer close(ackDone); a.ackLoop() }()
 
 	msgs := make(chan jetstream.Msg)
@@ -327,7 +332,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 		cancelWork()
 		<-finished
 	}
-	close(a.acks)
+	close(a.results) // the batcher publishes what it holds, then closes a.acks
 	<-ackDone
 	if pullErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("agent: pull: %w", pullErr)

@@ -32,6 +32,14 @@ const (
 	DefaultPresenceInterval = 5 * time.Second
 	// MinPresenceInterval bounds PresenceInterval from below.
 	MinPresenceInterval = 100 * time.Millisecond
+	// DefaultResultBatch is how many results of one job an agent sends in
+	// one message at most, and MaxResultBatch the bound of ResultBatch.
+	DefaultResultBatch = 256
+	MaxResultBatch     = 4096
+	// DefaultResultLinger is how long a result may wait for others to
+	// share its message, and MaxResultLinger the bound of ResultLinger.
+	DefaultResultLinger = 5 * time.Millisecond
+	MaxResultLinger     = time.Second
 )
 
 // ReaperMode is how an agent deals with the processes its shell steps leave
@@ -73,6 +81,15 @@ type Config struct {
 	// Concurrency: a larger buffer lets buffered messages' AckWait expire
 	// (docs/jetstream.md §9).
 	Prefetch int
+	// ResultBatch is how many results of one job the agent sends in one
+	// message at most (fewer when max_payload would be exceeded); 1 sends
+	// each result alone. Defaults to DefaultResultBatch (256).
+	ResultBatch int
+	// ResultLinger is how long a finished item's result waits for more of
+	// its job's results to share its message; its work message is acked
+	// only once that message is stored. Defaults to DefaultResultLinger
+	// (5ms).
+	ResultLinger time.Duration
 	// Heartbeat is the InProgress interval during a step. Defaults to a
 	// third of the consumer's AckWait.
 	Heartbeat time.Duration
@@ -147,6 +164,12 @@ func (c Config) WithDefaults() Config {
 	if c.Prefetch == 0 {
 		c.Prefetch = c.Concurrency
 	}
+	if c.ResultBatch == 0 {
+		c.ResultBatch = DefaultResultBatch
+	}
+	if c.ResultLinger == 0 {
+		c.ResultLinger = DefaultResultLinger
+	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -186,6 +209,12 @@ func (c Config) Validate() error {
 	}
 	if c.Prefetch < 1 {
 		errs = append(errs, fmt.Errorf("prefetch: %d, want >= 1", c.Prefetch))
+	}
+	if c.ResultBatch < 1 || c.ResultBatch > MaxResultBatch {
+		errs = append(errs, fmt.Errorf("result_batch: %d, want 1..%d", c.ResultBatch, MaxResultBatch))
+	}
+	if c.ResultLinger < 0 || c.ResultLinger > MaxResultLinger {
+		errs = append(errs, fmt.Errorf("result_linger: %s, want 0..%s", c.ResultLinger, MaxResultLinger))
 	}
 	if c.Heartbeat < 0 {
 		errs = append(errs, fmt.Errorf("heartbeat: %s, want >= 0", c.Heartbeat))

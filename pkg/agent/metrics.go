@@ -21,6 +21,8 @@ type metrics struct {
 	// Processes shell steps left outside their process group, killed when
 	// the step ended (with a subreaper).
 	leftoversKilled prometheus.Counter
+	// Results messages published: each holds one result or a batch.
+	resultMessages prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -66,10 +68,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		leftoversKilled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jetfleet_agent_step_leftovers_killed_total", Help: "Processes shell steps left running outside their process group (daemons, double forks), killed and reaped when the step ended.",
 		}),
+		resultMessages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_agent_result_messages_total", Help: "Results messages published, each with one result or a batch of one job's results (items_total / this = results per message).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.budgetDenied)
-		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled)
+		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled, m.resultMessages)
 	}
 	return m
 }

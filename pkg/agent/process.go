@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/kvcas"
@@ -388,8 +387,8 @@ func stepRuns(it *item) []messages.StepRun {
 	return runs
 }
 
-// report publishes the result asynchronously; the ack loop acks (or terms)
-// the work message once the result is stored.
+// report hands the result to the batcher (batch.go), which publishes it;
+// the ack loop acks (or terms) the work message once it is stored.
 func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 	// Encoded to fit: a handler's output may be as large as MaxOutputBytes
 	// says, and the item id as large as an item may be.
@@ -399,64 +398,12 @@ func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 		a.nakDelay(it, time.Second)
 		return
 	}
-	msg := nats.NewMsg(a.names.ResultSubject(a.cfg.Pool, res.JobID))
-	msg.Data = data
-	// No Nats-Msg-Id: the coordinator de-duplicates results by item index
-	// and generation, and server-side dedupe would cost a map entry per item.
-	fut, err := a.pub.PublishMsgAsync(msg)
-	if err != nil {
-		a.log.Warn().Err(err).Msg("result publish failed; item redelivered later")
-		a.nakDelay(it, time.Second)
-		return
-	}
 	a.metrics.items.WithLabelValues(res.Outcome).Inc()
-	p := pendingAck{fut: fut, msg: it.m, term: term}
+	t := ackTarget{msg: it.m, term: term}
 	if deleteState {
-		p.key, p.rev = it.key, it.rev
+		t.key, t.rev = it.key, it.rev
 	}
-	a.acks <- p
-}
-
-type pendingAck struct {
-	fut  jetstream.PubAckFuture
-	msg  jetstream.Msg
-	term bool
-	key  string
-	rev  uint64
-}
-
-// ackLoop acknowledges work messages in the order their results are stored.
-func (a *Agent) ackLoop() {
-	for p := range a.acks {
-		var err error
-		select {
-		case <-p.fut.Ok():
-		case err = <-p.fut.Err():
-		}
-		if err != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err = a.pub.PublishMsg(ctx, p.fut.Msg())
-			cancel()
-		}
-		if err != nil {
-			a.log.Warn().Err(err).Msg("result not stored; item redelivered later")
-			_ = p.msg.NakWithDelay(time.Second)
-			continue
-		}
-		if p.key != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = a.items.Delete(ctx, p.key, jetstream.LastRevision(p.rev))
-			cancel()
-		}
-		if p.term {
-			err = p.msg.Term()
-		} else {
-			err = p.msg.Ack()
-		}
-		if err != nil {
-			a.log.Debug().Err(err).Msg("ack failed; a redelivery will re-report")
-		}
-	}
+	a.results <- pendingResult{subject: a.names.ResultSubject(a.cfg.Pool, res.JobID), data: data, ack: t}
 }
 
 // attempt builds the history record of a failed attempt.

@@ -127,9 +127,9 @@ func (f *fleet) results(t testing.TB) []messages.Result {
 		if err != nil {
 			continue
 		}
-		var r messages.Result
-		require.NoError(t, json.Unmarshal(m.Data, &r))
-		out = append(out, r)
+		rs, err := messages.DecodeResults(m.Data, nil)
+		require.NoError(t, err)
+		out = append(out, rs...)
 	}
 	return out
 }
