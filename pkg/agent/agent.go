@@ -49,7 +49,7 @@ type Agent struct {
 	acks    chan pendingAck
 	// prefetch sizes the buffer of work messages (pull.go).
 	prefetch *prefetch
-	hb      time.Duration
+	hb       time.Duration
 	// maxPayloadOf is the server's max_payload (nc.MaxPayload).
 	maxPayloadOf func() int64
 	// maxDeliver is the consumer's MaxDeliver (0 = unlimited): on that

@@ -35,11 +35,11 @@ const (
 	// DefaultResultBatch is how many results of one job an agent sends in
 	// one message at most, and MaxResultBatch the bound of ResultBatch.
 	DefaultResultBatch = 256
+	MaxResultBatch     = 4096
 	// MaxPrefetch bounds the adaptive prefetch (Config.Prefetch 0), and
 	// MaxPrefetchFixed a fixed one.
 	MaxPrefetch      = 512
 	MaxPrefetchFixed = 65536
-	MaxResultBatch     = 4096
 	// DefaultResultLinger is how long a result may wait for others to
 	// share its message, and MaxResultLinger the bound of ResultLinger.
 	DefaultResultLinger = 5 * time.Millisecond
