@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -221,15 +222,7 @@ func (p *publisher) publishBatch(ctx context.Context, batch []expand.Item) error
 // workMsg is item it's work message, on the subject of the pool its group
 // is routed to.
 func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
-	wi := messages.WorkItem{
-		JobID:         p.job,
-		ItemID:        it.ID,
-		Index:         it.Index,
-		Group:         it.Group,
-		Payload:       it.Raw,
-		CorrelationID: fmt.Sprintf("%s:%d", p.job, it.Index),
-	}
-	data, err := json.Marshal(&wi)
+	data, err := encodeWork(p.job, it)
 	if err != nil {
 		return nil, fmt.Errorf("item %d: %w", it.Index, err)
 	}
@@ -237,12 +230,68 @@ func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
 	if pl, ok := p.routes[it.Group]; ok {
 		pool = pl
 	}
-	m := nats.NewMsg(p.names.WorkSubject(pool, p.job))
-	m.Data = data
 	// Only the dedupe id: job and item are in the body (and the job in the
 	// subject), and every header costs parsing per message on the hot path.
-	m.Header.Set(messages.HeaderMsgID, messages.WorkMsgID(p.job, it.ID, 0))
-	return m, nil
+	// The key is canonical already: no Header.Set, which would allocate to
+	// canonicalize it again.
+	return &nats.Msg{
+		Subject: p.names.WorkSubject(pool, p.job),
+		Data:    data,
+		Header:  nats.Header{messages.HeaderMsgID: []string{messages.WorkMsgID(p.job, it.ID, 0)}},
+	}, nil
+}
+
+// encodeWork is json.Marshal of item it's first work message, byte for
+// byte, written directly when that is easy to be sure of: ids and group
+// of plain ASCII and a payload with nothing json.Marshal would rewrite
+// (the input decoder hands over valid JSON). Else json.Marshal writes it.
+func encodeWork(job string, it expand.Item) ([]byte, error) {
+	corr := job + ":" + strconv.FormatInt(it.Index, 10)
+	if !plainJSON(job) || !plainJSON(it.ID) || !plainJSON(it.Group) || !compactPayload(it.Raw) {
+		return json.Marshal(&messages.WorkItem{JobID: job, ItemID: it.ID, Index: it.Index, Group: it.Group, Payload: it.Raw, CorrelationID: corr})
+	}
+	b := make([]byte, 0, len(it.Raw)+2*len(job)+len(it.ID)+len(it.Group)+128)
+	b = append(b, `{"job_id":"`...)
+	b = append(b, job...)
+	b = append(b, `","item_id":"`...)
+	b = append(b, it.ID...)
+	b = append(b, `","index":`...)
+	b = strconv.AppendInt(b, it.Index, 10)
+	if it.Group != "" {
+		b = append(b, `,"group":"`...)
+		b = append(b, it.Group...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"payload":`...)
+	b = append(b, it.Raw...)
+	b = append(b, `,"generation":0,"correlation_id":"`...)
+	b = append(b, corr...)
+	b = append(b, `"}`...)
+	return b, nil
+}
+
+// plainJSON reports whether json.Marshal writes s as itself in quotes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// compactPayload reports whether json.Marshal writes raw, valid JSON, as
+// it is: no space to compact, nothing to escape for HTML or U+2028/9.
+func compactPayload(raw []byte) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	for _, c := range raw {
+		if c <= ' ' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // publishing is a publisher running in the background for the run loop.
