@@ -43,7 +43,7 @@ const (
 	// DefaultResultLinger is how long a result may wait for others to
 	// share its message, and MaxResultLinger the bound of ResultLinger.
 	DefaultResultLinger = 5 * time.Millisecond
-	MaxResultLinger     = time.Second
+	MaxResultLinger     = time.Minute
 )
 
 // ReaperMode is how an agent deals with the processes its shell steps leave

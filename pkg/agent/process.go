@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/shell"
@@ -133,7 +134,11 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	it.key = messages.ItemKey(a.cfg.Pool, it.wi.JobID, it.wi.ItemID)
-	log := a.log.With().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Uint64("num_delivered", md.NumDelivered).Logger()
+	// Built only for a warning: a logger context costs allocations per item.
+	log := func() *zerolog.Logger {
+		l := a.log.With().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Uint64("num_delivered", md.NumDelivered).Logger()
+		return &l
+	}
 
 	it.job, err = a.jobs.get(ctx, it.wi.JobID)
 	if errors.Is(err, errJobNotFound) {
@@ -141,7 +146,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	if err != nil {
-		log.Warn().Err(err).Msg("cannot load job; retrying later")
+		log().Warn().Err(err).Msg("cannot load job; retrying later")
 		a.nakDelay(it, 2*time.Second)
 		return
 	}
@@ -154,7 +159,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		it.set = it.job.reduce
 		cleanup, err := a.prepareReduce(ctx, it)
 		if err != nil {
-			log.Warn().Err(err).Msg("cannot fetch the map results; retrying later")
+			log().Warn().Err(err).Msg("cannot fetch the map results; retrying later")
 			a.nakDelay(it, 2*time.Second)
 			return
 		}
@@ -171,7 +176,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 	it.carry = carriedAttempts(&it.wi)
 	if md.NumDelivered > 1 || it.wi.Generation > 0 {
 		if err := a.loadState(ctx, it); err != nil {
-			log.Warn().Err(err).Msg("cannot read item state; retrying later")
+			log().Warn().Err(err).Msg("cannot read item state; retrying later")
 			a.nakDelay(it, time.Second)
 			return
 		}
@@ -300,7 +305,7 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			a.metrics.attempts.WithLabelValues("cancelled").Inc()
 			return
 		case f == nil:
-			a.metrics.attempts.WithLabelValues("success").Inc()
+			a.metrics.attemptOK.Inc()
 			a.settleStepBreaker(ctx, it, retry.OutcomeSuccess)
 			it.st.Ran = append(it.st.Ran, messages.StepRun{Step: i, Runs: 1, DurationMS: dur.Milliseconds()})
 		default:
@@ -398,7 +403,11 @@ func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 		a.nakDelay(it, time.Second)
 		return
 	}
-	a.metrics.items.WithLabelValues(res.Outcome).Inc()
+	if res.Outcome == messages.OutcomeSucceeded {
+		a.metrics.succeeded.Inc()
+	} else {
+		a.metrics.items.WithLabelValues(res.Outcome).Inc()
+	}
 	t := ackTarget{msg: it.m, term: term}
 	if deleteState {
 		t.key, t.rev = it.key, it.rev
@@ -492,17 +501,17 @@ func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error
 // attempt's duration on the agent's clock.
 func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out string, f *retry.Failure, dur time.Duration) {
 	step := &it.set.steps[i]
-	kind := "handler"
+	obs := a.metrics.handlerSteps
 	start := a.cfg.Clock.Now()
 	timeout := it.deadline.Bound(start, a.stepTimeout(step.Timeout.D())) // no run outlasts agent_timeout
 	if step.Shell != "" {
-		kind = "shell"
+		obs = a.metrics.shellSteps
 		out, f = a.runShell(ctx, it, it.set.commands[i], timeout, attempt)
 	} else {
 		out, f = a.runHandler(ctx, it, i, step, attempt, timeout)
 	}
 	dur = a.cfg.Clock.Now().Sub(start)
-	a.metrics.stepDuration.WithLabelValues(kind).Observe(dur.Seconds())
+	obs.Observe(dur.Seconds())
 	return out, f, dur
 }
 
