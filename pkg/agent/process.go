@@ -125,7 +125,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	it.md = md
-	if err := json.Unmarshal(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
+	if err := messages.DecodeWorkItem(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}

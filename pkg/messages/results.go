@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 )
@@ -24,24 +23,26 @@ var errNotResults = errors.New("messages: a results message is a JSON object or 
 func DecodeResults(data []byte, into []Result) ([]Result, error) {
 	clear(into[:cap(into)])
 	into = into[:0]
-	data = bytes.TrimLeft(data, " \t\r\n")
-	if len(data) == 0 {
+	data = trimJSONSpace(data)
+	if len(data) == 0 || (data[0] != '{' && data[0] != '[') {
 		return into, errNotResults
 	}
-	switch data[0] {
-	case '{':
-		into = append(into, Result{})
+	if fast, err := decodeResultsFast(data, into); err == nil {
+		return fast, nil
+	}
+	clear(into[:cap(into)])
+	if data[0] == '{' {
+		into = append(into[:0], Result{})
 		if err := json.Unmarshal(data, &into[0]); err != nil {
 			return into[:0], err
 		}
 		return into, nil
-	case '[':
-		if err := json.Unmarshal(data, &into); err != nil {
-			return into[:0], err
-		}
-		return into, nil
 	}
-	return into, errNotResults
+	into = into[:0]
+	if err := json.Unmarshal(data, &into); err != nil {
+		return into[:0], err
+	}
+	return into, nil
 }
 
 // ResultBatch builds a results message of several results, each already

@@ -1,0 +1,316 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+)
+
+// Decoding of the two messages every item costs: the agent reads a work
+// message, the coordinator a result. encoding/json's reflection was the
+// largest part of both processes' CPU per item, so these walk the object's
+// members and set the fields directly. What they do not handle plainly
+// (escaped or non-ASCII strings, null, a field name in other case,
+// anything unexpected) they leave to encoding/json, field by field or for
+// the whole message, so that the result is always what json.Unmarshal
+// gives (the fuzz tests compare them).
+
+// trimJSONSpace trims what JSON counts as space (bytes.TrimSpace trims
+// more).
+func trimJSONSpace(b []byte) []byte {
+	return bytes.TrimRight(bytes.TrimLeft(b, " \t\r\n"), " \t\r\n")
+}
+
+// errSlowPath says: decode this message with json.Unmarshal instead.
+var errSlowPath = errors.New("messages: decoded by encoding/json")
+
+// members calls fn with the name (unquoted) and value of every member of
+// the object that starts at obj[0], and returns the index just past it. It
+// checks the object's structure strictly (every value fn sees is checked
+// by fn: a field's parser, json.Unmarshal or json.Valid), and ends with
+// errSlowPath at anything it does not read plainly: a malformed object, a
+// name with escapes or control characters.
+func members(obj []byte, fn func(name, value []byte) error) (int, error) {
+	i := skipSpace(obj, 1)
+	if i < len(obj) && obj[i] == '}' {
+		return i + 1, nil
+	}
+	for i < len(obj) && obj[i] == '"' {
+		end := skipString(obj, i)
+		if end > len(obj) || obj[end-1] != '"' || end-i < 2 {
+			return 0, errSlowPath
+		}
+		name := obj[i+1 : end-1]
+		for _, c := range name {
+			if c < 0x20 || c == '\\' {
+				return 0, errSlowPath
+			}
+		}
+		i = skipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return 0, errSlowPath
+		}
+		i = skipSpace(obj, i+1)
+		vend := skipValue(obj, i)
+		if vend <= i || vend > len(obj) {
+			return 0, errSlowPath
+		}
+		if err := fn(name, obj[i:vend]); err != nil {
+			return 0, err
+		}
+		i = skipSpace(obj, vend)
+		switch {
+		case i >= len(obj):
+			return 0, errSlowPath
+		case obj[i] == '}':
+			return i + 1, nil
+		case obj[i] == ',':
+			i = skipSpace(obj, i+1)
+		default:
+			return 0, errSlowPath
+		}
+	}
+	return 0, errSlowPath
+}
+
+// object decodes the object that is all of data (with members) and checks
+// that nothing follows it.
+func object(data []byte, fn func(name, value []byte) error) error {
+	end, err := members(data, fn)
+	if err == nil && end != len(data) {
+		err = errSlowPath
+	}
+	return err
+}
+
+// unknownMember checks the value of a member no field takes: encoding/json
+// ignores it, once it is valid JSON, unless its name is a field's in
+// another case.
+func unknownMember(name, v []byte, fields []string) error {
+	if otherCase(name, fields) || !json.Valid(v) {
+		return errSlowPath
+	}
+	return nil
+}
+
+// otherCase reports whether name is one of names in another case, which
+// encoding/json would match to that field.
+func otherCase(name []byte, names []string) bool {
+	for _, n := range names {
+		if bytes.EqualFold(name, []byte(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// setString sets *dst to the JSON string v.
+func setString(v []byte, dst *string) error {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		if s := v[1 : len(v)-1]; plainString(s) {
+			*dst = string(s)
+			return nil
+		}
+	}
+	return json.Unmarshal(v, dst)
+}
+
+// plainString reports whether s, between quotes, is a JSON string that
+// means itself: printable ASCII without escapes.
+func plainString(s []byte) bool {
+	for _, c := range s {
+		if c < 0x20 || c >= 0x7f || c == '\\' || c == '"' {
+			return false
+		}
+	}
+	return true
+}
+
+// setInt64 sets *dst to the JSON integer v.
+func setInt64(v []byte, dst *int64) error {
+	if n, ok := smallInt(v); ok {
+		*dst = n
+		return nil
+	}
+	return json.Unmarshal(v, dst)
+}
+
+// setInt sets *dst to the JSON integer v.
+func setInt(v []byte, dst *int) error {
+	if n, ok := smallInt(v); ok {
+		*dst = int(n)
+		return nil
+	}
+	return json.Unmarshal(v, dst)
+}
+
+// smallInt reads an integer of at most 9 digits, which fits an int on
+// every platform; longer ones go the slow way.
+func smallInt(v []byte) (int64, bool) {
+	neg := len(v) > 0 && v[0] == '-'
+	d := v
+	if neg {
+		d = v[1:]
+	}
+	if len(d) == 0 || len(d) > 9 || (len(d) > 1 && d[0] == '0') {
+		return 0, false
+	}
+	var n int64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// resultFields are Result's JSON names.
+var resultFields = []string{"job_id", "item_id", "index", "group", "outcome", "generation", "attempts", "retries", "reason",
+	"error", "error_class", "signature", "output", "phase", "agent", "finished_at", "duration_ms", "steps"}
+
+// decodeResult decodes obj, a JSON object, into r (zero).
+func decodeResult(obj []byte, r *Result) error {
+	return object(obj, func(name, v []byte) error { return resultMember(r, name, v) })
+}
+
+// resultMember sets the field of r that the member name: v is.
+func resultMember(r *Result, name, v []byte) error {
+	switch string(name) {
+	case "job_id":
+		return setString(v, &r.JobID)
+	case "item_id":
+		return setString(v, &r.ItemID)
+	case "index":
+		return setInt64(v, &r.Index)
+	case "group":
+		return setString(v, &r.Group)
+	case "outcome":
+		return setString(v, &r.Outcome)
+	case "generation":
+		return setInt(v, &r.Generation)
+	case "attempts":
+		return setInt(v, &r.Attempts)
+	case "retries":
+		return setInt(v, &r.Retries)
+	case "reason":
+		return setString(v, &r.Reason)
+	case "error":
+		return setString(v, &r.Error)
+	case "error_class":
+		return setString(v, &r.ErrorClass)
+	case "signature":
+		return setString(v, &r.Signature)
+	case "output":
+		return setString(v, &r.Output)
+	case "phase":
+		return setString(v, &r.Phase)
+	case "agent":
+		return setString(v, &r.Agent)
+	case "finished_at":
+		if v[0] != '"' {
+			return errSlowPath
+		}
+		return r.FinishedAt.UnmarshalJSON(v)
+	case "duration_ms":
+		return setInt64(v, &r.DurationMS)
+	case "steps":
+		return json.Unmarshal(v, &r.Steps)
+	}
+	return unknownMember(name, v, resultFields)
+}
+
+// decodeResultsFast is DecodeResults for data (trimmed, starting with '{'
+// or '['); any error means: decode it with encoding/json.
+func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
+	if data[0] == '{' {
+		into = append(into, Result{})
+		return into, decodeResult(data, &into[0])
+	}
+	i := skipSpace(data, 1)
+	if i < len(data) && data[i] == ']' {
+		if i+1 != len(data) {
+			return into, errSlowPath
+		}
+		return into, nil
+	}
+	for i < len(data) && data[i] == '{' {
+		into = append(into, Result{})
+		end, err := members(data[i:], func(name, v []byte) error { return resultMember(&into[len(into)-1], name, v) })
+		if err != nil {
+			return into, err
+		}
+		i = skipSpace(data, i+end)
+		switch {
+		case i >= len(data):
+			return into, errSlowPath
+		case data[i] == ']':
+			if i+1 != len(data) {
+				return into, errSlowPath
+			}
+			return into, nil
+		case data[i] == ',':
+			i = skipSpace(data, i+1)
+		default:
+			return into, errSlowPath
+		}
+	}
+	return into, errSlowPath
+}
+
+// workItemFields are WorkItem's JSON names.
+var workItemFields = []string{"job_id", "item_id", "index", "group", "payload", "generation", "correlation_id", "replay_count",
+	"history", "history_dropped", "reset_attempts", "phase", "reduce"}
+
+// DecodeWorkItem decodes a work message into wi, as json.Unmarshal into a
+// zero WorkItem does, faster.
+func DecodeWorkItem(data []byte, wi *WorkItem) error {
+	*wi = WorkItem{}
+	t := trimJSONSpace(data)
+	if len(t) > 0 && t[0] == '{' && decodeWorkItem(t, wi) == nil {
+		return nil
+	}
+	*wi = WorkItem{}
+	return json.Unmarshal(data, wi)
+}
+
+func decodeWorkItem(obj []byte, wi *WorkItem) error {
+	return object(obj, func(name, v []byte) error {
+		switch string(name) {
+		case "job_id":
+			return setString(v, &wi.JobID)
+		case "item_id":
+			return setString(v, &wi.ItemID)
+		case "index":
+			return setInt64(v, &wi.Index)
+		case "group":
+			return setString(v, &wi.Group)
+		case "payload":
+			if v[0] == 'n' || !json.Valid(v) {
+				return errSlowPath
+			}
+			wi.Payload = append(json.RawMessage(nil), v...)
+			return nil
+		case "generation":
+			return setInt(v, &wi.Generation)
+		case "correlation_id":
+			return setString(v, &wi.CorrelationID)
+		case "replay_count":
+			return setInt(v, &wi.ReplayCount)
+		case "history":
+			return json.Unmarshal(v, &wi.History)
+		case "history_dropped":
+			return setInt(v, &wi.HistoryDropped)
+		case "reset_attempts":
+			return json.Unmarshal(v, &wi.ResetAttempts)
+		case "phase":
+			return setString(v, &wi.Phase)
+		case "reduce":
+			return json.Unmarshal(v, &wi.Reduce)
+		}
+		return unknownMember(name, v, workItemFields)
+	})
+}

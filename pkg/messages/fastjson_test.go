@@ -1,0 +1,98 @@
+package messages
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var fastSeeds = []string{
+	`{"job_id":"j","item_id":"a","index":3,"outcome":"succeeded","generation":0,"attempts":1,"retries":0,"agent":"a1","finished_at":"2026-05-01T12:00:00.123456789Z","duration_ms":0}`,
+	`[{"index":1,"outcome":"failed","error":"boom \u00e9","steps":[{"step":0,"runs":2,"duration_ms":5}]},{"index":2,"Outcome":"x"}]`,
+	`{"job_id":"j","item_id":"i","index":7,"group":"g","payload":{"a":[1,"}"]},"generation":2,"correlation_id":"j:7","replay_count":1,"history":[{"attempt":1}],"reset_attempts":true,"phase":"reduce","reduce":{"results_object":"o"}}`,
+	`{"index":12345678901,"generation":-3,"payload":null,"finished_at":null,"\u0069ndex":4}`,
+	`{"index":1.5}`, `{"index":"1"}`, `[null]`, `[]`, `{}`, `{"index":01}`, `{"item_id":"\ud800"}`, "{\"agent\":\"\xff\"}",
+	`{"index":1,"index":2,"output":"a","output":"b"}`, `{"steps":[1]}`, `{"JOB_ID":"upper"}`, `{"finished_at":"nope"}`,
+}
+
+// DecodeResults gives what json.Unmarshal gives.
+func FuzzDecodeResults(f *testing.F) {
+	for _, s := range fastSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		got, err := DecodeResults([]byte(data), make([]Result, 0, 1))
+		var want []Result
+		var wantErr error
+		switch t := trimmed(data); {
+		case len(t) > 0 && t[0] == '{':
+			want = []Result{{}}
+			wantErr = json.Unmarshal([]byte(data), &want[0])
+		case len(t) > 0 && t[0] == '[':
+			wantErr = json.Unmarshal([]byte(data), &want)
+		default:
+			wantErr = errNotResults
+		}
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("DecodeResults(%q): error %v, json.Unmarshal: %v", data, err, wantErr)
+		}
+		if err == nil && len(want)+len(got) > 0 {
+			require.Equal(t, want, got, "DecodeResults(%q)", data)
+		}
+	})
+}
+
+// DecodeWorkItem gives what json.Unmarshal gives.
+func FuzzDecodeWorkItem(f *testing.F) {
+	for _, s := range fastSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		var got, want WorkItem
+		err := DecodeWorkItem([]byte(data), &got)
+		wantErr := json.Unmarshal([]byte(data), &want)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("DecodeWorkItem(%q): error %v, json.Unmarshal: %v", data, err, wantErr)
+		}
+		if err == nil {
+			require.Equal(t, want, got, "DecodeWorkItem(%q)", data)
+		}
+	})
+}
+
+func trimmed(s string) []byte {
+	b := []byte(s)
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
+		b = b[1:]
+	}
+	return b
+}
+
+func BenchmarkDecodeResults(b *testing.B) {
+	var batch ResultBatch
+	one := []byte(`{"job_id":"bench-1","item_id":"item-0000001","index":0,"outcome":"succeeded","generation":0,"attempts":1,"retries":0,"agent":"bench-agent-1","finished_at":"2026-11-26T10:51:13.123456789Z","duration_ms":0}`)
+	for range 100 {
+		batch.Add(one)
+	}
+	data := batch.Payload()
+	var into []Result
+	b.ReportAllocs()
+	for b.Loop() {
+		into, _ = DecodeResults(data, into)
+	}
+}
+
+func BenchmarkDecodeResultsByUnmarshal(b *testing.B) {
+	var batch ResultBatch
+	one := []byte(`{"job_id":"bench-1","item_id":"item-0000001","index":0,"outcome":"succeeded","generation":0,"attempts":1,"retries":0,"agent":"bench-agent-1","finished_at":"2026-11-26T10:51:13.123456789Z","duration_ms":0}`)
+	for range 100 {
+		batch.Add(one)
+	}
+	data := batch.Payload()
+	b.ReportAllocs()
+	for b.Loop() {
+		var into []Result
+		_ = json.Unmarshal(data, &into)
+	}
+}
