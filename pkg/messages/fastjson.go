@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 )
 
 // Decoding of the two messages every item costs: the agent reads a work
@@ -313,4 +314,69 @@ func decodeWorkItem(obj []byte, wi *WorkItem) error {
 		}
 		return unknownMember(name, v, workItemFields)
 	})
+}
+
+// appendResult appends json.Marshal(r), byte for byte, when that is easy
+// to be sure of: every string plain (printable ASCII with nothing to
+// escape, for JSON or for HTML) and no steps. ok is false otherwise, and
+// nothing is appended.
+func appendResult(b []byte, r *Result) (_ []byte, ok bool) {
+	if len(r.Steps) > 0 || !plainJSONString(r.JobID) || !plainJSONString(r.ItemID) || !plainJSONString(r.Group) ||
+		!plainJSONString(r.Outcome) || !plainJSONString(r.Reason) || !plainJSONString(r.Error) ||
+		!plainJSONString(r.ErrorClass) || !plainJSONString(r.Signature) || !plainJSONString(r.Output) ||
+		!plainJSONString(r.Phase) || !plainJSONString(r.Agent) {
+		return b, false
+	}
+	ts, err := r.FinishedAt.MarshalJSON()
+	if err != nil {
+		return b, false
+	}
+	str := func(name, v string, omitEmpty bool) {
+		if omitEmpty && v == "" {
+			return
+		}
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":"`...)
+		b = append(b, v...)
+		b = append(b, '"')
+	}
+	num := func(name string, v int64) {
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":`...)
+		b = strconv.AppendInt(b, v, 10)
+	}
+	b = append(b, `{"job_id":"`...)
+	b = append(b, r.JobID...)
+	b = append(b, '"')
+	str("item_id", r.ItemID, false)
+	num("index", r.Index)
+	str("group", r.Group, true)
+	str("outcome", r.Outcome, false)
+	num("generation", int64(r.Generation))
+	num("attempts", int64(r.Attempts))
+	num("retries", int64(r.Retries))
+	str("reason", r.Reason, true)
+	str("error", r.Error, true)
+	str("error_class", r.ErrorClass, true)
+	str("signature", r.Signature, true)
+	str("output", r.Output, true)
+	str("phase", r.Phase, true)
+	str("agent", r.Agent, true)
+	b = append(b, `,"finished_at":`...)
+	b = append(b, ts...)
+	num("duration_ms", r.DurationMS)
+	return append(b, '}'), true
+}
+
+// plainJSONString reports whether json.Marshal writes s as itself in
+// quotes.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }

@@ -3,6 +3,7 @@ package messages
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -95,4 +96,23 @@ func BenchmarkDecodeResultsByUnmarshal(b *testing.B) {
 		var into []Result
 		_ = json.Unmarshal(data, &into)
 	}
+}
+
+// EncodeResult writes what json.Marshal writes, whichever way it takes.
+func FuzzEncodeResult(f *testing.F) {
+	f.Add("j", "item-1", int64(3), "", "succeeded", 0, 1, 0, "", "", "done", "a1", int64(1795691307268844802), int64(12), false)
+	f.Add("j", "<&>", int64(-1), "g", "failed", 2, 3, 4, "boom \"x\"", "é", "", "", int64(0), int64(-5), true)
+	f.Fuzz(func(t *testing.T, job, item string, index int64, group, outcome string, gen, attempts, retries int,
+		errMsg, output, phase, agent string, finished, dur int64, steps bool) {
+		r := &Result{JobID: job, ItemID: item, Index: index, Group: group, Outcome: outcome, Generation: gen,
+			Attempts: attempts, Retries: retries, Error: errMsg, Reason: phase, Output: output, Phase: phase, Agent: agent,
+			FinishedAt: time.Unix(0, finished).UTC(), DurationMS: dur}
+		if steps {
+			r.Steps = []StepRun{{Step: 1, Runs: 2, DurationMS: 3}}
+		}
+		want, wantErr := json.Marshal(r)
+		got, err := EncodeResult(r, 1<<30)
+		require.Equal(t, wantErr != nil, err != nil)
+		require.Equal(t, string(want), string(got))
+	})
 }

@@ -144,6 +144,9 @@ func EncodeItemState(st *ItemState, max int) ([]byte, error) {
 // EncodeResult encodes r as JSON in at most max bytes, keeping the tails
 // of its output and error as long as they fit. r is not modified.
 func EncodeResult(r *Result, max int) ([]byte, error) {
+	if data, ok := appendResult(nil, r); ok && len(data) <= max {
+		return data, nil
+	}
 	data, err := json.Marshal(r)
 	if err != nil || len(data) <= max {
 		return data, err
