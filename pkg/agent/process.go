@@ -43,7 +43,7 @@ type item struct {
 	mv  *shell.MapVars
 	st  messages.ItemState
 	rev uint64 // revision of the item's state key; 0 = none read or written
-	key string
+	key string // the item's key in the items bucket: see itemKey
 	t0  time.Time
 
 	// breaker is the job's circuit breaker for this delivery (zero: none),
@@ -133,7 +133,6 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
-	it.key = messages.ItemKey(a.cfg.Pool, it.wi.JobID, it.wi.ItemID)
 	// Built only for a warning: a logger context costs allocations per item.
 	log := func() *zerolog.Logger {
 		l := a.log.With().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Uint64("num_delivered", md.NumDelivered).Logger()
@@ -212,9 +211,18 @@ func checkWorkItem(names messages.Names, subject string, wi *messages.WorkItem) 
 	return nil
 }
 
+// itemKey is the item's key in the items bucket, built on first use: an
+// item that succeeds on its first delivery never needs it.
+func (a *Agent) itemKey(it *item) string {
+	if it.key == "" {
+		it.key = messages.ItemKey(a.cfg.Pool, it.wi.JobID, it.wi.ItemID)
+	}
+	return it.key
+}
+
 // loadState reads the item's persisted retry state for this generation.
 func (a *Agent) loadState(ctx context.Context, it *item) error {
-	e, err := a.items.Get(ctx, it.key)
+	e, err := a.items.Get(ctx, a.itemKey(it))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil
 	}
@@ -240,7 +248,7 @@ func (a *Agent) saveState(ctx context.Context, it *item) error {
 	if err != nil {
 		return err
 	}
-	rev, err := kvcas.Write(ctx, a.items, it.key, data, it.rev)
+	rev, err := kvcas.Write(ctx, a.items, a.itemKey(it), data, it.rev)
 	if it.rev == 0 && kvcas.IsConflict(err) {
 		// State of an earlier generation, or of a run before a
 		// coordinator republished the item: take it over.
@@ -410,7 +418,7 @@ func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 	}
 	t := ackTarget{msg: it.m, term: term}
 	if deleteState {
-		t.key, t.rev = it.key, it.rev
+		t.key, t.rev = a.itemKey(it), it.rev
 	}
 	a.results <- pendingResult{subject: a.names.ResultSubject(a.cfg.Pool, res.JobID), data: data, ack: t}
 }
