@@ -82,8 +82,19 @@ func (p *prefetch) want() int {
 	if avg == 0 {
 		return p.min // nothing known yet: as safe as a fixed Concurrency
 	}
-	n := int64(p.workers) * int64(p.wait) / int64(avg)
-	return int(min(max(n, int64(p.min)), int64(p.max)))
+	return AdaptivePrefetch(p.workers, avg)
+}
+
+// AdaptivePrefetch is the buffer an agent of concurrency workers keeps
+// (Config.Prefetch 0) when its items take itemTime on average: what the
+// workers get through in 250ms, between concurrency and MaxPrefetch.
+func AdaptivePrefetch(concurrency int, itemTime time.Duration) int {
+	hi := max(concurrency, MaxPrefetch)
+	if itemTime <= 0 {
+		return hi
+	}
+	n := int64(concurrency) * int64(prefetchWait) / int64(itemTime)
+	return int(min(max(n, int64(concurrency)), int64(hi)))
 }
 
 // request is how many messages to ask for when buffered are waiting, or 0
