@@ -2,10 +2,10 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -241,57 +241,13 @@ func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
 	}, nil
 }
 
-// encodeWork is json.Marshal of item it's first work message, byte for
-// byte, written directly when that is easy to be sure of: ids and group
-// of plain ASCII and a payload with nothing json.Marshal would rewrite
-// (the input decoder hands over valid JSON). Else json.Marshal writes it.
+// encodeWork is item it's first work message. Its size was checked when
+// the job was accepted: no bound here.
 func encodeWork(job string, it expand.Item) ([]byte, error) {
-	corr := job + ":" + strconv.FormatInt(it.Index, 10)
-	if !plainJSON(job) || !plainJSON(it.ID) || !plainJSON(it.Group) || !compactPayload(it.Raw) {
-		return json.Marshal(&messages.WorkItem{JobID: job, ItemID: it.ID, Index: it.Index, Group: it.Group, Payload: it.Raw, CorrelationID: corr})
-	}
-	b := make([]byte, 0, len(it.Raw)+2*len(job)+len(it.ID)+len(it.Group)+128)
-	b = append(b, `{"job_id":"`...)
-	b = append(b, job...)
-	b = append(b, `","item_id":"`...)
-	b = append(b, it.ID...)
-	b = append(b, `","index":`...)
-	b = strconv.AppendInt(b, it.Index, 10)
-	if it.Group != "" {
-		b = append(b, `,"group":"`...)
-		b = append(b, it.Group...)
-		b = append(b, '"')
-	}
-	b = append(b, `,"payload":`...)
-	b = append(b, it.Raw...)
-	b = append(b, `,"generation":0,"correlation_id":"`...)
-	b = append(b, corr...)
-	b = append(b, `"}`...)
-	return b, nil
-}
-
-// plainJSON reports whether json.Marshal writes s as itself in quotes.
-func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
-}
-
-// compactPayload reports whether json.Marshal writes raw, valid JSON, as
-// it is: no space to compact, nothing to escape for HTML or U+2028/9.
-func compactPayload(raw []byte) bool {
-	if len(raw) == 0 {
-		return false
-	}
-	for _, c := range raw {
-		if c <= ' ' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
+	return messages.EncodeWorkItem(&messages.WorkItem{
+		JobID: job, ItemID: it.ID, Index: it.Index, Group: it.Group, Payload: it.Raw,
+		CorrelationID: job + ":" + strconv.FormatInt(it.Index, 10),
+	}, math.MaxInt)
 }
 
 // publishing is a publisher running in the background for the run loop.

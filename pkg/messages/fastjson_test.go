@@ -70,13 +70,18 @@ func trimmed(s string) []byte {
 	return b
 }
 
-func BenchmarkDecodeResults(b *testing.B) {
+// benchBatch is a results message of 100 results as an agent sends them.
+func benchBatch() []byte {
 	var batch ResultBatch
 	one := []byte(`{"job_id":"bench-1","item_id":"item-0000001","index":0,"outcome":"succeeded","generation":0,"attempts":1,"retries":0,"agent":"bench-agent-1","finished_at":"2026-11-26T10:51:13.123456789Z","duration_ms":0}`)
 	for range 100 {
 		batch.Add(one)
 	}
-	data := batch.Payload()
+	return batch.Payload()
+}
+
+func BenchmarkDecodeResults(b *testing.B) {
+	data := benchBatch()
 	var into []Result
 	b.ReportAllocs()
 	for b.Loop() {
@@ -85,12 +90,7 @@ func BenchmarkDecodeResults(b *testing.B) {
 }
 
 func BenchmarkDecodeResultsByUnmarshal(b *testing.B) {
-	var batch ResultBatch
-	one := []byte(`{"job_id":"bench-1","item_id":"item-0000001","index":0,"outcome":"succeeded","generation":0,"attempts":1,"retries":0,"agent":"bench-agent-1","finished_at":"2026-11-26T10:51:13.123456789Z","duration_ms":0}`)
-	for range 100 {
-		batch.Add(one)
-	}
-	data := batch.Payload()
+	data := benchBatch()
 	b.ReportAllocs()
 	for b.Loop() {
 		var into []Result

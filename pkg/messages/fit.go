@@ -85,6 +85,9 @@ func EncodeDLQEntry(e *DLQEntry, max int) ([]byte, error) {
 // oldest attempts of its history (a replayed item's) until it fits. wi is
 // not modified.
 func EncodeWorkItem(wi *WorkItem, max int) ([]byte, error) {
+	if data, ok := appendWorkItem(make([]byte, 0, len(wi.Payload)+256), wi); ok && len(data) <= max {
+		return data, nil
+	}
 	data, err := json.Marshal(wi)
 	if err != nil || len(data) <= max {
 		return data, err
