@@ -641,7 +641,7 @@ func (a *Agent) invokeHandler(ctx context.Context, it *item, step *messages.Step
 	if !ok {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("no handler %q registered on agent %s (pool %s)", step.Handler, a.cfg.Name, a.cfg.Pool))}
 	}
-	hctx, cancel := context.WithTimeout(ctx, timeout)
+	hctx, cancel := withStepDeadline(ctx, time.Now().Add(timeout))
 	defer cancel()
 	stopHB := a.heartbeat(it.m)
 	v, err := callHandler(hctx, fn, call)
