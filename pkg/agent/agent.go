@@ -271,9 +271,13 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 
 	buf := make(chan jetstream.Msg, a.prefetch.max)
 	taken := make(chan struct{}, 1)
+	slots := make([]hbSlot, a.cfg.Concurrency)
+	stopHB := a.heartbeats(slots)
+	defer stopHB()
 	var workers sync.WaitGroup
 	for i := 0; i < a.cfg.Concurrency; i++ {
 		workers.Add(1)
+		slot := &slots[i]
 		go func() {
 			defer workers.Done()
 			for m := range buf {
@@ -290,7 +294,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 				a.metrics.inFlight.Inc()
 				a.presence.begin(job)
 				t0 := time.Now()
-				a.safeProcess(workCtx, m)
+				a.safeProcessOn(workCtx, m, slot)
 				a.prefetch.observe(time.Since(t0))
 				a.presence.end(job)
 				a.metrics.inFlight.Dec()

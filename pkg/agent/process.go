@@ -56,6 +56,9 @@ type item struct {
 
 	// carry is what a replay continues from (see carriedAttempts).
 	carry carried
+	// hb is the worker's heartbeat slot (heartbeat.go); nil: a timer per
+	// handler call.
+	hb *hbSlot
 }
 
 // carried is the step an item gave up at in an earlier generation and the
@@ -87,7 +90,11 @@ func carriedAttempts(wi *messages.WorkItem) carried {
 // safeProcess runs process. A panic there (a bug some message found) would
 // end the agent, and the message, redelivered, would end the next one: the
 // message is dead-lettered as poison instead, and the agent goes on.
-func (a *Agent) safeProcess(ctx context.Context, m jetstream.Msg) {
+func (a *Agent) safeProcess(ctx context.Context, m jetstream.Msg) { a.safeProcessOn(ctx, m, nil) }
+
+// safeProcessOn is safeProcess on a worker whose handler calls send their
+// heartbeats through slot (nil: a timer of their own).
+func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 	defer func() {
 		p := recover()
 		if p == nil {
@@ -110,14 +117,14 @@ func (a *Agent) safeProcess(ctx context.Context, m jetstream.Msg) {
 		_ = json.Unmarshal(m.Data(), &it.wi)
 		a.poison(ctx, it, messages.ReasonPoison, fmt.Errorf("the agent panicked handling this message: %v", p))
 	}()
-	a.process(ctx, m)
+	a.process(ctx, m, slot)
 }
 
 // process handles one delivery end to end. It never returns an error: every
 // path ends in an ack, a term, a delayed nak or (for a fenced-off zombie)
 // nothing, leaving the message to its current holder.
-func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
-	it := &item{m: m, t0: a.cfg.Clock.Now()}
+func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
+	it := &item{m: m, t0: a.cfg.Clock.Now(), hb: slot}
 	md, err := m.Metadata()
 	if err != nil {
 		a.log.Error().Err(err).Msg("message without metadata; terminated")
@@ -643,9 +650,17 @@ func (a *Agent) invokeHandler(ctx context.Context, it *item, step *messages.Step
 	}
 	hctx, cancel := withStepDeadline(ctx, time.Now().Add(timeout))
 	defer cancel()
-	stopHB := a.heartbeat(it.m)
-	v, err := callHandler(hctx, fn, call)
-	stopHB()
+	var v any
+	var err error
+	if it.hb != nil {
+		it.hb.begin(it.m, time.Now())
+		v, err = callHandler(hctx, fn, call)
+		it.hb.end()
+	} else {
+		stopHB := a.heartbeat(it.m)
+		v, err = callHandler(hctx, fn, call)
+		stopHB()
+	}
 	if err != nil {
 		timedOut := errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		return "", &retry.Failure{Err: err, TimedOut: timedOut}
