@@ -63,7 +63,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.Provision.Replicas, "replicas", envflag.Int(getenv, "FLEET_REPLICAS", 1), "replicas of every stream and bucket: 1, or 3 on a 3-node cluster (env FLEET_REPLICAS)")
 	fs.DurationVar(&cfg.Provision.AckWait, "ack-wait", 0, "work consumers' AckWait, the crash-detection timeout (default 30s)")
 	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", 0, "work consumers' MaxDeliver backstop (default 100)")
-	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", 0, "work consumers' MaxAckPending: in-flight plus parked retries (default 20000)")
+	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", 0, "work consumers' MaxAckPending: items in flight plus retries waiting in a delayed nak, i.e. shorter than the agents' --park-after (default 20000)")
+	fs.Int64Var(&cfg.JobQueue, "job-queue", coordinator.DefaultJobQueue, "fair share: most messages of one job in the work stream at once (queued or running; parked retries excluded), so a new job starts behind at most this many items of each running job; negative = unbounded")
 	fs.StringVar(&cfg.InputDir, "input-dir", getenv("FLEET_INPUT_DIR"), "serve file inputs from this directory, and nowhere else (default: none, file inputs are refused; env FLEET_INPUT_DIR)")
 	// Limits on what a submission may ask of the fleet (docs/security.md).
 	fs.IntVar(&cfg.MaxSpecBytes, "max-spec-bytes", envflag.Int(getenv, "FLEET_MAX_SPEC_BYTES", coordinator.DefaultMaxSpecBytes), "largest job spec accepted, through the API and the durable intake (env FLEET_MAX_SPEC_BYTES)")

@@ -196,6 +196,11 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 			names.DLQSubject(pool, "*"),
 			names.AgentEventSubject(pool, "*", messages.EventBudget),
 			names.AgentEventSubject(pool, "*", messages.EventBreaker),
+			// Parked retries: schedules of the pool's items (docs/retries.md
+			// "Parking"). The server does not check a schedule's target
+			// against its subject: an agent could aim one at another pool.
+			names.ParkPoolFilter(pool),
+			j.api("STREAM.INFO", names.ParkStream()),
 			// Item state, keyed <pool>.<job>.<item>: compare-and-set writes,
 			// deletes and reads of the pool's keys only.
 			"$KV." + items + "." + pool + ".>",

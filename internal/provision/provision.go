@@ -141,12 +141,29 @@ func Streams(n messages.Names, c Config) []jetstream.StreamConfig {
 			MaxAge: c.Retention, Duplicates: DefaultWorkDupWindow,
 			Description: "jetfleet durable job intake",
 		},
+		// Parked retries (docs/retries.md "Parking"): message schedules,
+		// which the work stream cannot hold (schedules refuse DiscardNew,
+		// the work stream's backpressure). WorkQueue: a schedule is
+		// removed when it fires, and the fired copy once the work stream
+		// has sourced it. No limits: a parked item is never discarded.
+		{
+			Name: n.ParkStream(), Subjects: []string{n.ParkFilter()},
+			Retention: jetstream.WorkQueuePolicy, Storage: st, Replicas: c.Replicas,
+			AllowMsgSchedules: true, AllowRollup: true,
+			Duplicates:  DefaultWorkDupWindow,
+			Description: "jetfleet parked retries (message schedules)",
+		},
 		{
 			Name: n.WorkStream(), Subjects: []string{n.WorkFilter()},
 			Retention: jetstream.WorkQueuePolicy, Storage: st, Replicas: c.Replicas,
 			Discard: jetstream.DiscardNew, MaxMsgs: c.WorkMaxMsgs, MaxBytes: c.WorkMaxBytes,
 			Duplicates:  DefaultWorkDupWindow,
 			Description: "jetfleet work items",
+			// Parked items come back when due: the park stream's fired
+			// copies, on the pool's work subject. A full work stream
+			// refuses them as it refuses the coordinator; the server
+			// retries the source from the refused one.
+			Sources: []*jetstream.StreamSource{parkSource(n)},
 		},
 		{
 			Name: n.ResultsStream(), Subjects: []string{n.ResultsFilter()},
@@ -173,6 +190,15 @@ func Streams(n messages.Names, c Config) []jetstream.StreamConfig {
 			MaxAge:      c.Retention,
 			Description: "jetfleet MAX_DELIVERIES advisories of the work stream",
 		},
+	}
+}
+
+// parkSource is the work stream's source of parked items that are due.
+func parkSource(n messages.Names) *jetstream.StreamSource {
+	src, dest := n.ParkDueTransform()
+	return &jetstream.StreamSource{
+		Name:              n.ParkStream(),
+		SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: src, Destination: dest}},
 	}
 }
 

@@ -44,6 +44,13 @@ const (
 	// share its message, and MaxResultLinger the bound of ResultLinger.
 	DefaultResultLinger = 5 * time.Millisecond
 	MaxResultLinger     = time.Minute
+	// DefaultParkAfter is the shortest retry delay that is parked rather
+	// than naked with a delay (docs/retries.md "Parking" says how it was
+	// measured).
+	DefaultParkAfter = 5 * time.Second
+	// MinParkAfter bounds ParkAfter from below: a message schedule fires
+	// no sooner than 250 ms after the server last looked.
+	MinParkAfter = time.Second
 )
 
 // ReaperMode is how an agent deals with the processes its shell steps leave
@@ -133,6 +140,11 @@ type Config struct {
 	// pool, items in flight) to the agents bucket, which dashboards read.
 	// Defaults to 5s; negative turns it off.
 	PresenceInterval time.Duration
+	// ParkAfter is the shortest retry or snooze delay that is parked in
+	// the park stream (no MaxAckPending slot held while it waits) rather
+	// than naked with the delay. Defaults to DefaultParkAfter (5s);
+	// negative: never park.
+	ParkAfter time.Duration
 	// Provision is used only when the agent creates its pool's consumer
 	// because no coordinator has yet.
 	Provision provision.Config
@@ -148,6 +160,10 @@ type Config struct {
 	// item there, as if the agent had died: the message is neither acked nor
 	// naked and comes back after AckWait. A test hook; leave it nil.
 	AfterDeadLetter func(jobID, itemID string) bool
+	// AfterPark, when set, is called once a parked copy is scheduled,
+	// before the delivery is acked. Returning false stops there, as if the
+	// agent had died between the two. A test hook; leave it nil.
+	AfterPark func(jobID, itemID string) bool
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -189,6 +205,9 @@ func (c Config) WithDefaults() Config {
 	if c.PresenceInterval == 0 {
 		c.PresenceInterval = DefaultPresenceInterval
 	}
+	if c.ParkAfter == 0 {
+		c.ParkAfter = DefaultParkAfter
+	}
 	c.Provision = c.Provision.WithDefaults()
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
@@ -225,6 +244,9 @@ func (c Config) Validate() error {
 	}
 	if c.PresenceInterval >= 0 && c.PresenceInterval < MinPresenceInterval {
 		errs = append(errs, fmt.Errorf("presence_interval: %s, want >= %s (or negative: off)", c.PresenceInterval, MinPresenceInterval))
+	}
+	if c.ParkAfter >= 0 && c.ParkAfter < MinParkAfter {
+		errs = append(errs, fmt.Errorf("park_after: %s, want >= %s (or negative: never park)", c.ParkAfter, MinParkAfter))
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown_timeout: %s, want >= 0", c.ShutdownTimeout))

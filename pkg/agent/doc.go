@@ -6,8 +6,11 @@
 // Failures are retried by redelivery, never by sleeping: the agent asks the
 // step's retry policy (package retry) for a decision, claims a unit of the
 // job's retry budget, persists the item's retry state in the fleet_items
-// bucket and calls NakWithDelay with the computed delay. Whichever agent
-// receives the item next resumes it at the failed step. An item that gives
+// bucket and calls NakWithDelay with the computed delay, or, for a delay of
+// Config.ParkAfter or more, parks it: a copy of the message scheduled for
+// that time in the park stream, and the delivery acked, so that no
+// consumer slot is held while it waits. Whichever agent receives the item
+// next resumes it at the failed step. An item that gives
 // up is dead-lettered (publish, PubAck, then Term) with its full history.
 // What follows a failed step run is decided by two pure verdicts,
 // [StepFailure.Verdict] and [ItemFailure.Verdict], which the outage

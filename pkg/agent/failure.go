@@ -460,17 +460,26 @@ func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e end) 
 }
 
 // retryLater records the attempt, persists the item's state and naks the
-// message with delay. An unsaved state (but not a fenced one) still naks:
-// the next delivery decides from the state last saved.
+// message with delay, or parks it when the delay is long (park.go). An
+// unsaved state (but not a fenced one) still naks: the next delivery
+// decides from the state last saved.
 func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, delay time.Duration, kind string) {
 	att.DelayMS = delay.Milliseconds()
 	a.pushHistory(it, att)
+	park := a.parks(delay)
+	if park {
+		a.markPark(it, delay)
+	}
 	saved, fenced := a.persist(ctx, it)
 	if fenced {
 		return
 	}
 	if saved {
 		a.metrics.retries.WithLabelValues(kind).Inc()
+	}
+	if park && saved { // long: the delay waits in the park stream, holding no slot (park.go)
+		a.park(ctx, it)
+		return
 	}
 	a.nakDelay(it, delay)
 }

@@ -315,7 +315,14 @@ func (f *failureAgent) job(t *testing.T, id, steps, errorPolicy string) *job {
 // loop, and returns the work message.
 func (f *failureAgent) deliver(t *testing.T, j *job, n uint64) *recMsg {
 	t.Helper()
-	data, err := json.Marshal(messages.WorkItem{JobID: j.id, ItemID: "i1", Index: 7, Payload: json.RawMessage(`{"n":1}`)})
+	return f.deliverPark(t, j, n, 0)
+}
+
+// deliverPark is deliver of the item's park-th parked copy (0: the
+// coordinator's message).
+func (f *failureAgent) deliverPark(t *testing.T, j *job, n uint64, park int) *recMsg {
+	t.Helper()
+	data, err := json.Marshal(messages.WorkItem{JobID: j.id, ItemID: "i1", Index: 7, Payload: json.RawMessage(`{"n":1}`), Park: park})
 	require.NoError(t, err)
 	m := &recMsg{subject: testNames.WorkSubject(messages.DefaultPool, j.id), data: data,
 		md: jetstream.MsgMetadata{NumDelivered: n, Sequence: jetstream.SequencePair{Stream: 42}}}
@@ -830,11 +837,14 @@ func (d *fakeDLQ) Write(_ context.Context, e *messages.DLQEntry) error {
 	return nil
 }
 
-// fakePub keeps what is published: every PubAck arrives at once.
+// fakePub keeps what is published: every PubAck arrives at once. Parked
+// copies' schedules are published synchronously (parkErr refuses them).
 type fakePub struct {
 	mu      sync.Mutex
 	results []*nats.Msg
 	events  []*nats.Msg
+	parks   []*nats.Msg
+	parkErr error
 }
 
 func (p *fakePub) PublishMsgAsync(m *nats.Msg, _ ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
@@ -851,7 +861,16 @@ func (p *fakePub) PublishMsgAsync(m *nats.Msg, _ ...jetstream.PublishOpt) (jetst
 }
 
 func (p *fakePub) PublishMsg(_ context.Context, m *nats.Msg, _ ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	return nil, fmt.Errorf("unexpected synchronous publish to %s", m.Subject)
+	if !strings.HasPrefix(m.Subject, "fleet.park.at.") {
+		return nil, fmt.Errorf("unexpected synchronous publish to %s", m.Subject)
+	}
+	if p.parkErr != nil {
+		return nil, p.parkErr
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.parks = append(p.parks, m)
+	return &jetstream.PubAck{Stream: "FLEET_PARK"}, nil
 }
 
 // result is the one result published, nil if none.

@@ -25,6 +25,8 @@ type metrics struct {
 	// Processes shell steps left outside their process group, killed when
 	// the step ended (with a subreaper).
 	leftoversKilled prometheus.Counter
+	// Retries parked in the park stream, and superseded deliveries acked.
+	parked *prometheus.CounterVec
 	// Results messages published: each holds one result or a batch.
 	resultMessages prometheus.Counter
 
@@ -79,6 +81,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		resultMessages: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jetfleet_agent_result_messages_total", Help: "Results messages published, each with one result or a batch of one job's results (items_total / this = results per message).",
 		}),
+		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_agent_parked_total", Help: "Retries parked in the park stream (parked), and deliveries a parked copy superseded, acked without running (superseded).",
+		}, []string{"kind"}),
 	}
 	m.succeeded = m.items.WithLabelValues(messages.OutcomeSucceeded)
 	m.attemptOK = m.attempts.WithLabelValues("success")
@@ -86,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.shellSteps = m.stepDuration.WithLabelValues("shell")
 	if reg != nil {
 		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.budgetDenied)
-		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled, m.resultMessages)
+		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled, m.resultMessages, m.parked)
 	}
 	return m
 }

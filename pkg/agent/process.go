@@ -180,12 +180,16 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 
 	it.st = messages.ItemState{JobID: it.wi.JobID, ItemID: it.wi.ItemID, Generation: it.wi.Generation}
 	it.carry = carriedAttempts(&it.wi)
-	if md.NumDelivered > 1 || it.wi.Generation > 0 {
+	if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 {
 		if err := a.loadState(ctx, it); err != nil {
 			log().Warn().Err(err).Msg("cannot read item state; retrying later")
 			a.nakDelay(it, time.Second)
 			return
 		}
+	}
+	if it.st.Park > it.wi.Park {
+		a.resumePark(ctx, it) // superseded by a parked copy (park.go)
+		return
 	}
 	if it.st.Final != "" {
 		a.finalize(ctx, it) // a redelivery of an item that already gave up
@@ -242,7 +246,9 @@ func (a *Agent) loadState(ctx context.Context, it *item) error {
 		a.log.Warn().Err(err).Str("item_id", it.wi.ItemID).Msg("corrupt item state replaced")
 		return nil
 	}
-	if st.Generation == it.wi.Generation && !(it.wi.ResetAttempts && it.md.NumDelivered == 1) {
+	// A replay's first delivery with --reset-attempts starts afresh; its
+	// parked copies do not.
+	if st.Generation == it.wi.Generation && !(it.wi.ResetAttempts && it.md.NumDelivered == 1 && it.wi.Park == 0) {
 		it.st = st
 	}
 	return nil
@@ -352,13 +358,18 @@ func (a *Agent) nakDelay(it *item, d time.Duration) {
 	}
 }
 
-// succeed reports a finished item.
-func (a *Agent) succeed(_ context.Context, it *item) {
+// succeed reports a finished item. Its state, if any, is deleted once the
+// result is stored, unless the item was parked (keepParked).
+func (a *Agent) succeed(ctx context.Context, it *item) {
 	res := a.result(it, messages.OutcomeSucceeded)
 	if n := len(it.st.Outputs); n > 0 {
 		res.Output = it.st.Outputs[n-1]
 	}
-	a.report(it, res, false, it.rev != 0)
+	keep, fenced := a.keepParked(ctx, it)
+	if fenced {
+		return
+	}
+	a.report(it, res, false, it.rev != 0 && !keep)
 }
 
 func (a *Agent) result(it *item, outcome string) *messages.Result {

@@ -19,7 +19,12 @@ import (
 const (
 	DefaultStatusInterval = 250 * time.Millisecond
 	DefaultPublishBatch   = 512
-	DefaultMaxSpecBytes   = 4 << 20
+	// DefaultJobQueue is each job's fair share of its pool's work queue:
+	// at most this many of its messages in the work stream at once, so a
+	// job submitted later starts behind at most this many items of each
+	// running job (docs/design.md "Fair share").
+	DefaultJobQueue     = 1000
+	DefaultMaxSpecBytes = 4 << 20
 	// DefaultMaxItems bounds the items of one job: a 1,000,000-item job fits
 	// five times over (docs/benchmarks.md measures its memory).
 	DefaultMaxItems = 5_000_000
@@ -64,6 +69,11 @@ type Config struct {
 	// PublishBatch is how many work messages are in flight to the stream at
 	// once per job. Defaults to 512.
 	PublishBatch int
+	// JobQueue bounds each job's messages in the work stream (queued or
+	// being run; parked retries do not count): the fair share of a pool
+	// between its jobs. Defaults to DefaultJobQueue (1000); negative:
+	// unbounded, jobs run in the order their items were published.
+	JobQueue int64
 	// MaxSpecBytes bounds a submitted spec, through the API and the durable
 	// intake alike. Defaults to 4 MiB (and a spec must also fit, with its
 	// status, in the server's max_payload).
@@ -109,6 +119,7 @@ func (c Config) WithDefaults() Config {
 	c.Provision = c.Provision.WithDefaults()
 	orDefault(&c.StatusInterval, DefaultStatusInterval)
 	orDefault(&c.PublishBatch, DefaultPublishBatch)
+	orDefault(&c.JobQueue, DefaultJobQueue)
 	orDefault(&c.MaxSpecBytes, DefaultMaxSpecBytes)
 	orDefault(&c.MaxItems, DefaultMaxItems)
 	orDefault(&c.MaxPathNodes, DefaultMaxPathNodes)

@@ -1,8 +1,9 @@
 // Package coordinator is jetfleet's coordinator as a library: it accepts jobs
 // (the jetfleet micro service under <prefix>.api.> and the durable subject
 // <prefix>.jobs.submit), expands them into work items, publishes them to the
-// work stream with de-duplication ids and a max_parallel window, follows
-// their results, and keeps each job's status in the fleet_jobs bucket.
+// work stream with de-duplication ids, a max_parallel window and a fair
+// share of the pool (Config.JobQueue), follows their results, and keeps
+// each job's status in the fleet_jobs bucket.
 //
 // All coordinator state lives in JetStream: the job record (spec, status and
 // publishing cursor) in KV, the outcomes in the results stream. A restarted

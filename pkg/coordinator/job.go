@@ -242,6 +242,9 @@ func (r *jobRunner) run(ctx context.Context) {
 			r.c.metrics.jobsFinished.WithLabelValues(st.State).Inc()
 			late.start()
 		}
+		if mapEnd {
+			r.purgeParked(ctx)
+		}
 		if life.phase != phaseLingering && late.waiting() {
 			late.cancel() // reopened by a replay
 		}
@@ -583,13 +586,28 @@ func (r *jobRunner) advance(cursor, published int64) {
 
 // purgeQueued removes the job's queued work messages (stop or cancel).
 func (r *jobRunner) purgeQueued(ctx context.Context) {
-	stream, err := r.c.js.Stream(ctx, r.c.names.WorkStream())
-	if err == nil {
-		err = stream.Purge(ctx, jetstream.WithPurgeSubject(r.c.names.WorkSubject("*", r.id)))
-	}
-	if err != nil {
+	if err := r.purge(ctx, r.c.names.WorkStream(), r.c.names.WorkSubject("*", r.id)); err != nil {
 		r.log.Warn().Err(err).Msg("purging queued items failed; agents will skip them")
 	}
+}
+
+// purgeParked removes the job's parked retries once its map phase ended
+// (they count as not_run), so that they do not come back when due.
+func (r *jobRunner) purgeParked(ctx context.Context) {
+	if err := r.purge(ctx, r.c.names.ParkStream(), r.c.names.JobParkFilters(r.id)...); err != nil {
+		r.log.Warn().Err(err).Msg("purging parked items failed; agents will skip them when due")
+	}
+}
+
+// purge removes the messages on subjects from stream name.
+func (r *jobRunner) purge(ctx context.Context, name string, subjects ...string) error {
+	stream, err := r.c.js.Stream(ctx, name)
+	for _, s := range subjects {
+		if err == nil {
+			err = stream.Purge(ctx, jetstream.WithPurgeSubject(s))
+		}
+	}
+	return err
 }
 
 // stop ends the job with state and reason (cancel or policy stop).

@@ -187,8 +187,7 @@ func (r *jobRunner) afterMapEnd() {
 		if be.Groups > 0 {
 			ratio = float64(be.GroupsCompleted) / float64(be.Groups)
 		}
-		// The ratio first: a reader that sees the count sees its ratio.
-		r.c.metrics.bestEffortRatio.Set(ratio)
+		r.c.metrics.bestEffortRatio.Set(ratio) // first: a reader that saw the count sees the ratio
 		r.c.metrics.bestEffort.WithLabelValues(st.MapReason).Inc()
 		r.log.Info().Str("reason", st.MapReason).Int("groups_completed", be.GroupsCompleted).Int("min_groups", be.MinGroups).Bool("success", be.Success).Msg("best-effort completion")
 		r.c.event(r.id, messages.BestEffortCompletionEvent{

@@ -49,6 +49,51 @@ func (w window) full(inFlight, batched int64) bool {
 	return w.bounded() && inFlight+batched >= w.limit
 }
 
+// queue is the job's fair share of its pool: at most limit of its messages
+// in the work stream, queued or being run (0: no bound). Unlike the window
+// it does not count parked retries, which wait in the park stream: a job
+// whose items park keeps publishing, and a job submitted later starts
+// behind at most limit items of each running job.
+//
+// The publisher keeps an estimate: the count the server last gave plus
+// what was published since less the outcomes since.
+// A parked item leaves the stream without an outcome, so the estimate
+// asks the server again (count) at most every queueRecheck while full.
+type queue struct {
+	limit int64
+	// count asks the server for the job's messages in the work stream.
+	count func(ctx context.Context) (int64, error)
+	// known is count's last answer, taken when the job had inFlightAt
+	// items published without an outcome.
+	known, inFlightAt int64
+}
+
+// queueRecheck is how often a full queue asks the server for its count.
+const queueRecheck = 100 * time.Millisecond
+
+func (q *queue) bounded() bool { return q.limit > 0 }
+
+// full reports whether inFlight published items (of which the estimate
+// moves since the last count) and batched ones about to be fill the queue.
+func (q *queue) full(inFlight, batched int64) bool {
+	return q.bounded() && q.known+inFlight-q.inFlightAt+batched >= q.limit
+}
+
+// recount asks the server for the job's messages in the work stream.
+// inFlight is read after the answer, so that no outcome is taken off both
+// the count and the estimate. The bound is on items without an outcome:
+// an item whose result is in leaves the stream a moment later, when the
+// agent's ack arrives, so the stream may hold a few more (measured: 10 to
+// 32 with two agents).
+func (q *queue) recount(ctx context.Context, inFlight func() int64) error {
+	n, err := q.count(ctx)
+	if err != nil {
+		return err
+	}
+	q.known, q.inFlightAt = n, inFlight()
+	return nil
+}
+
 // publishBackoff spaces the publishing again of work messages the stream
 // refused (it is full): 50ms doubling to 3.2s.
 var publishBackoff = retry.Exponential(50*time.Millisecond, 3200*time.Millisecond)
@@ -66,6 +111,7 @@ type publisher struct {
 	items  int64
 	batch  int
 	window window
+	queue  queue
 	open   expand.Opener
 	names  messages.Names
 	js     asyncPublisher
@@ -87,7 +133,8 @@ func (r *jobRunner) newPublisher() *publisher {
 		job: r.id, spec: r.rec.Spec, routes: r.rec.Routes,
 		cursor: r.rec.Cursor, items: r.rec.Status.Items,
 		batch: r.c.cfg.PublishBatch, window: window{int64(r.rec.Spec.MaxParallel)},
-		open: r.c.opener, names: r.c.names, js: r.c.js, maxPayload: r.c.nc.MaxPayload,
+		queue: queue{limit: max(r.c.cfg.JobQueue, 0), count: r.c.queued(r.id)},
+		open:  r.c.opener, names: r.c.names, js: r.c.js, maxPayload: r.c.nc.MaxPayload,
 		state: r, progress: r.progress, after: time.After, log: r.log, metrics: r.c.metrics,
 	}
 }
@@ -147,7 +194,10 @@ func (p *publisher) run(ctx context.Context) error {
 				return ctx.Err()
 			}
 		}
-		if p.window.bounded() && p.state.ended() {
+		if err := p.waitQueue(ctx, &batch, flush); err != nil {
+			return err
+		}
+		if (p.window.bounded() || p.queue.bounded()) && p.state.ended() {
 			return nil
 		}
 		batch = append(batch, it)
@@ -158,6 +208,36 @@ func (p *publisher) run(ctx context.Context) error {
 		}
 	}
 	return flush()
+}
+
+// waitQueue waits while the job's fair share of the work stream is full:
+// the batch is flushed first, then the publisher waits for an outcome
+// (the estimate falls) or, every queueRecheck, asks the server (parked
+// items have left the stream).
+func (p *publisher) waitQueue(ctx context.Context, batch *[]expand.Item, flush func() error) error {
+	var tick <-chan time.Time
+	for p.queue.bounded() && p.queue.full(p.state.inFlight(), int64(len(*batch))) {
+		if len(*batch) > 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+			continue
+		}
+		if tick == nil {
+			tick = p.after(queueRecheck)
+		}
+		select {
+		case <-p.progress:
+		case <-tick:
+			tick = nil
+			if err := p.queue.recount(ctx, p.state.inFlight); err != nil && ctx.Err() == nil {
+				p.log.Warn().Err(err).Msg("cannot count the job's queued work messages; waiting")
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // publishBatch publishes items asynchronously and waits for every PubAck,
@@ -281,5 +361,34 @@ func (pg *publishing) stop() {
 	if pg.result != nil {
 		<-pg.result
 		pg.result = nil
+	}
+}
+
+// queued returns how job's messages in the work stream are counted: the
+// stream's per-subject counts of the job's work subjects, every pool's.
+// A WorkQueue stream holds a message until it is acked, so this is what
+// is queued and what agents are running, not what is parked.
+func (c *Coordinator) queued(job string) func(ctx context.Context) (int64, error) {
+	filter := c.names.WorkSubject("*", job)
+	var s jetstream.Stream // the publisher's goroutine only
+	return func(ctx context.Context) (int64, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var err error
+		if s == nil {
+			if s, err = c.js.Stream(ctx, c.names.WorkStream()); err != nil {
+				s = nil
+				return 0, err
+			}
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return 0, err
+		}
+		var n uint64
+		for _, m := range info.State.Subjects {
+			n += m
+		}
+		return int64(n), nil
 	}
 }

@@ -374,3 +374,44 @@ func TestEncodeWorkIsJSONMarshal(t *testing.T) {
 		require.Equal(t, string(want), string(got))
 	}
 }
+
+// The fair share (--job-queue) bounds the job's messages in the work
+// stream, as the server counts them: with every item still queued the
+// publisher stops at the limit; once the server says they left the stream
+// (parked: no outcome) it publishes more.
+func TestPublisherKeepsTheFairShare(t *testing.T) {
+	const items, limit = 10, 3
+	now := func(time.Duration) <-chan time.Time { // the recheck is due at once
+		c := make(chan time.Time, 1)
+		c <- time.Time{}
+		return c
+	}
+
+	t.Run("queued", func(t *testing.T) {
+		js, job := &fakeStream{}, &fakeJob{advanced: make(chan int64, items)}
+		p := testPublisher(t, &messages.JobSpec{Items: inlineItems(items, nil)}, js, job)
+		p.batch, p.after = 1, now
+		ctx, cancel := context.WithCancel(t.Context())
+		counts := 0
+		p.queue = queue{limit: limit, count: func(context.Context) (int64, error) {
+			if counts++; counts == 5 {
+				cancel() // asked again and again: it stays full
+			}
+			return job.inFlight(), nil // nothing left the stream
+		}}
+		require.ErrorIs(t, p.run(ctx), context.Canceled)
+		require.EqualValues(t, limit, job.published)
+	})
+
+	t.Run("parked", func(t *testing.T) {
+		js, job := &fakeStream{}, &fakeJob{}
+		p := testPublisher(t, &messages.JobSpec{Items: inlineItems(items, nil)}, js, job)
+		p.batch, p.after = 2, now
+		p.queue = queue{limit: limit, count: func(context.Context) (int64, error) {
+			return 0, nil // every item published so far was parked
+		}}
+		require.NoError(t, runPublisher(t, p))
+		require.EqualValues(t, items, job.published, "parked items free the share without an outcome")
+		require.EqualValues(t, items, job.inFlight(), "no outcome came")
+	})
+}

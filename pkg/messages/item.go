@@ -37,6 +37,12 @@ type WorkItem struct {
 	Phase string `json:"phase,omitempty"`
 	// Reduce carries what a reduce item's steps see as ${map.*}.
 	Reduce *ReduceInput `json:"reduce,omitempty"`
+	// Park is 0 for a message the coordinator published and n for the copy
+	// an agent parked as the item's n-th park (a retry on a long backoff
+	// that holds no slot of the consumer; docs/retries.md "Parking"). A
+	// delivery whose Park is below ItemState.Park is superseded by a parked
+	// copy and is not run.
+	Park int `json:"park,omitempty"`
 }
 
 // PhaseReduce marks the reduce item and its result.
@@ -147,6 +153,12 @@ type ItemState struct {
 	Reason     string `json:"reason,omitempty"`
 	Error      string `json:"error,omitempty"`
 	ErrorClass string `json:"error_class,omitempty"`
+	// Park counts the item's parks in this generation: the latest parked
+	// copy of its work message carries WorkItem.Park = Park, and ParkUntil
+	// is when that copy is due. Written before the copy is scheduled, so
+	// a redelivery of the message it replaced recognises itself as stale.
+	Park      int       `json:"park,omitempty"`
+	ParkUntil time.Time `json:"park_until,omitzero"`
 }
 
 // Item outcomes.

@@ -20,6 +20,13 @@ const DefaultPool = "default"
 const (
 	// HeaderMsgID is JetStream's de-duplication header.
 	HeaderMsgID = "Nats-Msg-Id"
+	// HeaderSchedule and HeaderScheduleTarget make a message a schedule
+	// (nats-server 2.12+, a stream with AllowMsgSchedules): "@at <RFC
+	// 3339 time>" publishes the message's body and headers on the target
+	// subject, of the same stream, once, at that time, and removes the
+	// schedule. Parked retries use them (docs/jetstream.md §16).
+	HeaderSchedule       = "Nats-Schedule"
+	HeaderScheduleTarget = "Nats-Schedule-Target"
 	// HeaderJobID carries the job id on DLQ and event messages (work and
 	// result messages carry it in the body and subject only).
 	HeaderJobID = "Fleet-Job-Id"
@@ -72,6 +79,11 @@ func (n Names) EventsStream() string  { return n.upper + "_EVENTS" }
 
 // AdvisoriesStream captures MAX_DELIVERIES advisories of the work stream.
 func (n Names) AdvisoriesStream() string { return n.upper + "_ADVISORIES" }
+
+// ParkStream holds parked retries: message schedules on ParkSubject that
+// the server fires, when due, onto ParkDueSubject, from where the work
+// stream sources them back onto the pool's work subject.
+func (n Names) ParkStream() string { return n.upper + "_PARK" }
 
 // KV buckets.
 func (n Names) JobsBucket() string   { return n.Prefix + "_jobs" }
@@ -143,6 +155,36 @@ func (n Names) JobDLQFilter(job string) string { return n.Prefix + ".dlq.*." + j
 
 // DLQFilter matches every dead-letter subject.
 func (n Names) DLQFilter() string { return n.Prefix + ".dlq.>" }
+
+// ParkSubject is the subject of item's message schedule in the park
+// stream: one per item, so that parking it again replaces its schedule.
+func (n Names) ParkSubject(pool, job, itemID string) string {
+	return n.Prefix + ".park.at." + ItemKey(pool, job, itemID)
+}
+
+// ParkDueSubject is where the server publishes a parked item of job when
+// its schedule fires; the work stream sources it onto WorkSubject(pool, job).
+func (n Names) ParkDueSubject(pool, job string) string {
+	return n.Prefix + ".park.due." + pool + "." + job
+}
+
+// ParkPoolFilter matches the schedules of pool's parked items.
+func (n Names) ParkPoolFilter(pool string) string { return n.Prefix + ".park.at." + pool + ".>" }
+
+// JobParkFilters match the parked items of job, every pool's: their
+// schedules and their fired copies.
+func (n Names) JobParkFilters(job string) []string {
+	return []string{n.Prefix + ".park.at.*." + job + ".>", n.ParkDueSubject("*", job)}
+}
+
+// ParkFilter matches every subject of the park stream.
+func (n Names) ParkFilter() string { return n.Prefix + ".park.>" }
+
+// ParkDueTransform is the work stream's source transform of the park
+// stream: ParkDueSubject(pool, job) becomes WorkSubject(pool, job).
+func (n Names) ParkDueTransform() (src, dest string) {
+	return n.Prefix + ".park.due.*.*", n.Prefix + ".work.{{wildcard(1)}}.{{wildcard(2)}}"
+}
 
 // ParseWork splits a subject built by WorkSubject into its pool and job;
 // ok is false for any other subject. The tokens are not validated: a
@@ -346,4 +388,11 @@ func ItemKey(pool, job, itemID string) string {
 // WorkMsgID is the de-duplication id of a work message.
 func WorkMsgID(job, itemID string, generation int) string {
 	return job + "/" + EncodeItemID(itemID) + "/" + strconv.Itoa(generation)
+}
+
+// ParkMsgID is the de-duplication id of the park-th parked copy of an
+// item's work message (in the park stream): scheduling it again, after a
+// crash, is a no-op.
+func ParkMsgID(job, itemID string, generation, park int) string {
+	return WorkMsgID(job, itemID, generation) + "/p" + strconv.Itoa(park)
 }
