@@ -2,6 +2,8 @@ package messages
 
 import (
 	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,4 +117,56 @@ func FuzzEncodeResult(f *testing.F) {
 		require.Equal(t, wantErr != nil, err != nil)
 		require.Equal(t, string(want), string(got))
 	})
+}
+
+// jsonNames lists the JSON names of v's fields.
+func jsonNames(v any) []string {
+	var names []string
+	t := reflect.TypeOf(v)
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	return names
+}
+
+// The direct decoders and encoders know every field: one added to
+// WorkItem or Result must be added to them too (a field they do not know
+// would be dropped silently).
+func TestFastCodecsKnowEveryField(t *testing.T) {
+	require.ElementsMatch(t, jsonNames(WorkItem{}), workItemFields)
+	require.ElementsMatch(t, jsonNames(Result{}), resultFields)
+
+	zero := func(v reflect.Value) bool { return v.IsZero() }
+	full := WorkItem{JobID: "j", ItemID: "i", Index: 1, Group: "g", Payload: json.RawMessage(`{"a":1}`), Generation: 2,
+		CorrelationID: "c", ReplayCount: 3, History: []Attempt{{Attempt: 1}}, HistoryDropped: 4, ResetAttempts: true,
+		Phase: PhaseReduce, Reduce: &ReduceInput{ResultsObject: "o"}, Park: 5}
+	rv := reflect.ValueOf(full)
+	for i := range rv.NumField() {
+		require.False(t, zero(rv.Field(i)), "the test's WorkItem sets %s", rv.Type().Field(i).Name)
+	}
+	data, err := json.Marshal(&full)
+	require.NoError(t, err)
+	var got WorkItem
+	require.NoError(t, DecodeWorkItem(data, &got))
+	require.Equal(t, full, got)
+
+	res := Result{JobID: "j", ItemID: "i", Index: 1, Group: "g", Outcome: "failed", Generation: 2, Attempts: 3, Retries: 4,
+		Reason: "r", Error: "e", ErrorClass: "c", Signature: "s", Output: "o", Phase: PhaseReduce, Agent: "a",
+		FinishedAt: time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC), DurationMS: 6, Steps: []StepRun{{Step: 1, Runs: 2, DurationMS: 3}}}
+	rv = reflect.ValueOf(res)
+	for i := range rv.NumField() {
+		require.False(t, zero(rv.Field(i)), "the test's Result sets %s", rv.Type().Field(i).Name)
+	}
+	data, err = json.Marshal(&res)
+	require.NoError(t, err)
+	rs, err := DecodeResults(data, nil)
+	require.NoError(t, err)
+	require.Equal(t, []Result{res}, rs)
+	res.Steps = nil // what appendResult writes directly
+	direct, ok := appendResult(nil, &res)
+	require.True(t, ok)
+	want, err := json.Marshal(&res)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(direct))
 }
