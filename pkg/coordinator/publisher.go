@@ -82,9 +82,10 @@ func (q *queue) full(inFlight, batched int64) bool {
 // recount asks the server for the job's messages in the work stream.
 // inFlight is read after the answer, so that no outcome is taken off both
 // the count and the estimate. The bound is on items without an outcome:
-// an item whose result is in leaves the stream a moment later, when the
-// agent's ack arrives, so the stream may hold a few more (measured: 10 to
-// 32 with two agents).
+// an item whose result is in leaves the stream when the agent's ack
+// arrives, which is sent once the agent's results batch is stored, so the
+// stream may hold up to a results batch (256) per agent more (measured:
+// 217 with two agents).
 func (q *queue) recount(ctx context.Context, inFlight func() int64) error {
 	n, err := q.count(ctx)
 	if err != nil {
