@@ -73,6 +73,17 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.MaxGroups, "max-groups", envflag.Int(getenv, "FLEET_MAX_GROUPS", coordinator.DefaultMaxGroups), "most groups group_by may yield (env FLEET_MAX_GROUPS)")
 	fs.IntVar(&cfg.ErrorSignatures, "error-signatures", envflag.Int(getenv, "FLEET_ERROR_SIGNATURES", coordinator.DefaultErrorSignatures), "error signatures a job's report keeps, the most frequent; the rest are counted as other (env FLEET_ERROR_SIGNATURES)")
 	fs.IntVar(&cfg.IntakeMaxDeliveries, "intake-max-deliveries", envflag.Int(getenv, "FLEET_INTAKE_MAX_DELIVERIES", coordinator.DefaultIntakeMaxDeliveries), "tries of a durable submission before it is rejected with the reason (env FLEET_INTAKE_MAX_DELIVERIES)")
+	// Retention (docs/deploy.md, "Retention"): how long finished jobs' records stay.
+	retention := messages.Duration(coordinator.DefaultJobRetention)
+	if v := getenv("FLEET_JOB_RETENTION"); v != "" {
+		d, err := messages.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("FLEET_JOB_RETENTION: %w", err)
+		}
+		retention = d
+	}
+	fs.TextVar(&retention, "job-retention", retention, "how long a finished job's record is kept before it is deleted with the rest of the job's data, e.g. 7d, 36h (env FLEET_JOB_RETENTION)")
+	fs.DurationVar(&cfg.LateResultWindow, "late-result-window", coordinator.DefaultLateResultWindow, "how long a finished job still counts late results; its data is cleaned up after it (and after its dead letters have left the DLQ)")
 	bs, err := budget.SettingsFromEnv(getenv)
 	if err != nil {
 		return err
@@ -98,6 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		}
 		os.Exit(2)
 	}
+	cfg.JobRetention = retention.D()
 	log, err := obs.Logger(os.Stderr, *logLevel, false)
 	if err != nil {
 		return fmt.Errorf("--log-level: %w", err)

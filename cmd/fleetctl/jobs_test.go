@@ -113,6 +113,21 @@ func TestJobCommandsAgainstAFleet(t *testing.T) {
 	code, _, errOut = cli(t, url, "list", "--limit", "5000")
 	require.Equal(t, exitUsage, code, "a page above the maximum is bad input")
 	require.Contains(t, errOut, "limit")
+
+	// jobs prune: nothing is old enough under the default retention (7d).
+	code, out, errOut = cli(t, url, "jobs", "prune", "--dry-run", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	var pr messages.PruneReply
+	require.NoError(t, json.Unmarshal([]byte(out), &pr))
+	require.True(t, pr.DryRun)
+	require.Zero(t, pr.Pruned)
+	code, _, errOut = cli(t, url, "jobs", "prune", "--older-than", "1m")
+	require.Equal(t, exitUsage, code, "below the duplicate windows")
+	require.Contains(t, errOut, "older_than")
+	code, _, _ = cli(t, url, "jobs", "prune", "--older-than", "soon")
+	require.Equal(t, exitUsage, code)
+	code, _, _ = cli(t, url, "jobs")
+	require.Equal(t, exitUsage, code, "a subcommand is required")
 }
 
 // fleetctl submit uploads an input named by an absolute path (it used to

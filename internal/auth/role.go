@@ -25,8 +25,8 @@ const (
 	// RoleSubmitter submits jobs (API and durable intake), uploads their
 	// inputs to the uploads bucket, and reads job status.
 	RoleSubmitter Role = "submitter"
-	// RoleOperator inspects, replays and purges dead letters, reads and
-	// cancels jobs, and reads the fleet's streams and consumers.
+	// RoleOperator inspects, replays and purges dead letters, reads,
+	// cancels and prunes jobs, and reads the fleet's streams and consumers.
 	RoleOperator Role = "operator"
 )
 
@@ -248,7 +248,7 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		}
 	case RoleOperator:
 		dlqStream := names.DLQStream()
-		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel),
+		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel, messages.EndpointJobsPrune),
 			names.Prefix+".api.dlq.>",
 			"$SRV.>", // nats micro ls/info/stats
 			j.api("INFO"), j.api("STREAM.NAMES"), j.api("STREAM.LIST"),

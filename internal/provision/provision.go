@@ -32,6 +32,10 @@ const (
 	// AgentsTTL is the max age of an agent's presence key: an agent that
 	// died without deleting it leaves the agents bucket after this long.
 	AgentsTTL = time.Minute
+	// JobsMarkerTTL is the jobs bucket's LimitMarkerTTL. The bucket has no
+	// max age, so no key ages out; setting it enables the per-message TTL
+	// that deleted records' markers carry.
+	JobsMarkerTTL = time.Hour
 )
 
 // Config sizes the resources. The zero value is usable: WithDefaults fills it.
@@ -52,7 +56,10 @@ type Config struct {
 	// limit are refused (DiscardNew) and back off. Defaults: 2,000,000 / unlimited.
 	WorkMaxMsgs  int64
 	WorkMaxBytes int64
-	// Retention is the MaxAge of the jobs, results and events streams. Defaults to 7d.
+	// Retention is the MaxAge of the jobs (submissions), events and
+	// advisories streams. Defaults to 7d. Results, item state and inputs
+	// have no age limit: a job's are removed when it settles (the
+	// coordinator's retention), so a long job's are kept however old.
 	Retention time.Duration
 	// DLQMaxAge, DLQMaxBytes, DLQMaxMsgs bound the dead-letter stream; when it
 	// is full publishes fail and agents retry later. Defaults: 30d / 256 MiB / unlimited. MaxBytes is reserved
@@ -166,9 +173,12 @@ func Streams(n messages.Names, c Config) []jetstream.StreamConfig {
 			Sources: []*jetstream.StreamSource{parkSource(n)},
 		},
 		{
+			// No MaxAge: a job's results are kept while it is open, whatever
+			// their age (its counts are rebuilt from them), and purged when
+			// it settles. Ensure updates streams provisioned with one.
 			Name: n.ResultsStream(), Subjects: []string{n.ResultsFilter()},
 			Retention: jetstream.LimitsPolicy, Storage: st, Replicas: c.Replicas,
-			MaxAge: c.Retention, Duplicates: 2 * time.Minute,
+			Duplicates:  2 * time.Minute,
 			Description: "jetfleet item outcomes",
 		},
 		{
@@ -207,7 +217,9 @@ func Buckets(n messages.Names, c Config) []jetstream.KeyValueConfig {
 	c = c.WithDefaults()
 	st := c.storage()
 	return []jetstream.KeyValueConfig{
-		{Bucket: n.JobsBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet jobs: spec, status"},
+		// LimitMarkerTTL allows per-message TTLs: a deleted record's purge
+		// marker expires (the coordinator's retention).
+		{Bucket: n.JobsBucket(), History: 1, Storage: st, Replicas: c.Replicas, LimitMarkerTTL: JobsMarkerTTL, Description: "jetfleet jobs: spec, status"},
 		{Bucket: n.BudgetBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet job retry budgets"},
 		{Bucket: n.ItemsBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet per-item retry state"},
 		{Bucket: n.BreakerBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet job circuit breakers"},
@@ -222,7 +234,9 @@ func ObjectStores(n messages.Names, c Config) []jetstream.ObjectStoreConfig {
 	c = c.WithDefaults()
 	return []jetstream.ObjectStoreConfig{
 		{
-			Bucket: n.InputsBucket(), Storage: c.storage(), Replicas: c.Replicas, TTL: c.Retention,
+			// No TTL: a job's objects are kept while it is open and deleted
+			// when it settles (the coordinator's retention).
+			Bucket: n.InputsBucket(), Storage: c.storage(), Replicas: c.Replicas,
 			Description: "jetfleet inputs of accepted jobs and map results for reduce (coordinator-written)",
 		},
 		{

@@ -118,6 +118,11 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 		clear(c.m)
 	}
 	c.m[id] = j
+	if rec.Status.MapReason == "" && !messages.TerminalState(rec.Status.State) {
+		// The job's map phase runs: a map_ended seen for this id was of an
+		// earlier job of the same id, deleted by retention since.
+		delete(c.ended, id)
+	}
 	c.mu.Unlock()
 	return j, nil
 }

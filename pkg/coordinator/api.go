@@ -32,6 +32,7 @@ func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
 		messages.EndpointJobsStatus: c.apiStatus,
 		messages.EndpointJobsList:   c.apiList,
 		messages.EndpointJobsCancel: c.apiCancel,
+		messages.EndpointJobsPrune:  c.apiPrune,
 	}
 	for name, fn := range c.extraEndpoints() {
 		endpoints[name] = fn
@@ -234,4 +235,24 @@ func (c *Coordinator) apiCancel(ctx context.Context, data []byte) (any, *message
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
 	return messages.StatusReply{Status: st}, nil
+}
+
+func (c *Coordinator) apiPrune(ctx context.Context, data []byte) (any, *messages.APIError) {
+	var req messages.PruneRequest
+	if e := decodeRequest(data, &req); e != nil {
+		return nil, e
+	}
+	olderThan := c.cfg.JobRetention
+	if req.OlderThan != nil {
+		olderThan = req.OlderThan.D()
+	}
+	if olderThan < MinJobRetention {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "older_than", Message: fmt.Sprintf(
+			"%s, want >= %s: a new job reusing a pruned id sooner would have its messages dropped as duplicates", messages.Duration(olderThan), messages.Duration(MinJobRetention))}
+	}
+	st, err := c.Prune(ctx, olderThan, req.DryRun)
+	if err != nil {
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	return messages.PruneReply{Pruned: st.Pruned, Jobs: st.Jobs, Failed: st.Failed, DryRun: req.DryRun}, nil
 }

@@ -125,6 +125,13 @@ func (c *Client) Cancel(ctx context.Context, id string) (*messages.JobStatus, er
 	return r.Status, nil
 }
 
+// Prune deletes the records and what is left of the data of jobs that
+// finished at least req.OlderThan ago (unset: the coordinator's job
+// retention); with req.DryRun it only lists them.
+func (c *Client) Prune(ctx context.Context, req messages.PruneRequest) (*messages.PruneReply, error) {
+	return call[messages.PruneReply](ctx, c, messages.EndpointJobsPrune, req)
+}
+
 // Wait polls a job's status every interval, calling onUpdate (if not nil)
 // with each status, until the job is terminal or ctx ends.
 func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, onUpdate func(*messages.JobStatus)) (*messages.JobStatus, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 )
 
@@ -44,6 +45,9 @@ const (
 	// DefaultLateResultWindow is how long a finished job keeps following
 	// its results for late ones.
 	DefaultLateResultWindow = time.Minute
+	// DefaultSweepInterval is how often the work stream is swept for
+	// stranded messages.
+	DefaultSweepInterval = time.Minute
 )
 
 // Config configures a Coordinator. The zero value plus a connection is
@@ -100,6 +104,24 @@ type Config struct {
 	// followed: items running when the map phase ended report late results
 	// (best_effort.late_results). Defaults to 1m.
 	LateResultWindow time.Duration
+	// JobRetention is how long a finished job's record is kept; then it is
+	// deleted with whatever is left of the job (docs/deploy.md,
+	// "Retention"). Defaults to 7d; at least MinJobRetention (10m).
+	JobRetention time.Duration
+	// CleanupInterval is how often settled jobs are cleaned up and expired
+	// records deleted. Defaults to 1m.
+	CleanupInterval time.Duration
+	// PruneMarkerTTL is how long the marker of a deleted job record stays
+	// in the jobs bucket, so that every watcher sees the deletion. Defaults
+	// to 1h; at least 1s.
+	PruneMarkerTTL time.Duration
+	// SweepInterval is how often the work stream is swept for messages
+	// stranded at MaxDeliver whose advisory was lost (dlq.Sweeper).
+	// Defaults to 1m.
+	SweepInterval time.Duration
+	// SweepMinAge is how long a message must stay stranded before the
+	// sweep dead-letters it. Defaults to 5m.
+	SweepMinAge time.Duration
 	// DLQMonitorInterval is how often the DLQ stream's depth, bytes and
 	// oldest entry are read (metrics, the 80% warning). Defaults to 15s.
 	DLQMonitorInterval time.Duration
@@ -127,6 +149,11 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.ErrorSignatures, DefaultErrorSignatures)
 	orDefault(&c.IntakeMaxDeliveries, DefaultIntakeMaxDeliveries)
 	orDefault(&c.LateResultWindow, DefaultLateResultWindow)
+	orDefault(&c.JobRetention, DefaultJobRetention)
+	orDefault(&c.CleanupInterval, DefaultCleanupInterval)
+	orDefault(&c.PruneMarkerTTL, DefaultPruneMarkerTTL)
+	orDefault(&c.SweepInterval, DefaultSweepInterval)
+	orDefault(&c.SweepMinAge, dlq.DefaultSweepMinAge)
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -144,6 +171,20 @@ func (c Config) Validate() error {
 	}
 	if c.StatusInterval < time.Millisecond {
 		errs = append(errs, fmt.Errorf("status_interval: %s, want >= 1ms", c.StatusInterval))
+	}
+	for _, d := range []struct {
+		name     string
+		v, least time.Duration
+	}{
+		{"job_retention", c.JobRetention, MinJobRetention},
+		{"cleanup_interval", c.CleanupInterval, time.Millisecond},
+		{"prune_marker_ttl", c.PruneMarkerTTL, time.Second},
+		{"sweep_interval", c.SweepInterval, time.Millisecond},
+		{"sweep_min_age", c.SweepMinAge, time.Millisecond},
+	} {
+		if d.v < d.least {
+			errs = append(errs, fmt.Errorf("%s: %s, want >= %s", d.name, d.v, d.least))
+		}
 	}
 	if c.InputDir != "" {
 		if st, err := os.Stat(c.InputDir); err != nil || !st.IsDir() {

@@ -56,6 +56,8 @@ type Coordinator struct {
 
 	metrics *metrics
 	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
+	// streams caches stream handles by name (retention's purges).
+	streams sync.Map
 
 	mu      sync.Mutex
 	runners map[string]*jobRunner
@@ -145,7 +147,17 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	mover := dlq.NewMover(c.js, c.names, itemsKV, c.log)
+	sweeper, err := dlq.NewSweeper(mover, dlq.WithSweepMinAge(c.cfg.SweepMinAge), dlq.WithSweepClock(c.cfg.Clock.Now))
+	if err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("coordinator: %w", err)
+	}
 	c.startDLQ(runCtx)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		_ = sweeper.Run(runCtx, c.cfg.SweepInterval)
+	}()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -157,6 +169,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	go func() {
 		defer c.wg.Done()
 		c.index.keep(runCtx, kv, c.log)
+	}()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.RunRetention(runCtx)
 	}()
 	intakeDone := make(chan error, 1)
 	go func() { intakeDone <- c.intake(runCtx) }()
@@ -353,7 +370,7 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
 	}
 	tries := min(delivered, maxTries)
 	problems := []messages.FieldError{{Message: fmt.Sprintf("not accepted after %d attempts: %s", tries, why)}}
-	if err := c.reject(ctx, rejectedID(m.Data(), seq, c.cfg.MaxSpecBytes), problems, c.cfg.Clock.Now()); err != nil {
+	if err := c.reject(ctx, seq, rejectedID(m.Data(), seq, c.cfg.MaxSpecBytes), problems, c.cfg.Clock.Now()); err != nil {
 		c.log.Error().Err(err).Uint64("stream_seq", seq).Msg("recording the rejection failed; will retry")
 		_ = m.NakWithDelay(5 * time.Second)
 		return
@@ -433,14 +450,14 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	now := c.cfg.Clock.Now()
 	spec, problems := c.admitSpec(data)
 	if spec == nil {
-		return c.reject(ctx, rejectedID(data, seq, c.cfg.MaxSpecBytes), problems, now)
+		return c.reject(ctx, seq, rejectedID(data, seq, c.cfg.MaxSpecBytes), problems, now)
 	}
 	if len(problems) > 0 {
 		id := spec.ID
 		if id == "" {
 			id = "rejected-" + strconv.FormatUint(seq, 10)
 		}
-		return c.reject(ctx, id, problems, now)
+		return c.reject(ctx, seq, id, problems, now)
 	}
 	if spec.ID == "" {
 		spec.ID = "job-" + strconv.FormatUint(seq, 10)
@@ -456,12 +473,12 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	}
 	eff := jobspec.WithDefaults(spec)
 	if problems := c.checkInput(eff); len(problems) > 0 {
-		return c.reject(ctx, spec.ID, problems, now)
+		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
 	if problems, err := c.adoptInput(ctx, eff); err != nil {
 		return fmt.Errorf("input of %s: %w", spec.ID, err)
 	} else if len(problems) > 0 {
-		return c.reject(ctx, spec.ID, problems, now)
+		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
 	if c.beforeCount != nil {
 		c.beforeCount(spec.ID)
@@ -471,7 +488,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		return err
 	}
 	if len(problems) > 0 {
-		return c.reject(ctx, spec.ID, problems, now)
+		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
 	rec := messages.JobRecord{
 		Spec: eff,
@@ -479,7 +496,8 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			ID: spec.ID, Name: eff.Name, Pool: eff.Pool, State: messages.StatePending,
 			Items: total, SubmittedAt: now,
 		},
-		Routes: c.routes(ctx, eff, groups),
+		Routes:    c.routes(ctx, eff, groups),
+		SubmitSeq: seq,
 	}
 	if eff.GroupBy != "" {
 		rec.Status.Groups = make(map[string]messages.GroupStatus, len(groups))
@@ -488,7 +506,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		}
 	}
 	if size := recordSize(&rec); size > c.maxRecordBytes() {
-		return c.reject(ctx, spec.ID, []messages.FieldError{{Field: "group_by", Message: fmt.Sprintf(
+		return c.reject(ctx, seq, spec.ID, []messages.FieldError{{Field: "group_by", Message: fmt.Sprintf(
 			"the job's record, with its %d groups, would take %d bytes; the limit is %d (the server's max_payload %d less %d for the job's status)",
 			len(groups), size, c.maxRecordBytes(), c.maxPayload(), c.statusRoom())}}, now)
 	}
@@ -580,9 +598,9 @@ func (c *Coordinator) routes(ctx context.Context, spec *messages.JobSpec, groups
 	return routes
 }
 
-// reject records a submission as rejected with its problems. It never
+// reject records the submission at seq as rejected with its problems. It never
 // overwrites a job that was accepted; it replaces an earlier rejection.
-func (c *Coordinator) reject(ctx context.Context, id string, problems []messages.FieldError, now time.Time) error {
+func (c *Coordinator) reject(ctx context.Context, seq uint64, id string, problems []messages.FieldError, now time.Time) error {
 	problems = boundProblems(problems)
 	prev, rev, err := c.store.getRev(ctx, id)
 	switch {
@@ -593,7 +611,7 @@ func (c *Coordinator) reject(ctx context.Context, id string, problems []messages
 	}
 	rec := messages.JobRecord{Status: messages.JobStatus{
 		ID: id, State: messages.StateRejected, Problems: problems, SubmittedAt: now, FinishedAt: &now,
-	}}
+	}, SubmitSeq: seq}
 	created, err := c.store.replace(ctx, &rec, rev)
 	if err != nil {
 		return err

@@ -298,3 +298,23 @@ func (x *jobIndex) apply(ctx context.Context, kv jetstream.KeyValue, e jetstream
 	}
 	x.put(got.Revision(), &rec.Status)
 }
+
+// finished returns the summaries of the jobs in a final state that keep
+// says to keep (for retention), oldest submission first. keep runs under
+// the index's read lock: it must not call back into the index.
+func (x *jobIndex) finished(keep func(*messages.JobStatus) bool) []messages.JobStatus {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []messages.JobStatus
+	for state, s := range x.byState {
+		if !messages.TerminalState(state) {
+			continue
+		}
+		for i := len(s) - 1; i >= 0; i-- {
+			if keep(&s[i].status) {
+				out = append(out, s[i].status)
+			}
+		}
+	}
+	return out
+}

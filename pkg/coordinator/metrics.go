@@ -15,6 +15,8 @@ type metrics struct {
 	bestEffortRatio prometheus.Gauge
 	lateResults     *prometheus.CounterVec
 	resultsRefused  *prometheus.CounterVec
+	jobsCleaned     prometheus.Counter
+	jobsPruned      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
@@ -53,10 +55,16 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 			Name: "jetfleet_coordinator_results_refused_total",
 			Help: "Results and dead-letter entries refused because they did not come from the pool their item was routed to (wrong_pool) or only the coordinator may write them (coordinator_only).",
 		}, []string{"reason"}),
+		jobsCleaned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_coordinator_jobs_cleaned_total", Help: "Settled jobs whose item state, budget, breaker, results and inputs were removed.",
+		}),
+		jobsPruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_coordinator_jobs_pruned_total", Help: "Expired job records deleted (retention or jobs.prune).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.publishRetries, m.jobsAccepted, m.jobsRejected, m.jobsFinished, m.activeJobs, m.inFlight,
-			m.bestEffort, m.bestEffortRatio, m.lateResults, m.resultsRefused)
+			m.bestEffort, m.bestEffortRatio, m.lateResults, m.resultsRefused, m.jobsCleaned, m.jobsPruned)
 	}
 	return m
 }

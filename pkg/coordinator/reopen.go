@@ -37,28 +37,46 @@ func (c *Coordinator) ensureRunner(ctx context.Context, id string) error {
 			}
 		}
 	}
-	rec, err := c.store.get(ctx, id)
+	rec, err := c.reopenRecord(ctx, id)
 	if err != nil {
 		return err
-	}
-	if rec.Spec == nil {
-		return fmt.Errorf("coordinator: job %s was rejected; nothing to reopen", id)
-	}
-	if messages.TerminalState(rec.Status.State) {
-		st := &rec.Status
-		st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateRunning, "", messages.PhaseMap, nil
-		if st.MapReason == "" {
-			// A record from before map reasons were kept: the job completed
-			// with every item done.
-			st.MapState, st.MapReason = messages.StateFailed, messages.CompletionAllCompleted
-		}
-		if err := c.store.put(ctx, rec); err != nil {
-			return err
-		}
 	}
 	c.startRunner(*rec)
 	if c.runner(id) == nil {
 		return errors.New("coordinator: shutting down")
 	}
 	return nil
+}
+
+// reopenRecord marks a finished job's record running again, with a
+// compare-and-set so that it cannot cross a retention cleanup that began
+// meanwhile (retention.go): a job whose cleanup began is not reopened.
+func (c *Coordinator) reopenRecord(ctx context.Context, id string) (*messages.JobRecord, error) {
+	for {
+		rec, rev, err := c.store.getRev(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		st := &rec.Status
+		switch {
+		case rec.Spec == nil:
+			return nil, fmt.Errorf("coordinator: job %s was rejected; nothing to reopen", id)
+		case st.CleanupAt != nil:
+			return nil, fmt.Errorf("%w: %s", errCleaned, id)
+		case !messages.TerminalState(st.State):
+			return rec, nil
+		}
+		st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateRunning, "", messages.PhaseMap, nil
+		if st.MapReason == "" {
+			// A record from before map reasons were kept: the job completed
+			// with every item done.
+			st.MapState, st.MapReason = messages.StateFailed, messages.CompletionAllCompleted
+		}
+		if _, ok, err := c.store.update(ctx, rec, rev); err != nil || ok {
+			return rec, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
 }

@@ -89,6 +89,9 @@ func (c *Coordinator) replayable(ctx context.Context, job string) error {
 		return err
 	case rec.Spec == nil:
 		return fmt.Errorf("%w: job %q was %s", dlq.ErrNotReplayable, job, rec.Status.State)
+	case rec.Status.CleanupAt != nil:
+		return fmt.Errorf("%w: job %q settled and its results were removed at %s (retention); submit the entries as a new job (fleetctl dlq export)",
+			dlq.ErrNotReplayable, job, rec.Status.CleanupAt.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

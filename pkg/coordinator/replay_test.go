@@ -98,7 +98,7 @@ func TestReplayReopensAFinishedJob(t *testing.T) {
 	// waits up to 30 s for an answer a shut-down server never gives; it
 	// ends on its own.
 	t.Cleanup(func() {
-		goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"))
+		goleak.VerifyNone(t, goleak.IgnoreCurrent(), fleettest.IgnoreServerGoroutines())
 	})
 	srv := fleettest.RunServer(t)
 	// Runners stop following finished jobs at once, so each replay restarts one.

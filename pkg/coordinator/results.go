@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -32,7 +33,8 @@ func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error)
 	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("last result of %s: %w", subj, err)
 	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj},
+		InactiveThreshold: resultsInactive})
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +42,7 @@ func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error)
 	if last == 0 {
 		once.Do(r.goLive)
 	}
-	return cons.Consume(func(m jetstream.Msg) {
+	cc, err := cons.Consume(func(m jetstream.Msg) {
 		r.applyMsg(m)
 		if last > 0 {
 			if md, err := m.Metadata(); err == nil && md.Sequence.Stream >= last {
@@ -49,6 +51,37 @@ func (r *jobRunner) track(ctx context.Context) (jetstream.ConsumeContext, error)
 		}
 		r.runPending()
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &resultsFeed{ConsumeContext: cc, js: r.c.js, stream: r.c.names.ResultsStream(), cons: cons}, nil
+}
+
+// resultsInactive is how long the server keeps a runner's results
+// consumer once nobody pulls from it (a coordinator that died): nats.go's
+// default, 5 minutes, kept the consumers of thousands of short jobs at
+// once, past the server's consumer limits.
+const resultsInactive = 30 * time.Second
+
+// resultsFeed is a runner's results consumption; Stop also deletes the
+// consumer (an ordered consumer's Stop leaves it to its inactive
+// threshold).
+type resultsFeed struct {
+	jetstream.ConsumeContext
+	js     jetstream.JetStream
+	stream string
+	cons   jetstream.Consumer
+}
+
+func (f *resultsFeed) Stop() {
+	f.ConsumeContext.Stop()
+	info := f.cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = f.js.DeleteConsumer(ctx, f.stream, info.Name) // else the inactive threshold removes it
 }
 
 // applyMsg applies one message of the results stream: one result, or an

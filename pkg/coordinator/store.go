@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -56,20 +58,47 @@ func (s *jobStore) getRev(ctx context.Context, id string) (*messages.JobRecord, 
 
 // replace stores rec in place of the record at revision rev (0: there is
 // none); replaced=false when the key changed meanwhile (another write won).
-// Only a rejected record is ever replaced: its id is free again.
+// Intake replaces only a rejected record (its id is free again); retention
+// marks a settled job's cleanup.
 func (s *jobStore) replace(ctx context.Context, rec *messages.JobRecord, rev uint64) (replaced bool, err error) {
+	_, replaced, err = s.update(ctx, rec, rev)
+	return replaced, err
+}
+
+// update is replace, returning the new revision.
+func (s *jobStore) update(ctx context.Context, rec *messages.JobRecord, rev uint64) (newRev uint64, ok bool, err error) {
 	data, err := s.encode(rec)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
-	rev, err = kvcas.Write(ctx, s.kv, rec.Status.ID, data, rev)
+	newRev, err = kvcas.Write(ctx, s.kv, rec.Status.ID, data, rev)
+	if kvcas.IsConflict(err) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if s.index != nil {
+		s.index.put(newRev, &rec.Status)
+	}
+	return newRev, true, nil
+}
+
+// remove deletes a job's record if it is still at revision rev. The purge
+// leaves one marker, which expires after markerTTL: watchers see the
+// deletion, and then the bucket holds nothing of the job.
+func (s *jobStore) remove(ctx context.Context, id string, rev uint64, markerTTL time.Duration) (removed bool, err error) {
+	err = s.kv.Purge(ctx, id, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
 	if kvcas.IsConflict(err) {
 		return false, nil
 	}
-	if err == nil && s.index != nil {
-		s.index.put(rev, &rec.Status)
+	if err != nil {
+		return false, err
 	}
-	return err == nil, err
+	if s.index != nil {
+		s.index.remove(id, math.MaxUint64)
+	}
+	return true, nil
 }
 
 // create stores a new record; created=false when the id already exists.

@@ -19,10 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The embedded server's work stream sources the park stream; a source
-	// still being set up when a test's server shuts down leaves this wait
-	// behind a moment (the same ignore as pkg/agent's and pkg/ui's).
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"))
+	goleak.VerifyTestMain(m, fleettest.IgnoreServerGoroutines())
 }
 
 var names = messages.MustNames("")
@@ -130,9 +127,9 @@ func (f *fleet) results(t testing.TB) []messages.Result {
 		if err != nil {
 			continue
 		}
-		rs, err := messages.DecodeResults(m.Data, nil)
-		require.NoError(t, err)
-		out = append(out, rs...)
+		var r messages.Result
+		require.NoError(t, json.Unmarshal(m.Data, &r))
+		out = append(out, r)
 	}
 	return out
 }

@@ -14,11 +14,13 @@ const (
 	EndpointJobsStatus = "jobs.status"
 	EndpointJobsList   = "jobs.list"
 	EndpointJobsCancel = "jobs.cancel"
-	EndpointDLQList    = "dlq.list"
-	EndpointDLQGet     = "dlq.get"
-	EndpointDLQStats   = "dlq.stats"
-	EndpointDLQReplay  = "dlq.replay"
-	EndpointDLQPurge   = "dlq.purge"
+	// EndpointJobsPrune deletes finished jobs' records and data (PruneRequest).
+	EndpointJobsPrune = "jobs.prune"
+	EndpointDLQList   = "dlq.list"
+	EndpointDLQGet    = "dlq.get"
+	EndpointDLQStats  = "dlq.stats"
+	EndpointDLQReplay = "dlq.replay"
+	EndpointDLQPurge  = "dlq.purge"
 	// EndpointDLQReplayCancel cancels a running replay (DLQReplayCancelRequest).
 	EndpointDLQReplayCancel = "dlq.replay.cancel"
 	// EndpointDLQReplays reports running and recent replays (DLQReplaysRequest).
@@ -69,6 +71,31 @@ type SubmitReply struct {
 type JobRequest struct {
 	JobID string `json:"job_id"`
 }
+
+// PruneRequest asks jobs.prune to delete the records of jobs that finished
+// at least OlderThan ago, with whatever data of theirs is left (item state,
+// budget, breaker, results, inputs, events, submission). Unset OlderThan:
+// the coordinator's job retention.
+type PruneRequest struct {
+	OlderThan *Duration `json:"older_than,omitempty"`
+	// DryRun lists what would be pruned and deletes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// PruneReply answers jobs.prune.
+type PruneReply struct {
+	ErrorReply
+	// Pruned counts the jobs pruned (or that would be, with DryRun).
+	Pruned int `json:"pruned"`
+	// Jobs lists their ids, at most MaxPruneListed of them.
+	Jobs []string `json:"jobs,omitempty"`
+	// Failed counts jobs whose pruning failed (retried by the next pass).
+	Failed int  `json:"failed,omitempty"`
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// MaxPruneListed bounds PruneReply.Jobs.
+const MaxPruneListed = 1000
 
 // StatusReply answers jobs.status and jobs.cancel.
 type StatusReply struct {

@@ -16,4 +16,7 @@ type JobRecord struct {
 	Deadline *time.Time `json:"deadline,omitempty"`
 	// Routes maps a group to the pool its items were routed to (group_by).
 	Routes map[string]string `json:"routes,omitempty"`
+	// SubmitSeq is the sequence of the job's submission in the jobs
+	// stream, deleted with the record when the job expires.
+	SubmitSeq uint64 `json:"submit_seq,omitempty"`
 }

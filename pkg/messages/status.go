@@ -72,6 +72,12 @@ type JobStatus struct {
 	SubmittedAt time.Time         `json:"submitted_at"`
 	StartedAt   *time.Time        `json:"started_at,omitempty"`
 	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
+	// CleanupAt is when the removal of the settled job's data (item state,
+	// budget, breaker, results, inputs) began; CleanedAt when it ended.
+	// From CleanupAt on, the job cannot be reopened by a DLQ replay: the
+	// results its counts are rebuilt from are gone (docs/deploy.md, "Retention").
+	CleanupAt *time.Time `json:"cleanup_at,omitempty"`
+	CleanedAt *time.Time `json:"cleaned_at,omitempty"`
 }
 
 // Summary returns s without the lists whose size grows with the job (groups,

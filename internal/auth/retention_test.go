@@ -1,0 +1,85 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// The coordinator cleans up and deletes jobs, and the operator prunes
+// them, with nothing but their roles' grants: item state, breaker keys, a
+// reduce's map results in the inputs bucket, results, events and the
+// submission all go, and no call is refused.
+func TestRetentionRunsWithTheRolesPermissions(t *testing.T) {
+	s := runSecured(t, auth.Options{Pools: []string{"default"}})
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 2*time.Minute, errors.New("timed out"))
+	defer cancel()
+
+	cnc, cerrs := s.connect(t, "coordinator")
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	coord, err := coordinator.New(cnc, coordinator.Config{Clock: clk, LateResultWindow: 10 * time.Millisecond})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	coordDone := make(chan error, 1)
+	go func() { coordDone <- coord.Run(runCtx) }()
+	<-coord.Ready()
+	// What `coordinator --pools default` does at start: agents only bind.
+	cjs, err := jetstream.New(cnc)
+	require.NoError(t, err)
+	_, err = provision.EnsurePool(ctx, cjs, s.names, "default", provision.Config{AckWait: 5 * time.Second})
+	require.NoError(t, err)
+	anc, aerrs := s.connect(t, auth.AgentUser("default"))
+	ag := agent.New(anc, agent.Config{Concurrency: 4, ShutdownTimeout: time.Second}).HandleBuiltins()
+	agentDone := make(chan error, 1)
+	go func() { agentDone <- ag.Run(runCtx) }()
+
+	snc, serrs := s.connect(t, "submitter")
+	sub, err := coordinator.NewClient(snc, "")
+	require.NoError(t, err)
+	_, err = sub.Submit(ctx, []byte(`{"id": "kept", "items": [`+items(4)+`],
+		"agent_template": [{"handler": "flaky", "with": {"fail_attempts": 1},
+			"retry_config": {"attempts": 2, "backoff": "fixed", "initial_delay": "10ms", "circuit_breaker": {"failure_threshold": 100, "timeout": "1h"}}}],
+		"reduce": [{"handler": "noop"}]}`))
+	require.NoError(t, err)
+	st, err := sub.Wait(ctx, "kept", 50*time.Millisecond, nil)
+	require.NoError(t, err)
+	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
+
+	onc, oerrs := s.connect(t, "operator")
+	op, err := coordinator.NewClient(onc, "")
+	require.NoError(t, err)
+	clk.Advance(time.Hour)
+	// Once the job's runner has left (its late-result window is real).
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		rs, err := coord.RetentionPass(ctx)
+		if err == nil && rs.Cleaned != 1 {
+			err = fmt.Errorf("not cleaned yet: %+v", rs)
+		}
+		return err
+	})
+	hour := messages.Duration(time.Hour)
+	reply, err := op.Prune(ctx, messages.PruneRequest{OlderThan: &hour})
+	require.NoError(t, err)
+	require.Equal(t, 1, reply.Pruned, "%+v", reply)
+	require.Zero(t, reply.Failed)
+
+	stop()
+	require.NoError(t, <-agentDone)
+	require.NoError(t, <-coordDone)
+	for role, ae := range map[string]*asyncErrs{"coordinator": cerrs, "agent": aerrs, "submitter": serrs, "operator": oerrs} {
+		require.Empty(t, ae.violations(), "%s was refused something it needs", role)
+	}
+}

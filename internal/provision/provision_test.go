@@ -1,0 +1,65 @@
+package provision_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// An existing deployment provisioned with age limits on results and
+// inputs (before retention became per job) loses them at the next start,
+// and its jobs bucket gains per-message TTLs.
+func TestEnsureLiftsAgeLimitsOfExistingDeployment(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	js := srv.JS()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names, err := messages.NewNames("fleet")
+	require.NoError(t, err)
+	cfg := provision.Config{DLQMaxBytes: 1 << 20}
+
+	// The old configuration: results and inputs aged out after Retention.
+	for _, sc := range provision.Streams(names, cfg) {
+		if sc.Name == names.ResultsStream() {
+			sc.MaxAge = provision.DefaultRetention
+		}
+		_, err := js.CreateStream(ctx, sc)
+		require.NoError(t, err)
+	}
+	for _, kc := range provision.Buckets(names, cfg) {
+		kc.LimitMarkerTTL = 0
+		_, err := js.CreateKeyValue(ctx, kc)
+		require.NoError(t, err)
+	}
+	for _, oc := range provision.ObjectStores(names, cfg) {
+		oc.TTL = provision.DefaultRetention
+		_, err := js.CreateObjectStore(ctx, oc)
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
+
+	results, err := js.Stream(ctx, names.ResultsStream())
+	require.NoError(t, err)
+	require.Zero(t, results.CachedInfo().Config.MaxAge, "results are kept while their job is open")
+	inputs, err := js.Stream(ctx, "OBJ_"+names.InputsBucket())
+	require.NoError(t, err)
+	require.Zero(t, inputs.CachedInfo().Config.MaxAge, "inputs are kept while their job is open")
+	jobs, err := js.Stream(ctx, "KV_"+names.JobsBucket())
+	require.NoError(t, err)
+	require.True(t, jobs.CachedInfo().Config.AllowMsgTTL, "deleted records' markers expire")
+
+	// A purge marker with a TTL is accepted.
+	kv, err := js.KeyValue(ctx, names.JobsBucket())
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, "j1", []byte("{}"))
+	require.NoError(t, err)
+	require.NoError(t, kv.Purge(ctx, "j1", jetstream.PurgeTTL(time.Second)))
+}
