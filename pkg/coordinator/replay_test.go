@@ -275,9 +275,9 @@ func readResults(t *testing.T, js jetstream.JetStream, job string) []messages.Re
 		if err != nil || names.Origin(m.Subject) == "" || !strings.HasSuffix(m.Subject, "."+job) {
 			continue
 		}
-		var r messages.Result
-		require.NoError(t, json.Unmarshal(m.Data, &r))
-		out = append(out, r)
+		rs, err := messages.DecodeResults(m.Data, nil)
+		require.NoError(t, err)
+		out = append(out, rs...)
 	}
 	return out
 }
