@@ -15,7 +15,12 @@
 # item (from its /varz) and each process's CPU seconds; last, the ratio of
 # the medians as "jetfleet/raw ratio: X.XX".
 #
-# Usage: scripts/bench-daemons.sh [-n 100000] [-runs 3] [-agents 2] [-- extra agent flags]
+# With -pprof DIR, every process serves its Go profiles (--pprof-addr, the
+# server -profile) and each jetfleet run saves a CPU profile of each, for
+# its first -pprof-seconds (default 10), to DIR/run-<r>-<process>.pprof:
+#   go tool pprof -top DIR/run-1-agent-1.pprof
+#
+# Usage: scripts/bench-daemons.sh [-n 100000] [-runs 3] [-agents 2] [-pprof DIR [-pprof-seconds S]] [-- extra agent flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,13 +28,17 @@ N=100000
 RUNS=3
 AGENTS=2
 AGENT_FLAGS=()
+PPROF=""
+PPROF_SECONDS=10
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) N=$2; shift 2 ;;
     -runs) RUNS=$2; shift 2 ;;
     -agents) AGENTS=$2; shift 2 ;;
+    -pprof) PPROF=$(mkdir -p "$2" && cd "$2" && pwd); shift 2 ;;
+    -pprof-seconds) PPROF_SECONDS=$2; shift 2 ;;
     --) shift; AGENT_FLAGS=("$@"); break ;;
-    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-- agent flags]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-pprof DIR [-pprof-seconds S]] [-- agent flags]" >&2; exit 2 ;;
   esac
 done
 
@@ -51,18 +60,31 @@ go run ./scripts/genitems -n "$N" -o "$work/items.json"
 
 port=$((20000 + RANDOM % 20000))
 mon=$((port + 1))
-"$work/bin/nats-server" -js -a 127.0.0.1 -p "$port" -m "$mon" -sd "$work/js" >"$work/server.log" 2>&1 &
+# pprof ports, when -pprof: server, coordinator, agent 1, agent 2, ...
+pp=$((port + 2))
+declare -A pprof_of=()
+srv_flags=()
+if [ -n "$PPROF" ]; then srv_flags=(-profile "$pp"); pprof_of[server]=$pp; fi
+"$work/bin/nats-server" -js -a 127.0.0.1 -p "$port" -m "$mon" -sd "$work/js" "${srv_flags[@]}" >"$work/server.log" 2>&1 &
 srv_pid=$!
 pids+=("$srv_pid")
 export NATS_URL="nats://127.0.0.1:$port"
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mon/healthz" >/dev/null && break; sleep 0.1; done
 
-"$work/bin/coordinator" --log-level warn >"$work/coordinator.log" 2>&1 &
+pflag=()
+pflag() { # pflag NAME: sets pflag to the --pprof-addr of process NAME when -pprof
+  pflag=()
+  [ -n "$PPROF" ] || return 0
+  pp=$((pp + 1)); pprof_of[$1]=$pp; pflag=("--pprof-addr=127.0.0.1:$pp")
+}
+pflag coordinator
+"$work/bin/coordinator" --log-level warn "${pflag[@]}" >"$work/coordinator.log" 2>&1 &
 coord_pid=$!
 pids+=("$coord_pid")
 agent_pids=()
 for i in $(seq "$AGENTS"); do
-  "$work/bin/agent" --log-level warn --name "bench-agent-$i" "${AGENT_FLAGS[@]}" >"$work/agent-$i.log" 2>&1 &
+  pflag "agent-$i"
+  "$work/bin/agent" --log-level warn --name "bench-agent-$i" "${pflag[@]}" "${AGENT_FLAGS[@]}" >"$work/agent-$i.log" 2>&1 &
   agent_pids+=("$!")
   pids+=("$!")
 done
@@ -95,6 +117,13 @@ for r in $(seq "$RUNS"); do
 
   sed "s/^input:/id: bench-$r-$$\ninput:/" "$work/job.yaml" >"$work/job-$r.yaml"
   c0=$(cpu "$coord_pid"); a0=$(agents_cpu)
+  profs=()
+  if [ -n "$PPROF" ]; then
+    for name in "${!pprof_of[@]}"; do
+      curl -sf -o "$PPROF/run-$r-$name.pprof" "http://127.0.0.1:${pprof_of[$name]}/debug/pprof/profile?seconds=$PPROF_SECONDS" &
+      profs+=("$!")
+    done
+  fi
   t0=$(date +%s.%N)
   "$work/bin/fleetctl" submit "$work/job-$r.yaml" --wait >"$work/submit-$r.log" 2>&1 || { cat "$work/submit-$r.log"; exit 1; }
   t1=$(date +%s.%N)
@@ -105,6 +134,7 @@ for r in $(seq "$RUNS"); do
     "$r" "$frate" "$(echo "($in2 - $in1) / $N" | bc -l)" "$(echo "($out2 - $out1) / $N" | bc -l)" \
     "$(echo "$s2 - $s1" | bc)" "$(echo "$c1 - $c0" | bc)" "$(echo "$a1 - $a0" | bc)"
   fleets+=("$frate")
+  for p in "${profs[@]}"; do wait "$p" || echo "a CPU profile of run $r failed" >&2; done
 done
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }

@@ -97,6 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	jobspec.RegisterBestEffortFlags(fs, &cfg.BestEffort)
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
+	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default (env FLEET_PPROF_ADDR)")
 	pools := fs.String("pools", getenv("FLEET_POOLS"), "comma-separated pools whose work consumers are created at start, so agents that may only bind to theirs (least privilege) find them (env FLEET_POOLS)")
 	listen := fs.String("listen", "127.0.0.1:4222", "embedded server address when no --server is given; beyond loopback it needs --auth-dir")
 	authDir := fs.String("auth-dir", "", "embedded server: admit only the users `fleetctl auth init DIR` wrote (and TLS if generated); the coordinator connects as DIR/coordinator.nk")
@@ -140,6 +141,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	conn.Name = "jetfleet-coordinator"
 	conn.OnAsyncError = logAsyncError(log)
+	if err := obs.ServePprof(ctx, *pprofAddr, log); err != nil {
+		return fmt.Errorf("--pprof-addr: %w", err)
+	}
 	if err := obs.ServeMetrics(ctx, *metricsAddr, reg, log); err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}

@@ -179,10 +179,15 @@ func runWatch(ctx context.Context, env *cliEnv, args []string) int {
 	})
 }
 
+// watchInterval is how often watch and submit --wait ask for the job's
+// status: a running job's status is answered from the coordinator's memory,
+// and a job that ends is reported within 0.1s.
+const watchInterval = 100 * time.Millisecond
+
 func watchJob(ctx context.Context, env *cliEnv, client *coordinator.Client, id string, asJSON bool) int {
 	start := time.Now()
 	prog := newProgress(env.stderr)
-	st, err := client.Wait(ctx, id, 250*time.Millisecond, prog.update)
+	st, err := client.Wait(ctx, id, watchInterval, prog.update)
 	prog.finish()
 	if err != nil {
 		errorf(env, "watching %s: %v", id, err)

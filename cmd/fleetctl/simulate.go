@@ -125,7 +125,7 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	items := fs.Int64("items", 0, "number of items (default: the spec's inline items or input file)")
 	fs.IntVar(&cfg.Fleet.Agents, "agents", simulate.DefaultAgents, "agents")
 	fs.IntVar(&cfg.Fleet.Concurrency, "concurrency", simulate.DefaultConcurrency, "items each agent runs at once")
-	fs.IntVar(&cfg.Fleet.Prefetch, "prefetch", 0, "messages each agent buffers (default: --concurrency)")
+	fs.IntVar(&cfg.Fleet.Prefetch, "prefetch", 0, "messages each agent buffers (default: what an agent's adaptive prefetch settles at for --step-duration)")
 	fs.IntVar(&cfg.Fleet.MaxDeliver, "max-deliver", simulate.DefaultMaxDeliver, "the work consumer's MaxDeliver (-1: unlimited)")
 	fs.IntVar(&cfg.Fleet.MaxAckPending, "max-ack-pending", simulate.DefaultMaxAckPending, "the work consumer's MaxAckPending (-1: unlimited)")
 	step := fs.String("step", "", "the step that calls the dependency: its name or 1-based number (default: the first)")

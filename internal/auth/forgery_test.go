@@ -200,11 +200,14 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		var r messages.Result
-		if err := json.Unmarshal(m.Data, &r); err != nil {
+		rs, err := messages.DecodeResults(m.Data, nil)
+		if err != nil {
 			return err
 		}
-		if r.ItemID != "i1" || r.Generation != 1 || r.Agent != "real-default" {
+		if len(rs) != 1 {
+			return fmt.Errorf("last default results message holds %d results", len(rs))
+		}
+		if r := rs[0]; r.ItemID != "i1" || r.Generation != 1 || r.Agent != "real-default" {
 			return fmt.Errorf("last default result: %+v", r)
 		}
 		return nil

@@ -71,9 +71,9 @@ func jobResults(t *testing.T, js jetstream.JetStream, job string) []messages.Res
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			var r messages.Result
-			require.NoError(t, json.Unmarshal(m.Data(), &r))
-			out = append(out, r)
+			rs, err := messages.DecodeResults(m.Data(), nil)
+			require.NoError(t, err)
+			out = append(out, rs...)
 		}
 		if n == 0 {
 			return out

@@ -93,8 +93,10 @@ func TestResultStepBreakdown(t *testing.T) {
 	require.NoError(t, err)
 	m, err := stream.GetLastMsgForSubject(ctx, messages.MustNames("").ResultSubject(messages.DefaultPool, id))
 	require.NoError(t, err)
-	var res messages.Result
-	require.NoError(t, json.Unmarshal(m.Data, &res))
+	rs, err := messages.DecodeResults(m.Data, nil)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	res := rs[0]
 	require.Equal(t, 2, res.Attempts)
 	require.Len(t, res.Steps, 3, "%+v", res.Steps)
 	runs := []int{res.Steps[0].Runs, res.Steps[1].Runs, res.Steps[2].Runs}

@@ -44,6 +44,17 @@ func (r *recorder) handler(failFirst int) agent.HandlerFunc {
 	}
 }
 
+// total is the number of handler runs of every item.
+func (r *recorder) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.runs {
+		n += c
+	}
+	return n
+}
+
 func (r *recorder) count(item string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,14 +45,38 @@ func ServeMetrics(ctx context.Context, addr string, g prometheus.Gatherer, log z
 	if addr == "" {
 		return nil
 	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	return serve(ctx, addr, mux, "metrics", log)
+}
+
+// ServePprof serves the runtime profiles of net/http/pprof under
+// /debug/pprof/ on addr until ctx ends, for measuring where a daemon's
+// CPU goes (scripts/bench-daemons.sh -pprof). An empty addr serves
+// nothing; the profiles show the process's internals, so addr should be
+// loopback. It returns once the listener is bound.
+func ServePprof(ctx context.Context, addr string, log zerolog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return serve(ctx, addr, mux, "pprof", log)
+}
+
+// serve serves h on addr until ctx ends; it returns once the listener is bound.
+func serve(ctx context.Context, addr string, h http.Handler, what string, log zerolog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// No WriteTimeout: a CPU profile takes as long as its seconds= asks.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	context.AfterFunc(ctx, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -59,9 +84,9 @@ func ServeMetrics(ctx context.Context, addr string, g prometheus.Gatherer, log z
 	})
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error().Err(err).Msg("metrics server stopped")
+			log.Error().Err(err).Str("server", what).Msg("http server stopped")
 		}
 	}()
-	log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics")
+	log.Info().Str("addr", ln.Addr().String()).Str("server", what).Msg("serving")
 	return nil
 }

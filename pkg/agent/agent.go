@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/budget"
@@ -44,8 +43,13 @@ type Agent struct {
 	budget  retryBudget
 	dlq     deadLetters
 	metrics *metrics
+	// results carries finished items' results to the batcher, acks the
+	// published batches to the ack loop (batch.go).
+	results chan pendingResult
 	acks    chan pendingAck
-	hb      time.Duration
+	// prefetch sizes the buffer of work messages (pull.go).
+	prefetch *prefetch
+	hb       time.Duration
 	// maxPayloadOf is the server's max_payload (nc.MaxPayload).
 	maxPayloadOf func() int64
 	// maxDeliver is the consumer's MaxDeliver (0 = unlimited): on that
@@ -239,7 +243,9 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	a.metrics = newMetrics(a.cfg.Registerer)
 	a.presence = newPresence(a)
-	a.acks = make(chan pendingAck, 4*a.cfg.Prefetch+64)
+	a.prefetch = newPrefetch(a.cfg)
+	a.results = make(chan pendingResult, 4*a.cfg.ResultBatch)
+	a.acks = make(chan pendingAck, 64)
 	return nil
 }
 
@@ -263,70 +269,51 @@ func (a *Agent) waitKV(ctx context.Context, bucket string) (jetstream.KeyValue, 
 // waitKVBackoff spaces waitKV's tries: 100ms doubling to 2s.
 var waitKVBackoff = retry.Exponential(100*time.Millisecond, 2*time.Second)
 
-// consume runs the pull loop with Concurrency workers.
+// consume runs the pull loop (pull.go) with Concurrency workers.
 func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
-	it, err := cons.Messages(natsconn.PullOptions(a.cfg.Prefetch)...)
-	if err != nil {
-		return fmt.Errorf("agent: pull: %w", err)
-	}
 	// workCtx outlives ctx by up to ShutdownTimeout so in-flight items can finish.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 
 	ackDone := make(chan struct{})
+	go a.batchLoop()
 	go func() { defer close(ackDone); a.ackLoop() }()
 
-	msgs := make(chan jetstream.Msg)
+	buf := make(chan jetstream.Msg, a.prefetch.max)
+	taken := make(chan struct{}, 1)
+	slots := make([]hbSlot, a.cfg.Concurrency)
+	stopHB := a.heartbeats(slots)
+	defer stopHB()
 	var workers sync.WaitGroup
 	for i := 0; i < a.cfg.Concurrency; i++ {
 		workers.Add(1)
+		slot := &slots[i]
 		go func() {
 			defer workers.Done()
-			for m := range msgs {
+			for m := range buf {
+				select {
+				case taken <- struct{}{}:
+				default:
+				}
+				if ctx.Err() != nil {
+					// Buffered when shutdown began: give it back at once.
+					_ = m.Nak()
+					continue
+				}
 				_, job, _ := a.names.ParseWork(m.Subject())
 				a.metrics.inFlight.Inc()
 				a.presence.begin(job)
-				a.safeProcess(workCtx, m)
+				t0 := time.Now()
+				a.safeProcessOn(workCtx, m, slot)
+				a.prefetch.observe(time.Since(t0))
 				a.presence.end(job)
 				a.metrics.inFlight.Dec()
 			}
 		}()
 	}
 
-	// At shutdown stop pulling; buffered messages are still delivered below.
-	stopDrain := context.AfterFunc(ctx, it.Drain)
-	defer stopDrain()
-	var pullErr error
-	for {
-		m, err := it.Next()
-		if err != nil {
-			switch {
-			case ctx.Err() == nil && a.nc.IsClosed():
-				// The server closed the connection for good (nats.go does
-				// not reconnect after a protocol error): say so, rather
-				// than end as if stopped.
-				pullErr = natsconn.Lost(a.nc)
-			case !errors.Is(err, jetstream.ErrMsgIteratorClosed):
-				pullErr = err
-				if ctx.Err() == nil && isTransientPull(err) {
-					a.log.Warn().Err(err).Msg("pull failed; continuing")
-					continue
-				}
-			}
-			break
-		}
-		if ctx.Err() != nil {
-			// Drained after shutdown began: give it back at once.
-			_ = m.Nak()
-			continue
-		}
-		select {
-		case msgs <- m:
-		case <-ctx.Done():
-			_ = m.Nak()
-		}
-	}
-	close(msgs)
+	pullErr := a.pull(ctx, cons, buf, taken)
+	close(buf)
 
 	finished := make(chan struct{})
 	go func() { workers.Wait(); close(finished) }()
@@ -337,15 +324,10 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 		cancelWork()
 		<-finished
 	}
-	close(a.acks)
+	close(a.results) // the batcher publishes what it holds, then closes a.acks
 	<-ackDone
 	if pullErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("agent: pull: %w", pullErr)
 	}
 	return nil
-}
-
-func isTransientPull(err error) bool {
-	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, context.DeadlineExceeded)
 }

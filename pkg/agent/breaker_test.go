@@ -34,7 +34,7 @@ func checkLeaks(t *testing.T) {
 	// waits up to 30 s for an answer a shut-down server never gives; it
 	// ends on its own.
 	t.Cleanup(func() {
-		goleak.VerifyNone(t, opt, goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"))
+		goleak.VerifyNone(t, opt, fleettest.IgnoreServerGoroutines())
 	})
 }
 

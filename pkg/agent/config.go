@@ -32,6 +32,18 @@ const (
 	DefaultPresenceInterval = 5 * time.Second
 	// MinPresenceInterval bounds PresenceInterval from below.
 	MinPresenceInterval = 100 * time.Millisecond
+	// DefaultResultBatch is how many results of one job an agent sends in
+	// one message at most, and MaxResultBatch the bound of ResultBatch.
+	DefaultResultBatch = 256
+	MaxResultBatch     = 4096
+	// MaxPrefetch bounds the adaptive prefetch (Config.Prefetch 0), and
+	// MaxPrefetchFixed a fixed one.
+	MaxPrefetch      = 512
+	MaxPrefetchFixed = 65536
+	// DefaultResultLinger is how long a result may wait for others to
+	// share its message, and MaxResultLinger the bound of ResultLinger.
+	DefaultResultLinger = 5 * time.Millisecond
+	MaxResultLinger     = time.Minute
 	// DefaultParkAfter is the shortest retry delay that is parked rather
 	// than naked with a delay (docs/retries.md "Parking" says how it was
 	// measured).
@@ -76,10 +88,22 @@ type Config struct {
 	Name string
 	// Concurrency is the number of items run at once. Defaults to 8.
 	Concurrency int
-	// Prefetch is how many messages the client buffers. Defaults to
-	// Concurrency: a larger buffer lets buffered messages' AckWait expire
-	// (docs/jetstream.md §9).
+	// Prefetch fixes how many work messages the agent buffers ahead of its
+	// workers. Defaults to adaptive: as many as the workers get through in
+	// 250ms at the items' average time, between Concurrency and
+	// MaxPrefetch, so that short items never starve the workers and a
+	// buffered message's AckWait is never spent waiting (docs/jetstream.md
+	// §9).
 	Prefetch int
+	// ResultBatch is how many results of one job the agent sends in one
+	// message at most (fewer when max_payload would be exceeded); 1 sends
+	// each result alone. Defaults to DefaultResultBatch (256).
+	ResultBatch int
+	// ResultLinger is how long a finished item's result waits for more of
+	// its job's results to share its message; its work message is acked
+	// only once that message is stored. Defaults to DefaultResultLinger
+	// (5ms).
+	ResultLinger time.Duration
 	// Heartbeat is the InProgress interval during a step. Defaults to a
 	// third of the consumer's AckWait.
 	Heartbeat time.Duration
@@ -160,8 +184,11 @@ func (c Config) WithDefaults() Config {
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.Prefetch == 0 {
-		c.Prefetch = c.Concurrency
+	if c.ResultBatch == 0 {
+		c.ResultBatch = DefaultResultBatch
+	}
+	if c.ResultLinger == 0 {
+		c.ResultLinger = DefaultResultLinger
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
@@ -203,8 +230,14 @@ func (c Config) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
 		errs = append(errs, fmt.Errorf("concurrency: %d, want 1..%d", c.Concurrency, MaxConcurrency))
 	}
-	if c.Prefetch < 1 {
-		errs = append(errs, fmt.Errorf("prefetch: %d, want >= 1", c.Prefetch))
+	if c.Prefetch < 0 || c.Prefetch > MaxPrefetchFixed {
+		errs = append(errs, fmt.Errorf("prefetch: %d, want 1..%d (or 0: adaptive)", c.Prefetch, MaxPrefetchFixed))
+	}
+	if c.ResultBatch < 1 || c.ResultBatch > MaxResultBatch {
+		errs = append(errs, fmt.Errorf("result_batch: %d, want 1..%d", c.ResultBatch, MaxResultBatch))
+	}
+	if c.ResultLinger < 0 || c.ResultLinger > MaxResultLinger {
+		errs = append(errs, fmt.Errorf("result_linger: %s, want 0..%s", c.ResultLinger, MaxResultLinger))
 	}
 	if c.Heartbeat < 0 {
 		errs = append(errs, fmt.Errorf("heartbeat: %s, want >= 0", c.Heartbeat))

@@ -1,6 +1,10 @@
 package agent
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
 
 // metrics are the agent's Prometheus metrics; no item ids as labels.
 type metrics struct {
@@ -23,6 +27,12 @@ type metrics struct {
 	leftoversKilled prometheus.Counter
 	// Retries parked in the park stream, and superseded deliveries acked.
 	parked *prometheus.CounterVec
+	// Results messages published: each holds one result or a batch.
+	resultMessages prometheus.Counter
+
+	// The children every successful item touches, looked up once.
+	succeeded, attemptOK     prometheus.Counter
+	handlerSteps, shellSteps prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -68,13 +78,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		leftoversKilled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jetfleet_agent_step_leftovers_killed_total", Help: "Processes shell steps left running outside their process group (daemons, double forks), killed and reaped when the step ended.",
 		}),
+		resultMessages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_agent_result_messages_total", Help: "Results messages published, each with one result or a batch of one job's results (items_total / this = results per message).",
+		}),
 		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jetfleet_agent_parked_total", Help: "Retries parked in the park stream (parked), and deliveries a parked copy superseded, acked without running (superseded).",
 		}, []string{"kind"}),
 	}
+	m.succeeded = m.items.WithLabelValues(messages.OutcomeSucceeded)
+	m.attemptOK = m.attempts.WithLabelValues("success")
+	m.handlerSteps = m.stepDuration.WithLabelValues("handler")
+	m.shellSteps = m.stepDuration.WithLabelValues("shell")
 	if reg != nil {
 		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.budgetDenied)
-		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled, m.parked)
+		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled, m.resultMessages, m.parked)
 	}
 	return m
 }

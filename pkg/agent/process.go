@@ -13,8 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/shell"
@@ -43,7 +43,7 @@ type item struct {
 	mv  *shell.MapVars
 	st  messages.ItemState
 	rev uint64 // revision of the item's state key; 0 = none read or written
-	key string
+	key string // the item's key in the items bucket: see itemKey
 	t0  time.Time
 
 	// breaker is the job's circuit breaker for this delivery (zero: none),
@@ -56,6 +56,9 @@ type item struct {
 
 	// carry is what a replay continues from (see carriedAttempts).
 	carry carried
+	// hb is the worker's heartbeat slot (heartbeat.go); nil: a timer per
+	// handler call.
+	hb *hbSlot
 }
 
 // carried is the step an item gave up at in an earlier generation and the
@@ -87,7 +90,11 @@ func carriedAttempts(wi *messages.WorkItem) carried {
 // safeProcess runs process. A panic there (a bug some message found) would
 // end the agent, and the message, redelivered, would end the next one: the
 // message is dead-lettered as poison instead, and the agent goes on.
-func (a *Agent) safeProcess(ctx context.Context, m jetstream.Msg) {
+func (a *Agent) safeProcess(ctx context.Context, m jetstream.Msg) { a.safeProcessOn(ctx, m, nil) }
+
+// safeProcessOn is safeProcess on a worker whose handler calls send their
+// heartbeats through slot (nil: a timer of their own).
+func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 	defer func() {
 		p := recover()
 		if p == nil {
@@ -110,14 +117,14 @@ func (a *Agent) safeProcess(ctx context.Context, m jetstream.Msg) {
 		_ = json.Unmarshal(m.Data(), &it.wi)
 		a.poison(ctx, it, messages.ReasonPoison, fmt.Errorf("the agent panicked handling this message: %v", p))
 	}()
-	a.process(ctx, m)
+	a.process(ctx, m, slot)
 }
 
 // process handles one delivery end to end. It never returns an error: every
 // path ends in an ack, a term, a delayed nak or (for a fenced-off zombie)
 // nothing, leaving the message to its current holder.
-func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
-	it := &item{m: m, t0: a.cfg.Clock.Now()}
+func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
+	it := &item{m: m, t0: a.cfg.Clock.Now(), hb: slot}
 	md, err := m.Metadata()
 	if err != nil {
 		a.log.Error().Err(err).Msg("message without metadata; terminated")
@@ -125,7 +132,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	it.md = md
-	if err := json.Unmarshal(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
+	if err := messages.DecodeWorkItem(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
@@ -133,8 +140,11 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
-	it.key = messages.ItemKey(a.cfg.Pool, it.wi.JobID, it.wi.ItemID)
-	log := a.log.With().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Uint64("num_delivered", md.NumDelivered).Logger()
+	// Built only for a warning: a logger context costs allocations per item.
+	log := func() *zerolog.Logger {
+		l := a.log.With().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Uint64("num_delivered", md.NumDelivered).Logger()
+		return &l
+	}
 
 	it.job, err = a.jobs.get(ctx, it.wi.JobID)
 	if errors.Is(err, errJobNotFound) {
@@ -142,7 +152,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	if err != nil {
-		log.Warn().Err(err).Msg("cannot load job; retrying later")
+		log().Warn().Err(err).Msg("cannot load job; retrying later")
 		a.nakDelay(it, 2*time.Second)
 		return
 	}
@@ -155,7 +165,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 		it.set = it.job.reduce
 		cleanup, err := a.prepareReduce(ctx, it)
 		if err != nil {
-			log.Warn().Err(err).Msg("cannot fetch the map results; retrying later")
+			log().Warn().Err(err).Msg("cannot fetch the map results; retrying later")
 			a.nakDelay(it, 2*time.Second)
 			return
 		}
@@ -172,7 +182,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg) {
 	it.carry = carriedAttempts(&it.wi)
 	if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 {
 		if err := a.loadState(ctx, it); err != nil {
-			log.Warn().Err(err).Msg("cannot read item state; retrying later")
+			log().Warn().Err(err).Msg("cannot read item state; retrying later")
 			a.nakDelay(it, time.Second)
 			return
 		}
@@ -212,9 +222,18 @@ func checkWorkItem(names messages.Names, subject string, wi *messages.WorkItem) 
 	return nil
 }
 
+// itemKey is the item's key in the items bucket, built on first use: an
+// item that succeeds on its first delivery never needs it.
+func (a *Agent) itemKey(it *item) string {
+	if it.key == "" {
+		it.key = messages.ItemKey(a.cfg.Pool, it.wi.JobID, it.wi.ItemID)
+	}
+	return it.key
+}
+
 // loadState reads the item's persisted retry state for this generation.
 func (a *Agent) loadState(ctx context.Context, it *item) error {
-	e, err := a.items.Get(ctx, it.key)
+	e, err := a.items.Get(ctx, a.itemKey(it))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil
 	}
@@ -242,7 +261,7 @@ func (a *Agent) saveState(ctx context.Context, it *item) error {
 	if err != nil {
 		return err
 	}
-	rev, err := kvcas.Write(ctx, a.items, it.key, data, it.rev)
+	rev, err := kvcas.Write(ctx, a.items, a.itemKey(it), data, it.rev)
 	if it.rev == 0 && kvcas.IsConflict(err) {
 		// State of an earlier generation, or of a run before a
 		// coordinator republished the item: take it over.
@@ -307,7 +326,7 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			a.metrics.attempts.WithLabelValues("cancelled").Inc()
 			return
 		case f == nil:
-			a.metrics.attempts.WithLabelValues("success").Inc()
+			a.metrics.attemptOK.Inc()
 			a.settleStepBreaker(ctx, it, retry.OutcomeSuccess)
 			it.st.Ran = append(it.st.Ran, messages.StepRun{Step: i, Runs: 1, DurationMS: dur.Milliseconds()})
 		default:
@@ -399,8 +418,8 @@ func stepRuns(it *item) []messages.StepRun {
 	return runs
 }
 
-// report publishes the result asynchronously; the ack loop acks (or terms)
-// the work message once the result is stored.
+// report hands the result to the batcher (batch.go), which publishes it;
+// the ack loop acks (or terms) the work message once it is stored.
 func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 	// Encoded to fit: a handler's output may be as large as MaxOutputBytes
 	// says, and the item id as large as an item may be.
@@ -410,64 +429,16 @@ func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 		a.nakDelay(it, time.Second)
 		return
 	}
-	msg := nats.NewMsg(a.names.ResultSubject(a.cfg.Pool, res.JobID))
-	msg.Data = data
-	// No Nats-Msg-Id: the coordinator de-duplicates results by item index
-	// and generation, and server-side dedupe would cost a map entry per item.
-	fut, err := a.pub.PublishMsgAsync(msg)
-	if err != nil {
-		a.log.Warn().Err(err).Msg("result publish failed; item redelivered later")
-		a.nakDelay(it, time.Second)
-		return
+	if res.Outcome == messages.OutcomeSucceeded {
+		a.metrics.succeeded.Inc()
+	} else {
+		a.metrics.items.WithLabelValues(res.Outcome).Inc()
 	}
-	a.metrics.items.WithLabelValues(res.Outcome).Inc()
-	p := pendingAck{fut: fut, msg: it.m, term: term}
+	t := ackTarget{msg: it.m, term: term}
 	if deleteState {
-		p.key, p.rev = it.key, it.rev
+		t.key, t.rev = a.itemKey(it), it.rev
 	}
-	a.acks <- p
-}
-
-type pendingAck struct {
-	fut  jetstream.PubAckFuture
-	msg  jetstream.Msg
-	term bool
-	key  string
-	rev  uint64
-}
-
-// ackLoop acknowledges work messages in the order their results are stored.
-func (a *Agent) ackLoop() {
-	for p := range a.acks {
-		var err error
-		select {
-		case <-p.fut.Ok():
-		case err = <-p.fut.Err():
-		}
-		if err != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err = a.pub.PublishMsg(ctx, p.fut.Msg())
-			cancel()
-		}
-		if err != nil {
-			a.log.Warn().Err(err).Msg("result not stored; item redelivered later")
-			_ = p.msg.NakWithDelay(time.Second)
-			continue
-		}
-		if p.key != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = a.items.Delete(ctx, p.key, jetstream.LastRevision(p.rev))
-			cancel()
-		}
-		if p.term {
-			err = p.msg.Term()
-		} else {
-			err = p.msg.Ack()
-		}
-		if err != nil {
-			a.log.Debug().Err(err).Msg("ack failed; a redelivery will re-report")
-		}
-	}
+	a.results <- pendingResult{subject: a.names.ResultSubject(a.cfg.Pool, res.JobID), data: data, ack: t}
 }
 
 // attempt builds the history record of a failed attempt.
@@ -556,17 +527,17 @@ func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error
 // attempt's duration on the agent's clock.
 func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out string, f *retry.Failure, dur time.Duration) {
 	step := &it.set.steps[i]
-	kind := "handler"
+	obs := a.metrics.handlerSteps
 	start := a.cfg.Clock.Now()
 	timeout := it.deadline.Bound(start, a.stepTimeout(step.Timeout.D())) // no run outlasts agent_timeout
 	if step.Shell != "" {
-		kind = "shell"
+		obs = a.metrics.shellSteps
 		out, f = a.runShell(ctx, it, it.set.commands[i], timeout, attempt)
 	} else {
 		out, f = a.runHandler(ctx, it, i, step, attempt, timeout)
 	}
 	dur = a.cfg.Clock.Now().Sub(start)
-	a.metrics.stepDuration.WithLabelValues(kind).Observe(dur.Seconds())
+	obs.Observe(dur.Seconds())
 	return out, f, dur
 }
 
@@ -688,11 +659,19 @@ func (a *Agent) invokeHandler(ctx context.Context, it *item, step *messages.Step
 	if !ok {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("no handler %q registered on agent %s (pool %s)", step.Handler, a.cfg.Name, a.cfg.Pool))}
 	}
-	hctx, cancel := context.WithTimeout(ctx, timeout)
+	hctx, cancel := withStepDeadline(ctx, time.Now().Add(timeout))
 	defer cancel()
-	stopHB := a.heartbeat(it.m)
-	v, err := callHandler(hctx, fn, call)
-	stopHB()
+	var v any
+	var err error
+	if it.hb != nil {
+		it.hb.begin(it.m, time.Now())
+		v, err = callHandler(hctx, fn, call)
+		it.hb.end()
+	} else {
+		stopHB := a.heartbeat(it.m)
+		v, err = callHandler(hctx, fn, call)
+		stopHB()
+	}
 	if err != nil {
 		timedOut := errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		return "", &retry.Failure{Err: err, TimedOut: timedOut}

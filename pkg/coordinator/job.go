@@ -97,6 +97,10 @@ type jobRunner struct {
 	pools      *itemPools
 	poolsReady chan struct{} // closed once pools is set
 
+	// decoded holds the results of the message being applied; only the
+	// results consumer (applyMsg) uses it.
+	decoded []messages.Result
+
 	progress chan struct{} // a result arrived (cap 1, non-blocking send)
 	caughtUp chan struct{} // closed when the results replay caught up
 	wake     chan struct{} // the phase changed (cap 1): the run loop looks

@@ -2,10 +2,11 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -81,9 +82,10 @@ func (q *queue) full(inFlight, batched int64) bool {
 // recount asks the server for the job's messages in the work stream.
 // inFlight is read after the answer, so that no outcome is taken off both
 // the count and the estimate. The bound is on items without an outcome:
-// an item whose result is in leaves the stream a moment later, when the
-// agent's ack arrives, so the stream may hold a few more (measured: 10 to
-// 32 with two agents).
+// an item whose result is in leaves the stream when the agent's ack
+// arrives, which is sent once the agent's results batch is stored, so the
+// stream may hold up to a results batch (256) per agent more (measured:
+// 217 with two agents).
 func (q *queue) recount(ctx context.Context, inFlight func() int64) error {
 	n, err := q.count(ctx)
 	if err != nil {
@@ -301,15 +303,7 @@ func (p *publisher) publishBatch(ctx context.Context, batch []expand.Item) error
 // workMsg is item it's work message, on the subject of the pool its group
 // is routed to.
 func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
-	wi := messages.WorkItem{
-		JobID:         p.job,
-		ItemID:        it.ID,
-		Index:         it.Index,
-		Group:         it.Group,
-		Payload:       it.Raw,
-		CorrelationID: fmt.Sprintf("%s:%d", p.job, it.Index),
-	}
-	data, err := json.Marshal(&wi)
+	data, err := encodeWork(p.job, it)
 	if err != nil {
 		return nil, fmt.Errorf("item %d: %w", it.Index, err)
 	}
@@ -317,12 +311,24 @@ func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
 	if pl, ok := p.routes[it.Group]; ok {
 		pool = pl
 	}
-	m := nats.NewMsg(p.names.WorkSubject(pool, p.job))
-	m.Data = data
 	// Only the dedupe id: job and item are in the body (and the job in the
 	// subject), and every header costs parsing per message on the hot path.
-	m.Header.Set(messages.HeaderMsgID, messages.WorkMsgID(p.job, it.ID, 0))
-	return m, nil
+	// The key is canonical already: no Header.Set, which would allocate to
+	// canonicalize it again.
+	return &nats.Msg{
+		Subject: p.names.WorkSubject(pool, p.job),
+		Data:    data,
+		Header:  nats.Header{messages.HeaderMsgID: []string{messages.WorkMsgID(p.job, it.ID, 0)}},
+	}, nil
+}
+
+// encodeWork is item it's first work message. Its size was checked when
+// the job was accepted: no bound here.
+func encodeWork(job string, it expand.Item) ([]byte, error) {
+	return messages.EncodeWorkItem(&messages.WorkItem{
+		JobID: job, ItemID: it.ID, Index: it.Index, Group: it.Group, Payload: it.Raw,
+		CorrelationID: job + ":" + strconv.FormatInt(it.Index, 10),
+	}, math.MaxInt)
 }
 
 // publishing is a publisher running in the background for the run loop.

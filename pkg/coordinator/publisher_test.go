@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -352,6 +354,25 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	var m dto.Metric
 	require.NoError(t, c.Write(&m))
 	return m.GetCounter().GetValue()
+}
+
+// encodeWork writes what json.Marshal writes, whichever way it takes.
+func TestEncodeWorkIsJSONMarshal(t *testing.T) {
+	for _, it := range []expand.Item{
+		{Index: 0, ID: "item-1", Raw: json.RawMessage(`{"id":"item-1","n":[1,2.5e3,null,true]}`)},
+		{Index: 12, ID: "a", Group: "eu", Raw: json.RawMessage(`"x"`)},
+		{Index: 3, ID: "spaced", Raw: json.RawMessage("{ \"a\" : \"b c\" }")},
+		{Index: 4, ID: "<&>", Group: "g\"q", Raw: json.RawMessage(`{"h":"<b>&amp;"}`)},
+		{Index: 5, ID: "é\u2028", Raw: json.RawMessage(`{"u":"\u2028é"}`)},
+		{Index: 6, ID: "ctl\x01", Raw: json.RawMessage(`7`)},
+	} {
+		got, err := encodeWork("job-1", it)
+		require.NoError(t, err)
+		want, err := json.Marshal(&messages.WorkItem{JobID: "job-1", ItemID: it.ID, Index: it.Index, Group: it.Group,
+			Payload: it.Raw, CorrelationID: "job-1:" + strconv.FormatInt(it.Index, 10)})
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+	}
 }
 
 // The fair share (--job-queue) bounds the job's messages in the work

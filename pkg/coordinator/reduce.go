@@ -124,14 +124,19 @@ func (r *jobRunner) mapOutputs(ctx context.Context) ([]messages.MapOutput, error
 		gen int
 	}
 	byIndex := map[int64]kept{}
+	var decoded []messages.Result
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			return nil, err
 		}
-		var res messages.Result
-		if json.Unmarshal(m.Data(), &res) == nil && res.Phase == "" && res.Outcome != messages.OutcomeReopened &&
-			r.pools.mayReport(res.Index, r.c.names.Origin(m.Subject())) {
+		decoded, _ = messages.DecodeResults(m.Data(), decoded) // an undecodable message has none
+		origin := r.c.names.Origin(m.Subject())
+		for i := range decoded {
+			res := &decoded[i]
+			if res.Phase != "" || res.Outcome == messages.OutcomeReopened || !r.pools.mayReport(res.Index, origin) {
+				continue
+			}
 			if k, ok := byIndex[res.Index]; !ok || res.Generation >= k.gen {
 				byIndex[res.Index] = kept{gen: res.Generation, out: messages.MapOutput{
 					ItemID: res.ItemID, Index: res.Index, Group: res.Group, Outcome: res.Outcome,

@@ -98,7 +98,7 @@ func TestReplayReopensAFinishedJob(t *testing.T) {
 	// waits up to 30 s for an answer a shut-down server never gives; it
 	// ends on its own.
 	t.Cleanup(func() {
-		goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"))
+		goleak.VerifyNone(t, goleak.IgnoreCurrent(), fleettest.IgnoreServerGoroutines())
 	})
 	srv := fleettest.RunServer(t)
 	// Runners stop following finished jobs at once, so each replay restarts one.
@@ -275,9 +275,9 @@ func readResults(t *testing.T, js jetstream.JetStream, job string) []messages.Re
 		if err != nil || names.Origin(m.Subject) == "" || !strings.HasSuffix(m.Subject, "."+job) {
 			continue
 		}
-		var r messages.Result
-		require.NoError(t, json.Unmarshal(m.Data, &r))
-		out = append(out, r)
+		rs, err := messages.DecodeResults(m.Data, nil)
+		require.NoError(t, err)
+		out = append(out, rs...)
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -85,22 +84,29 @@ func (f *resultsFeed) Stop() {
 	_ = f.js.DeleteConsumer(ctx, f.stream, info.Name) // else the inactive threshold removes it
 }
 
-// applyMsg applies one message of the results stream. A panic (a bug some
-// result found) skips that result rather than end the coordinator, which
-// would replay the same result and panic again after every restart.
+// applyMsg applies one message of the results stream: one result, or an
+// agent's batch of them (messages.DecodeResults). A panic (a bug some
+// result found) skips the rest of that message rather than end the
+// coordinator, which would replay the same result and panic again after
+// every restart. It is called by the results consumer only (decoded is
+// reused from one message to the next).
 func (r *jobRunner) applyMsg(m jetstream.Msg) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("applying a result panicked; result ignored")
 		}
 	}()
-	var res messages.Result
-	if err := json.Unmarshal(m.Data(), &res); err != nil {
-		r.log.Warn().Err(err).Msg("undecodable result ignored")
+	var err error
+	r.decoded, err = messages.DecodeResults(m.Data(), r.decoded)
+	if err != nil {
+		r.log.Warn().Err(err).Msg("undecodable results message ignored")
 		return
 	}
-	if r.admits(&res, r.c.names.Origin(m.Subject())) {
-		r.apply(&res)
+	origin := r.c.names.Origin(m.Subject())
+	for i := range r.decoded {
+		if res := &r.decoded[i]; r.admits(res, origin) {
+			r.apply(res)
+		}
 	}
 }
 

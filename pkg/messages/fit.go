@@ -85,6 +85,9 @@ func EncodeDLQEntry(e *DLQEntry, max int) ([]byte, error) {
 // oldest attempts of its history (a replayed item's) until it fits. wi is
 // not modified.
 func EncodeWorkItem(wi *WorkItem, max int) ([]byte, error) {
+	if data, ok := appendWorkItem(make([]byte, 0, len(wi.Payload)+256), wi); ok && len(data) <= max {
+		return data, nil
+	}
 	data, err := json.Marshal(wi)
 	if err != nil || len(data) <= max {
 		return data, err
@@ -144,6 +147,9 @@ func EncodeItemState(st *ItemState, max int) ([]byte, error) {
 // EncodeResult encodes r as JSON in at most max bytes, keeping the tails
 // of its output and error as long as they fit. r is not modified.
 func EncodeResult(r *Result, max int) ([]byte, error) {
+	if data, ok := appendResult(nil, r); ok && len(data) <= max {
+		return data, nil
+	}
 	data, err := json.Marshal(r)
 	if err != nil || len(data) <= max {
 		return data, err

@@ -1,7 +1,9 @@
 package messages
 
 import (
+	"bytes"
 	"encoding/json"
+	"strconv"
 	"testing"
 )
 
@@ -19,6 +21,12 @@ func TestItemIdentity(t *testing.T) {
 		{"nested id is not the id", `{"a": {"id": "inner"}}`, "", "7"},
 		{"bool id: index", `{"id": true}`, "", "7"},
 		{"field name with a quote", `{"a\"b": "q"}`, `a"b`, "q"},
+		{"escaped key", `{"\u0069d": "esc"}`, "", "esc"},
+		{"last duplicate wins", `{"id": "first", "x": [1, {"id": "no"}], "id": "last"}`, "", "last"},
+		{"escaped value", `{"id": "a\u00e9\"b"}`, "", "a\u00e9\"b"},
+		{"null id: empty, as json.Number reads it", `{"id": null}`, "", ""},
+		{"invalid JSON: index", `{"id": "a",}`, "", "7"},
+		{"spaces everywhere", " {\n \"x\" : { \"a\" : \"}\" } ,\t\"id\" :\r -1.5e3 } ", "", "-1.5e3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ItemIdentity(json.RawMessage(tc.raw), tc.field, 7); got != tc.want {
@@ -28,10 +36,56 @@ func TestItemIdentity(t *testing.T) {
 	}
 }
 
+// itemIdentityByMap is ItemIdentity as it was: the object decoded into a map.
+func itemIdentityByMap(raw json.RawMessage, idField string, index int64) string {
+	if idField == "" {
+		idField = DefaultIDField
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '{' {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) == nil {
+			if v, ok := m[idField]; ok {
+				var s string
+				if json.Unmarshal(v, &s) == nil {
+					return s
+				}
+				var n json.Number
+				if json.Unmarshal(v, &n) == nil {
+					return n.String()
+				}
+			}
+		}
+	}
+	return strconv.FormatInt(index, 10)
+}
+
+// ItemIdentity's scan gives what decoding the object into a map gives.
+func FuzzItemIdentity(f *testing.F) {
+	for _, s := range []string{`{"id": "a"}`, `{"id": 1e3}`, `{"\u0069d": "x", "id": "y"}`, `{"a": {"id": 1}, "id": [1]}`,
+		`{"id": "\ud800"}`, "{\"id\": \"\xff\"}", `{"id": null}`, `{"id": "a"} x`, `{"i\"d": 2}`, `{}`, `{"id":"x","id":`} {
+		f.Add(s, "")
+	}
+	f.Add(`{"sku": "s"}`, "sku")
+	f.Fuzz(func(t *testing.T, raw, field string) {
+		if got, want := ItemIdentity(json.RawMessage(raw), field, 7), itemIdentityByMap(json.RawMessage(raw), field, 7); got != want {
+			t.Fatalf("ItemIdentity(%q, %q) = %q, decoding into a map gives %q", raw, field, got, want)
+		}
+	})
+}
+
 func BenchmarkItemIdentity(b *testing.B) {
 	raw := json.RawMessage(`{"id":"item-0000001","path":"images/item-0000001.jpg","region":"eu"}`)
 	b.ReportAllocs()
 	for b.Loop() {
 		ItemIdentity(raw, "", 0)
+	}
+}
+
+func BenchmarkItemIdentityByMap(b *testing.B) {
+	raw := json.RawMessage(`{"id":"item-0000001","path":"images/item-0000001.jpg","region":"eu"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		itemIdentityByMap(raw, "", 0)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Template is a parsed string with ${...} references, as used in shell
@@ -183,27 +184,130 @@ const DefaultIDField = "id"
 // ItemIdentity returns the id of the item at index: the value of its
 // idField (a string, or a number as written) when the item is an object
 // that has it, otherwise the decimal index.
+//
+// It is called twice per item of every job (counting, publishing), so it
+// finds the field with a scan of the object's top level rather than by
+// decoding the object into a map; what it returns is exactly what that
+// decoding gives (FuzzItemIdentity checks it against the map).
 func ItemIdentity(raw json.RawMessage, idField string, index int64) string {
 	if idField == "" {
 		idField = DefaultIDField
 	}
 	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '{' {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(raw, &m) == nil {
-			if v, ok := m[idField]; ok {
-				var s string
-				if json.Unmarshal(v, &s) == nil {
-					return s
-				}
-				var n json.Number
-				if json.Unmarshal(v, &n) == nil {
-					return n.String()
-				}
+	if len(raw) > 0 && raw[0] == '{' && json.Valid(raw) {
+		if v, ok := topLevelField(raw, idField); ok {
+			if id, ok := identityValue(v); ok {
+				return id
 			}
 		}
 	}
 	return strconv.FormatInt(index, 10)
+}
+
+// identityValue is an id field's value: a string, or a number as written.
+func identityValue(v []byte) (string, bool) {
+	if v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && isASCII(v) {
+		return string(v[1 : len(v)-1]), true // nothing to unescape or replace
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s, true
+	}
+	var n json.Number
+	if json.Unmarshal(v, &n) == nil {
+		return n.String(), true
+	}
+	return "", false
+}
+
+// topLevelField returns the value of key in obj, a valid JSON object, as
+// decoding it into a map would: the last of duplicate keys, keys compared
+// once unescaped.
+func topLevelField(obj []byte, key string) (value []byte, found bool) {
+	i := skipSpace(obj, 1)
+	for i < len(obj) && obj[i] == '"' {
+		end := skipString(obj, i)
+		k := obj[i:end]
+		i = skipSpace(obj, end)
+		i = skipSpace(obj, i+1) // past ':'
+		vend := skipValue(obj, i)
+		if keyEquals(k, key) {
+			value, found = obj[i:vend], true
+		}
+		i = skipSpace(obj, vend)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+	}
+	return value, found
+}
+
+// keyEquals compares a quoted JSON key with key.
+func keyEquals(quoted []byte, key string) bool {
+	if bytes.IndexByte(quoted, '\\') < 0 && isASCII(quoted) {
+		return string(quoted[1:len(quoted)-1]) == key
+	}
+	var k string
+	return json.Unmarshal(quoted, &k) == nil && k == key
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index past the string that starts at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index past the (valid) JSON value at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++
+	}
+	return i
 }
 
 // ShellCommand is one shell command of a job spec, with its field path.

@@ -93,9 +93,10 @@ type Fleet struct {
 	Agents int
 	// Concurrency is the items each agent runs at once. Defaults to 8.
 	Concurrency int
-	// Prefetch is the agent's Config.Prefetch: the PullMaxMessages of its
-	// pull iterator, which asks for that many messages and asks again when
-	// fewer than half are pending. Defaults to Concurrency.
+	// Prefetch is the agent's buffer of work messages (Config.Prefetch):
+	// it pulls what the buffer lacks once the buffer is half empty.
+	// Defaults to what an agent's adaptive prefetch settles at for the
+	// dependency's StepDuration (agent.AdaptivePrefetch).
 	Prefetch int
 	// MaxDeliver is the consumer's MaxDeliver: on that delivery the agent
 	// gives up rather than nak (reason max_deliveries) and runs the item even
@@ -156,8 +157,12 @@ func (c Config) WithDefaults() Config {
 	if f.Concurrency == 0 {
 		f.Concurrency = DefaultConcurrency
 	}
-	if f.Prefetch == 0 {
-		f.Prefetch = f.Concurrency
+	if f.Prefetch == 0 && f.Concurrency > 0 {
+		d := c.Dependency.StepDuration
+		if d == 0 {
+			d = DefaultStepDuration
+		}
+		f.Prefetch = agent.AdaptivePrefetch(f.Concurrency, d)
 	}
 	if f.MaxDeliver == 0 {
 		f.MaxDeliver = DefaultMaxDeliver

@@ -24,10 +24,10 @@
 // The fleet's timing is modelled as jetfleet runs on JetStream: a retry is
 // a NakWithDelay redelivery; the server serves due redeliveries before new
 // messages, in the order they became due, to the waiting pull requests
-// round-robin; each agent pulls as nats.go's pull iterator does (Prefetch
-// messages, more when fewer than half are pending) and hands them to its
-// workers through one pump, so a busy agent may hold messages another
-// agent could run; MaxAckPending stops new deliveries while that many
+// round-robin; each agent pulls as its pull loop does (pkg/agent: a buffer
+// of Prefetch messages, refilled once its request has been served and it
+// is at most half full), so a busy agent may hold messages another agent
+// could run; MaxAckPending stops new deliveries while that many
 // messages are unacknowledged (waiting out a backoff included);
 // MaxDeliver is the backstop on deliveries (parked ones count); the job's
 // max_parallel bounds its in-flight items; a best-effort deadline ends the

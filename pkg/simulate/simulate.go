@@ -83,18 +83,16 @@ const (
 	flagStepTicket                   // the current run was admitted by its step's own breaker, to settle
 )
 
-// agentState is one agent as pkg/agent consumes: Concurrency workers fed
-// through an unbuffered channel by one pump goroutine that loops on the
-// pull iterator's Next (nats.go jetstream.Messages with PullMaxMessages =
-// Prefetch) and holds the message it got until a worker takes it.
+// agentState is one agent as pkg/agent consumes (pkg/agent/pull.go):
+// Concurrency workers take messages from a buffer that one pull loop
+// fills. When the agent has no pull request outstanding and its buffer is
+// at most half full, the loop asks for what the buffer lacks (Prefetch
+// less what it holds) in one request, and asks again once that request has
+// had all its messages.
 type agentState struct {
-	free int         // idle workers
-	held int32       // the message the pump holds, waiting for a worker; -1 = none
-	buf  ring[int32] // messages received by the client, not yet returned by Next
-	// count is the iterator's pending message count: messages asked for
-	// and not yet returned by Next. Next asks the server for more (up to
-	// Prefetch) when it is under half of Prefetch.
-	count int
+	free        int         // idle workers
+	buf         ring[int32] // messages received, not yet taken by a worker
+	outstanding int         // messages the agent's pull request still waits for; 0: none
 }
 
 // pullRequest is a pull request waiting on the server: n more messages for
@@ -125,12 +123,11 @@ type sim struct {
 	rnd          *rand.Rand // jitter, park spread, whole-item backoff
 	errRnd       *rand.Rand // which calls fail under a partial error rate
 
-	events    eventHeap
-	agents    []agentState
-	requests  ring[pullRequest] // the pull requests waiting on the server, served round-robin
-	pumps     ring[int32]       // agents whose pump may move: a worker freed or a message arrived
-	threshold int               // nats.go's PullThresholdMessages: half of Prefetch, rounded up
-	rdq       ring[int32]       // redeliveries due, in order (served before new messages)
+	events   eventHeap
+	agents   []agentState
+	requests ring[pullRequest] // the pull requests waiting on the server, served round-robin
+	pumps    ring[int32]       // agents whose pump may move: a worker freed or a message arrived
+	rdq      ring[int32]       // redeliveries due, in order (served before new messages)
 
 	nextFresh int64 // the next item never delivered
 	pending   int64 // delivered and not yet acked or terminated (MaxAckPending)
@@ -183,10 +180,9 @@ func newSim(cfg Config) (*sim, error) {
 
 	f := cfg.Fleet
 	s.agents = make([]agentState, f.Agents)
-	s.threshold = (f.Prefetch + 1) / 2
-	// Every agent's iterator starts with a request for Prefetch messages.
+	// Every agent starts with a request for Prefetch messages.
 	for a := range s.agents {
-		s.agents[a] = agentState{free: f.Concurrency, held: -1, count: f.Prefetch}
+		s.agents[a] = agentState{free: f.Concurrency, outstanding: f.Prefetch}
 		s.requests.push(pullRequest{agent: int32(a), n: int32(f.Prefetch)})
 	}
 	if d := s.dep; d.Outage > 0 {
@@ -313,38 +309,30 @@ func (s *sim) dispatch() {
 		}
 		ag := &s.agents[r.agent]
 		ag.buf.push(it)
-		if ag.held < 0 {
-			s.pumps.push(r.agent) // the pump waits in Next
-		}
+		ag.outstanding--
+		s.pumps.push(r.agent)
 	}
 }
 
-// pump runs agent a's pump as far as it can: hand the held message to an
-// idle worker, call Next (which asks for more messages when fewer than
-// half of Prefetch are pending), take the next buffered message.
+// pump runs agent a as far as it can: its idle workers take buffered
+// messages, and its pull loop asks for more when it has no request
+// outstanding and its buffer is at most half full.
 func (s *sim) pump(a int32) {
 	ag := &s.agents[a]
-	prefetch := s.cfg.Fleet.Prefetch
+	want := s.cfg.Fleet.Prefetch
 	for {
-		if ag.held >= 0 {
-			if ag.free == 0 {
-				return
-			}
+		if ag.free > 0 && ag.buf.n > 0 {
 			ag.free--
-			it := ag.held
-			ag.held = -1
-			s.deliver(a, it)
+			s.deliver(a, ag.buf.pop())
 			continue
 		}
-		if ag.count < s.threshold { // Next's checkPending
-			s.requests.push(pullRequest{agent: a, n: int32(prefetch - ag.count)})
-			ag.count = prefetch
+		if ag.outstanding == 0 {
+			if n := want - ag.buf.n; n >= max(1, (want+1)/2) {
+				s.requests.push(pullRequest{agent: a, n: int32(n)})
+				ag.outstanding = n
+			}
 		}
-		if ag.buf.n == 0 {
-			return // blocked in Next until a message arrives
-		}
-		ag.held = ag.buf.pop()
-		ag.count--
+		return
 	}
 }
 
@@ -373,11 +361,8 @@ func (s *sim) nextMessage() (int32, bool) {
 
 // slotFree frees one of agent a's workers.
 func (s *sim) slotFree(a int32) {
-	ag := &s.agents[a]
-	ag.free++
-	if ag.held >= 0 {
-		s.pumps.push(a)
-	}
+	s.agents[a].free++
+	s.pumps.push(a)
 }
 
 // deliver is the agent's process: an item's delivery, on agent a.

@@ -83,7 +83,7 @@ func startFleet(t testing.TB, cfg Config) *testFleet {
 	// waits up to 30 s for an answer a shut-down server never gives; it
 	// ends on its own.
 	t.Cleanup(func() {
-		goleak.VerifyNone(t, opt, goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"))
+		goleak.VerifyNone(t, opt, fleettest.IgnoreServerGoroutines())
 	})
 	srv := fleettest.RunServer(t)
 	// Connections first: cleanups run last-registered first, so the

@@ -222,10 +222,12 @@ func (c *statsCache) get(ctx context.Context, job string, start time.Time) (stat
 		return s.view(), nil
 	}
 	deadline := time.Now().Add(resultsTimePerRequest)
+	var decoded []messages.Result
 	lastSeq, left, err := readSubject(ctx, stream, subject, s.upTo, last.Sequence, resultsPerRequest, deadline, func(data []byte, _ time.Time) {
-		var r messages.Result
-		if json.Unmarshal(data, &r) == nil {
-			s.add(&r)
+		// One result or an agent's batch; an undecodable message has none.
+		decoded, _ = messages.DecodeResults(data, decoded)
+		for i := range decoded {
+			s.add(&decoded[i])
 		}
 	})
 	if lastSeq > s.upTo {

@@ -18,6 +18,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -367,6 +368,20 @@ type record struct {
 	Generation int    `json:"generation"`
 }
 
+// decodeRecords decodes a message of the results or DLQ stream: one
+// record, or a batch of results (a JSON array, docs/contract.md).
+func decodeRecords(data []byte) ([]record, error) {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		var rs []record
+		return rs, json.Unmarshal(t, &rs)
+	}
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, err
+	}
+	return []record{r}, nil
+}
+
 // readAll decodes every message of stream on subject.
 func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string) ([]record, error) {
 	s, err := js.Stream(ctx, stream)
@@ -389,25 +404,27 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string
 		return nil, err
 	}
 	var out []record
-	for uint64(len(out)) < want {
+	var read uint64 // messages; a results message may hold a batch of records
+	for read < want {
 		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return nil, err
 		}
 		n := 0
 		for m := range batch.Messages() {
-			var r record
-			if err := json.Unmarshal(m.Data(), &r); err != nil {
+			rs, err := decodeRecords(m.Data())
+			if err != nil {
 				return nil, fmt.Errorf("%s seq %d: %w", stream, mustSeq(m), err)
 			}
-			out = append(out, r)
+			out = append(out, rs...)
+			read++
 			n++
 		}
 		if batch.Error() != nil && !errors.Is(batch.Error(), jetstream.ErrNoMessages) {
 			return nil, batch.Error()
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("%s: read %d of %d messages on %s", stream, len(out), want, subject)
+			return nil, fmt.Errorf("%s: read %d of %d messages on %s", stream, read, want, subject)
 		}
 	}
 	return out, nil

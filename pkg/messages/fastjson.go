@@ -1,0 +1,430 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+)
+
+// Decoding of the two messages every item costs: the agent reads a work
+// message, the coordinator a result. encoding/json's reflection was the
+// largest part of both processes' CPU per item, so these walk the object's
+// members and set the fields directly. What they do not handle plainly
+// (escaped or non-ASCII strings, null, a field name in other case,
+// anything unexpected) they leave to encoding/json, field by field or for
+// the whole message, so that the result is always what json.Unmarshal
+// gives (the fuzz tests compare them).
+
+// trimJSONSpace trims what JSON counts as space (bytes.TrimSpace trims
+// more).
+func trimJSONSpace(b []byte) []byte {
+	return bytes.TrimRight(bytes.TrimLeft(b, " \t\r\n"), " \t\r\n")
+}
+
+// errSlowPath says: decode this message with json.Unmarshal instead.
+var errSlowPath = errors.New("messages: decoded by encoding/json")
+
+// members calls fn with the name (unquoted) and value of every member of
+// the object that starts at obj[0], and returns the index just past it. It
+// checks the object's structure strictly (every value fn sees is checked
+// by fn: a field's parser, json.Unmarshal or json.Valid), and ends with
+// errSlowPath at anything it does not read plainly: a malformed object, a
+// name with escapes or control characters.
+func members(obj []byte, fn func(name, value []byte) error) (int, error) {
+	i := skipSpace(obj, 1)
+	if i < len(obj) && obj[i] == '}' {
+		return i + 1, nil
+	}
+	for i < len(obj) && obj[i] == '"' {
+		end := skipString(obj, i)
+		if end > len(obj) || obj[end-1] != '"' || end-i < 2 {
+			return 0, errSlowPath
+		}
+		name := obj[i+1 : end-1]
+		for _, c := range name {
+			if c < 0x20 || c == '\\' {
+				return 0, errSlowPath
+			}
+		}
+		i = skipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return 0, errSlowPath
+		}
+		i = skipSpace(obj, i+1)
+		vend := skipValue(obj, i)
+		if vend <= i || vend > len(obj) {
+			return 0, errSlowPath
+		}
+		if err := fn(name, obj[i:vend]); err != nil {
+			return 0, err
+		}
+		i = skipSpace(obj, vend)
+		switch {
+		case i >= len(obj):
+			return 0, errSlowPath
+		case obj[i] == '}':
+			return i + 1, nil
+		case obj[i] == ',':
+			i = skipSpace(obj, i+1)
+		default:
+			return 0, errSlowPath
+		}
+	}
+	return 0, errSlowPath
+}
+
+// object decodes the object that is all of data (with members) and checks
+// that nothing follows it.
+func object(data []byte, fn func(name, value []byte) error) error {
+	end, err := members(data, fn)
+	if err == nil && end != len(data) {
+		err = errSlowPath
+	}
+	return err
+}
+
+// unknownMember checks the value of a member no field takes: encoding/json
+// ignores it, once it is valid JSON, unless its name is a field's in
+// another case.
+func unknownMember(name, v []byte, fields []string) error {
+	if otherCase(name, fields) || !json.Valid(v) {
+		return errSlowPath
+	}
+	return nil
+}
+
+// otherCase reports whether name is one of names in another case, which
+// encoding/json would match to that field.
+func otherCase(name []byte, names []string) bool {
+	for _, n := range names {
+		if bytes.EqualFold(name, []byte(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// setString sets *dst to the JSON string v.
+func setString(v []byte, dst *string) error {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		if s := v[1 : len(v)-1]; plainString(s) {
+			*dst = string(s)
+			return nil
+		}
+	}
+	return json.Unmarshal(v, dst)
+}
+
+// plainString reports whether s, between quotes, is a JSON string that
+// means itself: printable ASCII without escapes.
+func plainString(s []byte) bool {
+	for _, c := range s {
+		if c < 0x20 || c >= 0x7f || c == '\\' || c == '"' {
+			return false
+		}
+	}
+	return true
+}
+
+// setInt64 sets *dst to the JSON integer v.
+func setInt64(v []byte, dst *int64) error {
+	if n, ok := smallInt(v); ok {
+		*dst = n
+		return nil
+	}
+	return json.Unmarshal(v, dst)
+}
+
+// setInt sets *dst to the JSON integer v.
+func setInt(v []byte, dst *int) error {
+	if n, ok := smallInt(v); ok {
+		*dst = int(n)
+		return nil
+	}
+	return json.Unmarshal(v, dst)
+}
+
+// smallInt reads an integer of at most 9 digits, which fits an int on
+// every platform; longer ones go the slow way.
+func smallInt(v []byte) (int64, bool) {
+	neg := len(v) > 0 && v[0] == '-'
+	d := v
+	if neg {
+		d = v[1:]
+	}
+	if len(d) == 0 || len(d) > 9 || (len(d) > 1 && d[0] == '0') {
+		return 0, false
+	}
+	var n int64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// resultFields are Result's JSON names.
+var resultFields = []string{"job_id", "item_id", "index", "group", "outcome", "generation", "attempts", "retries", "reason",
+	"error", "error_class", "signature", "output", "phase", "agent", "finished_at", "duration_ms", "steps"}
+
+// decodeResult decodes obj, a JSON object, into r (zero).
+func decodeResult(obj []byte, r *Result) error {
+	return object(obj, func(name, v []byte) error { return resultMember(r, name, v) })
+}
+
+// resultMember sets the field of r that the member name: v is.
+func resultMember(r *Result, name, v []byte) error {
+	switch string(name) {
+	case "job_id":
+		return setString(v, &r.JobID)
+	case "item_id":
+		return setString(v, &r.ItemID)
+	case "index":
+		return setInt64(v, &r.Index)
+	case "group":
+		return setString(v, &r.Group)
+	case "outcome":
+		return setString(v, &r.Outcome)
+	case "generation":
+		return setInt(v, &r.Generation)
+	case "attempts":
+		return setInt(v, &r.Attempts)
+	case "retries":
+		return setInt(v, &r.Retries)
+	case "reason":
+		return setString(v, &r.Reason)
+	case "error":
+		return setString(v, &r.Error)
+	case "error_class":
+		return setString(v, &r.ErrorClass)
+	case "signature":
+		return setString(v, &r.Signature)
+	case "output":
+		return setString(v, &r.Output)
+	case "phase":
+		return setString(v, &r.Phase)
+	case "agent":
+		return setString(v, &r.Agent)
+	case "finished_at":
+		if v[0] != '"' {
+			return errSlowPath
+		}
+		return r.FinishedAt.UnmarshalJSON(v)
+	case "duration_ms":
+		return setInt64(v, &r.DurationMS)
+	case "steps":
+		return json.Unmarshal(v, &r.Steps)
+	}
+	return unknownMember(name, v, resultFields)
+}
+
+// decodeResultsFast is DecodeResults for data (trimmed, starting with '{'
+// or '['); any error means: decode it with encoding/json.
+func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
+	if data[0] == '{' {
+		into = append(into, Result{})
+		return into, decodeResult(data, &into[0])
+	}
+	i := skipSpace(data, 1)
+	if i < len(data) && data[i] == ']' {
+		if i+1 != len(data) {
+			return into, errSlowPath
+		}
+		return into, nil
+	}
+	for i < len(data) && data[i] == '{' {
+		into = append(into, Result{})
+		end, err := members(data[i:], func(name, v []byte) error { return resultMember(&into[len(into)-1], name, v) })
+		if err != nil {
+			return into, err
+		}
+		i = skipSpace(data, i+end)
+		switch {
+		case i >= len(data):
+			return into, errSlowPath
+		case data[i] == ']':
+			if i+1 != len(data) {
+				return into, errSlowPath
+			}
+			return into, nil
+		case data[i] == ',':
+			i = skipSpace(data, i+1)
+		default:
+			return into, errSlowPath
+		}
+	}
+	return into, errSlowPath
+}
+
+// workItemFields are WorkItem's JSON names.
+var workItemFields = []string{"job_id", "item_id", "index", "group", "payload", "generation", "correlation_id", "replay_count",
+	"history", "history_dropped", "reset_attempts", "phase", "reduce", "park"}
+
+// DecodeWorkItem decodes a work message into wi, as json.Unmarshal into a
+// zero WorkItem does, faster.
+func DecodeWorkItem(data []byte, wi *WorkItem) error {
+	*wi = WorkItem{}
+	t := trimJSONSpace(data)
+	if len(t) > 0 && t[0] == '{' && decodeWorkItem(t, wi) == nil {
+		return nil
+	}
+	*wi = WorkItem{}
+	return json.Unmarshal(data, wi)
+}
+
+func decodeWorkItem(obj []byte, wi *WorkItem) error {
+	return object(obj, func(name, v []byte) error {
+		switch string(name) {
+		case "job_id":
+			return setString(v, &wi.JobID)
+		case "item_id":
+			return setString(v, &wi.ItemID)
+		case "index":
+			return setInt64(v, &wi.Index)
+		case "group":
+			return setString(v, &wi.Group)
+		case "payload":
+			if v[0] == 'n' || !json.Valid(v) {
+				return errSlowPath
+			}
+			wi.Payload = append(json.RawMessage(nil), v...)
+			return nil
+		case "generation":
+			return setInt(v, &wi.Generation)
+		case "correlation_id":
+			return setString(v, &wi.CorrelationID)
+		case "replay_count":
+			return setInt(v, &wi.ReplayCount)
+		case "history":
+			return json.Unmarshal(v, &wi.History)
+		case "history_dropped":
+			return setInt(v, &wi.HistoryDropped)
+		case "reset_attempts":
+			return json.Unmarshal(v, &wi.ResetAttempts)
+		case "phase":
+			return setString(v, &wi.Phase)
+		case "reduce":
+			return json.Unmarshal(v, &wi.Reduce)
+		case "park":
+			return setInt(v, &wi.Park)
+		}
+		return unknownMember(name, v, workItemFields)
+	})
+}
+
+// appendResult appends json.Marshal(r), byte for byte, when that is easy
+// to be sure of: every string plain (printable ASCII with nothing to
+// escape, for JSON or for HTML) and no steps. ok is false otherwise, and
+// nothing is appended.
+func appendResult(b []byte, r *Result) (_ []byte, ok bool) {
+	if len(r.Steps) > 0 || !plainJSONString(r.JobID) || !plainJSONString(r.ItemID) || !plainJSONString(r.Group) ||
+		!plainJSONString(r.Outcome) || !plainJSONString(r.Reason) || !plainJSONString(r.Error) ||
+		!plainJSONString(r.ErrorClass) || !plainJSONString(r.Signature) || !plainJSONString(r.Output) ||
+		!plainJSONString(r.Phase) || !plainJSONString(r.Agent) {
+		return b, false
+	}
+	ts, err := r.FinishedAt.MarshalJSON()
+	if err != nil {
+		return b, false
+	}
+	str := func(name, v string, omitEmpty bool) {
+		if omitEmpty && v == "" {
+			return
+		}
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":"`...)
+		b = append(b, v...)
+		b = append(b, '"')
+	}
+	num := func(name string, v int64) {
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":`...)
+		b = strconv.AppendInt(b, v, 10)
+	}
+	b = append(b, `{"job_id":"`...)
+	b = append(b, r.JobID...)
+	b = append(b, '"')
+	str("item_id", r.ItemID, false)
+	num("index", r.Index)
+	str("group", r.Group, true)
+	str("outcome", r.Outcome, false)
+	num("generation", int64(r.Generation))
+	num("attempts", int64(r.Attempts))
+	num("retries", int64(r.Retries))
+	str("reason", r.Reason, true)
+	str("error", r.Error, true)
+	str("error_class", r.ErrorClass, true)
+	str("signature", r.Signature, true)
+	str("output", r.Output, true)
+	str("phase", r.Phase, true)
+	str("agent", r.Agent, true)
+	b = append(b, `,"finished_at":`...)
+	b = append(b, ts...)
+	num("duration_ms", r.DurationMS)
+	return append(b, '}'), true
+}
+
+// plainJSONString reports whether json.Marshal writes s as itself in
+// quotes.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendWorkItem appends json.Marshal(wi), byte for byte, when that is
+// easy to be sure of: an item as the coordinator first publishes it (no
+// history, replay or reduce fields) whose strings are plain and whose
+// payload has nothing json.Marshal would rewrite. That is the usual case,
+// and writing it directly spared the coordinator's publishing a fifth of
+// its CPU. ok is false otherwise, and nothing is appended.
+func appendWorkItem(b []byte, wi *WorkItem) (_ []byte, ok bool) {
+	if wi.Generation != 0 || wi.ReplayCount != 0 || len(wi.History) > 0 || wi.HistoryDropped != 0 || wi.ResetAttempts ||
+		wi.Phase != "" || wi.Reduce != nil || wi.Park != 0 || !plainJSONString(wi.JobID) || !plainJSONString(wi.ItemID) ||
+		!plainJSONString(wi.Group) || !plainJSONString(wi.CorrelationID) || !compactPayload(wi.Payload) {
+		return b, false
+	}
+	b = append(b, `{"job_id":"`...)
+	b = append(b, wi.JobID...)
+	b = append(b, `","item_id":"`...)
+	b = append(b, wi.ItemID...)
+	b = append(b, `","index":`...)
+	b = strconv.AppendInt(b, wi.Index, 10)
+	if wi.Group != "" {
+		b = append(b, `,"group":"`...)
+		b = append(b, wi.Group...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"payload":`...)
+	b = append(b, wi.Payload...)
+	b = append(b, `,"generation":0,"correlation_id":"`...)
+	b = append(b, wi.CorrelationID...)
+	return append(b, `"}`...), true
+}
+
+// compactPayload reports whether json.Marshal writes raw as it is, raw
+// being valid JSON (the coordinator's input decoder hands over nothing
+// else): no space to compact, nothing to escape for HTML or U+2028/9.
+// Anything else goes through json.Marshal, which also checks it.
+func compactPayload(raw []byte) bool {
+	if len(raw) == 0 || !json.Valid(raw) {
+		return false
+	}
+	for _, c := range raw {
+		if c <= ' ' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}

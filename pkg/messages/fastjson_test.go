@@ -1,0 +1,172 @@
+package messages
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var fastSeeds = []string{
+	`{"job_id":"j","item_id":"a","index":3,"outcome":"succeeded","generation":0,"attempts":1,"retries":0,"agent":"a1","finished_at":"2026-05-01T12:00:00.123456789Z","duration_ms":0}`,
+	`[{"index":1,"outcome":"failed","error":"boom \u00e9","steps":[{"step":0,"runs":2,"duration_ms":5}]},{"index":2,"Outcome":"x"}]`,
+	`{"job_id":"j","item_id":"i","index":7,"group":"g","payload":{"a":[1,"}"]},"generation":2,"correlation_id":"j:7","replay_count":1,"history":[{"attempt":1}],"reset_attempts":true,"phase":"reduce","reduce":{"results_object":"o"}}`,
+	`{"index":12345678901,"generation":-3,"payload":null,"finished_at":null,"\u0069ndex":4}`,
+	`{"index":1.5}`, `{"index":"1"}`, `[null]`, `[]`, `{}`, `{"index":01}`, `{"item_id":"\ud800"}`, "{\"agent\":\"\xff\"}",
+	`{"index":1,"index":2,"output":"a","output":"b"}`, `{"steps":[1]}`, `{"JOB_ID":"upper"}`, `{"finished_at":"nope"}`,
+}
+
+// DecodeResults gives what json.Unmarshal gives.
+func FuzzDecodeResults(f *testing.F) {
+	for _, s := range fastSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		got, err := DecodeResults([]byte(data), make([]Result, 0, 1))
+		var want []Result
+		var wantErr error
+		switch t := trimmed(data); {
+		case len(t) > 0 && t[0] == '{':
+			want = []Result{{}}
+			wantErr = json.Unmarshal([]byte(data), &want[0])
+		case len(t) > 0 && t[0] == '[':
+			wantErr = json.Unmarshal([]byte(data), &want)
+		default:
+			wantErr = errNotResults
+		}
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("DecodeResults(%q): error %v, json.Unmarshal: %v", data, err, wantErr)
+		}
+		if err == nil && len(want)+len(got) > 0 {
+			require.Equal(t, want, got, "DecodeResults(%q)", data)
+		}
+	})
+}
+
+// DecodeWorkItem gives what json.Unmarshal gives.
+func FuzzDecodeWorkItem(f *testing.F) {
+	for _, s := range fastSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		var got, want WorkItem
+		err := DecodeWorkItem([]byte(data), &got)
+		wantErr := json.Unmarshal([]byte(data), &want)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("DecodeWorkItem(%q): error %v, json.Unmarshal: %v", data, err, wantErr)
+		}
+		if err == nil {
+			require.Equal(t, want, got, "DecodeWorkItem(%q)", data)
+		}
+	})
+}
+
+func trimmed(s string) []byte {
+	b := []byte(s)
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
+		b = b[1:]
+	}
+	return b
+}
+
+// benchBatch is a results message of 100 results as an agent sends them.
+func benchBatch() []byte {
+	var batch ResultBatch
+	one := []byte(`{"job_id":"bench-1","item_id":"item-0000001","index":0,"outcome":"succeeded","generation":0,"attempts":1,"retries":0,"agent":"bench-agent-1","finished_at":"2026-11-26T10:51:13.123456789Z","duration_ms":0}`)
+	for range 100 {
+		batch.Add(one)
+	}
+	return batch.Payload()
+}
+
+func BenchmarkDecodeResults(b *testing.B) {
+	data := benchBatch()
+	var into []Result
+	b.ReportAllocs()
+	for b.Loop() {
+		into, _ = DecodeResults(data, into)
+	}
+}
+
+func BenchmarkDecodeResultsByUnmarshal(b *testing.B) {
+	data := benchBatch()
+	b.ReportAllocs()
+	for b.Loop() {
+		var into []Result
+		_ = json.Unmarshal(data, &into)
+	}
+}
+
+// EncodeResult writes what json.Marshal writes, whichever way it takes.
+func FuzzEncodeResult(f *testing.F) {
+	f.Add("j", "item-1", int64(3), "", "succeeded", 0, 1, 0, "", "", "done", "a1", int64(1795691307268844802), int64(12), false)
+	f.Add("j", "<&>", int64(-1), "g", "failed", 2, 3, 4, "boom \"x\"", "é", "", "", int64(0), int64(-5), true)
+	f.Fuzz(func(t *testing.T, job, item string, index int64, group, outcome string, gen, attempts, retries int,
+		errMsg, output, phase, agent string, finished, dur int64, steps bool) {
+		r := &Result{JobID: job, ItemID: item, Index: index, Group: group, Outcome: outcome, Generation: gen,
+			Attempts: attempts, Retries: retries, Error: errMsg, Reason: phase, Output: output, Phase: phase, Agent: agent,
+			FinishedAt: time.Unix(0, finished).UTC(), DurationMS: dur}
+		if steps {
+			r.Steps = []StepRun{{Step: 1, Runs: 2, DurationMS: 3}}
+		}
+		want, wantErr := json.Marshal(r)
+		got, err := EncodeResult(r, 1<<30)
+		require.Equal(t, wantErr != nil, err != nil)
+		require.Equal(t, string(want), string(got))
+	})
+}
+
+// jsonNames lists the JSON names of v's fields.
+func jsonNames(v any) []string {
+	var names []string
+	t := reflect.TypeOf(v)
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	return names
+}
+
+// The direct decoders and encoders know every field: one added to
+// WorkItem or Result must be added to them too (a field they do not know
+// would be dropped silently).
+func TestFastCodecsKnowEveryField(t *testing.T) {
+	require.ElementsMatch(t, jsonNames(WorkItem{}), workItemFields)
+	require.ElementsMatch(t, jsonNames(Result{}), resultFields)
+
+	zero := func(v reflect.Value) bool { return v.IsZero() }
+	full := WorkItem{JobID: "j", ItemID: "i", Index: 1, Group: "g", Payload: json.RawMessage(`{"a":1}`), Generation: 2,
+		CorrelationID: "c", ReplayCount: 3, History: []Attempt{{Attempt: 1}}, HistoryDropped: 4, ResetAttempts: true,
+		Phase: PhaseReduce, Reduce: &ReduceInput{ResultsObject: "o"}, Park: 5}
+	rv := reflect.ValueOf(full)
+	for i := range rv.NumField() {
+		require.False(t, zero(rv.Field(i)), "the test's WorkItem sets %s", rv.Type().Field(i).Name)
+	}
+	data, err := json.Marshal(&full)
+	require.NoError(t, err)
+	var got WorkItem
+	require.NoError(t, DecodeWorkItem(data, &got))
+	require.Equal(t, full, got)
+
+	res := Result{JobID: "j", ItemID: "i", Index: 1, Group: "g", Outcome: "failed", Generation: 2, Attempts: 3, Retries: 4,
+		Reason: "r", Error: "e", ErrorClass: "c", Signature: "s", Output: "o", Phase: PhaseReduce, Agent: "a",
+		FinishedAt: time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC), DurationMS: 6, Steps: []StepRun{{Step: 1, Runs: 2, DurationMS: 3}}}
+	rv = reflect.ValueOf(res)
+	for i := range rv.NumField() {
+		require.False(t, zero(rv.Field(i)), "the test's Result sets %s", rv.Type().Field(i).Name)
+	}
+	data, err = json.Marshal(&res)
+	require.NoError(t, err)
+	rs, err := DecodeResults(data, nil)
+	require.NoError(t, err)
+	require.Equal(t, []Result{res}, rs)
+	res.Steps = nil // what appendResult writes directly
+	direct, ok := appendResult(nil, &res)
+	require.True(t, ok)
+	want, err := json.Marshal(&res)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(direct))
+}
