@@ -20,7 +20,10 @@
 # its first -pprof-seconds (default 10), to DIR/run-<r>-<process>.pprof:
 #   go tool pprof -top DIR/run-1-agent-1.pprof
 #
-# Usage: scripts/bench-daemons.sh [-n 100000] [-runs 3] [-agents 2] [-pprof DIR [-pprof-seconds S]] [-- extra agent flags]
+# -coord "FLAGS" passes extra flags to the coordinator (word-split), to
+# compare a setting against the defaults: -coord "--job-queue 4096".
+#
+# Usage: scripts/bench-daemons.sh [-n 100000] [-runs 3] [-agents 2] [-coord FLAGS] [-pprof DIR [-pprof-seconds S]] [-- extra agent flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +31,7 @@ N=100000
 RUNS=3
 AGENTS=2
 AGENT_FLAGS=()
+COORD_FLAGS=()
 PPROF=""
 PPROF_SECONDS=10
 while [ $# -gt 0 ]; do
@@ -35,10 +39,11 @@ while [ $# -gt 0 ]; do
     -n) N=$2; shift 2 ;;
     -runs) RUNS=$2; shift 2 ;;
     -agents) AGENTS=$2; shift 2 ;;
+    -coord) read -r -a COORD_FLAGS <<<"$2"; shift 2 ;;
     -pprof) PPROF=$(mkdir -p "$2" && cd "$2" && pwd); shift 2 ;;
     -pprof-seconds) PPROF_SECONDS=$2; shift 2 ;;
     --) shift; AGENT_FLAGS=("$@"); break ;;
-    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-pprof DIR [-pprof-seconds S]] [-- agent flags]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-coord FLAGS] [-pprof DIR [-pprof-seconds S]] [-- agent flags]" >&2; exit 2 ;;
   esac
 done
 
@@ -78,7 +83,7 @@ pflag() { # pflag NAME: sets pflag to the --pprof-addr of process NAME when -ppr
   pp=$((pp + 1)); pprof_of[$1]=$pp; pflag=("--pprof-addr=127.0.0.1:$pp")
 }
 pflag coordinator
-"$work/bin/coordinator" --log-level warn "${pflag[@]}" >"$work/coordinator.log" 2>&1 &
+"$work/bin/coordinator" --log-level warn "${pflag[@]}" "${COORD_FLAGS[@]}" >"$work/coordinator.log" 2>&1 &
 coord_pid=$!
 pids+=("$coord_pid")
 agent_pids=()
