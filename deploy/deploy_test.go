@@ -242,6 +242,7 @@ type composeService struct {
 	Ports       []string          `yaml:"ports"`
 	Profiles    []string          `yaml:"profiles"`
 	Container   string            `yaml:"container_name"`
+	Hostname    string            `yaml:"hostname"`
 }
 
 func loadCompose(t *testing.T) map[string]composeService {
@@ -253,7 +254,7 @@ func loadCompose(t *testing.T) map[string]composeService {
 }
 
 // The compose file: three NATS nodes with their own config and volume, a
-// coordinator at 3 replicas, a scalable agent service, each process with
+// two coordinators at 3 replicas, a scalable agent service, each process with
 // its own nkey and the CA, and monitoring only in its profile.
 func TestComposeFile(t *testing.T) {
 	svcs := loadCompose(t)
@@ -272,7 +273,7 @@ func TestComposeFile(t *testing.T) {
 		require.Contains(t, s.Volumes, name+"-data:/data")
 		require.Empty(t, s.Profiles)
 	}
-	for _, name := range []string{"coordinator", "agent"} {
+	for _, name := range []string{"coordinator-1", "coordinator-2", "agent"} {
 		s := svcs[name]
 		require.NotEmpty(t, s.Environment["NATS_NKEY"], name)
 		require.Equal(t, "/auth/ca.pem", s.Environment["NATS_TLS_CA"], name)
@@ -283,8 +284,11 @@ func TestComposeFile(t *testing.T) {
 			require.True(t, written[file], "%s mounts %s, which auth init does not write", name, file)
 		}
 	}
-	require.Equal(t, "3", svcs["coordinator"].Environment["FLEET_REPLICAS"])
-	require.Equal(t, "default", svcs["coordinator"].Environment["FLEET_POOLS"])
+	for _, name := range []string{"coordinator-1", "coordinator-2"} {
+		require.Equal(t, "3", svcs[name].Environment["FLEET_REPLICAS"], name)
+		require.Equal(t, "default", svcs[name].Environment["FLEET_POOLS"], name)
+		require.Equal(t, name, svcs[name].Hostname, "the hostname names the coordinator in the lease")
+	}
 	require.Empty(t, svcs["agent"].Ports, "agents scale: no fixed host port")
 	require.Empty(t, svcs["agent"].Container, "agents scale: no fixed container name")
 	for _, name := range []string{"prometheus", "grafana", "nats-exporter-1", "nats-exporter-2", "nats-exporter-3"} {
@@ -406,7 +410,7 @@ func TestComposeNetworksKeepMonitoringAndRoutesFromJobs(t *testing.T) {
 		require.NotContains(t, n, "cluster", "%s is on the cluster network", name)
 		require.NotContains(t, n, "default", "%s is on compose's default network, which every service shares", name)
 	}
-	for _, name := range []string{"agent", "coordinator"} {
+	for _, name := range []string{"agent", "coordinator-1", "coordinator-2"} {
 		require.Equal(t, map[string][]string{"fleet": nil}, nets[name], name)
 	}
 	for _, name := range []string{"nats-exporter-1", "nats-exporter-2", "nats-exporter-3", "grafana"} {
@@ -536,7 +540,7 @@ func TestPrometheusConfig(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, []string{"coordinator:" + port("coordinator")}, jobs["jetfleet-coordinator"])
+	require.Equal(t, []string{"coordinator-1:" + port("coordinator-1"), "coordinator-2:" + port("coordinator-2")}, jobs["jetfleet-coordinator"])
 	require.Equal(t, []string{"agent:" + port("agent")}, jobs["jetfleet-agent"])
 	var exporters []string
 	for name := range svcs {

@@ -3,11 +3,13 @@
 #
 #   1. build the images (scripts/images.sh: static binaries, FROM scratch)
 #   2. fleetctl auth init: nkeys per role, TLS
-#   3. docker compose up: 3 NATS nodes (R3), a coordinator, 3 agents
+#   3. docker compose up: 3 NATS nodes (R3), two coordinators, 3 agents
 #   4. submit a 2,000-item job: a busybox shell step, then a flaky handler
 #      (retried network errors, ~2% permanent failures)
 #   5. mid-job, kill the JetStream meta leader and one agent (SIGKILL),
-#      let the job go on without them, then start them again
+#      let the job go on without them, then start them again; then kill
+#      the leading coordinator (SIGKILL), check that the other one takes
+#      the lease and the job goes on, and start the killed one again
 #   6. wait for the job to end; print its final status; check that every
 #      item succeeded or was dead-lettered exactly once, against the
 #      results, DLQ and work streams (none lost, none counted twice), and
@@ -96,14 +98,14 @@ job="e2e-$(date +%s)"
   for ((i = 0; i < items; i++)); do printf '  - {id: item-%05d}\n' "$i"; done
 } >"$work/job.yaml"
 
-say "starting 3 NATS nodes, a coordinator and 3 agents"
+say "starting 3 NATS nodes, two coordinators and 3 agents"
 if ! compose up -d --scale agent=3 >"$work/up.log" 2>&1; then
   cat "$work/up.log" >&2
   exit 1
 fi
 # The coordinator's one network is where clients and agents are; the NATS
 # nodes' monitoring ports are on the monitoring network only.
-net=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}' "$(compose ps -q coordinator)")
+net=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}' "$(compose ps -q coordinator-1)")
 mon=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' "$(compose ps -q nats-1)" | tr ' ' '\n' | grep '_monitoring$')
 urls="tls://nats-1:4222,tls://nats-2:4222,tls://nats-3:4222"
 monitoring="http://nats-1-monitoring:8222 http://nats-2-monitoring:8222 http://nats-3-monitoring:8222"
@@ -147,7 +149,7 @@ node_down=$(date +%s)
 check operator wait "$job" --done $((items * 30 / 100)) --timeout 3m
 say "meta leader now: $(monitor leader $monitoring || echo none)"
 
-agent_id=$(compose ps -q agent | head -1)
+agent_id=$(compose ps -q agent | sed -n 1p) # not head: under pipefail its early exit can kill compose with SIGPIPE (exit 141)
 agent_name=$(docker inspect -f '{{.Name}}' "$agent_id" | tr -d /)
 say "killing agent $agent_name (SIGKILL): its items come back after AckWait ($FLEET_ACK_WAIT)"
 docker kill "$agent_id" >/dev/null
@@ -157,6 +159,20 @@ check operator wait "$job" --done $((items * 55 / 100)) --timeout 3m
 now=$(date +%s)
 say "starting $leader (down $((now - node_down))s) and $agent_name (down $((now - agent_down))s) again"
 docker start "$leader_id" "$agent_id" >/dev/null
+check operator wait "$job" --done $((items * 65 / 100)) --timeout 3m
+
+# The lease's holder is <hostname>-<pid>-<random>; the hostname is the
+# service's (docker-compose.yml).
+holder=$(check coordinator holder)
+coord=$(echo "$holder" | cut -d- -f1-2)
+coord_id=$(compose ps -q "$coord")
+say "killing the leading coordinator, $coord (SIGKILL; lease holder $holder)"
+docker kill "$coord_id" >/dev/null
+coord_down=$(date +%s)
+say "lease taken by $(check coordinator holder --wait-not "$coord-" --timeout 1m) after $(( $(date +%s) - coord_down ))s"
+check operator wait "$job" --done $((items * 80 / 100)) --timeout 3m
+say "starting $coord again (down $(( $(date +%s) - coord_down ))s)"
+docker start "$coord_id" >/dev/null
 check operator wait "$job" --timeout 5m
 say "job ended"
 

@@ -35,6 +35,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/internal/envflag"
+	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/internal/provision"
@@ -73,6 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.MaxGroups, "max-groups", envflag.Int(getenv, "FLEET_MAX_GROUPS", coordinator.DefaultMaxGroups), "most groups group_by may yield (env FLEET_MAX_GROUPS)")
 	fs.IntVar(&cfg.ErrorSignatures, "error-signatures", envflag.Int(getenv, "FLEET_ERROR_SIGNATURES", coordinator.DefaultErrorSignatures), "error signatures a job's report keeps, the most frequent; the rest are counted as other (env FLEET_ERROR_SIGNATURES)")
 	fs.IntVar(&cfg.IntakeMaxDeliveries, "intake-max-deliveries", envflag.Int(getenv, "FLEET_INTAKE_MAX_DELIVERIES", coordinator.DefaultIntakeMaxDeliveries), "tries of a durable submission before it is rejected with the reason (env FLEET_INTAKE_MAX_DELIVERIES)")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", envflag.Duration(getenv, "FLEET_LEASE_TTL", lease.DefaultTTL), "how long the leading coordinator's lease outlives its last renewal: another coordinator of the prefix takes over after about this long when it dies (env FLEET_LEASE_TTL)")
 	// Retention (docs/deploy.md, "Retention"): how long finished jobs' records stay.
 	retention := messages.Duration(coordinator.DefaultJobRetention)
 	if v := getenv("FLEET_JOB_RETENTION"); v != "" {

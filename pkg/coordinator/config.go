@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
@@ -125,6 +128,14 @@ type Config struct {
 	// DLQMonitorInterval is how often the DLQ stream's depth, bytes and
 	// oldest entry are read (metrics, the 80% warning). Defaults to 15s.
 	DLQMonitorInterval time.Duration
+	// LeaseTTL is how long the leader's lease outlives its last renewal:
+	// a coordinator that dies is replaced after about this long (renewed
+	// every LeaseTTL/4; docs/design.md, "Several coordinators"). Defaults
+	// to 4s.
+	LeaseTTL time.Duration
+	// Holder names this coordinator in the lease. Defaults to
+	// <hostname>-<pid>-<random>.
+	Holder string
 	// Logger defaults to zerolog.Nop().
 	Logger zerolog.Logger
 	// Registerer receives the coordinator's metrics. nil = not registered.
@@ -149,6 +160,11 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.ErrorSignatures, DefaultErrorSignatures)
 	orDefault(&c.IntakeMaxDeliveries, DefaultIntakeMaxDeliveries)
 	orDefault(&c.LateResultWindow, DefaultLateResultWindow)
+	orDefault(&c.LeaseTTL, lease.DefaultTTL)
+	if c.Holder == "" {
+		host, _ := os.Hostname()
+		c.Holder = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ToLower(nuid.Next()[:8]))
+	}
 	orDefault(&c.JobRetention, DefaultJobRetention)
 	orDefault(&c.CleanupInterval, DefaultCleanupInterval)
 	orDefault(&c.PruneMarkerTTL, DefaultPruneMarkerTTL)
@@ -181,6 +197,7 @@ func (c Config) Validate() error {
 		{"prune_marker_ttl", c.PruneMarkerTTL, time.Second},
 		{"sweep_interval", c.SweepInterval, time.Millisecond},
 		{"sweep_min_age", c.SweepMinAge, time.Millisecond},
+		{"lease_ttl", c.LeaseTTL, lease.MinTTL},
 	} {
 		if d.v < d.least {
 			errs = append(errs, fmt.Errorf("%s: %s, want >= %s", d.name, d.v, d.least))

@@ -15,10 +15,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/kvleader"
+	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/budget"
-	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -59,11 +60,26 @@ type Coordinator struct {
 	// streams caches stream handles by name (retention's purges).
 	streams sync.Map
 
+	// control is the bucket coordinators share: the lease, replays,
+	// cancel requests; itemsKV the items' retry states (the DLQ mover).
+	control jetstream.KeyValue
+	itemsKV jetstream.KeyValue
+	lease   *lease.Lease
+	// fail ends Run with an error (the intake lost its connection).
+	fail context.CancelCauseFunc
+	// components run in every leadership term (OnLeader).
+	components []component
+
 	mu      sync.Mutex
 	runners map[string]*jobRunner
-	runCtx  context.Context
-	wg      sync.WaitGroup
-	ready   chan struct{}
+	// runCtx is the current leadership term's context; nil while this
+	// coordinator does not lead. wg counts the term's goroutines (runners,
+	// intake, mover, replays, components); bg those that run whether or not
+	// it leads (API-side watches).
+	runCtx context.Context
+	wg     sync.WaitGroup
+	bg     sync.WaitGroup
+	ready  chan struct{}
 }
 
 // New returns a coordinator using nc. It does not touch the server until Run.
@@ -95,12 +111,15 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	return c, nil
 }
 
-// Ready is closed once Run has provisioned resources and serves the API.
+// Ready is closed once Run has provisioned resources and serves the API
+// (whether or not this coordinator leads).
 func (c *Coordinator) Ready() <-chan struct{} { return c.ready }
 
-// Run provisions resources, resumes unfinished jobs, serves the API and the
-// durable intake until ctx is cancelled, then stops and waits for its
-// goroutines. Unfinished jobs are resumed by the next Run.
+// Run provisions resources, serves the API until ctx is cancelled, and
+// campaigns for the prefix's leadership: while this coordinator leads it
+// resumes unfinished jobs and runs the durable intake, the job runners,
+// the DLQ mover and replays (lead, leader.go). It then stops and waits for
+// its goroutines. Unfinished jobs are resumed by the next leader.
 func (c *Coordinator) Run(ctx context.Context) error {
 	if err := provision.Ensure(ctx, c.js, c.names, c.cfg.Provision); err != nil {
 		return err
@@ -127,73 +146,55 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if c.breakers, err = c.js.KeyValue(ctx, c.names.BreakerBucket()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	c.mu.Lock()
-	c.runCtx = runCtx
-	c.mu.Unlock()
-
-	if err := c.resume(runCtx); err != nil {
-		return err
-	}
-	svc, err := c.serveAPI(runCtx)
-	if err != nil {
-		return err
-	}
-	itemsKV, err := c.js.KeyValue(ctx, c.names.ItemsBucket())
-	if err != nil {
-		_ = svc.Stop()
+	if c.control, err = c.js.KeyValue(ctx, c.names.ControlBucket()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	mover := dlq.NewMover(c.js, c.names, itemsKV, c.log)
-	sweeper, err := dlq.NewSweeper(mover, dlq.WithSweepMinAge(c.cfg.SweepMinAge), dlq.WithSweepClock(c.cfg.Clock.Now))
-	if err != nil {
-		_ = svc.Stop()
+	if c.itemsKV, err = c.js.KeyValue(ctx, c.names.ItemsBucket()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	c.startDLQ(runCtx)
-	c.wg.Add(1)
+	ls, err := lease.New(lease.Config{
+		Store: c.control, Reader: kvleader.New(c.js, c.names.ControlBucket()), Key: messages.LeaseKey,
+		// The lease runs on real time, never on Config.Clock: a test that
+		// moves the jobs' clock must not move the leader's liveness with it.
+		Holder: c.cfg.Holder, TTL: c.cfg.LeaseTTL, Logger: c.log,
+	})
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	c.lease = ls
+
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	c.fail = fail
+	svc, err := c.serveAPI(ctx)
+	if err != nil {
+		return err
+	}
+	c.bg.Add(2)
 	go func() {
-		defer c.wg.Done()
-		_ = sweeper.Run(runCtx, c.cfg.SweepInterval)
+		defer c.bg.Done()
+		c.index.keep(ctx, kv, c.log)
 	}()
-	c.wg.Add(1)
 	go func() {
-		defer c.wg.Done()
-		if err := mover.Run(runCtx); err != nil {
-			c.log.Error().Err(err).Msg("DLQ mover stopped")
-		}
+		defer c.bg.Done()
+		c.dlq.book.keep(ctx, c.control, c.log)
 	}()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.index.keep(runCtx, kv, c.log)
-	}()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.RunRetention(runCtx)
-	}()
-	intakeDone := make(chan error, 1)
-	go func() { intakeDone <- c.intake(runCtx) }()
+	// The API's subscriptions reach the server before Ready says so.
+	if err := c.nc.FlushTimeout(10 * time.Second); err != nil {
+		fail(nil)
+		_ = svc.Stop()
+		c.bg.Wait()
+		return fmt.Errorf("coordinator: %w", err)
+	}
 	close(c.ready)
-	c.log.Info().Str("prefix", c.cfg.Prefix).Msg("coordinator running")
+	c.log.Info().Str("prefix", c.cfg.Prefix).Str("holder", c.cfg.Holder).Msg("coordinator running; campaigning for leadership")
 
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-intakeDone:
-		intakeDone = nil
-	}
-	cancel()
+	_ = ls.Run(ctx, c.lead)
+	fail(nil)
 	_ = svc.Stop()
-	if intakeDone != nil {
-		<-intakeDone
-	}
-	c.wg.Wait()
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return runErr
+	c.bg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
 	}
 	return nil
 }
@@ -205,21 +206,24 @@ func (c *Coordinator) resume(ctx context.Context) error {
 		return fmt.Errorf("coordinator: listing jobs: %w", err)
 	}
 	for _, rec := range recs {
-		if !messages.TerminalState(rec.Status.State) && rec.Spec != nil {
+		if c.runner(rec.Status.ID) == nil && !messages.TerminalState(rec.Status.State) && rec.Spec != nil {
 			c.log.Info().Str("job_id", rec.Status.ID).Int64("cursor", rec.Cursor).Msg("resuming job")
-			c.startRunner(*rec)
+			c.startRunner(rec.JobRecord, rec.rev)
 		}
 	}
 	return nil
 }
 
-func (c *Coordinator) startRunner(rec messages.JobRecord) {
+// startRunner starts the runner of a job whose record is at revision rev,
+// if this coordinator leads and runs none for it.
+func (c *Coordinator) startRunner(rec messages.JobRecord, rev uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, running := c.runners[rec.Status.ID]; running || c.runCtx == nil || c.runCtx.Err() != nil {
+	ctx := c.runCtx
+	if _, running := c.runners[rec.Status.ID]; running || ctx == nil || ctx.Err() != nil {
 		return
 	}
-	r := newJobRunner(c, rec)
+	r := newJobRunner(c, rec, rev)
 	c.runners[rec.Status.ID] = r
 	c.metrics.activeJobs.Inc()
 	c.wg.Add(1)
@@ -231,7 +235,7 @@ func (c *Coordinator) startRunner(rec messages.JobRecord) {
 			c.mu.Unlock()
 			c.metrics.activeJobs.Dec()
 		}()
-		if !c.runJob(r) {
+		if !c.runJob(ctx, r) {
 			return
 		}
 		if st := r.snapshot().Status; messages.TerminalState(st.State) {
@@ -244,21 +248,24 @@ func (c *Coordinator) startRunner(rec messages.JobRecord) {
 // that job with the reason, instead of ending the coordinator, which would
 // resume the job and panic again after every restart. It reports whether
 // the runner returned normally.
-func (c *Coordinator) runJob(r *jobRunner) (ok bool) {
+func (c *Coordinator) runJob(ctx context.Context, r *jobRunner) (ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error().Str("job_id", r.id).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("job runner panicked; the job fails")
-			c.failJob(r.id, fmt.Sprintf("internal_error: %v", p))
+			c.failJob(ctx, r.id, fmt.Sprintf("internal_error: %v", p))
 		}
 	}()
-	r.run(c.runCtx)
+	r.run(ctx)
 	return true
 }
 
 // failJob ends a job whose runner cannot go on: items without an outcome
 // count as not run, so the counts still add up.
-func (c *Coordinator) failJob(id, reason string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.runCtx), 10*time.Second)
+func (c *Coordinator) failJob(runCtx context.Context, id, reason string) {
+	if runCtx.Err() != nil {
+		return // not the leader any more: the next one runs the job again
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 10*time.Second)
 	defer cancel()
 	rec, err := c.store.get(ctx, id)
 	if err != nil {
@@ -467,6 +474,10 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	prev, rev, err := c.store.getRev(ctx, spec.ID)
 	switch {
 	case err == nil && prev.Status.State != messages.StateRejected:
+		if !messages.TerminalState(prev.Status.State) && prev.Spec != nil {
+			// Accepted by a leader that died before starting it.
+			c.startRunner(*prev, rev)
+		}
 		return nil
 	case err != nil && !errors.Is(err, errNoJob):
 		return err
@@ -535,11 +546,11 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			rec.Status.BestEffort.Deadline = &dl
 		}
 	}
-	created, err := c.store.replace(ctx, &rec, rev)
+	nrev, _, err := c.store.update(ctx, &rec, rev)
 	if err != nil {
 		return err
 	}
-	if !created {
+	if nrev == 0 {
 		return nil
 	}
 	if spec.Input != eff.Input {
@@ -548,7 +559,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	c.metrics.jobsAccepted.Inc()
 	c.log.Info().Str("job_id", spec.ID).Int64("items", total).Bool("replaces_rejected", rev != 0).Msg("job accepted")
 	c.event(spec.ID, messages.JobSubmittedEvent{Items: total, Pool: eff.Pool})
-	c.startRunner(rec)
+	c.startRunner(rec, nrev)
 	return nil
 }
 
@@ -685,11 +696,9 @@ func (c *Coordinator) Status(ctx context.Context, id string) (*messages.JobStatu
 func (c *Coordinator) Cancel(ctx context.Context, id string) (*messages.JobStatus, error) {
 	r := c.runner(id)
 	if r == nil {
-		rec, err := c.store.get(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		return &rec.Status, errJobFinished
+		// Another coordinator leads (or this one has not started the job
+		// yet): a durable request (leader.go).
+		return c.requestCancel(ctx, id)
 	}
 	st, err := r.stop(ctx, messages.StateCancelled, messages.CompletionCancelled)
 	if err != nil {

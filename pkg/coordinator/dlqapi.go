@@ -47,9 +47,7 @@ type dlqService struct {
 	rep     *dlq.Replayer
 	metrics *dlq.Metrics
 
-	mu      sync.Mutex
-	replays map[string]*replayRun
-	order   []string // oldest first
+	book *replayBook // every replay's record (replays.go)
 
 	holdMu sync.Mutex
 	holds  map[string]int // jobs being replayed (replay.go)
@@ -58,31 +56,12 @@ type dlqService struct {
 	pools   map[string]*poolsLoad // finished jobs' item pools, for replays (origin.go)
 }
 
-// replayRun is one replay running (or run) on this coordinator.
-type replayRun struct {
-	id     string
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	mu        sync.Mutex
-	status    messages.DLQReplayStatus
-	cancelled bool // by an API call (not a coordinator shutdown)
-	reported  int64
-	inGauge   bool // counted in replays_in_progress
-}
-
-func (run *replayRun) snapshot() messages.DLQReplayStatus {
-	run.mu.Lock()
-	defer run.mu.Unlock()
-	return run.status
-}
-
 func newDLQService(c *Coordinator) *dlqService {
 	pageBytes := int(c.nc.MaxPayload()) - 64<<10
 	if pageBytes < 64<<10 {
 		pageBytes = 64 << 10
 	}
-	s := &dlqService{c: c, replays: map[string]*replayRun{}, holds: map[string]int{}, pools: map[string]*poolsLoad{}}
+	s := &dlqService{c: c, book: newReplayBook(), holds: map[string]int{}, pools: map[string]*poolsLoad{}}
 	s.insp = dlq.NewInspector(c.js, c.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(c.cfg.Clock.Now), dlq.WithScanLimit(DLQScanLimit))
 	s.rep = dlq.NewReplayer(c.js, c.names, s.insp, dlq.WithReopen(c.reopenForReplay), dlq.WithRoute(c.routeReplay), dlq.WithLogger(c.log))
 	s.metrics = dlq.NewMetrics(c.cfg.Registerer)
@@ -222,20 +201,16 @@ func (c *Coordinator) apiDLQReplay(ctx context.Context, data []byte) (any, *mess
 			Filter: req.DLQFilter, Rate: req.Rate, ResetAttempts: req.ResetAttempts,
 		}}, nil
 	}
-	run, apiErr := c.dlq.start(ctx, req)
+	st, apiErr := c.dlq.start(ctx, req)
 	if apiErr != nil {
 		return nil, apiErr
 	}
 	if req.Wait {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-run.done:
-		case <-t.C:
-		case <-ctx.Done():
-		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		st = c.dlq.book.waitEnded(wctx, st.ReplayID)
 	}
-	return messages.DLQReplayReply{DLQReplayStatus: run.snapshot()}, nil
+	return messages.DLQReplayReply{DLQReplayStatus: st}, nil
 }
 
 func (c *Coordinator) apiDLQReplayCancel(ctx context.Context, data []byte) (any, *messages.APIError) {
@@ -246,46 +221,53 @@ func (c *Coordinator) apiDLQReplayCancel(ctx context.Context, data []byte) (any,
 	if req.ReplayID == "" {
 		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "replay_id", Message: "required"}
 	}
-	c.dlq.mu.Lock()
-	run := c.dlq.replays[req.ReplayID]
-	c.dlq.mu.Unlock()
-	if run == nil {
-		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "replay_id", Message: fmt.Sprintf("no replay %q on this coordinator", req.ReplayID)}
+	rec, err := c.dlq.updateReplay(ctx, req.ReplayID, func(r *replayRecord) bool {
+		if r.Status.State != messages.ReplayRunning || r.Cancel {
+			return false
+		}
+		r.Cancel = true
+		return true
+	})
+	switch {
+	case errors.Is(err, errNoReplay):
+		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "replay_id", Message: fmt.Sprintf("no replay %q", req.ReplayID)}
+	case err != nil:
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	case rec.Status.State != messages.ReplayRunning:
+		return messages.DLQReplayReply{DLQReplayStatus: rec.Status}, nil
 	}
-	run.mu.Lock()
-	if run.status.State == messages.ReplayRunning {
-		run.cancelled = true
-	}
-	run.mu.Unlock()
-	run.cancel()
-	// Entries already started finish; the reply carries the exact count.
-	select {
-	case <-run.done:
-	case <-ctx.Done():
+	// The leader stops it: entries already started finish, and the reply
+	// carries the exact count.
+	wctx, cancel := context.WithTimeout(ctx, DefaultReplayWait)
+	defer cancel()
+	st := c.dlq.book.waitEnded(wctx, req.ReplayID)
+	if st.State == messages.ReplayRunning {
 		return nil, apiErr(messages.CodeInternal, "the replay did not stop in time; ask dlq.replays for its final count")
 	}
-	return messages.DLQReplayReply{DLQReplayStatus: run.snapshot()}, nil
+	return messages.DLQReplayReply{DLQReplayStatus: st}, nil
 }
 
-func (c *Coordinator) apiDLQReplays(_ context.Context, data []byte) (any, *messages.APIError) {
+func (c *Coordinator) apiDLQReplays(ctx context.Context, data []byte) (any, *messages.APIError) {
 	var req messages.DLQReplaysRequest
 	if e := decodeRequest(data, &req); e != nil {
 		return nil, e
 	}
-	c.dlq.mu.Lock()
-	runs := make([]*replayRun, 0, len(c.dlq.order))
-	for i := len(c.dlq.order) - 1; i >= 0; i-- {
-		if id := c.dlq.order[i]; req.ReplayID == "" || id == req.ReplayID {
-			runs = append(runs, c.dlq.replays[id])
+	if req.ReplayID != "" {
+		// One replay (what fleetctl dlq replay polls): read from the
+		// stream leader, so its progress never goes back from one answer
+		// to the next, whichever coordinator answers.
+		rec, _, err := c.dlq.readReplay(ctx, req.ReplayID)
+		switch {
+		case errors.Is(err, errNoReplay):
+			return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "replay_id", Message: fmt.Sprintf("no replay %q", req.ReplayID)}
+		case err != nil:
+			return nil, apiErr(messages.CodeInternal, err.Error())
 		}
+		return messages.DLQReplaysReply{Replays: []messages.DLQReplayStatus{rec.Status}}, nil
 	}
-	c.dlq.mu.Unlock()
-	if req.ReplayID != "" && len(runs) == 0 {
-		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "replay_id", Message: fmt.Sprintf("no replay %q on this coordinator", req.ReplayID)}
-	}
-	reply := messages.DLQReplaysReply{Replays: make([]messages.DLQReplayStatus, 0, len(runs))}
-	for _, run := range runs {
-		reply.Replays = append(reply.Replays, run.snapshot())
+	reply := messages.DLQReplaysReply{Replays: []messages.DLQReplayStatus{}}
+	for _, rec := range c.dlq.book.all() {
+		reply.Replays = append(reply.Replays, rec.Status)
 	}
 	return reply, nil
 }
@@ -295,147 +277,46 @@ func overlaps(a, b messages.DLQFilter) bool {
 	return a.JobID == "" || b.JobID == "" || a.JobID == b.JobID
 }
 
-// start counts what req selects and starts replaying it in the background.
-func (s *dlqService) start(ctx context.Context, req messages.DLQReplayRequest) (*replayRun, *messages.APIError) {
+// start counts what req selects and stores the replay's record; the
+// leader runs it (replays.go).
+func (s *dlqService) start(ctx context.Context, req messages.DLQReplayRequest) (messages.DLQReplayStatus, *messages.APIError) {
 	c := s.c
-	limiter, err := dlq.LimiterFor(req.Rate, nil)
+	if _, err := dlq.LimiterFor(req.Rate, nil); err != nil {
+		return messages.DLQReplayStatus{}, &messages.APIError{Code: messages.CodeBadRequest, Field: "rate", Message: err.Error()}
+	}
+	wctx, cancel := context.WithTimeout(ctx, indexWait)
+	err := s.book.wait(wctx)
+	cancel()
 	if err != nil {
-		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "rate", Message: err.Error()}
+		return messages.DLQReplayStatus{}, apiErr(messages.CodeInternal, "the replays are still loading: "+err.Error())
 	}
-	c.mu.Lock()
-	runCtx := c.runCtx
-	c.mu.Unlock()
-	if runCtx == nil || runCtx.Err() != nil {
-		return nil, apiErr(messages.CodeInternal, "the coordinator is stopping")
-	}
-	s.mu.Lock()
-	for _, id := range s.order {
-		other := s.replays[id]
-		if st := other.snapshot(); st.State == messages.ReplayRunning && overlaps(st.Filter, req.DLQFilter) {
-			s.mu.Unlock()
-			return nil, &messages.APIError{Code: messages.CodeConflict, Field: "job_id",
-				Message: fmt.Sprintf("replay %s (job %q) is running over the same entries; wait for it or cancel it (dlq.replay.cancel)", id, st.Filter.JobID)}
+	for _, other := range s.book.all() {
+		if st := other.Status; st.State == messages.ReplayRunning && overlaps(st.Filter, req.DLQFilter) {
+			return messages.DLQReplayStatus{}, &messages.APIError{Code: messages.CodeConflict, Field: "job_id",
+				Message: fmt.Sprintf("replay %s (job %q) is running over the same entries; wait for it or cancel it (dlq.replay.cancel)", st.ReplayID, st.Filter.JobID)}
 		}
 	}
-	// Reserve the slot before counting so two requests cannot both start.
-	now := c.cfg.Clock.Now()
-	rctx, cancel := context.WithCancel(runCtx)
-	run := &replayRun{
-		id: "replay-" + strings.ToLower(nuid.Next()), cancel: cancel, done: make(chan struct{}),
-		status: messages.DLQReplayStatus{
-			State: messages.ReplayRunning, Filter: req.DLQFilter, Rate: req.Rate,
-			ResetAttempts: req.ResetAttempts, StartedAt: &now,
-		},
-	}
-	run.status.ReplayID = run.id
-	s.replays[run.id] = run
-	s.order = append(s.order, run.id)
-	s.forgetOldLocked()
-	s.mu.Unlock()
-
 	plan, err := s.rep.Plan(ctx, req.DLQFilter)
 	if err != nil {
-		s.finish(run, dlq.Progress{LastError: err.Error()}, err)
-		return nil, dlqError(err)
+		return messages.DLQReplayStatus{}, dlqError(err)
 	}
-	run.mu.Lock()
-	run.status.Matched, run.status.ByJob = plan.Matched, plan.ByJob
-	run.status.ByErrorClass, run.status.BySignature = plan.ByErrorClass, plan.BySignature
-	run.inGauge = true
-	run.mu.Unlock()
-	s.metrics.ReplaysInProgress.Inc()
-	c.log.Info().Str("replay_id", run.id).Str("job_id", req.JobID).Int64("matched", plan.Matched).Float64("rate", req.Rate).Msg("DLQ replay started")
-	c.event(replayEventsJob(req.DLQFilter), messages.DLQReplayStartedEvent(run.snapshot()))
-
-	jobs := make([]string, 0, len(plan.ByJob))
-	for j := range plan.ByJob {
-		jobs = append(jobs, j)
+	now := c.cfg.Clock.Now()
+	rec := replayRecord{
+		Status: messages.DLQReplayStatus{
+			ReplayID: "replay-" + strings.ToLower(nuid.Next()),
+			State:    messages.ReplayRunning, Filter: req.DLQFilter, Rate: req.Rate,
+			ResetAttempts: req.ResetAttempts, StartedAt: &now,
+			Matched: plan.Matched, ByJob: plan.ByJob, ByErrorClass: plan.ByErrorClass, BySignature: plan.BySignature,
+		},
+		UpTo: plan.Bound,
 	}
-	s.holdJobs(jobs)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		prog, err := s.rep.Replay(rctx, dlq.ReplayOptions{
-			Filter: req.DLQFilter, UpTo: plan.Bound, ResetAttempts: req.ResetAttempts, Limiter: limiter,
-			OnProgress: func(p dlq.Progress) { s.progress(run, p) },
-		})
-		s.releaseJobs(jobs)
-		s.forgetPools(jobs)
-		s.finish(run, prog, err)
-	}()
-	return run, nil
-}
-
-// progress records a replay's counts, with a progress event every
-// replayEventEvery entries.
-func (s *dlqService) progress(run *replayRun, p dlq.Progress) {
-	run.mu.Lock()
-	if d := p.Replayed - run.status.Replayed; d > 0 {
-		s.metrics.Replayed.Add(float64(d))
+	rev, err := s.putReplay(ctx, rec, 0)
+	if err != nil {
+		return messages.DLQReplayStatus{}, apiErr(messages.CodeInternal, "storing the replay: "+err.Error())
 	}
-	run.status.Replayed, run.status.Failed, run.status.Skipped = p.Replayed, p.Failed, p.Skipped
-	if p.LastError != "" {
-		run.status.LastError = p.LastError
-	}
-	handled := p.Replayed + p.Failed + p.Skipped
-	emit := handled-run.reported >= replayEventEvery
-	if emit {
-		run.reported = handled
-	}
-	st := run.status
-	run.mu.Unlock()
-	if emit {
-		s.c.event(replayEventsJob(st.Filter), messages.DLQReplayProgressEvent(st))
-	}
-}
-
-// finish records a replay's end and publishes its last event.
-func (s *dlqService) finish(run *replayRun, p dlq.Progress, err error) {
-	s.progress(run, p)
-	now := s.c.cfg.Clock.Now()
-	run.mu.Lock()
-	switch {
-	case err == nil:
-		run.status.State = messages.ReplayCompleted
-	case errors.Is(err, context.Canceled):
-		run.status.State = messages.ReplayCancelled
-		if !run.cancelled {
-			run.status.LastError = "the coordinator stopped; run the replay again to finish it"
-		}
-	default:
-		run.status.State = messages.ReplayFailed
-		run.status.LastError = err.Error()
-	}
-	run.status.FinishedAt = &now
-	st, inGauge := run.status, run.inGauge
-	run.mu.Unlock()
-	run.cancel()
-	if inGauge {
-		s.metrics.ReplaysInProgress.Dec()
-	}
-	s.c.log.Info().Str("replay_id", run.id).Str("state", st.State).Int64("replayed", st.Replayed).
-		Int64("failed", st.Failed).Int64("skipped", st.Skipped).Msg("DLQ replay ended")
-	s.c.event(replayEventsJob(st.Filter), messages.DLQReplayFinishedEvent(st))
-	close(run.done)
-}
-
-// forgetOldLocked drops the oldest finished replays beyond keptReplays.
-func (s *dlqService) forgetOldLocked() {
-	if len(s.order) <= keptReplays {
-		return
-	}
-	keep := s.order[:0]
-	excess := len(s.order) - keptReplays
-	for _, id := range s.order {
-		run := s.replays[id]
-		if excess > 0 && run.snapshot().State != messages.ReplayRunning {
-			delete(s.replays, id)
-			excess--
-			continue
-		}
-		keep = append(keep, id)
-	}
-	s.order = keep
+	s.book.see(rec.Status.ReplayID, rec, rev)
+	c.log.Info().Str("replay_id", rec.Status.ReplayID).Str("job_id", req.JobID).Int64("matched", plan.Matched).Float64("rate", req.Rate).Msg("DLQ replay requested")
+	return rec.Status, nil
 }
 
 // replayEventsJob is the job token of a replay's events.

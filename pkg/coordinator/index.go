@@ -119,6 +119,19 @@ func (x *jobIndex) put(rev uint64, st *messages.JobStatus) {
 }
 
 // has reports whether the index holds revision rev of job id or a newer one.
+// unfinished returns the ids of the jobs pending or running.
+func (x *jobIndex) unfinished() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var ids []string
+	for _, state := range []string{messages.StatePending, messages.StateRunning} {
+		for _, e := range x.byState[state] {
+			ids = append(ids, e.status.ID)
+		}
+	}
+	return ids
+}
+
 func (x *jobIndex) has(id string, rev uint64) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()

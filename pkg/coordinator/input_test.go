@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,8 +158,14 @@ func TestUploadsAreCopiedWhenTheJobIsAccepted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "objstore://fleet_inputs/input/copied/items.json", rec.Spec.Input)
 	require.Equal(t, up.Digest, rec.Spec.InputDigest)
-	_, err = uploads.GetInfo(ctx, "u1/items.json")
-	require.ErrorIs(t, err, jetstream.ErrObjectNotFound)
+	// The upload is deleted just after the record is stored, which status
+	// may already show.
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if _, err := uploads.GetInfo(ctx, "u1/items.json"); !errors.Is(err, jetstream.ErrObjectNotFound) {
+			return fmt.Errorf("the upload is still there (%v)", err)
+		}
+		return nil
+	})
 	info, err := inputs.GetInfo(ctx, "input/copied/items.json")
 	require.NoError(t, err)
 	require.Equal(t, up.Digest, info.Digest)

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -74,6 +75,7 @@ type jobRunner struct {
 
 	mu       sync.Mutex
 	rec      messages.JobRecord
+	rev      uint64         // the record's revision in KV, written by flush only
 	outcome  []uint8        // per item index
 	gens     map[int64]int  // generation of replayed items (absent = 0)
 	reopened map[int64]bool // replayed items awaiting their new outcome
@@ -111,9 +113,10 @@ type stopRequest struct {
 	reply         chan messages.JobStatus
 }
 
-func newJobRunner(c *Coordinator, rec messages.JobRecord) *jobRunner {
+func newJobRunner(c *Coordinator, rec messages.JobRecord, rev uint64) *jobRunner {
 	r := &jobRunner{
 		c:          c,
+		rev:        rev,
 		id:         rec.Status.ID,
 		log:        c.log.With().Str("job_id", rec.Status.ID).Logger(),
 		rec:        rec,
@@ -197,7 +200,11 @@ func (r *jobRunner) run(ctx context.Context) {
 		case <-ctx.Done():
 			r.exit()
 			pub.stop()
-			r.flush(context.Background())
+			if !errors.Is(context.Cause(ctx), lease.ErrLost) {
+				// A leader stopping writes its last counts; a deposed one
+				// writes nothing (its successor owns the record).
+				r.flush(context.Background())
+			}
 			return
 		case err := <-pub.result:
 			pub.result = nil
@@ -546,12 +553,31 @@ func (r *jobRunner) flush(ctx context.Context) {
 	}
 	rec := r.snapshot()
 	r.c.fillBudget(ctx, &rec.Status)
-	if err := r.c.store.put(ctx, &rec); err != nil {
+	r.mu.Lock()
+	rev := r.rev
+	r.mu.Unlock()
+	nrev, ok, err := r.c.store.update(ctx, &rec, rev)
+	if err == nil && !ok {
+		if !r.c.IsLeader() {
+			err = errRecordChanged
+		} else {
+			// Another write since ours: a deposed leader's last one that
+			// was in flight when it stepped down. This runner's counts,
+			// rebuilt from the results, are the job's: write them over it.
+			r.log.Warn().Uint64("revision", rev).Msg("job record changed under the runner; rewriting it")
+			nrev, err = r.c.store.putRev(ctx, &rec)
+		}
+	}
+	if err != nil {
 		r.log.Warn().Err(err).Msg("job record write failed; will retry")
 		r.mu.Lock()
 		r.dirty = true
 		r.mu.Unlock()
+		return
 	}
+	r.mu.Lock()
+	r.rev = nrev
+	r.mu.Unlock()
 }
 
 // inFlight is the number of published items without an outcome.
@@ -632,3 +658,7 @@ func (r *jobRunner) stop(ctx context.Context, state, reason string) (messages.Jo
 }
 
 var errJobFinished = errors.New("coordinator: job already finished")
+
+// errRecordChanged: a runner's record was written by someone else, and
+// this coordinator no longer leads.
+var errRecordChanged = errors.New("coordinator: job record changed under a runner that no longer leads")

@@ -9,6 +9,7 @@ type metrics struct {
 	jobsRejected   prometheus.Counter
 	jobsFinished   *prometheus.CounterVec
 	activeJobs     prometheus.Gauge
+	leader         prometheus.Gauge
 	inFlight       prometheus.GaugeFunc
 
 	bestEffort      *prometheus.CounterVec
@@ -38,6 +39,9 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		}, []string{"state"}),
 		activeJobs: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jetfleet_coordinator_active_jobs", Help: "Jobs being published and tracked.",
+		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jetfleet_coordinator_leader", Help: "1 while this coordinator leads its prefix (holds the lease), else 0.",
 		}),
 		inFlight: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "jetfleet_coordinator_publish_window", Help: "Published items without an outcome, over all active jobs.",

@@ -359,7 +359,7 @@ func testRunnerReplaying(t *testing.T, spec *messages.JobSpec, items int64, grou
 	if spec.BestEffort != nil {
 		rec.Status.BestEffort = bestEffortStatus(spec.BestEffort, spec.BestEffort, max(len(groups), 1))
 	}
-	return newJobRunner(c, rec)
+	return newJobRunner(c, rec, 0)
 }
 
 // requireCountsAddUp checks the contract at an end: every item in exactly

@@ -37,11 +37,11 @@ func (c *Coordinator) ensureRunner(ctx context.Context, id string) error {
 			}
 		}
 	}
-	rec, err := c.reopenRecord(ctx, id)
+	rec, rev, err := c.reopenRecord(ctx, id)
 	if err != nil {
 		return err
 	}
-	c.startRunner(*rec)
+	c.startRunner(*rec, rev)
 	if c.runner(id) == nil {
 		return errors.New("coordinator: shutting down")
 	}
@@ -51,20 +51,20 @@ func (c *Coordinator) ensureRunner(ctx context.Context, id string) error {
 // reopenRecord marks a finished job's record running again, with a
 // compare-and-set so that it cannot cross a retention cleanup that began
 // meanwhile (retention.go): a job whose cleanup began is not reopened.
-func (c *Coordinator) reopenRecord(ctx context.Context, id string) (*messages.JobRecord, error) {
+func (c *Coordinator) reopenRecord(ctx context.Context, id string) (*messages.JobRecord, uint64, error) {
 	for {
 		rec, rev, err := c.store.getRev(ctx, id)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		st := &rec.Status
 		switch {
 		case rec.Spec == nil:
-			return nil, fmt.Errorf("coordinator: job %s was rejected; nothing to reopen", id)
+			return nil, 0, fmt.Errorf("coordinator: job %s was rejected; nothing to reopen", id)
 		case st.CleanupAt != nil:
-			return nil, fmt.Errorf("%w: %s", errCleaned, id)
+			return nil, 0, fmt.Errorf("%w: %s", errCleaned, id)
 		case !messages.TerminalState(st.State):
-			return rec, nil
+			return rec, rev, nil
 		}
 		st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateRunning, "", messages.PhaseMap, nil
 		if st.MapReason == "" {
@@ -72,11 +72,11 @@ func (c *Coordinator) reopenRecord(ctx context.Context, id string) (*messages.Jo
 			// with every item done.
 			st.MapState, st.MapReason = messages.StateFailed, messages.CompletionAllCompleted
 		}
-		if _, ok, err := c.store.update(ctx, rec, rev); err != nil || ok {
-			return rec, err
+		if nrev, ok, err := c.store.update(ctx, rec, rev); err != nil || ok {
+			return rec, nrev, err
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 }

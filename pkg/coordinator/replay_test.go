@@ -167,7 +167,7 @@ func TestReplayReopensAFinishedJob(t *testing.T) {
 	waitNoRunner(t, c2, "reo")
 	rec, err := c2.store.get(ctx, "reo")
 	require.NoError(t, err)
-	rebuilt := newJobRunner(c2, *rec)
+	rebuilt := newJobRunner(c2, *rec, 0)
 	results := readResults(t, srv.JS(), "reo")
 	require.Len(t, results, 6+3+3+3+3, "6 outcomes, then per replay 3 markers and 3 outcomes")
 	for i := range results {

@@ -167,7 +167,14 @@ func TestSoakRetentionReturnsToBaseline(t *testing.T) {
 	fleettest.WaitFor(t, 30*time.Second, func() error {
 		sizes := streamSizes(t, srv.JS(), names)
 		for s, want := range baseline {
-			if got := sizes[s]; got != want {
+			got := sizes[s]
+			if s == "KV_"+names.ControlBucket() {
+				// The leader's lease: one key rewritten every second with
+				// compare-and-set, whose stored size grows with the digits of
+				// the revision each renewal names.
+				got[1], want[1] = 0, 0
+			}
+			if got != want {
 				return fmt.Errorf("%s holds %d messages, %d bytes; %d, %d before the jobs", s, got[0], got[1], want[0], want[1])
 			}
 		}

@@ -18,7 +18,9 @@ import (
 )
 
 // jobStore reads and writes job records in the fleet_jobs bucket. The
-// coordinator is the only writer.
+// leading coordinator is the only writer; a job's runner writes its record
+// with compare-and-set (update), so that a deposed leader's last write
+// cannot silently replace its successor's.
 type jobStore struct {
 	kv jetstream.KeyValue
 	// maxBytes is the largest record the server takes (nil: unchecked).
@@ -107,15 +109,27 @@ func (s *jobStore) create(ctx context.Context, rec *messages.JobRecord) (created
 }
 
 func (s *jobStore) put(ctx context.Context, rec *messages.JobRecord) error {
+	_, err := s.putRev(ctx, rec)
+	return err
+}
+
+// putRev writes rec whatever the key holds and returns the new revision.
+func (s *jobStore) putRev(ctx context.Context, rec *messages.JobRecord) (uint64, error) {
 	data, err := s.encode(rec)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	rev, err := s.kv.Put(ctx, rec.Status.ID, data)
 	if err == nil && s.index != nil {
 		s.index.put(rev, &rec.Status)
 	}
-	return err
+	return rev, err
+}
+
+// storedRecord is a job record and its revision.
+type storedRecord struct {
+	messages.JobRecord
+	rev uint64
 }
 
 // encode encodes rec within the server's max_payload: a record that would
@@ -130,14 +144,14 @@ func (s *jobStore) encode(rec *messages.JobRecord) ([]byte, error) {
 }
 
 // list returns every job record, newest submission first.
-func (s *jobStore) list(ctx context.Context) ([]*messages.JobRecord, error) {
+func (s *jobStore) list(ctx context.Context) ([]*storedRecord, error) {
 	lister, err := s.kv.ListKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var recs []*messages.JobRecord
+	var recs []*storedRecord
 	for k := range lister.Keys() {
-		rec, err := s.get(ctx, k)
+		rec, rev, err := s.getRev(ctx, k)
 		if errors.Is(err, errNoJob) {
 			continue
 		}
@@ -145,9 +159,9 @@ func (s *jobStore) list(ctx context.Context) ([]*messages.JobRecord, error) {
 			_ = lister.Stop()
 			return nil, err
 		}
-		recs = append(recs, rec)
+		recs = append(recs, &storedRecord{JobRecord: *rec, rev: rev})
 	}
-	slices.SortFunc(recs, func(a, b *messages.JobRecord) int {
+	slices.SortFunc(recs, func(a, b *storedRecord) int {
 		return b.Status.SubmittedAt.Compare(a.Status.SubmittedAt)
 	})
 	return recs, nil

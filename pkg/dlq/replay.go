@@ -133,11 +133,17 @@ type Plan struct {
 // signature. Entries that cannot be replayed (poison messages) are counted
 // in Skipped, not in Matched. It changes nothing.
 func (r *Replayer) Plan(ctx context.Context, f messages.DLQFilter) (*Plan, error) {
+	return r.PlanUpTo(ctx, f, 0)
+}
+
+// PlanUpTo is Plan over the entries up to DLQ sequence upTo (0: all): what
+// is left of a replay planned with Bound upTo (a resumed replay).
+func (r *Replayer) PlanUpTo(ctx context.Context, f messages.DLQFilter, upTo uint64) (*Plan, error) {
 	if err := ValidateFilter(f); err != nil {
 		return nil, err
 	}
 	p := &Plan{Group: *newGroup()}
-	bound, err := r.insp.scan(ctx, NewMatcher(f), 0, func(s *scanned) bool {
+	bound, err := r.insp.scan(ctx, NewMatcher(f), upTo, func(s *scanned) bool {
 		if why := notReplayable(&s.ref.Entry); why != "" {
 			p.Skipped++
 		} else {

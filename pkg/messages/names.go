@@ -93,6 +93,19 @@ func (n Names) ItemsBucket() string  { return n.Prefix + "_items" }
 // BreakerBucket holds jobs' circuit-breaker states, one key per job.
 func (n Names) BreakerBucket() string { return n.Prefix + "_breaker" }
 
+// ControlBucket holds what coordinators share: the leader's lease (key
+// LeaseKey), DLQ replays (ReplayKey) and cancel requests (CancelKey).
+func (n Names) ControlBucket() string { return n.Prefix + "_control" }
+
+// Keys of the control bucket.
+const LeaseKey = "leader"
+
+// ReplayKey is a DLQ replay's key in the control bucket.
+func ReplayKey(id string) string { return "replay." + id }
+
+// CancelKey is a job's cancel request's key in the control bucket.
+func CancelKey(job string) string { return "cancel." + job }
+
 // AgentsBucket holds the agents' presence (AgentPresence), one key per
 // agent (AgentKey), refreshed by each agent and expiring when it stops.
 func (n Names) AgentsBucket() string { return n.Prefix + "_agents" }

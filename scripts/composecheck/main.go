@@ -7,13 +7,14 @@
 //	composecheck wait JOB [--done N] [--timeout 5m]   # until N items are done, or the job ends
 //	composecheck verify JOB --items N --status FILE   # the status fleetctl printed vs the streams
 //	composecheck unreachable URL...                   # nothing answers at any of these host:ports
+//	composecheck holder [--wait-not NAME] [--timeout 1m]  # the coordinator holding the lease
 //
 // Connection flags and environment are the binaries' (--server/NATS_URL,
 // --nkey/NATS_NKEY, --tls-ca/NATS_TLS_CA). wait needs a role that reads
 // status (operator, submitter); verify reads the results, DLQ and work
 // streams, which only the coordinator's role may read: run it with the
 // coordinator's nkey, and give it the status `fleetctl status --json`
-// printed.
+// printed. holder reads the control bucket: the coordinator's role too.
 package main
 
 import (
@@ -61,12 +62,60 @@ func main() {
 		err = verify(ctx, os.Args[2:])
 	case "unreachable":
 		err = unreachable(ctx, os.Args[2:])
+	case "holder":
+		err = holder(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "composecheck:", err)
 		os.Exit(1)
+	}
+}
+
+// holder prints the name (Config.Holder) of the coordinator that holds
+// the leader's lease, waiting until one whose name does not start with
+// --wait-not does.
+func holder(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("holder", flag.ContinueOnError)
+	not := fs.String("wait-not", "", "wait for a holder whose name does not start with this")
+	timeout := fs.Duration("timeout", time.Minute, "give up after")
+	nc, _, err := connect(fs, args)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	names := messages.MustNames(os.Getenv("FLEET_PREFIX"))
+	for {
+		var last error
+		if kv, err := js.KeyValue(ctx, names.ControlBucket()); err != nil {
+			last = err
+		} else if e, err := kv.Get(ctx, messages.LeaseKey); err != nil {
+			last = err
+		} else {
+			var v struct {
+				Holder string `json:"holder"`
+			}
+			if err := json.Unmarshal(e.Value(), &v); err != nil {
+				return err
+			}
+			if *not == "" || !strings.HasPrefix(v.Holder, *not) {
+				fmt.Println(v.Holder)
+				return nil
+			}
+			last = fmt.Errorf("still held by %s", v.Holder)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no other holder within %s: %w", *timeout, last)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 

@@ -1,0 +1,48 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetfleet/jetfleet/internal/embedded"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+)
+
+// Work that only one coordinator of a prefix may do at a time (a sweep, a
+// cleanup) runs with OnLeader: in every leadership term of this
+// coordinator, with a context that ends with the term.
+func ExampleCoordinator_OnLeader() {
+	srv, err := embedded.Start(embedded.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		panic(err)
+	}
+	defer nc.Close()
+
+	coord, err := coordinator.New(nc, coordinator.Config{Holder: "coordinator-a"})
+	if err != nil {
+		panic(err)
+	}
+	leading := make(chan struct{})
+	coord.OnLeader("sweep", func(ctx context.Context) error {
+		close(leading) // a real component loops until ctx ends
+		<-ctx.Done()
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- coord.Run(ctx) }()
+	<-leading
+	fmt.Println("leader:", coord.Leader(), coord.IsLeader())
+	cancel()
+	fmt.Println("stopped:", <-done, coord.IsLeader())
+	// Output:
+	// leader: coordinator-a true
+	// stopped: <nil> false
+}

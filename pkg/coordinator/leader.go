@@ -1,0 +1,238 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfleet/jetfleet/internal/kvwatch"
+	"github.com/jetfleet/jetfleet/pkg/dlq"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Several coordinators per prefix (docs/design.md, "Several
+// coordinators"). Every coordinator serves the API; one, the holder of the
+// lease in the control bucket (internal/lease), leads: it alone runs the
+// intake, the job runners, the DLQ mover and monitor, replays, cancel
+// requests, retention, the stranded-message sweep and the components
+// registered with OnLeader. Each leadership
+// term has its own context (runCtx), which ends when the lease is lost —
+// before any other coordinator can take it — or when Run ends; lead waits
+// for every goroutine of the term before another term can begin.
+
+// component is work that runs only on the leader (OnLeader).
+type component struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// OnLeader registers run to be called at the start of every leadership
+// term of this coordinator, in its own goroutine, with a context that ends
+// with the term (the lease lost, or Run ending; context.Cause is
+// lease.ErrLost for the former). The term waits for run to return. A
+// returned error other than the context's is logged. Such work must be
+// idempotent and safe to repeat: a term can end anywhere, and the next
+// leader runs it again. Call OnLeader before Run.
+func (c *Coordinator) OnLeader(name string, run func(ctx context.Context) error) {
+	c.components = append(c.components, component{name: name, run: run})
+}
+
+// IsLeader reports whether this coordinator leads its prefix now.
+func (c *Coordinator) IsLeader() bool {
+	return c.lease != nil && c.lease.IsLeader()
+}
+
+// Leader names the coordinator (Config.Holder) that leads, as this one
+// last saw it; "" before Run or while none is known.
+func (c *Coordinator) Leader() string {
+	if c.lease == nil {
+		return ""
+	}
+	return c.lease.Holder()
+}
+
+// adoptEvery is how often the leader looks for unfinished jobs without a
+// runner (adopt).
+var adoptEvery = 2 * time.Second
+
+// lead runs one leadership term.
+func (c *Coordinator) lead(ctx context.Context) {
+	c.log.Info().Msg("leading: resuming jobs, replays and the intake")
+	c.metrics.leader.Set(1)
+	defer c.metrics.leader.Set(0)
+	c.mu.Lock()
+	c.runCtx = ctx
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.runCtx = nil
+		c.mu.Unlock()
+	}()
+
+	// Replays first: the jobs they replay are held before their runners
+	// can complete them (replay.go).
+	resumed := c.dlq.holdResumed(ctx)
+	if err := c.resume(ctx); err != nil && ctx.Err() == nil {
+		c.log.Error().Err(err).Msg("resuming jobs failed; the next sweep tries again")
+	}
+	c.goTerm("replays", func() error { return c.dlq.runReplays(ctx, resumed) })
+	mover := dlq.NewMover(c.js, c.names, c.itemsKV, c.log)
+	c.goTerm("DLQ mover", func() error { return mover.Run(ctx) })
+	c.goTerm("stranded-message sweep", func() error {
+		sweeper, err := dlq.NewSweeper(mover, dlq.WithSweepMinAge(c.cfg.SweepMinAge), dlq.WithSweepClock(c.cfg.Clock.Now))
+		if err != nil {
+			return err
+		}
+		return sweeper.Run(ctx, c.cfg.SweepInterval)
+	})
+	c.goTerm("retention", func() error { c.RunRetention(ctx); return nil })
+	c.startDLQ(ctx)
+	c.goTerm("cancel requests", func() error { return c.followCancels(ctx) })
+	c.goTerm("adopt", func() error { c.adopt(ctx); return nil })
+	for _, comp := range c.components {
+		c.goTerm(comp.name, func() error { return comp.run(ctx) })
+	}
+	c.goTerm("intake", func() error {
+		if err := c.intake(ctx); err != nil && ctx.Err() == nil {
+			c.fail(err) // the connection is gone: Run returns it
+		}
+		return nil
+	})
+	<-ctx.Done()
+	c.wg.Wait()
+	c.dlq.dropHolds()
+	c.log.Info().Msg("leadership term over")
+}
+
+// goTerm runs fn in the current term; a panic is logged, not fatal.
+func (c *Coordinator) goTerm(name string, fn func() error) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			if p := recover(); p != nil {
+				c.log.Error().Str("part", name).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("leader's part panicked")
+			}
+		}()
+		if err := fn(); err != nil && !errors.Is(err, context.Canceled) {
+			c.log.Error().Err(err).Str("part", name).Msg("leader's part stopped")
+		}
+	}()
+}
+
+// adopt starts a runner for every unfinished job that has none: a job a
+// deposed leader accepted while this one listed the jobs, or one whose
+// runner could not start. It looks every adoptEvery.
+func (c *Coordinator) adopt(ctx context.Context) {
+	t := time.NewTicker(adoptEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, id := range c.index.unfinished() {
+			if c.runner(id) != nil {
+				continue
+			}
+			rec, rev, err := c.store.getRev(ctx, id)
+			if err != nil || rec.Spec == nil || messages.TerminalState(rec.Status.State) {
+				continue
+			}
+			c.log.Info().Str("job_id", id).Msg("adopting an unfinished job without a runner")
+			c.startRunner(*rec, rev)
+		}
+	}
+}
+
+// Durable cancels. A coordinator that runs the job's runner cancels it at
+// once; any other writes a cancel request (key cancel.<job> of the control
+// bucket), which the leader carries out and deletes, and waits for the job
+// record to say the job ended.
+
+// cancelWait bounds how long a follower waits for the leader to carry out
+// a cancel request before it answers with the job's status as it is.
+var cancelWait = 15 * time.Second
+
+// cancelRequest is the value of a cancel request.
+type cancelRequest struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+}
+
+// requestCancel stores a cancel request and waits for the job to end.
+func (c *Coordinator) requestCancel(ctx context.Context, id string) (*messages.JobStatus, error) {
+	rec, err := c.store.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if messages.TerminalState(rec.Status.State) {
+		return &rec.Status, errJobFinished
+	}
+	data, _ := json.Marshal(cancelRequest{By: c.cfg.Holder, At: c.cfg.Clock.Now()})
+	if _, err := c.control.Put(ctx, messages.CancelKey(id), data); err != nil {
+		return nil, fmt.Errorf("storing the cancel request: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, cancelWait)
+	defer cancel()
+	for {
+		if r := c.runner(id); r != nil { // this coordinator became the leader
+			return c.Cancel(ctx, id)
+		}
+		if rec, err := c.store.get(wctx, id); err == nil && (messages.TerminalState(rec.Status.State) || rec.Status.MapReason == messages.CompletionCancelled) {
+			return &rec.Status, nil
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// The request stays: the leader carries it out when it can.
+			return &rec.Status, nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// followCancels carries out cancel requests while this coordinator leads.
+func (c *Coordinator) followCancels(ctx context.Context) error {
+	w, err := c.control.Watch(ctx, messages.CancelKey("*"), jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("watching cancel requests: %w", err)
+	}
+	return kvwatch.Watch(ctx, w, nil, func(e jetstream.KeyValueEntry) {
+		id := e.Key()[len(messages.CancelKey("")):]
+		r := c.runner(id)
+		for wait := time.Now().Add(2 * adoptEvery); r == nil && time.Now().Before(wait); r = c.runner(id) {
+			// A job being resumed or adopted gets its runner shortly.
+			rec, err := c.store.get(ctx, id)
+			if err != nil || messages.TerminalState(rec.Status.State) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		if r != nil {
+			sctx, cancel := context.WithTimeout(ctx, cancelWait)
+			_, err := r.stop(sctx, messages.StateCancelled, messages.CompletionCancelled)
+			cancel()
+			if err != nil && !errors.Is(err, errJobFinished) {
+				c.log.Warn().Err(err).Str("job_id", id).Msg("carrying out a cancel request failed; the next leader tries again")
+				return
+			}
+			c.log.Info().Str("job_id", id).Msg("job cancelled on request")
+		} else if rec, err := c.store.get(ctx, id); err == nil && !messages.TerminalState(rec.Status.State) {
+			return // still no runner: keep the request for the next term
+		}
+		_ = c.control.Delete(ctx, e.Key(), jetstream.LastRevision(e.Revision()))
+	})
+}
