@@ -265,13 +265,17 @@ func WorkConsumer(n messages.Names, pool string, c Config) jetstream.ConsumerCon
 	}
 }
 
-// Ensure creates or updates every stream, bucket and object store.
+// Ensure creates or updates every stream, bucket and object store; a
+// stream already configured as asked is left alone (streamUnchanged).
 func Ensure(ctx context.Context, js jetstream.JetStream, n messages.Names, c Config) error {
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("provision: %w", err)
 	}
 	for _, sc := range Streams(n, c) {
+		if s, err := js.Stream(ctx, sc.Name); err == nil && streamUnchanged(sc, s.CachedInfo().Config) {
+			continue
+		}
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("provision: stream %s: %w", sc.Name, err)
 		}

@@ -63,3 +63,46 @@ func TestEnsureLiftsAgeLimitsOfExistingDeployment(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, kv.Purge(ctx, "j1", jetstream.PurgeTTL(time.Second)))
 }
+
+// A second Ensure over streams already configured as asked updates none of
+// them (every coordinator runs Ensure at its start, several at once); a
+// changed setting is still applied.
+func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	js := srv.JS()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names, err := messages.NewNames("fleet")
+	require.NoError(t, err)
+	cfg := provision.Config{DLQMaxBytes: 1 << 20}
+	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
+
+	spy := srv.Connect(t)
+	updates, err := spy.SubscribeSync("$JS.API.STREAM.UPDATE.*")
+	require.NoError(t, err)
+	require.NoError(t, spy.Flush())
+	updated := func() map[string]int {
+		require.NoError(t, spy.Flush())
+		got := map[string]int{}
+		for {
+			m, err := updates.NextMsg(100 * time.Millisecond)
+			if err != nil {
+				return got
+			}
+			got[m.Subject[len("$JS.API.STREAM.UPDATE."):]]++
+		}
+	}
+
+	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
+	got := updated()
+	for _, sc := range provision.Streams(names, cfg) {
+		require.Zero(t, got[sc.Name], "stream %s updated though unchanged", sc.Name)
+	}
+
+	cfg.DLQMaxBytes = 2 << 20
+	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
+	require.Equal(t, 1, updated()[names.DLQStream()])
+	s, err := js.Stream(ctx, names.DLQStream())
+	require.NoError(t, err)
+	require.EqualValues(t, 2<<20, s.CachedInfo().Config.MaxBytes)
+}
