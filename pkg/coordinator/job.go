@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/lease"
@@ -625,15 +624,15 @@ func (r *jobRunner) purgeParked(ctx context.Context) {
 	}
 }
 
-// purge removes the messages on subjects from stream name.
+// purge removes the messages on subjects from stream name, through the
+// coordinator's one purge (purgeSubject, which skips an empty subject).
 func (r *jobRunner) purge(ctx context.Context, name string, subjects ...string) error {
-	stream, err := r.c.js.Stream(ctx, name)
 	for _, s := range subjects {
-		if err == nil {
-			err = stream.Purge(ctx, jetstream.WithPurgeSubject(s))
+		if err := r.c.purgeSubject(ctx, name, s); err != nil {
+			return err
 		}
 	}
-	return err
+	return nil
 }
 
 // stop ends the job with state and reason (cancel or policy stop).

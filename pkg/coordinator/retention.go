@@ -300,6 +300,8 @@ func (c *Coordinator) purgeJobData(ctx context.Context, rec *messages.JobRecord)
 	return c.deleteJobObjects(ctx, rec)
 }
 
+// purgeSubject removes stream's messages on subject (a filter): the one
+// purge of the coordinator, for a job's map end and for its cleanup.
 func (c *Coordinator) purgeSubject(ctx context.Context, stream, subject string) error {
 	// A read first: a purge writes to the store even when it removes
 	// nothing, and most jobs have no breaker keys, leftover work or (when
