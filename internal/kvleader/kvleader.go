@@ -1,4 +1,5 @@
-// Package kvleader reads KV keys from the stream leader.
+// Package kvleader reads KV keys, and whether a stream holds a subject,
+// from the stream leader.
 //
 // KeyValue.Get uses direct gets, which any replica may answer; on R3 a
 // lagging follower can serve a value older than a write that was already
@@ -34,6 +35,12 @@ type Reader struct {
 // New returns a Reader of bucket over js's connection, honouring its API
 // prefix or domain.
 func New(js jetstream.JetStream, bucket string) Reader {
+	return Reader{nc: js.Conn(), api: msgGetAPI(js, "KV_"+bucket), subjPre: "$KV." + bucket + "."}
+}
+
+// msgGetAPI is the STREAM.MSG.GET subject of stream over js's connection,
+// honouring its API prefix or domain.
+func msgGetAPI(js jetstream.JetStream, stream string) string {
 	o := js.Options()
 	prefix := jetstream.DefaultAPIPrefix
 	switch {
@@ -45,30 +52,16 @@ func New(js jetstream.JetStream, bucket string) Reader {
 			prefix += "."
 		}
 	}
-	return Reader{nc: js.Conn(), api: prefix + "STREAM.MSG.GET.KV_" + bucket, subjPre: "$KV." + bucket + "."}
+	return prefix + "STREAM.MSG.GET." + stream
 }
 
 // Get returns the key's last value and its revision. A key that never
 // existed has data nil and rev 0; a deleted or purged key has data nil and
 // the revision of its marker. A present key's data is never nil.
 func (r Reader) Get(ctx context.Context, key string) (data []byte, rev uint64, err error) {
-	req, _ := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{r.subjPre + key})
-	msg, err := r.nc.RequestWithContext(ctx, r.api, req)
+	resp, err := msgGet(ctx, r.nc, r.api, msgGetRequest{LastBySubj: r.subjPre + key})
 	if err != nil {
 		return nil, 0, err
-	}
-	var resp struct {
-		Message *struct {
-			Sequence uint64 `json:"seq"`
-			Header   []byte `json:"hdrs,omitempty"`
-			Data     []byte `json:"data,omitempty"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, 0, fmt.Errorf("malformed STREAM.MSG.GET response: %w", err)
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrorCode == errCodeMessageNotFound:
@@ -84,4 +77,54 @@ func (r Reader) Get(ctx context.Context, key string) (data []byte, rev uint64, e
 		resp.Message.Data = []byte{}
 	}
 	return resp.Message.Data, resp.Message.Sequence, nil
+}
+
+// AnyStored reports whether stream holds a message on subject (a filter),
+// asking the stream's leader: a lagging replica's wrong "none" would make a
+// caller skip data that is there.
+func AnyStored(ctx context.Context, js jetstream.JetStream, stream, subject string) (bool, error) {
+	resp, err := msgGet(ctx, js.Conn(), msgGetAPI(js, stream), msgGetRequest{Seq: 1, NextBySubj: subject})
+	switch {
+	case err != nil:
+		return false, err
+	case resp.Error != nil && resp.Error.ErrorCode == errCodeMessageNotFound:
+		return false, nil
+	case resp.Error != nil:
+		return false, resp.Error
+	}
+	return resp.Message != nil, nil
+}
+
+// msgGetRequest is a STREAM.MSG.GET request: the last message on a subject,
+// or the first at or after Seq on a filter.
+type msgGetRequest struct {
+	Seq        uint64 `json:"seq,omitempty"`
+	LastBySubj string `json:"last_by_subj,omitempty"`
+	NextBySubj string `json:"next_by_subj,omitempty"`
+}
+
+// msgGetResponse is STREAM.MSG.GET's answer: a message or an API error.
+type msgGetResponse struct {
+	Message *struct {
+		Sequence uint64 `json:"seq"`
+		Header   []byte `json:"hdrs,omitempty"`
+		Data     []byte `json:"data,omitempty"`
+	} `json:"message"`
+	Error *jetstream.APIError `json:"error"`
+}
+
+func msgGet(ctx context.Context, nc *nats.Conn, api string, req msgGetRequest) (msgGetResponse, error) {
+	var resp msgGetResponse
+	body, err := json.Marshal(req)
+	if err != nil {
+		return resp, err
+	}
+	msg, err := nc.RequestWithContext(ctx, api, body)
+	if err != nil {
+		return resp, err
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return resp, fmt.Errorf("malformed STREAM.MSG.GET response: %w", err)
+	}
+	return resp, nil
 }

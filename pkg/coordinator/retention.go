@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -306,7 +306,7 @@ func (c *Coordinator) purgeSubject(ctx context.Context, stream, subject string) 
 	// A read first: a purge writes to the store even when it removes
 	// nothing, and most jobs have no breaker keys, leftover work or (when
 	// nothing failed) item state.
-	stored, err := c.anyStored(ctx, stream, subject)
+	stored, err := kvleader.AnyStored(ctx, c.js, stream, subject)
 	if err == nil && !stored {
 		return nil
 	}
@@ -318,42 +318,6 @@ func (c *Coordinator) purgeSubject(ctx context.Context, stream, subject string) 
 		return fmt.Errorf("purging %s from %s: %w", subject, stream, err)
 	}
 	return nil
-}
-
-// anyStored reports whether stream holds a message on subject (a filter).
-// It asks the stream's leader (STREAM.MSG.GET), never a replica through a
-// direct get, which a lagging follower may answer (docs/jetstream.md §10):
-// a wrong "none" would leave the job's data for good.
-func (c *Coordinator) anyStored(ctx context.Context, stream, subject string) (bool, error) {
-	req, err := json.Marshal(struct {
-		Seq        uint64 `json:"seq"`
-		NextBySubj string `json:"next_by_subj"`
-	}{1, subject})
-	if err != nil {
-		return false, err
-	}
-	msg, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
-	if err != nil {
-		return false, fmt.Errorf("reading %s from %s: %w", subject, stream, err)
-	}
-	var reply struct {
-		Message *json.RawMessage `json:"message"`
-		Error   *struct {
-			Code    int    `json:"code"`
-			ErrCode int    `json:"err_code"`
-			Desc    string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &reply); err != nil {
-		return false, fmt.Errorf("reading %s from %s: %w", subject, stream, err)
-	}
-	switch {
-	case reply.Error != nil && reply.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
-		return false, nil
-	case reply.Error != nil:
-		return false, fmt.Errorf("reading %s from %s: %s (%d)", subject, stream, reply.Error.Desc, reply.Error.ErrCode)
-	}
-	return reply.Message != nil, nil
 }
 
 // deleteJobObjects deletes the job's objects in the inputs bucket (its
