@@ -371,16 +371,12 @@ func (pg *publishing) stop() {
 // is queued and what agents are running, not what is parked.
 func (c *Coordinator) queued(job string) func(ctx context.Context) (int64, error) {
 	filter := c.names.WorkSubject("*", job)
-	var s jetstream.Stream // the publisher's goroutine only
 	return func(ctx context.Context) (int64, error) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		var err error
-		if s == nil {
-			if s, err = c.js.Stream(ctx, c.names.WorkStream()); err != nil {
-				s = nil
-				return 0, err
-			}
+		s, err := c.stream(ctx, c.names.WorkStream())
+		if err != nil {
+			return 0, err
 		}
 		info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
 		if err != nil {

@@ -215,7 +215,7 @@ func (c *Coordinator) expired(s *messages.JobStatus, now time.Time, age time.Dur
 
 // jobsWithDeadLetters returns the jobs that have entries in the DLQ.
 func (c *Coordinator) jobsWithDeadLetters(ctx context.Context) (map[string]bool, error) {
-	stream, err := c.js.Stream(ctx, c.names.DLQStream())
+	stream, err := c.stream(ctx, c.names.DLQStream())
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: DLQ stream: %w", err)
 	}
