@@ -503,7 +503,14 @@ func TestHAReduceSurvivesKilledCoordinator(t *testing.T) {
 		}
 		return nil
 	})
-	require.Equal(t, messages.PhaseReducing, status(t, f.cl, id).Phase)
+	// The status shows the phase at its next write (every 250ms): wait
+	// for it, well within the reduce step's 4s.
+	fleettest.WaitFor(t, 3*time.Second, func() error {
+		if ph := status(t, f.cl, id).Phase; ph != messages.PhaseReducing {
+			return fmt.Errorf("phase %s, want %s", ph, messages.PhaseReducing)
+		}
+		return nil
+	})
 	f.failover()
 
 	st := waitJob(t, f.cl, id, 2*time.Minute)
