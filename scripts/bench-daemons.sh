@@ -34,6 +34,7 @@ AGENT_FLAGS=()
 COORD_FLAGS=()
 PPROF=""
 PPROF_SECONDS=10
+TIMELINE=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) N=$2; shift 2 ;;
@@ -42,6 +43,7 @@ while [ $# -gt 0 ]; do
     -coord) read -r -a COORD_FLAGS <<<"$2"; shift 2 ;;
     -pprof) PPROF=$(mkdir -p "$2" && cd "$2" && pwd); shift 2 ;;
     -pprof-seconds) PPROF_SECONDS=$2; shift 2 ;;
+    -timeline) TIMELINE=1; shift ;;
     --) shift; AGENT_FLAGS=("$@"); break ;;
     *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-coord FLAGS] [-pprof DIR [-pprof-seconds S]] [-- agent flags]" >&2; exit 2 ;;
   esac
@@ -139,6 +141,11 @@ for r in $(seq "$RUNS"); do
     "$r" "$frate" "$(echo "($in2 - $in1) / $N" | bc -l)" "$(echo "($out2 - $out1) / $N" | bc -l)" \
     "$(echo "$s2 - $s1" | bc)" "$(echo "$c1 - $c0" | bc)" "$(echo "$a1 - $a0" | bc)"
   fleets+=("$frate")
+  if [ -n "$TIMELINE" ]; then
+    "$work/bin/fleetctl" status "bench-$r-$$" --json | jq -r --arg t0 "$t0" --arg t1 "$t1" '
+      def s: sub("\\.[0-9]+"; "") as $x | .;
+      "  timeline: submitted_at \(.submitted_at)  started_at \(.started_at)  finished_at \(.finished_at)  (fleetctl \($t0) .. \($t1))"'
+  fi
   for p in "${profs[@]}"; do wait "$p" || echo "a CPU profile of run $r failed" >&2; done
 done
 

@@ -131,7 +131,8 @@ func openSource(ctx context.Context, spec *messages.JobSpec, open Opener, cfg co
 		return nil, fmt.Errorf("input %s: %w", spec.Input, err)
 	}
 	if q.stream {
-		it, err := newStreamIter(spec.Input, q, rc)
+		reopen := func() (io.ReadCloser, error) { return open(ctx, spec.Input) }
+		it, err := newFastStream(spec.Input, q, rc, reopen)
 		if err != nil {
 			rc.Close()
 			return nil, err

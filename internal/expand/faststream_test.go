@@ -1,0 +1,169 @@
+package expand
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// FuzzScan checks scanValue against json.Valid: one value, whitespace
+// around it, nothing else.
+func FuzzScan(f *testing.F) {
+	for _, s := range []string{
+		`{"a":[1,-2.5e+3,"x\u00e9\n",true,false,null,{}]}`, `[]`, `{}`, `0`, `-0.1`, `01`, `1.`,
+		`1e`, `"\u12"`, `"\x"`, "\"\x01\"", `[1,]`, `{"a" 1}`, `{"a":1,}`, `[1 2]`, `tru`, `nul`,
+		`{"a":{"b":[[[]]]}}`, strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+		strings.Repeat("[", 10000) + strings.Repeat("]", 10000), ` [ 1 , { "a" : 2 } ] `,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := append(bytes.Clone(data), ' ') // ends any number
+		end, st := scanValue(d, skipSpace(d, 0))
+		got := st == scanOK && skipSpace(d, end) == len(d)
+		if want := json.Valid(data); got != want {
+			t.Fatalf("%q: scanValue says valid=%v (status %d at %d), json.Valid %v", data, got, st, end, want)
+		}
+	})
+}
+
+// countingOpener serves content and counts the opens.
+type countingOpener struct {
+	content []string // the content of each open; the last repeats
+	opens   int
+}
+
+func (o *countingOpener) open(context.Context, string) (io.ReadCloser, error) {
+	c := o.content[min(o.opens, len(o.content)-1)]
+	o.opens++
+	return io.NopCloser(strings.NewReader(c)), nil
+}
+
+func streamAll(t *testing.T, path string, o *countingOpener) ([]string, error) {
+	t.Helper()
+	src, err := Open(context.Background(), &messages.JobSpec{Input: "mem", JSONPath: path}, o.open)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	var out []string
+	for {
+		it, err := src.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, string(it.Raw))
+	}
+}
+
+func TestFastStreamHandsOver(t *testing.T) {
+	items := func(n int, pad int) (string, []string) {
+		var b strings.Builder
+		var want []string
+		for i := range n {
+			v := fmt.Sprintf(`{"id":"i%d","pad":"%s"}`, i, strings.Repeat("p", pad))
+			want = append(want, v)
+			if i > 0 {
+				b.WriteString(",\n")
+			}
+			b.WriteString(v)
+		}
+		return b.String(), want
+	}
+	list, want := items(2000, 100) // 250 KB: past the first read
+	bigSkip := `"skip":"` + strings.Repeat("s", 2*fastSkipLimit) + `"`
+	tests := []struct {
+		name, doc, path string
+		opens           int // how many times the input is opened
+	}{
+		{"plain", `{"items":[` + list + `]}`, "$.items[*]", 1},
+		{"top-level", " [" + list + "]\n", "$[*]", 1},
+		{"nested", `{"a":{"x":[{}],"b":[` + list + `],"y":{"items":[1]}}}`, "$.a.b[*]", 1},
+		{"escaped key before the array", `{"it\u0065ms":[` + list + `]}`, "$.items[*]", 1},
+		{"escaped key after the array", `{"items":[` + list + `],"n\u0061me":1}`, "$.items[*]", 2},
+		{"large skipped value before", `{` + bigSkip + `,"items":[` + list + `]}`, "$.items[*]", 1},
+		{"large skipped value after", `{"items":[` + list + `],` + bigSkip + `}`, "$.items[*]", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := &countingOpener{content: []string{tt.doc}}
+			got, err := streamAll(t, tt.path, o)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			require.Equal(t, tt.opens, o.opens)
+		})
+	}
+
+	t.Run("element larger than the buffer", func(t *testing.T) {
+		list, want := items(3, 3*fastReadSize)
+		o := &countingOpener{content: []string{"[" + list + "]"}}
+		got, err := streamAll(t, "", o)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+		require.Equal(t, 1, o.opens)
+	})
+
+	t.Run("input changed before the hand-over", func(t *testing.T) {
+		// The first read fails late (after discarding); the second open
+		// holds fewer items than were yielded.
+		o := &countingOpener{content: []string{`{"items":[` + list + `,x]}`, `{"items":[1]}`}}
+		got, err := streamAll(t, "$.items[*]", o)
+		require.ErrorContains(t, err, "input mem: the input changed while it was read")
+		require.Equal(t, want, got)
+		require.Equal(t, 2, o.opens)
+	})
+}
+
+// BenchmarkStream reads 100,000 items of the bench's shape through the
+// fast path and through encoding/json's (streamIter).
+func BenchmarkStream(b *testing.B) {
+	var doc strings.Builder
+	doc.WriteString(`{"items":[`)
+	for i := range 100_000 {
+		if i > 0 {
+			doc.WriteString(",\n")
+		}
+		fmt.Fprintf(&doc, `{"id":"item-%07d","path":"images/item-%07d.jpg","region":"eu"}`, i, i)
+	}
+	doc.WriteString("]}")
+	data := []byte(doc.String())
+	q, err := parseQuery("$.items[*]")
+	require.NoError(b, err)
+	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	for _, tt := range []struct {
+		name string
+		iter func() (iterator, error)
+	}{
+		{"fast", func() (iterator, error) { rc, _ := open(); return newFastStream("mem", q, rc, open) }},
+		{"encoding-json", func() (iterator, error) { rc, _ := open(); return newStreamIter("mem", q, rc) }},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				it, err := tt.iter()
+				require.NoError(b, err)
+				n := 0
+				for {
+					if _, err := it.next(); err != nil {
+						require.ErrorIs(b, err, io.EOF)
+						break
+					}
+					n++
+				}
+				require.Equal(b, 100_000, n)
+			}
+		})
+	}
+}
