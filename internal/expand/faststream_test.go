@@ -128,16 +128,7 @@ func TestFastStreamHandsOver(t *testing.T) {
 // BenchmarkStream reads 100,000 items of the bench's shape through the
 // fast path and through encoding/json's (streamIter).
 func BenchmarkStream(b *testing.B) {
-	var doc strings.Builder
-	doc.WriteString(`{"items":[`)
-	for i := range 100_000 {
-		if i > 0 {
-			doc.WriteString(",\n")
-		}
-		fmt.Fprintf(&doc, `{"id":"item-%07d","path":"images/item-%07d.jpg","region":"eu"}`, i, i)
-	}
-	doc.WriteString("]}")
-	data := []byte(doc.String())
+	data := benchDoc(100_000)
 	q, err := parseQuery("$.items[*]")
 	require.NoError(b, err)
 	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
@@ -166,4 +157,32 @@ func BenchmarkStream(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCount counts 100,000 items of the bench's shape from memory.
+func BenchmarkCount(b *testing.B) {
+	data := benchDoc(100_000)
+	open := func(context.Context, string) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	spec := &messages.JobSpec{Input: "mem", JSONPath: "$.items[*]"}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		n, _, err := Count(context.Background(), spec, open)
+		require.NoError(b, err)
+		require.Equal(b, int64(100_000), n)
+	}
+}
+
+// benchDoc is an input of n items shaped like scripts/genitems's.
+func benchDoc(n int) []byte {
+	var doc bytes.Buffer
+	doc.WriteString(`{"items":[`)
+	for i := range n {
+		if i > 0 {
+			doc.WriteString(",\n")
+		}
+		fmt.Fprintf(&doc, `{"id":"item-%07d","path":"images/item-%07d.jpg","region":"eu"}`, i, i)
+	}
+	doc.WriteString("]}")
+	return doc.Bytes()
 }

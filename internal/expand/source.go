@@ -166,7 +166,7 @@ func (s *Source) Next() (Item, error) {
 		return Item{}, s.fail(errorf(ErrTooManyItems, "more than %d items; the limit is %d (the coordinator's --max-items)", s.cfg.maxItems, s.cfg.maxItems))
 	}
 	s.index++
-	id := messages.ItemIdentity(raw, s.idField, idx)
+	id := messages.ValidItemIdentity(raw, s.idField, idx) // every iterator yields valid JSON
 	if id == "" {
 		return Item{}, s.fail(&ItemError{Index: idx, Err: errorf(ErrItemID, "empty item id (field %q is an empty string or null)", s.idField)})
 	}

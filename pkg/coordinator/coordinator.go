@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/jspub"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
@@ -59,6 +60,9 @@ type Coordinator struct {
 	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
 	// streams caches stream handles by name (retention's purges).
 	streams sync.Map
+
+	// work publishes work messages (the publishers of every job).
+	work *jspub.Publisher
 
 	// control is the bucket coordinators share: the lease, replays,
 	// cancel requests; itemsKV the items' retry states (the DLQ mover).
@@ -152,6 +156,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if c.itemsKV, err = c.js.KeyValue(ctx, c.names.ItemsBucket()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
+	if c.work, err = jspub.New(c.nc); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	defer c.work.Close()
 	ls, err := lease.New(lease.Config{
 		Store: c.control, Reader: kvleader.New(c.js, c.names.ControlBucket()), Key: messages.LeaseKey,
 		// The lease runs on real time, never on Config.Clock: a test that

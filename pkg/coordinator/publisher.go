@@ -1,11 +1,13 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,9 +20,12 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
-// asyncPublisher is the part of JetStream the publisher uses.
-type asyncPublisher interface {
-	PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+// batchSender publishes a batch of work messages and waits for their
+// PubAcks (jspub.Publisher.Send): it returns the messages the stream did
+// not store, with the last reason, and an error only for ctx's end or a
+// message over max_payload.
+type batchSender interface {
+	Send(ctx context.Context, msgs []*nats.Msg) (refused []*nats.Msg, lastRefusal error, err error)
 }
 
 // publishState is what the publisher reads and moves in its job's
@@ -115,7 +120,7 @@ type publisher struct {
 	queue  queue
 	open   expand.Opener
 	names  messages.Names
-	js     asyncPublisher
+	send   batchSender
 	// maxPayload is the server's max_payload, for the error about an item
 	// it cannot take.
 	maxPayload func() int64
@@ -135,7 +140,7 @@ func (r *jobRunner) newPublisher() *publisher {
 		cursor: r.rec.Cursor, items: r.rec.Status.Items,
 		batch: r.c.cfg.PublishBatch, window: window{int64(r.rec.Spec.MaxParallel)},
 		queue: queue{limit: max(r.c.cfg.JobQueue, 0), count: r.c.queued(r.id)},
-		open:  r.c.opener, names: r.c.names, js: r.c.js, maxPayload: r.c.nc.MaxPayload,
+		open:  r.c.opener, names: r.c.names, send: r.c.work, maxPayload: r.c.nc.MaxPayload,
 		state: r, progress: r.progress, after: time.After, log: r.log, metrics: r.c.metrics,
 	}
 }
@@ -256,44 +261,27 @@ func (p *publisher) publishBatch(ctx context.Context, batch []expand.Item) error
 	pending := msgs
 	clock := retry.ClockFunc(p.after)
 	backoff := retry.NewBackoff(publishBackoff, nil, clock)
-	for len(pending) > 0 {
-		futures := make([]jetstream.PubAckFuture, 0, len(pending))
-		var failed []*nats.Msg
-		var lastErr error
-		for _, m := range pending {
-			f, err := p.js.PublishMsgAsync(m)
-			if errors.Is(err, nats.ErrMaxPayload) {
-				// Acceptance keeps items within max_payload; a server whose
-				// max_payload shrank since cannot take this one, ever.
-				return fmt.Errorf("an item's work message is %d bytes, over the server's max_payload %d", len(m.Data), p.maxPayload())
-			}
-			if err != nil {
-				lastErr = err
-				failed = append(failed, m)
-				continue
-			}
-			futures = append(futures, f)
+	for {
+		refused, lastErr, err := p.send.Send(ctx, pending)
+		if errors.Is(err, nats.ErrMaxPayload) {
+			// Acceptance keeps items within max_payload; a server whose
+			// max_payload shrank since cannot take these, ever.
+			big := slices.MaxFunc(pending, func(a, b *nats.Msg) int { return cmp.Compare(len(a.Data), len(b.Data)) })
+			return fmt.Errorf("an item's work message is %d bytes, over the server's max_payload %d", len(big.Data), p.maxPayload())
 		}
-		for _, f := range futures {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				lastErr = err
-				failed = append(failed, f.Msg())
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		if err != nil {
+			return err
 		}
-		if len(failed) == 0 {
+		if len(refused) == 0 {
 			break
 		}
 		delay := backoff.Next()
-		p.log.Warn().AnErr("last_error", lastErr).Int("refused", len(failed)).Dur("delay", delay).Msg("work publishes refused; retrying")
-		p.metrics.publishRetries.Add(float64(len(failed)))
+		p.log.Warn().AnErr("last_error", lastErr).Int("refused", len(refused)).Dur("delay", delay).Msg("work publishes refused; retrying")
+		p.metrics.publishRetries.Add(float64(len(refused)))
 		if err := retry.Sleep(ctx, clock, delay); err != nil {
 			return err
 		}
-		pending = failed
+		pending = refused
 	}
 	p.metrics.published.Add(float64(len(batch)))
 	p.state.advance(batch[len(batch)-1].Index+1, int64(len(batch)))

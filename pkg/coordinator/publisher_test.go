@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
@@ -21,24 +20,13 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// fakeFuture is a PubAck future that has its answer already.
-type fakeFuture struct {
-	ok  chan *jetstream.PubAck
-	err chan error
-	msg *nats.Msg
-}
-
-func (f *fakeFuture) Ok() <-chan *jetstream.PubAck { return f.ok }
-func (f *fakeFuture) Err() <-chan error            { return f.err }
-func (f *fakeFuture) Msg() *nats.Msg               { return f.msg }
-
 // fakeStream takes work publishes the way the work stream would.
 type fakeStream struct {
 	mu sync.Mutex
 	// refuse, when set, decides per try (1-based) whether the stream
-	// refuses a message (the error its future reports).
+	// refuses a message (the refusal Send reports).
 	refuse func(m *nats.Msg, try int) error
-	// reject, when set, is returned by PublishMsgAsync itself.
+	// reject, when set, is returned by Send itself.
 	reject error
 	// onSend runs for every message sent, under no lock.
 	onSend func(m *nats.Msg)
@@ -46,30 +34,31 @@ type fakeStream struct {
 	stored []*nats.Msg
 }
 
-func (s *fakeStream) PublishMsgAsync(m *nats.Msg, _ ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+func (s *fakeStream) Send(_ context.Context, msgs []*nats.Msg) (refused []*nats.Msg, lastRefusal error, err error) {
 	if s.reject != nil {
-		return nil, s.reject
+		return nil, nil, s.reject
 	}
-	if s.onSend != nil {
-		s.onSend(m)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.tries == nil {
-		s.tries = map[string]int{}
-	}
-	id := m.Header.Get(messages.HeaderMsgID)
-	s.tries[id]++
-	f := &fakeFuture{ok: make(chan *jetstream.PubAck, 1), err: make(chan error, 1), msg: m}
-	if s.refuse != nil {
-		if err := s.refuse(m, s.tries[id]); err != nil {
-			f.err <- err
-			return f, nil
+	for _, m := range msgs {
+		if s.onSend != nil {
+			s.onSend(m)
 		}
+		s.mu.Lock()
+		if s.tries == nil {
+			s.tries = map[string]int{}
+		}
+		id := m.Header.Get(messages.HeaderMsgID)
+		s.tries[id]++
+		if s.refuse != nil {
+			if err := s.refuse(m, s.tries[id]); err != nil {
+				refused, lastRefusal = append(refused, m), err
+				s.mu.Unlock()
+				continue
+			}
+		}
+		s.stored = append(s.stored, m)
+		s.mu.Unlock()
 	}
-	s.stored = append(s.stored, m)
-	f.ok <- &jetstream.PubAck{}
-	return f, nil
+	return refused, lastRefusal, nil
 }
 
 // storedItems are the work items the stream took, in order.
@@ -152,7 +141,7 @@ func inlineItems(n int, fields func(i int) string) []json.RawMessage {
 	return items
 }
 
-func testPublisher(t *testing.T, spec *messages.JobSpec, js asyncPublisher, job *fakeJob) *publisher {
+func testPublisher(t *testing.T, spec *messages.JobSpec, js batchSender, job *fakeJob) *publisher {
 	t.Helper()
 	names, err := messages.NewNames("fleet")
 	require.NoError(t, err)
@@ -164,7 +153,7 @@ func testPublisher(t *testing.T, spec *messages.JobSpec, js asyncPublisher, job 
 	}
 	return &publisher{
 		job: "j", spec: spec, cursor: job.cursor, items: int64(len(spec.Items)), batch: 3,
-		window: window{int64(spec.MaxParallel)}, names: names, js: js,
+		window: window{int64(spec.MaxParallel)}, names: names, send: js,
 		maxPayload: func() int64 { return 1 << 20 }, state: job, progress: job.progress,
 		after: time.After, log: zerolog.Nop(), metrics: newMetrics(nil, func() float64 { return 0 }),
 	}

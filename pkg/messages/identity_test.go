@@ -60,7 +60,8 @@ func itemIdentityByMap(raw json.RawMessage, idField string, index int64) string 
 	return strconv.FormatInt(index, 10)
 }
 
-// ItemIdentity's scan gives what decoding the object into a map gives.
+// ItemIdentity's scan gives what decoding the object into a map gives, and
+// ValidItemIdentity the same on valid JSON.
 func FuzzItemIdentity(f *testing.F) {
 	for _, s := range []string{`{"id": "a"}`, `{"id": 1e3}`, `{"\u0069d": "x", "id": "y"}`, `{"a": {"id": 1}, "id": [1]}`,
 		`{"id": "\ud800"}`, "{\"id\": \"\xff\"}", `{"id": null}`, `{"id": "a"} x`, `{"i\"d": 2}`, `{}`, `{"id":"x","id":`} {
@@ -70,6 +71,11 @@ func FuzzItemIdentity(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw, field string) {
 		if got, want := ItemIdentity(json.RawMessage(raw), field, 7), itemIdentityByMap(json.RawMessage(raw), field, 7); got != want {
 			t.Fatalf("ItemIdentity(%q, %q) = %q, decoding into a map gives %q", raw, field, got, want)
+		}
+		if json.Valid([]byte(raw)) {
+			if got, want := ValidItemIdentity(json.RawMessage(raw), field, 7), ItemIdentity(json.RawMessage(raw), field, 7); got != want {
+				t.Fatalf("ValidItemIdentity(%q, %q) = %q, ItemIdentity %q", raw, field, got, want)
+			}
 		}
 	})
 }

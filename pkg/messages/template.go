@@ -190,11 +190,20 @@ const DefaultIDField = "id"
 // decoding the object into a map; what it returns is exactly what that
 // decoding gives (FuzzItemIdentity checks it against the map).
 func ItemIdentity(raw json.RawMessage, idField string, index int64) string {
+	if raw = bytes.TrimSpace(raw); len(raw) > 0 && raw[0] == '{' && !json.Valid(raw) {
+		return strconv.FormatInt(index, 10)
+	}
+	return ValidItemIdentity(raw, idField, index)
+}
+
+// ValidItemIdentity is ItemIdentity for raw known to be valid JSON, such
+// as an item a reader of inputs has just checked: it does not check again.
+func ValidItemIdentity(raw json.RawMessage, idField string, index int64) string {
 	if idField == "" {
 		idField = DefaultIDField
 	}
 	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '{' && json.Valid(raw) {
+	if len(raw) > 0 && raw[0] == '{' {
 		if v, ok := topLevelField(raw, idField); ok {
 			if id, ok := identityValue(v); ok {
 				return id
