@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+
+	"github.com/jetfleet/jetfleet/internal/jsonscan"
 )
 
 // DefaultMaxDocumentBytes bounds the size of an input read whole for a
@@ -49,7 +51,7 @@ func newDocIter(ctx context.Context, ref string, q *query, rc io.ReadCloser, max
 		}
 		off := start
 		if b, ok := tr.since(start); ok {
-			off += int64(skipSpace(b, 0))
+			off += int64(jsonscan.SkipSpace(b, 0))
 		}
 		return nil, &SyntaxError{Ref: ref, Offset: off, Item: -1, Msg: "unexpected data after the end of the JSON document"}
 	}

@@ -5,18 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/jetfleet/jetfleet/internal/jsonscan"
 )
 
 // fastStream yields the elements of the array selected by a streamable
 // json_path, like streamIter, at a fraction of its cost: it scans its own
-// buffer with scanValue instead of encoding/json's decoder, which scans
+// buffer with jsonscan instead of encoding/json's decoder, which scans
 // every element twice and allocates per token. It is the path every valid
 // input takes; the coordinator reads an input twice per job (to count,
 // then to publish), and that reading was the largest part of its CPU.
 //
 // fastStream explains nothing. At anything unusual — a syntax error, a
 // missing or repeated field, a key written with escapes, nesting deeper
-// than maxNesting, a skipped value larger than fastSkipLimit, a read error
+// than jsonscan.MaxNesting, a skipped value larger than fastSkipLimit, a read error
 // — it hands over to a streamIter positioned at the same element, which
 // reports exactly what it always reported (or, for a legitimate oddity
 // such as an escaped key, carries on). Before any byte was discarded the
@@ -60,10 +62,10 @@ func newFastStream(ref string, q *query, rc io.ReadCloser, reopen func() (io.Rea
 	for {
 		i, st := f.descend()
 		switch {
-		case st == scanOK:
+		case st == jsonscan.OK:
 			f.r = i
 			return f, nil
-		case st == scanMore && !f.eof && f.w < fastSkipLimit:
+		case st == jsonscan.More && !f.eof && f.w < fastSkipLimit:
 			f.fill()
 		default:
 			if err := f.handOver(); err != nil {
@@ -76,56 +78,56 @@ func newFastStream(ref string, q *query, rc io.ReadCloser, reopen func() (io.Rea
 
 // descend scans from the start of the buffer to just past the '[' of the
 // selected array.
-func (f *fastStream) descend() (int, scanStatus) {
+func (f *fastStream) descend() (int, jsonscan.Status) {
 	b := f.buf[:f.w]
-	i := skipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	for _, name := range f.q.names {
 		if i >= len(b) {
-			return i, scanMore
+			return i, jsonscan.More
 		}
 		if b[i] != '{' {
-			return i, scanBad
+			return i, jsonscan.Bad
 		}
-		i = skipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		for {
 			if i >= len(b) {
-				return i, scanMore
+				return i, jsonscan.More
 			}
 			if b[i] != '"' {
-				return i, scanBad // '}': no such field (or malformed)
+				return i, jsonscan.Bad // '}': no such field (or malformed)
 			}
 			key := i + 1
-			var st scanStatus
-			if i, st = scanKey(b, i); st != scanOK {
+			var st jsonscan.Status
+			if i, st = jsonscan.Key(b, i); st != jsonscan.OK {
 				return i, st
 			}
 			match, ok := keyIs(b[key:], name)
 			if !ok {
-				return i, scanBad
+				return i, jsonscan.Bad
 			}
 			if match {
 				break
 			}
-			if i, st = scanValue(b, i); st != scanOK {
+			if i, st = jsonscan.Value(b, i); st != jsonscan.OK {
 				return i, st
 			}
-			i = skipSpace(b, i)
+			i = jsonscan.SkipSpace(b, i)
 			if i >= len(b) {
-				return i, scanMore
+				return i, jsonscan.More
 			}
 			if b[i] != ',' {
-				return i, scanBad
+				return i, jsonscan.Bad
 			}
-			i = skipSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 		}
 	}
 	if i >= len(b) {
-		return i, scanMore
+		return i, jsonscan.More
 	}
 	if b[i] != '[' {
-		return i, scanBad
+		return i, jsonscan.Bad
 	}
-	return i + 1, scanOK
+	return i + 1, jsonscan.OK
 }
 
 // keyIs reports whether the key starting at b[0] (after its opening quote)
@@ -178,14 +180,14 @@ func (f *fastStream) next() (json.RawMessage, error) {
 	for {
 		start, end, st := f.element()
 		switch {
-		case st == scanOK && start < 0: // the closing ']'
+		case st == jsonscan.OK && start < 0: // the closing ']'
 			f.r = end
 			return f.finish()
-		case st == scanOK:
+		case st == jsonscan.OK:
 			f.r, f.first = end, false
 			f.n++
 			return bytes.Clone(f.buf[start:end]), nil
-		case st == scanMore && !f.eof:
+		case st == jsonscan.More && !f.eof:
 			f.kept = false
 			f.fill()
 		default:
@@ -199,24 +201,24 @@ func (f *fastStream) next() (json.RawMessage, error) {
 
 // element scans the next element from f.r: its span, or start < 0 and end
 // just past the array's closing ']'.
-func (f *fastStream) element() (start, end int, st scanStatus) {
+func (f *fastStream) element() (start, end int, st jsonscan.Status) {
 	b := f.buf[:f.w]
-	i := skipSpace(b, f.r)
+	i := jsonscan.SkipSpace(b, f.r)
 	if i >= len(b) {
-		return 0, i, scanMore
+		return 0, i, jsonscan.More
 	}
 	if b[i] == ']' {
-		return -1, i + 1, scanOK
+		return -1, i + 1, jsonscan.OK
 	}
 	if !f.first {
 		if b[i] != ',' {
-			return 0, i, scanBad
+			return 0, i, jsonscan.Bad
 		}
-		if i = skipSpace(b, i+1); i >= len(b) {
-			return 0, i, scanMore
+		if i = jsonscan.SkipSpace(b, i+1); i >= len(b) {
+			return 0, i, jsonscan.More
 		}
 	}
-	end, st = scanValue(b, i)
+	end, st = jsonscan.Value(b, i)
 	return i, end, st
 }
 
@@ -227,11 +229,11 @@ func (f *fastStream) finish() (json.RawMessage, error) {
 	f.kept = false
 	for level := len(f.q.names) - 1; level >= -1; {
 		b := f.buf[:f.w]
-		i := skipSpace(b, f.r)
-		st := scanOK
+		i := jsonscan.SkipSpace(b, f.r)
+		st := jsonscan.OK
 		switch {
 		case i >= len(b):
-			st = scanMore
+			st = jsonscan.More
 			if level < 0 {
 				f.r = i
 			}
@@ -240,33 +242,33 @@ func (f *fastStream) finish() (json.RawMessage, error) {
 				return nil, io.EOF
 			}
 		case level < 0: // data after the document
-			st = scanBad
+			st = jsonscan.Bad
 		case b[i] == '}':
 			f.r = i + 1
 			level--
 			continue
 		case b[i] == ',':
-			i = skipSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 			if i >= len(b) {
-				st = scanMore
+				st = jsonscan.More
 				break
 			}
 			key := i + 1
-			if i, st = scanKey(b, i); st != scanOK {
+			if i, st = jsonscan.Key(b, i); st != jsonscan.OK {
 				break
 			}
 			if match, ok := keyIs(b[key:], f.q.names[level]); match || !ok {
-				st = scanBad
+				st = jsonscan.Bad
 				break
 			}
-			if i, st = scanValue(b, i); st == scanOK {
+			if i, st = jsonscan.Value(b, i); st == jsonscan.OK {
 				f.r = i
 				continue
 			}
 		default:
-			st = scanBad
+			st = jsonscan.Bad
 		}
-		if st == scanMore && !f.eof && f.w-f.r < fastSkipLimit {
+		if st == jsonscan.More && !f.eof && f.w-f.r < fastSkipLimit {
 			f.fill()
 			continue
 		}

@@ -3,7 +3,6 @@ package expand
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -13,27 +12,6 @@ import (
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
-
-// FuzzScan checks scanValue against json.Valid: one value, whitespace
-// around it, nothing else.
-func FuzzScan(f *testing.F) {
-	for _, s := range []string{
-		`{"a":[1,-2.5e+3,"x\u00e9\n",true,false,null,{}]}`, `[]`, `{}`, `0`, `-0.1`, `01`, `1.`,
-		`1e`, `"\u12"`, `"\x"`, "\"\x01\"", `[1,]`, `{"a" 1}`, `{"a":1,}`, `[1 2]`, `tru`, `nul`,
-		`{"a":{"b":[[[]]]}}`, strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
-		strings.Repeat("[", 10000) + strings.Repeat("]", 10000), ` [ 1 , { "a" : 2 } ] `,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		d := append(bytes.Clone(data), ' ') // ends any number
-		end, st := scanValue(d, skipSpace(d, 0))
-		got := st == scanOK && skipSpace(d, end) == len(d)
-		if want := json.Valid(data); got != want {
-			t.Fatalf("%q: scanValue says valid=%v (status %d at %d), json.Valid %v", data, got, st, end, want)
-		}
-	})
-}
 
 // countingOpener serves content and counts the opens.
 type countingOpener struct {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/jetfleet/jetfleet/internal/jsonscan"
 )
 
 // readBufferSize is the read size under the JSON decoder.
@@ -179,7 +181,7 @@ func (it *streamIter) finish() error {
 	}
 	off := start
 	if b, ok := it.tr.since(start); ok {
-		off += int64(skipSpace(b, 0))
+		off += int64(jsonscan.SkipSpace(b, 0))
 	}
 	return &SyntaxError{Ref: it.ref, Offset: off, Item: -1, Msg: "unexpected data after the end of the JSON document"}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/jetfleet/jetfleet/internal/jsonscan"
 )
 
 // lookBack is how many recently read bytes a trackReader keeps, so a syntax
@@ -91,17 +93,17 @@ func locate(b []byte, sep byte) (int64, string, bool) {
 	if sep == sepDelim {
 		return 0, "", false
 	}
-	i := skipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	switch sep {
 	case sepAny:
 		if i < len(b) && (b[i] == ',' || b[i] == ':') {
-			i = skipSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 		}
 	case sepComma:
 		if i >= len(b) || b[i] != ',' {
 			return 0, "", false
 		}
-		i = skipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b[i:]))
 	var v json.RawMessage
@@ -111,11 +113,4 @@ func locate(b []byte, sep byte) (int64, string, bool) {
 		return int64(i) + se.Offset - 1, se.Error(), true
 	}
 	return 0, "", false
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }

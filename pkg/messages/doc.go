@@ -2,9 +2,11 @@
 // results, dead-letter entries, job status, API requests and replies, and the
 // subject, stream, bucket and header names they travel under.
 //
-// It depends on the standard library only, like River's rivertype, so that
-// a producer in another service can import it to build jobs and read
-// statuses without pulling in nats.go or a YAML parser (see the example).
+// It depends on the standard library only (and internal/jsonscan, a JSON
+// validator of jetfleet's that itself imports nothing), like River's
+// rivertype, so that a producer in another service can import it to build
+// jobs and read statuses without pulling in nats.go or a YAML parser (see
+// the example).
 //
 // Every type marshals to JSON with snake_case field names; the same names
 // are used in YAML job specs. Durations are [Duration] values written in

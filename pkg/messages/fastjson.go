@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+
+	"github.com/jetfleet/jetfleet/internal/jsonscan"
 )
 
 // Decoding of the two messages every item costs: the agent reads a work
@@ -88,7 +90,7 @@ func object(data []byte, fn func(name, value []byte) error) error {
 // ignores it, once it is valid JSON, unless its name is a field's in
 // another case.
 func unknownMember(name, v []byte, fields []string) error {
-	if otherCase(name, fields) || !json.Valid(v) {
+	if otherCase(name, fields) || !jsonscan.Valid(v) {
 		return errSlowPath
 	}
 	return nil
@@ -290,7 +292,7 @@ func decodeWorkItem(obj []byte, wi *WorkItem) error {
 		case "group":
 			return setString(v, &wi.Group)
 		case "payload":
-			if v[0] == 'n' || !json.Valid(v) {
+			if v[0] == 'n' || !jsonscan.Valid(v) {
 				return errSlowPath
 			}
 			wi.Payload = append(json.RawMessage(nil), v...)
@@ -418,7 +420,7 @@ func appendWorkItem(b []byte, wi *WorkItem) (_ []byte, ok bool) {
 // else): no space to compact, nothing to escape for HTML or U+2028/9.
 // Anything else goes through json.Marshal, which also checks it.
 func compactPayload(raw []byte) bool {
-	if len(raw) == 0 || !json.Valid(raw) {
+	if len(raw) == 0 || !jsonscan.Valid(raw) {
 		return false
 	}
 	for _, c := range raw {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/jetfleet/jetfleet/internal/jsonscan"
 )
 
 // Template is a parsed string with ${...} references, as used in shell
@@ -126,7 +128,7 @@ func (t Template) UsesMap() bool {
 // written, objects and arrays as compact JSON with their keys in the
 // original order (the same bytes as ITEM_JSON, minus insignificant space).
 func LookupItemField(item json.RawMessage, path []string) (string, error) {
-	if !json.Valid(item) {
+	if !jsonscan.Valid(item) {
 		return "", fmt.Errorf("item is not valid JSON")
 	}
 	cur := bytes.TrimSpace(item)
@@ -190,7 +192,7 @@ const DefaultIDField = "id"
 // decoding the object into a map; what it returns is exactly what that
 // decoding gives (FuzzItemIdentity checks it against the map).
 func ItemIdentity(raw json.RawMessage, idField string, index int64) string {
-	if raw = bytes.TrimSpace(raw); len(raw) > 0 && raw[0] == '{' && !json.Valid(raw) {
+	if raw = bytes.TrimSpace(raw); len(raw) > 0 && raw[0] == '{' && !jsonscan.Valid(raw) {
 		return strconv.FormatInt(index, 10)
 	}
 	return ValidItemIdentity(raw, idField, index)
