@@ -20,10 +20,14 @@
 # its first -pprof-seconds (default 10), to DIR/run-<r>-<process>.pprof:
 #   go tool pprof -top DIR/run-1-agent-1.pprof
 #
+# -timeline prints, per jetfleet run, how long the job took to be accepted
+# (the coordinator copies and counts the input), to run, and to be seen
+# done by fleetctl.
+#
 # -coord "FLAGS" passes extra flags to the coordinator (word-split), to
 # compare a setting against the defaults: -coord "--job-queue 4096".
 #
-# Usage: scripts/bench-daemons.sh [-n 100000] [-runs 3] [-agents 2] [-coord FLAGS] [-pprof DIR [-pprof-seconds S]] [-- extra agent flags]
+# Usage: scripts/bench-daemons.sh [-n 100000] [-runs 3] [-agents 2] [-coord FLAGS] [-timeline] [-pprof DIR [-pprof-seconds S]] [-- extra agent flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +49,7 @@ while [ $# -gt 0 ]; do
     -pprof-seconds) PPROF_SECONDS=$2; shift 2 ;;
     -timeline) TIMELINE=1; shift ;;
     --) shift; AGENT_FLAGS=("$@"); break ;;
-    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-coord FLAGS] [-pprof DIR [-pprof-seconds S]] [-- agent flags]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-coord FLAGS] [-timeline] [-pprof DIR [-pprof-seconds S]] [-- agent flags]" >&2; exit 2 ;;
   esac
 done
 
@@ -142,9 +146,10 @@ for r in $(seq "$RUNS"); do
     "$(echo "$s2 - $s1" | bc)" "$(echo "$c1 - $c0" | bc)" "$(echo "$a1 - $a0" | bc)"
   fleets+=("$frate")
   if [ -n "$TIMELINE" ]; then
-    "$work/bin/fleetctl" status "bench-$r-$$" --json | jq -r --arg t0 "$t0" --arg t1 "$t1" '
-      def s: sub("\\.[0-9]+"; "") as $x | .;
-      "  timeline: submitted_at \(.submitted_at)  started_at \(.started_at)  finished_at \(.finished_at)  (fleetctl \($t0) .. \($t1))"'
+    "$work/bin/fleetctl" status "bench-$r-$$" --json | jq -r --argjson t0 "$t0" --argjson t1 "$t1" '
+      def ts: capture("(?<s>[^.Z]+)(\\.(?<f>[0-9]+))?Z") | ((.s + "Z") | fromdateiso8601) + (("0." + (.f // "0")) | tonumber);
+      (.submitted_at | ts) as $sub | (.started_at | ts) as $st | (.finished_at | ts) as $fin |
+      "  timeline: fleetctl to accepting \($sub - $t0 | . * 100 | round / 100) s, accepting (copy and count the input) \($st - $sub | . * 100 | round / 100) s, running \($fin - $st | . * 100 | round / 100) s, to fleetctl done \($t1 - $fin | . * 100 | round / 100) s"'
   fi
   for p in "${profs[@]}"; do wait "$p" || echo "a CPU profile of run $r failed" >&2; done
 done
