@@ -25,24 +25,15 @@ func (o *countingOpener) open(context.Context, string) (io.ReadCloser, error) {
 	return io.NopCloser(strings.NewReader(c)), nil
 }
 
+// streamAll reads the items of path in o's content: their raw JSON.
 func streamAll(t *testing.T, path string, o *countingOpener) ([]string, error) {
 	t.Helper()
-	src, err := Open(context.Background(), &messages.JobSpec{Input: "mem", JSONPath: path}, o.open)
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
+	items, err := expand(t, &messages.JobSpec{Input: "mem", JSONPath: path}, o.open)
 	var out []string
-	for {
-		it, err := src.Next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, string(it.Raw))
+	for _, it := range items {
+		out = append(out, it.Raw)
 	}
+	return out, err
 }
 
 func TestFastStreamHandsOver(t *testing.T) {

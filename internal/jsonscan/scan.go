@@ -224,28 +224,20 @@ func scanNumber(b []byte, i int) (int, Status) {
 	default:
 		return i, Bad
 	}
+	var st Status
 	if i < len(b) && b[i] == '.' {
-		i++
-		if i >= len(b) {
-			return i, More
+		if i, st = someDigits(b, i+1); st != OK {
+			return i, st
 		}
-		if !isDigit(b[i]) {
-			return i, Bad
-		}
-		i = digits(b, i+1)
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		if i >= len(b) {
-			return i, More
+		if i, st = someDigits(b, i); st != OK {
+			return i, st
 		}
-		if !isDigit(b[i]) {
-			return i, Bad
-		}
-		i = digits(b, i+1)
 	}
 	if i >= len(b) {
 		return i, More
@@ -254,6 +246,18 @@ func scanNumber(b []byte, i int) (int, Status) {
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// someDigits scans the one or more digits a fraction or an exponent
+// needs.
+func someDigits(b []byte, i int) (int, Status) {
+	if i >= len(b) {
+		return i, More
+	}
+	if !isDigit(b[i]) {
+		return i, Bad
+	}
+	return digits(b, i+1), OK
+}
 
 func digits(b []byte, i int) int {
 	for i < len(b) && isDigit(b[i]) {
