@@ -18,8 +18,8 @@ import (
 //
 // fastStream explains nothing. At anything unusual — a syntax error, a
 // missing or repeated field, a key written with escapes, nesting deeper
-// than jsonscan.MaxNesting, a skipped value larger than fastSkipLimit, a read error
-// — it hands over to a streamIter positioned at the same element, which
+// than jsonscan.MaxNesting, a skipped value larger than fastSkipLimit, a
+// read error — it hands over to a streamIter at the same element, which
 // reports exactly what it always reported (or, for a legitimate oddity
 // such as an escaped key, carries on). Before any byte was discarded the
 // streamIter reads the bytes already read and then the rest; after, the
@@ -227,20 +227,21 @@ func (f *fastStream) element() (start, end int, st jsonscan.Status) {
 // the closing braces, and nothing but whitespace after them.
 func (f *fastStream) finish() (json.RawMessage, error) {
 	f.kept = false
-	for level := len(f.q.names) - 1; level >= -1; {
+	level := len(f.q.names) - 1 // the enclosing object being read; -1: after the document
+	for {
 		b := f.buf[:f.w]
 		i := jsonscan.SkipSpace(b, f.r)
 		st := jsonscan.OK
 		switch {
-		case i >= len(b):
-			st = jsonscan.More
-			if level < 0 {
-				f.r = i
-			}
-			if f.eof && level < 0 {
-				f.r, f.done = i, true
+		case i >= len(b) && level < 0:
+			f.r = i // only whitespace so far
+			if f.eof {
+				f.done = true
 				return nil, io.EOF
 			}
+			st = jsonscan.More
+		case i >= len(b):
+			st = jsonscan.More
 		case level < 0: // data after the document
 			st = jsonscan.Bad
 		case b[i] == '}':
@@ -277,7 +278,6 @@ func (f *fastStream) finish() (json.RawMessage, error) {
 		}
 		return f.slow.next()
 	}
-	panic("unreachable")
 }
 
 // handOver replaces the fast path by a streamIter at the same element.

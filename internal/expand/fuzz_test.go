@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
+	"testing/iotest"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -14,7 +16,8 @@ import (
 // FuzzStream checks the streaming reader of $.items[*] against
 // encoding/json on the whole document: it accepts exactly the valid
 // documents whose "items" (present once) is an array, yields that array's
-// elements, and puts syntax errors inside the input.
+// elements, and puts syntax errors inside the input; and it reads the same
+// whether the input comes whole or a byte at a time.
 func FuzzStream(f *testing.F) {
 	for _, s := range []string{
 		`{"items":[1,"a",{"id":"x"},[null,true]]}`,
@@ -26,23 +29,39 @@ func FuzzStream(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		open := func(context.Context, string) (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(data)), nil
-		}
-		spec := &messages.JobSpec{Input: "mem", JSONPath: "$.items[*]", IDField: "\x00none"}
-		var got []json.RawMessage
-		src, err := Open(context.Background(), spec, open)
-		if err == nil {
+		read := func(reader func() io.Reader) ([]json.RawMessage, error) {
+			open := func(context.Context, string) (io.ReadCloser, error) { return io.NopCloser(reader()), nil }
+			spec := &messages.JobSpec{Input: "mem", JSONPath: "$.items[*]", IDField: "\x00none"}
+			var got []json.RawMessage
+			src, err := Open(context.Background(), spec, open)
+			if err != nil {
+				return nil, err
+			}
 			for {
-				var it Item
-				it, err = src.Next()
+				it, err := src.Next()
+				if err == io.EOF {
+					return got, nil
+				}
 				if err != nil {
-					break
+					return got, err
 				}
 				got = append(got, it.Raw)
 			}
-			if err == io.EOF {
-				err = nil
+		}
+		got, err := read(func() io.Reader { return bytes.NewReader(data) })
+		// A byte per read: the fast path refills at every byte and, once it
+		// has discarded some, hands over by opening the input again. The
+		// outcome must not change.
+		// (The exact offset and text of a syntax error may differ: the
+		// encoding/json reader's location of an error depends on how the
+		// input was split into reads, as it did before the fast path.)
+		got1, err1 := read(func() io.Reader { return iotest.OneByteReader(bytes.NewReader(data)) })
+		if errKind(err) != errKind(err1) || len(got) != len(got1) {
+			t.Fatalf("%q: read whole: %d items, %v; a byte at a time: %d items, %v", data, len(got), err, len(got1), err1)
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], got1[i]) {
+				t.Fatalf("%q: items[%d] = %s read whole, %s a byte at a time", data, i, got[i], got1[i])
 			}
 		}
 		var se *SyntaxError
@@ -80,4 +99,23 @@ func FuzzStream(f *testing.F) {
 			}
 		}
 	})
+}
+
+// errKind is what a reading error is, without its offset and text: the
+// error kinds it is, and the item a syntax error is in.
+func errKind(err error) string {
+	if err == nil {
+		return "nil"
+	}
+	kind := ""
+	for _, k := range []error{ErrMalformedJSON, ErrPathNotFound, ErrNotArray, ErrDuplicateField} {
+		if errors.Is(err, k) {
+			kind += k.Error() + ";"
+		}
+	}
+	var se *SyntaxError
+	if errors.As(err, &se) {
+		kind += fmt.Sprintf("item %d", se.Item)
+	}
+	return kind
 }
