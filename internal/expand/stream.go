@@ -66,8 +66,8 @@ func (it *streamIter) descend() error {
 			return it.pathErr(ErrPathNotFound, "no field %q: %s is %s, not an object", name, location(names, i), describe(tok))
 		}
 		found := false
-		for it.dec.More() {
-			key, err := it.token(sepAny)
+		for sep := byte(sepFirstKey); it.dec.More(); sep = sepKey {
+			key, err := it.token(sep)
 			if err != nil {
 				return err
 			}
@@ -156,7 +156,7 @@ func (it *streamIter) finish() error {
 	names := it.q.names
 	for i := len(names) - 1; i >= 0; i-- {
 		for it.dec.More() {
-			key, err := it.token(sepAny)
+			key, err := it.token(sepKey)
 			if err != nil {
 				return err
 			}

@@ -61,6 +61,12 @@ const (
 	sepDelim = 2
 	// sepComma: a ',' (array elements after the first).
 	sepComma = ','
+	// sepKey: a ',' (finish: after the array, a ',' always comes first)
+	// or not, then an object key (where a '{' or a number is an error,
+	// not the start of a value).
+	sepKey = 3
+	// sepFirstKey: an object's first key, right after its '{'.
+	sepFirstKey = 4
 )
 
 // malformed turns an error returned by dec while reading a value that
@@ -94,6 +100,7 @@ func locate(b []byte, sep byte) (int64, string, bool) {
 		return 0, "", false
 	}
 	i := jsonscan.SkipSpace(b, 0)
+	var pre []byte
 	switch sep {
 	case sepAny:
 		if i < len(b) && (b[i] == ',' || b[i] == ':') {
@@ -104,13 +111,20 @@ func locate(b []byte, sep byte) (int64, string, bool) {
 			return 0, "", false
 		}
 		i = jsonscan.SkipSpace(b, i+1)
+	case sepKey, sepFirstKey:
+		if sep == sepKey && i < len(b) && b[i] == ',' {
+			i = jsonscan.SkipSpace(b, i+1)
+		}
+		// The key is scanned as an object's first member: with a '{'
+		// before it, taken off the offset.
+		pre = []byte{'{'}
 	}
-	dec := json.NewDecoder(bytes.NewReader(b[i:]))
+	dec := json.NewDecoder(io.MultiReader(bytes.NewReader(pre), bytes.NewReader(b[i:])))
 	var v json.RawMessage
 	var se *json.SyntaxError
 	if err := dec.Decode(&v); errors.As(err, &se) {
 		// A fresh scanner counts the offending byte in Offset.
-		return int64(i) + se.Offset - 1, se.Error(), true
+		return int64(i) + se.Offset - 1 - int64(len(pre)), se.Error(), true
 	}
 	return 0, "", false
 }
