@@ -28,7 +28,9 @@ port=$((20000 + RANDOM % 20000))
 srv_pid=$!
 export NATS_URL="nats://127.0.0.1:$port"
 for _ in $(seq 50); do "$work/fleetctl" list >/dev/null 2>&1 && break; sleep 0.1; done
-"$work/coordinator" --log-level warn --max-ack-pending 1000 >"$work/coord.log" 2>&1 &
+# --job-queue -1: with no agents, the default fair share (1000 of a job's
+# messages in the work stream) would stop the publishing at 1000 items.
+"$work/coordinator" --log-level warn --max-ack-pending 1000 --job-queue -1 >"$work/coord.log" 2>&1 &
 coord_pid=$!
 for _ in $(seq 100); do "$work/fleetctl" list >/dev/null 2>&1 && break; sleep 0.1; done
 
