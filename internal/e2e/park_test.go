@@ -86,6 +86,69 @@ func TestParkedRetriesLeaveThePoolFree(t *testing.T) {
 	}
 }
 
+// The same for a job whose circuit breaker stays open: its deliveries,
+// refused by the breaker for a minute, wait in the park stream and hold no
+// ack-pending slot, so a 500-item job in the same pool finishes in under
+// 10 s. The coordinator's fair share is lifted (--job-queue -1): with it,
+// one job holds at most 1,000 slots, and the window (2,000) would not fill
+// unless several jobs had open breakers at once. Before breakerPark these
+// 3,000 delayed naks held every slot and the second job waited the minute.
+func TestBreakerParkedItemsLeaveThePoolFree(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	prov := calmProvision
+	prov.MaxAckPending = 2000
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov, JobQueue: -1})
+	var regs []*prometheus.Registry
+	var calls atomic.Int64
+	call := func(ctx context.Context, c *agent.Call) (any, error) {
+		calls.Add(1)
+		return fails(ctx, c)
+	}
+	for i := range 2 {
+		reg := prometheus.NewRegistry()
+		regs = append(regs, reg)
+		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: prov, Registerer: reg},
+			map[string]agent.HandlerFunc{"call": call})
+	}
+	cl := client(t, srv)
+
+	const n = 3000
+	down := submit(t, cl, fmt.Sprintf(`{"id": "down", "items": %s,
+		"error_policy": {"circuit_breaker": {"failure_threshold": 1, "success_threshold": 1, "timeout": "60s", "half_open_requests": 1}},
+		"agent_template": [{"handler": "call", "retry_config": {"attempts": 3, "backoff": "fixed",
+			"initial_delay": "60s", "max_delay": "60s", "jitter": false}}]}`,
+		itemsJSON(n, func(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("d%d", i)} })))
+	// The first failures open the breaker; every other item is refused
+	// (or, for the few that ran, retried after 60 s): every item has been
+	// delivered once and waits.
+	fleettest.WaitFor(t, 5*time.Minute, func() error {
+		refused := sumCounter(t, regs, "jetfleet_agent_breaker_parked_total")
+		if ran := calls.Load(); int64(refused)+ran < n {
+			return fmt.Errorf("%.0f deliveries refused by the breaker, %d ran", refused, ran)
+		}
+		return nil
+	})
+	st, err := cl.Status(context.Background(), down)
+	require.NoError(t, err)
+	require.Zero(t, st.Done(), "nothing finished: every item waits")
+	require.Less(t, calls.Load(), int64(100), "the open breaker refused the rest")
+
+	t0 := time.Now()
+	quick := submit(t, cl, `{"id": "quick", "items": `+itemsJSON(500, plainItem)+`, "agent_template": [{"handler": "noop"}]}`)
+	st = waitJob(t, cl, quick, 60*time.Second)
+	took := time.Since(t0)
+	require.EqualValues(t, 500, st.Succeeded)
+	t.Logf("500 no-op items beside %d parked by an open breaker: %v", n, took)
+	require.Less(t, took, 10*time.Second, "the issue's bound")
+	// They wait in the park stream, not in the work stream.
+	require.Zero(t, jobQueued(t, srv, down))
+	require.EqualValues(t, n, parkState(t, srv).Msgs)
+
+	_, err = cl.Cancel(context.Background(), down)
+	require.NoError(t, err)
+	waitParkEmpty(t, srv)
+}
+
 // waitParked waits until every item of job has been parked once: the
 // budget spent one unit per item.
 func waitParked(t *testing.T, cl *coordinator.Client, job string, n int) {

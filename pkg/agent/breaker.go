@@ -27,7 +27,7 @@ import (
 // breaker state is the value of its key in the breaker bucket (JSON of
 // retry.BreakerState; a missing key is a closed breaker). Every agent
 // follows it: before a delivery runs, admitBreaker asks retry.Breaker.Admit
-// and parks the item with NakWithDelay when it is refused; after it ran,
+// and parks the item when it is refused (breakerPark); after it ran,
 // recordBreaker applies OnFailure or OnSuccess. A state change is written
 // with compare-and-set, so concurrent agents never both take the last
 // half-open probe.
@@ -76,9 +76,9 @@ func jobBreaker(it *item) *retry.Breaker {
 }
 
 // admitBreaker lets a delivery of a job with a circuit breaker run, or
-// parks it. It reports whether the caller may run the item's steps; when
-// not, the message has been naked with a delay (or left to AckWait). A
-// parked item spends no attempt and no budget and writes no item state.
+// parks it (breakerPark). It reports whether the caller may run the item's
+// steps; when not, the message has been parked, naked with a delay, or
+// left to AckWait. A parked item spends no attempt and no budget.
 func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 	b := jobBreaker(it)
 	if b == nil {
@@ -126,8 +126,28 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 	d := retry.ParkDelay(retryAt.Sub(now), a.cfg.Rand.Float64())
 	a.metrics.breakerParked.Inc()
 	log(a.log.Debug()).Str("breaker", breakerStateName(to)).Dur("delay", d).Msg("parked by the circuit breaker")
-	a.nakDelay(it, d)
+	a.breakerPark(ctx, it, d)
 	return false
+}
+
+// breakerPark makes a refused delivery wait d. A long wait is parked in
+// the park stream like a long retry (park.go), so that the items of a job
+// whose breaker stays open do not fill the consumer's ack-pending window
+// and freeze its pool: the item's state records the park and nothing else
+// (no attempt, no budget). A short wait, or a state that cannot be saved,
+// is a delayed nak.
+func (a *Agent) breakerPark(ctx context.Context, it *item, d time.Duration) {
+	if !a.parks(d) {
+		a.nakDelay(it, d)
+		return
+	}
+	a.markPark(it, d)
+	switch saved, fenced := a.persist(ctx, it); {
+	case saved:
+		a.park(ctx, it)
+	case !fenced:
+		a.nakDelay(it, d)
+	}
 }
 
 // settleBreaker records the breaker outcome of a delivery that ran: at its

@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "jetfleet_agent_budget_denials_total", Help: "Retries denied by the job or item retry budget, by reason.",
 		}, []string{"reason"}),
 		breakerParked: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "jetfleet_agent_breaker_parked_total", Help: "Deliveries parked (NakWithDelay, nothing spent) by a job's open or half-open circuit breaker.",
+			Name: "jetfleet_agent_breaker_parked_total", Help: "Deliveries parked (in the park stream or with a delayed nak, nothing spent) by a job's open or half-open circuit breaker.",
 		}),
 		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jetfleet_agent_breaker_transitions_total", Help: "Circuit-breaker state changes written by this agent (jobs' and steps' breakers), by new state (open, half_open, closed).",
