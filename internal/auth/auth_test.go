@@ -84,6 +84,21 @@ func (a *asyncErrs) violations() []error {
 }
 
 // connect connects as user and records its asynchronous errors.
+// startAgent does what `coordinator --pools default` does at start (agents
+// only bind), with the coordinator's cjs, then runs an agent of pool
+// default as its role's user until runCtx ends: the agent, its refused
+// calls, and Run's error once it returns.
+func (s *secured) startAgent(t *testing.T, ctx, runCtx context.Context, cjs jetstream.JetStream) (*agent.Agent, *asyncErrs, <-chan error) {
+	t.Helper()
+	_, err := provision.EnsurePool(ctx, cjs, s.names, "default", provision.Config{AckWait: 5 * time.Second})
+	require.NoError(t, err, "ensure pool")
+	anc, aerrs := s.connect(t, auth.AgentUser("default"))
+	ag := agent.New(anc, agent.Config{Concurrency: 4, ShutdownTimeout: time.Second}).HandleBuiltins()
+	done := make(chan error, 1)
+	go func() { done <- ag.Run(runCtx) }()
+	return ag, aerrs, done
+}
+
 func (s *secured) connect(t *testing.T, user string) (*nats.Conn, *asyncErrs) {
 	t.Helper()
 	ae := &asyncErrs{perm: make(chan error, 16), refused: s.refused}
@@ -175,16 +190,9 @@ func TestRolesRunAJob(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("coordinator not ready: %v", context.Cause(ctx))
 	}
-	// What `coordinator --pools default` does at start: agents only bind.
 	cjs, err := jetstream.New(cnc)
 	require.NoError(t, err)
-	_, err = provision.EnsurePool(ctx, cjs, s.names, "default", provision.Config{AckWait: 5 * time.Second})
-	must(err, "ensure pool")
-
-	anc, aerrs := s.connect(t, auth.AgentUser("default"))
-	ag := agent.New(anc, agent.Config{Concurrency: 4, ShutdownTimeout: time.Second}).HandleBuiltins()
-	agentDone := make(chan error, 1)
-	go func() { agentDone <- ag.Run(runCtx) }()
+	ag, aerrs, agentDone := s.startAgent(t, ctx, runCtx, cjs)
 
 	snc, serrs := s.connect(t, "submitter")
 	sub, err := coordinator.NewClient(snc, "")

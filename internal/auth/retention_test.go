@@ -12,8 +12,6 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/clock"
-	"github.com/jetfleet/jetfleet/internal/provision"
-	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -36,15 +34,9 @@ func TestRetentionRunsWithTheRolesPermissions(t *testing.T) {
 	coordDone := make(chan error, 1)
 	go func() { coordDone <- coord.Run(runCtx) }()
 	<-coord.Ready()
-	// What `coordinator --pools default` does at start: agents only bind.
 	cjs, err := jetstream.New(cnc)
 	require.NoError(t, err)
-	_, err = provision.EnsurePool(ctx, cjs, s.names, "default", provision.Config{AckWait: 5 * time.Second})
-	require.NoError(t, err)
-	anc, aerrs := s.connect(t, auth.AgentUser("default"))
-	ag := agent.New(anc, agent.Config{Concurrency: 4, ShutdownTimeout: time.Second}).HandleBuiltins()
-	agentDone := make(chan error, 1)
-	go func() { agentDone <- ag.Run(runCtx) }()
+	_, aerrs, agentDone := s.startAgent(t, ctx, runCtx, cjs)
 
 	snc, serrs := s.connect(t, "submitter")
 	sub, err := coordinator.NewClient(snc, "")
