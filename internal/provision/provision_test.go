@@ -13,17 +13,23 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
+// ensureSetup is a server, a context bounded for the test, the default
+// prefix's names and a small DLQ's provisioning config.
+func ensureSetup(t *testing.T) (*fleettest.Server, context.Context, messages.Names, provision.Config) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	names, err := messages.NewNames("fleet")
+	require.NoError(t, err)
+	return fleettest.RunServer(t), ctx, names, provision.Config{DLQMaxBytes: 1 << 20}
+}
+
 // An existing deployment provisioned with age limits on results and
 // inputs (before retention became per job) loses them at the next start,
 // and its jobs bucket gains per-message TTLs.
 func TestEnsureLiftsAgeLimitsOfExistingDeployment(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv, ctx, names, cfg := ensureSetup(t)
 	js := srv.JS()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	names, err := messages.NewNames("fleet")
-	require.NoError(t, err)
-	cfg := provision.Config{DLQMaxBytes: 1 << 20}
 
 	// The old configuration: results and inputs aged out after Retention.
 	for _, sc := range provision.Streams(names, cfg) {
@@ -68,13 +74,8 @@ func TestEnsureLiftsAgeLimitsOfExistingDeployment(t *testing.T) {
 // them (every coordinator runs Ensure at its start, several at once); a
 // changed setting is still applied.
 func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv, ctx, names, cfg := ensureSetup(t)
 	js := srv.JS()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	names, err := messages.NewNames("fleet")
-	require.NoError(t, err)
-	cfg := provision.Config{DLQMaxBytes: 1 << 20}
 	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
 
 	spy := srv.Connect(t)
