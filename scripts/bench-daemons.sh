@@ -7,13 +7,18 @@
 # same server:
 #
 #   raw      scripts/bench -raw-only: async-publish N messages to a
-#            WorkQueue stream, consume and ack them (one client process);
+#            WorkQueue stream, consume and ack them (one client process)
+#            as the plain pipeline does (`nats bench js`): no Nats-Msg-Id,
+#            the client's default pull options. This is the baseline;
+#   handicap the same with a Nats-Msg-Id per message and a 256-message
+#            prefetch (what jetfleet needs), printed as a second line;
 #   jetfleet `fleetctl submit --wait` of an N-item job (input file uploaded
 #            by fleetctl, one no-op handler step), timed end to end.
 #
 # For each run it prints the rates, the server's messages in and out per
 # item (from its /varz) and each process's CPU seconds; last, the ratio of
-# the medians as "jetfleet/raw ratio: X.XX".
+# the medians as "jetfleet/raw ratio: X.XX" (against the plain pipeline),
+# after "jetfleet/raw (handicapped) ratio: X.XX".
 #
 # With -pprof DIR, every process serves its Go profiles (--pprof-addr, the
 # server -profile) and each jetfleet run saves a CPU profile of each, for
@@ -115,6 +120,7 @@ YAML
 
 echo "machine: $(nproc) CPUs; N = $N; nats-server $ver; $AGENTS agents with default flags ${AGENT_FLAGS[*]:-}"
 raws=()
+hands=()
 fleets=()
 for r in $(seq "$RUNS"); do
   read -r in0 out0 < <(varz)
@@ -125,6 +131,9 @@ for r in $(seq "$RUNS"); do
   printf "run %d raw JetStream: %8.0f msgs/s   server: %.1f in / %.1f out msgs per item, %.2f CPU-s\n" \
     "$r" "$rate" "$(echo "($in1 - $in0) / $N" | bc -l)" "$(echo "($out1 - $out0) / $N" | bc -l)" "$(echo "$s1 - $s0" | bc)"
   raws+=("$rate")
+  hrate=$("$work/bin/bench" -raw-only -raw-mode handicapped -server "$NATS_URL" -n "$N" | awk '{print $3}')
+  printf "run %d raw, handicapped: %8.0f msgs/s   (a Nats-Msg-Id per message, prefetch 256)\n" "$r" "$hrate"
+  hands+=("$hrate")
 
   sed "s/^input:/id: bench-$r-$$\ninput:/" "$work/job.yaml" >"$work/job-$r.yaml"
   c0=$(cpu "$coord_pid"); a0=$(agents_cpu)
@@ -156,6 +165,8 @@ done
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 rm_=$(median "${raws[@]}")
+hm_=$(median "${hands[@]}")
 fm_=$(median "${fleets[@]}")
-printf "median raw %.0f msgs/s, median jetfleet %.0f items/s over %d runs\n" "$rm_" "$fm_" "$RUNS"
+printf "median raw %.0f msgs/s (handicapped %.0f), median jetfleet %.0f items/s over %d runs\n" "$rm_" "$hm_" "$fm_" "$RUNS"
+printf "jetfleet/raw (handicapped) ratio: %.2f\n" "$(echo "$fm_ / $hm_" | bc -l)"
 printf "jetfleet/raw ratio: %.2f\n" "$(echo "$fm_ / $rm_" | bc -l)"

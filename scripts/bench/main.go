@@ -2,7 +2,12 @@
 // JetStream on the same embedded server, in one process and one run:
 //
 //	(a) raw: async-publish N messages to a WorkQueue stream, then consume
-//	    and ack them with nats.go (Messages with a prefetch buffer);
+//	    and ack them with nats.go. The "plain" pipeline (the headline) is
+//	    what `nats bench js` does: no Nats-Msg-Id, a consumer and a
+//	    Consume call with the client's defaults. The "handicapped" one
+//	    adds what jetfleet itself needs (a Nats-Msg-Id per message, so the
+//	    server dedupes, and the agents' prefetch): it is printed as a
+//	    second line, never as the baseline;
 //	(b) jetfleet: a job of N items with one no-op Go handler, submitted
 //	    through the API to a coordinator and agents, until it is done.
 //
@@ -46,10 +51,15 @@ func main() {
 	runs := flag.Int("runs", 3, "alternating raw/jetfleet runs; medians are compared")
 	server := flag.String("server", "", "with -raw-only: measure raw JetStream on this server instead of an embedded one")
 	rawOnly := flag.Bool("raw-only", false, "measure raw JetStream once on -server and print its rate (scripts/bench-daemons.sh)")
+	rawMode := flag.String("raw-mode", "plain", "with -raw-only: plain (no msg id, client default pull options) or handicapped (msg id per message, -prefetch)")
 	flag.Parse()
 	profilePath = *cpuprofile
 	if *rawOnly {
-		rate, err := raw(*server, *n, *prefetch, int(time.Now().UnixNano()%1e6))
+		if *rawMode != "plain" && *rawMode != "handicapped" {
+			fmt.Fprintf(os.Stderr, "bench: -raw-mode: want plain or handicapped, got %q\n", *rawMode)
+			os.Exit(2)
+		}
+		rate, err := raw(*server, *n, *prefetch, int(time.Now().UnixNano()%1e6), *rawMode == "handicapped")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench: raw:", err)
 			os.Exit(1)
@@ -77,13 +87,19 @@ func run(n, agents, conc, prefetch, runs int) error {
 	fmt.Printf("machine: %d CPUs, %s; N = %d; file storage\n", runtime.NumCPU(), runtime.Version(), n)
 
 	// The machine is shared and noisy: alternate the two and compare medians.
-	var raws, fleets []float64
+	var raws, hands, fleets []float64
 	for r := 0; r < runs; r++ {
-		rawRate, err := raw(srv.URL(), n, prefetch, r)
+		rawRate, err := raw(srv.URL(), n, prefetch, 2*r, false)
 		if err != nil {
 			return fmt.Errorf("raw: %w", err)
 		}
-		fmt.Printf("run %d raw JetStream : %8.0f msgs/s  (publish async + consume/ack)\n", r+1, rawRate)
+		fmt.Printf("run %d raw JetStream : %8.0f msgs/s  (plain: publish async + consume/ack, client defaults)\n", r+1, rawRate)
+		handRate, err := raw(srv.URL(), n, prefetch, 2*r+1, true)
+		if err != nil {
+			return fmt.Errorf("raw (handicapped): %w", err)
+		}
+		fmt.Printf("run %d raw, handicap : %8.0f msgs/s  (with a Nats-Msg-Id per message and prefetch %d)\n", r+1, handRate, prefetch)
+		hands = append(hands, handRate)
 		fleetRate, err := fleet(srv.URL(), dir, n, agents, conc, prefetch, r)
 		if err != nil {
 			return fmt.Errorf("jetfleet: %w", err)
@@ -91,8 +107,9 @@ func run(n, agents, conc, prefetch, runs int) error {
 		fmt.Printf("run %d jetfleet job  : %8.0f items/s (no-op handler, %d agents x %d)\n", r+1, fleetRate, agents, conc)
 		raws, fleets = append(raws, rawRate), append(fleets, fleetRate)
 	}
-	rm, fm := median(raws), median(fleets)
-	fmt.Printf("median raw %.0f msgs/s, median jetfleet %.0f items/s over %d runs\n", rm, fm, runs)
+	rm, hm, fm := median(raws), median(hands), median(fleets)
+	fmt.Printf("median raw %.0f msgs/s (handicapped %.0f), median jetfleet %.0f items/s over %d runs\n", rm, hm, fm, runs)
+	fmt.Printf("jetfleet/raw (handicapped) ratio: %.2f\n", fm/hm)
 	fmt.Printf("jetfleet/raw ratio: %.2f\n", fm/rm)
 	return nil
 }
@@ -112,7 +129,12 @@ func payload(i int) []byte {
 	return b
 }
 
-func raw(url string, n, prefetch, run int) (float64, error) {
+// raw measures the raw pipeline once. With handicap false it is the plain
+// pipeline: no message id, the consumer's and Consume's default options.
+// With handicap true each message carries a Nats-Msg-Id (the server keeps
+// it in the dedupe window, as it does for jetfleet's work items) and the
+// consumer pulls prefetch messages at a time.
+func raw(url string, n, prefetch, run int, handicap bool) (float64, error) {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return 0, err
@@ -125,7 +147,11 @@ func raw(url string, n, prefetch, run int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 20000})
+	cc := jetstream.ConsumerConfig{Durable: "raw"}
+	if handicap {
+		cc.MaxAckPending = 20000
+	}
+	cons, err := st.CreateConsumer(ctx, cc)
 	if err != nil {
 		return 0, err
 	}
@@ -133,7 +159,9 @@ func raw(url string, n, prefetch, run int) (float64, error) {
 	for i := 0; i < n; i++ {
 		m := nats.NewMsg(fmt.Sprintf("raw%d.default.job", run))
 		m.Data = payload(i)
-		m.Header.Set(messages.HeaderMsgID, fmt.Sprintf("raw/%d", i))
+		if handicap {
+			m.Header.Set(messages.HeaderMsgID, fmt.Sprintf("raw/%d", i))
+		}
 		if _, err := js.PublishMsgAsync(m); err != nil {
 			return 0, err
 		}
@@ -145,23 +173,27 @@ func raw(url string, n, prefetch, run int) (float64, error) {
 	}
 	var got atomic.Int64
 	done := make(chan struct{})
-	cc, err := cons.Consume(func(m jetstream.Msg) {
+	var opts []jetstream.PullConsumeOpt
+	if handicap {
+		opts = append(opts, jetstream.PullMaxMessages(prefetch))
+	}
+	consuming, err := cons.Consume(func(m jetstream.Msg) {
 		_ = m.Ack()
 		if got.Add(1) == int64(n) {
 			close(done)
 		}
-	}, jetstream.PullMaxMessages(prefetch))
+	}, opts...)
 	if err != nil {
 		return 0, err
 	}
-	defer cc.Stop()
+	defer consuming.Stop()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Minute):
 		return 0, fmt.Errorf("consumed %d of %d", got.Load(), n)
 	}
 	rate := float64(n) / time.Since(start).Seconds()
-	cc.Stop()
+	consuming.Stop()
 	_ = js.DeleteStream(ctx, name)
 	return rate, nil
 }
