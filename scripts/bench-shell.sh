@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Shell steps against the machine's ceiling for spawning processes.
+#
+# Starts nats-server, a coordinator and -agents agent daemons with
+# --concurrency C each (default flags otherwise), then for each step
+# (`true` and `sleep 0.05`) alternates, -runs times:
+#
+#   xargs     seq N | xargs -P (agents x C) -n 1 sh -c STEP _   (the ceiling:
+#             the same number of processes at once, nothing else)
+#   jetfleet  fleetctl submit --wait of an N-item job whose one step is
+#             `shell: STEP` (inline items), timed end to end.
+#
+# and prints the medians and "shell STEP: jetfleet/xargs ratio: X.XX".
+#
+# Usage: scripts/bench-shell.sh [-n 600] [-runs 3] [-agents 2] [-concurrency 16]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+N=600
+RUNS=3
+AGENTS=2
+CONC=16
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n) N=$2; shift 2 ;;
+    -runs) RUNS=$2; shift 2 ;;
+    -agents) AGENTS=$2; shift 2 ;;
+    -concurrency) CONC=$2; shift 2 ;;
+    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-concurrency C]" >&2; exit 2 ;;
+  esac
+done
+SLOTS=$((AGENTS * CONC))
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "building binaries"
+ver=$(go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)
+GOBIN="$work/bin" go install "github.com/nats-io/nats-server/v2@$ver"
+for c in coordinator agent fleetctl; do go build -o "$work/bin/$c" "./cmd/$c"; done
+
+port=$((20000 + RANDOM % 20000))
+mon=$((port + 1))
+"$work/bin/nats-server" -js -a 127.0.0.1 -p "$port" -m "$mon" -sd "$work/js" >"$work/server.log" 2>&1 &
+pids+=("$!")
+export NATS_URL="nats://127.0.0.1:$port"
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mon/healthz" >/dev/null && break; sleep 0.1; done
+"$work/bin/coordinator" --log-level warn >"$work/coordinator.log" 2>&1 &
+pids+=("$!")
+for i in $(seq "$AGENTS"); do
+  "$work/bin/agent" --log-level warn --name "shell-agent-$i" --concurrency "$CONC" >"$work/agent-$i.log" 2>&1 &
+  pids+=("$!")
+done
+for _ in $(seq 100); do "$work/bin/fleetctl" list >/dev/null 2>&1 && break; sleep 0.1; done
+
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+now() { date +%s.%N; }
+
+echo "machine: $(nproc) CPUs; N = $N; $AGENTS agents x $CONC slots = xargs -P $SLOTS; nats-server $ver"
+for step in "true" "sleep 0.05"; do
+  xs=()
+  fs=()
+  for r in $(seq "$RUNS"); do
+    t0=$(now)
+    seq "$N" | xargs -P "$SLOTS" -n 1 sh -c "$step" _
+    t1=$(now)
+    x=$(echo "$N / ($t1 - $t0)" | bc -l)
+    xs+=("$x")
+
+    job="$work/job-$r.json"
+    jq -n --arg id "shell-$r-$RANDOM" --arg step "$step" --argjson n "$N" \
+      '{id: $id, items: [range(0; $n) | {id: ("i" + tostring)}], agent_template: [{shell: $step}]}' >"$job"
+    t0=$(now)
+    "$work/bin/fleetctl" submit "$job" --wait >"$work/submit-$r.log" 2>&1 || { cat "$work/submit-$r.log"; exit 1; }
+    t1=$(now)
+    f=$(echo "$N / ($t1 - $t0)" | bc -l)
+    fs+=("$f")
+    printf "%-11s run %d: xargs -P %d %6.1f/s   jetfleet %6.1f/s\n" "$step" "$r" "$SLOTS" "$x" "$f"
+  done
+  xm=$(median "${xs[@]}")
+  fm=$(median "${fs[@]}")
+  printf "shell %s: median xargs %.1f/s, jetfleet %.1f/s; jetfleet/xargs ratio: %.2f\n" "$step" "$xm" "$fm" "$(echo "$fm / $xm" | bc -l)"
+done
