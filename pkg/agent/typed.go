@@ -39,29 +39,30 @@ type Validator interface {
 	Validate() error
 }
 
-// HandleFunc registers fn as the handler named name on a, decoding each
-// item's JSON payload into a T first (River's Worker[T]). Unknown fields of
-// the item are ignored (an item usually carries more than one step reads);
-// a field of the wrong type, invalid JSON, or a T whose Validate method
-// fails makes the step fail permanently with a [DecodeError] naming the
-// field ("item.word: want string, got number"). It returns a for chaining
-// and panics if called after Run started, like [Agent.Handle].
-func HandleFunc[T any](a *Agent, name string, fn func(ctx context.Context, c *Call, item T) (any, error)) *Agent {
-	return a.Handle(name, func(ctx context.Context, c *Call) (any, error) {
+// Typed turns a handler of items of type T into a [HandlerFunc] (River's
+// Worker[T]): each item's JSON payload is decoded into a T first. Unknown
+// fields of the item are ignored (an item usually carries more than one
+// step reads); a field of the wrong type, invalid JSON, or a T whose
+// Validate method fails makes the step fail permanently with a
+// [DecodeError] naming the field ("item.word: want string, got number").
+// Use it where a map of handlers is wanted (fleettest.RunFleet); on an
+// agent, [HandleFunc] registers one.
+func Typed[T any](fn func(ctx context.Context, c *Call, item T) (any, error)) HandlerFunc {
+	return func(ctx context.Context, c *Call) (any, error) {
 		var item T
 		if err := decodeItem(c.Item, &item); err != nil {
 			return nil, Permanent(err)
 		}
 		return fn(ctx, c, item)
-	})
+	}
 }
 
-// HandleWith is [HandleFunc] with typed step arguments: the step's with:
-// map is decoded into a W too. Unlike the item, a with: field that W does
-// not declare is an error ("with.bukcet: unknown field"): the arguments
-// are written for this handler, so an unknown one is a typo.
-func HandleWith[T, W any](a *Agent, name string, fn func(ctx context.Context, c *Call, item T, with W) (any, error)) *Agent {
-	return a.Handle(name, func(ctx context.Context, c *Call) (any, error) {
+// TypedWith is [Typed] with typed step arguments: the step's with: map is
+// decoded into a W too. Unlike the item, a with: field that W does not
+// declare is an error ("with.bukcet: unknown field"): the arguments are
+// written for this handler, so an unknown one is a typo.
+func TypedWith[T, W any](fn func(ctx context.Context, c *Call, item T, with W) (any, error)) HandlerFunc {
+	return func(ctx context.Context, c *Call) (any, error) {
 		var item T
 		if err := decodeItem(c.Item, &item); err != nil {
 			return nil, Permanent(err)
@@ -71,7 +72,20 @@ func HandleWith[T, W any](a *Agent, name string, fn func(ctx context.Context, c 
 			return nil, Permanent(err)
 		}
 		return fn(ctx, c, item, with)
-	})
+	}
+}
+
+// HandleFunc registers fn, a handler of items of type T (see [Typed]), as
+// the handler named name on a. It returns a for chaining and panics if
+// called after Run started, like [Agent.Handle].
+func HandleFunc[T any](a *Agent, name string, fn func(ctx context.Context, c *Call, item T) (any, error)) *Agent {
+	return a.Handle(name, Typed(fn))
+}
+
+// HandleWith registers fn, a handler of items of type T with step
+// arguments of type W (see [TypedWith]), as the handler named name on a.
+func HandleWith[T, W any](a *Agent, name string, fn func(ctx context.Context, c *Call, item T, with W) (any, error)) *Agent {
+	return a.Handle(name, TypedWith(fn))
 }
 
 // DecodeWith decodes the step's with: arguments into v (a pointer to a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,8 @@ import (
 // admission can refuse a step naming a handler no agent of its pool has
 // without a read per submission. Safe for concurrent use.
 type agentDirectory struct {
-	mu    sync.RWMutex
-	ready bool
+	mu sync.RWMutex
+	kv jetstream.KeyValue
 	// pools maps a pool to its agents' keys and their handlers.
 	pools map[string]map[string][]string
 }
@@ -58,14 +59,10 @@ func (d *agentDirectory) follow(ctx context.Context, js jetstream.JetStream, buc
 		return fmt.Errorf("coordinator: watching %s: %w", bucket, err)
 	}
 	d.mu.Lock()
-	d.ready = false
+	d.kv = kv
 	d.pools = map[string]map[string][]string{}
 	d.mu.Unlock()
-	return kvwatch.Watch(ctx, w, func() {
-		d.mu.Lock()
-		d.ready = true
-		d.mu.Unlock()
-	}, d.apply)
+	return kvwatch.Watch(ctx, w, nil, d.apply)
 }
 
 // apply records one watched presence.
@@ -93,44 +90,86 @@ func (d *agentDirectory) apply(e jetstream.KeyValueEntry) {
 	agents[e.Key()] = p.Handlers
 }
 
-// missing reports whether pool has present agents and none registers
-// handler. A pool with no agent, or a directory still reading the
-// bucket, misses nothing: the job waits for agents to come.
-func (d *agentDirectory) missing(pool, handler string) bool {
-	if d == nil {
-		return false
-	}
+// directRead bounds the read of a pool's presences that the watch has
+// none of.
+const directRead = 2 * time.Second
+
+// handlers returns the handlers of each present agent of pool. When the
+// watch knows of no agent of pool (none yet, or one that announced itself
+// a moment ago and whose presence the watch has not brought yet) it reads
+// the bucket, so that an agent present before a submission is never
+// missed. ok is false when pool's agents are unknown (the bucket cannot be
+// read).
+func (d *agentDirectory) handlers(ctx context.Context, pool string) (agents [][]string, ok bool) {
 	d.mu.RLock()
-	defer d.mu.RUnlock()
-	agents := d.pools[pool]
-	if !d.ready || len(agents) == 0 {
-		return false
+	for _, hs := range d.pools[pool] {
+		agents = append(agents, hs)
 	}
-	for _, hs := range agents {
-		for _, h := range hs {
-			if h == handler {
-				return false
-			}
+	kv := d.kv
+	d.mu.RUnlock()
+	if len(agents) > 0 {
+		return agents, true
+	}
+	if kv == nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, directRead)
+	defer cancel()
+	lister, err := kv.ListKeysFiltered(ctx, pool+".>")
+	if err != nil {
+		return nil, false
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		var p messages.AgentPresence
+		if json.Unmarshal(e.Value(), &p) == nil {
+			agents = append(agents, p.Handlers)
 		}
 	}
-	return true
+	return agents, ctx.Err() == nil
 }
 
 // handlerProblems lists the steps of spec naming a handler that no present
 // agent of the job's pool registers: agent_template, reduce and a custom
-// on_item_failure step. Items routed to a group's pool (group_by) may run
-// elsewhere, so only the job's own pool is checked.
-func (c *Coordinator) handlerProblems(spec *messages.JobSpec) []messages.FieldError {
+// on_item_failure step. A pool with no agent present accepts any handler:
+// the job waits for agents to come. Items routed to a group's pool
+// (group_by) may run elsewhere, so only the job's own pool is checked.
+func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpec) []messages.FieldError {
 	pool := spec.Pool
 	if pool == "" {
 		pool = messages.DefaultPool
 	}
+	var agents [][]string
+	known := false
 	var problems []messages.FieldError
 	check := func(field string, s *messages.Step) {
-		if s != nil && s.Handler != "" && c.agents.missing(pool, s.Handler) {
-			problems = append(problems, messages.FieldError{Field: field + ".handler",
-				Message: fmt.Sprintf("no agent of pool %q registers handler %q", pool, s.Handler)})
+		if s == nil || s.Handler == "" {
+			return
 		}
+		if !known {
+			var ok bool
+			if agents, ok = c.agents.handlers(ctx, pool); !ok {
+				agents = nil
+			}
+			known = true
+		}
+		if len(agents) == 0 {
+			return
+		}
+		for _, hs := range agents {
+			if slices.Contains(hs, s.Handler) {
+				return
+			}
+		}
+		problems = append(problems, messages.FieldError{Field: field + ".handler",
+			Message: fmt.Sprintf("no agent of pool %q registers handler %q", pool, s.Handler)})
 	}
 	for i := range spec.AgentTemplate {
 		check("agent_template["+strconv.Itoa(i)+"]", &spec.AgentTemplate[i])

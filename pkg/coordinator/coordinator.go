@@ -35,13 +35,13 @@ const intakeConsumer = "coordinator"
 // Coordinator accepts, publishes and tracks jobs. Build it with New and
 // start it with Run. Its methods are safe for concurrent use.
 type Coordinator struct {
-	cfg    Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	names  messages.Names
-	log    zerolog.Logger
-	store  *jobStore
-	index  *jobIndex // job summaries for jobs.list (index.go)
+	cfg   Config
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	names messages.Names
+	log   zerolog.Logger
+	store *jobStore
+	index *jobIndex // job summaries for jobs.list (index.go)
 	// agents are the handlers present agents announce (agents.go).
 	agents *agentDirectory
 	budget *budget.Budget
@@ -501,7 +501,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	if problems := c.checkInput(eff); len(problems) > 0 {
 		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
-	if problems := c.handlerProblems(eff); len(problems) > 0 {
+	if problems := c.handlerProblems(ctx, eff); len(problems) > 0 {
 		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
 	if problems, err := c.adoptInput(ctx, eff); err != nil {
