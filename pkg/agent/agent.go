@@ -120,8 +120,14 @@ func (a *Agent) handler(name string) (HandlerFunc, bool) {
 	return a.wrapLocked(fn), true
 }
 
+// wrapLocked puts fn in the middleware, with Recover inside (a handler's
+// panic is an error every middleware sees) and outside (a middleware's
+// panic fails the step, not the agent).
 func (a *Agent) wrapLocked(fn HandlerFunc) HandlerFunc {
-	return Recover()(chain(fn, a.middleware))
+	if len(a.middleware) == 0 {
+		return Recover()(fn)
+	}
+	return Recover()(chain(Recover()(fn), a.middleware))
 }
 
 // Handlers returns the names of the handlers registered on a, sorted. The

@@ -16,8 +16,10 @@ import (
 type Middleware func(next HandlerFunc) HandlerFunc
 
 // Use adds middleware around every handler of a, registered before or
-// after the call. The first added is the outermost; [Recover] is always
-// outside them all. It returns a for chaining and panics if called after
+// after the call. The first added is the outermost. [Recover] is always
+// applied both inside them (a handler's panic reaches them as a
+// *[PanicError]) and outside them (a middleware's own panic fails the
+// step, not the agent). It returns a for chaining and panics if called after
 // Run started.
 func (a *Agent) Use(mw ...Middleware) *Agent {
 	a.mu.Lock()
@@ -57,10 +59,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v",
 func (e *PanicError) Is(target error) bool { return target == ErrPanic }
 
 // Recover turns a panic of the handler it wraps into a *[PanicError]. The
-// agent wraps every handler in it, outside the middleware given to
-// [Agent.Use], so a panicking handler (or middleware) fails its step
-// instead of the agent; it is exported for calling a handler on its own,
-// in a test.
+// agent wraps every handler in it (see [Agent.Use]), so a panicking handler
+// or middleware fails its step instead of the agent; it is exported for
+// calling a handler on its own, in a test.
 func Recover() Middleware {
 	return func(next HandlerFunc) HandlerFunc {
 		return func(ctx context.Context, c *Call) (v any, err error) {
