@@ -68,7 +68,10 @@ func TestTypedDecodeErrorsNameTheField(t *testing.T) {
 
 func TestTypedWithDecodesArgumentsStrictly(t *testing.T) {
 	var got checkedArgs
-	h := TypedWith(func(_ context.Context, _ *Call, _ map[string]any, w checkedArgs) (any, error) { got = w; return nil, nil })
+	h := TypedWith(func(_ context.Context, _ *Call, _ map[string]any, w checkedArgs) (any, error) {
+		got = w
+		return nil, nil
+	})
 	tests := []struct {
 		name      string
 		with      map[string]any
