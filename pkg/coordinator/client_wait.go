@@ -48,10 +48,9 @@ func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, on
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 	}
-	// The subscriptions reach the server before the first read.
-	if err := c.nc.FlushWithContext(ctx); err != nil && ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
+	// No flush needed: the server handles a connection's protocol in
+	// order, so the subscriptions are in place before it passes on the
+	// status request below, and an end after that read is heard.
 
 	if interval <= 0 {
 		interval = 250 * time.Millisecond
