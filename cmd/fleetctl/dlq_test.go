@@ -24,22 +24,11 @@ import (
 // and an API client.
 func dlqFleet(t *testing.T) (string, *coordinator.Client) {
 	t.Helper()
-	srv := fleettest.RunServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
 	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}
-	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	done := make(chan struct{}, 3)
-	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
-	<-coord.Ready()
-	for i := range 2 {
-		a := agent.New(srv.Connect(t), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: prov, Concurrency: 8})
-		go func() { _ = a.Run(ctx); done <- struct{}{} }()
-	}
-	t.Cleanup(func() { cancel(); <-done; <-done; <-done })
-	client, err := coordinator.NewClient(srv.Conn(), "")
-	require.NoError(t, err)
-	return srv.URL(), client
+	f := fleettest.RunFleet(t, nil, fleettest.WithAgents(2), fleettest.WithConcurrency(8),
+		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) { c.Provision, c.StatusInterval = prov, 20*time.Millisecond }),
+		fleettest.WithAgentConfig(func(i int, c *agent.Config) { c.Name, c.Provision = fmt.Sprintf("a%d", i), prov }))
+	return f.Server.URL(), f.Client
 }
 
 func cliCtx(ctx context.Context, url string, args ...string) (code int, stdout, stderr string) {

@@ -179,10 +179,10 @@ func runWatch(ctx context.Context, env *cliEnv, args []string) int {
 	})
 }
 
-// watchInterval is how often watch and submit --wait ask for the job's
-// status: a running job's status is answered from the coordinator's memory,
-// and a job that ends is reported within 0.1s.
-const watchInterval = 100 * time.Millisecond
+// watchInterval is how often watch and submit --wait refresh the progress
+// bar. The end is not learned from it: Client.Wait hears the job's
+// completed event and reports the end at once.
+const watchInterval = 500 * time.Millisecond
 
 func watchJob(ctx context.Context, env *cliEnv, client *coordinator.Client, id string, asJSON bool) int {
 	start := time.Now()

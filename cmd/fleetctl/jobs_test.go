@@ -62,18 +62,11 @@ agent_template:
 }
 
 func TestJobCommandsAgainstAFleet(t *testing.T) {
-	srv := fleettest.RunServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
 	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}
-	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	done := make(chan struct{}, 2)
-	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
-	<-coord.Ready()
-	a := agent.New(srv.Connect(t), agent.Config{Provision: prov}).HandleBuiltins()
-	go func() { _ = a.Run(ctx); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done })
-	url := srv.URL()
+	f := fleettest.RunFleet(t, agent.Builtins(),
+		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) { c.Provision, c.StatusInterval = prov, 20*time.Millisecond }),
+		fleettest.WithAgentConfig(func(_ int, c *agent.Config) { c.Provision = prov }))
+	url := f.Server.URL()
 
 	path := writeSpec(t, "id: cli-jobs\nitems: [1, 2, 3]\nagent_template: [{handler: noop}]\nretry_budget: 7\n")
 	code, out, errOut := cli(t, url, "submit", path, "--wait", "--json")
@@ -92,6 +85,12 @@ func TestJobCommandsAgainstAFleet(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &b))
 	require.Equal(t, 7, b.Total)
 	require.Zero(t, b.Consumed)
+
+	// A step naming a handler no agent of the pool has is bad input.
+	code, _, errOut = cli(t, url, "submit", writeSpec(t, "items: [1]\nagent_template: [{handler: noop}, {handler: nosuch}]\n"), "--wait")
+	require.Equal(t, exitUsage, code, errOut)
+	require.Contains(t, errOut, `agent_template[1].handler`)
+	require.Contains(t, errOut, `no agent of pool "default" registers handler "nosuch"`)
 
 	code, _, errOut = cli(t, url, "status", "no-such-job")
 	require.Equal(t, exitUsage, code, "an unknown job is bad input")
@@ -136,16 +135,9 @@ func TestJobCommandsAgainstAFleet(t *testing.T) {
 // file again after the input changed leaves the accepted job's input as it
 // was.
 func TestSubmitUploadsTheInputOncePerSubmission(t *testing.T) {
-	srv := fleettest.RunServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{StatusInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	done := make(chan struct{}, 2)
-	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
-	<-coord.Ready()
-	a := agent.New(srv.Connect(t), agent.Config{}).HandleBuiltins()
-	go func() { _ = a.Run(ctx); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done })
+	srv := fleettest.RunFleet(t, agent.Builtins(),
+		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) { c.StatusInterval = 20 * time.Millisecond })).Server
+	ctx := context.Background()
 
 	input := filepath.Join(t.TempDir(), "items.json") // not beside the job file
 	require.NoError(t, os.WriteFile(input, []byte(`{"items": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}`), 0o644))

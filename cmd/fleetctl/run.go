@@ -114,8 +114,7 @@ func hostAndRun(ctx context.Context, env *cliEnv, spec *messages.JobSpec, o loca
 			errorf(env, "shutdown: %v", err)
 		}
 	}()
-	body, _ := json.Marshal(spec)
-	reply, err := fleet.client.Submit(ctx, body)
+	reply, err := fleet.client.SubmitSpec(ctx, spec)
 	if err != nil {
 		printProblems(env, "job", err)
 		return exitUsage
@@ -124,7 +123,7 @@ func hostAndRun(ctx context.Context, env *cliEnv, spec *messages.JobSpec, o loca
 	if !asJSON {
 		prog = newProgress(env.stderr)
 	}
-	st, err := fleet.client.Wait(ctx, reply.JobID, 200*time.Millisecond, func(st *messages.JobStatus) {
+	st, err := fleet.client.Wait(ctx, reply.JobID, watchInterval, func(st *messages.JobStatus) {
 		if prog != nil {
 			prog.update(st)
 		}

@@ -24,5 +24,5 @@ func ExampleRolePermissions() {
 	// publish fleet.api.jobs.list
 	// publish fleet.jobs.submit
 	// publish $O.fleet_uploads.C.>
-	// subscribe [_INBOX.>]
+	// subscribe [_INBOX.> fleet.events.*.completed fleet.events.*.rejected]
 }

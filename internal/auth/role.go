@@ -243,8 +243,12 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 			j.api("DIRECT.GET", objStream(uploads))+".$O."+uploads+".M.>",
 		)
 		p = Permissions{
-			Publish:   SubjectPermission{Allow: pub},
-			Subscribe: SubjectPermission{Allow: []string{inboxes}},
+			Publish: SubjectPermission{Allow: pub},
+			// Client.Wait (fleetctl submit --wait, watch) learns of a job's
+			// end from its completed or rejected event; a submitter may read
+			// any job's status already, so the events tell it nothing new.
+			Subscribe: SubjectPermission{Allow: []string{inboxes,
+				names.EventSubject("*", messages.EventCompleted), names.EventSubject("*", messages.EventRejected)}},
 		}
 	case RoleOperator:
 		dlqStream := names.DLQStream()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,9 +31,13 @@ type Agent struct {
 	nc  *nats.Conn
 	log zerolog.Logger
 
-	mu       sync.RWMutex
-	handlers map[string]HandlerFunc
-	started  bool
+	mu         sync.RWMutex
+	handlers   map[string]HandlerFunc
+	middleware []Middleware
+	// wrapped holds the handlers in their middleware, built when Run
+	// starts (no handler or middleware is added after).
+	wrapped map[string]HandlerFunc
+	started bool
 
 	// Set up by Run. What the failure path touches is behind the narrow
 	// interfaces of deps.go, so that it is tested without a server.
@@ -98,11 +104,39 @@ func (a *Agent) HandleBuiltins() *Agent {
 	return a
 }
 
+// handler returns the handler named name in its middleware, inside
+// Recover.
 func (a *Agent) handler(name string) (HandlerFunc, bool) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	if a.wrapped != nil {
+		fn, ok := a.wrapped[name]
+		return fn, ok
+	}
 	fn, ok := a.handlers[name]
-	return fn, ok
+	if !ok {
+		return nil, false
+	}
+	return a.wrapLocked(fn), true
+}
+
+// wrapLocked puts fn in the middleware, with Recover inside (a handler's
+// panic is an error every middleware sees) and outside (a middleware's
+// panic fails the step, not the agent).
+func (a *Agent) wrapLocked(fn HandlerFunc) HandlerFunc {
+	if len(a.middleware) == 0 {
+		return Recover()(fn)
+	}
+	return Recover()(chain(Recover()(fn), a.middleware))
+}
+
+// Handlers returns the names of the handlers registered on a, sorted. The
+// agent announces them in its presence, and the coordinator refuses a job
+// whose steps name a handler no agent of the pool has.
+func (a *Agent) Handlers() []string {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return slices.Sorted(maps.Keys(a.handlers))
 }
 
 // Name is the agent's name in histories and logs.
@@ -121,6 +155,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return errors.New("agent: Run called twice")
 	}
 	a.started = true
+	a.wrapped = make(map[string]HandlerFunc, len(a.handlers))
+	for name, fn := range a.handlers {
+		a.wrapped[name] = a.wrapLocked(fn)
+	}
 	a.mu.Unlock()
 
 	filter, err := shell.NewEnvFilter(a.cfg.StepEnv, a.cfg.StepEnvUnsafe)

@@ -24,6 +24,16 @@
 // Config.StepTimeout; with Config.Reaper nothing it starts outlives it
 // (docs/security.md, "Shell steps").
 //
+// Handlers: [Agent.Handle] takes the raw [Call]; [HandleFunc] and
+// [HandleWith] (or [Typed] and [TypedWith] for a map of handlers) decode
+// the item, and the step's with: arguments, into Go types, and a decoding
+// error is permanent and names the field ([DecodeError]). [Permanent],
+// [After] and [Snooze] steer retries. [Agent.Use] adds middleware around
+// every handler; a panic fails only its step ([Recover], [PanicError]).
+// The agent announces its handlers' names in its presence, and the
+// coordinator refuses a job naming one no present agent of the pool has
+// (docs/go-api.md).
+//
 // Handlers and commands must be idempotent: delivery is at-least-once, and a
 // crash between a step's side effect and the acknowledgement runs it again.
 package agent

@@ -24,8 +24,9 @@ const presenceJobs = 20
 // pool and how busy each agent is. It costs one KV put per interval, none
 // per item. Safe for concurrent use.
 type presence struct {
-	a       *Agent
-	started time.Time
+	a        *Agent
+	started  time.Time
+	handlers []string
 
 	mu       sync.Mutex
 	inFlight int64
@@ -35,7 +36,7 @@ type presence struct {
 }
 
 func newPresence(a *Agent) *presence {
-	return &presence{a: a, started: a.cfg.Clock.Now(), jobs: map[string]int64{}}
+	return &presence{a: a, started: a.cfg.Clock.Now(), jobs: map[string]int64{}, handlers: a.Handlers()}
 }
 
 // begin and end count a delivery of job in flight.
@@ -66,6 +67,7 @@ func (p *presence) value() messages.AgentPresence {
 		Concurrency: p.a.cfg.Concurrency, InFlight: p.inFlight, Finished: p.finished,
 		StartedAt: p.started, LastSeen: p.a.cfg.Clock.Now(),
 		Interval: messages.Duration(p.a.cfg.PresenceInterval), Stopping: p.stopping,
+		Handlers: p.handlers,
 	}
 	if len(p.jobs) > 0 {
 		// The busiest first, then by id.

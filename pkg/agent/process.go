@@ -665,11 +665,11 @@ func (a *Agent) invokeHandler(ctx context.Context, it *item, step *messages.Step
 	var err error
 	if it.hb != nil {
 		it.hb.begin(it.m, time.Now())
-		v, err = callHandler(hctx, fn, call)
+		v, err = fn(hctx, call)
 		it.hb.end()
 	} else {
 		stopHB := a.heartbeat(it.m)
-		v, err = callHandler(hctx, fn, call)
+		v, err = fn(hctx, call)
 		stopHB()
 	}
 	if err != nil {
@@ -677,16 +677,6 @@ func (a *Agent) invokeHandler(ctx context.Context, it *item, step *messages.Step
 		return "", &retry.Failure{Err: err, TimedOut: timedOut}
 	}
 	return outputText(v), nil
-}
-
-// callHandler runs fn, turning a panic into an error.
-func callHandler(ctx context.Context, fn HandlerFunc, c *Call) (v any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-	}()
-	return fn(ctx, c)
 }
 
 // heartbeat sends InProgress every interval until the returned func is called.

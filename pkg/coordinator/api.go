@@ -119,6 +119,9 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 		return nil, &messages.APIError{Code: messages.CodeInvalid, Field: problems[0].Field,
 			Message: problems[0].Field + ": " + problems[0].Message, Problems: problems}
 	}
+	if problems := c.handlerProblems(ctx, spec); len(problems) > 0 {
+		return nil, invalidSpec(problems)
+	}
 	if spec.ID == "" {
 		spec.ID = "job-" + strings.ToLower(nuid.Next())
 	}

@@ -35,13 +35,15 @@ const intakeConsumer = "coordinator"
 // Coordinator accepts, publishes and tracks jobs. Build it with New and
 // start it with Run. Its methods are safe for concurrent use.
 type Coordinator struct {
-	cfg    Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	names  messages.Names
-	log    zerolog.Logger
-	store  *jobStore
-	index  *jobIndex // job summaries for jobs.list (index.go)
+	cfg   Config
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	names messages.Names
+	log   zerolog.Logger
+	store *jobStore
+	index *jobIndex // job summaries for jobs.list (index.go)
+	// agents are the handlers present agents announce (agents.go).
+	agents *agentDirectory
 	budget *budget.Budget
 	opener expand.Opener
 	// budgetKV is the budget bucket (a rejected job's leftover budget is
@@ -178,10 +180,15 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.bg.Add(2)
+	c.agents = newAgentDirectory()
+	c.bg.Add(3)
 	go func() {
 		defer c.bg.Done()
 		c.index.keep(ctx, kv, c.log)
+	}()
+	go func() {
+		defer c.bg.Done()
+		c.agents.keep(ctx, c.js, c.names.AgentsBucket(), c.log)
 	}()
 	go func() {
 		defer c.bg.Done()
@@ -492,6 +499,9 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	}
 	eff := jobspec.WithDefaults(spec)
 	if problems := c.checkInput(eff); len(problems) > 0 {
+		return c.reject(ctx, seq, spec.ID, problems, now)
+	}
+	if problems := c.handlerProblems(ctx, eff); len(problems) > 0 {
 		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
 	if problems, err := c.adoptInput(ctx, eff); err != nil {

@@ -4,26 +4,17 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
 )
 
 // Work that only one coordinator of a prefix may do at a time (a sweep, a
 // cleanup) runs with OnLeader: in every leadership term of this
 // coordinator, with a context that ends with the term.
 func ExampleCoordinator_OnLeader() {
-	srv, err := embedded.Start(embedded.Options{})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		panic(err)
-	}
-	defer nc.Close()
+	t := &exampleT{} // in a test: the test's *testing.T
+	defer t.cleanup()
+	nc := fleettest.RunServer(t).Conn()
 
 	coord, err := coordinator.New(nc, coordinator.Config{Holder: "coordinator-a"})
 	if err != nil {

@@ -2,65 +2,88 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
-	"time"
+	"testing"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
+// Shout is the item of the "shout" handler: a struct for the submitter and
+// the handler alike.
+type Shout struct {
+	ID   string `json:"id"`
+	Word string `json:"word"`
+}
+
 // A whole fleet in one process: an embedded JetStream server, a
-// coordinator, an agent with a Go handler, and a job submitted through the
-// API and followed to the end.
+// coordinator, an agent with a typed Go handler, and a job built in code,
+// submitted through the API and followed to its end (the README's
+// example).
 func Example() {
-	srv, err := embedded.Start(embedded.Options{})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		panic(err)
-	}
-	defer nc.Close()
+	t := &exampleT{} // in a test: the test's *testing.T
+	defer t.cleanup()
+	nc := fleettest.RunServer(t).Conn()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-
-	coord, err := coordinator.New(nc, coordinator.Config{})
-	if err != nil {
-		panic(err)
-	}
+	coord, _ := coordinator.New(nc, coordinator.Config{})
 	go func() { _ = coord.Run(ctx) }()
 	<-coord.Ready()
 
-	a := agent.New(nc, agent.Config{Concurrency: 4}).
-		Handle("shout", func(_ context.Context, c *agent.Call) (any, error) {
-			var item struct{ Word string }
-			if err := c.Decode(&item); err != nil {
-				return nil, err
-			}
-			return strings.ToUpper(item.Word), nil
-		})
+	a := agent.New(nc, agent.Config{Concurrency: 4})
+	agent.HandleFunc(a, "shout", func(ctx context.Context, c *agent.Call, it Shout) (any, error) {
+		if it.Word == "" {
+			return nil, agent.Permanent(errors.New("no word"))
+		}
+		return strings.ToUpper(it.Word), nil
+	})
 	go func() { _ = a.Run(ctx) }()
 
-	client, _ := coordinator.NewClient(nc, "")
-	reply, err := client.Submit(ctx, []byte(`{
-		"id": "example",
-		"items": [{"id": "a", "word": "jet"}, {"id": "b", "word": "fleet"}, {"id": "c", "word": "go"}],
-		"agent_template": [{"handler": "shout"}]
-	}`))
+	cl, _ := coordinator.NewClient(nc, "")
+	items, _ := coordinator.ItemsOf(Shout{"a", "jet"}, Shout{"b", "fleet"}, Shout{"c", ""})
+	r, err := cl.SubmitSpec(ctx, &messages.JobSpec{ID: "example", Items: items,
+		AgentTemplate: []messages.Step{{Handler: "shout"}}})
 	if err != nil {
 		panic(err)
 	}
-	st, err := client.Wait(ctx, reply.JobID, 20*time.Millisecond, nil)
+	st, err := cl.Wait(ctx, r.JobID, 0, nil) // returns on the job's completed event
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("%s: %s, %d of %d items succeeded\n", st.ID, st.State, st.Succeeded, st.Items)
+	fmt.Printf("%s: %s, %d of %d items succeeded, %d dead-lettered\n", st.ID, st.State, st.Succeeded, st.Items, st.DeadLettered)
 	// Output:
-	// example: succeeded, 3 of 3 items succeeded
+	// example: failed, 2 of 3 items succeeded, 1 dead-lettered
+}
+
+// exampleT is the smallest testing.TB for a runnable example: it collects
+// cleanups and panics on failure.
+type exampleT struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (t *exampleT) Helper()                   {}
+func (t *exampleT) Cleanup(f func())          { t.cleanups = append(t.cleanups, f) }
+func (t *exampleT) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
+func (t *exampleT) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (t *exampleT) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (t *exampleT) Logf(string, ...any)       {}
+func (t *exampleT) TempDir() string {
+	dir, err := os.MkdirTemp("", "fleettest-example-")
+	if err != nil {
+		panic(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func (t *exampleT) cleanup() {
+	for i := len(t.cleanups) - 1; i >= 0; i-- {
+		t.cleanups[i]()
+	}
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/pkg/agent"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 

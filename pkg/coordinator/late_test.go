@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/agent"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/pkg/agent"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 

@@ -1,6 +1,13 @@
-// Package fleettest runs real NATS JetStream servers inside `go test`: a
-// single node ([RunServer]) and an in-process cluster ([RunCluster]) for
-// replicated streams and KV buckets.
+// Package fleettest runs jetfleet and real NATS JetStream servers inside
+// `go test`: a whole fleet — server, coordinator and agents with your
+// handlers — with a client ([RunFleet]), a single node ([RunServer]) and an
+// in-process cluster ([RunCluster]) for replicated streams and KV buckets.
+//
+//	func TestShout(t *testing.T) {
+//		f := fleettest.RunFleet(t, map[string]agent.HandlerFunc{"shout": agent.Typed(shout)})
+//		st := f.Run(t, &messages.JobSpec{Items: items, AgentTemplate: []messages.Step{{Handler: "shout"}}}, time.Minute)
+//		require.Equal(t, messages.StateSucceeded, st.State)
+//	}
 //
 // Servers listen on random localhost ports, keep their JetStream files in
 // t.TempDir() (unless [WithStoreDir] says otherwise) and are shut down, with

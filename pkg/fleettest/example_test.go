@@ -52,6 +52,7 @@ func (t *exampleT) Helper()                   {}
 func (t *exampleT) Cleanup(f func())          { t.cleanups = append(t.cleanups, f) }
 func (t *exampleT) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
 func (t *exampleT) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (t *exampleT) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
 func (t *exampleT) Logf(string, ...any)       {}
 func (t *exampleT) TempDir() string {
 	dir, err := os.MkdirTemp("", "fleettest-example-")

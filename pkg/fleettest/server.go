@@ -1,26 +1,40 @@
 package fleettest
 
 import (
-	"context"
-	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/jetfleet/jetfleet/internal/natstest"
 )
 
 // Server is an embedded single-node JetStream server with a client
-// connection. URL, Conn, JS, NATSServer and StoreDir are safe for concurrent
+// connection: URL, Conn, JS, Connect, NATSServer, StoreDir, Restart and
+// Shutdown. URL, Conn, JS, NATSServer and StoreDir are safe for concurrent
 // use; Restart and Shutdown are meant for the test's goroutine.
-type Server struct {
-	cfg  config
-	node *node
-	nc   *nats.Conn
-	js   jetstream.JetStream
-}
+type Server = natstest.Server
+
+// Cluster is an in-process cluster of JetStream servers: URLs, Conn, JS,
+// Connect, ConnectNode, Servers, StopNode, RestartNode and the leader
+// helpers (MetaLeader, StreamLeader, StepDownStreamLeader, …). Its methods
+// are meant for the test's goroutine.
+type Cluster = natstest.Cluster
+
+// Option configures RunServer and RunCluster.
+type Option = natstest.Option
+
+// ClusterName is the name of the cluster RunCluster starts.
+const ClusterName = natstest.ClusterName
+
+// DefaultReadyTimeout bounds how long RunServer and RunCluster wait for a
+// server (or a cluster's meta leader) to be ready.
+const DefaultReadyTimeout = natstest.DefaultReadyTimeout
+
+// PollInterval is how often WaitFor re-checks its condition.
+const PollInterval = natstest.PollInterval
 
 // RunServer starts an embedded nats-server with JetStream on a random
 // localhost port, storing files in t.TempDir() (or WithStoreDir), waits
@@ -28,90 +42,56 @@ type Server struct {
 // every connection it handed out are closed when the test ends.
 func RunServer(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	cfg := newConfig(opts)
-	dir := cfg.storeDir
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	s := &Server{cfg: cfg}
-	s.node = &node{t: t, cfg: &s.cfg, name: "fleettest", storeDir: dir}
-	if err := s.node.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
-	s.nc = s.Connect(t)
-	js, err := jetstream.New(s.nc)
-	if err != nil {
-		t.Fatalf("fleettest: %v", err)
-	}
-	s.js = js
-	s.waitJetStream(t)
-	return s
+	return natstest.RunServer(t, opts...)
 }
 
-// URL is the server's client URL, e.g. "nats://127.0.0.1:41234". It stays
-// the same across Restart.
-func (s *Server) URL() string { return s.node.url() }
-
-// Conn is the connection made by RunServer. It reconnects after Restart.
-func (s *Server) Conn() *nats.Conn { return s.nc }
-
-// JS is a JetStream context on Conn.
-func (s *Server) JS() jetstream.JetStream { return s.js }
-
-// NATSServer is the running nats-server, nil while shut down.
-func (s *Server) NATSServer() *server.Server { return s.node.server() }
-
-// StoreDir is the JetStream store directory.
-func (s *Server) StoreDir() string { return s.node.storeDir }
-
-// Connect opens another connection to the server, closed when t ends. It
-// reconnects forever (every 50ms), so it survives Restart.
-func (s *Server) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
+// RunCluster starts an n-node cluster (n ≥ 2) with JetStream, waits for
+// its meta leader and for every node to be known to it, and returns it
+// with a client connected to all nodes. Everything stops when the test
+// ends.
+func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	return connect(t, s.URL(), s.cfg.connectOptions("fleettest"), opts)
+	return natstest.RunCluster(t, n, opts...)
 }
 
-// Restart shuts the server down and starts it again on the same port and
-// store directory, then waits until the default connection has reconnected
-// and JetStream answers. File-stored streams and buckets survive.
-func (s *Server) Restart(t testing.TB) {
+// WithAccount names the account whose streams the cluster's leader helpers
+// look at. Defaults to the global account ("$G").
+func WithAccount(name string) Option { return natstest.WithAccount(name) }
+
+// WithStoreDir keeps JetStream files in dir instead of t.TempDir(). For a
+// cluster, node i uses dir/<node name>.
+func WithStoreDir(dir string) Option { return natstest.WithStoreDir(dir) }
+
+// WithConfig changes the server options before each start (including
+// restarts), e.g. to add users and permissions for auth tests; for a
+// cluster it applies to every node.
+func WithConfig(fn func(*server.Options)) Option { return natstest.WithConfig(fn) }
+
+// WithConnectOptions adds options to every client connection handed out.
+func WithConnectOptions(opts ...nats.Option) Option { return natstest.WithConnectOptions(opts...) }
+
+// WithReadyTimeout replaces DefaultReadyTimeout.
+func WithReadyTimeout(d time.Duration) Option { return natstest.WithReadyTimeout(d) }
+
+// WithServerLogs sends the server's notices, warnings and errors to t.Log.
+func WithServerLogs() Option { return natstest.WithServerLogs() }
+
+// FreePort returns a TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
 	t.Helper()
-	s.node.stop()
-	if err := s.node.start(); err != nil {
-		t.Fatal(err)
-	}
-	s.waitJetStream(t)
+	return natstest.FreePort(t)
 }
 
-// Shutdown stops the server and waits until it is gone. Connections stay
-// open and keep trying to reconnect until the test ends. Safe to call twice.
-func (s *Server) Shutdown() { s.node.stop() }
-
-func (s *Server) waitJetStream(t testing.TB) {
+// WaitFor calls cond every PollInterval until it returns nil, and fails the
+// test with cond's last error if that does not happen within timeout. Call
+// it from the test's goroutine.
+func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	WaitFor(t, s.cfg.readyTimeout, func() error {
-		if !s.nc.IsConnected() {
-			return fmt.Errorf("client not connected (%v)", s.nc.Status())
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := s.js.AccountInfo(ctx)
-		return err
-	})
+	natstest.WaitFor(t, timeout, cond)
 }
 
-// connect dials urls with base options then extra ones, and closes the
-// connection at the end of t.
-func connect(t testing.TB, urls string, base, extra []nats.Option) *nats.Conn {
-	t.Helper()
-	nc, err := nats.Connect(urls, append(base, extra...)...)
-	if err != nil {
-		t.Fatalf("fleettest: connect %s: %v", urls, err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
-
-// nodeDir is the store directory of a cluster node under root.
-func nodeDir(root, name string) string { return filepath.Join(root, name) }
+// IgnoreServerGoroutines is the goleak option for what an embedded server
+// leaves behind after Shutdown on purpose: a stream with a source keeps a
+// goroutine that waits up to 30 s to set up its source consumer, and it
+// ends on its own.
+func IgnoreServerGoroutines() goleak.Option { return natstest.IgnoreServerGoroutines() }

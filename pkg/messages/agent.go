@@ -26,4 +26,8 @@ type AgentPresence struct {
 	Interval Duration  `json:"interval"`
 	// Stopping is set by an agent that is shutting down.
 	Stopping bool `json:"stopping,omitempty"`
+	// Handlers are the names of the Go handlers the agent registered,
+	// sorted. The coordinator refuses a job whose steps name a handler
+	// that no present agent of the pool registers.
+	Handlers []string `json:"handlers,omitempty"`
 }

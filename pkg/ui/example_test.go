@@ -6,37 +6,23 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"testing"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/jetfleet/jetfleet/internal/embedded"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/ui"
 )
 
-// A dashboard for a fleet: an embedded JetStream server and a coordinator
-// here; in production the connection's URL and credentials are the
-// operator's.
+// A dashboard for a fleet: a test fleet here; in production the
+// connection's URL and credentials are the operator's.
 func Example() {
-	srv, err := embedded.Start(embedded.Options{})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		panic(err)
-	}
-	defer nc.Close()
+	t := &exampleT{} // in a test: the test's *testing.T
+	defer t.cleanup()
+	fleet := fleettest.RunFleet(t, nil) // a server, a coordinator and an agent
+	nc := fleet.Server.Conn()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	coord, err := coordinator.New(nc, coordinator.Config{})
-	if err != nil {
-		panic(err)
-	}
-	go func() { _ = coord.Run(ctx) }()
-	<-coord.Ready()
 
 	dash, err := ui.New(nc, ui.Config{ReadOnly: true})
 	if err != nil {
@@ -56,4 +42,32 @@ func Example() {
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Println(resp.StatusCode, strings.Contains(string(body), "No jobs"), resp.Header.Get("X-Frame-Options"))
 	// Output: 200 true DENY
+}
+
+// exampleT is the smallest testing.TB for a runnable example: it collects
+// cleanups and panics on failure.
+type exampleT struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (t *exampleT) Helper()                   {}
+func (t *exampleT) Cleanup(f func())          { t.cleanups = append(t.cleanups, f) }
+func (t *exampleT) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
+func (t *exampleT) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (t *exampleT) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (t *exampleT) Logf(string, ...any)       {}
+func (t *exampleT) TempDir() string {
+	dir, err := os.MkdirTemp("", "fleettest-example-")
+	if err != nil {
+		panic(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func (t *exampleT) cleanup() {
+	for i := len(t.cleanups) - 1; i >= 0; i-- {
+		t.cleanups[i]()
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -85,40 +84,30 @@ func startFleet(t testing.TB, cfg Config) *testFleet {
 	t.Cleanup(func() {
 		goleak.VerifyNone(t, opt, fleettest.IgnoreServerGoroutines())
 	})
-	srv := fleettest.RunServer(t)
-	// Connections first: cleanups run last-registered first, so the
-	// processes stop before their connections close.
-	coordConn, uiConn := srv.Connect(t), srv.Connect(t)
-	agentConns := []*nats.Conn{srv.Connect(t), srv.Connect(t)}
+	f := &testFleet{broken: &brokenItems{}}
+	handlers := agent.Builtins()
+	handlers["maybe"] = f.broken.handler
+	fleet := fleettest.RunFleet(t, handlers,
+		fleettest.WithAgents(2), fleettest.WithConcurrency(4), fleettest.WithLogger(testLogger(t)),
+		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) {
+			c.Provision, c.StatusInterval = testProv, 20*time.Millisecond
+		}),
+		fleettest.WithAgentConfig(func(i int, c *agent.Config) {
+			c.Name, c.Provision = fmt.Sprintf("agent-%d", i), testProv
+			c.ShutdownTimeout, c.PresenceInterval = time.Second, 200*time.Millisecond
+		}))
+	f.srv, f.client = fleet.Server, fleet.Client
+	// The dashboard stops before its connection closes (cleanups run
+	// last-registered first).
+	uiConn := f.srv.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	coord, err := coordinator.New(coordConn, coordinator.Config{
-		Provision: testProv, StatusInterval: 20 * time.Millisecond, Logger: testLogger(t),
-	})
-	require.NoError(t, err)
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = coord.Run(ctx) }()
-	select {
-	case <-coord.Ready():
-	case <-time.After(20 * time.Second):
-		t.Fatal("coordinator not ready")
-	}
-	f := &testFleet{srv: srv, broken: &brokenItems{}}
-	for i, nc := range agentConns {
-		a := agent.New(nc, agent.Config{
-			Name: fmt.Sprintf("agent-%d", i), Concurrency: 4, Provision: testProv, ShutdownTimeout: time.Second,
-			PresenceInterval: 200 * time.Millisecond, Logger: testLogger(t),
-		}).HandleBuiltins().Handle("maybe", f.broken.handler)
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = a.Run(ctx) }()
-	}
-	f.client, err = coordinator.NewClient(srv.Conn(), "")
-	require.NoError(t, err)
 	cfg.Logger = testLogger(t)
 	if cfg.FlushInterval == 0 {
 		cfg.FlushInterval = 50 * time.Millisecond
 	}
+	var err error
 	f.ui, err = New(uiConn, cfg)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -1,4 +1,4 @@
-package fleettest
+package natstest
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package fleettest_test
+package natstest_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 )
 
 func TestMain(m *testing.M) {
@@ -24,7 +24,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 }
 
 func TestRunServerRoundtrip(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	ctx := ctxT(t, 10*time.Second)
 	js := srv.JS()
 
@@ -54,7 +54,7 @@ func TestRunServerRoundtrip(t *testing.T) {
 }
 
 func TestRestartKeepsFileStream(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	ctx := ctxT(t, 20*time.Second)
 	url := srv.URL()
 
@@ -83,12 +83,12 @@ func TestRestartKeepsFileStream(t *testing.T) {
 
 func TestWithStoreDir(t *testing.T) {
 	dir := t.TempDir()
-	srv := fleettest.RunServer(t, fleettest.WithStoreDir(dir))
+	srv := natstest.RunServer(t, natstest.WithStoreDir(dir))
 	require.Equal(t, dir, srv.StoreDir())
 }
 
 func TestClusterR3SurvivesNodeLoss(t *testing.T) {
-	c := fleettest.RunCluster(t, 3)
+	c := natstest.RunCluster(t, 3)
 	ctx := ctxT(t, 60*time.Second)
 	js := c.JS()
 
@@ -103,7 +103,7 @@ func TestClusterR3SurvivesNodeLoss(t *testing.T) {
 	// like any JetStream producer, retry it with the same Nats-Msg-Id.
 	publish := func(from, to int) {
 		for i := from; i < to; i++ {
-			fleettest.WaitFor(t, 20*time.Second, func() error {
+			natstest.WaitFor(t, 20*time.Second, func() error {
 				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				defer cancel()
 				_, err := js.Publish(pctx, "r3.x", fmt.Appendf(nil, "%d", i), jetstream.WithMsgID(fmt.Sprint(i)))
@@ -136,7 +136,7 @@ func TestClusterR3SurvivesNodeLoss(t *testing.T) {
 	c.RestartNode(t, leader)
 	require.NotNil(t, c.Server(leader))
 	c.WaitForStreamLeader(t, "R3") // every running replica current again
-	fleettest.WaitFor(t, 10*time.Second, func() error {
+	natstest.WaitFor(t, 10*time.Second, func() error {
 		if !c.Server(leader).JetStreamIsStreamCurrent("$G", "R3") {
 			return fmt.Errorf("node %s has not caught up on R3", c.NodeName(leader))
 		}

@@ -1,0 +1,126 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// image is an item; resizeArgs are the step's with: arguments.
+type image struct {
+	ID   string `json:"id"`
+	Path string `json:"path"`
+}
+
+type resizeArgs struct {
+	Width int `json:"width"`
+}
+
+// A handler with typed with: arguments. A with: value of the wrong type,
+// or one the type does not declare, fails the step for good with the
+// field's path: the item is dead-lettered at once, not retried.
+func ExampleTypedWith() {
+	t := &exampleT{} // in a test: the test's *testing.T
+	defer t.cleanup()
+	f := fleettest.RunFleet(t, map[string]agent.HandlerFunc{
+		"resize": agent.TypedWith(func(_ context.Context, _ *agent.Call, it image, with resizeArgs) (any, error) {
+			fmt.Printf("resize %s to %dpx\n", it.Path, with.Width)
+			return nil, nil
+		}),
+	})
+	items, _ := coordinator.ItemsOf(image{"a", "a.jpg"})
+	for _, with := range []map[string]any{{"width": 200}, {"width": "wide"}, {"widht": 200}} {
+		st := f.Run(t, &messages.JobSpec{Items: items,
+			AgentTemplate: []messages.Step{{Handler: "resize", With: with}}}, time.Minute)
+		if st.DeadLettered > 0 {
+			dl, _ := f.Client.DLQList(context.Background(), messages.DLQFilter{JobID: st.ID})
+			attempts := dl.Entries[0].Entry.Attempts
+			fmt.Println("dead-lettered:", attempts[len(attempts)-1].Message)
+		}
+	}
+	// Output:
+	// resize a.jpg to 200px
+	// dead-lettered: with.width: want int, got string
+	// dead-lettered: with.widht: unknown field
+}
+
+// Middleware around every handler of an agent: here it records each call
+// and its outcome. A handler's panic reaches the middleware as an error
+// (agent.ErrPanic) and fails the step; the agent goes on.
+func ExampleAgent_Use() {
+	t := &exampleT{}
+	defer t.cleanup()
+	var mu sync.Mutex
+	var calls []string
+	record := func(next agent.HandlerFunc) agent.HandlerFunc {
+		return func(ctx context.Context, c *agent.Call) (any, error) {
+			out, err := next(ctx, c)
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, fmt.Sprintf("%s %s: out=%v err=%v panic=%v", c.StepName, c.ItemID, out, err, errors.Is(err, agent.ErrPanic)))
+			return out, err
+		}
+	}
+	shout := func(_ context.Context, _ *agent.Call, it struct{ Word string }) (any, error) {
+		if it.Word == "" {
+			panic("no word")
+		}
+		return strings.ToUpper(it.Word), nil
+	}
+	f := fleettest.RunFleet(t, map[string]agent.HandlerFunc{"shout": agent.Typed(shout)},
+		fleettest.WithAgentSetup(func(a *agent.Agent) { a.Use(record) }))
+
+	one := 1
+	once := &messages.RetryConfig{Attempts: &one}
+	items, _ := coordinator.ItemsOf(map[string]string{"id": "a", "word": "jet"}, map[string]string{"id": "b"})
+	st := f.Run(t, &messages.JobSpec{Items: items,
+		AgentTemplate: []messages.Step{{Name: "shout", Handler: "shout", RetryConfig: once}}}, time.Minute)
+	slices.Sort(calls)
+	for _, c := range calls {
+		fmt.Println(c)
+	}
+	fmt.Printf("%s: %d succeeded, %d dead-lettered\n", st.State, st.Succeeded, st.DeadLettered)
+	// Output:
+	// shout a: out=JET err=<nil> panic=false
+	// shout b: out=<nil> err=handler panicked: no word panic=true
+	// failed: 1 succeeded, 1 dead-lettered
+}
+
+// exampleT is the smallest testing.TB for a runnable example: it collects
+// cleanups and panics on failure.
+type exampleT struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (t *exampleT) Helper()                   {}
+func (t *exampleT) Cleanup(f func())          { t.cleanups = append(t.cleanups, f) }
+func (t *exampleT) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
+func (t *exampleT) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (t *exampleT) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (t *exampleT) Logf(string, ...any)       {}
+func (t *exampleT) TempDir() string {
+	dir, err := os.MkdirTemp("", "fleettest-example-")
+	if err != nil {
+		panic(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func (t *exampleT) cleanup() {
+	for i := len(t.cleanups) - 1; i >= 0; i-- {
+		t.cleanups[i]()
+	}
+}

@@ -1,0 +1,73 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// presenceEntry is a watched entry of the agents bucket.
+type presenceEntry struct {
+	key   string
+	value []byte
+	op    jetstream.KeyValueOp
+}
+
+func (e presenceEntry) Bucket() string                  { return "fleet_agents" }
+func (e presenceEntry) Key() string                     { return e.key }
+func (e presenceEntry) Value() []byte                   { return e.value }
+func (e presenceEntry) Revision() uint64                { return 1 }
+func (e presenceEntry) Created() time.Time              { return time.Time{} }
+func (e presenceEntry) Delta() uint64                   { return 0 }
+func (e presenceEntry) Operation() jetstream.KeyValueOp { return e.op }
+
+func put(pool, name string, handlers ...string) presenceEntry {
+	b, _ := json.Marshal(messages.AgentPresence{Name: name, Pool: pool, Handlers: handlers})
+	return presenceEntry{key: messages.AgentKey(pool, name), value: b, op: jetstream.KeyValuePut}
+}
+
+func TestHandlerProblemsFollowThePresentAgents(t *testing.T) {
+	d := newAgentDirectory()
+	c := &Coordinator{agents: d}
+	spec := &messages.JobSpec{
+		AgentTemplate: []messages.Step{{Shell: "true"}, {Handler: "upload"}},
+		Reduce:        []messages.Step{{Handler: "merge"}},
+		ErrorPolicy:   &messages.ErrorPolicy{OnItemFailure: &messages.ItemFailureAction{Action: messages.ItemFailureCustom, Custom: &messages.Step{Handler: "alert"}}},
+	}
+	fields := func() []string {
+		var fs []string
+		for _, p := range c.handlerProblems(context.Background(), spec) {
+			fs = append(fs, p.Field)
+		}
+		return fs
+	}
+	// No agent of the pool: anything goes (and no bucket to read).
+	require.Empty(t, fields())
+
+	d.apply(put("default", "a1", "upload"))
+	d.apply(put("other", "b1", "merge", "alert"))
+	require.Equal(t, []string{"reduce[0].handler", "error_policy.on_item_failure.custom.handler"}, fields())
+	p := c.handlerProblems(context.Background(), spec)[0]
+	require.Equal(t, `reduce[0].handler: no agent of pool "default" registers handler "merge"`, p.Error())
+
+	// One agent of the pool with the handler is enough.
+	d.apply(put("default", "a2", "merge", "alert"))
+	require.Empty(t, fields())
+
+	// A stopped agent no longer counts; the last one gone leaves the pool
+	// open again.
+	d.apply(presenceEntry{key: messages.AgentKey("default", "a2"), op: jetstream.KeyValueDelete})
+	require.Equal(t, []string{"reduce[0].handler", "error_policy.on_item_failure.custom.handler"}, fields())
+	d.apply(presenceEntry{key: messages.AgentKey("default", "a1"), op: jetstream.KeyValuePurge})
+	require.Empty(t, fields())
+
+	// The spec's pool is the one checked.
+	spec.Pool = "other"
+	require.Equal(t, []string{"agent_template[1].handler"}, fields())
+}
