@@ -211,6 +211,9 @@ func (rw *rewrite) hoistMap(m map[string]any) {
 			continue
 		case !slices.Contains(mapFields, to):
 			rw.addf(p, "unknown field in map (it takes %s)%s", strings.Join(mapFields, ", "), suggestion(k, mapFields))
+			if s := closest(k, mapFields); s != "" && mm[s] == nil {
+				rw.bad = append(rw.bad, s) // misspelt: given, not missing
+			}
 			continue
 		}
 		if _, dup := m[to]; dup {
