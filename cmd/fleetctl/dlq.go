@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -33,6 +34,7 @@ var dlqCommands = []struct {
 	{"export", "write entries as JSON lines (--out FILE, default stdout)", runDLQExport},
 	{"replay", "republish entries to their jobs (--dry-run, --rate N, --reset-attempts); Ctrl-C cancels", runDLQReplay},
 	{"purge", "delete entries for good (needs --yes)", runDLQPurge},
+	{"retry", "retry JOB: replay the job's entries, as replay --job JOB (Prodigy's dlq retry)", runDLQRetry},
 }
 
 func runDLQ(ctx context.Context, env *cliEnv, args []string) int {
@@ -60,7 +62,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) int {
 			return c.run(ctx, env, args[1:])
 		}
 	}
-	errorf(env, "dlq: unknown command %q (list, get, stats, export, replay, purge)", args[0])
+	errorf(env, "dlq: unknown command %q (list, get, stats, export, replay, retry, purge)", args[0])
 	return exitUsage
 }
 
@@ -464,6 +466,27 @@ func runDLQPurge(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	fmt.Fprintf(env.stdout, "purged %d entries\n", n)
 	return exitOK
+}
+
+// runDLQRetry is "dlq retry JOB [replay flags]", Prodigy's name of
+// "dlq replay --job JOB".
+func runDLQRetry(ctx context.Context, env *cliEnv, args []string) int {
+	const usage = "usage: fleetctl dlq retry JOB [--dry-run] [--rate N] [--reset-attempts] [--json]: replays JOB's dead letters, as dlq replay --job JOB"
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprintln(env.stdout, usage)
+		return exitOK
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(env.stderr, usage)
+		return exitUsage
+	}
+	for _, a := range args[1:] {
+		if a == "--job" || a == "-job" || strings.HasPrefix(a, "--job=") || strings.HasPrefix(a, "-job=") {
+			errorf(env, "dlq retry: the job is %q; --job is not needed", args[0])
+			return exitUsage
+		}
+	}
+	return runDLQReplay(ctx, env, append([]string{"--job", args[0]}, args[1:]...))
 }
 
 func runDLQReplay(ctx context.Context, env *cliEnv, args []string) int {
