@@ -318,6 +318,9 @@ func printEntry(w io.Writer, ref *messages.DLQEntryRef) {
 	row("error", e.Error)
 	row("dead-lettered", fmt.Sprintf("%s by %s", e.DeadLetteredAt.Format(time.RFC3339), orDash(e.Agent)))
 	row("generation", fmt.Sprintf("%d (replayed %d times)", e.Generation, e.ReplayCount))
+	if e.ItemRuns > 0 {
+		row("item runs", fmt.Sprintf("%d whole-item runs (error_policy.retry_config); TRY below is run.try", e.ItemRuns))
+	}
 	row("work message", fmt.Sprintf("%s seq %d", e.Subject, e.StreamSeq))
 	row("payload", string(e.Payload))
 	_ = tw.Flush()
@@ -336,7 +339,11 @@ func printEntry(w io.Writer, ref *messages.DLQEntryRef) {
 		if a.DelayMS > 0 {
 			decision += fmt.Sprintf(" in %s", time.Duration(a.DelayMS)*time.Millisecond)
 		}
-		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s → %s\n", a.Generation, a.Attempt, a.Time.UTC().Format("2006-01-02 15:04:05.000Z"),
+		try := strconv.Itoa(a.Attempt)
+		if a.ItemRun > 0 {
+			try = fmt.Sprintf("%d.%d", a.ItemRun, a.Attempt)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s → %s\n", a.Generation, try, a.Time.UTC().Format("2006-01-02 15:04:05.000Z"),
 			cell(step), cell(orDash(a.Agent)), cell(orDash(a.ErrorClass)), exit, a.DurationMS, oneLine(a.Message, 80), cell(orDash(decision)))
 	}
 	_ = tw.Flush()

@@ -217,6 +217,9 @@ func printSummary(out io.Writer, st *messages.JobStatus, elapsed time.Duration) 
 		budget += ", EXHAUSTED"
 	}
 	row("retries", st.Retries, budget)
+	if st.ItemRetries > 0 {
+		row("item re-runs", st.ItemRetries, "failed items run again as a whole (error_policy.retry_config), among the retries")
+	}
 	if br := st.Breaker; br != nil {
 		fmt.Fprintf(w, "  breaker\t%s\n", breakerLine(br))
 	}

@@ -425,7 +425,7 @@ func (a *Agent) itemFailed(ctx context.Context, it *item, reason string, err err
 // state write that conflicts means another agent now holds the item: this
 // one steps aside and leaves the message alone.
 func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e end) (next bool, out string) {
-	att.Decision = string(e.kind)
+	att.Decision, att.ItemRun = string(e.kind), itemRun(it) // the run it ended, before an item retry moves on
 	switch e.kind {
 	case endLater:
 		a.nakDelay(it, laterDelay)
