@@ -131,6 +131,7 @@ func TestNoEffectWarnings(t *testing.T) {
 		{"thresholds that the first failure pre-empts", "error_policy: {continue_on_failure: false, max_failures: 3}\n", []string{"error_policy.max_failures"}},
 		{"paths as written", "commands:\n  - shell: x\n    retry_config: {jitter_factor: 0.5}\n", []string{"commands[0].retry_config.jitter_factor"}},
 		{"none for dlq with retry_config", "error_policy: {on_item_failure: dlq, retry_config: {max_attempts: 3}}\n", nil},
+		{"thresholds one item never reaches", "commands: [{shell: x}]\nerror_policy: {max_failures: 2, failure_threshold: 0.5}\n", []string{"error_policy.failure_threshold", "error_policy.max_failures"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

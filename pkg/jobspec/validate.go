@@ -150,6 +150,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	}
 	if s.ErrorPolicy != nil {
 		v.errorPolicy("error_policy", s.ErrorPolicy)
+		v.thresholdsReached(s)
 	}
 	if s.RetryBudget != nil {
 		v.budget("retry_budget", s.RetryBudget)
@@ -573,6 +574,23 @@ func (v *validator) errorPolicy(p string, ep *messages.ErrorPolicy) {
 				v.warnf(fp, "has no effect with continue_on_failure: false (the first failed item stops the job)")
 			}
 		}
+	}
+}
+
+// thresholdsReached warns about the failure thresholds a job of inline
+// items can never reach: failure_threshold applies from
+// retry.MinFinishedForThreshold finished items on, max_failures at that
+// many failed ones.
+func (v *validator) thresholdsReached(s *messages.JobSpec) {
+	n, ep := len(s.Items), s.ErrorPolicy
+	if n == 0 || ep.ContinueOnFailure != nil && !*ep.ContinueOnFailure {
+		return // read from a file: not counted here; or the first failure stops the job (warned above)
+	}
+	if ep.FailureThreshold != nil && n < retry.MinFinishedForThreshold && v.isGiven("error_policy.failure_threshold") {
+		v.warnf("error_policy.failure_threshold", "has no effect: it applies from %d finished items on, and the job has %d", retry.MinFinishedForThreshold, n)
+	}
+	if ep.MaxFailures != nil && *ep.MaxFailures > n && v.isGiven("error_policy.max_failures") {
+		v.warnf("error_policy.max_failures", "has no effect: the job has %d items, fewer than %d", n, *ep.MaxFailures)
 	}
 }
 
