@@ -39,9 +39,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/internal/provision"
-	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
-	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -86,16 +84,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	fs.TextVar(&retention, "job-retention", retention, "how long a finished job's record is kept before it is deleted with the rest of the job's data, e.g. 7d, 36h (env FLEET_JOB_RETENTION)")
 	fs.DurationVar(&cfg.LateResultWindow, "late-result-window", coordinator.DefaultLateResultWindow, "how long a finished job still counts late results; its data is cleaned up after it (and after its dead letters have left the DLQ)")
-	bs, err := budget.SettingsFromEnv(getenv)
-	if err != nil {
+	// AD-44's settings: the environment, then the flags over it.
+	if err := envflag.Policy(fs, getenv, &cfg.Budget, &cfg.BestEffort); err != nil {
 		return err
 	}
-	cfg.Budget = bs // flags below override the environment
-	budget.RegisterFlags(fs, &cfg.Budget)
-	if cfg.BestEffort, err = jobspec.BestEffortSettingsFromEnv(getenv); err != nil {
-		return err
-	}
-	jobspec.RegisterBestEffortFlags(fs, &cfg.BestEffort)
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
 	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default (env FLEET_PPROF_ADDR)")
 	pools := fs.String("pools", getenv("FLEET_POOLS"), "comma-separated pools whose work consumers are created at start, so agents that may only bind to theirs (least privilege) find them (env FLEET_POOLS)")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -33,6 +34,7 @@ var dlqCommands = []struct {
 	{"export", "write entries as JSON lines (--out FILE, default stdout)", runDLQExport},
 	{"replay", "republish entries to their jobs (--dry-run, --rate N, --reset-attempts); Ctrl-C cancels", runDLQReplay},
 	{"purge", "delete entries for good (needs --yes)", runDLQPurge},
+	{"retry", "retry JOB: replay the job's entries, as replay --job JOB (Prodigy's dlq retry)", runDLQRetry},
 }
 
 func runDLQ(ctx context.Context, env *cliEnv, args []string) int {
@@ -60,7 +62,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) int {
 			return c.run(ctx, env, args[1:])
 		}
 	}
-	errorf(env, "dlq: unknown command %q (list, get, stats, export, replay, purge)", args[0])
+	errorf(env, "dlq: unknown command %q (list, get, stats, export, replay, retry, purge)", args[0])
 	return exitUsage
 }
 
@@ -316,6 +318,9 @@ func printEntry(w io.Writer, ref *messages.DLQEntryRef) {
 	row("error", e.Error)
 	row("dead-lettered", fmt.Sprintf("%s by %s", e.DeadLetteredAt.Format(time.RFC3339), orDash(e.Agent)))
 	row("generation", fmt.Sprintf("%d (replayed %d times)", e.Generation, e.ReplayCount))
+	if e.ItemRuns > 0 {
+		row("item runs", fmt.Sprintf("%d whole-item runs (error_policy.retry_config); TRY below is run.try", e.ItemRuns))
+	}
 	row("work message", fmt.Sprintf("%s seq %d", e.Subject, e.StreamSeq))
 	row("payload", string(e.Payload))
 	_ = tw.Flush()
@@ -334,7 +339,11 @@ func printEntry(w io.Writer, ref *messages.DLQEntryRef) {
 		if a.DelayMS > 0 {
 			decision += fmt.Sprintf(" in %s", time.Duration(a.DelayMS)*time.Millisecond)
 		}
-		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s → %s\n", a.Generation, a.Attempt, a.Time.UTC().Format("2006-01-02 15:04:05.000Z"),
+		try := strconv.Itoa(a.Attempt)
+		if a.ItemRun > 0 {
+			try = fmt.Sprintf("%d.%d", a.ItemRun, a.Attempt)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s → %s\n", a.Generation, try, a.Time.UTC().Format("2006-01-02 15:04:05.000Z"),
 			cell(step), cell(orDash(a.Agent)), cell(orDash(a.ErrorClass)), exit, a.DurationMS, oneLine(a.Message, 80), cell(orDash(decision)))
 	}
 	_ = tw.Flush()
@@ -464,6 +473,27 @@ func runDLQPurge(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	fmt.Fprintf(env.stdout, "purged %d entries\n", n)
 	return exitOK
+}
+
+// runDLQRetry is "dlq retry JOB [replay flags]", Prodigy's name of
+// "dlq replay --job JOB".
+func runDLQRetry(ctx context.Context, env *cliEnv, args []string) int {
+	const usage = "usage: fleetctl dlq retry JOB [--dry-run] [--rate N] [--reset-attempts] [--json]: replays JOB's dead letters, as dlq replay --job JOB"
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprintln(env.stdout, usage)
+		return exitOK
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(env.stderr, usage)
+		return exitUsage
+	}
+	for _, a := range args[1:] {
+		if a == "--job" || a == "-job" || strings.HasPrefix(a, "--job=") || strings.HasPrefix(a, "-job=") {
+			errorf(env, "dlq retry: the job is %q; --job is not needed", args[0])
+			return exitUsage
+		}
+	}
+	return runDLQReplay(ctx, env, append([]string{"--job", args[0]}, args[1:]...))
 }
 
 func runDLQReplay(ctx context.Context, env *cliEnv, args []string) int {

@@ -145,6 +145,15 @@ func TestDLQReplayThroughTheCLI(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, out, "dry run: 30 entries would be replayed")
 	require.Len(t, listJSON(t, url, "--job", "cli-thirty", "--limit", "0"), bad)
+	// Prodigy's name: dlq retry JOB is dlq replay --job JOB.
+	code, out, errOut = cli(t, url, "dlq", "retry", "cli-thirty", "--dry-run")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "dry run: 30 entries would be replayed")
+	code, _, errOut = cli(t, url, "dlq", "retry", "cli-thirty", "--job", "other")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "--job is not needed")
+	code, _, _ = cli(t, url, "dlq", "retry")
+	require.Equal(t, exitUsage, code)
 
 	fix(t, dir)
 	code, out, errOut = cli(t, url, "dlq", "replay", "--job", "cli-thirty")

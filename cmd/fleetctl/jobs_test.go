@@ -204,3 +204,37 @@ func TestRunReadsLocalInputs(t *testing.T) {
 		require.Equal(t, tt.want, st.Succeeded, out)
 	}
 }
+
+// fleetctl run hosts its coordinator with the settings cmd/coordinator
+// reads (envflag.Policy): AD-44's per-workflow cap of 2 lets an item that
+// always fails with a network error retry twice, where its attempts: 10
+// alone would retry 9 times.
+func TestRunReadsTheCoordinatorsEnvironment(t *testing.T) {
+	path := writeSpec(t, `
+id: cli-ad44-env
+items: [{id: a}]
+agent_template:
+  - shell: "echo 'connection refused' >&2; exit 1"
+    retry_config: {attempts: 10, initial_delay: 10ms, max_delay: 10ms, retry_on: [network]}
+`)
+	runJob := func(env map[string]string) *messages.JobStatus {
+		code, out, errOut := cliEnvMap(t, env, "run", path, "--agents", "1", "--json")
+		require.Equal(t, exitFailed, code, errOut)
+		var st messages.JobStatus
+		require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+		require.EqualValues(t, 1, st.DeadLettered)
+		return &st
+	}
+	st := runJob(map[string]string{"RETRY_BUDGET_PER_WORKFLOW_DEFAULT": "2", "RETRY_BUDGET_PER_WORKFLOW_MAX": "2"})
+	require.EqualValues(t, 2, st.Retries)
+	require.Equal(t, 2, st.Budget.PerItemMax)
+	st = runJob(nil)
+	require.EqualValues(t, 9, st.Retries, "attempts: 10 without the settings")
+
+	code, _, errOut := cliEnvMap(t, map[string]string{"RETRY_BUDGET_PER_WORKFLOW_MAX": "two"}, "run", path)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "RETRY_BUDGET_PER_WORKFLOW_MAX")
+	code, _, errOut = cliEnvMap(t, map[string]string{"BEST_EFFORT_DEFAULT_DEADLINE_SECONDS": "-1"}, "run", path)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "BEST_EFFORT_DEFAULT_DEADLINE_SECONDS")
+}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
 )
 
 // localFleet is a coordinator and N agents in this process, on an embedded
@@ -33,6 +35,10 @@ type localOptions struct {
 	concurrency int
 	inputDir    string
 	logger      zerolog.Logger
+	// budget and bestEffort are the coordinator's AD-44 settings
+	// (envflag.Policy).
+	budget     budget.Settings
+	bestEffort jobspec.BestEffortSettings
 }
 
 func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
@@ -58,7 +64,8 @@ func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	f.cancel = cancel
-	coord, err := coordinator.New(nc, coordinator.Config{Prefix: o.conn.prefix, InputDir: o.inputDir, Logger: o.logger})
+	coord, err := coordinator.New(nc, coordinator.Config{Prefix: o.conn.prefix, InputDir: o.inputDir, Logger: o.logger,
+		Budget: o.budget, BestEffort: o.bestEffort})
 	if err != nil {
 		f.stop()
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/examples"
+	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -32,8 +33,18 @@ func runRun(ctx context.Context, env *cliEnv, args []string) int {
 	conc := fs.Int("concurrency", 8, "items each agent runs at once")
 	asJSON := fs.Bool("json", false, "print the final status as JSON")
 	logLevel := fs.String("log-level", "warn", "log level of the in-process coordinator and agents")
+	var o localOptions
+	// The coordinator's AD-44 settings, read as cmd/coordinator reads them.
+	if err := envflag.Policy(fs, env.getenv, &o.budget, &o.bestEffort); err != nil {
+		errorf(env, "%v", err)
+		return exitUsage
+	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if err := o.budget.Validate(); err != nil {
+		errorf(env, "%v", err)
+		return exitUsage
 	}
 	path, spec, ok := specArg(env, fs)
 	if !ok {
@@ -43,7 +54,7 @@ func runRun(ctx context.Context, env *cliEnv, args []string) int {
 		errorf(env, "--agents: %d, want >= 1", *agents)
 		return exitUsage
 	}
-	o := localOptions{conn: conn, agents: *agents, concurrency: *conc}
+	o.conn, o.agents, o.concurrency = conn, *agents, *conc
 	if spec.Input != "" && expand.IsFileRef(spec.Input) {
 		// The in-process coordinator reads the local file: its input
 		// directory is the file's, as the job file names it (relative
@@ -205,6 +216,9 @@ func printSummary(out io.Writer, st *messages.JobStatus, elapsed time.Duration) 
 		budget += ", EXHAUSTED"
 	}
 	row("retries", st.Retries, budget)
+	if st.ItemRetries > 0 {
+		row("item re-runs", st.ItemRetries, "failed items run again as a whole (error_policy.retry_config), among the retries")
+	}
 	if br := st.Breaker; br != nil {
 		fmt.Fprintf(w, "  breaker\t%s\n", breakerLine(br))
 	}

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -35,6 +38,12 @@ type validateReport struct {
 	Steps int `json:"steps"`
 	// Groups is the number of best-effort groups (group_by), when counted.
 	Groups int `json:"groups,omitempty"`
+	// Notes say, with --explain, what each field written in another
+	// layout (Prodigy's map: or commands:, AD-44's submission fields)
+	// means in jetfleet's terms, and Spec is the job as jetfleet runs it:
+	// rewritten into its own layout, defaults filled in.
+	Notes []messages.FieldError `json:"notes,omitempty"`
+	Spec  *messages.JobSpec     `json:"spec,omitempty"`
 	// remote is set when the items are in the object store, not counted.
 	remote bool
 }
@@ -47,6 +56,7 @@ type validateReport struct {
 func runValidate(ctx context.Context, env *cliEnv, args []string) int {
 	fs := newFlagSet(env, "validate", validateUsage)
 	asJSON := fs.Bool("json", false, `print {"valid", "problems": [{"field", "message", "line"}], "items", "steps"}`)
+	explain := fs.Bool("explain", false, "also print what the job means in jetfleet's terms: a note on each field written in Prodigy's layout or with AD-44's names, and the spec as jetfleet runs it (its own layout, defaults filled in)")
 	if code, ok := parseFlags(fs, validateFlagsFirst(args)); !ok {
 		return code
 	}
@@ -56,11 +66,20 @@ func runValidate(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	path := fs.Arg(0)
 	rep := validateFile(ctx, path)
+	if *explain && rep.Valid {
+		explainFile(path, rep)
+	}
 	if *asJSON {
 		writeJSON(env.stdout, rep)
 	} else if rep.Valid {
 		for _, w := range rep.Warnings {
 			fmt.Fprintf(env.stdout, "warning: %s\n", w.Error())
+		}
+		for _, n := range rep.Notes {
+			fmt.Fprintf(env.stdout, "note: %s\n", n.Error())
+		}
+		if rep.Spec != nil {
+			fmt.Fprintf(env.stdout, "# %s in jetfleet's terms, defaults filled in:\n%s", path, specYAML(rep.Spec))
 		}
 		fmt.Fprintf(env.stdout, "%s: valid (%s)\n", path, validateSummary(rep))
 	} else {
@@ -162,4 +181,46 @@ func validateFlagsFirst(args []string) []string {
 		rest = append(rest, a)
 	}
 	return append(append(flags, "--"), rest...)
+}
+
+// explainFile adds the notes and the effective spec of a valid spec file
+// to rep.
+func explainFile(path string, rep *validateReport) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	spec, notes, err := jobspec.Explain(data)
+	if err != nil {
+		return
+	}
+	rep.Notes, rep.Spec = notes, jobspec.WithDefaults(spec)
+}
+
+// specYAML renders a spec as block-style YAML, fields in the order of its
+// JSON form.
+func specYAML(spec *messages.JobSpec) string {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return err.Error() + "\n"
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(data, &n); err != nil {
+		return err.Error() + "\n"
+	}
+	var block func(*yaml.Node)
+	block = func(n *yaml.Node) {
+		n.Style = 0
+		for _, c := range n.Content {
+			block(c)
+		}
+	}
+	block(&n)
+	var out strings.Builder
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return err.Error() + "\n"
+	}
+	return out.String()
 }

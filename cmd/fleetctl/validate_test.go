@@ -195,3 +195,44 @@ func TestValidateWarnsOfACappedInitialDelay(t *testing.T) {
 	require.JSONEq(t, `{"valid": true, "problems": [], "items": 1, "steps": 1, "warnings": [
 		{"field": "agent_template[0].retry_config.initial_delay", "line": 4, "message": "1m is greater than max_delay 30s (default): every delay is capped at 30s"}]}`, out)
 }
+
+// The source documents' job examples (pkg/jobspec/testdata/seeds) through
+// `fleetctl validate`, as a Prodigy user pastes them: the jobs are valid,
+// with the items of the input files they name counted; the claude example
+// is refused by field; --explain says what Prodigy's layout means.
+func TestValidateSeedExamples(t *testing.T) {
+	dir := filepath.Join("..", "..", "pkg", "jobspec", "testdata", "seeds")
+	for _, name := range []string{
+		"002-integration.yaml", "003-command-level-configuration.yaml", "003-command-level-example.yaml",
+		"003-workflow-level-configuration.yaml", "003-using-both-systems.yaml", "003-example-1-standard.yaml",
+		"003-example-2-simple-mapreduce.yaml", "003-example-3-robust-mapreduce.yaml",
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut := runValidateCLI(t, filepath.Join(dir, name))
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			require.Contains(t, out, ": valid (")
+			require.NotContains(t, out, "warning:")
+		})
+	}
+
+	code, out, _ := runValidateCLI(t, filepath.Join(dir, "001-mapreduce-integration.yaml"))
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, out, "map.agent_template[0].claude (line 17): claude steps")
+	require.Contains(t, out, "map.agent_template[1].on_failure.claude (line 20): claude steps")
+
+	code, out, errOut := runValidateCLI(t, "--explain", filepath.Join(dir, "003-example-1-standard.yaml"))
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, `note: commands (line 3): are agent_template, run in order as one item (id "standard")`)
+	require.Contains(t, out, "agent_template:\n  - name: step-1\n    shell: fetch-data.sh\n")
+	require.Contains(t, out, "        fallback:\n          command: save-to-local.sh\n")
+	require.Contains(t, out, "valid (1 item, 3 steps)")
+
+	code, out, _ = runValidateCLI(t, "--explain", "--json", filepath.Join(dir, "003-workflow-level-configuration.yaml"))
+	require.Equal(t, exitOK, code)
+	var rep validateReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.EqualValues(t, 3, rep.Items)
+	require.Equal(t, "items.json", rep.Spec.Input)
+	require.Equal(t, 3, *rep.Spec.ErrorPolicy.RetryConfig.MaxAttempts)
+	require.NotEmpty(t, rep.Notes)
+}

@@ -188,7 +188,8 @@ type ItemFailure struct {
 	Reason string
 	Err    error
 	// Retry is the workflow's verdict on the failure
-	// ([retry.Workflow.OnItemFailure]); read under on_item_failure: retry.
+	// ([retry.Workflow.OnItemFailure]); read under on_item_failure: retry
+	// and dlq ([retry.RetriesItems]).
 	Retry retry.Verdict
 	// Grant is the job budget's answer to the claim NeedsClaim asks for.
 	Grant budget.Grant
@@ -198,9 +199,9 @@ type ItemFailure struct {
 }
 
 // NeedsClaim reports whether the verdict needs a unit of the job's retry
-// budget: on_item_failure: retry has runs left for the item.
+// budget: the workflow's retry_config has runs left for the item.
 func (f *ItemFailure) NeedsClaim() bool {
-	return !f.Reduce && f.Action == messages.ItemFailureRetry && f.Retry.Action == messages.ItemFailureRetry
+	return !f.Reduce && retry.RetriesItems(f.Action) && f.Retry.Action == messages.ItemFailureRetry
 }
 
 // ItemVerdict is what becomes of a failed item. It is a plain value.
@@ -234,14 +235,16 @@ func (f *ItemFailure) Verdict() ItemVerdict {
 	case f.Action == messages.ItemFailureCustom:
 		v.Reason = messages.ReasonCustomFailed
 		v.Err = errors.Join(f.Err, fmt.Errorf("on_item_failure custom step: %w", f.CustomErr))
-	case f.Action == messages.ItemFailureRetry && f.Retry.Action != messages.ItemFailureRetry: // runs spent, or permanent
-		v.Reason = f.Retry.Reason
-	case f.Action == messages.ItemFailureRetry && f.Grant.Granted:
+	case !retry.RetriesItems(f.Action): // stop
+	case f.Retry.Action != messages.ItemFailureRetry: // runs spent, or permanent ("" under dlq without retry_config)
+		v.Reason = cmp.Or(f.Retry.Reason, v.Reason)
+	case f.Grant.Granted:
 		v = ItemVerdict{Rerun: true, Delay: f.Retry.Delay}
-	case f.Action == messages.ItemFailureRetry: // the job's retry budget refused the run
+	default: // the job's retry budget refused the run
 		v.Reason, v.Deny = denial(f.Grant)
-	default: // dlq, and stop (the coordinator then stops the job): dead-lettered
 	}
+	// Otherwise dead-lettered: dlq, retry, and stop (the coordinator then
+	// stops the job).
 	return v
 }
 
@@ -394,7 +397,7 @@ func (a *Agent) itemFailed(ctx context.Context, it *item, reason string, err err
 	f := ItemFailure{Reduce: it.wi.Phase == messages.PhaseReduce, Action: it.job.onItem, Reason: reason, Err: err}
 	if !f.Reduce {
 		switch f.Action {
-		case messages.ItemFailureRetry:
+		case messages.ItemFailureRetry, messages.ItemFailureDLQ:
 			f.Retry = it.job.workflow.OnItemFailure(retry.ItemFailure{
 				Run: max(it.st.ItemRun, 1), LastDelay: it.st.ItemDelay.D(), Err: err,
 			}, retry.Counts{}, a.cfg.Rand)
@@ -422,7 +425,7 @@ func (a *Agent) itemFailed(ctx context.Context, it *item, reason string, err err
 // state write that conflicts means another agent now holds the item: this
 // one steps aside and leaves the message alone.
 func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e end) (next bool, out string) {
-	att.Decision = string(e.kind)
+	att.Decision, att.ItemRun = string(e.kind), itemRun(it) // the run it ended, before an item retry moves on
 	switch e.kind {
 	case endLater:
 		a.nakDelay(it, laterDelay)

@@ -231,6 +231,20 @@ func TestItemVerdict(t *testing.T) {
 			want:       ItemVerdict{Outcome: messages.OutcomeDeadLettered, Reason: messages.ReasonItemBudget, Deny: itemDeny}, wantErrs: []error{stepErr},
 		},
 		{
+			name: "dlq with a workflow retry_config: re-run granted", in: with(failed(messages.ItemFailureDLQ), func(f *ItemFailure) { f.Retry, f.Grant = again, budget.Grant{Granted: true} }),
+			needsClaim: true,
+			want:       ItemVerdict{Rerun: true, Delay: 4 * time.Second},
+		},
+		{
+			name: "dlq with a workflow retry_config: runs spent", in: with(failed(messages.ItemFailureDLQ), func(f *ItemFailure) { f.Retry = spent }),
+			want: ItemVerdict{Outcome: messages.OutcomeDeadLettered, Reason: messages.ReasonItemRetryExhausted}, wantErrs: []error{stepErr},
+		},
+		{
+			name: "dlq with a workflow retry_config: re-run denied by the job budget", in: with(failed(messages.ItemFailureDLQ), func(f *ItemFailure) { f.Retry, f.Grant = again, budget.Grant{Deny: jobDeny} }),
+			needsClaim: true,
+			want:       ItemVerdict{Outcome: messages.OutcomeDeadLettered, Reason: messages.ReasonJobBudget, Deny: jobDeny}, wantErrs: []error{stepErr},
+		},
+		{
 			name: "a reduce item fails: its outcome is the job's, whatever on_item_failure says",
 			in:   with(failed(messages.ItemFailureRetry), func(f *ItemFailure) { f.Reduce, f.Retry = true, again }),
 			want: ItemVerdict{Outcome: messages.OutcomeFailed, Reason: messages.ReasonAttempts}, wantErrs: []error{stepErr},

@@ -389,6 +389,7 @@ func (a *Agent) result(it *item, outcome string) *messages.Result {
 	if it.set != nil && len(it.set.steps) > 1 {
 		res.Steps = stepRuns(it)
 	}
+	res.ItemRuns = itemRun(it)
 	return res
 }
 
@@ -455,6 +456,15 @@ func (a *Agent) attempt(it *item, step, attempt int, f *retry.Failure, class str
 	}
 }
 
+// itemRun is the item's whole-item run (1-based) in a job whose
+// error_policy.retry_config re-runs failed items, 0 in others.
+func itemRun(it *item) int {
+	if it.job == nil || it.job.workflow == nil || it.job.workflow.Retry() == nil || it.wi.Phase == messages.PhaseReduce {
+		return 0
+	}
+	return max(it.st.ItemRun, 1)
+}
+
 func (a *Agent) pushHistory(it *item, att messages.Attempt) {
 	it.st.History = append(it.st.History, att)
 	if n := len(it.st.History); n > MaxHistory {
@@ -472,7 +482,7 @@ func (a *Agent) dlqEntry(it *item) *messages.DLQEntry {
 		JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
 		Pool: a.cfg.Pool, Payload: it.wi.Payload, CorrelationID: it.wi.CorrelationID,
 		Subject: it.m.Subject(), StreamSeq: it.md.Sequence.Stream, Generation: it.wi.Generation,
-		Attempts: hist, AttemptsDropped: it.wi.HistoryDropped + it.st.HistoryDropped, Reason: it.st.Reason, Error: it.st.Error, ErrorClass: it.st.ErrorClass,
+		ItemRuns: itemRun(it), Attempts: hist, AttemptsDropped: it.wi.HistoryDropped + it.st.HistoryDropped, Reason: it.st.Reason, Error: it.st.Error, ErrorClass: it.st.ErrorClass,
 		Signature: retry.Signature(it.st.Error), ReplayCount: it.wi.ReplayCount,
 		DeadLetteredAt: a.cfg.Clock.Now(), Agent: a.cfg.Name,
 	}

@@ -147,6 +147,7 @@ func newJobRunner(c *Coordinator, rec messages.JobRecord, rev uint64) *jobRunner
 	// snapshot for readers.
 	st := &r.rec.Status
 	st.Succeeded, st.Failed, st.DeadLettered, st.Skipped, st.NotRun, st.Retries = 0, 0, 0, 0, 0, 0
+	st.ItemRetries = 0
 	st.Budget.DeniedJob, st.Budget.DeniedItem = 0, 0
 	st.LateResults = 0
 	st.Published = rec.Cursor
@@ -409,6 +410,7 @@ func (r *jobRunner) count(code uint8, res *messages.Result, sign int64) {
 	}
 	if sign > 0 {
 		st.Retries += int64(res.Retries)
+		st.ItemRetries += int64(max(res.ItemRuns-1, 0))
 	}
 	switch res.Reason {
 	case messages.ReasonJobBudget:

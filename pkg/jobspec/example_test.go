@@ -93,3 +93,30 @@ func ExampleValidate() {
 	// Output:
 	// invalid job spec: agent_template[0].shell: ${map.*} references are only allowed in reduce steps; error_policy.max_failures: must be >= 1, got 0; items[1]: duplicate item id "a" (same as items[0])
 }
+
+// A job in Prodigy's layout, pasted as written: Explain says what each of
+// its fields means in jetfleet's own layout.
+func ExampleExplain() {
+	spec, notes, err := jobspec.Explain([]byte(`name: nightly
+mode: mapreduce
+map:
+  input: "items.json"
+  agent_template:
+    - shell: "process ${item.id}"
+      on_failure:
+        shell: "cleanup ${item.id}"
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, n := range notes {
+		fmt.Println(n)
+	}
+	fmt.Println(spec.Input, spec.AgentTemplate[0].RetryConfig.OnFailure.Fallback)
+	// Output:
+	// mode (line 2): mapreduce: the job runs agent_template once per item (map.agent_template), then reduce once
+	// map (line 3): its fields are the job's own (map.input is input, map.agent_template is agent_template, ...)
+	// map.agent_template[0].on_failure (line 7): is the step's fallback (retry_config.on_failure: {fallback: {command: ...}}): it runs when the step gives up, and the item goes on with the next step if it succeeds
+	// items.json cleanup ${item.id}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -22,6 +23,19 @@ func FuzzParseYAML(f *testing.F) {
 	for _, s := range fuzzYAMLSeeds() {
 		f.Add(s)
 	}
+	// The source documents' job examples, in Prodigy's layout.
+	seeds, err := filepath.Glob("testdata/seeds/*.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range seeds {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("items: [a]\ncommands: [{shell: x, on_failure: {shell: y}}]\nretry_budget_per_workflow: 2\nbest_effort: true\nbest_effort_min_dcs: 1\nbest_effort_deadline_seconds: 2.5\n"))
 	f.Fuzz(func(t *testing.T, data []byte) { checkParsed(t, data, Parse) })
 }
 

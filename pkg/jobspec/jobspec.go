@@ -57,23 +57,65 @@ func ToJSON(data []byte) ([]byte, error) {
 
 // Warnings returns what a valid job spec sets that is accepted as it is but
 // probably not meant so, each with its field path and line: an
-// initial_delay above max_delay, whose delays are all capped at max_delay.
+// initial_delay above max_delay, whose delays are all capped at max_delay,
+// and every field accepted that has no effect (a jitter_factor without
+// jitter, error_policy.retry_config under on_item_failure: skip, ...).
 // It returns nil for a spec with problems (Parse reports those).
 func Warnings(data []byte) []messages.FieldError {
-	t := readTree(data, isJSON(data))
-	if t.value == nil {
+	r := readSpec(data, isJSON(data))
+	if r.problems() > 0 {
 		return nil
 	}
-	var spec messages.JobSpec
-	d := newDecoder()
-	d.value("", t.value, reflect.ValueOf(&spec).Elem())
-	v := &validator{bad: d.bad, given: d.given}
-	v.jobSpec(&spec)
-	if len(t.problems)+len(d.problems)+len(v.problems) > 0 {
-		return nil
+	warnings := append(r.rw.renamed(r.v.warnings), r.rw.warnings...)
+	setLines(warnings, r.t.lines)
+	return warnings
+}
+
+// Explain returns what a job spec means in jetfleet's own terms: the spec
+// as jetfleet reads it (the layout rewritten, nothing filled in; see
+// WithDefaults for the effective values) and a note for each field written
+// in another layout (Prodigy's map: or commands:, AD-44's submission
+// fields) saying what it became, with its path and line. A spec with
+// problems returns them as Parse does.
+func Explain(data []byte) (*messages.JobSpec, []messages.FieldError, error) {
+	spec, err := Parse(data)
+	if err != nil {
+		return nil, nil, err
 	}
-	setLines(v.warnings, t.lines)
-	return v.warnings
+	r := readSpec(data, isJSON(data))
+	notes := r.rw.notes
+	setLines(notes, r.t.lines)
+	return spec, notes, nil
+}
+
+// read is a job spec document read: its tree, rewritten into jetfleet's
+// layout, decoded and validated.
+type read struct {
+	t    tree
+	rw   *rewrite
+	spec messages.JobSpec
+	d    *decoder
+	v    *validator
+}
+
+func readSpec(data []byte, asJSON bool) *read {
+	r := &read{t: readTree(data, asJSON), d: newDecoder()}
+	if r.t.value == nil && len(r.t.problems) > 0 {
+		r.rw, r.v = &rewrite{}, &validator{}
+		return r
+	}
+	r.rw = rewriteLayout(&r.t)
+	for _, b := range r.rw.bad {
+		r.d.bad[b] = true
+	}
+	r.d.value("", r.t.value, reflect.ValueOf(&r.spec).Elem())
+	r.v = &validator{bad: r.d.bad, given: r.d.given}
+	r.v.jobSpec(&r.spec)
+	return r
+}
+
+func (r *read) problems() int {
+	return len(r.t.problems) + len(r.rw.problems) + len(r.d.problems) + len(r.v.problems)
 }
 
 // ParseRetryConfig decodes and validates a standalone retry_config
@@ -98,7 +140,7 @@ func ParseRetryConfig(data []byte) (*messages.RetryConfig, error) {
 	d.value(path, value, reflect.ValueOf(&rc).Elem())
 	v := &validator{bad: d.bad, given: d.given}
 	v.retryConfig(path, &rc, false)
-	if err := t.invalid(messages.KindRetryConfig, d, v); err != nil {
+	if err := t.invalid(messages.KindRetryConfig, d, v, nil); err != nil {
 		return nil, err
 	}
 	return &rc, nil
@@ -119,29 +161,27 @@ func ParseRetryConfigFile(path string) (*messages.RetryConfig, error) {
 // has problems (theirs are dropped at or under a field that failed to
 // decode).
 func parseSpec(data []byte, asJSON bool) (*messages.JobSpec, error) {
-	t := readTree(data, asJSON)
-	if t.value == nil && len(t.problems) > 0 {
-		return nil, &messages.ValidationError{Problems: t.problems}
+	r := readSpec(data, asJSON)
+	if r.t.value == nil && len(r.t.problems) > 0 {
+		return nil, &messages.ValidationError{Problems: r.t.problems}
 	}
-	var spec messages.JobSpec
-	d := newDecoder()
-	d.value("", t.value, reflect.ValueOf(&spec).Elem())
-	v := &validator{bad: d.bad, given: d.given}
-	v.jobSpec(&spec)
-	for _, p := range shell.CheckSpec(&spec) {
-		v.addf(p.Field, "%s", p.Message)
+	for _, p := range shell.CheckSpec(&r.spec) {
+		r.v.addf(p.Field, "%s", p.Message)
 	}
-	if err := t.invalid("", d, v); err != nil {
+	if err := r.t.invalid("", r.d, r.v, r.rw); err != nil {
 		return nil, err
 	}
-	return &spec, nil
+	return &r.spec, nil
 }
 
 // invalid returns every problem of the document (its own, the decoder's,
-// the validator's) in a *messages.ValidationError of kind, each with its
+// the validator's, the layout rewrite's; the paths as written) in a *messages.ValidationError of kind, each with its
 // line, or nil when there are none.
-func (t tree) invalid(kind string, d *decoder, v *validator) error {
-	problems := append(append(t.problems, d.problems...), v.problems...)
+func (t tree) invalid(kind string, d *decoder, v *validator, rw *rewrite) error {
+	problems := append(append(t.problems, rw.renamed(d.problems)...), rw.renamed(v.problems)...)
+	if rw != nil {
+		problems = append(problems, rw.problems...)
+	}
 	if len(problems) == 0 {
 		return nil
 	}

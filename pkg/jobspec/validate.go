@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Validate checks the values of a spec built in code: tokens, required
@@ -149,6 +150,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	}
 	if s.ErrorPolicy != nil {
 		v.errorPolicy("error_policy", s.ErrorPolicy)
+		v.thresholdsReached(s)
 	}
 	if s.RetryBudget != nil {
 		v.budget("retry_budget", s.RetryBudget)
@@ -311,6 +313,26 @@ func (v *validator) retryConfig(p string, rc *messages.RetryConfig, reduce bool)
 	}
 	if rc.OnFailure != nil {
 		v.onFailure(messages.JoinPath(p, "on_failure"), rc.OnFailure, reduce)
+	}
+	v.noEffect(p, rc.Attempts, "attempts", rc.Jitter, "backoff", "initial_delay", "max_delay", "jitter", "jitter_factor", "jitter_mode", "retry_on", "retry_budget")
+}
+
+// noEffect warns about the retry fields under p that are given but have no
+// effect: every delay setting when attempts (attemptsField) is 1, which
+// never retries, and jitter_factor and jitter_mode without jitter: true.
+func (v *validator) noEffect(p string, attempts *int, attemptsField string, jitter bool, delayFields ...string) {
+	if attempts != nil && *attempts == 1 {
+		for _, f := range delayFields {
+			if fp := messages.JoinPath(p, f); v.isGiven(fp) {
+				v.warnf(fp, "has no effect: %s: 1 never retries", attemptsField)
+			}
+		}
+		return
+	}
+	for _, f := range []string{"jitter_factor", "jitter_mode"} {
+		if fp := messages.JoinPath(p, f); !jitter && v.isGiven(fp) {
+			v.warnf(fp, "has no effect without jitter: true")
+		}
 	}
 }
 
@@ -538,7 +560,37 @@ func (v *validator) errorPolicy(p string, ep *messages.ErrorPolicy) {
 		v.breaker(messages.JoinPath(p, "circuit_breaker"), cb)
 	}
 	if rc := ep.RetryConfig; rc != nil {
-		v.retryBounds(messages.JoinPath(p, "retry_config"), "max_attempts", rc.MaxAttempts, rc.Backoff, rc.InitialDelay, rc.MaxDelay, rc.JitterFactor)
+		rp := messages.JoinPath(p, "retry_config")
+		v.retryBounds(rp, "max_attempts", rc.MaxAttempts, rc.Backoff, rc.InitialDelay, rc.MaxDelay, rc.JitterFactor)
+		if a := ep.OnItemFailure; a != nil && !retry.RetriesItems(a.Action) {
+			v.warnf(rp, "has no effect with on_item_failure: %s (failed items are run again under dlq and retry only)", a.Action)
+		} else {
+			v.noEffect(rp, rc.MaxAttempts, "max_attempts", rc.Jitter, "backoff", "initial_delay", "max_delay", "jitter", "jitter_factor")
+		}
+	}
+	if ep.ContinueOnFailure != nil && !*ep.ContinueOnFailure {
+		for _, f := range []string{"max_failures", "failure_threshold"} {
+			if fp := messages.JoinPath(p, f); v.isGiven(fp) {
+				v.warnf(fp, "has no effect with continue_on_failure: false (the first failed item stops the job)")
+			}
+		}
+	}
+}
+
+// thresholdsReached warns about the failure thresholds a job of inline
+// items can never reach: failure_threshold applies from
+// retry.MinFinishedForThreshold finished items on, max_failures at that
+// many failed ones.
+func (v *validator) thresholdsReached(s *messages.JobSpec) {
+	n, ep := len(s.Items), s.ErrorPolicy
+	if n == 0 || ep.ContinueOnFailure != nil && !*ep.ContinueOnFailure {
+		return // read from a file: not counted here; or the first failure stops the job (warned above)
+	}
+	if ep.FailureThreshold != nil && n < retry.MinFinishedForThreshold && v.isGiven("error_policy.failure_threshold") {
+		v.warnf("error_policy.failure_threshold", "has no effect: it applies from %d finished items on, and the job has %d", retry.MinFinishedForThreshold, n)
+	}
+	if ep.MaxFailures != nil && *ep.MaxFailures > n && v.isGiven("error_policy.max_failures") {
+		v.warnf("error_policy.max_failures", "has no effect: the job has %d items, fewer than %d", n, *ep.MaxFailures)
 	}
 }
 

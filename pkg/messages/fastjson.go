@@ -172,7 +172,7 @@ func smallInt(v []byte) (int64, bool) {
 }
 
 // resultFields are Result's JSON names.
-var resultFields = []string{"job_id", "item_id", "index", "group", "outcome", "generation", "attempts", "retries", "reason",
+var resultFields = []string{"job_id", "item_id", "index", "group", "outcome", "generation", "attempts", "retries", "item_runs", "reason",
 	"error", "error_class", "signature", "output", "phase", "agent", "finished_at", "duration_ms", "steps"}
 
 // decodeResult decodes obj, a JSON object, into r (zero).
@@ -199,6 +199,8 @@ func resultMember(r *Result, name, v []byte) error {
 		return setInt(v, &r.Attempts)
 	case "retries":
 		return setInt(v, &r.Retries)
+	case "item_runs":
+		return setInt(v, &r.ItemRuns)
 	case "reason":
 		return setString(v, &r.Reason)
 	case "error":
@@ -361,6 +363,9 @@ func appendResult(b []byte, r *Result) (_ []byte, ok bool) {
 	num("generation", int64(r.Generation))
 	num("attempts", int64(r.Attempts))
 	num("retries", int64(r.Retries))
+	if r.ItemRuns != 0 {
+		num("item_runs", int64(r.ItemRuns))
+	}
 	str("reason", r.Reason, true)
 	str("error", r.Error, true)
 	str("error_class", r.ErrorClass, true)

@@ -151,7 +151,7 @@ func TestFastCodecsKnowEveryField(t *testing.T) {
 	require.NoError(t, DecodeWorkItem(data, &got))
 	require.Equal(t, full, got)
 
-	res := Result{JobID: "j", ItemID: "i", Index: 1, Group: "g", Outcome: "failed", Generation: 2, Attempts: 3, Retries: 4,
+	res := Result{JobID: "j", ItemID: "i", Index: 1, Group: "g", Outcome: "failed", Generation: 2, Attempts: 3, Retries: 4, ItemRuns: 2,
 		Reason: "r", Error: "e", ErrorClass: "c", Signature: "s", Output: "o", Phase: PhaseReduce, Agent: "a",
 		FinishedAt: time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC), DurationMS: 6, Steps: []StepRun{{Step: 1, Runs: 2, DurationMS: 3}}}
 	rv = reflect.ValueOf(res)

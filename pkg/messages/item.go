@@ -100,6 +100,10 @@ type Attempt struct {
 	DelayMS int64 `json:"delay_ms,omitempty"`
 	// Generation is the work-message generation the attempt ran under.
 	Generation int `json:"generation,omitempty"`
+	// ItemRun is the whole-item run the attempt belongs to (1-based), in
+	// jobs whose error_policy.retry_config re-runs failed items; 0 in
+	// others.
+	ItemRun int `json:"item_run,omitempty"`
 	// NotRun marks a step that gave up without running: its circuit
 	// breaker was open (reason circuit_open), or the item's agent_timeout
 	// was up (agent_timeout). It is not counted as a run.
@@ -129,7 +133,8 @@ type ItemState struct {
 	// in this generation, or in this whole-item run (on_item_failure:
 	// retry). The job's agent_timeout counts from it.
 	StartedAt time.Time `json:"started_at,omitzero"`
-	// ItemRun counts whole-item runs under on_item_failure: retry (1-based).
+	// ItemRun counts whole-item runs under error_policy.retry_config
+	// (on_item_failure: retry or dlq; 1-based).
 	ItemRun int `json:"item_run,omitempty"`
 	// ItemDelay is the backoff before the current whole-item run.
 	ItemDelay Duration `json:"item_delay,omitempty"`
@@ -212,6 +217,9 @@ type Result struct {
 	Attempts int `json:"attempts"`
 	// Retries is the number of retries (redeliveries after a failure).
 	Retries int `json:"retries"`
+	// ItemRuns is the number of whole-item runs the item took, in jobs
+	// whose error_policy.retry_config re-runs failed items; 0 in others.
+	ItemRuns int `json:"item_runs,omitempty"`
 	// Reason is why the item gave up (Reason* constants).
 	Reason     string `json:"reason,omitempty"`
 	Error      string `json:"error,omitempty"`
@@ -247,10 +255,14 @@ type DLQEntry struct {
 	Payload       json.RawMessage `json:"payload"`
 	CorrelationID string          `json:"correlation_id"`
 	// Subject and StreamSeq locate the original work message.
-	Subject    string    `json:"subject"`
-	StreamSeq  uint64    `json:"stream_seq"`
-	Generation int       `json:"generation"`
-	Attempts   []Attempt `json:"attempts"`
+	Subject    string `json:"subject"`
+	StreamSeq  uint64 `json:"stream_seq"`
+	Generation int    `json:"generation"`
+	// ItemRuns is the number of whole-item runs the item took before it
+	// was dead-lettered, in jobs whose error_policy.retry_config re-runs
+	// failed items (each attempt says its run); 0 in others.
+	ItemRuns int       `json:"item_runs,omitempty"`
+	Attempts []Attempt `json:"attempts"`
 	// AttemptsDropped counts attempts left out of Attempts (the oldest), to
 	// keep the entry within the server's max_payload.
 	AttemptsDropped int `json:"attempts_dropped,omitempty"`

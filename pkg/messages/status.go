@@ -38,18 +38,21 @@ const (
 // JobStatus is a job's status (docs/contract.md §7). When the job ends,
 // Succeeded+DeadLettered+Skipped+NotRun+Failed == Items.
 type JobStatus struct {
-	ID               string       `json:"id"`
-	Name             string       `json:"name,omitempty"`
-	Pool             string       `json:"pool"`
-	State            string       `json:"state"`
-	Items            int64        `json:"items"`
-	Published        int64        `json:"published"`
-	Succeeded        int64        `json:"succeeded"`
-	Failed           int64        `json:"failed"`
-	DeadLettered     int64        `json:"dead_lettered"`
-	Skipped          int64        `json:"skipped"`
-	NotRun           int64        `json:"not_run"`
-	Retries          int64        `json:"retries"`
+	ID           string `json:"id"`
+	Name         string `json:"name,omitempty"`
+	Pool         string `json:"pool"`
+	State        string `json:"state"`
+	Items        int64  `json:"items"`
+	Published    int64  `json:"published"`
+	Succeeded    int64  `json:"succeeded"`
+	Failed       int64  `json:"failed"`
+	DeadLettered int64  `json:"dead_lettered"`
+	Skipped      int64  `json:"skipped"`
+	NotRun       int64  `json:"not_run"`
+	Retries      int64  `json:"retries"`
+	// ItemRetries counts the whole-item re-runs of the finished items
+	// (error_policy.retry_config); they are among Retries too.
+	ItemRetries      int64        `json:"item_retries,omitempty"`
 	Budget           BudgetStatus `json:"budget"`
 	CompletionReason string       `json:"completion_reason,omitempty"`
 	// Success is false for a finished best-effort job with too few groups.

@@ -88,7 +88,9 @@ func NewWorkflow(ep *messages.ErrorPolicy) (*Workflow, error) {
 	if w.action == messages.ItemFailureRetry || ep.RetryConfig != nil {
 		rp, err := NewWorkflowPolicy(ep.RetryConfig)
 		ce.Problems = append(ce.Problems, prefixed("retry_config", err)...)
-		w.retry = rp
+		if RetriesItems(w.action) {
+			w.retry = rp
+		}
 	}
 	if err := ce.err(); err != nil {
 		return nil, err
@@ -122,14 +124,23 @@ func joinPath(prefix, field string) string {
 	return prefix + "." + field
 }
 
+// RetriesItems reports whether on_item_failure action re-runs a failed item
+// as a whole under error_policy.retry_config: retry (with retry_config's
+// defaults when it is unset) and dlq (only when retry_config is set: the
+// item is dead-lettered once its runs are spent). Under skip, stop and
+// custom, retry_config has no effect.
+func RetriesItems(action string) bool {
+	return action == messages.ItemFailureRetry || action == messages.ItemFailureDLQ
+}
+
 // Action is on_item_failure: dlq, retry, skip, stop or custom.
 func (w *Workflow) Action() string { return w.action }
 
 // Custom is the step run for on_item_failure: custom (nil otherwise).
 func (w *Workflow) Custom() *messages.Step { return w.custom }
 
-// Retry is the whole-item retry policy (nil unless on_item_failure is retry
-// or error_policy.retry_config is set).
+// Retry is the whole-item retry policy: nil unless on_item_failure is
+// retry, or dlq with error_policy.retry_config set.
 func (w *Workflow) Retry() *WorkflowPolicy { return w.retry }
 
 // Breaker is the job's circuit breaker, nil when none is configured.
@@ -190,16 +201,16 @@ type ItemFailure struct {
 // Verdict is what follows an item failure.
 type Verdict struct {
 	// Action is messages.ItemFailureDLQ, ItemFailureRetry, ItemFailureSkip,
-	// ItemFailureStop or ItemFailureCustom. Under on_item_failure: retry it
-	// is retry while runs remain, then dlq.
+	// ItemFailureStop or ItemFailureCustom. Under on_item_failure: retry,
+	// and dlq with a retry_config, it is retry while runs remain, then dlq.
 	Action string
 	// Delay is the backoff before the item's next run (retry only).
 	Delay time.Duration
 	// Custom is the step to run with the failed item (custom only).
 	Custom *messages.Step
-	// Reason is messages.ReasonItemRetryExhausted when on_item_failure:
-	// retry ran out of runs (or the error was permanent) and the item goes
-	// to the DLQ; "" otherwise.
+	// Reason is messages.ReasonItemRetryExhausted when the whole-item
+	// retries ran out of runs (or the error was permanent) and the item
+	// goes to the DLQ; "" otherwise.
 	Reason string
 	// Final is true when the item reaches a terminal state (every action
 	// but retry): it is then counted as finished and failed.
@@ -214,21 +225,24 @@ type Verdict struct {
 	StopReason string
 }
 
-// OnItemFailure decides what follows an item failure. c are the job's
+// OnItemFailure decides what follows an item failure: under
+// on_item_failure retry, and dlq with error_policy.retry_config set, the
+// item runs again as a whole (a new run from its first step, on any agent)
+// until max_attempts runs are spent, then goes to the DLQ. c are the job's
 // counts before this failure; when the failure is final it is added to them
 // (Finished+1, Failed+1) before [Workflow.Check]. r is the jitter source of
 // whole-item retries (nil = [DefaultRand]).
 func (w *Workflow) OnItemFailure(f ItemFailure, c Counts, r Rand) Verdict {
 	v := Verdict{Action: w.action, Final: true}
-	switch w.action {
-	case messages.ItemFailureRetry:
+	switch {
+	case w.retry != nil: // retry, or dlq with a retry_config: re-run the item, then dead-letter it
 		if d, ok := w.retry.Next(max(f.Run, 1), f.LastDelay, r); ok && !IsPermanent(f.Err) {
 			return Verdict{Action: messages.ItemFailureRetry, Delay: d}
 		}
 		v.Action, v.Reason = messages.ItemFailureDLQ, messages.ReasonItemRetryExhausted
-	case messages.ItemFailureCustom:
+	case w.action == messages.ItemFailureCustom:
 		v.Custom = w.custom
-	case messages.ItemFailureStop:
+	case w.action == messages.ItemFailureStop:
 		v.StopJob, v.StopReason = true, messages.CompletionItemStop
 		return v
 	}

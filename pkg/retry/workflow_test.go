@@ -68,6 +68,11 @@ func TestWorkflowThresholdNeedsTenFinished(t *testing.T) {
 	require.Equal(t, messages.ItemFailureDLQ, v.Action, "the tripping item still reaches the DLQ")
 }
 
+var dlqRetry3 = &messages.ErrorPolicy{
+	OnItemFailure: &messages.ItemFailureAction{Action: messages.ItemFailureDLQ},
+	RetryConfig:   &messages.WorkflowRetryConfig{MaxAttempts: ptr(3), Backoff: &messages.Backoff{Kind: messages.BackoffExponential}},
+}
+
 func TestWorkflowActions(t *testing.T) {
 	custom := &messages.Step{Handler: "notify"}
 	tests := []struct {
@@ -95,6 +100,19 @@ func TestWorkflowActions(t *testing.T) {
 			Verdict{Action: messages.ItemFailureDLQ, Reason: messages.ReasonItemRetryExhausted, Final: true, StopJob: true, StopReason: messages.CompletionMaxFailures}},
 		{"retry: permanent error is not re-run", &messages.ErrorPolicy{OnItemFailure: &messages.ItemFailureAction{Action: messages.ItemFailureRetry}}, ItemFailure{Run: 1, Err: fmt.Errorf("x: %w", Permanent(errors.New("bad input")))}, Counts{},
 			Verdict{Action: messages.ItemFailureDLQ, Reason: messages.ReasonItemRetryExhausted, Final: true}},
+		// 003's configuration: on_item_failure: dlq with a workflow-level
+		// retry_config (max_attempts: 3, exponential) re-runs the item,
+		// then dead-letters it.
+		{"dlq with retry_config: first run is re-run", dlqRetry3, ItemFailure{Run: 1}, Counts{},
+			Verdict{Action: messages.ItemFailureRetry, Delay: time.Second}},
+		{"dlq with retry_config: second run is re-run", dlqRetry3, ItemFailure{Run: 2, LastDelay: time.Second}, Counts{},
+			Verdict{Action: messages.ItemFailureRetry, Delay: 2 * time.Second}},
+		{"dlq with retry_config: third run is dead-lettered", dlqRetry3, ItemFailure{Run: 3}, Counts{},
+			Verdict{Action: messages.ItemFailureDLQ, Reason: messages.ReasonItemRetryExhausted, Final: true}},
+		{"default dlq with retry_config", &messages.ErrorPolicy{RetryConfig: &messages.WorkflowRetryConfig{MaxAttempts: ptr(2)}}, ItemFailure{Run: 1}, Counts{},
+			Verdict{Action: messages.ItemFailureRetry, Delay: time.Second}},
+		{"skip ignores retry_config", &messages.ErrorPolicy{OnItemFailure: &messages.ItemFailureAction{Action: messages.ItemFailureSkip}, RetryConfig: &messages.WorkflowRetryConfig{MaxAttempts: ptr(3)}}, ItemFailure{Run: 1}, Counts{},
+			Verdict{Action: messages.ItemFailureSkip, Final: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -726,7 +726,7 @@ func (s *sim) itemFailed(a, it int32, reason string, err error) {
 	st := &s.items[it]
 	f := agent.ItemFailure{Action: s.onItem, Reason: reason, Err: err}
 	run := max(int(st.run), 1)
-	if f.Action == messages.ItemFailureRetry {
+	if retry.RetriesItems(f.Action) {
 		f.Retry = s.wf.OnItemFailure(retry.ItemFailure{Run: run, LastDelay: time.Duration(st.itemDelay), Err: err}, retry.Counts{}, s.rnd)
 	}
 	if f.NeedsClaim() {

@@ -345,6 +345,18 @@ retry_budget: 1000
 		require.Equal(t, map[string]int64{messages.ReasonItemRetryExhausted: 1}, r.Reasons)
 		require.Equal(t, 7600*ms, r.Duration, "fails at 0.1, 1.2; run 2 at 3.2: 3.3, 4.4; run 3 at 6.4: 6.5, 7.6")
 	})
+	t.Run("dlq with a retry_config: the whole item again, then the DLQ", func(t *testing.T) {
+		r := run(t, cfg("error_policy: {on_item_failure: dlq, retry_config: {max_attempts: 3, backoff: fixed, initial_delay: 2s}}\n", 1))
+		require.Equal(t, int64(6), r.Attempts, "3 whole-item runs of 2 attempts, as under retry")
+		require.Equal(t, int64(5), r.Retries)
+		require.Equal(t, map[string]int64{messages.ReasonItemRetryExhausted: 1}, r.Reasons)
+		require.Equal(t, int64(1), r.DeadLettered)
+	})
+	t.Run("skip leaves a retry_config unused", func(t *testing.T) {
+		r := run(t, cfg("error_policy: {on_item_failure: skip, retry_config: {max_attempts: 3}}\n", 1))
+		require.Equal(t, int64(2), r.Attempts)
+		require.Equal(t, int64(1), r.Skipped)
+	})
 	t.Run("max_failures stops the job", func(t *testing.T) {
 		r := run(t, cfg("error_policy: {max_failures: 2}\n", 10))
 		require.Equal(t, messages.StateStopped, r.State)

@@ -1,0 +1,399 @@
+package jobspec
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// The other layouts a job may be written in (docs/job-spec.md, "Prodigy's
+// layout"), rewritten into jetfleet's own before the spec is decoded, on
+// the document's tree:
+//
+//   - Prodigy's workflow layout: `mode: mapreduce` with a `map:` block
+//     (input, json_path, agent_template, max_parallel, error_policy, ...)
+//     whose fields move to the top level; `mode: standard` with
+//     `commands:`, run in order as one implicit item; a step's own
+//     `on_failure:` holding a command, the step's fallback. Prodigy's
+//     `claude:` steps are refused: nothing in jetfleet can run them.
+//   - AD-44's submission fields: `retry_budget_per_workflow`,
+//     `best_effort: true|false`, `best_effort_min_dcs`,
+//     `best_effort_deadline_seconds`, with AD-44's meaning of 0 ("use the
+//     default").
+//
+// Problems keep the paths as written ("map.agent_template[0].claude"): the
+// rewrite records, for each field it moved, the path it was written at,
+// and problems found on the rewritten tree are renamed back. Each rewrite
+// leaves a note saying what the field means in jetfleet's terms
+// (`fleetctl validate --explain`).
+
+// Modes of Prodigy's layout.
+const (
+	ModeMapReduce = "mapreduce"
+	ModeStandard  = "standard"
+)
+
+// StandardItemID is the id of the one item a standard-mode job
+// (`commands:`) runs.
+const StandardItemID = "standard"
+
+// mapFields are the fields a `map:` block may hold, as jetfleet names them.
+var mapFields = []string{"input", "json_path", "id_field", "agent_template", "max_parallel", "agent_timeout", "error_policy", "items", "group_by"}
+
+// prodigyUnsupported are fields of Prodigy's map phase jetfleet has no
+// counterpart for, with what to do instead.
+var prodigyUnsupported = map[string]string{
+	"filter":    "not supported: jetfleet runs every item json_path selects (filter the input file)",
+	"sort_by":   "not supported: items run in input order",
+	"max_items": "not supported: items run in input order, all of them (cut the input file)",
+	"offset":    "not supported: items run in input order, all of them (cut the input file)",
+	"distinct":  "not supported: item ids must be unique (id_field)",
+}
+
+// claudeRefusal is the problem of a `claude:` step.
+const claudeRefusal = "claude steps (Prodigy's Claude Code commands) cannot run on jetfleet: its agents run shell commands (shell:) and Go handlers registered on the agent (handler:); write the step as one of those"
+
+// rename maps a path of the rewritten tree (from, and everything under it)
+// to the path it was written at (to).
+type rename struct{ from, to string }
+
+// rewrite is what the layout rewrite did to a document.
+type rewrite struct {
+	// steps and blocks are renames: a step's fields first, then the
+	// blocks that moved (a path may go through one of each).
+	steps, blocks []rename
+	// bad are paths of the rewritten tree whose problems are already
+	// reported (a claude step): validation does not report them again.
+	bad []string
+	// notes say what each rewritten field means, at the path it was
+	// written at.
+	notes []messages.FieldError
+	// warnings are fields accepted with no effect, as written.
+	warnings []messages.FieldError
+	// problems are the rewrite's own, as written.
+	problems []messages.FieldError
+}
+
+// written returns the path p of the rewritten tree as it was written.
+func (rw *rewrite) written(p string) string {
+	if rw == nil {
+		return p
+	}
+	for _, list := range [][]rename{rw.steps, rw.blocks} {
+		for _, r := range list {
+			if under(p, r.from) {
+				p = r.to + p[len(r.from):]
+				break
+			}
+		}
+	}
+	return p
+}
+
+// renamed returns problems with their paths as written.
+func (rw *rewrite) renamed(problems []messages.FieldError) []messages.FieldError {
+	for i := range problems {
+		problems[i].Field = rw.written(problems[i].Field)
+	}
+	return problems
+}
+
+func (rw *rewrite) addf(path, format string, args ...any) {
+	rw.problems = append(rw.problems, messages.FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (rw *rewrite) notef(path, format string, args ...any) {
+	rw.notes = append(rw.notes, messages.FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (rw *rewrite) warnf(path, format string, args ...any) {
+	rw.warnings = append(rw.warnings, messages.FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// rewriteLayout rewrites the document's tree in place into jetfleet's
+// layout and returns what it did.
+func rewriteLayout(t *tree) *rewrite {
+	rw := &rewrite{}
+	m, ok := t.value.(map[string]any)
+	if !ok {
+		return rw
+	}
+	mode := rw.mode(m)
+	_, hasMap := m["map"]
+	_, hasCommands := m["commands"]
+	switch {
+	case mode == ModeMapReduce && hasCommands:
+		rw.addf("commands", "only in mode: standard (a mapreduce job's steps are map.agent_template)")
+		delete(m, "commands")
+		hasCommands = false
+	case mode == ModeStandard && hasMap:
+		rw.addf("map", "only in mode: mapreduce (a standard job's steps are commands)")
+		delete(m, "map")
+		hasMap = false
+	case hasMap && hasCommands:
+		rw.addf("commands", "set map (mode: mapreduce) or commands (mode: standard), not both")
+		delete(m, "commands")
+		hasCommands = false
+	}
+	if hasMap {
+		rw.hoistMap(m)
+	}
+	if hasCommands {
+		rw.standard(m)
+	}
+	for _, list := range []string{"agent_template", "reduce"} {
+		rw.unwrapCommands(m, list)
+		if steps, ok := m[list].([]any); ok {
+			for i, st := range steps {
+				if sm, ok := st.(map[string]any); ok {
+					rw.step(messages.IndexPath(list, i), sm)
+				}
+			}
+		}
+	}
+	rw.ad44(m)
+	return rw
+}
+
+// mode reads and removes `mode`.
+func (rw *rewrite) mode(m map[string]any) string {
+	v, ok := m["mode"]
+	if !ok {
+		return ""
+	}
+	delete(m, "mode")
+	s, isStr := v.(string)
+	switch {
+	case !isStr:
+		rw.addf("mode", "expected mapreduce or standard, got %s", describe(v))
+	case s == ModeMapReduce:
+		rw.notef("mode", "mapreduce: the job runs agent_template once per item (map.agent_template), then reduce once")
+		return s
+	case s == ModeStandard:
+		rw.notef("mode", "standard: the job runs its commands in order as one item")
+		return s
+	default:
+		rw.addf("mode", "unknown mode %q (use mapreduce or standard)%s", s, suggestion(s, []string{ModeMapReduce, ModeStandard}))
+	}
+	return ""
+}
+
+// hoistMap moves the fields of a `map:` block to the top level.
+func (rw *rewrite) hoistMap(m map[string]any) {
+	v := m["map"]
+	delete(m, "map")
+	mm, ok := v.(map[string]any)
+	if !ok {
+		rw.addf("map", "expected an object (input, json_path, agent_template, max_parallel, ...), got %s", describe(v))
+		return
+	}
+	for _, k := range sortedKeys(mm) {
+		p := messages.JoinPath("map", k)
+		to := k
+		val := mm[k]
+		if k == "agent_timeout_secs" {
+			n, isNum := val.(json.Number)
+			f, err := asFloat(n)
+			if !isNum || err != nil || f <= 0 || f > math.MaxInt64/1e9 {
+				rw.addf(p, "expected a number of seconds greater than 0, got %s", describe(val))
+				continue
+			}
+			to, val = "agent_timeout", secondsValue(f)
+			rw.notef(p, "is agent_timeout: %s", messages.Duration(f*1e9))
+		}
+		switch {
+		case prodigyUnsupported[k] != "":
+			rw.addf(p, "%s", prodigyUnsupported[k])
+			continue
+		case !slices.Contains(mapFields, to):
+			rw.addf(p, "unknown field in map (it takes %s)%s", strings.Join(mapFields, ", "), suggestion(k, mapFields))
+			if s := closest(k, mapFields); s != "" && mm[s] == nil {
+				rw.bad = append(rw.bad, s) // misspelt: given, not missing
+			}
+			continue
+		}
+		if _, dup := m[to]; dup {
+			rw.addf(p, "%s is set at the top level too: set it once", to)
+			continue
+		}
+		m[to] = val
+		rw.blocks = append(rw.blocks, rename{from: to, to: p})
+	}
+	if m["items"] == nil && m["input"] == nil {
+		rw.blocks = append(rw.blocks, rename{from: "items", to: "map.input"})
+	}
+	rw.notef("map", "its fields are the job's own (map.input is input, map.agent_template is agent_template, ...)")
+}
+
+// standard turns `commands:` into agent_template and one implicit item.
+func (rw *rewrite) standard(m map[string]any) {
+	v := m["commands"]
+	delete(m, "commands")
+	if _, dup := m["agent_template"]; dup {
+		rw.addf("commands", "set commands (mode: standard) or agent_template, not both")
+		return
+	}
+	m["agent_template"] = v
+	rw.blocks = append(rw.blocks, rename{from: "agent_template", to: "commands"})
+	if m["items"] == nil && m["input"] == nil {
+		m["items"] = []any{json.RawMessage(`{"id":"` + StandardItemID + `"}`)}
+		rw.notef("commands", "are agent_template, run in order as one item (id %q): a step gives up under its retry_config, on_failure: continue goes on with the next command, and a failed item goes to the DLQ (error_policy.on_item_failure)", StandardItemID)
+		return
+	}
+	rw.notef("commands", "are agent_template")
+}
+
+// unwrapCommands accepts Prodigy's older `agent_template: {commands: [...]}`
+// and `reduce: {commands: [...]}` forms.
+func (rw *rewrite) unwrapCommands(m map[string]any, list string) {
+	obj, ok := m[list].(map[string]any)
+	if !ok || len(obj) != 1 || obj["commands"] == nil {
+		return
+	}
+	m[list] = obj["commands"]
+	written := rw.written(list)
+	rw.steps = append(rw.steps, rename{from: list, to: written + ".commands"})
+	rw.notef(written+".commands", "are %s", list)
+}
+
+// step rewrites one step: a claude step is refused, and a step's own
+// on_failure holding a command becomes its fallback.
+func (rw *rewrite) step(p string, st map[string]any) {
+	if _, ok := st["claude"]; ok {
+		delete(st, "claude")
+		rw.addf(rw.written(messages.JoinPath(p, "claude")), "%s", claudeRefusal)
+		rw.bad = append(rw.bad, p)
+	}
+	of, ok := st["on_failure"]
+	if !ok {
+		return
+	}
+	delete(st, "on_failure")
+	op := messages.JoinPath(p, "on_failure")
+	wp := rw.written(op)
+	cmd, isObj := of.(map[string]any)
+	switch {
+	case isObj && cmd["claude"] != nil:
+		rw.addf(messages.JoinPath(wp, "claude"), "%s", claudeRefusal)
+		return
+	case !isObj || cmd["shell"] == nil:
+		rw.addf(wp, `a step's on_failure is a command run when the step gives up, {shell: "..."}; stop, continue and {fallback: {command: "..."}} go in retry_config.on_failure`)
+		return
+	}
+	for _, k := range sortedKeys(cmd) {
+		if k != "shell" {
+			rw.addf(messages.JoinPath(wp, k), "unknown field (a step's on_failure takes shell, the command to run)")
+			return
+		}
+	}
+	rc, _ := st["retry_config"].(map[string]any)
+	if st["retry_config"] != nil && rc == nil {
+		return // the decoder reports retry_config
+	}
+	if rc == nil {
+		rc = map[string]any{}
+		st["retry_config"] = rc
+	}
+	if rc["on_failure"] != nil {
+		rw.addf(wp, "set once: here (a command run when the step gives up) or in retry_config.on_failure")
+		return
+	}
+	rc["on_failure"] = map[string]any{messages.OnFailureFallback: map[string]any{"command": cmd["shell"]}}
+	canon := messages.JoinPath(p, "retry_config.on_failure")
+	rw.steps = append(rw.steps,
+		rename{from: canon + ".fallback.command", to: op + ".shell"},
+		rename{from: canon, to: op})
+	rw.notef(wp, `is the step's fallback (retry_config.on_failure: {fallback: {command: ...}}): it runs when the step gives up, and the item goes on with the next step if it succeeds`)
+}
+
+// ad44 rewrites AD-44's submission fields.
+func (rw *rewrite) ad44(m map[string]any) {
+	if v, ok := m["retry_budget_per_workflow"]; ok {
+		delete(m, "retry_budget_per_workflow")
+		switch {
+		case m["retry_budget_per_item"] != nil:
+			rw.addf("retry_budget_per_workflow", "is AD-44's name of retry_budget_per_item: set one of them")
+		case isZero(v):
+			rw.notef("retry_budget_per_workflow", "0: the operator's per-item default, as AD-44 says (retry_budget_per_item: 0 would allow no retries)")
+		default:
+			m["retry_budget_per_item"] = v
+			rw.blocks = append(rw.blocks, rename{from: "retry_budget_per_item", to: "retry_budget_per_workflow"})
+			rw.notef("retry_budget_per_workflow", "is retry_budget_per_item (AD-44 calls an item a workflow)")
+		}
+	}
+	be, isBool := m["best_effort"].(bool)
+	if isBool {
+		if be {
+			m["best_effort"] = map[string]any{}
+			rw.notef("best_effort", "true: best-effort completion over the job's groups (best_effort: {})")
+		} else {
+			delete(m, "best_effort")
+			rw.notef("best_effort", "false: no best-effort completion (as if unset)")
+		}
+	}
+	block, isBlock := m["best_effort"].(map[string]any)
+	flat := func(name, field, value string, set func(v any) (any, bool)) {
+		v, ok := m[name]
+		if !ok {
+			return
+		}
+		delete(m, name)
+		switch {
+		case isBool && be:
+			val, ok := set(v)
+			if !ok {
+				return
+			}
+			if val != nil {
+				block[field] = val
+				rw.blocks = append(rw.blocks, rename{from: "best_effort." + field, to: name})
+			}
+			rw.notef(name, "is best_effort.%s%s", field, value)
+		case isBlock:
+			rw.addf(name, "is AD-44's name of best_effort.%s: with a best_effort block, set %s there", field, field)
+		default:
+			if _, ok := set(v); ok {
+				rw.warnf(name, "has no effect: best_effort is not true")
+			}
+		}
+	}
+	flat("best_effort_min_dcs", "min_groups", " (AD-44's datacenters are jetfleet's groups, group_by)", func(v any) (any, bool) {
+		return v, true // decoded and checked as min_groups
+	})
+	flat("best_effort_deadline_seconds", "deadline", "", func(v any) (any, bool) {
+		n, isNum := v.(json.Number)
+		f, err := asFloat(n)
+		if !isNum || err != nil || f < 0 || f > math.MaxInt64/1e9 {
+			rw.addf("best_effort_deadline_seconds", "expected a number of seconds >= 0 (0 = the operator's default), got %s", describe(v))
+			return nil, false
+		}
+		if f == 0 {
+			rw.notef("best_effort_deadline_seconds", "0: the operator's default deadline (5m out of the box), as AD-44 says")
+			return nil, true
+		}
+		return secondsValue(f), true
+	})
+}
+
+// secondsValue is f seconds as a {secs, nanos} duration of the tree.
+func secondsValue(f float64) any {
+	secs := math.Floor(f)
+	nanos := math.Round((f - secs) * 1e9)
+	if nanos >= 1e9 {
+		secs, nanos = secs+1, 0
+	}
+	return map[string]any{"secs": json.Number(fmt.Sprintf("%.0f", secs)), "nanos": json.Number(fmt.Sprintf("%.0f", nanos))}
+}
+
+func isZero(v any) bool {
+	n, ok := v.(json.Number)
+	if !ok {
+		return false
+	}
+	f, err := asFloat(n)
+	return err == nil && f == 0
+}
