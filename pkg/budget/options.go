@@ -34,13 +34,11 @@ type options struct {
 	reg       prometheus.Registerer
 	js        jetstream.JetStream
 	opTimeout time.Duration
-	coalesce  bool
-	maxBatch  int
 	watch     bool
 }
 
 func defaultOptions() options {
-	return options{log: zerolog.Nop(), opTimeout: DefaultOpTimeout, coalesce: true, watch: true}
+	return options{log: zerolog.Nop(), opTimeout: DefaultOpTimeout, watch: true}
 }
 
 // WithLogger sets the logger; a child with component=budget is used.
@@ -84,26 +82,6 @@ func WithOpTimeout(d time.Duration) Option {
 			return fmt.Errorf("budget: WithOpTimeout: %v is not positive", d)
 		}
 		o.opTimeout = d
-		return nil
-	}
-}
-
-// WithCoalescing turns the in-process coalescing of claims on (the
-// default) or off. Off, every Claim runs its own read and compare-and-set
-// loop for one unit in the caller's goroutine: slower under contention,
-// and exactly as correct, which the tests show.
-func WithCoalescing(on bool) Option {
-	return func(o *options) error { o.coalesce = on; return nil }
-}
-
-// WithMaxBatch caps the units one compare-and-set may claim for waiting
-// callers. Defaults to 0: no cap.
-func WithMaxBatch(n int) Option {
-	return func(o *options) error {
-		if n < 0 {
-			return fmt.Errorf("budget: WithMaxBatch: %d is negative", n)
-		}
-		o.maxBatch = n
 		return nil
 	}
 }
