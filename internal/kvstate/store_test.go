@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -65,25 +66,19 @@ func newStore(t testing.TB, cfg kvstate.Config[counter]) *kvstate.Store[counter]
 	return s
 }
 
-// env gives each simulated process its own connection.
-type env interface {
-	js(t *testing.T) jetstream.JetStream
+// server is a fleettest.Server or Cluster: each simulated process gets its
+// own connection.
+type server interface {
+	Connect(t testing.TB, opts ...nats.Option) *nats.Conn
 }
 
-type single struct{ s *fleettest.Server }
-
-func (e single) js(t *testing.T) jetstream.JetStream {
-	js, err := jetstream.New(e.s.Connect(t))
+// connect opens the "state" bucket on a new connection.
+func connect(t *testing.T, srv server) (jetstream.JetStream, jetstream.KeyValue) {
+	js, err := jetstream.New(srv.Connect(t))
 	require.NoError(t, err)
-	return js
-}
-
-type cluster struct{ c *fleettest.Cluster }
-
-func (e cluster) js(t *testing.T) jetstream.JetStream {
-	js, err := jetstream.New(e.c.Connect(t))
+	kv, err := js.KeyValue(testCtx(t, 10*time.Second), "state")
 	require.NoError(t, err)
-	return js
+	return js, kv
 }
 
 // TestOneNode and TestThreeNodes run the same cases on an R1 and an R3
@@ -92,20 +87,20 @@ func (e cluster) js(t *testing.T) jetstream.JetStream {
 func TestOneNode(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	newBucket(t, srv.JS(), 1)
-	runCases(t, single{srv}, nil)
+	runCases(t, srv, nil)
 }
 
 func TestThreeNodes(t *testing.T) {
 	c := fleettest.RunCluster(t, 3)
 	newBucket(t, c.JS(), 3)
 	c.WaitForStreamLeader(t, "KV_state")
-	runCases(t, cluster{c}, func(ctx context.Context) error {
+	runCases(t, c, func(ctx context.Context) error {
 		_, err := c.StepDownStreamLeader(ctx, "KV_state")
 		return err
 	})
 }
 
-func runCases(t *testing.T, e env, midRun func(context.Context) error) {
+func runCases(t *testing.T, e server, midRun func(context.Context) error) {
 	t.Run("concurrent updates count exactly", func(t *testing.T) { testConcurrent(t, e, midRun) })
 	t.Run("a conflict decides again on the new value", func(t *testing.T) { testConflict(t, e) })
 	t.Run("the watch keeps the cache fresh", func(t *testing.T) { testWatch(t, e) })
@@ -116,7 +111,7 @@ func runCases(t *testing.T, e env, midRun func(context.Context) error) {
 // testConcurrent: processes × workers increments of one key, each through
 // its own Update, all through reads from the leader: the key counts every
 // Update that reported a write, once.
-func testConcurrent(t *testing.T, e env, midRun func(context.Context) error) {
+func testConcurrent(t *testing.T, e server, midRun func(context.Context) error) {
 	const processes, workers, each = 3, 4, 25
 	ctx := testCtx(t, 90*time.Second)
 	var written atomic.Int64
@@ -126,9 +121,7 @@ func testConcurrent(t *testing.T, e env, midRun func(context.Context) error) {
 	errs := make(chan error, processes*workers)
 	var stores []*kvstate.Store[counter]
 	for p := range processes {
-		js := e.js(t)
-		kv, err := js.KeyValue(ctx, "state")
-		require.NoError(t, err)
+		js, kv := connect(t, e)
 		// A short request timeout on three nodes: a request in flight at
 		// the step-down gets no answer, and its write is in doubt.
 		s := newStore(t, kvstate.Config[counter]{KV: kv, JetStream: js, Watch: p%2 == 0, OpTimeout: 300 * time.Millisecond})
@@ -180,15 +173,13 @@ func testConcurrent(t *testing.T, e env, midRun func(context.Context) error) {
 
 // testConflict: a store whose cached value is outdated (no watch) writes
 // against it, is refused, reads and decides again on the newer value.
-func testConflict(t *testing.T, e env) {
+func testConflict(t *testing.T, e server) {
 	ctx := testCtx(t, 30*time.Second)
-	js := e.js(t)
-	kv, err := js.KeyValue(ctx, "state")
-	require.NoError(t, err)
+	js, kv := connect(t, e)
 	a := newStore(t, kvstate.Config[counter]{KV: kv, JetStream: js})
 	b := newStore(t, kvstate.Config[counter]{KV: kv, JetStream: js})
 
-	_, err = a.Update(ctx, "conflict", increment) // a caches revision r1
+	_, err := a.Update(ctx, "conflict", increment) // a caches revision r1
 	require.NoError(t, err)
 	_, err = b.Update(ctx, "conflict", increment)
 	require.NoError(t, err)
@@ -206,11 +197,9 @@ func testConflict(t *testing.T, e env) {
 
 // testWatch: with the watch, a write by another store reaches the cache,
 // and Get serves it without a request.
-func testWatch(t *testing.T, e env) {
+func testWatch(t *testing.T, e server) {
 	ctx := testCtx(t, 30*time.Second)
-	js := e.js(t)
-	kv, err := js.KeyValue(ctx, "state")
-	require.NoError(t, err)
+	js, kv := connect(t, e)
 	var observed []uint64
 	var mu sync.Mutex
 	a := newStore(t, kvstate.Config[counter]{KV: kv, JetStream: js, Watch: true, Observe: func(_ string, e kvstate.Entry[counter]) {
@@ -273,14 +262,12 @@ func (l *lossy) Update(ctx context.Context, key string, value []byte, rev uint64
 
 // testLostReply: a write whose reply is lost is found again by its id: the
 // Update reports it written, and it is not applied twice.
-func testLostReply(t *testing.T, e env) {
+func testLostReply(t *testing.T, e server) {
 	ctx := testCtx(t, 30*time.Second)
-	js := e.js(t)
-	kv, err := js.KeyValue(ctx, "state")
-	require.NoError(t, err)
+	js, kv := connect(t, e)
 	l := &lossy{KeyValue: kv}
 	s := newStore(t, kvstate.Config[counter]{KV: l, JetStream: js})
-	_, err = s.Update(ctx, "lost", increment)
+	_, err := s.Update(ctx, "lost", increment)
 	require.NoError(t, err)
 
 	l.lose.Store(1)
@@ -303,11 +290,9 @@ func testLostReply(t *testing.T, e env) {
 
 var errRefused = errors.New("refused")
 
-func testCreateAndErrors(t *testing.T, e env) {
+func testCreateAndErrors(t *testing.T, e server) {
 	ctx := testCtx(t, 30*time.Second)
-	js := e.js(t)
-	kv, err := js.KeyValue(ctx, "state")
-	require.NoError(t, err)
+	js, kv := connect(t, e)
 	s := newStore(t, kvstate.Config[counter]{KV: kv, JetStream: js})
 
 	got, created, err := s.Create(ctx, "made", counter{N: 7})

@@ -78,10 +78,8 @@ func New(kv jetstream.KeyValue, opts ...Option) (*Budget, error) {
 				m.remaining.WithLabelValues(job).Set(float64(e.Value.Remaining()))
 			}
 		},
-		OpTimeout:       o.opTimeout,
-		ConflictBackoff: conflictBackoff,
-		ErrorBackoff:    errorBackoff,
-		Logger:          b.log,
+		OpTimeout: o.opTimeout,
+		Logger:    b.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("budget: %w", err)

@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/jetfleet/jetfleet/internal/kvstate"
-	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // jobState is what one process's claims on one job share: the waiting
@@ -156,10 +154,3 @@ func (st *jobState) settleLocked(batch []*waiter, e kvstate.Entry[Record], known
 	clear(batch[len(live):])
 	return live
 }
-
-// The claim loops' backoffs: delays doubling from the Min to the Max
-// constant, with equal jitter (attempt n waits between d/2 and d).
-var (
-	conflictBackoff = retry.Exponential(ConflictBackoffMin, ConflictBackoffMax).WithJitter(messages.JitterEqual, 0)
-	errorBackoff    = retry.Exponential(ErrorBackoffMin, ErrorBackoffMax).WithJitter(messages.JitterEqual, 0)
-)

@@ -8,23 +8,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/internal/kvstate"
 )
 
-// Defaults of the options.
-const (
-	// DefaultOpTimeout bounds one KV request (read or write). A request in
-	// flight when a replicated bucket's leader changes gets no answer and
-	// stalls its claims this long before it is retried.
-	DefaultOpTimeout = 2 * time.Second
-	// Backoff between compare-and-set attempts after a revision conflict:
-	// jittered, doubling from ConflictBackoffMin up to ConflictBackoffMax.
-	ConflictBackoffMin = 500 * time.Microsecond
-	ConflictBackoffMax = 32 * time.Millisecond
-	// Backoff after a failed request (timeout, no responders, leader
-	// election): jittered, doubling from ErrorBackoffMin to ErrorBackoffMax.
-	ErrorBackoffMin = 10 * time.Millisecond
-	ErrorBackoffMax = time.Second
-)
+// DefaultOpTimeout bounds one KV request (read or write). A request in
+// flight when a replicated bucket's leader changes gets no answer and
+// stalls its claims this long before it is retried. Conflicts and failed
+// requests are retried with kvstate's jittered backoffs.
+const DefaultOpTimeout = kvstate.DefaultOpTimeout
 
 // Option configures New. Options validate their arguments.
 type Option func(*options) error
