@@ -26,11 +26,13 @@
 //   - Lost replies resolved by writer id. Each write attempt gets a writer
 //     id unique across processes, which the decision stores in the value it
 //     returns and which Config.WrittenBy finds again. When a write's outcome
-//     is unknown (a timeout, a lost reply, a leader election), the next value
-//     seen tells: if it carries the id, the write landed and Update returns
-//     it as its own; if not, Update decides again. An id stays in doubt
-//     until Update returns, so a write that lands late is still recognised
-//     at the next conflict.
+//     is unknown (a timeout, a lost reply, a leader election), Update reads
+//     again: if a value seen since the write went out (read or watched)
+//     carries the id, the write landed and Update returns it as its own; if
+//     not, Update decides again. An id stays registered until Update
+//     returns, so a write that lands late is still recognised, at the next
+//     conflict or from the watch. Without the watch a value carries only
+//     the ids the user keeps in it (the budget keeps its last 16 claims).
 //
 // What stays with the user: the value's meaning and its decision (a pure
 // function of the current value), what to do with the result, and any

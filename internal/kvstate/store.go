@@ -143,6 +143,7 @@ type Store[T any] struct {
 
 	mu       sync.Mutex
 	keys     map[string]*slot[T]
+	doubts   map[string]map[string]uint64 // key -> ids of writes under way or in doubt -> revision found at (0: not yet)
 	watching bool // the watch was started, or failed to
 	watchOK  bool // the watch runs: cached values are fresh
 	watcher  jetstream.KeyWatcher
@@ -187,7 +188,7 @@ func New[T any](cfg Config[T]) (*Store[T], error) {
 	}
 	var idb [6]byte
 	_, _ = rand.Read(idb[:])
-	s := &Store[T]{cfg: cfg, id: base64.RawURLEncoding.EncodeToString(idb[:]), keys: map[string]*slot[T]{}}
+	s := &Store[T]{cfg: cfg, id: base64.RawURLEncoding.EncodeToString(idb[:]), keys: map[string]*slot[T]{}, doubts: map[string]map[string]uint64{}}
 	if cfg.JetStream != nil {
 		r := kvleader.New(cfg.JetStream, cfg.KV.Bucket())
 		s.leader = &r
@@ -296,12 +297,17 @@ func (s *Store[T]) Update(ctx context.Context, key string, decide Decide[T]) (Ch
 
 	conflicts := retry.NewBackoff(s.cfg.ConflictBackoff, nil, nil)
 	failures := retry.NewBackoff(s.cfg.ErrorBackoff, nil, nil)
-	type attempt struct{ from, to Entry[T] }
 	var (
-		doubt   map[string]attempt // writes in doubt, by id
+		doubt   map[string]attempt[T] // writes under way or in doubt, by id
 		lastErr error
 	)
+	defer func() { s.dropDoubts(key, doubt) }()
 	for round := 0; ; round++ {
+		if id, rev, ok := s.foundDoubt(key, doubt); ok {
+			a := doubt[id]
+			a.to.Revision = rev
+			return Change[T]{From: a.from, To: a.to, Written: true, Writer: id}, nil
+		}
 		if s.ctx.Err() != nil {
 			return Change[T]{}, ErrClosed
 		}
@@ -321,24 +327,32 @@ func (s *Store[T]) Update(ctx context.Context, key string, decide Decide[T]) (Ch
 		case err != nil:
 			lastErr = err
 		default:
-			for id, a := range doubt {
-				if cur.Exists && s.cfg.WrittenBy(cur.Value, id) {
-					a.to.Revision = cur.Revision
-					return Change[T]{From: a.from, To: a.to, Written: true, Writer: id}, nil
-				}
+			if id, rev, ok := s.foundDoubt(key, doubt); ok { // seen by the read
+				a := doubt[id]
+				a.to.Revision = rev
+				return Change[T]{From: a.from, To: a.to, Written: true, Writer: id}, nil
 			}
 			id := s.id + "." + strconv.FormatUint(s.seq.Add(1), 36)
 			next, write, err := decide(cur, id)
 			if err != nil || !write {
 				return Change[T]{From: cur, To: cur}, err
 			}
+			if doubt == nil {
+				doubt = map[string]attempt[T]{}
+			}
+			doubt[id] = attempt[T]{from: cur, to: Entry[T]{Value: next, Exists: true}}
+			s.addDoubt(key, id) // before the write: the watch may see it before its reply
 			rev, err := s.write(ctx, key, next, cur.Revision)
 			switch {
 			case err == nil:
+				s.dropDoubt(key, id)
+				delete(doubt, id)
 				to := Entry[T]{Value: next, Revision: rev, Exists: true}
 				s.observe(key, to)
 				return Change[T]{From: cur, To: to, Written: true, Writer: id}, nil
 			case kvcas.IsConflict(err):
+				s.dropDoubt(key, id)
+				delete(doubt, id)
 				s.stats.conflicts.Add(1)
 				s.invalidate(key, cur.Revision)
 				wait, lastErr = conflicts, err
@@ -348,13 +362,10 @@ func (s *Store[T]) Update(ctx context.Context, key string, decide Decide[T]) (Ch
 				s.stats.errors.Add(1)
 				return Change[T]{}, fmt.Errorf("kvstate: write %s: %w", key, err)
 			default:
-				// In doubt: the next value seen tells whether it landed.
+				// In doubt: a value seen carrying id (read or watched) tells
+				// it landed; its id stays registered until Update returns.
 				s.stats.errors.Add(1)
 				s.invalidate(key, cur.Revision)
-				if doubt == nil {
-					doubt = map[string]attempt{}
-				}
-				doubt[id] = attempt{from: cur, to: Entry[T]{Value: next, Exists: true}}
 				lastErr = err
 				s.cfg.Logger.Debug().Err(err).Str("key", key).Msg("write in doubt; reading again")
 				continue // read at once
@@ -483,11 +494,79 @@ func (s *Store[T]) write(ctx context.Context, key string, v T, rev uint64) (uint
 	return kvcas.Write(octx, s.cfg.KV, key, data, rev)
 }
 
+// addDoubt registers the write id to key as under way.
+func (s *Store[T]) addDoubt(key, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := s.doubts[key]
+	if ids == nil {
+		ids = map[string]uint64{}
+		s.doubts[key] = ids
+	}
+	ids[id] = 0
+}
+
+// dropDoubt forgets the write id to key.
+func (s *Store[T]) dropDoubt(key, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropLocked(key, id)
+}
+
+func (s *Store[T]) dropLocked(key, id string) {
+	if ids := s.doubts[key]; ids != nil {
+		delete(ids, id)
+		if len(ids) == 0 {
+			delete(s.doubts, key)
+		}
+	}
+}
+
+// attempt is a write of an Update: the value it was decided from and the
+// value written.
+type attempt[T any] struct{ from, to Entry[T] }
+
+// dropDoubts forgets the write ids of an Update that returns.
+func (s *Store[T]) dropDoubts(key string, ids map[string]attempt[T]) {
+	if len(ids) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range ids {
+		s.dropLocked(key, id)
+	}
+}
+
+// foundDoubt returns one of ids whose write to key a value seen since
+// carried, and the revision of that value.
+func (s *Store[T]) foundDoubt(key string, ids map[string]attempt[T]) (id string, rev uint64, ok bool) {
+	if len(ids) == 0 {
+		return "", 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range ids {
+		if rev := s.doubts[key][id]; rev != 0 {
+			return id, rev, true
+		}
+	}
+	return "", 0, false
+}
+
 // observe offers e as key's value: the cache takes it if key is tracked
-// and e is not older than what it holds, and reports whether it did.
+// and e is not older than what it holds, and reports whether it did. Any
+// write under way that e carries is marked found.
 func (s *Store[T]) observe(key string, e Entry[T]) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if e.Exists {
+		for id, at := range s.doubts[key] {
+			if at == 0 && s.cfg.WrittenBy(e.Value, id) {
+				s.doubts[key][id] = e.Revision
+			}
+		}
+	}
 	sl := s.keys[key]
 	if sl == nil || sl.seen && (e.Revision < sl.e.Revision || e.Revision == sl.e.Revision && sl.fresh) {
 		return false

@@ -274,14 +274,14 @@ func (s *sim) run(ctx context.Context) error {
 			s.stepDone(&e)
 		case evDeadline:
 			if !s.ended {
-				s.endMap(s.completionState(), messages.CompletionDeadline)
+				s.endMap(s.tally().State(), messages.CompletionDeadline)
 			}
 		}
 		s.dispatch()
 	}
 	if !s.ended {
 		// Truncated: end where it is.
-		s.endMap(s.completionState(), reason)
+		s.endMap(s.tally().State(), reason)
 	}
 	return nil
 }
@@ -775,23 +775,17 @@ func (s *sim) finish(st *itemState, outcome, reason string) {
 	if reason != "" && outcome != messages.OutcomeSkipped {
 		r.Reasons[reason]++
 	}
-	// The coordinator's checkLocked: error_policy stops, then completion.
+	// The coordinator's decision: error_policy stops, then completion.
 	failed := outcome == messages.OutcomeFailed || outcome == messages.OutcomeDeadLettered
-	if failed && s.onItem == messages.ItemFailureStop {
-		s.endMap(messages.StateStopped, messages.CompletionItemStop)
-		return
+	if end, state, reason := s.wf.MapEnd(s.tally(), failed, true); end {
+		s.endMap(state, reason)
 	}
-	counts := retry.Counts{
-		Finished: r.Succeeded + r.Failed + r.DeadLettered + r.Skipped,
-		Failed:   r.Failed + r.DeadLettered + r.Skipped,
-	}
-	if stop, why := s.wf.Check(counts); stop {
-		s.endMap(messages.StateStopped, why)
-		return
-	}
-	if s.done >= s.n {
-		s.endMap(s.completionState(), messages.CompletionAllCompleted)
-	}
+}
+
+// tally is the job's counts as retry.Workflow.MapEnd reads them.
+func (s *sim) tally() retry.Tally {
+	r := &s.res
+	return retry.Tally{Items: s.n, Succeeded: r.Succeeded, Failed: r.Failed, DeadLettered: r.DeadLettered, Skipped: r.Skipped}
 }
 
 // release acks or terminates the item's message.
@@ -812,15 +806,6 @@ func (s *sim) endMap(state, reason string) {
 	s.res.NotRun = s.n - s.done
 	s.res.State, s.res.Reason = state, reason
 	s.res.Duration = time.Duration(s.now)
-}
-
-// completionState is the state of a job completing now (the coordinator's
-// completionStateLocked, for one group).
-func (s *sim) completionState() string {
-	if s.res.Failed+s.res.DeadLettered > 0 || s.done < s.n {
-		return messages.StateFailed
-	}
-	return messages.StateSucceeded
 }
 
 // nak redelivers the item after d (at least 1 ms, as the agent's nakDelay).
