@@ -144,8 +144,8 @@ type Store[T any] struct {
 	mu       sync.Mutex
 	keys     map[string]*slot[T]
 	doubts   map[string]map[string]uint64 // key -> ids of writes under way or in doubt -> revision found at (0: not yet)
-	watching bool // the watch was started, or failed to
-	watchOK  bool // the watch runs: cached values are fresh
+	watching bool                         // the watch was started, or failed to
+	watchOK  bool                         // the watch runs: cached values are fresh
 	watcher  jetstream.KeyWatcher
 
 	stats struct{ reads, writes, conflicts, errors atomic.Int64 }
