@@ -361,7 +361,7 @@ func (f *failureAgent) deliverPark(t *testing.T, j *job, n uint64, park int) *re
 		md: jetstream.MsgMetadata{NumDelivered: n, Sequence: jetstream.SequencePair{Stream: 42}}}
 	f.a.results = make(chan pendingResult, 16)
 	f.a.acks = make(chan pendingAck, 16)
-	f.a.safeProcess(context.Background(), m)
+	f.a.safeProcessOn(context.Background(), m, &hbSlot{})
 	close(f.a.results)
 	f.a.batchLoop() // publishes what it holds at once, the input being closed
 	f.a.ackLoop()   // the fake PubAcks are in: acks or terms at once
