@@ -69,7 +69,7 @@ func gateAgent(t *testing.T, nc *nats.Conn, name string, clk clock.Clock, maxDel
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	a := &Agent{
-		cfg: Config{Name: name, Clock: clk, Rand: halfDraw}.WithDefaults(), nc: nc, log: zerolog.Nop(),
+		cfg: Config{Name: name, Clock: clk, Rand: halfDraw, ParkAfter: -1}.WithDefaults(), nc: nc, log: zerolog.Nop(),
 		js: js, pub: js, names: testNames, metrics: newMetrics(reg), maxDeliver: maxDeliver,
 	}
 	g, err := newBreakerGate(js, kv, clk, a.log, a.breakerChanged)

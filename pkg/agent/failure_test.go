@@ -308,7 +308,7 @@ func newFailureAgent(t *testing.T) *failureAgent {
 		clk: clk, reg: prometheus.NewRegistry(), items: &fakeItems{m: map[string]fakeEntry{}},
 		budget: &fakeBudget{}, dlq: &fakeDLQ{}, pub: &fakePub{}, breakers: &fakeBreakers{clk: clk, m: map[string]retry.BreakerState{}},
 	}
-	f.a = New(nil, Config{Name: "a1", Clock: clk, Rand: halfDraw})
+	f.a = New(nil, Config{Name: "a1", Clock: clk, Rand: halfDraw, ParkAfter: -1}) // delayed naks; park_test.go parks
 	f.a.log = zerolog.Nop()
 	f.a.names = testNames
 	f.a.pub, f.a.items, f.a.budget, f.a.dlq, f.a.breakers = f.pub, f.items, f.budget, f.dlq, f.breakers
