@@ -1,5 +1,8 @@
-// Package budget holds each job's retry budget (AD-44) in a NATS KV bucket
-// and hands out retries from it, exactly, to any number of agents.
+// Package budget holds each job's retry budget in a NATS KV bucket and
+// hands out retries from it, exactly, to any number of agents. The budget
+// and its operator settings follow AD-44, the architecture decision on
+// job-level retry budgets and best-effort completion that jetfleet
+// implements.
 //
 // # Effective budget
 //

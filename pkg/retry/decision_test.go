@@ -282,10 +282,10 @@ func TestPlanWithSeededJitter(t *testing.T) {
 
 func TestFailureAction(t *testing.T) {
 	tests := []struct {
-		name        string
-		of          *messages.OnFailure
-		want        FailureAction
-		wantErr     bool
+		name    string
+		of      *messages.OnFailure
+		want    FailureAction
+		wantErr bool
 	}{
 		{"nil is stop", nil, FailureAction{Action: messages.OnFailureStop}, false},
 		{"stop", &messages.OnFailure{Action: "stop"}, FailureAction{Action: messages.OnFailureStop}, false},

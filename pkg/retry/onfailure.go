@@ -1,7 +1,6 @@
 package retry
 
 import (
-
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -38,4 +37,3 @@ func NewFailureAction(of *messages.OnFailure) (FailureAction, error) {
 // NeedsFallback reports whether the agent must run a.Fallback before it can
 // decide what follows the give-up (the agent's End.OnFailure).
 func (a FailureAction) NeedsFallback() bool { return a.Action == messages.OnFailureFallback }
-
