@@ -41,7 +41,8 @@
 //
 // # Using it for a new kind of state
 //
-// A named concurrency limit shared by a fleet, as a sketch:
+// A named concurrency limit shared by a fleet (the package's Example runs
+// it against an embedded server):
 //
 //	type slots struct {
 //		Held    int      `json:"held"`
