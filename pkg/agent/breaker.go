@@ -30,6 +30,9 @@ import (
 const (
 	// breakerOpTimeout bounds one KV request.
 	breakerOpTimeout = 5 * time.Second
+	// breakerUpdateTimeout bounds one update, its conflicts and retried
+	// failures included.
+	breakerUpdateTimeout = 10 * time.Second
 	// breakerMaxRounds bounds the compare-and-set rounds of one update.
 	breakerMaxRounds = 200
 	// breakerErrorDelay is how long an item waits when the breaker state
@@ -344,11 +347,11 @@ func (g *breakerGate) forget(job string) {
 // than once and must not keep what it computed in earlier calls. A write
 // whose reply was lost and whose state another agent has overwritten since
 // is decided again: a probe slot it took is then written off after the
-// timeout, never granted twice. Transient failures are retried for at most
-// breakerOpTimeout.
+// timeout, never granted twice. Conflicts and transient failures are
+// retried for at most breakerUpdateTimeout.
 func (g *breakerGate) update(ctx context.Context, job string,
 	fn func(now time.Time, st retry.BreakerState) retry.BreakerState) (from, to retry.BreakerState, err error) {
-	ctx, cancel := context.WithTimeout(ctx, breakerOpTimeout)
+	ctx, cancel := context.WithTimeout(ctx, breakerUpdateTimeout)
 	defer cancel()
 	c, err := g.store.Update(ctx, job, func(cur kvstate.Entry[breakerRecord], id string) (breakerRecord, bool, error) {
 		st := cur.Value.BreakerState
