@@ -90,7 +90,7 @@ func listJSON(t *testing.T, url string, args ...string) []messages.DLQEntryRef {
 	return page.Entries
 }
 
-// The case through the CLI: 30 of 200 items dead-lettered with
+// The DLQ runbook's case through the CLI: 30 of 200 items dead-lettered with
 // their history, inspected with list/get/stats/export, then
 // "fleetctl dlq replay --job J" after the fix: 200 succeeded, no entries.
 func TestDLQReplayThroughTheCLI(t *testing.T) {

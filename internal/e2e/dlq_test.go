@@ -81,7 +81,7 @@ func jobResults(t *testing.T, js jetstream.JetStream, job string) []messages.Res
 	}
 }
 
-// The end-to-end case: 30 of 200 items fail permanently and land in
+// The DLQ runbook's end-to-end case: 30 of 200 items fail permanently and land in
 // the DLQ with their full history; once the command is fixed one replay
 // brings all 30 back and the job ends with 200 succeeded and no entries.
 func TestDLQThirtyOfTwoHundredReplayed(t *testing.T) {

@@ -252,8 +252,8 @@ func answerGaps(ask func(ctx context.Context) error) (stop func() time.Duration)
 	}
 }
 
-// maxUnanswered bounds the longest time status goes unanswered. The issue
-// asks for "at most a couple of seconds": a request to a killed
+// maxUnanswered bounds the longest time status goes unanswered across a
+// coordinator's kill: a couple of seconds. A request to a killed
 // coordinator goes unanswered for its 1 s timeout at most (the server
 // drops the dead connection's subscriptions at once; a follower answers
 // from KV), plus the 50 ms poll. 2.5 s leaves room for a loaded machine.

@@ -113,12 +113,40 @@ func TestMaxFailuresStopsTheJobAtExactlyN(t *testing.T) {
 	ev.waitFor(t, "MapPhaseEnded", 1)
 }
 
+// gatedCheck is checkHandler for items below open; an item from open on
+// waits until release is closed (or its context ends), so the items
+// before it decide the job's end and the rest cannot finish first.
+func gatedCheck(open int, release <-chan struct{}) agent.HandlerFunc {
+	return func(ctx context.Context, c *agent.Call) (any, error) {
+		var it struct {
+			ID int `json:"id"`
+		}
+		if err := c.Decode(&it); err == nil && it.ID >= open {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return checkHandler(ctx, c)
+	}
+}
+
 func TestFailureThresholdStopsAfterTenItems(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
+	// Items 0..19 run freely: 6 of them fail (30%), so the threshold trips
+	// among them whatever order their results arrive in. Items from 20 on
+	// wait until the job has ended: the rest of the job cannot outrun the
+	// stop, as it could when every item ran at once.
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	handlers := map[string]agent.HandlerFunc{"check": gatedCheck(20, release)}
 	for i := range 2 {
-		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 4}, checkHandlers)
+		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 4}, handlers)
 	}
+	t.Cleanup(open) // before the agents stop
 	cl := client(t, srv)
 	ev := watchEvents(t, srv, "threshold")
 	// 30% of the items fail, against a threshold of 25%.
@@ -127,6 +155,7 @@ func TestFailureThresholdStopsAfterTenItems(t *testing.T) {
 		"agent_template": [{"handler": "check"}],
 		"error_policy": {"failure_threshold": 0.25}}`)
 	st := waitJob(t, cl, id, 60*time.Second)
+	open()
 	require.Equal(t, messages.StateStopped, st.State)
 	require.Equal(t, messages.CompletionFailureThreshold, st.CompletionReason)
 	stopped := ev.waitFor(t, "JobStopped", 1)

@@ -67,8 +67,6 @@ type Agent struct {
 	stepEnv []string
 	// presence publishes who the agent is and how busy (presence.go).
 	presence *presence
-	// parking is set when the park stream exists (park.go).
-	parking bool
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -268,14 +266,6 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.dlq = dlq.NewWriter(a.js, a.names, a.cfg.Pool)
-	// Checked whatever ParkAfter says: an agent that parks nothing itself
-	// still meets deliveries other agents' parked copies superseded.
-	if a.parking, err = parkingAvailable(ctx, a.js, a.names); err != nil {
-		return fmt.Errorf("agent: park stream: %w", err)
-	}
-	if !a.parking && a.cfg.ParkAfter > 0 {
-		a.log.Warn().Msg("no park stream (a coordinator older than parking): long retries wait in delayed naks")
-	}
 	if a.breakers, err = a.openBreakers(ctx); err != nil {
 		return err
 	}

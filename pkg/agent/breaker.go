@@ -2,23 +2,17 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
-	"github.com/jetfleet/jetfleet/internal/kvcas"
-	"github.com/jetfleet/jetfleet/internal/kvleader"
-	"github.com/jetfleet/jetfleet/internal/kvwatch"
+	"github.com/jetfleet/jetfleet/internal/kvstate"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -36,6 +30,9 @@ import (
 const (
 	// breakerOpTimeout bounds one KV request.
 	breakerOpTimeout = 5 * time.Second
+	// breakerUpdateTimeout bounds one update, its conflicts and retried
+	// failures included.
+	breakerUpdateTimeout = 10 * time.Second
 	// breakerMaxRounds bounds the compare-and-set rounds of one update.
 	breakerMaxRounds = 200
 	// breakerErrorDelay is how long an item waits when the breaker state
@@ -286,263 +283,89 @@ func (a *Agent) openBreakers(ctx context.Context) (*breakerGate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newBreakerGate(a.js, kv, a.cfg.Clock, a.log, a.breakerChanged), nil
+	return newBreakerGate(a.js, kv, a.cfg.Clock, a.log, a.breakerChanged)
 }
 
-// breakerGate reads and writes jobs' breaker states in the breaker bucket.
-// It caches each job's state, kept fresh by a watch of the bucket (started
-// on first use), so that a closed breaker costs no request: a delivery
-// reads the cache, and only a change of state is written, with
-// compare-and-set against the revision it was computed from. After a
-// conflict it reads the stream leader, which has applied every
-// acknowledged write (a KV get may be answered by a lagging replica). A
-// breakerGate is safe for concurrent use; close stops it.
+// breakerGate reads and writes jobs' breaker states in the breaker bucket,
+// through a kvstate.Store: each job's state is cached and kept fresh by a
+// watch of the bucket, so that a closed breaker costs no request (a
+// delivery reads the cache), and only a change of state is written, with
+// compare-and-set against the revision it was computed from; reads go to
+// the stream leader. A breakerGate is safe for concurrent use; close stops
+// it.
 type breakerGate struct {
-	kv       jetstream.KeyValue
-	leader   kvleader.Reader
+	store    *kvstate.Store[breakerRecord]
 	clock    clock.Clock
-	log      zerolog.Logger
 	onChange func(job string, from, to retry.BreakerState)
-	id       string // prefix of this gate's write ids
-	seq      atomic.Uint64
-
-	ctx    context.Context // cancelled by close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	watchMu  sync.Mutex
-	watching bool // the watch was started (or failed to start: reads only)
-	watchOK  bool // updates arrive: cached states may be used
-	watcher  jetstream.KeyWatcher
-
-	mu   sync.Mutex
-	jobs map[string]*breakerEntry
 }
+
+func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger,
+	onChange func(job string, from, to retry.BreakerState)) (*breakerGate, error) {
+	log = log.With().Str("component", "breaker").Logger()
+	store, err := kvstate.New(kvstate.Config[breakerRecord]{
+		KV:        kv,
+		JetStream: js,
+		Watch:     true, // a closed breaker is admitted from the cache
+		Decode: func(data []byte) (breakerRecord, error) {
+			var rec breakerRecord
+			if err := json.Unmarshal(data, &rec); err != nil {
+				// A corrupt value reads as closed; the next write replaces it.
+				log.Warn().Err(err).Msg("corrupt circuit breaker state read as closed")
+				return breakerRecord{}, nil
+			}
+			return rec, nil
+		},
+		WrittenBy:       func(rec breakerRecord, id string) bool { return rec.Writer == id },
+		OpTimeout:       breakerOpTimeout,
+		ConflictBackoff: breakerBackoff,
+		ErrorBackoff:    breakerBackoff,
+		MaxRounds:       breakerMaxRounds,
+		MaxKeys:         4096, // jobs are few; bound the cache anyway
+		Logger:          log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &breakerGate{store: store, clock: clk, onChange: onChange}, nil
+}
+
+// close stops the watch and waits for it. It is idempotent.
+func (g *breakerGate) close() { g.store.Close() }
 
 // forget drops the cached states of a job's breakers (its own and its
 // steps'); the next delivery reads them from KV. An update under way keeps
 // its entry: compare-and-set keeps both correct.
 func (g *breakerGate) forget(job string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.jobs, job)
-	for k := range g.jobs {
-		if strings.HasPrefix(k, job+".") {
-			delete(g.jobs, k)
-		}
-	}
-}
-
-// breakerEntry is the cached state of one job's breaker.
-type breakerEntry struct {
-	known bool // st and rev are a state read, written or watched
-	st    retry.BreakerState
-	rev   uint64 // 0 = no key
-}
-
-func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger,
-	onChange func(job string, from, to retry.BreakerState)) *breakerGate {
-	var idb [6]byte
-	_, _ = rand.Read(idb[:])
-	g := &breakerGate{
-		kv:       kv,
-		leader:   kvleader.New(js, kv.Bucket()),
-		clock:    clk,
-		log:      log.With().Str("component", "breaker").Logger(),
-		onChange: onChange,
-		id:       base64.RawURLEncoding.EncodeToString(idb[:]),
-		jobs:     map[string]*breakerEntry{},
-	}
-	g.ctx, g.cancel = context.WithCancel(context.Background())
-	return g
-}
-
-// close stops the watch and waits for it. It is idempotent.
-func (g *breakerGate) close() {
-	g.cancel()
-	g.watchMu.Lock()
-	w := g.watcher
-	g.watcher = nil
-	g.watchMu.Unlock()
-	if w != nil {
-		_ = w.Stop()
-	}
-	g.wg.Wait()
+	g.store.Forget(job)
+	g.store.ForgetPrefix(job + ".")
 }
 
 // update applies fn to the job's current state and stores the result if it
 // differs, by compare-and-set; a conflict re-reads from the stream leader
 // and applies fn again. It returns the state fn was last applied to and
 // its result, which is stored (or was already so). fn may be called more
-// than once and must not keep what it computed in earlier calls.
+// than once and must not keep what it computed in earlier calls. A write
+// whose reply was lost and whose state another agent has overwritten since
+// is decided again: a probe slot it took is then written off after the
+// timeout, never granted twice. Conflicts and transient failures are
+// retried for at most breakerUpdateTimeout.
 func (g *breakerGate) update(ctx context.Context, job string,
 	fn func(now time.Time, st retry.BreakerState) retry.BreakerState) (from, to retry.BreakerState, err error) {
-	backoff := retry.NewBackoff(breakerBackoff, nil, nil)
-	for round := 0; ; round++ {
-		if round >= breakerMaxRounds {
-			return from, from, fmt.Errorf("agent: breaker %s: no write succeeded in %d rounds", job, round)
-		}
-		st, rev, known := g.cached(job)
-		if !known {
-			rec, r, err := g.read(ctx, job)
-			if err != nil {
-				return st, st, err
-			}
-			st, rev = rec.BreakerState, r
-		}
-		now := g.clock.Now().Round(0) // no monotonic reading: it is stored
-		next := fn(now, st)
-		if sameBreakerState(next, st) {
-			return st, st, nil
-		}
-		id := g.id + "." + strconv.FormatUint(g.seq.Add(1), 36)
-		newRev, err := g.write(ctx, job, breakerRecord{BreakerState: next, Writer: id}, rev)
-		if err == nil {
-			g.observe(job, next, newRev)
-			g.changed(job, st, next)
-			return st, next, nil
-		}
-		if ctx.Err() != nil {
-			return st, st, ctx.Err()
-		}
-		switch {
-		case kvcas.IsConflict(err):
-			g.invalidate(job, rev)
-		case kvcas.IsPermanent(err):
-			return st, st, fmt.Errorf("agent: breaker %s: %w", job, err)
-		default:
-			// In doubt (a timeout, a lost reply): the leader tells whether it
-			// was stored. If it was and is already overwritten, taking the
-			// state again may use up a probe slot that no item runs: slots
-			// are written off after the timeout, never granted twice.
-			rec, _, rerr := g.read(ctx, job)
-			if rerr != nil {
-				return st, st, fmt.Errorf("agent: breaker %s: write in doubt: %w (read: %w)", job, err, rerr)
-			}
-			if rec.Writer == id {
-				g.changed(job, st, next)
-				return st, next, nil
-			}
-			g.log.Debug().Err(err).Str("job_id", job).Msg("breaker write failed; deciding again")
-		}
-		if err := backoff.Wait(ctx); err != nil {
-			return st, st, err
-		}
+	ctx, cancel := context.WithTimeout(ctx, breakerUpdateTimeout)
+	defer cancel()
+	c, err := g.store.Update(ctx, job, func(cur kvstate.Entry[breakerRecord], id string) (breakerRecord, bool, error) {
+		st := cur.Value.BreakerState
+		next := fn(g.clock.Now().Round(0), st) // no monotonic reading: it is stored
+		return breakerRecord{BreakerState: next, Writer: id}, !sameBreakerState(next, st), nil
+	})
+	if err != nil {
+		return from, from, fmt.Errorf("agent: breaker %s: %w", job, err)
 	}
-}
-
-func (g *breakerGate) changed(job string, from, to retry.BreakerState) {
-	if breakerStateName(from) != breakerStateName(to) && g.onChange != nil {
+	from, to = c.From.Value.BreakerState, c.To.Value.BreakerState
+	if c.Written && breakerStateName(from) != breakerStateName(to) && g.onChange != nil {
 		g.onChange(job, from, to)
 	}
-}
-
-// cached returns the job's cached state, if it is known and the watch runs.
-func (g *breakerGate) cached(job string) (retry.BreakerState, uint64, bool) {
-	if !g.startWatch() {
-		return retry.BreakerState{}, 0, false
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	e, ok := g.jobs[job]
-	if !ok {
-		if len(g.jobs) > 4096 { // jobs are few; bound the cache anyway
-			clear(g.jobs)
-		}
-		e = &breakerEntry{}
-		g.jobs[job] = e // from now on the watch keeps it fresh
-	}
-	return e.st, e.rev, e.known
-}
-
-// observe records a state seen at rev; older revisions are ignored, and so
-// are jobs this gate has not been asked about.
-func (g *breakerGate) observe(job string, st retry.BreakerState, rev uint64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	e, ok := g.jobs[job]
-	if !ok || rev < e.rev || rev == e.rev && e.known {
-		return
-	}
-	e.st, e.rev, e.known = st, rev, true
-}
-
-// invalidate marks the cached state stale after a conflict at rev.
-func (g *breakerGate) invalidate(job string, rev uint64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if e, ok := g.jobs[job]; ok && e.rev == rev {
-		e.known = false
-	}
-}
-
-// read reads the job's state from the stream leader and caches it.
-func (g *breakerGate) read(ctx context.Context, job string) (breakerRecord, uint64, error) {
-	octx, cancel := context.WithTimeout(ctx, breakerOpTimeout)
-	defer cancel()
-	data, rev, err := g.leader.Get(octx, job)
-	if err != nil {
-		return breakerRecord{}, 0, fmt.Errorf("agent: breaker %s: read: %w", job, err)
-	}
-	var rec breakerRecord
-	if data != nil {
-		if err := json.Unmarshal(data, &rec); err != nil {
-			// A corrupt value reads as closed; the next write replaces it.
-			g.log.Warn().Err(err).Str("job_id", job).Msg("corrupt circuit breaker state read as closed")
-			rec = breakerRecord{}
-		}
-	}
-	g.observe(job, rec.BreakerState, rev)
-	return rec, rev, nil
-}
-
-// write stores rec at rev: create when there is no key (rev 0), else
-// compare-and-set.
-func (g *breakerGate) write(ctx context.Context, job string, rec breakerRecord, rev uint64) (uint64, error) {
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return 0, err
-	}
-	octx, cancel := context.WithTimeout(ctx, breakerOpTimeout)
-	defer cancel()
-	return kvcas.Write(octx, g.kv, job, data, rev)
-}
-
-// startWatch starts the watch of the bucket once, and reports whether it
-// runs (if it cannot start, every decision reads the leader).
-func (g *breakerGate) startWatch() bool {
-	g.watchMu.Lock()
-	defer g.watchMu.Unlock()
-	if g.watching {
-		return g.watchOK
-	}
-	g.watching = true
-	if g.ctx.Err() != nil {
-		return false
-	}
-	w, err := g.kv.WatchAll(g.ctx, jetstream.UpdatesOnly())
-	if err != nil {
-		g.log.Warn().Err(err).Msg("circuit breaker watch not started; every decision reads KV")
-		return false
-	}
-	g.watcher, g.watchOK = w, true
-	g.wg.Add(1)
-	go g.follow(w.Updates())
-	return true
-}
-
-// follow feeds the cache from the watch until close.
-func (g *breakerGate) follow(updates <-chan jetstream.KeyValueEntry) {
-	defer g.wg.Done()
-	kvwatch.Follow(g.ctx, updates, func(e jetstream.KeyValueEntry) {
-		var rec breakerRecord
-		if e.Operation() == jetstream.KeyValuePut {
-			if err := json.Unmarshal(e.Value(), &rec); err != nil {
-				return
-			}
-		}
-		g.observe(e.Key(), rec.BreakerState, e.Revision())
-	})
+	return from, to, nil
 }
 
 // sameBreakerState compares states by value, times by instant.

@@ -69,11 +69,13 @@ func gateAgent(t *testing.T, nc *nats.Conn, name string, clk clock.Clock, maxDel
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	a := &Agent{
-		cfg: Config{Name: name, Clock: clk, Rand: halfDraw}.WithDefaults(), nc: nc, log: zerolog.Nop(),
+		cfg: Config{Name: name, Clock: clk, Rand: halfDraw, ParkAfter: -1}.WithDefaults(), nc: nc, log: zerolog.Nop(),
 		js: js, pub: js, names: testNames, metrics: newMetrics(reg), maxDeliver: maxDeliver,
 	}
-	a.breakers = newBreakerGate(js, kv, clk, a.log, a.breakerChanged)
-	t.Cleanup(a.breakers.close)
+	g, err := newBreakerGate(js, kv, clk, a.log, a.breakerChanged)
+	require.NoError(t, err)
+	a.breakers = g
+	t.Cleanup(g.close)
 	return a, reg
 }
 

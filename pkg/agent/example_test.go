@@ -53,7 +53,7 @@ func ExampleStepFailure() {
 		{Decision: d, LastDelivery: true},
 	} {
 		v := f.Verdict()
-		fmt.Printf("needs a claim: %-5v → %-7v delay %-2s reason %q\n", f.NeedsClaim(), v.End, v.Delay, v.Reason)
+		fmt.Printf("needs a claim: %-5v → %-7v delay %-2s reason %q\n", f.NeedsClaim(), v.Kind, v.Delay, v.Reason)
 	}
 	// Output:
 	// needs a claim: true  → retry   delay 2s reason ""

@@ -29,39 +29,120 @@ import (
 //     written with compare-and-set, then a delayed nak, or the dead
 //     letter, the result and Term.
 
-// StepEnd is where a failed step run ends, before the step's on_failure.
-type StepEnd int
+// End is where the failure path of a failed step run ends: the one
+// decided result that the agent's act and the outage simulator's event
+// loop both switch on. StepFailure.Verdict, End.OnFailure and
+// ItemFailure.Verdict each return one. It is a plain value.
+type End struct {
+	Kind EndKind
+	// Delay is the wait before the item runs again (EndRetry, EndSnooze,
+	// EndItemRetry).
+	Delay time.Duration
+	// Output is the fallback's output, the step's (EndFallback).
+	Output string
+	// Outcome is the item's terminal outcome once its end is decided
+	// (EndGiveUp): messages.OutcomeDeadLettered, OutcomeSkipped or
+	// OutcomeFailed. Empty on a step's give-up whose on_failure and
+	// on_item_failure are still to apply.
+	Outcome string
+	// Reason is why the step or the item gives up (EndGiveUp,
+	// EndTimedOut): the policy's reason (attempts, retry_budget,
+	// not_retryable, permanent), max_deliveries, agent_timeout,
+	// circuit_open, a budget denial (item_budget_exhausted,
+	// job_budget_exhausted), or on_item_failure's (item_retries,
+	// custom_failed).
+	Reason string
+	// Class is the error class recorded with a final outcome.
+	Class string
+	// Deny is the budget's denial when it refused a retry.
+	Deny *budget.Deny
+	// State is the step's retry state to persist (a step's verdict; a
+	// snooze's is the state it read, unchanged).
+	State retry.State
 
-// Step ends.
+	err     error // the item's error, once decided
+	decided error // the policy's give-up error
+	cause   error // the failure
+}
+
+// EndKind says which end a failed step run reached. Its value is the
+// decision the attempt is recorded with in the item's history.
+type EndKind string
+
+// The ends.
 const (
-	// StepRetry: the step runs again after StepVerdict.Delay (a delayed
-	// nak); the job's retry budget granted the unit it costs.
-	StepRetry StepEnd = iota + 1
-	// StepSnooze: the step runs again after StepVerdict.Delay; no attempt
-	// is counted and no budget spent.
-	StepSnooze
-	// StepGiveUp: the step stops retrying, for StepVerdict.Reason; its
-	// on_failure ([retry.FailureAction]) says what follows.
-	StepGiveUp
-	// StepTimedOut: the item's agent_timeout is up, or would be before
-	// the step ran again: the step gives up (agent_timeout) and the item
-	// fails at once. on_failure does not apply: the item has no time left
-	// for a next step or a fallback.
-	StepTimedOut
+	// EndLater: the job's retry budget or the item's state could not be
+	// read: the delivery comes back after a second with nothing recorded,
+	// and runs the step again as the same attempt.
+	EndLater EndKind = ""
+	// EndRetry: the step runs again after Delay (a delayed nak or a park);
+	// the job's retry budget granted the unit it costs.
+	EndRetry EndKind = "retry"
+	// EndSnooze: the step runs again after Delay; no attempt is counted and
+	// no budget spent.
+	EndSnooze EndKind = "snooze"
+	// EndTimedOut: the item's agent_timeout is up, or would be before the
+	// step ran again: the item fails at once (on_failure does not apply: it
+	// has no time left for a next step or a fallback); on_item_failure
+	// decides its end.
+	EndTimedOut EndKind = "timed_out"
+	// EndGiveUp: the step stops retrying, for Reason. Without Outcome its
+	// on_failure, then on_item_failure, decide what follows; with Outcome
+	// the item has its terminal outcome.
+	EndGiveUp EndKind = "give_up"
+	// EndContinue: the step gave up and its on_failure is continue: the
+	// item goes on with its next step.
+	EndContinue EndKind = "continue"
+	// EndFallback: the step gave up and its fallback succeeded: the item
+	// goes on with its next step, Output as the step's.
+	EndFallback EndKind = "fallback"
+	// EndItemRetry: on_item_failure: retry runs the whole item again from
+	// its first step after Delay.
+	EndItemRetry EndKind = "item_retry"
 )
 
-func (e StepEnd) String() string {
-	switch e {
-	case StepRetry:
-		return "retry"
-	case StepSnooze:
-		return "snooze"
-	case StepGiveUp:
-		return "give_up"
-	case StepTimedOut:
-		return "timed_out"
+func (k EndKind) String() string {
+	if k == EndLater {
+		return "later"
 	}
-	return fmt.Sprintf("StepEnd(%d)", int(e))
+	return string(k)
+}
+
+// Err is the error of a step that gives up or times out, or of the item
+// once its end is decided: a *retry.GiveUpError with the reason and the
+// failure, the item's error when on_failure or on_item_failure added one
+// (nil for the other ends). Built on demand: the simulator's give-ups do
+// not need it.
+func (e *End) Err() error {
+	switch {
+	case e.err != nil || e.Outcome != "":
+		return e.err
+	case e.Kind != EndGiveUp && e.Kind != EndTimedOut:
+		return nil
+	case e.decided != nil:
+		return e.decided
+	}
+	return &retry.GiveUpError{Reason: e.Reason, Attempts: e.State.Attempts, Err: e.cause}
+}
+
+// OnFailure applies the step's on_failure to its give-up e: continue
+// goes on with the next step, a fallback that succeeded (fallbackErr nil)
+// too with its output; otherwise (stop, a failed fallback) e is returned,
+// the fallback's error joined to its error, for on_item_failure. Other
+// ends are returned as they are.
+func (e End) OnFailure(fa retry.FailureAction, fallbackOut string, fallbackErr error) End {
+	if e.Kind != EndGiveUp || e.Outcome != "" {
+		return e
+	}
+	switch {
+	case fa.Action == messages.OnFailureContinue:
+		return End{Kind: EndContinue, State: e.State}
+	case fa.NeedsFallback() && fallbackErr == nil:
+		return End{Kind: EndFallback, Output: fallbackOut, State: e.State}
+	case fa.NeedsFallback():
+		e.err = errors.Join(e.Err(), fmt.Errorf("fallback: %w", fallbackErr))
+	}
+	return e
 }
 
 // StepFailure is what the verdict on a failed step run reads. It is a plain
@@ -116,62 +197,30 @@ func (f *StepFailure) Breaker() retry.Outcome {
 	return retry.OutcomeFailure
 }
 
-// StepVerdict is what becomes of a failed step run. It is a plain value.
-type StepVerdict struct {
-	End StepEnd
-	// Delay is the wait before the step runs again (StepRetry, StepSnooze).
-	Delay time.Duration
-	// Reason is why the step gives up (StepGiveUp): the policy's reason
-	// (attempts, retry_budget, not_retryable, permanent), max_deliveries,
-	// or the budget's denial (item_budget_exhausted, job_budget_exhausted).
-	Reason string
-	// State is the step's retry state to persist: the decision's (a
-	// snooze's is the state it read, unchanged).
-	State retry.State
-	// Deny is the budget's denial when it refused the retry.
-	Deny *budget.Deny
-
-	decided error // the policy's give-up error
-	cause   error // the failure
-}
-
 // Verdict decides where the failed step run ends, one branch per end.
-func (f *StepFailure) Verdict() StepVerdict {
+func (f *StepFailure) Verdict() End {
 	d := &f.Decision
-	v := StepVerdict{State: d.State, cause: f.Err}
+	v := End{State: d.State, cause: f.Err}
 	switch {
 	case f.CircuitOpen: // the step's breaker refused the run: fail fast
-		v.End, v.Reason = StepGiveUp, messages.ReasonCircuitOpen
+		v.Kind, v.Reason = EndGiveUp, messages.ReasonCircuitOpen
 	case f.Deadline.Passed(f.Now): // the run ended with the item's time up
-		v.End, v.Reason = StepTimedOut, messages.ReasonAgentTimeout
+		v.Kind, v.Reason = EndTimedOut, messages.ReasonAgentTimeout
 	case d.Action == retry.ActionGiveUp: // attempts, retry_budget, not_retryable, permanent
-		v.End, v.Reason, v.decided = StepGiveUp, d.Reason, d.Err
+		v.Kind, v.Reason, v.decided = EndGiveUp, d.Reason, d.Err
 	case f.LastDelivery: // a retry or snooze that would never come back
-		v.End, v.Reason = StepGiveUp, messages.ReasonMaxDeliveries
+		v.Kind, v.Reason = EndGiveUp, messages.ReasonMaxDeliveries
 	case f.Deadline.Refuses(f.Now, d.Delay): // it would come back with the time up
-		v.End, v.Reason = StepTimedOut, messages.ReasonAgentTimeout
+		v.Kind, v.Reason = EndTimedOut, messages.ReasonAgentTimeout
 	case d.Action == retry.ActionSnooze:
-		v.End, v.Delay = StepSnooze, d.Delay
+		v.Kind, v.Delay = EndSnooze, d.Delay
 	case f.Grant.Granted:
-		v.End, v.Delay = StepRetry, d.Delay
+		v.Kind, v.Delay = EndRetry, d.Delay
 	default: // the job's retry budget refused the unit
-		v.End = StepGiveUp
+		v.Kind = EndGiveUp
 		v.Reason, v.Deny = denial(f.Grant)
 	}
 	return v
-}
-
-// Err is the error of a step that gives up or times out: a
-// *retry.GiveUpError with the reason and the failure (nil for the other
-// ends). Built on demand: the simulator's give-ups do not need it.
-func (v *StepVerdict) Err() error {
-	switch {
-	case v.End != StepGiveUp && v.End != StepTimedOut:
-		return nil
-	case v.decided != nil:
-		return v.decided
-	}
-	return &retry.GiveUpError{Reason: v.Reason, Attempts: v.State.Attempts, Err: v.cause}
 }
 
 // ItemFailure is what the verdict on a failed item reads: an item whose
@@ -204,27 +253,9 @@ func (f *ItemFailure) NeedsClaim() bool {
 	return !f.Reduce && retry.RetriesItems(f.Action) && f.Retry.Action == messages.ItemFailureRetry
 }
 
-// ItemVerdict is what becomes of a failed item. It is a plain value.
-type ItemVerdict struct {
-	// Rerun is set when the whole item runs again from its first step
-	// after Delay (on_item_failure: retry); Outcome is then empty.
-	Rerun bool
-	Delay time.Duration
-	// Outcome is the item's terminal outcome: messages.OutcomeDeadLettered,
-	// OutcomeSkipped or OutcomeFailed.
-	Outcome string
-	// Reason and Err describe the failure as recorded: the step's, or why
-	// on_item_failure dead-lettered the item (item_retries, a budget
-	// denial, custom_failed).
-	Reason string
-	Err    error
-	// Deny is the budget's denial when it refused a whole-item retry.
-	Deny *budget.Deny
-}
-
 // Verdict decides what becomes of the failed item, one branch per end.
-func (f *ItemFailure) Verdict() ItemVerdict {
-	v := ItemVerdict{Outcome: messages.OutcomeDeadLettered, Reason: f.Reason, Err: f.Err}
+func (f *ItemFailure) Verdict() End {
+	v := End{Kind: EndGiveUp, Outcome: messages.OutcomeDeadLettered, Reason: f.Reason, err: f.Err}
 	switch {
 	case f.Reduce: // its outcome is the job's
 		v.Outcome = messages.OutcomeFailed
@@ -234,12 +265,12 @@ func (f *ItemFailure) Verdict() ItemVerdict {
 		v.Outcome = messages.OutcomeFailed
 	case f.Action == messages.ItemFailureCustom:
 		v.Reason = messages.ReasonCustomFailed
-		v.Err = errors.Join(f.Err, fmt.Errorf("on_item_failure custom step: %w", f.CustomErr))
+		v.err = errors.Join(f.Err, fmt.Errorf("on_item_failure custom step: %w", f.CustomErr))
 	case !retry.RetriesItems(f.Action): // stop
 	case f.Retry.Action != messages.ItemFailureRetry: // runs spent, or permanent ("" under dlq without retry_config)
 		v.Reason = cmp.Or(f.Retry.Reason, v.Reason)
 	case f.Grant.Granted:
-		v = ItemVerdict{Rerun: true, Delay: f.Retry.Delay}
+		v = End{Kind: EndItemRetry, Delay: f.Retry.Delay}
 	default: // the job's retry budget refused the run
 		v.Reason, v.Deny = denial(f.Grant)
 	}
@@ -263,43 +294,6 @@ func denial(g budget.Grant) (string, *budget.Deny) {
 // read or write what it needs (the job's retry budget, the item state).
 const laterDelay = time.Second
 
-// endKind is where the failure path of a failed step run ends. Its value is
-// the Decision the attempt is recorded with in the item's history.
-type endKind string
-
-// Ends of the failure path.
-const (
-	// endLater: the job's retry budget could not be read. The delivery
-	// comes back after laterDelay with nothing recorded, and runs the step
-	// again as the same attempt.
-	endLater endKind = ""
-	// endRetry: the step runs again after the delay; the budget granted it.
-	endRetry endKind = "retry"
-	// endSnooze: the step runs again after the delay, nothing counted.
-	endSnooze endKind = "snooze"
-	// endItemRetry: on_item_failure: retry runs the whole item again from
-	// its first step after the delay.
-	endItemRetry endKind = "item_retry"
-	// endContinue: the step gave up and its on_failure is continue: the
-	// item goes on with its next step.
-	endContinue endKind = "continue"
-	// endFallback: the step gave up and its fallback succeeded: the item
-	// goes on with its next step, the fallback's output as the step's.
-	endFallback endKind = "fallback"
-	// endFinal: the item has its outcome (dead_lettered, skipped, failed).
-	endFinal endKind = "give_up"
-)
-
-// end is the end a failed step run reached, with what acting on it needs.
-type end struct {
-	kind  endKind
-	delay time.Duration // retry, snooze, item retry
-	out   string        // fallback: the step's output
-	// final: the item's outcome and why.
-	outcome, reason, class string
-	err                    error
-}
-
 // stepFailed is the failure path of a failed run of step i: it reports
 // whether the item goes on with its next step, and that step's output.
 func (a *Agent) stepFailed(ctx context.Context, it *item, i, attempt int, f *retry.Failure, dur time.Duration) (next bool, out string) {
@@ -320,7 +314,7 @@ func (a *Agent) stepFailed(ctx context.Context, it *item, i, attempt int, f *ret
 	if sf.NeedsClaim() {
 		var ok bool
 		if sf.Grant, ok = a.claim(ctx, it); !ok {
-			return a.act(ctx, it, att, end{kind: endLater})
+			return a.act(ctx, it, att, End{Kind: EndLater})
 		}
 	}
 	return a.stepEnds(ctx, it, i, attempt, att, &sf)
@@ -357,43 +351,33 @@ func (a *Agent) stepRefused(ctx context.Context, it *item, i, attempt int, circu
 
 // stepEnds asks the step's verdict and acts on it: a retry or snooze, the
 // item's end on its agent_timeout, or the step's give-up under its
-// on_failure.
+// on_failure, then on_item_failure.
 func (a *Agent) stepEnds(ctx context.Context, it *item, i, attempt int, att messages.Attempt, sf *StepFailure) (next bool, out string) {
-	pol := it.set.policies[i]
-	sv := sf.Verdict()
-	sv.State.ApplyTo(&it.st)
-	switch sv.End {
-	case StepRetry:
-		return a.act(ctx, it, att, end{kind: endRetry, delay: sv.Delay})
-	case StepSnooze:
-		return a.act(ctx, it, att, end{kind: endSnooze, delay: sv.Delay})
-	case StepTimedOut: // the item has no time left: on_failure does not apply
-		return a.act(ctx, it, att, a.itemFailed(ctx, it, sv.Reason, sv.Err(), sf.Decision.Class))
+	v := sf.Verdict()
+	v.State.ApplyTo(&it.st)
+	class := cmp.Or(sf.Decision.Class, retry.ClassError)
+	switch v.Kind {
+	case EndTimedOut: // the item has no time left: on_failure does not apply
+		v = a.itemFailed(ctx, it, v, sf.Decision.Class)
+	case EndGiveUp: // its on_failure decides what follows
+		fa := it.set.policies[i].OnFailure()
+		var fbOut string
+		var fbErr error
+		if fa.NeedsFallback() {
+			fbOut, fbErr = a.runFallback(ctx, it, i, attempt)
+		}
+		if v = v.OnFailure(fa, fbOut, fbErr); v.Kind == EndGiveUp {
+			v = a.itemFailed(ctx, it, v, class)
+		}
 	}
-	// The step gave up; its on_failure decides what follows.
-	fa := pol.OnFailure()
-	var fbOut string
-	var fbErr error
-	if fa.NeedsFallback() {
-		fbOut, fbErr = a.runFallback(ctx, it, i, attempt)
-	}
-	switch fa.Outcome(fbErr) {
-	case retry.StepSucceeded:
-		return a.act(ctx, it, att, end{kind: endFallback, out: fbOut})
-	case retry.StepContinue:
-		return a.act(ctx, it, att, end{kind: endContinue})
-	}
-	err := sv.Err()
-	if fbErr != nil {
-		err = errors.Join(err, fmt.Errorf("fallback: %w", fbErr))
-	}
-	return a.act(ctx, it, att, a.itemFailed(ctx, it, sv.Reason, err, cmp.Or(sf.Decision.Class, retry.ClassError)))
+	return a.act(ctx, it, att, v)
 }
 
-// itemFailed is the end of an item whose step gave up, under the job's
+// itemFailed is the end of an item whose step gave up (v), under the job's
 // error_policy.on_item_failure: it runs what the item's verdict needs (the
 // workflow's retry policy and a budget claim, or the custom step) and asks it.
-func (a *Agent) itemFailed(ctx context.Context, it *item, reason string, err error, class string) end {
+func (a *Agent) itemFailed(ctx context.Context, it *item, v End, class string) End {
+	reason, err := v.Reason, v.Err()
 	f := ItemFailure{Reduce: it.wi.Phase == messages.PhaseReduce, Action: it.job.onItem, Reason: reason, Err: err}
 	if !f.Reduce {
 		switch f.Action {
@@ -408,14 +392,12 @@ func (a *Agent) itemFailed(ctx context.Context, it *item, reason string, err err
 	if f.NeedsClaim() {
 		var ok bool
 		if f.Grant, ok = a.claim(ctx, it); !ok {
-			return end{kind: endLater}
+			return End{Kind: EndLater}
 		}
 	}
-	v := f.Verdict()
-	if v.Rerun {
-		return end{kind: endItemRetry, delay: v.Delay}
-	}
-	return end{kind: endFinal, outcome: v.Outcome, reason: v.Reason, err: v.Err, class: class}
+	v = f.Verdict()
+	v.Class = class
+	return v
 }
 
 // act carries out the end of a failed step run (att is the attempt), one
@@ -424,33 +406,33 @@ func (a *Agent) itemFailed(ctx context.Context, it *item, reason string, err err
 // persists it before the dead letter, the result and Term (finalize). A
 // state write that conflicts means another agent now holds the item: this
 // one steps aside and leaves the message alone.
-func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e end) (next bool, out string) {
-	att.Decision, att.ItemRun = string(e.kind), itemRun(it) // the run it ended, before an item retry moves on
-	switch e.kind {
-	case endLater:
+func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e End) (next bool, out string) {
+	att.Decision, att.ItemRun = string(e.Kind), itemRun(it) // the run it ended, before an item retry moves on
+	switch e.Kind {
+	case EndLater:
 		a.nakDelay(it, laterDelay)
-	case endContinue, endFallback:
+	case EndContinue, EndFallback:
 		a.pushHistory(it, att)
-		return true, e.out
-	case endRetry:
+		return true, e.Output
+	case EndRetry:
 		it.st.Retries++
-		a.metrics.retryDelay.Observe(e.delay.Seconds())
-		a.retryLater(ctx, it, att, e.delay, "retry")
-	case endSnooze:
-		a.retryLater(ctx, it, att, e.delay, "snooze")
-	case endItemRetry:
+		a.metrics.retryDelay.Observe(e.Delay.Seconds())
+		a.retryLater(ctx, it, att, e.Delay, "retry")
+	case EndSnooze:
+		a.retryLater(ctx, it, att, e.Delay, "snooze")
+	case EndItemRetry:
 		it.st.ItemRun = max(it.st.ItemRun, 1) + 1
-		it.st.ItemDelay = messages.Duration(e.delay)
+		it.st.ItemDelay = messages.Duration(e.Delay)
 		it.st.Step, it.st.Outputs = 0, nil
 		it.st.StartedAt = time.Time{} // a new run: agent_timeout counts afresh
 		retry.State{}.ApplyTo(&it.st)
 		it.st.Retries++
-		a.retryLater(ctx, it, att, e.delay, "item")
-	case endFinal:
+		a.retryLater(ctx, it, att, e.Delay, "item")
+	case EndGiveUp: // the item's end, decided (itemFailed)
 		a.pushHistory(it, att)
-		it.st.Final, it.st.Reason, it.st.ErrorClass = e.outcome, e.reason, e.class
-		if e.err != nil {
-			it.st.Error = truncate(e.err.Error(), maxMessageBytes)
+		it.st.Final, it.st.Reason, it.st.ErrorClass = e.Outcome, e.Reason, e.Class
+		if err := e.Err(); err != nil {
+			it.st.Error = truncate(err.Error(), maxMessageBytes)
 		}
 		switch saved, fenced := a.persist(ctx, it); {
 		case saved:

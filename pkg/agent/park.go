@@ -3,12 +3,10 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -35,7 +33,7 @@ import (
 
 // parks reports whether a retry after delay is parked rather than naked.
 func (a *Agent) parks(delay time.Duration) bool {
-	return a.parking && a.cfg.ParkAfter > 0 && delay >= a.cfg.ParkAfter
+	return a.cfg.ParkAfter > 0 && delay >= a.cfg.ParkAfter
 }
 
 // markPark records in the item's state, before it is persisted, that the
@@ -82,17 +80,13 @@ func (a *Agent) keepParked(ctx context.Context, it *item) (keep, fenced bool) {
 // schedule and the ack, or its ack was lost. The copy is scheduled again
 // (a duplicate if it was stored; it replaces a pending schedule of the
 // same park otherwise) and the delivery is acked without running. If the
-// item has its outcome (the copy ran), the delivery is only acked. With
-// parking unavailable (no park stream) the delivery runs instead.
+// item has its outcome (the copy ran), the delivery is only acked. An
+// agent that parks nothing itself (ParkAfter negative) does this too: the
+// copies other agents parked are in the park stream.
 func (a *Agent) resumePark(ctx context.Context, it *item) {
 	if it.st.Final != "" {
 		a.metrics.parked.WithLabelValues("superseded").Inc()
 		a.ack(it)
-		return
-	}
-	if !a.parking {
-		it.wi.Park = it.st.Park
-		a.runSteps(ctx, it)
 		return
 	}
 	a.park(ctx, it)
@@ -127,17 +121,4 @@ func (a *Agent) ack(it *item) {
 	if err := it.m.Ack(); err != nil {
 		a.log.Debug().Err(err).Msg("ack failed; the superseded delivery will be acked again")
 	}
-}
-
-// parkingAvailable reports whether the park stream exists: a coordinator
-// older than parking does not create it, and its agents nak every retry.
-func parkingAvailable(ctx context.Context, js jetstream.JetStream, names messages.Names) (bool, error) {
-	_, err := js.Stream(ctx, names.ParkStream())
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return false, nil
-	}
-	return false, err
 }

@@ -17,7 +17,7 @@ func TestParking(t *testing.T) {
 	const tenSeconds = `[{"handler":"fail","retry_config":{"attempts":3,"backoff":"fixed","initial_delay":"10s","max_delay":"10s","jitter":false}}]`
 	setup := func(t *testing.T) *failureAgent {
 		f := newFailureAgent(t)
-		f.a.parking, f.a.cfg.ParkAfter = true, 5*time.Second
+		f.a.cfg.ParkAfter = 5 * time.Second
 		return f
 	}
 	parked := func(f *failureAgent, kind string) float64 {
@@ -96,14 +96,5 @@ func TestParking(t *testing.T) {
 		st := f.state(t, j)
 		require.NotNil(t, st, "kept for the superseded delivery")
 		require.Equal(t, messages.OutcomeSucceeded, st.Final)
-	})
-
-	t.Run("parking off: a superseded delivery runs", func(t *testing.T) {
-		f := setup(t)
-		f.a.parking = false
-		j := f.job(t, "j", `[{"handler":"ok"}]`, "")
-		f.store(t, j, messages.ItemState{Park: 1})
-		require.Equal(t, "ack", f.deliver(t, j, 2).disposition())
-		require.Equal(t, messages.OutcomeSucceeded, f.pub.result(t).Outcome)
 	})
 }

@@ -84,9 +84,8 @@ func (p *presence) value() messages.AgentPresence {
 
 // start publishes the presence until stop is called. When runCtx ends the
 // agent is shutting down: the value says so at once, and stop deletes the
-// key once in-flight items are done. A fleet without the agents bucket (a
-// coordinator older than this agent) gets no presence; nothing else
-// changes.
+// key once in-flight items are done. Without the agents bucket the agent
+// publishes no presence (it warns); nothing else changes.
 func (p *presence) start(runCtx context.Context) (stop func()) {
 	if p.a.cfg.PresenceInterval < 0 {
 		return func() {}

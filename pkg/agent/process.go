@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -56,8 +55,7 @@ type item struct {
 
 	// carry is what a replay continues from (see carriedAttempts).
 	carry carried
-	// hb is the worker's heartbeat slot (heartbeat.go); nil: a timer per
-	// handler call.
+	// hb is the worker's heartbeat slot (heartbeat.go).
 	hb *hbSlot
 }
 
@@ -87,13 +85,10 @@ func carriedAttempts(wi *messages.WorkItem) carried {
 	return carried{}
 }
 
-// safeProcess runs process. A panic there (a bug some message found) would
+// safeProcessOn runs process on a worker whose handler calls send their
+// heartbeats through slot. A panic there (a bug some message found) would
 // end the agent, and the message, redelivered, would end the next one: the
 // message is dead-lettered as poison instead, and the agent goes on.
-func (a *Agent) safeProcess(ctx context.Context, m jetstream.Msg) { a.safeProcessOn(ctx, m, nil) }
-
-// safeProcessOn is safeProcess on a worker whose handler calls send their
-// heartbeats through slot (nil: a timer of their own).
 func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 	defer func() {
 		p := recover()
@@ -673,44 +668,14 @@ func (a *Agent) invokeHandler(ctx context.Context, it *item, step *messages.Step
 	defer cancel()
 	var v any
 	var err error
-	if it.hb != nil {
-		it.hb.begin(it.m, time.Now())
-		v, err = fn(hctx, call)
-		it.hb.end()
-	} else {
-		stopHB := a.heartbeat(it.m)
-		v, err = fn(hctx, call)
-		stopHB()
-	}
+	it.hb.begin(it.m, time.Now())
+	v, err = fn(hctx, call)
+	it.hb.end()
 	if err != nil {
 		timedOut := errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		return "", &retry.Failure{Err: err, TimedOut: timedOut}
 	}
 	return outputText(v), nil
-}
-
-// heartbeat sends InProgress every interval until the returned func is called.
-func (a *Agent) heartbeat(m jetstream.Msg) (stop func()) {
-	var mu sync.Mutex
-	stopped := false
-	var t *time.Timer
-	mu.Lock() // the callback may fire before t is assigned (a short heartbeat)
-	defer mu.Unlock()
-	t = time.AfterFunc(a.hb, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		_ = m.InProgress()
-		t.Reset(a.hb)
-	})
-	return func() {
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-		t.Stop()
-	}
 }
 
 func outputText(v any) string {

@@ -105,9 +105,8 @@ func BenchmarkBudgetContention(b *testing.B) {
 	big := budget.Record{Total: budget.MaxUnits, PerItemMax: budget.MaxUnits}
 	for i := range b.N {
 		jobNaive, jobOne, jobFour := fmt.Sprintf("naive-%d", i), fmt.Sprintf("one-%d", i), fmt.Sprintf("four-%d", i)
-		jobDirect := fmt.Sprintf("direct-%d", i)
 		setup := newBudget(b, kv)
-		for _, job := range []string{jobNaive, jobOne, jobFour, jobDirect} {
+		for _, job := range []string{jobNaive, jobOne, jobFour} {
 			_, _, err := setup.Create(ctx, job, big)
 			require.NoError(b, err)
 		}
@@ -119,12 +118,6 @@ func BenchmarkBudgetContention(b *testing.B) {
 		one := newBudget(b, kv)
 		single := throughput(b, claimers, d, func(ctx context.Context) (bool, error) {
 			g, err := one.Claim(ctx, jobOne, 0)
-			return g.Granted, err
-		})
-
-		direct := newBudget(b, kv, budget.WithCoalescing(false))
-		uncoalesced := throughput(b, claimers, d, func(ctx context.Context) (bool, error) {
-			g, err := direct.Claim(ctx, jobDirect, 0)
 			return g.Granted, err
 		})
 
@@ -153,12 +146,10 @@ func BenchmarkBudgetContention(b *testing.B) {
 		st4 := sumStats(procs)
 		fmt.Printf("  pkg/budget, 4 processes x 16   %9.0f claims/s  (%.1fx naive; %d KV write attempts, %d conflicts, %d reads)\n",
 			four, four/naive, st4.Writes, st4.Conflicts, st4.Reads)
-		fmt.Printf("  pkg/budget, coalescing off     %9.0f claims/s  (%.1fx naive: jittered backoff, cached revision)\n", uncoalesced, uncoalesced/naive)
 		b.ReportMetric(naive, "naive_claims/s")
 		b.ReportMetric(single, "budget_claims/s")
 		b.ReportMetric(single/naive, "speedup")
 		b.ReportMetric(four, "budget_4proc_claims/s")
-		b.ReportMetric(uncoalesced, "budget_uncoalesced_claims/s")
 	}
 }
 

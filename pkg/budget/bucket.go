@@ -1,14 +1,10 @@
 package budget
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/jetfleet/jetfleet/internal/kvleader"
 )
 
 // BucketConfig is the configuration of the budget bucket (normally
@@ -25,50 +21,6 @@ func BucketConfig(bucket string, replicas int) jetstream.KeyValueConfig {
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
 	}
-}
-
-// reader reads a job's record at its latest revision.
-type reader interface {
-	get(ctx context.Context, job string) (Record, uint64, error)
-}
-
-// kvReader reads through KeyValue.Get: a direct get when the bucket allows
-// it, which a lagging replica may answer.
-type kvReader struct{ kv jetstream.KeyValue }
-
-func (r kvReader) get(ctx context.Context, job string) (Record, uint64, error) {
-	e, err := r.kv.Get(ctx, job)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return Record{}, 0, fmt.Errorf("%w: %w", ErrNotFound, err)
-		}
-		return Record{}, 0, err
-	}
-	rec, err := decodeRecord(e.Value())
-	return rec, e.Revision(), err
-}
-
-// leaderReader reads records from the bucket's stream leader, so a read
-// after a failed compare-and-set sees the write that beat it (unless that
-// write is itself still in flight).
-type leaderReader struct{ r kvleader.Reader }
-
-func newLeaderReader(js jetstream.JetStream, bucket string) leaderReader {
-	return leaderReader{kvleader.New(js, bucket)}
-}
-
-func (l leaderReader) get(ctx context.Context, job string) (Record, uint64, error) {
-	data, rev, err := l.r.Get(ctx, job)
-	switch {
-	case err != nil:
-		return Record{}, 0, err
-	case data == nil && rev == 0:
-		return Record{}, 0, fmt.Errorf("%w: no record for job %s", ErrNotFound, job)
-	case data == nil:
-		return Record{}, 0, fmt.Errorf("%w: key deleted", ErrNotFound)
-	}
-	rec, err := decodeRecord(data)
-	return rec, rev, err
 }
 
 func decodeRecord(data []byte) (Record, error) {

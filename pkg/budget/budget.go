@@ -2,20 +2,14 @@ package budget
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/jetfleet/jetfleet/internal/kvcas"
-	"github.com/jetfleet/jetfleet/internal/kvwatch"
+	"github.com/jetfleet/jetfleet/internal/kvstate"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -24,13 +18,10 @@ import (
 // process's concurrent claims on a job into one compare-and-set. A Budget
 // is safe for concurrent use by any number of goroutines; Close stops it.
 type Budget struct {
-	kv     jetstream.KeyValue
-	reader reader
-	o      options
-	log    zerolog.Logger
-	m      *metrics
-	id     string // prefix of this instance's claim ids
-	seq    atomic.Uint64
+	store *kvstate.Store[Record]
+	o     options
+	log   zerolog.Logger
+	m     *metrics
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -39,15 +30,11 @@ type Budget struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	mu           sync.Mutex
-	jobs         map[string]*jobState
-	watchStarted bool
-	watcher      jetstream.KeyWatcher
-
-	stats struct{ reads, writes, conflicts, errors atomic.Int64 }
+	mu   sync.Mutex
+	jobs map[string]*jobState
 }
 
-// Stats counts this Budget's KV traffic since New.
+// Stats counts a Budget's KV traffic since New.
 type Stats struct {
 	Reads     int64 // record reads (Get and the reads behind compare-and-set)
 	Writes    int64 // write attempts (Create and compare-and-set), failed ones included
@@ -74,19 +61,28 @@ func New(kv jetstream.KeyValue, opts ...Option) (*Budget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("budget: metrics: %w", err)
 	}
-	var idb [6]byte
-	_, _ = rand.Read(idb[:])
 	b := &Budget{
-		kv:   kv,
 		o:    o,
 		log:  o.log.With().Str("component", "budget").Logger(),
 		m:    m,
-		id:   base64.RawURLEncoding.EncodeToString(idb[:]),
 		jobs: make(map[string]*jobState),
 	}
-	b.reader = kvReader{kv}
-	if o.js != nil {
-		b.reader = newLeaderReader(o.js, kv.Bucket())
+	b.store, err = kvstate.New(kvstate.Config[Record]{
+		KV:        kv,
+		JetStream: o.js,
+		Decode:    decodeRecord,
+		WrittenBy: Record.claimed,
+		Watch:     o.watch,
+		Observe: func(job string, e kvstate.Entry[Record]) {
+			if e.Exists {
+				m.remaining.WithLabelValues(job).Set(float64(e.Value.Remaining()))
+			}
+		},
+		OpTimeout: o.opTimeout,
+		Logger:    b.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("budget: %w", err)
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil
@@ -105,22 +101,14 @@ func (b *Budget) Create(ctx context.Context, job string, rec Record) (Record, bo
 	}
 	rec.Exhausted = rec.Consumed >= rec.Total
 	rec.recent = nil
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return Record{}, false, fmt.Errorf("%w: %v", ErrInvalidRecord, err)
-	}
-	b.stats.writes.Add(1)
-	rev, err := b.kv.Create(ctx, job, data)
-	if err == nil {
-		b.observe(job, rec, rev)
-		return rec, true, nil
-	}
-	if !kvcas.IsConflict(err) { // a conflict: the record exists
-		b.stats.errors.Add(1)
+	e, created, err := b.store.Create(ctx, job, rec)
+	switch {
+	case err != nil:
 		return Record{}, false, fmt.Errorf("budget: create %s: %w", job, err)
+	case !e.Exists:
+		return Record{}, false, fmt.Errorf("%w: job %s (deleted while created)", ErrNotFound, job)
 	}
-	existing, err := b.Get(ctx, job)
-	return existing, false, err
+	return e.Value, created, nil
 }
 
 // Get reads job's budget record (from the stream leader with
@@ -130,12 +118,14 @@ func (b *Budget) Get(ctx context.Context, job string) (Record, error) {
 	if err := validJob(job); err != nil {
 		return Record{}, err
 	}
-	rec, rev, err := b.read(ctx, job)
-	if err != nil {
-		return Record{}, err
+	e, err := b.store.Read(ctx, job)
+	switch {
+	case err != nil:
+		return Record{}, fmt.Errorf("budget: read %s: %w", job, err)
+	case !e.Exists:
+		return Record{}, fmt.Errorf("%w: job %s", ErrNotFound, job)
 	}
-	b.observe(job, rec, rev)
-	return rec, nil
+	return e.Value, nil
 }
 
 // Claim asks for one retry of an item of job that has already been granted
@@ -166,12 +156,10 @@ func (b *Budget) claim(ctx context.Context, job string, itemRetries int) (Grant,
 	if err != nil {
 		return Grant{}, err
 	}
-	if !b.o.coalesce {
-		return b.claimDirect(ctx, st, max(itemRetries, 0))
-	}
 	w := &waiter{itemRetries: max(itemRetries, 0), ch: make(chan result, 1)}
+	e, _, known := b.store.Cached(job)
 	st.mu.Lock()
-	if g, ok := st.decideLocked(w.itemRetries); ok {
+	if g, ok := st.decideLocked(e, known, w.itemRetries); ok {
 		st.mu.Unlock()
 		return g, nil
 	}
@@ -203,14 +191,9 @@ func (b *Budget) claim(ctx context.Context, job string, itemRetries int) (Grant,
 // the job ends. Claims in flight finish normally.
 func (b *Budget) Forget(job string) {
 	b.mu.Lock()
-	st := b.jobs[job]
 	delete(b.jobs, job)
 	b.mu.Unlock()
-	if st != nil {
-		st.mu.Lock()
-		st.forgotten = true
-		st.mu.Unlock()
-	}
+	b.store.Forget(job)
 	b.m.remaining.DeleteLabelValues(job)
 }
 
@@ -226,26 +209,18 @@ func (b *Budget) Close() error {
 	b.closed = true
 	b.life.Unlock()
 	b.cancel()
-	b.mu.Lock()
-	w := b.watcher
-	b.watcher = nil
-	b.mu.Unlock()
-	if w != nil {
-		_ = w.Stop()
-	}
 	b.wg.Wait()
+	b.store.Close()
 	return nil
 }
 
 // Stats returns this Budget's KV traffic counters.
 func (b *Budget) Stats() Stats {
-	return Stats{
-		Reads: b.stats.reads.Load(), Writes: b.stats.writes.Load(),
-		Conflicts: b.stats.conflicts.Load(), Errors: b.stats.errors.Load(),
-	}
+	x := b.store.Stats()
+	return Stats{Reads: x.Reads, Writes: x.Writes, Conflicts: x.Conflicts, Errors: x.Errors}
 }
 
-// state returns job's state, creating it (and starting the watch) on first use.
+// state returns job's claim state, creating it on first use.
 func (b *Budget) state(job string) (*jobState, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -254,28 +229,10 @@ func (b *Budget) state(job string) (*jobState, error) {
 	}
 	st := b.jobs[job]
 	if st == nil {
-		st = &jobState{b: b, job: job, inDoubt: map[string]int{}}
+		st = &jobState{job: job}
 		b.jobs[job] = st
 	}
-	if b.o.watch && !b.watchStarted {
-		if b.spawn(b.watch) {
-			b.watchStarted = true
-		}
-	}
 	return st, nil
-}
-
-// observe feeds a record read or written outside a claim into job's state,
-// if this process tracks the job.
-func (b *Budget) observe(job string, rec Record, rev uint64) {
-	b.mu.Lock()
-	st := b.jobs[job]
-	b.mu.Unlock()
-	if st != nil {
-		st.mu.Lock()
-		st.observeLocked(rec, rev)
-		st.mu.Unlock()
-	}
 }
 
 // spawn runs f in a goroutine Close waits for, unless the Budget is closed.
@@ -291,47 +248,6 @@ func (b *Budget) spawn(f func()) bool {
 		f()
 	}()
 	return true
-}
-
-// nextClaimID is unique across processes (random instance prefix).
-func (b *Budget) nextClaimID() string {
-	return b.id + "." + strconv.FormatUint(b.seq.Add(1), 36)
-}
-
-// ownsClaim reports whether id was written by this Budget.
-func (b *Budget) ownsClaim(id string) bool {
-	return len(id) > len(b.id) && id[:len(b.id)] == b.id && id[len(b.id)] == '.'
-}
-
-// watch follows every update of the bucket (one ordered consumer per
-// process), so that records moved or exhausted by other processes are
-// known without a read.
-func (b *Budget) watch() {
-	w, err := b.kv.WatchAll(b.ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
-	if err != nil {
-		if b.ctx.Err() == nil {
-			b.log.Warn().Err(err).Msg("budget watch not started; claims fall back to reads")
-		}
-		return
-	}
-	b.mu.Lock()
-	if b.ctx.Err() != nil {
-		b.mu.Unlock()
-		_ = w.Stop()
-	} else {
-		b.watcher = w
-		b.mu.Unlock()
-	}
-	kvwatch.Follow(b.ctx, w.Updates(), func(e jetstream.KeyValueEntry) {
-		if e.Operation() != jetstream.KeyValuePut {
-			return
-		}
-		var rec Record
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			return
-		}
-		b.observe(e.Key(), rec, e.Revision())
-	})
 }
 
 func validJob(job string) error {

@@ -76,56 +76,51 @@ func TestCreateIsIdempotent(t *testing.T) {
 
 func TestClaim(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	for _, coalesce := range []bool{true, false} {
-		name := map[bool]string{true: "coalescing", false: "direct"}[coalesce]
-		t.Run(name, func(t *testing.T) {
-			ctx := testCtx(t, 10*time.Second)
-			kv := newBucket(t, srv.JS(), 1)
-			b := newBudget(t, kv, budget.WithCoalescing(coalesce))
-			job := "claim-" + name
-			_, _, err := b.Create(ctx, job, budget.Record{Total: 3, PerItemMax: 2})
-			require.NoError(t, err)
+	ctx := testCtx(t, 10*time.Second)
+	kv := newBucket(t, srv.JS(), 1)
+	b := newBudget(t, kv)
+	job := "claim"
+	_, _, err := b.Create(ctx, job, budget.Record{Total: 3, PerItemMax: 2})
+	require.NoError(t, err)
 
-			// Per-item cap first: an item that has had 2 retries is denied
-			// even though the job has units left.
-			for retries := range 2 {
-				g, err := b.Claim(ctx, job, retries)
-				require.NoError(t, err)
-				require.True(t, g.Granted)
-				require.Nil(t, g.Deny)
-			}
-			g, err := b.Claim(ctx, job, 2)
-			require.NoError(t, err)
-			require.False(t, g.Granted)
-			require.Equal(t, &budget.Deny{Reason: messages.ReasonItemBudget, Consumed: 2, Limit: 2}, g.Deny)
-			require.ErrorIs(t, g.Deny, budget.ErrExhausted)
-			require.Equal(t, budget.ScopeItem, g.Deny.Scope())
-
-			// The last job unit, then the job is exhausted.
-			g, err = b.Claim(ctx, job, 0)
-			require.NoError(t, err)
-			require.True(t, g.Granted)
-			g, err = b.Claim(ctx, job, 0)
-			require.NoError(t, err)
-			require.Equal(t, &budget.Deny{Reason: messages.ReasonJobBudget, Consumed: 3, Limit: 3}, g.Deny)
-			require.Equal(t, budget.ScopeJob, g.Deny.Scope())
-			require.EqualError(t, g.Deny, "budget: job_budget_exhausted (3 of 3 retries used)")
-
-			rec, err := b.Get(ctx, job)
-			require.NoError(t, err)
-			require.Equal(t, 3, rec.Consumed)
-			require.True(t, rec.Exhausted)
-
-			// Exhaustion is remembered: later denials cost no KV request.
-			before := b.Stats()
-			for range 100 {
-				g, err := b.Claim(ctx, job, 0)
-				require.NoError(t, err)
-				require.False(t, g.Granted)
-			}
-			require.Equal(t, before, b.Stats())
-		})
+	// Per-item cap first: an item that has had 2 retries is denied
+	// even though the job has units left.
+	for retries := range 2 {
+		g, err := b.Claim(ctx, job, retries)
+		require.NoError(t, err)
+		require.True(t, g.Granted)
+		require.Nil(t, g.Deny)
 	}
+	g, err := b.Claim(ctx, job, 2)
+	require.NoError(t, err)
+	require.False(t, g.Granted)
+	require.Equal(t, &budget.Deny{Reason: messages.ReasonItemBudget, Consumed: 2, Limit: 2}, g.Deny)
+	require.ErrorIs(t, g.Deny, budget.ErrExhausted)
+	require.Equal(t, budget.ScopeItem, g.Deny.Scope())
+
+	// The last job unit, then the job is exhausted.
+	g, err = b.Claim(ctx, job, 0)
+	require.NoError(t, err)
+	require.True(t, g.Granted)
+	g, err = b.Claim(ctx, job, 0)
+	require.NoError(t, err)
+	require.Equal(t, &budget.Deny{Reason: messages.ReasonJobBudget, Consumed: 3, Limit: 3}, g.Deny)
+	require.Equal(t, budget.ScopeJob, g.Deny.Scope())
+	require.EqualError(t, g.Deny, "budget: job_budget_exhausted (3 of 3 retries used)")
+
+	rec, err := b.Get(ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, 3, rec.Consumed)
+	require.True(t, rec.Exhausted)
+
+	// Exhaustion is remembered: later denials cost no KV request.
+	before := b.Stats()
+	for range 100 {
+		g, err := b.Claim(ctx, job, 0)
+		require.NoError(t, err)
+		require.False(t, g.Granted)
+	}
+	require.Equal(t, before, b.Stats())
 }
 
 func TestClaimErrors(t *testing.T) {

@@ -1,5 +1,8 @@
-// Package budget holds each job's retry budget (AD-44) in a NATS KV bucket
-// and hands out retries from it, exactly, to any number of agents.
+// Package budget holds each job's retry budget in a NATS KV bucket and
+// hands out retries from it, exactly, to any number of agents. The budget
+// and its operator settings follow AD-44, the architecture decision on
+// job-level retry budgets and best-effort completion that jetfleet
+// implements.
 //
 // # Effective budget
 //
@@ -37,7 +40,12 @@
 //
 // Correctness rests on two things only: the per-item check, and the
 // compare-and-set on the job key, which never writes consumed above total.
-// Everything else is speed:
+// The record lives in an internal/kvstate store, which keeps it cached
+// (one watch of the bucket per process keeps it fresh and tells a process
+// when others have exhausted a job), retries conflicts (API errors 10071
+// and, on replicated buckets, 10164) and failed requests with jittered
+// exponential backoff, and settles lost replies. Above it, the budget adds
+// speed:
 //
 //   - Coalescing: concurrent claims on one job inside one process wait for a
 //     single flush goroutine, which claims k units with one compare-and-set
@@ -46,19 +54,15 @@
 //     acknowledged it.
 //   - Exhaustion is remembered (a budget never refills): later denials cost
 //     neither a read nor a write.
-//   - One watch per process on the bucket keeps the cached record fresh and
-//     tells a process when others have exhausted a job.
-//   - Conflicts (internal/kvcas: API errors 10071 and, on replicated
-//     buckets, 10164) and transient failures are retried with jittered
-//     exponential backoff until the caller's context ends.
 //
 // A write whose acknowledgement is lost (a timeout at a leader change) is
-// in doubt: its claim id was registered before it went out, and the units
-// are credited, once, when a record listing the id shows up (recent_claims
-// keeps the last 16). A unit that was recorded after its caller gave up is
-// kept for the next claim on the job in this process, never granted twice.
-// Units recorded but never handed out (a process that ends holding some)
-// are lost to the job: the budget can be under-spent, never over-spent.
+// in doubt: its claim id is in the record it wrote (recent_claims keeps
+// the last 16), and its units are credited, once, when a record read or
+// watched carries the id. A unit that was recorded after its caller gave
+// up is kept for the next claim on the job in this process, never granted
+// twice. Units recorded but never handed out (a process that ends holding
+// some) are lost to the job: the budget can be under-spent, never
+// over-spent.
 //
 // # Replicated buckets
 //

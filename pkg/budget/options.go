@@ -8,23 +8,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/internal/kvstate"
 )
 
-// Defaults of the options.
-const (
-	// DefaultOpTimeout bounds one KV request (read or write). A request in
-	// flight when a replicated bucket's leader changes gets no answer and
-	// stalls its claims this long before it is retried.
-	DefaultOpTimeout = 2 * time.Second
-	// Backoff between compare-and-set attempts after a revision conflict:
-	// jittered, doubling from ConflictBackoffMin up to ConflictBackoffMax.
-	ConflictBackoffMin = 500 * time.Microsecond
-	ConflictBackoffMax = 32 * time.Millisecond
-	// Backoff after a failed request (timeout, no responders, leader
-	// election): jittered, doubling from ErrorBackoffMin to ErrorBackoffMax.
-	ErrorBackoffMin = 10 * time.Millisecond
-	ErrorBackoffMax = time.Second
-)
+// DefaultOpTimeout bounds one KV request (read or write). A request in
+// flight when a replicated bucket's leader changes gets no answer and
+// stalls its claims this long before it is retried. Conflicts and failed
+// requests are retried with kvstate's jittered backoffs.
+const DefaultOpTimeout = kvstate.DefaultOpTimeout
 
 // Option configures New. Options validate their arguments.
 type Option func(*options) error
@@ -34,13 +26,11 @@ type options struct {
 	reg       prometheus.Registerer
 	js        jetstream.JetStream
 	opTimeout time.Duration
-	coalesce  bool
-	maxBatch  int
 	watch     bool
 }
 
 func defaultOptions() options {
-	return options{log: zerolog.Nop(), opTimeout: DefaultOpTimeout, coalesce: true, watch: true}
+	return options{log: zerolog.Nop(), opTimeout: DefaultOpTimeout, watch: true}
 }
 
 // WithLogger sets the logger; a child with component=budget is used.
@@ -84,26 +74,6 @@ func WithOpTimeout(d time.Duration) Option {
 			return fmt.Errorf("budget: WithOpTimeout: %v is not positive", d)
 		}
 		o.opTimeout = d
-		return nil
-	}
-}
-
-// WithCoalescing turns the in-process coalescing of claims on (the
-// default) or off. Off, every Claim runs its own read and compare-and-set
-// loop for one unit in the caller's goroutine: slower under contention,
-// and exactly as correct, which the tests show.
-func WithCoalescing(on bool) Option {
-	return func(o *options) error { o.coalesce = on; return nil }
-}
-
-// WithMaxBatch caps the units one compare-and-set may claim for waiting
-// callers. Defaults to 0: no cap.
-func WithMaxBatch(n int) Option {
-	return func(o *options) error {
-		if n < 0 {
-			return fmt.Errorf("budget: WithMaxBatch: %d is negative", n)
-		}
-		o.maxBatch = n
 		return nil
 	}
 }

@@ -22,15 +22,14 @@ import (
 // a shared queue; each item claims retries, one at a time with the count it
 // has been granted so far, until it is denied or has had demand retries.
 type scenario struct {
-	name     string
-	agents   int
-	workers  int // per agent
-	items    int
-	demand   int // retries each item would like
-	total    int
-	perItem  int
-	coalesce bool
-	opts     []budget.Option
+	name    string
+	agents  int
+	workers int // per agent
+	items   int
+	demand  int // retries each item would like
+	total   int
+	perItem int
+	opts    []budget.Option
 }
 
 // expected is what an exact budget grants: Record.Claim, the pure
@@ -64,7 +63,7 @@ func runScenario(t *testing.T, e env, s scenario, midRun func(context.Context) e
 		js := e.agent(t)
 		kv, err := js.KeyValue(ctx, bucket)
 		require.NoError(t, err)
-		budgets[i] = newBudget(t, kv, append([]budget.Option{budget.WithJetStream(js), budget.WithCoalescing(s.coalesce)}, s.opts...)...)
+		budgets[i] = newBudget(t, kv, append([]budget.Option{budget.WithJetStream(js)}, s.opts...)...)
 	}
 	_, created, err := budgets[0].Create(ctx, job, budget.Record{Total: s.total, PerItemMax: s.perItem})
 	require.NoError(t, err)
@@ -155,12 +154,11 @@ func runScenario(t *testing.T, e env, s scenario, midRun func(context.Context) e
 
 // scenarios: the job budget runs out first; the per-item caps bind first;
 // both bind.
-func scenarios(agents, workers int, coalesce bool) []scenario {
-	mode := map[bool]string{true: "coalescing", false: "direct"}[coalesce]
+func scenarios(agents, workers int) []scenario {
 	return []scenario{
-		{name: "job budget/" + mode, agents: agents, workers: workers, items: 300, demand: 5, perItem: 5, total: 250, coalesce: coalesce},
-		{name: "per-item caps/" + mode, agents: agents, workers: workers, items: 40, demand: 10, perItem: 3, total: 10_000, coalesce: coalesce},
-		{name: "both/" + mode, agents: agents, workers: workers, items: 60, demand: 10, perItem: 3, total: 100, coalesce: coalesce},
+		{name: "job budget", agents: agents, workers: workers, items: 300, demand: 5, perItem: 5, total: 250},
+		{name: "per-item caps", agents: agents, workers: workers, items: 40, demand: 10, perItem: 3, total: 10_000},
+		{name: "both", agents: agents, workers: workers, items: 60, demand: 10, perItem: 3, total: 100},
 	}
 }
 
@@ -175,10 +173,8 @@ func (e singleEnv) agent(t *testing.T) jetstream.JetStream {
 func TestPropertySingleNode(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	newBucket(t, srv.JS(), 1)
-	for _, coalesce := range []bool{true, false} {
-		for _, s := range scenarios(4, 16, coalesce) {
-			t.Run(s.name, func(t *testing.T) { runScenario(t, singleEnv{srv}, s, nil) })
-		}
+	for _, s := range scenarios(4, 16) {
+		t.Run(s.name, func(t *testing.T) { runScenario(t, singleEnv{srv}, s, nil) })
 	}
 }
 
@@ -205,13 +201,11 @@ func TestCluster(t *testing.T) {
 		_, err := c.StepDownStreamLeader(ctx, "KV_"+bucket)
 		return err
 	}
-	for _, coalesce := range []bool{true, false} {
-		for _, s := range scenarios(3, 8, coalesce) {
-			// A request in flight at the step-down gets no answer: keep its
-			// stall short (and exercise in-doubt writes).
-			s.opts = []budget.Option{budget.WithOpTimeout(300 * time.Millisecond)}
-			t.Run(s.name, func(t *testing.T) { runScenario(t, clusterEnv{c}, s, stepDown) })
-		}
+	for _, s := range scenarios(3, 8) {
+		// A request in flight at the step-down gets no answer: keep its
+		// stall short (and exercise in-doubt writes).
+		s.opts = []budget.Option{budget.WithOpTimeout(300 * time.Millisecond)}
+		t.Run(s.name, func(t *testing.T) { runScenario(t, clusterEnv{c}, s, stepDown) })
 	}
 }
 

@@ -251,3 +251,14 @@ func resolve(v *messages.BudgetValue, items int64) int {
 	}
 	return int(math.Ceil(x))
 }
+
+// claimed reports whether r lists the claim written with id among its
+// recent claims: a writer whose reply was lost finds its write by it.
+func (r Record) claimed(id string) bool {
+	for _, c := range r.recent {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
+}

@@ -12,8 +12,10 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Operator settings keep AD-44's names, as environment variables and, in
-// lower case with dashes, as flags.
+// Operator settings keep the names of AD-44 (the architecture decision on
+// job-level retry budgets and best-effort completion that jetfleet
+// implements), as environment variables and, in lower case with dashes, as
+// flags.
 const (
 	EnvDefault        = "RETRY_BUDGET_DEFAULT"
 	EnvMax            = "RETRY_BUDGET_MAX"
@@ -224,11 +226,11 @@ func RegisterFlags(fs *flag.FlagSet, s *Settings) {
 	for _, f := range s.fields() {
 		fs.Var(valueFlag{f.p}, f.flag, f.usage+" (env "+f.env+")")
 		if f.aliasFlag != "" {
-			fs.Var(valueFlag{f.p}, f.aliasFlag, "AD-44's name of --"+f.flag+" (env "+f.aliasEnv+")")
+			fs.Var(valueFlag{f.p}, f.aliasFlag, "alias of --"+f.flag+", its name in AD-44, the architecture decision on job retry budgets (env "+f.aliasEnv+")")
 		}
 	}
 	fs.Var(profileFlag{&s.Profile}, FlagProfile, "defaults of the settings above that are not set: "+ProfileAD44+
-		" (AD-44's 20, 50, 3 and 5) or "+ProfileDefault+" (env "+EnvProfile+")")
+		" (20, 50, 3 and 5, as AD-44, the architecture decision on job retry budgets, deploys them) or "+ProfileDefault+" (env "+EnvProfile+")")
 }
 
 // Validate reports an unknown profile, negative or non-finite values, and

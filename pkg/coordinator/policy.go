@@ -6,10 +6,11 @@ import (
 )
 
 // checkLocked applies the job's policies after a result (res, nil at the
-// end of the results replay): error_policy stops, then completion — all
-// items done, or best_effort's min_groups. Nothing applies before the
-// results replay has caught up (the counts are partial), after the map
-// phase ended, or to a job reopened by a DLQ replay (it already ended once
+// end of the results replay): [retry.Workflow.MapEnd] decides error_policy
+// stops and completion, the decision the outage simulator makes too; then
+// best_effort's min_groups. Nothing applies before the results replay has
+// caught up (the counts are partial), after the map phase ended, and
+// error_policy not to a job reopened by a DLQ replay (it already ended once
 // for its own reason; the replayed items only settle).
 func (r *jobRunner) checkLocked(res *messages.Result) {
 	if !r.life.deciding() {
@@ -17,22 +18,17 @@ func (r *jobRunner) checkLocked(res *messages.Result) {
 	}
 	st := &r.rec.Status
 	reopenedJob := st.MapReason != ""
-	if r.workflow != nil && !reopenedJob && res != nil {
-		failed := res.Outcome == messages.OutcomeFailed || res.Outcome == messages.OutcomeDeadLettered
-		if failed && r.workflow.Action() == messages.ItemFailureStop {
-			r.endMapLocked(messages.StateStopped, messages.CompletionItemStop)
-			return
-		}
-		if stop, reason := r.workflow.Check(r.countsLocked()); stop {
-			r.endMapLocked(messages.StateStopped, reason)
-			return
-		}
-	}
-	if st.Done() >= st.Items {
+	failed := res != nil && (res.Outcome == messages.OutcomeFailed || res.Outcome == messages.OutcomeDeadLettered)
+	end, state, reason := r.workflow.MapEnd(r.tallyLocked(), failed, res != nil && !reopenedJob)
+	switch {
+	case end && reason != messages.CompletionAllCompleted:
+		r.endMapLocked(state, reason)
+		return
+	case end:
 		if r.c.replayHolding(r.id) {
 			return // a DLQ replay of the job is under way; it ends after it (replay.go)
 		}
-		state, reason := r.completionStateLocked(), messages.CompletionAllCompleted
+		state = r.completionStateLocked()
 		if reopenedJob {
 			reason = st.MapReason
 			if st.MapState == messages.StateStopped || st.MapState == messages.StateCancelled {
@@ -47,14 +43,10 @@ func (r *jobRunner) checkLocked(res *messages.Result) {
 	}
 }
 
-// countsLocked are the counts error_policy thresholds look at: skipped
-// items count as failed (they were skipped after failing).
-func (r *jobRunner) countsLocked() retry.Counts {
+// tallyLocked are the job's counts as retry.Workflow.MapEnd reads them.
+func (r *jobRunner) tallyLocked() retry.Tally {
 	st := &r.rec.Status
-	return retry.Counts{
-		Finished: st.Succeeded + st.Failed + st.DeadLettered + st.Skipped,
-		Failed:   st.Failed + st.DeadLettered + st.Skipped,
-	}
+	return retry.Tally{Items: st.Items, Succeeded: st.Succeeded, Failed: st.Failed, DeadLettered: st.DeadLettered, Skipped: st.Skipped, NotRun: st.NotRun}
 }
 
 // completionStateLocked is the state of a job completing now: a
@@ -68,10 +60,7 @@ func (r *jobRunner) completionStateLocked() string {
 		}
 		return messages.StateFailed
 	}
-	if st.Failed+st.DeadLettered > 0 {
-		return messages.StateFailed
-	}
-	return messages.StateSucceeded
+	return r.tallyLocked().State()
 }
 
 // groupsCompletedLocked counts the groups whose items all ended without a

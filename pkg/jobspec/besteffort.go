@@ -13,7 +13,9 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// The operator's best-effort settings (AD-44's BEST_EFFORT_DEFAULT_MIN_DCS
+// The operator's best-effort settings (AD-44, the architecture decision on
+// job-level retry budgets and best-effort completion that jetfleet
+// implements, names them BEST_EFFORT_DEFAULT_MIN_DCS
 // and BEST_EFFORT_DEFAULT_DEADLINE_SECONDS, over groups instead of
 // datacenters), as environment variables and, in lower case with dashes,
 // as flags.

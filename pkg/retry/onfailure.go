@@ -1,8 +1,6 @@
 package retry
 
 import (
-	"fmt"
-
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -36,49 +34,6 @@ func NewFailureAction(of *messages.OnFailure) (FailureAction, error) {
 	return FailureAction{Action: messages.OnFailureStop}, problem("unknown action %q (want stop, continue or {fallback: {command}})", of.Action)
 }
 
-// StepOutcome is what becomes of a step that gave up, after its on_failure.
-type StepOutcome int
-
-// Step outcomes.
-const (
-	// StepFailed: the item fails; the workflow error policy takes over.
-	StepFailed StepOutcome = iota
-	// StepContinue: the step stays failed (recorded in the history) and the
-	// item goes on with its next step.
-	StepContinue
-	// StepSucceeded: the fallback command succeeded; it counts as the
-	// step's success and its output as the step's output.
-	StepSucceeded
-)
-
-func (o StepOutcome) String() string {
-	switch o {
-	case StepFailed:
-		return "failed"
-	case StepContinue:
-		return "continue"
-	case StepSucceeded:
-		return "succeeded"
-	}
-	return fmt.Sprintf("StepOutcome(%d)", int(o))
-}
-
 // NeedsFallback reports whether the agent must run a.Fallback before it can
-// call [FailureAction.Outcome].
+// decide what follows the give-up (the agent's End.OnFailure).
 func (a FailureAction) NeedsFallback() bool { return a.Action == messages.OnFailureFallback }
-
-// Outcome is what follows a give-up. fallbackErr is the result of the
-// fallback command (only read for fallback): nil makes the step a success,
-// an error makes the item fail (the caller keeps both errors, e.g. with
-// errors.Join, for the history).
-func (a FailureAction) Outcome(fallbackErr error) StepOutcome {
-	switch a.Action {
-	case messages.OnFailureContinue:
-		return StepContinue
-	case messages.OnFailureFallback:
-		if fallbackErr == nil {
-			return StepSucceeded
-		}
-	}
-	return StepFailed
-}

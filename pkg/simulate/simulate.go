@@ -274,14 +274,14 @@ func (s *sim) run(ctx context.Context) error {
 			s.stepDone(&e)
 		case evDeadline:
 			if !s.ended {
-				s.endMap(s.completionState(), messages.CompletionDeadline)
+				s.endMap(s.tally().State(), messages.CompletionDeadline)
 			}
 		}
 		s.dispatch()
 	}
 	if !s.ended {
 		// Truncated: end where it is.
-		s.endMap(s.completionState(), reason)
+		s.endMap(s.tally().State(), reason)
 	}
 	return nil
 }
@@ -624,39 +624,34 @@ func (s *sim) refused(a, it int32, circuitOpen bool) {
 	s.stepEnds(a, it, &f, cause)
 }
 
-// stepEnds acts on the step's verdict (the agent's stepEnds); err is the
-// failure on_item_failure reads.
+// stepEnds acts on the step's verdict (the agent's stepEnds): one switch
+// on the agent's End; err is the failure on_item_failure reads.
 func (s *sim) stepEnds(a, it int32, f *agent.StepFailure, err error) {
 	st := &s.items[it]
 	sm := &s.steps[st.step]
 	v := f.Verdict()
 	s.apply(st, v.State)
-	switch v.End {
-	case agent.StepSnooze:
-		s.res.Snoozes++
-		s.nak(it, v.Delay)
-		s.slotFree(a)
-		return
-	case agent.StepRetry:
-		s.nak(it, v.Delay)
-		s.slotFree(a)
-		return
-	case agent.StepTimedOut: // the item has no time left: on_failure does not apply
-		s.itemFailed(a, it, v.Reason, err)
-		return
-	}
-	// The step gave up; its on_failure decides what follows.
-	switch fa := sm.onFailure; {
-	case fa.NeedsFallback():
+	if v.Kind == agent.EndGiveUp && sm.onFailure.NeedsFallback() {
 		// The fallback command runs once, in the step's time, and is taken
 		// to succeed (it does not call the dependency).
 		s.events.push(event{at: s.now + int64(s.dep.StepDuration), kind: evDone, item: it, agent: a, run: runFallback})
-	case fa.Outcome(nil) == retry.StepContinue:
+		return
+	}
+	switch v = v.OnFailure(sm.onFailure, "", nil); v.Kind {
+	case agent.EndSnooze:
+		s.res.Snoozes++
+		s.nak(it, v.Delay)
+		s.slotFree(a)
+	case agent.EndRetry:
+		s.nak(it, v.Delay)
+		s.slotFree(a)
+	case agent.EndContinue:
 		s.stepSucceeded(a, it)
-	default:
-		// The failure, not the step's give-up error, which would cost an
-		// allocation: on_item_failure reads only its Permanent marker,
-		// which both carry.
+	case agent.EndTimedOut, agent.EndGiveUp:
+		// The item fails (on_failure does not apply to a timed-out item).
+		// on_item_failure reads the failure, not the step's give-up error,
+		// which would cost an allocation: it reads only its Permanent
+		// marker, which both carry.
 		s.itemFailed(a, it, v.Reason, err)
 	}
 }
@@ -732,18 +727,17 @@ func (s *sim) itemFailed(a, it int32, reason string, err error) {
 	if f.NeedsClaim() {
 		f.Grant = s.claim(st)
 	}
-	v := f.Verdict()
-	if v.Rerun {
+	switch v := f.Verdict(); v.Kind {
+	case agent.EndItemRetry:
 		st.run = int32(run + 1)
 		st.itemDelay = int64(v.Delay)
 		st.step = 0
 		st.started = 0 // a new run: agent_timeout counts afresh
 		s.apply(st, retry.State{})
 		s.nak(it, v.Delay)
-		s.slotFree(a)
-		return
+	default: // agent.EndGiveUp, with the item's outcome
+		s.finish(st, v.Outcome, v.Reason)
 	}
-	s.finish(st, v.Outcome, v.Reason)
 	s.slotFree(a)
 }
 
@@ -775,23 +769,17 @@ func (s *sim) finish(st *itemState, outcome, reason string) {
 	if reason != "" && outcome != messages.OutcomeSkipped {
 		r.Reasons[reason]++
 	}
-	// The coordinator's checkLocked: error_policy stops, then completion.
+	// The coordinator's decision: error_policy stops, then completion.
 	failed := outcome == messages.OutcomeFailed || outcome == messages.OutcomeDeadLettered
-	if failed && s.onItem == messages.ItemFailureStop {
-		s.endMap(messages.StateStopped, messages.CompletionItemStop)
-		return
+	if end, state, reason := s.wf.MapEnd(s.tally(), failed, true); end {
+		s.endMap(state, reason)
 	}
-	counts := retry.Counts{
-		Finished: r.Succeeded + r.Failed + r.DeadLettered + r.Skipped,
-		Failed:   r.Failed + r.DeadLettered + r.Skipped,
-	}
-	if stop, why := s.wf.Check(counts); stop {
-		s.endMap(messages.StateStopped, why)
-		return
-	}
-	if s.done >= s.n {
-		s.endMap(s.completionState(), messages.CompletionAllCompleted)
-	}
+}
+
+// tally is the job's counts as retry.Workflow.MapEnd reads them.
+func (s *sim) tally() retry.Tally {
+	r := &s.res
+	return retry.Tally{Items: s.n, Succeeded: r.Succeeded, Failed: r.Failed, DeadLettered: r.DeadLettered, Skipped: r.Skipped}
 }
 
 // release acks or terminates the item's message.
@@ -812,15 +800,6 @@ func (s *sim) endMap(state, reason string) {
 	s.res.NotRun = s.n - s.done
 	s.res.State, s.res.Reason = state, reason
 	s.res.Duration = time.Duration(s.now)
-}
-
-// completionState is the state of a job completing now (the coordinator's
-// completionStateLocked, for one group).
-func (s *sim) completionState() string {
-	if s.res.Failed+s.res.DeadLettered > 0 || s.done < s.n {
-		return messages.StateFailed
-	}
-	return messages.StateSucceeded
 }
 
 // nak redelivers the item after d (at least 1 ms, as the agent's nakDelay).
