@@ -168,6 +168,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info().Int("concurrency", a.cfg.Concurrency).Dur("heartbeat", a.hb).Msg("agent running")
 	stopPresence := a.presence.start(ctx)
 	defer stopPresence()
+	stopService, err := a.serve()
+	if err != nil {
+		return err
+	}
+	defer stopService()
 	return a.consume(ctx, cons)
 }
 

@@ -433,6 +433,7 @@ func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 		a.metrics.succeeded.Inc()
 	} else {
 		a.metrics.items.WithLabelValues(res.Outcome).Inc()
+		a.presence.outcome(res.Outcome)
 	}
 	t := ackTarget{msg: it.m, term: term}
 	if deleteState {

@@ -27,7 +27,7 @@ import (
 )
 
 // Version is reported by the micro service.
-const Version = "0.1.0"
+const Version = messages.Version
 
 // intakeConsumer is the durable consumer of the jobs stream.
 const intakeConsumer = "coordinator"
