@@ -259,7 +259,7 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		dlqStream := names.DLQStream()
 		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel, messages.EndpointJobsPrune),
 			names.Prefix+".api.dlq.>",
-			"$SRV.>", // nats micro ls/info/stats
+			"$SRV.>",                     // nats micro ls/info/stats
 			names.AgentStatusFilter("*"), // an agent's status endpoint
 			j.api("INFO"), j.api("STREAM.NAMES"), j.api("STREAM.LIST"),
 			j.api("STREAM.PURGE", dlqStream), j.api("STREAM.MSG.DELETE", dlqStream),
