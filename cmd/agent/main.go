@@ -67,6 +67,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		}
 		os.Exit(2)
 	}
+	if err := conn.ApplyContext(getenv, false); err != nil {
+		return err
+	}
 	for _, e := range strings.Split(*stepEnv, ",") {
 		if e = strings.TrimSpace(e); e != "" {
 			cfg.StepEnv = append(cfg.StepEnv, e)

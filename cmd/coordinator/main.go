@@ -112,6 +112,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		os.Exit(2)
 	}
 	cfg.JobRetention = retention.D()
+	if err := conn.ApplyContext(getenv, false); err != nil {
+		return err
+	}
 	log, err := obs.Logger(os.Stderr, *logLevel, false)
 	if err != nil {
 		return fmt.Errorf("--log-level: %w", err)

@@ -40,6 +40,9 @@ func addConnFlags(fs *flag.FlagSet, env *cliEnv) *connFlags {
 // connection closed, so the pending call fails at once.
 func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
 	c.Name = "fleetctl"
+	if err := c.ApplyContext(c.env.getenv, true); err != nil {
+		return nil, nil, err
+	}
 	if c.URL == "" {
 		c.URL = nats.DefaultURL
 	}

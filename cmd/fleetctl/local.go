@@ -37,6 +37,11 @@ type localOptions struct {
 
 func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 	f := &localFleet{}
+	// Only a context named with --context or NATS_CONTEXT: without one,
+	// these commands run a fleet of their own.
+	if err := o.conn.ApplyContext(o.conn.env.getenv, false); err != nil {
+		return nil, err
+	}
 	url := o.conn.URL
 	if url == "" {
 		srv, err := embedded.Start(embedded.Options{})
