@@ -76,7 +76,7 @@ func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
 	mu.Lock()
 	conn = nc
 	mu.Unlock()
-	cl, err := coordinator.NewClient(nc, c.prefix)
+	cl, err := coordinator.NewClient(nc, c.prefix, coordinator.WithClientTracerProvider(c.env.tracer))
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

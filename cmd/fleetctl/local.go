@@ -57,13 +57,14 @@ func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 		return nil, err
 	}
 	f.nc = nc
-	if f.client, err = coordinator.NewClient(nc, o.conn.prefix); err != nil {
+	if f.client, err = coordinator.NewClient(nc, o.conn.prefix, coordinator.WithClientTracerProvider(o.conn.env.tracer)); err != nil {
 		f.stop()
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	f.cancel = cancel
-	coord, err := coordinator.New(nc, coordinator.Config{Prefix: o.conn.prefix, InputDir: o.inputDir, Logger: o.logger})
+	coord, err := coordinator.New(nc, coordinator.Config{Prefix: o.conn.prefix, InputDir: o.inputDir, Logger: o.logger,
+		TracerProvider: o.conn.env.tracer})
 	if err != nil {
 		f.stop()
 		return nil, err
@@ -82,7 +83,8 @@ func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 		a := agent.New(nc, agent.Config{
 			Prefix: o.conn.prefix, Name: fmt.Sprintf("local-agent-%d", i+1),
 			Concurrency: o.concurrency, Logger: o.logger, ShutdownTimeout: 5 * time.Second,
-			Reaper: agent.ReaperSteps, // no step leaves processes behind
+			Reaper:         agent.ReaperSteps, // no step leaves processes behind
+			TracerProvider: o.conn.env.tracer,
 		}).HandleBuiltins()
 		f.goRun(func() error { return a.Run(runCtx) })
 	}

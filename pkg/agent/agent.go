@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -28,6 +29,7 @@ type Agent struct {
 	cfg Config
 	nc  *nats.Conn
 	log zerolog.Logger
+	tr  tracing.Tracer // spans (tracing.go); off when zero
 
 	mu       sync.RWMutex
 	handlers map[string]HandlerFunc
@@ -71,6 +73,7 @@ func New(nc *nats.Conn, cfg Config) *Agent {
 	return &Agent{
 		cfg:      cfg,
 		nc:       nc,
+		tr:       tracing.New(cfg.TracerProvider),
 		log:      cfg.Logger.With().Str("component", "agent").Str("pool", cfg.Pool).Str("agent", cfg.Name).Logger(),
 		handlers: map[string]HandlerFunc{},
 		// A method value: New(nil, cfg) is fine until Run.

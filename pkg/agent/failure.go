@@ -423,6 +423,7 @@ func (a *Agent) itemFailed(ctx context.Context, it *item, reason string, err err
 // one steps aside and leaves the message alone.
 func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e end) (next bool, out string) {
 	att.Decision = string(e.kind)
+	a.traceDecision(it, e)
 	switch e.kind {
 	case endLater:
 		a.nakDelay(it, laterDelay)
@@ -510,6 +511,7 @@ func (a *Agent) claim(ctx context.Context, it *item) (g budget.Grant, ok bool) {
 		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Msg("budget claim failed; retrying later")
 		return g, false
 	}
+	a.traceBudget(it, g)
 	if d := g.Deny; !g.Granted && d != nil {
 		a.metrics.budgetDenied.WithLabelValues(d.Reason).Inc()
 		a.event(it.wi.JobID, messages.EventBudget, messages.EventTypeBudgetExhausted, messages.BudgetExhaustedEvent{
@@ -538,6 +540,7 @@ func (a *Agent) finalize(ctx context.Context, it *item) {
 			return
 		}
 		a.metrics.deadLettered.WithLabelValues(it.st.Reason).Inc()
+		a.traceDeadLetter(it)
 		if h := a.cfg.AfterDeadLetter; h != nil && !h(it.wi.JobID, it.wi.ItemID) {
 			return
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -36,6 +37,7 @@ const intakeConsumer = "coordinator"
 // start it with Run. Its methods are safe for concurrent use.
 type Coordinator struct {
 	cfg    Config
+	tr     tracing.Tracer
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	names  messages.Names
@@ -102,6 +104,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	}
 	c := &Coordinator{
 		cfg:     cfg,
+		tr:      tracing.New(cfg.TracerProvider),
 		nc:      nc,
 		js:      js,
 		names:   names,
@@ -355,6 +358,8 @@ func (c *Coordinator) intake(ctx context.Context) error {
 // crash), which would otherwise repeat after every restart — is recorded
 // as rejected with the reason, and never tried again.
 func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
+	ctx, span := c.traceAccept(ctx, m.Headers())
+	defer span.End()
 	var seq, delivered uint64 = 0, 1
 	if md, err := m.Metadata(); err == nil {
 		seq, delivered = md.Sequence.Stream, md.NumDelivered
@@ -554,6 +559,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			rec.Status.BestEffort.Deadline = &dl
 		}
 	}
+	traceAccepted(ctx, &rec)
 	nrev, _, err := c.store.update(ctx, &rec, rev)
 	if err != nil {
 		return err
