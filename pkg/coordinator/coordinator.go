@@ -37,7 +37,6 @@ const intakeConsumer = "coordinator"
 // start it with Run. Its methods are safe for concurrent use.
 type Coordinator struct {
 	cfg    Config
-	tr     tracing.Tracer
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	names  messages.Names
@@ -57,6 +56,8 @@ type Coordinator struct {
 
 	// breakers is the circuit-breaker bucket the agents write, read for status.
 	breakers jetstream.KeyValue
+	// tr records the coordinator's spans (tracing.go); off when zero.
+	tr tracing.Tracer
 
 	metrics *metrics
 	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
@@ -104,7 +105,6 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	}
 	c := &Coordinator{
 		cfg:     cfg,
-		tr:      tracing.New(cfg.TracerProvider),
 		nc:      nc,
 		js:      js,
 		names:   names,
@@ -113,6 +113,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		ready:   make(chan struct{}),
 	}
 	c.opener = expand.NewOpener(cfg.InputDir, js)
+	c.tr = tracing.New(cfg.TracerProvider)
 	c.metrics = newMetrics(cfg.Registerer, c.totalInFlight)
 	c.dlq = newDLQService(c)
 	return c, nil
