@@ -19,6 +19,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 )
 
@@ -67,6 +68,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		}
 		os.Exit(2)
 	}
+	if err := conn.ApplyContext(getenv, false); err != nil {
+		return err
+	}
 	for _, e := range strings.Split(*stepEnv, ",") {
 		if e = strings.TrimSpace(e); e != "" {
 			cfg.StepEnv = append(cfg.StepEnv, e)
@@ -80,6 +84,16 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	cfg.Logger = log
+	tp, shutdown, err := tracing.Setup(ctx, "jetfleet-agent", getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = shutdown(sctx)
+	}()
+	cfg.TracerProvider = tp
 	reg := obs.Registry()
 	conn.Name = "jetfleet-agent"
 	conn.OnAsyncError = func(err error) {

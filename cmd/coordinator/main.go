@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,6 +40,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -104,11 +106,24 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		os.Exit(2)
 	}
 	cfg.JobRetention = retention.D()
+	if err := conn.ApplyContext(getenv, false); err != nil {
+		return err
+	}
 	log, err := obs.Logger(os.Stderr, *logLevel, false)
 	if err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	cfg.Logger = log
+	tp, shutdown, err := tracing.Setup(ctx, "jetfleet-coordinator", getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = shutdown(sctx)
+	}()
+	cfg.TracerProvider = tp
 	reg := obs.Registry()
 
 	url := conn.URL

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/embedded"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -127,4 +128,21 @@ func TestAD44SettingsFromFlagsAndEnv(t *testing.T) {
 	require.Equal(t, 2, st.Budget.PerItemMax, "RETRY_BUDGET_PER_WORKFLOW_MAX over the profile's 3 (its default) and 5 (its max)")
 	require.NotNil(t, st.BestEffort)
 	require.Equal(t, messages.Duration(10*time.Minute), st.BestEffort.DeadlineAfter)
+}
+
+// A context that cannot be read stops the coordinator at start, naming it
+// (NATS_CONTEXT as well as --context).
+func TestUnreadableContextIsRefused(t *testing.T) {
+	env := func(k string) string {
+		switch k {
+		case "NATS_CONTEXT":
+			return "nope"
+		case "XDG_CONFIG_HOME":
+			return t.TempDir()
+		}
+		return ""
+	}
+	err := run(context.Background(), nil, env)
+	require.ErrorIs(t, err, natsconn.ErrContext)
+	require.ErrorContains(t, err, `"nope"`)
 }

@@ -40,6 +40,9 @@ func addConnFlags(fs *flag.FlagSet, env *cliEnv) *connFlags {
 // connection closed, so the pending call fails at once.
 func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
 	c.Name = "fleetctl"
+	if err := c.ApplyContext(c.env.getenv, true); err != nil {
+		return nil, nil, err
+	}
 	if c.URL == "" {
 		c.URL = nats.DefaultURL
 	}
@@ -73,7 +76,7 @@ func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
 	mu.Lock()
 	conn = nc
 	mu.Unlock()
-	cl, err := coordinator.NewClient(nc, c.prefix)
+	cl, err := coordinator.NewClient(nc, c.prefix, coordinator.WithClientTracerProvider(c.env.tracer))
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

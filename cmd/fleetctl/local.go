@@ -43,6 +43,11 @@ type localOptions struct {
 
 func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 	f := &localFleet{}
+	// Only a context named with --context or NATS_CONTEXT: without one,
+	// these commands run a fleet of their own.
+	if err := o.conn.ApplyContext(o.conn.env.getenv, false); err != nil {
+		return nil, err
+	}
 	url := o.conn.URL
 	if url == "" {
 		srv, err := embedded.Start(embedded.Options{})
@@ -58,14 +63,14 @@ func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 		return nil, err
 	}
 	f.nc = nc
-	if f.client, err = coordinator.NewClient(nc, o.conn.prefix); err != nil {
+	if f.client, err = coordinator.NewClient(nc, o.conn.prefix, coordinator.WithClientTracerProvider(o.conn.env.tracer)); err != nil {
 		f.stop()
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	f.cancel = cancel
 	coord, err := coordinator.New(nc, coordinator.Config{Prefix: o.conn.prefix, InputDir: o.inputDir, Logger: o.logger,
-		Budget: o.budget, BestEffort: o.bestEffort})
+		Budget: o.budget, BestEffort: o.bestEffort, TracerProvider: o.conn.env.tracer})
 	if err != nil {
 		f.stop()
 		return nil, err
@@ -84,7 +89,8 @@ func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 		a := agent.New(nc, agent.Config{
 			Prefix: o.conn.prefix, Name: fmt.Sprintf("local-agent-%d", i+1),
 			Concurrency: o.concurrency, Logger: o.logger, ShutdownTimeout: 5 * time.Second,
-			Reaper: agent.ReaperSteps, // no step leaves processes behind
+			Reaper:         agent.ReaperSteps, // no step leaves processes behind
+			TracerProvider: o.conn.env.tracer,
 		}).HandleBuiltins()
 		f.goRun(func() error { return a.Run(runCtx) })
 	}

@@ -16,7 +16,11 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -41,6 +45,9 @@ type cliEnv struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// tracer records fleetctl's spans when the OTEL_* variables ask for
+	// traces (runCLI); nil = none.
+	tracer trace.TracerProvider
 }
 
 var commands = map[string]command{}
@@ -73,6 +80,18 @@ func runCLI(ctx context.Context, env *cliEnv, args []string) int {
 		usage(env.stderr)
 		return exitUsage
 	}
+	tp, shutdown, err := tracing.Setup(ctx, "fleetctl", env.getenv)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "fleetctl: %v\n", err)
+		return exitUsage
+	}
+	defer func() {
+		// Flush the spans; a collector that does not answer costs at most this.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = shutdown(sctx)
+	}()
+	env.tracer = tp
 	return c.run(ctx, env, args[1:])
 }
 

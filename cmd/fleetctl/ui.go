@@ -57,6 +57,10 @@ func runUI(ctx context.Context, env *cliEnv, args []string) int {
 			d.NoteAsyncError(err)
 		}
 	}
+	if err := conn.ApplyContext(env.getenv, true); err != nil {
+		errorf(env, "%v", err)
+		return exitUsage
+	}
 	if conn.URL == "" {
 		conn.URL = nats.DefaultURL
 	}

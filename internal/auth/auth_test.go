@@ -143,7 +143,9 @@ func TestPermissionsOfAgentNameOnlyItsPool(t *testing.T) {
 	require.NotContains(t, all, "CONSUMER.CREATE.FLEET_WORK")
 	require.NotContains(t, all, "fleet.api.")
 	require.NotContains(t, all, "fleet.work.")
-	require.Equal(t, []string{"_INBOX.>", "fleet.events.*.map_ended"}, p.Subscribe.Allow)
+	require.Equal(t, []string{"_INBOX.>", "fleet.events.*.map_ended",
+		"$SRV.*", "$SRV.*.jetfleet-agent", "$SRV.*.jetfleet-agent.*", "fleet.agent.gpu.*.status"}, p.Subscribe.Allow)
+	require.True(t, p.AllowResponses, "an agent answers micro discovery requests")
 
 	_, err = auth.RolePermissions("root", messages.MustNames("fleet"), "")
 	require.ErrorIs(t, err, auth.ErrUnknownRole)

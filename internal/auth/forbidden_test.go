@@ -62,6 +62,8 @@ var forbiddenOps = map[string][]forbidden{
 		request("fleet.api.dlq.purge").named("purge dead letters through the API"),
 		request("fleet.api.dlq.replay").named("replay dead letters"),
 		request("$SRV.INFO").named("query the micro service"),
+		subscribe("$SRV.INFO.jetfleet").named("answer for the coordinator's micro service"),
+		subscribe("fleet.agent.gpu.*.status").named("answer for another pool's agents"),
 		// Work: only its pool's consumer, and only to pull and ack.
 		publish("fleet.work.default.victim").named("inject work into its own pool"),
 		publish("fleet.work.gpu.victim").named("inject work into another pool"),

@@ -226,8 +226,17 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		pub = append(pub, j.browse(objStream(names.InputsBucket()))...)
 		p = Permissions{
 			Publish: SubjectPermission{Allow: pub},
-			// Agents drop a job's queued items when its map phase ends.
-			Subscribe: SubjectPermission{Allow: []string{inboxes, names.EventSubject("*", messages.EventMapEnded)}},
+			Subscribe: SubjectPermission{Allow: []string{
+				inboxes,
+				// Agents drop a job's queued items when its map phase ends.
+				names.EventSubject("*", messages.EventMapEnded),
+				// The agent's micro service (nats micro ls/info/stats):
+				// the discovery subjects of its own service name, and
+				// its pool's status endpoints; replies go to the asker.
+				"$SRV.*", "$SRV.*." + messages.AgentServiceName, "$SRV.*." + messages.AgentServiceName + ".*",
+				names.AgentStatusFilter(pool),
+			}},
+			AllowResponses: true,
 		}
 	case RoleSubmitter:
 		uploads := names.UploadsBucket()
@@ -254,7 +263,8 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		dlqStream := names.DLQStream()
 		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel, messages.EndpointJobsPrune),
 			names.Prefix+".api.dlq.>",
-			"$SRV.>", // nats micro ls/info/stats
+			"$SRV.>",                     // nats micro ls/info/stats
+			names.AgentStatusFilter("*"), // an agent's status endpoint
 			j.api("INFO"), j.api("STREAM.NAMES"), j.api("STREAM.LIST"),
 			j.api("STREAM.PURGE", dlqStream), j.api("STREAM.MSG.DELETE", dlqStream),
 		)

@@ -25,6 +25,18 @@ type Options struct {
 	NKey string
 	// User and Password for user/password auth.
 	User, Password string
+	// Token for token auth.
+	Token string
+	// UserJWT and UserSeed: a user's JWT and nkey seed, inline (from a
+	// NATS context; there are no flags for them).
+	UserJWT, UserSeed string
+	// InboxPrefix replaces "_INBOX" in the connection's reply subjects.
+	InboxPrefix string
+	// TLSFirst does the TLS handshake before the server's INFO.
+	TLSFirst bool
+	// Context names the NATS context (the nats CLI's, `nats context save`)
+	// that ApplyContext reads.
+	Context string
 	// TLS client certificate, key and CA files.
 	TLSCert, TLSKey, TLSCA string
 	// Name of the connection, shown by the server.
@@ -67,10 +79,13 @@ func DeniedPublish(err error) (subject string, ok bool) {
 	return subject, qerr == nil
 }
 
-// Register adds --server, --creds, --nkey, --user, --password and the TLS
-// flags to fs, with defaults from getenv (NATS_URL, NATS_CREDS, NATS_NKEY,
-// NATS_USER, NATS_PASSWORD, NATS_TLS_CERT, NATS_TLS_KEY, NATS_TLS_CA).
+// Register adds --context, --server, --creds, --nkey, --user, --password
+// and the TLS flags to fs, with defaults from getenv (NATS_CONTEXT,
+// NATS_URL, NATS_CREDS, NATS_NKEY, NATS_USER, NATS_PASSWORD,
+// NATS_TLS_CERT, NATS_TLS_KEY, NATS_TLS_CA). A context is read by
+// ApplyContext, after parsing.
 func (o *Options) Register(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&o.Context, "context", getenv("NATS_CONTEXT"), "NATS context (the nats CLI's `nats context save`) to connect with; the flags override its fields (env NATS_CONTEXT)")
 	fs.StringVar(&o.URL, "server", getenv("NATS_URL"), "NATS server URL(s), comma-separated (env NATS_URL)")
 	fs.StringVar(&o.Creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
 	fs.StringVar(&o.NKey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
@@ -88,7 +103,7 @@ func (o Options) Connect(url string) (*nats.Conn, error) {
 		url = o.URL
 	}
 	if url == "" {
-		return nil, errors.New("natsconn: no server URL (use --server or NATS_URL)")
+		return nil, errors.New("natsconn: no server URL (use --server, NATS_URL or --context)")
 	}
 	opts := []nats.Option{
 		nats.Name(o.Name),
@@ -108,6 +123,18 @@ func (o Options) Connect(url string) (*nats.Conn, error) {
 	}
 	if o.User != "" {
 		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	}
+	if o.Token != "" {
+		opts = append(opts, nats.Token(o.Token))
+	}
+	if o.UserJWT != "" {
+		opts = append(opts, nats.UserJWTAndSeed(o.UserJWT, o.UserSeed))
+	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
+	}
+	if o.TLSFirst {
+		opts = append(opts, nats.TLSHandshakeFirst())
 	}
 	if o.TLSCert != "" || o.TLSKey != "" {
 		if o.TLSCert == "" || o.TLSKey == "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -30,6 +31,7 @@ type Agent struct {
 	cfg Config
 	nc  *nats.Conn
 	log zerolog.Logger
+	tr  tracing.Tracer // spans (tracing.go); off when zero
 
 	mu         sync.RWMutex
 	handlers   map[string]HandlerFunc
@@ -75,6 +77,7 @@ func New(nc *nats.Conn, cfg Config) *Agent {
 	return &Agent{
 		cfg:      cfg,
 		nc:       nc,
+		tr:       tracing.New(cfg.TracerProvider),
 		log:      cfg.Logger.With().Str("component", "agent").Str("pool", cfg.Pool).Str("agent", cfg.Name).Logger(),
 		handlers: map[string]HandlerFunc{},
 		// A method value: New(nil, cfg) is fine until Run.
@@ -204,6 +207,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info().Int("concurrency", a.cfg.Concurrency).Dur("heartbeat", a.hb).Msg("agent running")
 	stopPresence := a.presence.start(ctx)
 	defer stopPresence()
+	stopService, err := a.serve()
+	if err != nil {
+		return err
+	}
+	defer stopService()
 	return a.consume(ctx, cons)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/provision"
@@ -152,6 +153,9 @@ type Config struct {
 	Logger zerolog.Logger
 	// Registerer receives the agent's metrics. nil = not registered.
 	Registerer prometheus.Registerer
+	// TracerProvider records the agent's spans (docs/tracing.md); nil =
+	// none. The W3C trace context in messages is passed on either way.
+	TracerProvider trace.TracerProvider
 	// Clock defaults to the system clock; Rand to a seeded source.
 	Clock clock.Clock
 	Rand  retry.Rand

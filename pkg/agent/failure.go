@@ -408,6 +408,7 @@ func (a *Agent) itemFailed(ctx context.Context, it *item, v End, class string) E
 // one steps aside and leaves the message alone.
 func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e End) (next bool, out string) {
 	att.Decision, att.ItemRun = string(e.Kind), itemRun(it) // the run it ended, before an item retry moves on
+	a.traceDecision(it, e)
 	switch e.Kind {
 	case EndLater:
 		a.nakDelay(it, laterDelay)
@@ -495,6 +496,7 @@ func (a *Agent) claim(ctx context.Context, it *item) (g budget.Grant, ok bool) {
 		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Msg("budget claim failed; retrying later")
 		return g, false
 	}
+	a.traceBudget(it, g)
 	if d := g.Deny; !g.Granted && d != nil {
 		a.metrics.budgetDenied.WithLabelValues(d.Reason).Inc()
 		a.event(it.wi.JobID, messages.EventBudget, messages.EventTypeBudgetExhausted, messages.BudgetExhaustedEvent{
@@ -523,6 +525,7 @@ func (a *Agent) finalize(ctx context.Context, it *item) {
 			return
 		}
 		a.metrics.deadLettered.WithLabelValues(it.st.Reason).Inc()
+		a.traceDeadLetter(it)
 		if h := a.cfg.AfterDeadLetter; h != nil && !h(it.wi.JobID, it.wi.ItemID) {
 			return
 		}

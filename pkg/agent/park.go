@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -107,6 +108,9 @@ func (a *Agent) schedule(ctx context.Context, it *item) error {
 	m.Header.Set(messages.HeaderSchedule, "@at "+it.st.ParkUntil.UTC().Format(time.RFC3339Nano))
 	m.Header.Set(messages.HeaderScheduleTarget, a.names.ParkDueSubject(a.cfg.Pool, wi.JobID))
 	m.Header.Set(messages.HeaderMsgID, messages.ParkMsgID(wi.JobID, wi.ItemID, wi.Generation, wi.Park))
+	if tp := it.m.Headers()[tracing.HeaderTraceparent]; len(tp) > 0 {
+		m.Header[tracing.HeaderTraceparent] = tp // the parked copy stays in the item's trace
+	}
 	ctx, cancel := context.WithTimeout(ctx, publishAsyncTimeout)
 	defer cancel()
 	if _, err := a.pub.PublishMsg(ctx, m); err != nil {

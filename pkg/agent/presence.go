@@ -31,6 +31,7 @@ type presence struct {
 	mu       sync.Mutex
 	inFlight int64
 	finished int64
+	failed   int64
 	jobs     map[string]int64
 	stopping bool
 }
@@ -57,6 +58,17 @@ func (p *presence) end(job string) {
 	p.mu.Unlock()
 }
 
+// outcome counts an item's end: one with a failed or dead_lettered
+// outcome is a failure. Nil-safe (an agent not yet set up).
+func (p *presence) outcome(o string) {
+	if p == nil || (o != messages.OutcomeFailed && o != messages.OutcomeDeadLettered) {
+		return
+	}
+	p.mu.Lock()
+	p.failed++
+	p.mu.Unlock()
+}
+
 // value is the presence as of now.
 func (p *presence) value() messages.AgentPresence {
 	host, _ := os.Hostname()
@@ -64,7 +76,7 @@ func (p *presence) value() messages.AgentPresence {
 	defer p.mu.Unlock()
 	v := messages.AgentPresence{
 		Name: p.a.cfg.Name, Pool: p.a.cfg.Pool, Host: host, PID: os.Getpid(),
-		Concurrency: p.a.cfg.Concurrency, InFlight: p.inFlight, Finished: p.finished,
+		Concurrency: p.a.cfg.Concurrency, InFlight: p.inFlight, Finished: p.finished, Failed: p.failed,
 		StartedAt: p.started, LastSeen: p.a.cfg.Clock.Now(),
 		Interval: messages.Duration(p.a.cfg.PresenceInterval), Stopping: p.stopping,
 		Handlers: p.handlers,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -57,6 +58,8 @@ type item struct {
 	carry carried
 	// hb is the worker's heartbeat slot (heartbeat.go).
 	hb *hbSlot
+	// trace holds the delivery's spans (tracing.go).
+	trace itemTrace
 }
 
 // carried is the step an item gave up at in an earlier generation and the
@@ -120,6 +123,8 @@ func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot
 // nothing, leaving the message to its current holder.
 func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 	it := &item{m: m, t0: a.cfg.Clock.Now(), hb: slot}
+	ctx = a.traceItem(ctx, it)
+	defer a.endItemTrace(it)
 	md, err := m.Metadata()
 	if err != nil {
 		a.log.Error().Err(err).Msg("message without metadata; terminated")
@@ -429,7 +434,9 @@ func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 		a.metrics.succeeded.Inc()
 	} else {
 		a.metrics.items.WithLabelValues(res.Outcome).Inc()
+		a.presence.outcome(res.Outcome)
 	}
+	a.traceOutcome(it, res.Outcome)
 	t := ackTarget{msg: it.m, term: term}
 	if deleteState {
 		t.key, t.rev = a.itemKey(it), it.rev
@@ -532,6 +539,7 @@ func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error
 // attempt's duration on the agent's clock.
 func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out string, f *retry.Failure, dur time.Duration) {
 	step := &it.set.steps[i]
+	ctx = a.traceStep(ctx, it, i, attempt)
 	obs := a.metrics.handlerSteps
 	start := a.cfg.Clock.Now()
 	timeout := it.deadline.Bound(start, a.stepTimeout(step.Timeout.D())) // no run outlasts agent_timeout
@@ -543,6 +551,7 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	}
 	dur = a.cfg.Clock.Now().Sub(start)
 	obs.Observe(dur.Seconds())
+	a.traceStepRan(it, f)
 	return out, f, dur
 }
 
@@ -573,6 +582,7 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 	env = append(env, it.job.env...)
 	env = append(env, vars.Environ()...)
 	env = append(env, extraEnv...)
+	env = append(env, tracing.Env(ctx)...) // TRACEPARENT of the step's span
 	vars.LookupEnv = lookupIn(env)
 	script, err := c.script.Expand(vars)
 	if err != nil {

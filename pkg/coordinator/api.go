@@ -8,10 +8,12 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -40,6 +42,7 @@ func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
 	for name, fn := range endpoints {
 		fn := fn
 		h := micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
+			ctx = tracing.Extract(ctx, nats.Header(req.Headers())) // the caller's trace (tracing.go)
 			reply, apiErr := c.safeCall(ctx, name, fn, req.Data())
 			if apiErr != nil {
 				body, _ := json.Marshal(messages.ErrorReply{Error: apiErr})
@@ -150,7 +153,9 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	if err != nil {
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
-	ack, err := c.js.Publish(ctx, c.names.JobsSubmitSubject(), body, jetstream.WithMsgID(submissionID(spec.ID, body, after)))
+	ctx, span := c.traceAPISubmit(ctx, spec.ID)
+	defer span.End()
+	ack, err := c.js.PublishMsg(ctx, c.submissionMsg(ctx, body), jetstream.WithMsgID(submissionID(spec.ID, body, after)))
 	if err != nil {
 		return nil, apiErr(messages.CodeInternal, "storing the submission: "+err.Error())
 	}

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jetfleet/jetfleet/internal/tracing"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -18,15 +21,30 @@ import (
 type Client struct {
 	nc    *nats.Conn
 	names messages.Names
+	tr    tracing.Tracer
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithClientTracerProvider makes Submit record a span (jetfleet.submit)
+// with tp, the root of the job's trace or a child of ctx's span. Without
+// it, a span in ctx is still passed on to the coordinator.
+func WithClientTracerProvider(tp trace.TracerProvider) ClientOption {
+	return func(c *Client) { c.tr = tracing.New(tp) }
 }
 
 // NewClient returns a client for the fleet under prefix ("" = "fleet").
-func NewClient(nc *nats.Conn, prefix string) (*Client, error) {
+func NewClient(nc *nats.Conn, prefix string, opts ...ClientOption) (*Client, error) {
 	names, err := messages.NewNames(prefix)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, names: names}, nil
+	c := &Client{nc: nc, names: names}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
 }
 
 // ErrNoCoordinator is returned when no coordinator answers a request.
@@ -52,7 +70,11 @@ func (c *Client) Call(ctx context.Context, endpoint string, req, reply any) erro
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
-	msg, err := c.nc.RequestWithContext(ctx, c.names.APISubject(endpoint), data)
+	// The request carries ctx's trace context (W3C headers), if any.
+	req0 := nats.NewMsg(c.names.APISubject(endpoint))
+	req0.Data = data
+	tracing.Inject(ctx, req0.Header)
+	msg, err := c.nc.RequestMsgWithContext(ctx, req0)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return ErrNoCoordinator
 	}
@@ -85,8 +107,19 @@ func call[R any](ctx context.Context, c *Client, endpoint string, req any) (*R, 
 }
 
 // Submit submits a spec (JSON) and returns the reply.
+// The request carries ctx's trace context: the job's spans join the
+// caller's trace (and a span of its own, with WithClientTracerProvider).
 func (c *Client) Submit(ctx context.Context, specJSON []byte) (*messages.SubmitReply, error) {
-	return call[messages.SubmitReply](ctx, c, messages.EndpointJobsSubmit, specJSON)
+	ctx, span := c.tr.Start(ctx, tracing.SpanSubmit, trace.SpanKindClient)
+	r, err := call[messages.SubmitReply](ctx, c, messages.EndpointJobsSubmit, specJSON)
+	if span.IsRecording() {
+		if r != nil {
+			span.SetAttributes(tracing.AttrJobID.String(r.JobID), tracing.AttrExisting.Bool(r.Existing))
+		}
+		tracing.Fail(span, err)
+		span.End()
+	}
+	return r, err
 }
 
 // Status returns a job's status.

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/lease"
@@ -140,6 +141,9 @@ type Config struct {
 	Logger zerolog.Logger
 	// Registerer receives the coordinator's metrics. nil = not registered.
 	Registerer prometheus.Registerer
+	// TracerProvider records the coordinator's spans (docs/tracing.md); nil =
+	// none. The W3C trace context in messages is passed on either way.
+	TracerProvider trace.TracerProvider
 	// Clock defaults to the system clock.
 	Clock clock.Clock
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -27,7 +28,7 @@ import (
 )
 
 // Version is reported by the micro service.
-const Version = "0.1.0"
+const Version = messages.Version
 
 // intakeConsumer is the durable consumer of the jobs stream.
 const intakeConsumer = "coordinator"
@@ -57,6 +58,8 @@ type Coordinator struct {
 
 	// breakers is the circuit-breaker bucket the agents write, read for status.
 	breakers jetstream.KeyValue
+	// tr records the coordinator's spans (tracing.go); off when zero.
+	tr tracing.Tracer
 
 	metrics *metrics
 	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
@@ -112,6 +115,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		ready:   make(chan struct{}),
 	}
 	c.opener = expand.NewOpener(cfg.InputDir, js)
+	c.tr = tracing.New(cfg.TracerProvider)
 	c.metrics = newMetrics(cfg.Registerer, c.totalInFlight)
 	c.dlq = newDLQService(c)
 	return c, nil
@@ -362,6 +366,8 @@ func (c *Coordinator) intake(ctx context.Context) error {
 // crash), which would otherwise repeat after every restart — is recorded
 // as rejected with the reason, and never tried again.
 func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
+	ctx, span := c.traceAccept(ctx, m.Headers())
+	defer span.End()
 	var seq, delivered uint64 = 0, 1
 	if md, err := m.Metadata(); err == nil {
 		seq, delivered = md.Sequence.Stream, md.NumDelivered
@@ -564,6 +570,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			rec.Status.BestEffort.Deadline = &dl
 		}
 	}
+	traceAccepted(ctx, &rec)
 	nrev, _, err := c.store.update(ctx, &rec, rev)
 	if err != nil {
 		return err

@@ -14,8 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -129,6 +131,10 @@ type publisher struct {
 	after      func(time.Duration) <-chan time.Time
 	log        zerolog.Logger
 	metrics    *metrics
+	// tr records publish spans in the job's trace (JobRecord.Trace); tp
+	// is the current batch's traceparent, which its items carry.
+	tr        tracing.Tracer
+	trace, tp string
 }
 
 // newPublisher builds the runner's publisher from its record as it is now.
@@ -142,6 +148,7 @@ func (r *jobRunner) newPublisher() *publisher {
 		queue: queue{limit: max(r.c.cfg.JobQueue, 0), count: r.c.queued(r.id)},
 		open:  r.c.opener, names: r.c.names, send: r.c.work, maxPayload: r.c.nc.MaxPayload,
 		state: r, progress: r.progress, after: time.After, log: r.log, metrics: r.c.metrics,
+		tr: r.c.tr, trace: r.rec.Trace,
 	}
 }
 
@@ -250,6 +257,9 @@ func (p *publisher) waitQueue(ctx context.Context, batch *[]expand.Item, flush f
 // re-publishing refused ones (a full work stream) with backoff; then it
 // moves the cursor past the batch.
 func (p *publisher) publishBatch(ctx context.Context, batch []expand.Item) error {
+	var span trace.Span
+	p.tp, span = p.tracePublish(ctx, batch[0].Index, len(batch))
+	defer span.End()
 	msgs := make([]*nats.Msg, len(batch))
 	for i, it := range batch {
 		m, err := p.workMsg(it)
@@ -303,11 +313,15 @@ func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
 	// subject), and every header costs parsing per message on the hot path.
 	// The key is canonical already: no Header.Set, which would allocate to
 	// canonicalize it again.
-	return &nats.Msg{
+	m := &nats.Msg{
 		Subject: p.names.WorkSubject(pool, p.job),
 		Data:    data,
 		Header:  nats.Header{messages.HeaderMsgID: []string{messages.WorkMsgID(p.job, it.ID, 0)}},
-	}, nil
+	}
+	if p.tp != "" {
+		m.Header[tracing.HeaderTraceparent] = []string{p.tp}
+	}
+	return m, nil
 }
 
 // encodeWork is item it's first work message. Its size was checked when

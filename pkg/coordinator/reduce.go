@@ -60,6 +60,7 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 	r.mu.Lock()
 	st := r.rec.Status
 	spec := r.rec.Spec
+	traceparent := r.rec.Trace
 	r.mu.Unlock()
 	if st.Reduce == nil || st.Reduce.State != "pending" {
 		return nil // already done (its result arrived) or superseded
@@ -84,6 +85,8 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 	m := nats.NewMsg(r.c.names.WorkSubject(spec.Pool, r.id))
 	m.Data = body
 	m.Header.Set(messages.HeaderMsgID, messages.WorkMsgID(r.id, messages.ReduceItemID, gen))
+	span := r.c.traceReduce(ctx, r.id, traceparent, m)
+	defer span.End()
 	if _, err := r.c.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("publishing the reduce item: %w", err)
 	}

@@ -18,7 +18,10 @@ type AgentPresence struct {
 	InFlight int64            `json:"in_flight"`
 	Jobs     map[string]int64 `json:"jobs,omitempty"`
 	// Finished counts the deliveries it handled since it started.
-	Finished  int64     `json:"finished"`
+	Finished int64 `json:"finished"`
+	// Failed counts the items it gave up on: dead-lettered, or failed
+	// under a policy that keeps no dead letter.
+	Failed    int64     `json:"failed"`
 	StartedAt time.Time `json:"started_at"`
 	// LastSeen is when the agent wrote this value; Interval is how often
 	// it does, so a reader can tell a silent agent from a live one.
@@ -30,4 +33,18 @@ type AgentPresence struct {
 	// sorted. The coordinator refuses a job whose steps name a handler
 	// that no present agent of the pool registers.
 	Handlers []string `json:"handlers,omitempty"`
+}
+
+// AgentStats is the data of an agent's status endpoint in its micro
+// service's stats (`nats micro stats jetfleet-agent`): its counters since
+// it started.
+type AgentStats struct {
+	Pool        string `json:"pool"`
+	Concurrency int    `json:"concurrency"`
+	// InFlight is how many items it runs now.
+	InFlight int64 `json:"in_flight"`
+	// ItemsRun counts the deliveries it handled; Failures the items it
+	// gave up on (AgentPresence.Failed).
+	ItemsRun int64 `json:"items_run"`
+	Failures int64 `json:"failures"`
 }

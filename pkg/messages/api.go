@@ -8,6 +8,18 @@ import (
 // ServiceName is the NATS micro service name of the coordinator API.
 const ServiceName = "jetfleet"
 
+// AgentServiceName is the NATS micro service every agent registers, so
+// that `nats micro ls` lists the fleet; its one endpoint, EndpointAgentStatus,
+// answers on Names.AgentStatusSubject.
+const AgentServiceName = "jetfleet-agent"
+
+// EndpointAgentStatus is the agent service's endpoint: it replies with
+// the agent's AgentPresence.
+const EndpointAgentStatus = "status"
+
+// Version is jetfleet's version, reported by its micro services.
+const Version = "0.1.0"
+
 // API endpoints, relative to "<prefix>.api.".
 const (
 	EndpointJobsSubmit = "jobs.submit"

@@ -19,4 +19,7 @@ type JobRecord struct {
 	// SubmitSeq is the sequence of the job's submission in the jobs
 	// stream, deleted with the record when the job expires.
 	SubmitSeq uint64 `json:"submit_seq,omitempty"`
+	// Trace is the W3C traceparent of the job's acceptance (when it was
+	// traced): its items' and reduce's spans join that trace.
+	Trace string `json:"trace,omitempty"`
 }

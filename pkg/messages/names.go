@@ -114,6 +114,17 @@ func (n Names) AgentsBucket() string { return n.Prefix + "_agents" }
 // base64url-encoded name (names may hold dots and any other byte).
 func AgentKey(pool, name string) string { return pool + "." + EncodeItemID(name) }
 
+// AgentStatusSubject is the subject of the status endpoint of agent name
+// in pool (AgentServiceName): <prefix>.agent.<pool>.<base64url name>.status.
+func (n Names) AgentStatusSubject(pool, name string) string {
+	return n.Prefix + ".agent." + pool + "." + EncodeItemID(name) + "." + EndpointAgentStatus
+}
+
+// AgentStatusFilter matches the status endpoints of pool's agents.
+func (n Names) AgentStatusFilter(pool string) string {
+	return n.Prefix + ".agent." + pool + ".*." + EndpointAgentStatus
+}
+
 // InputsBucket is the object store bucket that holds the inputs of
 // accepted jobs and the map results of their reduce phase. Only the
 // coordinator writes it: it copies a submission's upload here when it

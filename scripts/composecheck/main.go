@@ -289,6 +289,9 @@ func connect(fs *flag.FlagSet, args []string) (*nats.Conn, *flag.FlagSet, error)
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
+	if err := o.ApplyContext(os.Getenv, false); err != nil {
+		return nil, nil, err
+	}
 	o.Name = "composecheck"
 	o.OnAsyncError = func(err error) { fmt.Fprintln(os.Stderr, "composecheck: nats:", err) }
 	nc, err := o.Connect("")
