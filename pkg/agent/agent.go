@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/budget"
@@ -63,6 +64,9 @@ type Agent struct {
 	presence *presence
 	// parking is set when the park stream exists (park.go).
 	parking bool
+	// jobsReplica, set by tests before Run, wraps the job cache's direct
+	// gets: a lagging replica's answers.
+	jobsReplica func(recordGetter) recordGetter
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -217,7 +221,11 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	if err != nil {
 		return err
 	}
-	a.jobs = newJobCache(jobsKV)
+	var jobsGet recordGetter = jobsKV
+	if a.jobsReplica != nil {
+		jobsGet = a.jobsReplica(jobsGet)
+	}
+	a.jobs = newJobCache(jobsGet, kvleader.New(a.js, a.names.JobsBucket()).Get)
 	bkv, err := a.waitKV(ctx, a.names.BudgetBucket())
 	if err != nil {
 		return err
