@@ -16,8 +16,9 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// serveAPI registers the jetfleet micro service.
-func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
+// serveAPI registers the jetfleet micro service, each endpoint's handler
+// made by wrap (apiServer.handler).
+func (c *Coordinator) serveAPI(wrap func(name string, fn endpointFunc) micro.Handler) (micro.Service, error) {
 	svc, err := micro.AddService(c.nc, micro.Config{
 		Name:        messages.ServiceName,
 		Version:     Version,
@@ -27,7 +28,7 @@ func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
 		return nil, fmt.Errorf("coordinator: micro service: %w", err)
 	}
 	g := svc.AddGroup(c.cfg.Prefix + ".api")
-	endpoints := map[string]func(context.Context, []byte) (any, *messages.APIError){
+	endpoints := map[string]endpointFunc{
 		messages.EndpointJobsSubmit: c.apiSubmit,
 		messages.EndpointJobsStatus: c.apiStatus,
 		messages.EndpointJobsList:   c.apiList,
@@ -38,17 +39,7 @@ func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
 		endpoints[name] = fn
 	}
 	for name, fn := range endpoints {
-		fn := fn
-		h := micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
-			reply, apiErr := c.safeCall(ctx, name, fn, req.Data())
-			if apiErr != nil {
-				body, _ := json.Marshal(messages.ErrorReply{Error: apiErr})
-				_ = req.Error(httpish(apiErr.Code), apiErr.Message, body)
-				return
-			}
-			_ = req.RespondJSON(reply)
-		})
-		if err := g.AddEndpoint(strings.ReplaceAll(name, ".", "_"), h, micro.WithEndpointSubject(name)); err != nil {
+		if err := g.AddEndpoint(strings.ReplaceAll(name, ".", "_"), wrap(name, fn), micro.WithEndpointSubject(name)); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("coordinator: endpoint %s: %w", name, err)
 		}
@@ -69,8 +60,12 @@ func (c *Coordinator) safeCall(ctx context.Context, name string, fn func(context
 }
 
 // extraEndpoints lets other files (the DLQ API) add endpoints.
-func (c *Coordinator) extraEndpoints() map[string]func(context.Context, []byte) (any, *messages.APIError) {
-	return c.dlqEndpoints()
+func (c *Coordinator) extraEndpoints() map[string]endpointFunc {
+	m := c.dlqEndpoints()
+	for name, fn := range c.testEndpoints {
+		m[name] = fn
+	}
+	return m
 }
 
 func httpish(code string) string {

@@ -133,7 +133,10 @@ func (c *Client) Prune(ctx context.Context, req messages.PruneRequest) (*message
 }
 
 // Wait polls a job's status every interval, calling onUpdate (if not nil)
-// with each status, until the job is terminal or ctx ends.
+// with each status, until the job is terminal or ctx ends. A status older
+// than one already seen (an earlier AsOf: a coordinator that answered from
+// a record written before the counts it showed) is skipped, so the counts
+// never go back.
 func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, onUpdate func(*messages.JobStatus)) (*messages.JobStatus, error) {
 	if interval <= 0 {
 		interval = 250 * time.Millisecond
@@ -141,8 +144,16 @@ func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, on
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var lastErr error
+	var newest *messages.JobStatus
 	for {
 		st, err := c.Status(ctx, id)
+		if err == nil {
+			if older(st, newest) {
+				st = newest
+			} else {
+				newest = st
+			}
+		}
 		var apiErr *messages.APIError
 		switch {
 		case err == nil:
@@ -172,4 +183,11 @@ func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, on
 		case <-t.C:
 		}
 	}
+}
+
+// older reports whether status a is older than b: both say when their
+// counts were true (JobStatus.AsOf) and a's is earlier. A status without
+// AsOf (a coordinator older than it) is never older.
+func older(a, b *messages.JobStatus) bool {
+	return a != nil && b != nil && a.AsOf != nil && b.AsOf != nil && a.AsOf.Before(*b.AsOf)
 }

@@ -35,15 +35,20 @@ const intakeConsumer = "coordinator"
 // Coordinator accepts, publishes and tracks jobs. Build it with New and
 // start it with Run. Its methods are safe for concurrent use.
 type Coordinator struct {
-	cfg    Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	names  messages.Names
-	log    zerolog.Logger
-	store  *jobStore
-	index  *jobIndex // job summaries for jobs.list (index.go)
-	budget *budget.Budget
-	opener expand.Opener
+	// probe, when set (tests), replaces the API's check that the
+	// coordinator reaches the cluster (apiserver.go).
+	probe func(context.Context) error
+	// testEndpoints, set by tests before Run, are served beside the API's.
+	testEndpoints map[string]endpointFunc
+	cfg           Config
+	nc            *nats.Conn
+	js            jetstream.JetStream
+	names         messages.Names
+	log           zerolog.Logger
+	store         *jobStore
+	index         *jobIndex // job summaries for jobs.list (index.go)
+	budget        *budget.Budget
+	opener        expand.Opener
 	// budgetKV is the budget bucket (a rejected job's leftover budget is
 	// deleted when its id is taken again).
 	budgetKV jetstream.KeyValue
@@ -133,7 +138,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	c.index = newJobIndex()
-	c.store = &jobStore{kv: kv, index: c.index, maxBytes: func() int { return c.maxPayload() - messageRoom }}
+	c.store = &jobStore{kv: kv, leader: kvleader.New(c.js, c.names.JobsBucket()).Get, index: c.index, maxBytes: func() int { return c.maxPayload() - messageRoom }}
 	bkv, err := c.js.KeyValue(ctx, c.names.BudgetBucket())
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
@@ -174,14 +179,18 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	c.fail = fail
-	svc, err := c.serveAPI(ctx)
-	if err != nil {
+	api := newAPIServer(ctx, c)
+	if err := api.start(); err != nil {
 		return err
 	}
-	c.bg.Add(2)
+	c.bg.Add(3)
 	go func() {
 		defer c.bg.Done()
 		c.index.keep(ctx, kv, c.log)
+	}()
+	go func() {
+		defer c.bg.Done()
+		api.keepServing(ctx)
 	}()
 	go func() {
 		defer c.bg.Done()
@@ -190,7 +199,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	// The API's subscriptions reach the server before Ready says so.
 	if err := c.nc.FlushTimeout(10 * time.Second); err != nil {
 		fail(nil)
-		_ = svc.Stop()
+		api.close()
 		c.bg.Wait()
 		return fmt.Errorf("coordinator: %w", err)
 	}
@@ -199,7 +208,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 
 	_ = ls.Run(ctx, c.lead)
 	fail(nil)
-	_ = svc.Stop()
+	api.close()
 	c.bg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -690,12 +699,17 @@ func (c *Coordinator) Status(ctx context.Context, id string) (*messages.JobStatu
 	if r := c.runner(id); r != nil {
 		st := r.snapshot().Status
 		c.fillBudget(ctx, &st)
+		st.Source = messages.StatusFromRunner
 		return &st, nil
 	}
-	rec, err := c.store.get(ctx, id)
+	// From the stream leader, never a replica: a lagging or cut-off
+	// replica would serve counts older than what this client may have
+	// seen already; an error is better (the client asks again).
+	rec, err := c.store.getFromLeader(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	rec.Status.Source = messages.StatusFromRecord
 	return &rec.Status, nil
 }
 

@@ -499,6 +499,8 @@ func (r *jobRunner) snapshot() messages.JobRecord {
 	rec := r.rec
 	st := &rec.Status
 	copyStatus(st)
+	asOf := r.c.cfg.Clock.Now()
+	st.AsOf, st.Source = &asOf, ""
 	st.Errors = make([]messages.ErrorSummary, 0, len(r.errs))
 	for _, e := range r.errs {
 		st.Errors = append(st.Errors, e.sum)

@@ -1,0 +1,184 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/jetfleet/jetfleet/internal/kvleader"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// endpointFunc answers one API request.
+type endpointFunc func(context.Context, []byte) (any, *messages.APIError)
+
+// readEndpoints answer from memory or with a few reads: they get
+// Config.APIDeadline, the others Config.APIWriteDeadline.
+var readEndpoints = map[string]bool{
+	messages.EndpointJobsStatus: true, messages.EndpointJobsList: true,
+	messages.EndpointDLQList: true, messages.EndpointDLQGet: true,
+	messages.EndpointDLQStats: true, messages.EndpointDLQReplays: true,
+}
+
+// apiServer serves the jetfleet micro service while the coordinator
+// reaches the cluster. Each request runs on a goroutine of its own (at most
+// Config.APIConcurrency at once; more are answered "unavailable" at once)
+// with a deadline, so that one slow read never holds up the requests
+// behind it on the subscription. A coordinator that cannot reach the
+// cluster (a node cut off, a server that lost JetStream) stops serving:
+// its queue-group subscriptions go, and requests reach a coordinator that
+// can answer instead of waiting on this one. Safe for concurrent use.
+type apiServer struct {
+	c     *Coordinator
+	ctx   context.Context // the coordinator's; ends every request
+	slots chan struct{}
+
+	mu      sync.Mutex
+	svc     micro.Service // nil while not serving
+	closed  bool
+	running sync.WaitGroup // handlers in flight
+}
+
+func newAPIServer(ctx context.Context, c *Coordinator) *apiServer {
+	return &apiServer{c: c, ctx: ctx, slots: make(chan struct{}, c.cfg.APIConcurrency)}
+}
+
+// start serves the API unless it is served already.
+func (s *apiServer) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.svc != nil || s.closed {
+		return nil
+	}
+	svc, err := s.c.serveAPI(s.handler)
+	if err != nil {
+		return err
+	}
+	s.svc = svc
+	return nil
+}
+
+// stop stops serving; requests in flight still get their answers.
+func (s *apiServer) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.svc != nil {
+		_ = s.svc.Stop()
+		s.svc = nil
+	}
+}
+
+// serving says whether the API is served now.
+func (s *apiServer) serving() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.svc != nil
+}
+
+// close stops serving for good and waits for the requests in flight.
+func (s *apiServer) close() {
+	s.stop()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.running.Wait()
+}
+
+// handler wraps fn: off the subscription's goroutine, bounded, with a
+// deadline.
+func (s *apiServer) handler(name string, fn endpointFunc) micro.Handler {
+	deadline := s.c.cfg.APIWriteDeadline
+	if readEndpoints[name] {
+		deadline = s.c.cfg.APIDeadline
+	}
+	return micro.HandlerFunc(func(req micro.Request) {
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			respondError(req, apiErr(messages.CodeUnavailable, fmt.Sprintf("coordinator busy: %d requests in flight; try again", cap(s.slots))))
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			<-s.slots
+			return // stopping: the client's timeout or another coordinator answers
+		}
+		s.running.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.running.Done()
+			defer func() { <-s.slots }()
+			ctx, cancel := context.WithTimeout(s.ctx, deadline)
+			defer cancel()
+			reply, e := s.c.safeCall(ctx, name, fn, req.Data())
+			if e != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				e = apiErr(messages.CodeUnavailable, fmt.Sprintf("no answer within %s: %s", deadline, e.Message))
+			}
+			if e != nil {
+				respondError(req, e)
+				return
+			}
+			_ = req.RespondJSON(reply)
+		}()
+	})
+}
+
+func respondError(req micro.Request, e *messages.APIError) {
+	body, _ := json.Marshal(messages.ErrorReply{Error: e})
+	_ = req.Error(httpish(e.Code), e.Message, body)
+}
+
+// keepServing checks every Config.HealthInterval that the coordinator
+// reaches the cluster, stops serving after Config.HealthFailures failed
+// checks in a row and serves again after the next good one, until ctx
+// ends. The check reads the lease key from the control bucket's stream
+// leader: what a coordinator cut off the cluster cannot do.
+func (s *apiServer) keepServing(ctx context.Context) {
+	probe := s.c.probe
+	if probe == nil {
+		r := kvleader.New(s.c.js, s.c.names.ControlBucket())
+		probe = func(ctx context.Context) error {
+			_, _, err := r.Get(ctx, messages.LeaseKey)
+			return err
+		}
+	}
+	every := s.c.cfg.HealthInterval
+	t := time.NewTicker(every)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, every)
+		err := probe(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			failures = 0
+			if !s.serving() {
+				if err := s.start(); err != nil {
+					s.c.log.Warn().Err(err).Msg("cannot serve the API again; trying at the next check")
+					continue
+				}
+				s.c.log.Info().Msg("the cluster answers again: serving the API")
+			}
+			continue
+		}
+		failures++
+		if failures == s.c.cfg.HealthFailures && s.serving() {
+			s.stop()
+			s.c.log.Warn().Err(err).Int("checks", failures).Msg("cannot reach the cluster: API no longer served here until it can")
+		}
+	}
+}
