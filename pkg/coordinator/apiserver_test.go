@@ -261,3 +261,44 @@ func TestWaitNeverGoesBack(t *testing.T) {
 	require.EqualValues(t, 10, st.Succeeded)
 	require.Equal(t, []int64{5, 5, 7, 10}, seen)
 }
+
+// A status request that a coordinator does not answer (paused: it holds
+// its subscription and answers nothing) is sent again after ReadAttempt
+// and answered by another coordinator, well within a 3 s probe.
+func TestStatusAsksAgainWhenACoordinatorDoesNotAnswer(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	nc := srv.Connect(t)
+	const subject = "fleet.api.jobs.status"
+	got := make(chan struct{}, 1)
+	paused, err := nc.QueueSubscribe(subject, "q", func(*nats.Msg) {
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	live := srv.Connect(t)
+	go func() {
+		<-got
+		// The paused one has the request; another coordinator serves now.
+		_, err := live.QueueSubscribe(subject, "q", func(m *nats.Msg) {
+			data, _ := json.Marshal(messages.StatusReply{Status: &messages.JobStatus{ID: "j", State: messages.StateRunning}})
+			_ = m.Respond(data)
+		})
+		if err == nil {
+			_ = live.Flush()
+		}
+		_ = paused.Unsubscribe()
+		_ = nc.Flush()
+	}()
+	cl, err := NewClient(srv.Connect(t), "")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	st, err := cl.Status(ctx, "j")
+	require.NoError(t, err)
+	require.Equal(t, "j", st.ID)
+	require.Less(t, time.Since(start), 3*time.Second)
+}

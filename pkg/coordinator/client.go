@@ -89,9 +89,55 @@ func (c *Client) Submit(ctx context.Context, specJSON []byte) (*messages.SubmitR
 	return call[messages.SubmitReply](ctx, c, messages.EndpointJobsSubmit, specJSON)
 }
 
-// Status returns a job's status.
+// ReadAttempt bounds the first attempt of a read request (Status): a
+// coordinator that has not answered by then (paused, or behind a server
+// cut off the cluster) is left, and the request is sent again, to
+// whichever coordinator the queue group picks. Each attempt may take twice
+// as long as the one before, so a coordinator that is only slow answers
+// one. Reads are idempotent.
+const ReadAttempt = 750 * time.Millisecond
+
+// readCall is call for a read: attempts of ReadAttempt, doubling, each at
+// most what is left of ctx, until one is answered, an API error other than
+// "unavailable" comes back, or ctx ends.
+func readCall[R any](ctx context.Context, c *Client, endpoint string, req any) (*R, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	for attempt := ReadAttempt; ; attempt = min(2*attempt, time.Minute) {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		r, err := call[R](actx, c, endpoint, req)
+		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		cancel()
+		var ae *messages.APIError
+		unavailable := errors.As(err, &ae) && ae.Code == messages.CodeUnavailable
+		switch {
+		case err == nil:
+			return r, nil
+		case ctx.Err() != nil:
+			return nil, err
+		case timedOut:
+			// Not answered in time: ask again at once.
+		case errors.Is(err, ErrNoCoordinator) || unavailable:
+			// None serves now, or this one is busy: a moment before the next.
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(100 * time.Millisecond):
+			}
+		default:
+			return nil, err
+		}
+	}
+}
+
+// Status returns a job's status. An attempt that is not answered within
+// ReadAttempt is sent again (another coordinator may answer) until ctx
+// ends.
 func (c *Client) Status(ctx context.Context, id string) (*messages.JobStatus, error) {
-	r, err := call[messages.StatusReply](ctx, c, messages.EndpointJobsStatus, messages.JobRequest{JobID: id})
+	r, err := readCall[messages.StatusReply](ctx, c, messages.EndpointJobsStatus, messages.JobRequest{JobID: id})
 	if err != nil {
 		return nil, err
 	}
