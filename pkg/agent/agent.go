@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/kvleader"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/budget"
@@ -64,6 +65,8 @@ type Agent struct {
 	presence *presence
 	// parking is set when the park stream exists (park.go).
 	parking bool
+	// cutOff notices, from failing pulls, a server cut off the cluster.
+	cutOff natsconn.CutOff
 	// jobsReplica, set by tests before Run, wraps the job cache's direct
 	// gets: a lagging replica's answers.
 	jobsReplica func(recordGetter) recordGetter

@@ -138,7 +138,9 @@ func respondError(req micro.Request, e *messages.APIError) {
 // reaches the cluster, stops serving after Config.HealthFailures failed
 // checks in a row and serves again after the next good one, until ctx
 // ends. The check reads the lease key from the control bucket's stream
-// leader: what a coordinator cut off the cluster cannot do.
+// leader: what a coordinator cut off the cluster cannot do. Checks that
+// keep failing as a cut-off server's requests do (natsconn.CutOff) move
+// the connection to another server of its URL list.
 func (s *apiServer) keepServing(ctx context.Context) {
 	probe := s.c.probe
 	if probe == nil {
@@ -163,6 +165,10 @@ func (s *apiServer) keepServing(ctx context.Context) {
 		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if s.c.cutOff.ObserveConn(s.c.nc, err) {
+			// A server cut off the cluster keeps its clients: leave it.
+			s.c.log.Warn().Err(err).Str("server", s.c.nc.ConnectedUrlRedacted()).Msg("the server seems cut off the cluster; reconnecting to another")
 		}
 		if err == nil {
 			failures = 0

@@ -40,15 +40,18 @@ type Coordinator struct {
 	probe func(context.Context) error
 	// testEndpoints, set by tests before Run, are served beside the API's.
 	testEndpoints map[string]endpointFunc
-	cfg           Config
-	nc            *nats.Conn
-	js            jetstream.JetStream
-	names         messages.Names
-	log           zerolog.Logger
-	store         *jobStore
-	index         *jobIndex // job summaries for jobs.list (index.go)
-	budget        *budget.Budget
-	opener        expand.Opener
+	// cutOff notices, from failing health checks, a server cut off the
+	// cluster (apiserver.go).
+	cutOff natsconn.CutOff
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	names  messages.Names
+	log    zerolog.Logger
+	store  *jobStore
+	index  *jobIndex // job summaries for jobs.list (index.go)
+	budget *budget.Budget
+	opener expand.Opener
 	// budgetKV is the budget bucket (a rejected job's leftover budget is
 	// deleted when its id is taken again).
 	budgetKV jetstream.KeyValue
