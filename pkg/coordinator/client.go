@@ -106,6 +106,7 @@ func readCall[R any](ctx context.Context, c *Client, endpoint string, req any) (
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
+	idle := 0 // attempts that found no coordinator serving
 	for attempt := ReadAttempt; ; attempt = min(2*attempt, time.Minute) {
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		r, err := call[R](actx, c, endpoint, req)
@@ -120,8 +121,15 @@ func readCall[R any](ctx context.Context, c *Client, endpoint string, req any) (
 			return nil, err
 		case timedOut:
 			// Not answered in time: ask again at once.
+		case errors.Is(err, ErrNoCoordinator) && idle >= 5:
+			return nil, err // none runs, most likely: say so
 		case errors.Is(err, ErrNoCoordinator) || unavailable:
-			// None serves now, or this one is busy: a moment before the next.
+			// None serves now (one stopped serving while it cannot reach
+			// the cluster, another takes over), or this one is busy: a
+			// moment before the next.
+			if !unavailable {
+				idle++
+			}
 			select {
 			case <-ctx.Done():
 				return nil, err
