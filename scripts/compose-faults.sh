@@ -172,8 +172,8 @@ takeover() {
   by=$(check coordinator holder --wait-not "$1-" --timeout 2m)
   echo "$(( $(date +%s) - t ))s (by $(echo "$by" | cut -d- -f1-2))"
 }
-# cut NODE_SERVICE NETWORK ALIAS SECONDS: disconnect, wait, reconnect.
-cut() {
+# disconnect_for NODE_SERVICE NETWORK ALIAS SECONDS: disconnect, wait, reconnect.
+disconnect_for() {
   local id; id=$(compose ps -q "$1")
   docker network disconnect "$2" "$id"
   sleep "$4"
@@ -195,14 +195,14 @@ meta=$(monitor leader $monitoring)
 node=nats-1; [ "$meta" = nats-1 ] && node=nats-2
 say "fault 2 (node): $node (not the meta leader, $meta) cut off the cluster network for 20 s"
 probe_during node 35
-cut "$node" "$clusternet" "$node-cluster" 20
+disconnect_for "$node" "$clusternet" "$node-cluster" 20
 probe_result node
 
 check operator wait "$job" --done $((items * 40 / 100)) --timeout 5m
 meta=$(monitor leader $monitoring)
 say "fault 3 (meta): the meta leader, $meta, cut off the cluster network for 20 s"
 probe_during meta 35
-cut "$meta" "$clusternet" "$meta-cluster" 20
+disconnect_for "$meta" "$clusternet" "$meta-cluster" 20
 probe_result meta
 
 check operator wait "$job" --done $((items * 55 / 100)) --timeout 5m
@@ -210,7 +210,7 @@ coord=$(leading_coordinator)
 say "fault 4 (clients): the leading coordinator, $coord, cut off the clients' network for 20 s"
 probe_during clients 35
 ( sleep 1; echo "clients: lease taken over after $(takeover "$coord")" >>"$report" ) &
-cut "$coord" "$net" "" 20
+disconnect_for "$coord" "$net" "" 20
 probe_result clients
 
 check operator wait "$job" --done $((items * 70 / 100)) --timeout 5m
