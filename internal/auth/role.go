@@ -167,6 +167,9 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		pub := []string{
 			j.api("INFO"),
 			names.JobsSubmitSubject(), names.WorkFilter(), names.ResultsFilter(), names.DLQFilter(), names.EventsFilter(),
+			// Followers forward status requests to the leader
+			// (pkg/coordinator/apiserver.go).
+			names.Prefix + ".api._leader.>",
 		}
 		for _, b := range ownedObjectStores(names) {
 			pub = append(pub, "$O."+b+".>")

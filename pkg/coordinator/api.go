@@ -181,6 +181,32 @@ func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *message
 	if e != nil {
 		return nil, e
 	}
+	if c.runner(req.JobID) == nil && !c.IsLeader() {
+		// The leader's runner has the live counts: a follower that
+		// answered from the record (up to StatusInterval behind, more
+		// during a fault) would make counts go back between two requests
+		// that two coordinators answer. Only when the leader does not
+		// answer in time does the record (with its as_of) do.
+		if reply, e, ok := c.askLeaderStatus(ctx, data); ok {
+			return reply, e
+		}
+	}
+	st, err := c.Status(ctx, req.JobID)
+	if errors.Is(err, errNoJob) {
+		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}
+	}
+	if err != nil {
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	return messages.StatusReply{Status: st}, nil
+}
+
+// apiStatusHere is jobs.status answered by this coordinator, never forwarded.
+func (c *Coordinator) apiStatusHere(ctx context.Context, data []byte) (any, *messages.APIError) {
+	req, e := decodeJobRequest(data)
+	if e != nil {
+		return nil, e
+	}
 	st, err := c.Status(ctx, req.JobID)
 	if errors.Is(err, errNoJob) {
 		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}

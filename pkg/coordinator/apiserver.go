@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/jetfleet/jetfleet/internal/kvleader"
@@ -187,4 +188,56 @@ func (s *apiServer) keepServing(ctx context.Context) {
 			s.c.log.Warn().Err(err).Int("checks", failures).Msg("cannot reach the cluster: API no longer served here until it can")
 		}
 	}
+}
+
+// LeaderStatusWait bounds how long a follower waits for the leader's
+// answer to a status request before it answers from the job record.
+const LeaderStatusWait = time.Second
+
+// leaderStatusSubject is where the leader answers jobs.status requests
+// that followers forward (not part of the public API).
+func (c *Coordinator) leaderStatusSubject() string { return c.cfg.Prefix + ".api._leader.jobs.status" }
+
+// serveLeaderStatus answers followers' forwarded status requests for the
+// term (ctx).
+func (c *Coordinator) serveLeaderStatus(ctx context.Context) error {
+	sub, err := c.nc.Subscribe(c.leaderStatusSubject(), func(m *nats.Msg) {
+		rctx, cancel := context.WithTimeout(ctx, LeaderStatusWait)
+		defer cancel()
+		reply, e := c.safeCall(rctx, messages.EndpointJobsStatus, c.apiStatusHere, m.Data)
+		var body []byte
+		if e != nil {
+			body, _ = json.Marshal(messages.ErrorReply{Error: e})
+		} else {
+			body, _ = json.Marshal(reply)
+		}
+		_ = m.Respond(body)
+	})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return sub.Unsubscribe()
+}
+
+// askLeaderStatus forwards a status request to the leader; ok=false when
+// it did not answer in time (none leads, or it is cut off).
+func (c *Coordinator) askLeaderStatus(ctx context.Context, data []byte) (any, *messages.APIError, bool) {
+	rctx, cancel := context.WithTimeout(ctx, LeaderStatusWait)
+	defer cancel()
+	m, err := c.nc.RequestWithContext(rctx, c.leaderStatusSubject(), data)
+	if err != nil {
+		return nil, nil, false
+	}
+	var r messages.StatusReply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return nil, nil, false
+	}
+	if r.Error != nil {
+		return nil, r.Error, true
+	}
+	if r.Status == nil {
+		return nil, nil, false
+	}
+	return r, nil, true
 }

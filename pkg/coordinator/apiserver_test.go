@@ -220,10 +220,20 @@ func TestStatusSaysHowFreshItIs(t *testing.T) {
 			return err
 		}
 		if st.Source != messages.StatusFromRecord || st.AsOf == nil {
-			return fmt.Errorf("follower's status: source %q as_of %v", st.Source, st.AsOf)
+			return fmt.Errorf("follower's record: source %q as_of %v", st.Source, st.AsOf)
 		}
 		return nil
 	})
+	// Through the API, the follower forwards to the leader: the live
+	// counts, whichever coordinator the request reaches.
+	for range 10 {
+		reply, e := c2.apiStatus(ctx, []byte(`{"job_id":"fresh"}`))
+		require.Nil(t, e)
+		require.Equal(t, messages.StatusFromRunner, reply.(messages.StatusReply).Status.Source)
+		st, err := cl.Status(ctx, "fresh")
+		require.NoError(t, err)
+		require.Equal(t, messages.StatusFromRunner, st.Source)
+	}
 }
 
 // Client.Wait never shows counts older than ones it showed: a status with
