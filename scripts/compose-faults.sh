@@ -4,8 +4,8 @@
 #
 #   1. build the images, auth init, compose up (3 NATS nodes R3, two
 #      coordinators, 3 agents), as scripts/compose-e2e.sh does
-#   2. submit a 3,000-item job (a 1 s busybox step, then the flaky handler)
-#   3. at 10 %, 25 %, 40 %, 55 % and 70 % done, one fault each:
+#   2. submit a 3,000-item job (a 2 s busybox step, then the flaky handler)
+#   3. at 5 %, 15 %, 30 %, 45 % and 60 % done, one fault each:
 #        pause     docker pause of the leading coordinator for 12 s (its
 #                  lease is 4 s): the other takes over
 #        node      a NATS node that is not the meta leader cut off the
@@ -95,7 +95,7 @@ job="faults-$(date +%s)"
   echo "retry_budget: \"100%\""
   echo "agent_template:"
   echo "  - name: work"
-  echo "    shell: 'sleep 1; test -n \"\$ITEM_ID\"'" # busybox sh in the agent image
+  echo "    shell: 'sleep 2; test -n \"\$ITEM_ID\"'" # busybox sh in the agent image
   echo "    timeout: 10s"
   echo "  - name: flaky"
   echo "    handler: flaky"
@@ -180,7 +180,7 @@ disconnect_for() {
   if [ -n "$3" ]; then docker network connect --alias "$3" "$2" "$id"; else docker network connect "$2" "$id"; fi
 }
 
-check operator wait "$job" --done $((items * 10 / 100)) --timeout 5m
+check operator wait "$job" --done $((items * 5 / 100)) --timeout 5m
 coord=$(leading_coordinator)
 say "fault 1 (pause): docker pause $coord, the leading coordinator, for 12 s"
 probe_during pause 30
@@ -190,7 +190,7 @@ sleep 8 # the pause lasts 12 s or more, the takeover's wait included
 docker unpause "$(compose ps -q "$coord")" >/dev/null
 probe_result pause
 
-check operator wait "$job" --done $((items * 25 / 100)) --timeout 5m
+check operator wait "$job" --done $((items * 15 / 100)) --timeout 5m
 meta=$(monitor leader $monitoring)
 node=nats-1; [ "$meta" = nats-1 ] && node=nats-2
 say "fault 2 (node): $node (not the meta leader, $meta) cut off the cluster network for 20 s"
@@ -198,14 +198,14 @@ probe_during node 35
 disconnect_for "$node" "$clusternet" "$node-cluster" 20
 probe_result node
 
-check operator wait "$job" --done $((items * 40 / 100)) --timeout 5m
+check operator wait "$job" --done $((items * 30 / 100)) --timeout 5m
 meta=$(monitor leader $monitoring)
 say "fault 3 (meta): the meta leader, $meta, cut off the cluster network for 20 s"
 probe_during meta 35
 disconnect_for "$meta" "$clusternet" "$meta-cluster" 20
 probe_result meta
 
-check operator wait "$job" --done $((items * 55 / 100)) --timeout 5m
+check operator wait "$job" --done $((items * 45 / 100)) --timeout 5m
 coord=$(leading_coordinator)
 say "fault 4 (clients): the leading coordinator, $coord, cut off the clients' network for 20 s"
 probe_during clients 35
@@ -213,7 +213,7 @@ probe_during clients 35
 disconnect_for "$coord" "$net" "" 20
 probe_result clients
 
-check operator wait "$job" --done $((items * 70 / 100)) --timeout 5m
+check operator wait "$job" --done $((items * 60 / 100)) --timeout 5m
 say "fault 5 (killall): SIGKILL of nats-1, nats-2 and nats-3 at once"
 probe_during killall 45
 docker kill "$(compose ps -q nats-1)" "$(compose ps -q nats-2)" "$(compose ps -q nats-3)" >/dev/null
