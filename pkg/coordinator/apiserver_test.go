@@ -312,3 +312,16 @@ func TestStatusAsksAgainWhenACoordinatorDoesNotAnswer(t *testing.T) {
 	require.Equal(t, "j", st.ID)
 	require.Less(t, time.Since(start), 3*time.Second)
 }
+
+// With no coordinator serving, a request says so at once, and the error
+// is also a no-responders one, which natsconn.ClusterLoss counts.
+func TestNoCoordinatorIsNoResponders(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	cl, err := NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = cl.Status(context.Background(), "j")
+	require.ErrorIs(t, err, ErrNoCoordinator)
+	require.ErrorIs(t, err, nats.ErrNoResponders)
+	require.Less(t, time.Since(start), 5*time.Second)
+}

@@ -54,7 +54,9 @@ func (c *Client) Call(ctx context.Context, endpoint string, req, reply any) erro
 	}
 	msg, err := c.nc.RequestWithContext(ctx, c.names.APISubject(endpoint), data)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return ErrNoCoordinator
+		// Still nats.ErrNoResponders too: on a server cut off the cluster
+		// that is what every request gets (natsconn.ClusterLoss).
+		return fmt.Errorf("%w (%w)", ErrNoCoordinator, nats.ErrNoResponders)
 	}
 	if err != nil {
 		return fmt.Errorf("coordinator: %s: %w", endpoint, err)
