@@ -101,7 +101,7 @@ func (s *apiServer) handler(name string, fn endpointFunc) micro.Handler {
 		select {
 		case s.slots <- struct{}{}:
 		default:
-			respondError(req, apiErr(messages.CodeUnavailable, fmt.Sprintf("coordinator busy: %d requests in flight; try again", cap(s.slots))))
+			s.respondError(req, apiErr(messages.CodeUnavailable, fmt.Sprintf("coordinator busy: %d requests in flight; try again", cap(s.slots))))
 			return
 		}
 		s.mu.Lock()
@@ -122,17 +122,34 @@ func (s *apiServer) handler(name string, fn endpointFunc) micro.Handler {
 				e = apiErr(messages.CodeUnavailable, fmt.Sprintf("no answer within %s: %s", deadline, e.Message))
 			}
 			if e != nil {
-				respondError(req, e)
+				s.respondError(req, e)
 				return
 			}
-			_ = req.RespondJSON(reply)
+			s.respond(req, reply)
 		}()
 	})
 }
 
-func respondError(req micro.Request, e *messages.APIError) {
+// respondError answers req with e, as micro's Request.Error does.
+func (s *apiServer) respondError(req micro.Request, e *messages.APIError) {
 	body, _ := json.Marshal(messages.ErrorReply{Error: e})
-	_ = req.Error(httpish(e.Code), e.Message, body)
+	m := nats.NewMsg(req.Reply())
+	m.Data = body
+	m.Header.Set(micro.ErrorHeader, e.Message)
+	m.Header.Set(micro.ErrorCodeHeader, httpish(e.Code))
+	_ = s.c.nc.PublishMsg(m)
+}
+
+// respond answers req with reply as JSON. Both publish on the connection
+// rather than through req: micro reads the request's error after the
+// handler returns, and these run after it did (on their own goroutine).
+func (s *apiServer) respond(req micro.Request, reply any) {
+	body, err := json.Marshal(reply)
+	if err != nil {
+		s.respondError(req, apiErr(messages.CodeInternal, "encoding the reply: "+err.Error()))
+		return
+	}
+	_ = s.c.nc.Publish(req.Reply(), body)
 }
 
 // keepServing checks every Config.HealthInterval that the coordinator

@@ -699,7 +699,11 @@ func (c *Coordinator) fillBudget(ctx context.Context, st *messages.JobStatus) {
 
 // Status returns a job's current status.
 func (c *Coordinator) Status(ctx context.Context, id string) (*messages.JobStatus, error) {
-	if r := c.runner(id); r != nil {
+	// A runner still replaying the job's results (a new leader's) has
+	// counted only part of them: the record, written by the last runner
+	// that had caught up, is newer (the faults run saw a status of 0 done
+	// after 2,212 from a runner just started).
+	if r := c.runner(id); r != nil && r.replayed() {
 		st := r.snapshot().Status
 		c.fillBudget(ctx, &st)
 		st.Source = messages.StatusFromRunner

@@ -336,6 +336,14 @@ func (r *jobRunner) runPending() {
 	}
 }
 
+// replayed says whether the runner has replayed the job's results to the
+// end, so that its counts are at least those of the job's record.
+func (r *jobRunner) replayed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.life.live
+}
+
 // apply records one result, de-duplicated by item index and generation.
 func (r *jobRunner) apply(res *messages.Result) {
 	if res.Phase == messages.PhaseReduce {
