@@ -325,3 +325,20 @@ func TestNoCoordinatorIsNoResponders(t *testing.T) {
 	require.ErrorIs(t, err, nats.ErrNoResponders)
 	require.Less(t, time.Since(start), 5*time.Second)
 }
+
+// A runner that has not replayed the job's results to the end (a new
+// leader's, just started) has counted only part of them: status comes
+// from the record until it has caught up.
+func TestStatusOfAReplayingRunnerComesFromTheRecord(t *testing.T) {
+	recData, err := json.Marshal(messages.JobRecord{Status: messages.JobStatus{ID: "j", State: messages.StateRunning, Items: 10, Succeeded: 7}})
+	require.NoError(t, err)
+	c := &Coordinator{cfg: Config{}.WithDefaults(), runners: map[string]*jobRunner{},
+		store: &jobStore{leader: func(context.Context, string) ([]byte, uint64, error) { return recData, 3, nil }}}
+	r := &jobRunner{c: c}
+	r.rec.Status = messages.JobStatus{ID: "j", State: messages.StateRunning, Items: 10, Succeeded: 2}
+	c.runners["j"] = r
+	st, err := c.Status(context.Background(), "j")
+	require.NoError(t, err)
+	require.Equal(t, messages.StatusFromRecord, st.Source)
+	require.EqualValues(t, 7, st.Succeeded)
+}
