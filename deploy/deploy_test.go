@@ -317,6 +317,7 @@ func TestNATSNodeConfig(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("nats-%d", i), o.ServerName)
 		require.True(t, o.JetStream)
 		require.Equal(t, "/data", o.StoreDir)
+		require.True(t, o.SyncAlways, "sync_interval: always (docs/deploy.md, Durability): a PubAck means the write is on disk")
 		require.Equal(t, "jetfleet", o.Cluster.Name)
 		require.Len(t, o.Routes, 3)
 		require.NotNil(t, o.TLSConfig, "client TLS from tls.conf")

@@ -167,6 +167,9 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		pub := []string{
 			j.api("INFO"),
 			names.JobsSubmitSubject(), names.WorkFilter(), names.ResultsFilter(), names.DLQFilter(), names.EventsFilter(),
+			// Followers forward status requests to the leader
+			// (pkg/coordinator/apiserver.go).
+			names.Prefix + ".api._leader.>",
 		}
 		for _, b := range ownedObjectStores(names) {
 			pub = append(pub, "$O."+b+".>")
@@ -208,7 +211,10 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 			j.api("DIRECT.GET", kvStream(items)) + ".$KV." + items + "." + pool + ".>",
 		}
 		pub = append(pub, j.acks(work, cons)...)
-		pub = append(pub, j.kvRead(names.JobsBucket())...) // job specs, read only
+		// Job specs, read only: a direct get, and from the stream leader
+		// when a replica says "not found" (pkg/agent/jobs.go).
+		pub = append(pub, j.kvRead(names.JobsBucket())...)
+		pub = append(pub, j.api("STREAM.MSG.GET", kvStream(names.JobsBucket())))
 		// Retry budgets and circuit breakers are shared by the fleet:
 		// compare-and-set writes, leader reads after a lost race, and a
 		// watch that keeps each agent's cache current.

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/kvleader"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/tracing"
@@ -69,6 +71,11 @@ type Agent struct {
 	stepEnv []string
 	// presence publishes who the agent is and how busy (presence.go).
 	presence *presence
+	// cutOff notices, from failing pulls, a server cut off the cluster.
+	cutOff natsconn.CutOff
+	// jobsReplica, set by tests before Run, wraps the job cache's direct
+	// gets: a lagging replica's answers.
+	jobsReplica func(recordGetter) recordGetter
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -261,7 +268,11 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	if err != nil {
 		return err
 	}
-	a.jobs = newJobCache(jobsKV)
+	var jobsGet recordGetter = jobsKV
+	if a.jobsReplica != nil {
+		jobsGet = a.jobsReplica(jobsGet)
+	}
+	a.jobs = newJobCache(jobsGet, kvleader.New(a.js, a.names.JobsBucket()).Get)
 	bkv, err := a.waitKV(ctx, a.names.BudgetBucket())
 	if err != nil {
 		return err

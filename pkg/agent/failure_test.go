@@ -326,7 +326,7 @@ func newFailureAgent(t *testing.T) *failureAgent {
 	f.a.log = zerolog.Nop()
 	f.a.names = testNames
 	f.a.pub, f.a.items, f.a.budget, f.a.dlq, f.a.breakers = f.pub, f.items, f.budget, f.dlq, f.breakers
-	f.a.jobs = newJobCache(nil)
+	f.a.jobs = newJobCache(nil, nil)
 	f.a.metrics = newMetrics(f.reg)
 	f.a.hb = time.Hour
 	f.a.maxDeliver = testMaxDeliver

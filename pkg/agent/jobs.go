@@ -48,17 +48,36 @@ func compileCommand(t messages.Template) command {
 
 var errJobNotFound = errors.New("agent: job not found")
 
-// jobCache loads and keeps job specs; specs never change once accepted.
-// Safe for concurrent use.
-type jobCache struct {
-	kv    jetstream.KeyValue
-	mu    sync.Mutex
-	m     map[string]*job
-	ended map[string]bool // jobs whose map phase ended (map_ended events)
+// recordGetter is what the job cache reads first: KeyValue.Get, a direct
+// get that any replica of the bucket may answer.
+type recordGetter interface {
+	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
 }
 
-func newJobCache(kv jetstream.KeyValue) *jobCache {
-	return &jobCache{kv: kv, m: map[string]*job{}, ended: map[string]bool{}}
+// leaderGet reads a key from the bucket's stream leader (kvleader.Reader.Get):
+// nil data for a key that is absent there.
+type leaderGet func(ctx context.Context, key string) (data []byte, rev uint64, err error)
+
+// jobCache loads and keeps job specs; specs never change once accepted.
+// Safe for concurrent use.
+//
+// A job is read with a direct get, which a lagging replica may answer with
+// "not found" (or with an older, rejected record of the same id) for a job
+// that exists (docs/jetstream.md §17). Such an answer would make the agent
+// dead-letter a live item without a result, and the job would never end, so
+// it is never taken as final: the record is read again from the stream
+// leader, which has applied every acknowledged write, and only the leader's
+// "not found" is.
+type jobCache struct {
+	kv     recordGetter
+	leader leaderGet
+	mu     sync.Mutex
+	m      map[string]*job
+	ended  map[string]bool // jobs whose map phase ended (map_ended events)
+}
+
+func newJobCache(kv recordGetter, leader leaderGet) *jobCache {
+	return &jobCache{kv: kv, leader: leader, m: map[string]*job{}, ended: map[string]bool{}}
 }
 
 // markEnded records that a job's map phase ended: its first-generation
@@ -95,19 +114,9 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 	if messages.ValidToken(id) != nil {
 		return nil, errJobNotFound // and never a key sent to the server
 	}
-	e, err := c.kv.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, errJobNotFound
-	}
+	rec, err := c.read(ctx, id)
 	if err != nil {
 		return nil, err
-	}
-	var rec messages.JobRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, fmt.Errorf("agent: job record %s: %w", id, err)
-	}
-	if rec.Spec == nil {
-		return nil, errJobNotFound // a rejected submission has no spec
 	}
 	j, err = compileJob(id, rec.Spec)
 	if err != nil {
@@ -125,6 +134,47 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 	}
 	c.mu.Unlock()
 	return j, nil
+}
+
+// read reads the job's record: a direct get, and when that finds no
+// usable spec, the stream leader's answer, which alone is final.
+func (c *jobCache) read(ctx context.Context, id string) (*messages.JobRecord, error) {
+	e, err := c.kv.Get(ctx, id)
+	switch {
+	case err == nil:
+		rec, err := decodeRecord(id, e.Value())
+		if err != nil || rec.Spec != nil {
+			return rec, err
+		}
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, err
+	}
+	if c.leader == nil {
+		return nil, errJobNotFound
+	}
+	data, _, err := c.leader(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("agent: job record %s from the stream leader: %w", id, err)
+	}
+	if data == nil {
+		return nil, errJobNotFound
+	}
+	rec, err := decodeRecord(id, data)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Spec == nil {
+		return nil, errJobNotFound // a rejected submission has no spec
+	}
+	return rec, nil
+}
+
+func decodeRecord(id string, data []byte) (*messages.JobRecord, error) {
+	var rec messages.JobRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("agent: job record %s: %w", id, err)
+	}
+	return &rec, nil
 }
 
 func compileJob(id string, spec *messages.JobSpec) (*job, error) {

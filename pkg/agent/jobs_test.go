@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -33,7 +34,7 @@ func TestJobCacheForgetsTheEndOfAnEarlierJobOfTheSameID(t *testing.T) {
 		_, err = kv.Put(ctx, "j", data)
 		require.NoError(t, err)
 	}
-	c := newJobCache(kv)
+	c := newJobCache(kv, kvleader.New(srv.JS(), names.JobsBucket()).Get)
 	put(messages.StateSucceeded, messages.CompletionAllCompleted)
 	c.markEnded("j")
 	c.forget("j")

@@ -105,7 +105,7 @@ func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot
 				_ = m.Term() // not even that worked: drop it rather than loop
 			}
 		}()
-		it := &item{m: m}
+		it := &item{m: m, t0: a.cfg.Clock.Now()}
 		md, err := m.Metadata()
 		if err != nil {
 			_ = m.Term()
@@ -496,7 +496,8 @@ const maxPoisonID = 1024
 
 // poison dead-letters an undecodable message (reason poison) or one of an
 // unknown job (job_not_found) so that it is never retried forever, then
-// terminates it.
+// terminates it. A message that is an item of an existing job also gets a
+// dead_lettered result, so that the job's counts account for it.
 func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error) {
 	// The subject (<prefix>.work.<pool>.<job>) names the job; the body of a
 	// poison message may name anything.
@@ -532,7 +533,18 @@ func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error
 		return
 	}
 	a.metrics.deadLettered.WithLabelValues(reason).Inc()
-	_ = it.m.Term()
+	if reason == messages.ReasonJobGone || it.wi.JobID != job || it.wi.ItemID == "" {
+		// No job to count it (the stream leader said so), or no item a
+		// job could count: a message nobody published as a work item.
+		_ = it.m.Term()
+		return
+	}
+	// An item of a job leaves the work stream: the job counts it dead
+	// lettered, or it would wait for it for ever. Termed once the result
+	// is stored, as finalize does.
+	res := a.result(it, messages.OutcomeDeadLettered)
+	res.Reason, res.Error, res.ErrorClass, res.Signature = reason, entry.Error, entry.ErrorClass, entry.Signature
+	a.report(it, res, true, false)
 }
 
 // runStep runs one attempt of step i; f is nil on success. dur is the

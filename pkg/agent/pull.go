@@ -130,6 +130,7 @@ func (a *Agent) pull(ctx context.Context, cons jetstream.Consumer, buf chan<- je
 		switch {
 		case err == nil || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, context.DeadlineExceeded):
 			backoff.Reset()
+			a.cutOff.Observe(nil)
 			continue
 		case ctx.Err() != nil:
 			return nil
@@ -142,6 +143,10 @@ func (a *Agent) pull(ctx context.Context, cons jetstream.Consumer, buf chan<- je
 			return fmt.Errorf("pull: %w", err)
 		}
 		a.log.Warn().Err(err).Msg("pull failed; pulling again")
+		if a.cutOff.ObserveConn(a.nc, err) {
+			// A server cut off the cluster keeps its clients: leave it.
+			a.log.Warn().Str("server", a.nc.ConnectedUrlRedacted()).Msg("pulls keep failing: the server seems cut off the cluster; reconnecting to another")
+		}
 		if backoff.Wait(ctx) != nil {
 			return nil
 		}

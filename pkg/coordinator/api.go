@@ -8,18 +8,17 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
-	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// serveAPI registers the jetfleet micro service.
-func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
+// serveAPI registers the jetfleet micro service, each endpoint's handler
+// made by wrap (apiServer.handler).
+func (c *Coordinator) serveAPI(wrap func(name string, fn endpointFunc) micro.Handler) (micro.Service, error) {
 	svc, err := micro.AddService(c.nc, micro.Config{
 		Name:        messages.ServiceName,
 		Version:     Version,
@@ -29,7 +28,7 @@ func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
 		return nil, fmt.Errorf("coordinator: micro service: %w", err)
 	}
 	g := svc.AddGroup(c.cfg.Prefix + ".api")
-	endpoints := map[string]func(context.Context, []byte) (any, *messages.APIError){
+	endpoints := map[string]endpointFunc{
 		messages.EndpointJobsSubmit: c.apiSubmit,
 		messages.EndpointJobsStatus: c.apiStatus,
 		messages.EndpointJobsList:   c.apiList,
@@ -40,18 +39,7 @@ func (c *Coordinator) serveAPI(ctx context.Context) (micro.Service, error) {
 		endpoints[name] = fn
 	}
 	for name, fn := range endpoints {
-		fn := fn
-		h := micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
-			ctx = tracing.Extract(ctx, nats.Header(req.Headers())) // the caller's trace (tracing.go)
-			reply, apiErr := c.safeCall(ctx, name, fn, req.Data())
-			if apiErr != nil {
-				body, _ := json.Marshal(messages.ErrorReply{Error: apiErr})
-				_ = req.Error(httpish(apiErr.Code), apiErr.Message, body)
-				return
-			}
-			_ = req.RespondJSON(reply)
-		})
-		if err := g.AddEndpoint(strings.ReplaceAll(name, ".", "_"), h, micro.WithEndpointSubject(name)); err != nil {
+		if err := g.AddEndpoint(strings.ReplaceAll(name, ".", "_"), wrap(name, fn), micro.WithEndpointSubject(name)); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("coordinator: endpoint %s: %w", name, err)
 		}
@@ -72,8 +60,12 @@ func (c *Coordinator) safeCall(ctx context.Context, name string, fn func(context
 }
 
 // extraEndpoints lets other files (the DLQ API) add endpoints.
-func (c *Coordinator) extraEndpoints() map[string]func(context.Context, []byte) (any, *messages.APIError) {
-	return c.dlqEndpoints()
+func (c *Coordinator) extraEndpoints() map[string]endpointFunc {
+	m := c.dlqEndpoints()
+	for name, fn := range c.testEndpoints {
+		m[name] = fn
+	}
+	return m
 }
 
 func httpish(code string) string {
@@ -190,6 +182,32 @@ func decodeJobRequest(data []byte) (messages.JobRequest, *messages.APIError) {
 }
 
 func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *messages.APIError) {
+	req, e := decodeJobRequest(data)
+	if e != nil {
+		return nil, e
+	}
+	if c.runner(req.JobID) == nil && !c.IsLeader() {
+		// The leader's runner has the live counts: a follower that
+		// answered from the record (up to StatusInterval behind, more
+		// during a fault) would make counts go back between two requests
+		// that two coordinators answer. Only when the leader does not
+		// answer in time does the record (with its as_of) do.
+		if reply, e, ok := c.askLeaderStatus(ctx, data); ok {
+			return reply, e
+		}
+	}
+	st, err := c.Status(ctx, req.JobID)
+	if errors.Is(err, errNoJob) {
+		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}
+	}
+	if err != nil {
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	return messages.StatusReply{Status: st}, nil
+}
+
+// apiStatusHere is jobs.status answered by this coordinator, never forwarded.
+func (c *Coordinator) apiStatusHere(ctx context.Context, data []byte) (any, *messages.APIError) {
 	req, e := decodeJobRequest(data)
 	if e != nil {
 		return nil, e

@@ -76,7 +76,9 @@ func (c *Client) Call(ctx context.Context, endpoint string, req, reply any) erro
 	tracing.Inject(ctx, req0.Header)
 	msg, err := c.nc.RequestMsgWithContext(ctx, req0)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return ErrNoCoordinator
+		// Still nats.ErrNoResponders too: on a server cut off the cluster
+		// that is what every request gets (natsconn.ClusterLoss).
+		return fmt.Errorf("%w (%w)", ErrNoCoordinator, nats.ErrNoResponders)
 	}
 	if err != nil {
 		return fmt.Errorf("coordinator: %s: %w", endpoint, err)
@@ -122,9 +124,63 @@ func (c *Client) Submit(ctx context.Context, specJSON []byte) (*messages.SubmitR
 	return r, err
 }
 
-// Status returns a job's status.
+// ReadAttempt bounds the first attempt of a read request (Status): a
+// coordinator that has not answered by then (paused, or behind a server
+// cut off the cluster) is left, and the request is sent again, to
+// whichever coordinator the queue group picks. Each attempt may take twice
+// as long as the one before, so a coordinator that is only slow answers
+// one. Reads are idempotent.
+const ReadAttempt = 750 * time.Millisecond
+
+// readCall is call for a read: attempts of ReadAttempt, doubling, each at
+// most what is left of ctx, until one is answered, an API error other than
+// "unavailable" comes back, or ctx ends.
+func readCall[R any](ctx context.Context, c *Client, endpoint string, req any) (*R, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	idle := 0 // attempts that found no coordinator serving
+	for attempt := ReadAttempt; ; attempt = min(2*attempt, time.Minute) {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		r, err := call[R](actx, c, endpoint, req)
+		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		cancel()
+		var ae *messages.APIError
+		unavailable := errors.As(err, &ae) && ae.Code == messages.CodeUnavailable
+		switch {
+		case err == nil:
+			return r, nil
+		case ctx.Err() != nil:
+			return nil, err
+		case timedOut:
+			// Not answered in time: ask again at once.
+		case errors.Is(err, ErrNoCoordinator) && idle >= 5:
+			return nil, err // none runs, most likely: say so
+		case errors.Is(err, ErrNoCoordinator) || unavailable:
+			// None serves now (one stopped serving while it cannot reach
+			// the cluster, another takes over), or this one is busy: a
+			// moment before the next.
+			if !unavailable {
+				idle++
+			}
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(100 * time.Millisecond):
+			}
+		default:
+			return nil, err
+		}
+	}
+}
+
+// Status returns a job's status. An attempt that is not answered within
+// ReadAttempt is sent again (another coordinator may answer) until ctx
+// ends.
 func (c *Client) Status(ctx context.Context, id string) (*messages.JobStatus, error) {
-	r, err := call[messages.StatusReply](ctx, c, messages.EndpointJobsStatus, messages.JobRequest{JobID: id})
+	r, err := readCall[messages.StatusReply](ctx, c, messages.EndpointJobsStatus, messages.JobRequest{JobID: id})
 	if err != nil {
 		return nil, err
 	}
@@ -163,4 +219,11 @@ func (c *Client) Cancel(ctx context.Context, id string) (*messages.JobStatus, er
 // retention); with req.DryRun it only lists them.
 func (c *Client) Prune(ctx context.Context, req messages.PruneRequest) (*messages.PruneReply, error) {
 	return call[messages.PruneReply](ctx, c, messages.EndpointJobsPrune, req)
+}
+
+// older reports whether status a is older than b: both say when their
+// counts were true (JobStatus.AsOf) and a's is earlier. A status without
+// AsOf (a coordinator older than it) is never older.
+func older(a, b *messages.JobStatus) bool {
+	return a != nil && b != nil && a.AsOf != nil && b.AsOf != nil && a.AsOf.Before(*b.AsOf)
 }

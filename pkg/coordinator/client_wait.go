@@ -67,7 +67,12 @@ func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, on
 		var apiErr *messages.APIError
 		switch {
 		case err == nil:
-			st = cur
+			// A status older than one already seen (an earlier AsOf: a
+			// coordinator answering from a record written before the counts
+			// it showed) is skipped, so the counts never go back.
+			if !older(cur, st) {
+				st = cur
+			}
 			if onUpdate != nil {
 				onUpdate(st)
 			}

@@ -52,6 +52,24 @@ const (
 	// DefaultSweepInterval is how often the work stream is swept for
 	// stranded messages.
 	DefaultSweepInterval = time.Minute
+	// DefaultAPIDeadline bounds a read request of the API (jobs.status,
+	// jobs.list, dlq.list/get/stats/replays): well under a client's
+	// timeout, so a request that cannot be answered here fails fast and
+	// the client can ask again (another coordinator may answer).
+	DefaultAPIDeadline = 2 * time.Second
+	// DefaultAPIWriteDeadline bounds the other requests (submit, cancel,
+	// replay, purge, prune), which may wait on the leader.
+	DefaultAPIWriteDeadline = 30 * time.Second
+	// DefaultAPIConcurrency is how many API requests one coordinator
+	// handles at once; beyond that a request is answered "unavailable"
+	// at once.
+	DefaultAPIConcurrency = 64
+	// DefaultHealthInterval is how often a coordinator checks that it
+	// reaches the cluster (a read from the control bucket's stream leader).
+	DefaultHealthInterval = time.Second
+	// DefaultHealthFailures is how many checks in a row must fail before
+	// the coordinator stops serving the API.
+	DefaultHealthFailures = 2
 )
 
 // Config configures a Coordinator. The zero value plus a connection is
@@ -134,6 +152,21 @@ type Config struct {
 	// every LeaseTTL/4; docs/design.md, "Several coordinators"). Defaults
 	// to 4s.
 	LeaseTTL time.Duration
+	// APIDeadline bounds each read request of the API (status, lists).
+	// Defaults to 2s.
+	APIDeadline time.Duration
+	// APIWriteDeadline bounds each other request of the API. Defaults to
+	// 30s.
+	APIWriteDeadline time.Duration
+	// APIConcurrency bounds the API requests handled at once. Defaults to
+	// 64.
+	APIConcurrency int
+	// HealthInterval is how often the coordinator checks that it reaches
+	// the cluster; after HealthFailures failed checks in a row it stops
+	// serving the API (so requests go to a coordinator that can answer)
+	// until a check succeeds. Defaults to 1s and 2.
+	HealthInterval time.Duration
+	HealthFailures int
 	// Holder names this coordinator in the lease. Defaults to
 	// <hostname>-<pid>-<random>.
 	Holder string
@@ -165,6 +198,11 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.IntakeMaxDeliveries, DefaultIntakeMaxDeliveries)
 	orDefault(&c.LateResultWindow, DefaultLateResultWindow)
 	orDefault(&c.LeaseTTL, lease.DefaultTTL)
+	orDefault(&c.APIDeadline, DefaultAPIDeadline)
+	orDefault(&c.APIWriteDeadline, DefaultAPIWriteDeadline)
+	orDefault(&c.APIConcurrency, DefaultAPIConcurrency)
+	orDefault(&c.HealthInterval, DefaultHealthInterval)
+	orDefault(&c.HealthFailures, DefaultHealthFailures)
 	if c.Holder == "" {
 		host, _ := os.Hostname()
 		c.Holder = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ToLower(nuid.Next()[:8]))
@@ -202,6 +240,9 @@ func (c Config) Validate() error {
 		{"sweep_interval", c.SweepInterval, time.Millisecond},
 		{"sweep_min_age", c.SweepMinAge, time.Millisecond},
 		{"lease_ttl", c.LeaseTTL, lease.MinTTL},
+		{"api_deadline", c.APIDeadline, time.Millisecond},
+		{"api_write_deadline", c.APIWriteDeadline, time.Millisecond},
+		{"health_interval", c.HealthInterval, time.Millisecond},
 	} {
 		if d.v < d.least {
 			errs = append(errs, fmt.Errorf("%s: %s, want >= %s", d.name, d.v, d.least))
@@ -223,6 +264,8 @@ func (c Config) Validate() error {
 		{"max_groups", int64(c.MaxGroups)},
 		{"error_signatures", int64(c.ErrorSignatures)},
 		{"intake_max_deliveries", int64(c.IntakeMaxDeliveries)},
+		{"api_concurrency", int64(c.APIConcurrency)},
+		{"health_failures", int64(c.HealthFailures)},
 	} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d, want >= 1", f.name, f.v))

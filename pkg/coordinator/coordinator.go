@@ -36,13 +36,21 @@ const intakeConsumer = "coordinator"
 // Coordinator accepts, publishes and tracks jobs. Build it with New and
 // start it with Run. Its methods are safe for concurrent use.
 type Coordinator struct {
-	cfg   Config
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	names messages.Names
-	log   zerolog.Logger
-	store *jobStore
-	index *jobIndex // job summaries for jobs.list (index.go)
+	// probe, when set (tests), replaces the API's check that the
+	// coordinator reaches the cluster (apiserver.go).
+	probe func(context.Context) error
+	// testEndpoints, set by tests before Run, are served beside the API's.
+	testEndpoints map[string]endpointFunc
+	// cutOff notices, from failing health checks, a server cut off the
+	// cluster (apiserver.go).
+	cutOff natsconn.CutOff
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	names  messages.Names
+	log    zerolog.Logger
+	store  *jobStore
+	index  *jobIndex // job summaries for jobs.list (index.go)
 	// agents are the handlers present agents announce (agents.go).
 	agents *agentDirectory
 	budget *budget.Budget
@@ -139,7 +147,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	c.index = newJobIndex()
-	c.store = &jobStore{kv: kv, index: c.index, maxBytes: func() int { return c.maxPayload() - messageRoom }}
+	c.store = &jobStore{kv: kv, leader: kvleader.New(c.js, c.names.JobsBucket()).Get, index: c.index, maxBytes: func() int { return c.maxPayload() - messageRoom }}
 	bkv, err := c.js.KeyValue(ctx, c.names.BudgetBucket())
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
@@ -180,12 +188,12 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	c.fail = fail
-	svc, err := c.serveAPI(ctx)
-	if err != nil {
+	api := newAPIServer(ctx, c)
+	if err := api.start(); err != nil {
 		return err
 	}
 	c.agents = newAgentDirectory()
-	c.bg.Add(3)
+	c.bg.Add(4)
 	go func() {
 		defer c.bg.Done()
 		c.index.keep(ctx, kv, c.log)
@@ -196,12 +204,16 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer c.bg.Done()
+		api.keepServing(ctx)
+	}()
+	go func() {
+		defer c.bg.Done()
 		c.dlq.book.keep(ctx, c.control, c.log)
 	}()
 	// The API's subscriptions reach the server before Ready says so.
 	if err := c.nc.FlushTimeout(10 * time.Second); err != nil {
 		fail(nil)
-		_ = svc.Stop()
+		api.close()
 		c.bg.Wait()
 		return fmt.Errorf("coordinator: %w", err)
 	}
@@ -210,7 +222,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 
 	_ = ls.Run(ctx, c.lead)
 	fail(nil)
-	_ = svc.Stop()
+	api.close()
 	c.bg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -704,15 +716,24 @@ func (c *Coordinator) fillBudget(ctx context.Context, st *messages.JobStatus) {
 
 // Status returns a job's current status.
 func (c *Coordinator) Status(ctx context.Context, id string) (*messages.JobStatus, error) {
-	if r := c.runner(id); r != nil {
+	// A runner still replaying the job's results (a new leader's) has
+	// counted only part of them: the record, written by the last runner
+	// that had caught up, is newer (the faults run saw a status of 0 done
+	// after 2,212 from a runner just started).
+	if r := c.runner(id); r != nil && r.replayed() {
 		st := r.snapshot().Status
 		c.fillBudget(ctx, &st)
+		st.Source = messages.StatusFromRunner
 		return &st, nil
 	}
-	rec, err := c.store.get(ctx, id)
+	// From the stream leader, never a replica: a lagging or cut-off
+	// replica would serve counts older than what this client may have
+	// seen already; an error is better (the client asks again).
+	rec, err := c.store.getFromLeader(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	rec.Status.Source = messages.StatusFromRecord
 	return &rec.Status, nil
 }
 

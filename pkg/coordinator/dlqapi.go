@@ -89,8 +89,8 @@ func (c *Coordinator) startDLQ(ctx context.Context) {
 	}()
 }
 
-func (c *Coordinator) dlqEndpoints() map[string]func(context.Context, []byte) (any, *messages.APIError) {
-	return map[string]func(context.Context, []byte) (any, *messages.APIError){
+func (c *Coordinator) dlqEndpoints() map[string]endpointFunc {
+	return map[string]endpointFunc{
 		messages.EndpointDLQList:         c.apiDLQList,
 		messages.EndpointDLQGet:          c.apiDLQGet,
 		messages.EndpointDLQStats:        c.apiDLQStats,

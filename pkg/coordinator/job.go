@@ -337,6 +337,14 @@ func (r *jobRunner) runPending() {
 	}
 }
 
+// replayed says whether the runner has replayed the job's results to the
+// end, so that its counts are at least those of the job's record.
+func (r *jobRunner) replayed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.life.live
+}
+
 // apply records one result, de-duplicated by item index and generation.
 func (r *jobRunner) apply(res *messages.Result) {
 	if res.Phase == messages.PhaseReduce {
@@ -501,6 +509,8 @@ func (r *jobRunner) snapshot() messages.JobRecord {
 	rec := r.rec
 	st := &rec.Status
 	copyStatus(st)
+	asOf := r.c.cfg.Clock.Now()
+	st.AsOf, st.Source = &asOf, ""
 	st.Errors = make([]messages.ErrorSummary, 0, len(r.errs))
 	for _, e := range r.errs {
 		st.Errors = append(st.Errors, e.sum)

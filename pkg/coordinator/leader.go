@@ -94,6 +94,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 	c.startDLQ(ctx)
 	c.goTerm("cancel requests", func() error { return c.followCancels(ctx) })
 	c.goTerm("adopt", func() error { c.adopt(ctx); return nil })
+	c.goTerm("leader status", func() error { return c.serveLeaderStatus(ctx) })
 	for _, comp := range c.components {
 		c.goTerm(comp.name, func() error { return comp.run(ctx) })
 	}

@@ -23,6 +23,8 @@ import (
 // cannot silently replace its successor's.
 type jobStore struct {
 	kv jetstream.KeyValue
+	// leader reads a key from the bucket's stream leader (kvleader).
+	leader func(ctx context.Context, key string) ([]byte, uint64, error)
 	// maxBytes is the largest record the server takes (nil: unchecked).
 	maxBytes func() int
 	// index, when set, learns of every record this store writes, so that
@@ -56,6 +58,30 @@ func (s *jobStore) getRev(ctx context.Context, id string) (*messages.JobRecord, 
 		return nil, 0, fmt.Errorf("job record %s: %w", id, err)
 	}
 	return &rec, e.Revision(), nil
+}
+
+// getFromLeader is get from the bucket's stream leader, which has applied
+// every acknowledged write: never older than a record a client was shown.
+// Without a leader reader (tests) it is get.
+func (s *jobStore) getFromLeader(ctx context.Context, id string) (*messages.JobRecord, error) {
+	if s.leader == nil {
+		return s.get(ctx, id)
+	}
+	if messages.ValidToken(id) != nil {
+		return nil, errNoJob
+	}
+	data, _, err := s.leader(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if data == nil {
+		return nil, errNoJob
+	}
+	var rec messages.JobRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("job record %s: %w", id, err)
+	}
+	return &rec, nil
 }
 
 // replace stores rec in place of the record at revision rev (0: there is

@@ -47,6 +47,9 @@ const (
 	CodeConflict   = "conflict"
 	CodeInternal   = "internal"
 	CodeTooLarge   = "too_large"
+	// CodeUnavailable: this coordinator cannot answer now (too many
+	// requests at once, or the request's deadline passed); another may.
+	CodeUnavailable = "unavailable"
 )
 
 // APIError is the body of an API error reply.

@@ -35,6 +35,15 @@ const (
 	CompletionCancelled        = "cancelled"
 )
 
+// Where a jobs.status answer came from (JobStatus.Source).
+const (
+	// StatusFromRunner: the leading coordinator's live counts.
+	StatusFromRunner = "runner"
+	// StatusFromRecord: the job record, read from its stream's leader (at
+	// most Config.StatusInterval behind the runner while the job runs).
+	StatusFromRecord = "record"
+)
+
 // JobStatus is a job's status (docs/contract.md §7). When the job ends,
 // Succeeded+DeadLettered+Skipped+NotRun+Failed == Items.
 type JobStatus struct {
@@ -68,13 +77,22 @@ type JobStatus struct {
 	Phase string `json:"phase,omitempty"`
 	// MapState and MapReason record how the map phase ended while the
 	// reduce phase runs; State then stays running.
-	MapState    string            `json:"map_state,omitempty"`
-	MapReason   string            `json:"map_reason,omitempty"`
-	BestEffort  *BestEffortStatus `json:"best_effort,omitempty"`
-	Reduce      *ReduceStatus     `json:"reduce,omitempty"`
-	SubmittedAt time.Time         `json:"submitted_at"`
-	StartedAt   *time.Time        `json:"started_at,omitempty"`
-	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
+	MapState   string            `json:"map_state,omitempty"`
+	MapReason  string            `json:"map_reason,omitempty"`
+	BestEffort *BestEffortStatus `json:"best_effort,omitempty"`
+	Reduce     *ReduceStatus     `json:"reduce,omitempty"`
+	// AsOf is when these counts were true: the time of the request when
+	// the leading coordinator answers from the job's runner, the time the
+	// runner took the snapshot a job record holds otherwise. Of two
+	// statuses of a job, the one with the later AsOf is the newer
+	// (Client.Wait never goes back to an older one).
+	AsOf *time.Time `json:"as_of,omitempty"`
+	// Source is where a jobs.status answer came from: StatusFromRunner or
+	// StatusFromRecord. Empty in a stored record.
+	Source      string     `json:"source,omitempty"`
+	SubmittedAt time.Time  `json:"submitted_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
 	// CleanupAt is when the removal of the settled job's data (item state,
 	// budget, breaker, results, inputs) began; CleanedAt when it ended.
 	// From CleanupAt on, the job cannot be reopened by a DLQ replay: the

@@ -8,6 +8,8 @@
 //	composecheck verify JOB --items N --status FILE   # the status fleetctl printed vs the streams
 //	composecheck unreachable URL...                   # nothing answers at any of these host:ports
 //	composecheck holder [--wait-not NAME] [--timeout 1m]  # the coordinator holding the lease
+//	composecheck probe JOB --for 40s [--every 500ms] [--timeout 3s] [--max-failures 2]
+//	                                                  # status probes during a fault: failures, counts going back, resume time
 //
 // Connection flags and environment are the binaries' (--server/NATS_URL,
 // --nkey/NATS_NKEY, --tls-ca/NATS_TLS_CA). wait needs a role that reads
@@ -58,6 +60,8 @@ func main() {
 		err = converged(ctx, os.Args[2:])
 	case "wait":
 		err = wait(ctx, os.Args[2:])
+	case "probe":
+		err = probe(ctx, os.Args[2:])
 	case "verify":
 		err = verify(ctx, os.Args[2:])
 	case "unreachable":
@@ -594,5 +598,92 @@ func verify(ctx context.Context, args []string) error {
 		return fmt.Errorf("%d problem(s):\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
 	fmt.Println("verify: OK — every item succeeded or was dead-lettered exactly once; none lost, none counted twice")
+	return nil
+}
+
+// probe asks for the job's status every --every for --for, each request
+// given --timeout (a fresh attempt each time, as `fleetctl status` is),
+// and reports: how many probes failed or took longer than --timeout,
+// whether the done count ever went back, and how long after the start the
+// count first moved past where it was (the job resumed). It fails when
+// more than --max-failures probes failed or the count went back. A
+// connection whose requests keep failing as through a server cut off the
+// cluster moves to another server (natsconn.CutOff), as the fleet's own
+// clients do.
+func probe(ctx context.Context, args []string) error {
+	job, rest, err := flagsAfter(args)
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+	window := fs.Duration("for", 40*time.Second, "probe for this long")
+	every := fs.Duration("every", 500*time.Millisecond, "one probe every")
+	timeout := fs.Duration("timeout", 3*time.Second, "a probe not answered within this failed")
+	maxFailures := fs.Int("max-failures", 2, "fail when more probes than this failed")
+	label := fs.String("label", "", "name of the fault, for the report")
+	nc, _, err := connect(fs, rest)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	client, err := coordinator.NewClient(nc, os.Getenv("FLEET_PREFIX"))
+	if err != nil {
+		return err
+	}
+	var cut natsconn.CutOff
+	start := time.Now()
+	var probes, failures, backwards int
+	var slowest time.Duration
+	var maxDone, firstDone int64 = -1, -1
+	resumed := time.Duration(-1)
+	var lastErr error
+	ended := false
+	for time.Since(start) < *window && ctx.Err() == nil && !ended {
+		t0 := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, *timeout)
+		st, err := client.Status(rctx, job)
+		cancel()
+		d := time.Since(t0)
+		probes++
+		slowest = max(slowest, d)
+		cut.ObserveConn(nc, err)
+		switch {
+		case err != nil || d > *timeout:
+			failures++
+			lastErr = err
+		default:
+			done := st.Done()
+			if firstDone < 0 {
+				firstDone = done
+			}
+			if done < maxDone {
+				backwards++
+				fmt.Fprintf(os.Stderr, "  %s probe: done went back from %d to %d (source %s)\n", time.Now().Format("15:04:05"), maxDone, done, st.Source)
+			}
+			maxDone = max(maxDone, done)
+			if resumed < 0 && done > firstDone {
+				resumed = time.Since(start)
+			}
+			ended = messages.TerminalState(st.State)
+		}
+		if rest := *every - time.Since(t0); rest > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(rest):
+			}
+		}
+	}
+	res := "never"
+	if resumed >= 0 {
+		res = resumed.Round(100 * time.Millisecond).String()
+	}
+	fmt.Printf("%s: %d probes, %d failed (>%s or error), slowest %s, done %d..%d, went back %d times, progress resumed after %s\n",
+		*label, probes, failures, *timeout, slowest.Round(10*time.Millisecond), firstDone, maxDone, backwards, res)
+	if failures > *maxFailures {
+		return fmt.Errorf("%s: %d status probes failed (at most %d allowed); last error: %v", *label, failures, *maxFailures, lastErr)
+	}
+	if backwards > 0 {
+		return fmt.Errorf("%s: the done count went back %d times", *label, backwards)
+	}
 	return nil
 }

@@ -1,0 +1,130 @@
+package natsconn
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of CutOff.
+const (
+	// DefaultCutOffFailures failed JetStream calls in a row, the first at
+	// least DefaultCutOffSpan before the last, mean the server has lost
+	// the cluster.
+	DefaultCutOffFailures = 3
+	DefaultCutOffSpan     = 2 * time.Second
+	// DefaultCutOffQuiet is how long after a forced reconnect no other is
+	// forced: the new server needs time to answer.
+	DefaultCutOffQuiet = 30 * time.Second
+)
+
+// CutOff notices that the server a connection is on has lost the cluster.
+// Such a server keeps its client connections (nats.go sees nothing wrong),
+// but every JetStream request through it fails: no responders, "no
+// response from stream", timeouts. The other servers keep their dead route
+// to it for 10–75 s. Fed the outcome of the calls a component makes
+// anyway (a lease renewal, a health check, a pull), CutOff says when to
+// move the connection to another server of its URL list
+// (nats.Conn.ForceReconnect). It decides only; Observe never blocks.
+// Safe for concurrent use.
+type CutOff struct {
+	// Failures and Span: Failures failed calls in a row, over at least
+	// Span. Default to DefaultCutOffFailures and DefaultCutOffSpan.
+	Failures int
+	Span     time.Duration
+	// Quiet is how long after a reconnect no other is asked for. Defaults
+	// to DefaultCutOffQuiet.
+	Quiet time.Duration
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+
+	mu     sync.Mutex
+	run    int       // failures in a row
+	first  time.Time // of the run
+	forced time.Time // the last reconnect asked for
+}
+
+// ClusterLoss reports whether err is what a call through a server cut off
+// the cluster gets: no responders, no response from the stream, a timeout,
+// or a JetStream that is not (or no longer) available there.
+func ClusterLoss(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrJetStreamNotEnabled):
+		return true
+	case errors.As(err, &apiErr):
+		return apiErr.Code == 503 // "JetStream system temporarily unavailable"
+	}
+	return false
+}
+
+// Observe records the outcome of one JetStream call and reports whether
+// the connection should now move to another server. A success, or an
+// error that says nothing of the cluster (a conflict, a missing key), ends
+// a run of failures.
+func (c *CutOff) Observe(err error) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !ClusterLoss(err) {
+		c.run = 0
+		return false
+	}
+	now := c.now()
+	if c.run == 0 {
+		c.first = now
+	}
+	c.run++
+	if c.run < c.failures() || now.Sub(c.first) < c.span() {
+		return false
+	}
+	if !c.forced.IsZero() && now.Sub(c.forced) < c.quiet() {
+		return false
+	}
+	c.forced, c.run = now, 0
+	return true
+}
+
+// ObserveConn is Observe that also moves nc to another server when it is
+// time to, and reports whether it did.
+func (c *CutOff) ObserveConn(nc *nats.Conn, err error) bool {
+	if !c.Observe(err) {
+		return false
+	}
+	return nc.ForceReconnect() == nil
+}
+
+func (c *CutOff) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *CutOff) failures() int {
+	if c.Failures > 0 {
+		return c.Failures
+	}
+	return DefaultCutOffFailures
+}
+
+func (c *CutOff) span() time.Duration {
+	if c.Span > 0 {
+		return c.Span
+	}
+	return DefaultCutOffSpan
+}
+
+func (c *CutOff) quiet() time.Duration {
+	if c.Quiet > 0 {
+		return c.Quiet
+	}
+	return DefaultCutOffQuiet
+}

@@ -1,0 +1,90 @@
+package natsconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+func TestClusterLoss(t *testing.T) {
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{nats.ErrNoResponders, true},
+		{fmt.Errorf("storing the submission: %w", jetstream.ErrNoStreamResponse), true},
+		{nats.ErrTimeout, true},
+		{context.DeadlineExceeded, true},
+		{&jetstream.APIError{Code: 503, ErrorCode: 10039, Description: "JetStream system temporarily unavailable"}, true},
+		{jetstream.ErrKeyNotFound, false},
+		{jetstream.ErrKeyExists, false},
+		{context.Canceled, false},
+		{errors.New("boom"), false},
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.want, ClusterLoss(tc.err), "%v", tc.err)
+	}
+}
+
+// The detector, on a hand-moved clock: it asks for a reconnect after
+// Failures cluster-loss errors in a row spanning Span, not before; a
+// success or an unrelated error ends the run; after a reconnect it waits
+// Quiet before asking again.
+func TestCutOffObserve(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	c := &CutOff{Failures: 3, Span: 2 * time.Second, Quiet: 30 * time.Second, Now: func() time.Time { return now }}
+	step := func(d time.Duration, err error) bool {
+		now = now.Add(d)
+		return c.Observe(err)
+	}
+	lost := nats.ErrNoResponders
+
+	require.False(t, step(0, lost))
+	require.False(t, step(time.Second, lost))
+	require.False(t, step(500*time.Millisecond, lost), "3 failures but over 1.5 s only")
+	require.True(t, step(500*time.Millisecond, lost), "4 failures over 2 s")
+
+	// Quiet: the new server gets time to answer.
+	for range 10 {
+		require.False(t, step(time.Second, lost))
+	}
+	now = now.Add(20 * time.Second) // 30 s since the reconnect
+	require.True(t, step(0, lost), "still failing after Quiet")
+
+	// A success ends the run.
+	now = now.Add(time.Minute)
+	require.False(t, step(0, lost))
+	require.False(t, step(time.Second, lost))
+	require.False(t, step(0, nil))
+	require.False(t, step(time.Second, lost))
+	require.False(t, step(time.Second, lost))
+	require.True(t, step(time.Second, lost))
+
+	// So does an error that says nothing of the cluster.
+	now = now.Add(time.Minute)
+	require.False(t, step(0, lost))
+	require.False(t, step(time.Second, lost))
+	require.False(t, step(0, jetstream.ErrKeyNotFound))
+	require.False(t, step(time.Second, lost))
+}
+
+// Zero fields take the defaults.
+func TestCutOffDefaults(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	c := &CutOff{Now: func() time.Time { return now }}
+	fired := 0
+	for range DefaultCutOffFailures {
+		if c.Observe(nats.ErrTimeout) {
+			fired++
+		}
+		now = now.Add(DefaultCutOffSpan)
+	}
+	require.Equal(t, 1, fired)
+}

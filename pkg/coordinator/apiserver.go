@@ -1,0 +1,262 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/jetfleet/jetfleet/internal/kvleader"
+	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// endpointFunc answers one API request.
+type endpointFunc func(context.Context, []byte) (any, *messages.APIError)
+
+// readEndpoints answer from memory or with a few reads: they get
+// Config.APIDeadline, the others Config.APIWriteDeadline.
+var readEndpoints = map[string]bool{
+	messages.EndpointJobsStatus: true, messages.EndpointJobsList: true,
+	messages.EndpointDLQList: true, messages.EndpointDLQGet: true,
+	messages.EndpointDLQStats: true, messages.EndpointDLQReplays: true,
+}
+
+// apiServer serves the jetfleet micro service while the coordinator
+// reaches the cluster. Each request runs on a goroutine of its own (at most
+// Config.APIConcurrency at once; more are answered "unavailable" at once)
+// with a deadline, so that one slow read never holds up the requests
+// behind it on the subscription. A coordinator that cannot reach the
+// cluster (a node cut off, a server that lost JetStream) stops serving:
+// its queue-group subscriptions go, and requests reach a coordinator that
+// can answer instead of waiting on this one. Safe for concurrent use.
+type apiServer struct {
+	c     *Coordinator
+	ctx   context.Context // the coordinator's; ends every request
+	slots chan struct{}
+
+	mu      sync.Mutex
+	svc     micro.Service // nil while not serving
+	closed  bool
+	running sync.WaitGroup // handlers in flight
+}
+
+func newAPIServer(ctx context.Context, c *Coordinator) *apiServer {
+	return &apiServer{c: c, ctx: ctx, slots: make(chan struct{}, c.cfg.APIConcurrency)}
+}
+
+// start serves the API unless it is served already.
+func (s *apiServer) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.svc != nil || s.closed {
+		return nil
+	}
+	svc, err := s.c.serveAPI(s.handler)
+	if err != nil {
+		return err
+	}
+	s.svc = svc
+	return nil
+}
+
+// stop stops serving; requests in flight still get their answers.
+func (s *apiServer) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.svc != nil {
+		_ = s.svc.Stop()
+		s.svc = nil
+	}
+}
+
+// serving says whether the API is served now.
+func (s *apiServer) serving() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.svc != nil
+}
+
+// close stops serving for good and waits for the requests in flight.
+func (s *apiServer) close() {
+	s.stop()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.running.Wait()
+}
+
+// handler wraps fn: off the subscription's goroutine, bounded, with a
+// deadline.
+func (s *apiServer) handler(name string, fn endpointFunc) micro.Handler {
+	deadline := s.c.cfg.APIWriteDeadline
+	if readEndpoints[name] {
+		deadline = s.c.cfg.APIDeadline
+	}
+	return micro.HandlerFunc(func(req micro.Request) {
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			s.respondError(req, apiErr(messages.CodeUnavailable, fmt.Sprintf("coordinator busy: %d requests in flight; try again", cap(s.slots))))
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			<-s.slots
+			return // stopping: the client's timeout or another coordinator answers
+		}
+		s.running.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.running.Done()
+			defer func() { <-s.slots }()
+			ctx, cancel := context.WithTimeout(s.ctx, deadline)
+			defer cancel()
+			ctx = tracing.Extract(ctx, nats.Header(req.Headers())) // the caller's trace (tracing.go)
+			reply, e := s.c.safeCall(ctx, name, fn, req.Data())
+			if e != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				e = apiErr(messages.CodeUnavailable, fmt.Sprintf("no answer within %s: %s", deadline, e.Message))
+			}
+			if e != nil {
+				s.respondError(req, e)
+				return
+			}
+			s.respond(req, reply)
+		}()
+	})
+}
+
+// respondError answers req with e, as micro's Request.Error does.
+func (s *apiServer) respondError(req micro.Request, e *messages.APIError) {
+	body, _ := json.Marshal(messages.ErrorReply{Error: e})
+	m := nats.NewMsg(req.Reply())
+	m.Data = body
+	m.Header.Set(micro.ErrorHeader, e.Message)
+	m.Header.Set(micro.ErrorCodeHeader, httpish(e.Code))
+	_ = s.c.nc.PublishMsg(m)
+}
+
+// respond answers req with reply as JSON. Both publish on the connection
+// rather than through req: micro reads the request's error after the
+// handler returns, and these run after it did (on their own goroutine).
+func (s *apiServer) respond(req micro.Request, reply any) {
+	body, err := json.Marshal(reply)
+	if err != nil {
+		s.respondError(req, apiErr(messages.CodeInternal, "encoding the reply: "+err.Error()))
+		return
+	}
+	_ = s.c.nc.Publish(req.Reply(), body)
+}
+
+// keepServing checks every Config.HealthInterval that the coordinator
+// reaches the cluster, stops serving after Config.HealthFailures failed
+// checks in a row and serves again after the next good one, until ctx
+// ends. The check reads the lease key from the control bucket's stream
+// leader: what a coordinator cut off the cluster cannot do. Checks that
+// keep failing as a cut-off server's requests do (natsconn.CutOff) move
+// the connection to another server of its URL list.
+func (s *apiServer) keepServing(ctx context.Context) {
+	probe := s.c.probe
+	if probe == nil {
+		r := kvleader.New(s.c.js, s.c.names.ControlBucket())
+		probe = func(ctx context.Context) error {
+			_, _, err := r.Get(ctx, messages.LeaseKey)
+			return err
+		}
+	}
+	every := s.c.cfg.HealthInterval
+	t := time.NewTicker(every)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, every)
+		err := probe(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if s.c.cutOff.ObserveConn(s.c.nc, err) {
+			// A server cut off the cluster keeps its clients: leave it.
+			s.c.log.Warn().Err(err).Str("server", s.c.nc.ConnectedUrlRedacted()).Msg("the server seems cut off the cluster; reconnecting to another")
+		}
+		if err == nil {
+			failures = 0
+			if !s.serving() {
+				if err := s.start(); err != nil {
+					s.c.log.Warn().Err(err).Msg("cannot serve the API again; trying at the next check")
+					continue
+				}
+				s.c.log.Info().Msg("the cluster answers again: serving the API")
+			}
+			continue
+		}
+		failures++
+		if failures == s.c.cfg.HealthFailures && s.serving() {
+			s.stop()
+			s.c.log.Warn().Err(err).Int("checks", failures).Msg("cannot reach the cluster: API no longer served here until it can")
+		}
+	}
+}
+
+// LeaderStatusWait bounds how long a follower waits for the leader's
+// answer to a status request before it answers from the job record.
+const LeaderStatusWait = time.Second
+
+// leaderStatusSubject is where the leader answers jobs.status requests
+// that followers forward (not part of the public API).
+func (c *Coordinator) leaderStatusSubject() string { return c.cfg.Prefix + ".api._leader.jobs.status" }
+
+// serveLeaderStatus answers followers' forwarded status requests for the
+// term (ctx).
+func (c *Coordinator) serveLeaderStatus(ctx context.Context) error {
+	sub, err := c.nc.Subscribe(c.leaderStatusSubject(), func(m *nats.Msg) {
+		rctx, cancel := context.WithTimeout(ctx, LeaderStatusWait)
+		defer cancel()
+		reply, e := c.safeCall(rctx, messages.EndpointJobsStatus, c.apiStatusHere, m.Data)
+		var body []byte
+		if e != nil {
+			body, _ = json.Marshal(messages.ErrorReply{Error: e})
+		} else {
+			body, _ = json.Marshal(reply)
+		}
+		_ = m.Respond(body)
+	})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return sub.Unsubscribe()
+}
+
+// askLeaderStatus forwards a status request to the leader; ok=false when
+// it did not answer in time (none leads, or it is cut off).
+func (c *Coordinator) askLeaderStatus(ctx context.Context, data []byte) (any, *messages.APIError, bool) {
+	rctx, cancel := context.WithTimeout(ctx, LeaderStatusWait)
+	defer cancel()
+	m, err := c.nc.RequestWithContext(rctx, c.leaderStatusSubject(), data)
+	if err != nil {
+		return nil, nil, false
+	}
+	var r messages.StatusReply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return nil, nil, false
+	}
+	if r.Error != nil {
+		return nil, r.Error, true
+	}
+	if r.Status == nil {
+		return nil, nil, false
+	}
+	return r, nil, true
+}
