@@ -211,7 +211,7 @@ func ensurePools(ctx context.Context, nc *nats.Conn, cfg coordinator.Config, lis
 			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
 		if _, err := provision.EnsurePool(ctx, js, names, p, cfg.Provision); err != nil {
-			return err
+			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
 	}
 	return nil

@@ -112,7 +112,7 @@ func runAuthInit(env *cliEnv, args []string) int {
 
 func runAuthPermissions(env *cliEnv, args []string) int {
 	fs := newFlagSet(env, "auth permissions", "auth permissions ROLE [--pool P] [--prefix fleet] [--json]")
-	pool := fs.String("pool", messages.DefaultPool, "the agent's pool")
+	pool := fs.String("pool", messages.DefaultPool, "the agent's pool; for the coordinator, every pool (comma-separated)")
 	prefix := fs.String("prefix", envOr(env, "FLEET_PREFIX", messages.DefaultPrefix), "subject and resource prefix of the fleet (env FLEET_PREFIX)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if code, ok := parseArgs(fs, args, 1); !ok {
@@ -128,7 +128,7 @@ func runAuthPermissions(env *cliEnv, args []string) int {
 		errorf(env, "--prefix: %v", err)
 		return exitUsage
 	}
-	p, err := auth.RolePermissions(role, names, *pool)
+	p, err := auth.RolePermissions(role, names, splitList(*pool)...)
 	if err != nil {
 		errorf(env, "%v", err)
 		return exitUsage

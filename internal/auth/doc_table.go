@@ -22,8 +22,11 @@ func PermissionsMarkdown(names messages.Names) (string, error) {
 			return "", err
 		}
 		user := ""
-		if role == RoleAgent {
+		switch role {
+		case RoleAgent:
 			user = " (user <code>agent-&lt;pool&gt;</code>, one per pool)"
+		case RoleCoordinator:
+			user = " (its grants on <code>&lt;pool&gt;</code> are repeated for each pool)"
 		}
 		fmt.Fprintf(&b, "<details><summary><b>%s</b>%s: %d publish and %d subscribe subjects</summary>\n\nPublish (and so request):\n\n```\n",
 			role, user, len(p.Publish.Allow), len(p.Subscribe.Allow))

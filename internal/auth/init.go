@@ -136,7 +136,11 @@ func Init(o Options) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("auth: init: nkey: %w", err)
 		}
-		perms, err := RolePermissions(s.role, names, s.pool)
+		rolePools := []string{s.pool}
+		if s.role == RoleCoordinator {
+			rolePools = pools
+		}
+		perms, err := RolePermissions(s.role, names, rolePools...)
 		if err != nil {
 			return nil, err
 		}

@@ -145,14 +145,22 @@ func kvStream(bucket string) string  { return "KV_" + bucket }
 func objStream(bucket string) string { return "OBJ_" + bucket }
 
 // RolePermissions returns role's permissions for the fleet named by names.
-// pool is the agent's pool (ignored for other roles; "" = the default pool).
-func RolePermissions(role Role, names messages.Names, pool string) (Permissions, error) {
-	if pool == "" {
-		pool = messages.DefaultPool
+// pools are the fleet's pools: the coordinator's grants name each pool's
+// park stream; an agent's are those of pools[0], its pool. Other roles
+// ignore them; none given means the default pool.
+func RolePermissions(role Role, names messages.Names, pools ...string) (Permissions, error) {
+	if len(pools) == 0 {
+		pools = []string{messages.DefaultPool}
 	}
-	if err := messages.ValidPool(pool); err != nil {
-		return Permissions{}, fmt.Errorf("auth: pool %q: %w", pool, err)
+	for i, p := range pools {
+		if p == "" {
+			pools[i] = messages.DefaultPool
+		}
+		if err := messages.ValidPool(pools[i]); err != nil {
+			return Permissions{}, fmt.Errorf("auth: pool %q: %w", pools[i], err)
+		}
 	}
+	pool := pools[0]
 	var j js
 	var p Permissions
 	api := func(endpoints ...string) []string {
@@ -177,6 +185,13 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		for _, s := range ownedStreams(names) {
 			pub = append(pub, j.own(s)...)
 		}
+		// Each pool's park stream, and the sources of the work stream:
+		// the park streams that exist, and the single park stream of
+		// earlier versions while it exists.
+		for _, pool := range pools {
+			pub = append(pub, j.own(names.ParkStream(pool))...)
+		}
+		pub = append(pub, j.api("STREAM.NAMES"), j.api("STREAM.INFO", names.LegacyParkStream()))
 		p = Permissions{
 			Publish:        SubjectPermission{Allow: pub},
 			Subscribe:      SubjectPermission{Allow: []string{inboxes, names.Prefix + ".api.>", "$SRV.>"}},
@@ -197,10 +212,11 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 			names.AgentEventSubject(pool, "*", messages.EventBudget),
 			names.AgentEventSubject(pool, "*", messages.EventBreaker),
 			// Parked retries: schedules of the pool's items (docs/retries.md
-			// "Parking"). The server does not check a schedule's target
-			// against its subject: an agent could aim one at another pool.
+			// "Parking") in the pool's own park stream. The server accepts
+			// any target its stream captures, and a rollup from whoever
+			// may publish a schedule: both stay inside the pool.
 			names.ParkPoolFilter(pool),
-			j.api("STREAM.INFO", names.ParkStream()),
+			j.api("STREAM.INFO", names.ParkStream(pool)),
 			// Item state, keyed <pool>.<job>.<item>: compare-and-set writes,
 			// deletes and reads of the pool's keys only.
 			"$KV." + items + "." + pool + ".>",

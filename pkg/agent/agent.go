@@ -232,7 +232,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	a.dlq = dlq.NewWriter(a.js, a.names, a.cfg.Pool)
 	// Checked whatever ParkAfter says: an agent that parks nothing itself
 	// still meets deliveries other agents' parked copies superseded.
-	if a.parking, err = parkingAvailable(ctx, a.js, a.names); err != nil {
+	if a.parking, err = parkingAvailable(ctx, a.js, a.names, a.cfg.Pool); err != nil {
 		return fmt.Errorf("agent: park stream: %w", err)
 	}
 	if !a.parking && a.cfg.ParkAfter > 0 {

@@ -129,10 +129,11 @@ func (a *Agent) ack(it *item) {
 	}
 }
 
-// parkingAvailable reports whether the park stream exists: a coordinator
-// older than parking does not create it, and its agents nak every retry.
-func parkingAvailable(ctx context.Context, js jetstream.JetStream, names messages.Names) (bool, error) {
-	_, err := js.Stream(ctx, names.ParkStream())
+// parkingAvailable reports whether pool's park stream exists: a
+// coordinator older than per-pool parking does not create it, and its
+// agents nak every retry.
+func parkingAvailable(ctx context.Context, js jetstream.JetStream, names messages.Names, pool string) (bool, error) {
+	_, err := js.Stream(ctx, names.ParkStream(pool))
 	switch {
 	case err == nil:
 		return true, nil

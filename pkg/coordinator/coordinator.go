@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -541,7 +542,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		return fmt.Errorf("budget of %s: %w", spec.ID, err)
 	}
 	rec.Status.Budget = brec.Status()
-	if _, err := provision.EnsurePool(ctx, c.js, c.names, eff.Pool, c.cfg.Provision); err != nil {
+	if err := c.ensurePools(ctx, eff.Pool, rec.Routes); err != nil {
 		return err
 	}
 	if eff.BestEffort != nil {
@@ -615,6 +616,31 @@ func (c *Coordinator) routes(ctx context.Context, spec *messages.JobSpec, groups
 		}
 	}
 	return routes
+}
+
+// ensurePools makes the work consumer and the park stream of the job's
+// pool and of the pools its groups are routed to. A park stream that
+// cannot be made (a pool the coordinator's permissions do not name) is
+// logged: that pool's agents then retry in delayed naks instead of
+// parking.
+func (c *Coordinator) ensurePools(ctx context.Context, pool string, routes map[string]string) error {
+	pools := []string{pool}
+	for _, p := range routes {
+		if !slices.Contains(pools, p) {
+			pools = append(pools, p)
+		}
+	}
+	for _, p := range pools {
+		_, err := provision.EnsurePool(ctx, c.js, c.names, p, c.cfg.Provision)
+		if errors.Is(err, provision.ErrParkStream) {
+			c.log.Warn().Err(err).Str("pool", p).Msg("no park stream for the pool; its agents retry in delayed naks")
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reject records the submission at seq as rejected with its problems. It never

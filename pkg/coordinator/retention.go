@@ -289,8 +289,10 @@ func (c *Coordinator) purgeJobData(ctx context.Context, rec *messages.JobRecord)
 	}
 	// A retry parked after the map-end purge (an agent still finishing
 	// an item) would otherwise fire into a settled job.
-	for _, f := range n.JobParkFilters(id) {
-		purges = append(purges, struct{ stream, subject string }{n.ParkStream(), f})
+	for _, pool := range jobPools(rec) {
+		for _, f := range n.JobParkFilters(pool, id) {
+			purges = append(purges, struct{ stream, subject string }{n.ParkStream(pool), f})
+		}
 	}
 	for _, p := range purges {
 		if err := c.purgeSubject(ctx, p.stream, p.subject); err != nil {
@@ -311,6 +313,9 @@ func (c *Coordinator) purgeSubject(ctx context.Context, stream, subject string) 
 		return nil
 	}
 	s, err := c.stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil // a pool's park stream that was never made
+	}
 	if err == nil {
 		err = s.Purge(ctx, jetstream.WithPurgeSubject(subject))
 	}
