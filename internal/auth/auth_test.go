@@ -21,6 +21,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/auth/authtest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -200,9 +201,7 @@ func TestRolesRunAJob(t *testing.T) {
 	// An input uploaded to the object store, as fleetctl submit does.
 	sjs, err := jetstream.New(snc)
 	require.NoError(t, err)
-	uploads, err := sjs.ObjectStore(ctx, s.names.UploadsBucket())
-	must(err, "submitter opens the uploads store")
-	up, err := uploads.PutBytes(ctx, "x7q2/items.json", []byte(`{"items": [`+items(30)+`]}`))
+	up, err := upload.PutBytes(ctx, sjs, s.names.UploadsBucket(), "x7q2/items.json", []byte(`{"items": [`+items(30)+`]}`))
 	must(err, "submitter uploads an input")
 	reply, err := sub.Submit(ctx, []byte(`{
 		"id": "roles",

@@ -250,13 +250,12 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		pub := append(api(messages.EndpointJobsSubmit, messages.EndpointJobsStatus, messages.EndpointJobsList),
 			names.JobsSubmitSubject(),
 			// fleetctl submit uploads a local input under a name unique to
-			// the submission: chunks, then the object's meta, which Put
-			// first looks up (direct get by subject). Not granted: reading
-			// chunks, listing, purging or deleting messages; the inputs of
+			// the submission: chunks, then the object's meta (internal/upload;
+			// the bucket refuses rollups). Not granted: reading chunks or
+			// meta, listing, purging or deleting messages; the inputs of
 			// accepted jobs are in a bucket only the coordinator writes.
 			"$O."+uploads+".C.>", "$O."+uploads+".M.>",
 			j.api("STREAM.INFO", objStream(uploads)),
-			j.api("DIRECT.GET", objStream(uploads))+".$O."+uploads+".M.>",
 		)
 		p = Permissions{
 			Publish:   SubjectPermission{Allow: pub},
