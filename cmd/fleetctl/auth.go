@@ -83,6 +83,8 @@ func runAuthInit(env *cliEnv, args []string) int {
 		}
 		fmt.Fprintf(w, "  %-18s nkey seed of user %s (%s)\n", auth.SeedFile(u.Name), u.Name, what)
 	}
+	fmt.Fprintf(w, "  %-18s the coordinator's work-signing key (--work-signing-key)\n", auth.WorkSigningFile)
+	fmt.Fprintf(w, "  %-18s its public key, %s (agents' --work-verify-key)\n", auth.WorkPublicKeyFile, res.WorkPublicKey)
 	fmt.Fprintf(w, "  %-18s nats-server include: account %s, JetStream on, %d users and their permissions\n", auth.AccountsFile, *account, len(res.Users))
 	if res.TLS {
 		fmt.Fprintf(w, "  %-18s CA certificate clients verify the server with (--tls-ca)\n", auth.CAFile)
@@ -100,13 +102,14 @@ func runAuthInit(env *cliEnv, args []string) int {
 	fmt.Fprintln(w, "\nnext:")
 	fmt.Fprintf(w, "  in nats-server.conf:  include %q and include %q; in its cluster {} block, include %q\n", auth.AccountsFile, auth.TLSConfFile, auth.RoutesFile)
 	pl := splitList(*pools)
-	fmt.Fprintf(w, "  coordinator --server URL --nkey %s%s --pools %s\n", nk("coordinator"), tlsFlag, strings.Join(pl, ","))
+	fmt.Fprintf(w, "  coordinator --server URL --nkey %s%s --pools %s --work-signing-key %s\n", nk("coordinator"), tlsFlag, strings.Join(pl, ","),
+		res.WorkSigningSeed)
 	for _, p := range pl {
-		fmt.Fprintf(w, "  agent --server URL --nkey %s%s --pool %s\n", nk(auth.AgentUser(p)), tlsFlag, p)
+		fmt.Fprintf(w, "  agent --server URL --nkey %s%s --pool %s --work-verify-key %s\n", nk(auth.AgentUser(p)), tlsFlag, p, res.WorkPublicKey)
 	}
 	fmt.Fprintf(w, "  fleetctl submit job.yaml --server URL --nkey %s%s\n", nk("submitter"), tlsFlag)
 	fmt.Fprintf(w, "  fleetctl dlq list --server URL --nkey %s%s\n", nk("operator"), tlsFlag)
-	fmt.Fprintf(w, "Keep the *.nk files secret (each is a user's private key), and %s (the route password).\n", auth.RoutesFile)
+	fmt.Fprintf(w, "Keep the *.nk files secret (each is a user's or the coordinator's signing private key), and %s (the route password).\n", auth.RoutesFile)
 	return exitOK
 }
 

@@ -24,6 +24,19 @@ type job struct {
 	custom   command // on_item_failure: custom with a shell step
 	env      []string
 	onItem   string
+	routes   map[string]string // group → pool, set at acceptance (JobRecord.Routes)
+}
+
+// pool is the pool the coordinator routed wi to: its group's route, or
+// the job's pool (the reduce item always runs on the job's pool).
+func (j *job) pool(wi *messages.WorkItem) string {
+	if p, ok := j.routes[wi.Group]; ok && wi.Phase != messages.PhaseReduce {
+		return p
+	}
+	if j.spec.Pool != "" {
+		return j.spec.Pool
+	}
+	return messages.DefaultPool
 }
 
 // stepSet is a compiled list of steps: the agent_template or the reduce steps.
@@ -113,6 +126,7 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
+	j.routes = rec.Routes
 	c.mu.Lock()
 	if len(c.m) > 4096 { // jobs are few; bound the cache anyway
 		clear(c.m)

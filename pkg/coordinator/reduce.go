@@ -77,6 +77,11 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 			Items: st.Items, DeadLettered: st.DeadLettered, Skipped: st.Skipped, NotRun: st.NotRun,
 		},
 	}
+	if sign := r.c.signer(); sign != nil {
+		if err := sign(spec.Pool, &wi); err != nil {
+			return err
+		}
+	}
 	body, err := json.Marshal(&wi)
 	if err != nil {
 		return err

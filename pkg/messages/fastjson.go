@@ -266,7 +266,7 @@ func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
 
 // workItemFields are WorkItem's JSON names.
 var workItemFields = []string{"job_id", "item_id", "index", "group", "payload", "generation", "correlation_id", "replay_count",
-	"history", "history_dropped", "reset_attempts", "phase", "reduce", "park"}
+	"history", "history_dropped", "reset_attempts", "phase", "reduce", "park", "sig"}
 
 // DecodeWorkItem decodes a work message into wi, as json.Unmarshal into a
 // zero WorkItem does, faster.
@@ -315,6 +315,8 @@ func decodeWorkItem(obj []byte, wi *WorkItem) error {
 			return json.Unmarshal(v, &wi.Reduce)
 		case "park":
 			return setInt(v, &wi.Park)
+		case "sig":
+			return setString(v, &wi.Sig)
 		}
 		return unknownMember(name, v, workItemFields)
 	})

@@ -27,6 +27,11 @@ const (
 	// schedule. Parked retries use them (docs/jetstream.md §16).
 	HeaderSchedule       = "Nats-Schedule"
 	HeaderScheduleTarget = "Nats-Schedule-Target"
+	// HeaderScheduleNext is set by the server on a message a schedule
+	// fired: ScheduleNextPurge for a schedule that fires once, the next
+	// time for one that repeats ("@every", cron).
+	HeaderScheduleNext = "Nats-Schedule-Next"
+	ScheduleNextPurge  = "purge"
 	// HeaderJobID carries the job id on DLQ and event messages (work and
 	// result messages carry it in the body and subject only).
 	HeaderJobID = "Fleet-Job-Id"
