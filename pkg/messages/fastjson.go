@@ -396,7 +396,7 @@ func plainJSONString(s string) bool {
 func appendWorkItem(b []byte, wi *WorkItem) (_ []byte, ok bool) {
 	if wi.Generation != 0 || wi.ReplayCount != 0 || len(wi.History) > 0 || wi.HistoryDropped != 0 || wi.ResetAttempts ||
 		wi.Phase != "" || wi.Reduce != nil || wi.Park != 0 || !plainJSONString(wi.JobID) || !plainJSONString(wi.ItemID) ||
-		!plainJSONString(wi.Group) || !plainJSONString(wi.CorrelationID) || !compactPayload(wi.Payload) {
+		!plainJSONString(wi.Group) || !plainJSONString(wi.CorrelationID) || !plainJSONString(wi.Sig) || !compactPayload(wi.Payload) {
 		return b, false
 	}
 	b = append(b, `{"job_id":"`...)
@@ -414,6 +414,10 @@ func appendWorkItem(b []byte, wi *WorkItem) (_ []byte, ok bool) {
 	b = append(b, wi.Payload...)
 	b = append(b, `,"generation":0,"correlation_id":"`...)
 	b = append(b, wi.CorrelationID...)
+	if wi.Sig != "" {
+		b = append(b, `","sig":"`...)
+		b = append(b, wi.Sig...)
+	}
 	return append(b, `"}`...), true
 }
 
