@@ -59,7 +59,7 @@ const signedDomain = "jetfleet work item v1"
 
 // SignedBytes returns what the coordinator signs for wi sent to pool:
 // the pool, the job, the item's id, index, group, generation, phase,
-// replay count, reset flag, payload (compacted) and reduce input, each
+// replay count, reset flag, payload (as json.Marshal writes it) and reduce input, each
 // length-prefixed. Not covered: Park (agents change it when they park
 // the item), History and HistoryDropped (what earlier generations did,
 // which the replay may shorten to fit), CorrelationID and Sig itself.
@@ -85,8 +85,11 @@ func (wi *WorkItem) SignedBytes(pool string) []byte {
 	} else {
 		num(0)
 	}
-	var payload bytes.Buffer
-	if json.Compact(&payload, wi.Payload) == nil {
+	// The payload as json.Marshal writes it (compacted, HTML-escaped), so
+	// that the bytes an agent decodes sign the same as the coordinator's.
+	var compact, payload bytes.Buffer
+	if json.Compact(&compact, wi.Payload) == nil {
+		json.HTMLEscape(&payload, compact.Bytes())
 		field(payload.Bytes())
 	} else {
 		field(wi.Payload)
