@@ -103,9 +103,7 @@ func (s *secured) startAgent(t *testing.T, ctx, runCtx context.Context, cjs jets
 func (s *secured) connect(t *testing.T, user string) (*nats.Conn, *asyncErrs) {
 	t.Helper()
 	ae := &asyncErrs{perm: make(chan error, 16), refused: s.refused}
-	seed, err := nats.NkeyOptionFromSeed(s.res.Seeds[user])
-	require.NoError(t, err)
-	nc := s.srv.Connect(t, seed, nats.ErrorHandler(ae.handler), nats.Name(user))
+	nc := s.srv.Connect(t, append(authtest.User(t, s.res, user), nats.ErrorHandler(ae.handler), nats.Name(user))...)
 	return nc, ae
 }
 
@@ -144,7 +142,8 @@ func TestPermissionsOfAgentNameOnlyItsPool(t *testing.T) {
 	require.NotContains(t, all, "CONSUMER.CREATE.FLEET_WORK")
 	require.NotContains(t, all, "fleet.api.")
 	require.NotContains(t, all, "fleet.work.")
-	require.Equal(t, []string{"_INBOX.>", "fleet.events.*.map_ended"}, p.Subscribe.Allow)
+	require.Equal(t, []string{"_INBOX." + auth.UserKey + ".>", "fleet.events.*.map_ended"}, p.Subscribe.Allow)
+	require.Equal(t, []string{"_INBOX.UABC.>", "fleet.events.*.map_ended"}, p.ForUser("UABC").Subscribe.Allow)
 
 	_, err = auth.RolePermissions("root", messages.MustNames("fleet"), "")
 	require.ErrorIs(t, err, auth.ErrUnknownRole)

@@ -31,11 +31,11 @@ func PermissionsMarkdown(names messages.Names) (string, error) {
 		fmt.Fprintf(&b, "<details><summary><b>%s</b>%s: %d publish and %d subscribe subjects</summary>\n\nPublish (and so request):\n\n```\n",
 			role, user, len(p.Publish.Allow), len(p.Subscribe.Allow))
 		for _, s := range p.Publish.Allow {
-			fmt.Fprintln(&b, strings.ReplaceAll(s, docPool, "<pool>"))
+			fmt.Fprintln(&b, docSubject(s))
 		}
 		b.WriteString("```\n\nSubscribe:\n\n```\n")
 		for _, s := range p.Subscribe.Allow {
-			fmt.Fprintln(&b, strings.ReplaceAll(s, docPool, "<pool>"))
+			fmt.Fprintln(&b, docSubject(s))
 		}
 		b.WriteString("```\n")
 		if p.AllowResponses {
@@ -44,4 +44,10 @@ func PermissionsMarkdown(names messages.Names) (string, error) {
 		b.WriteString("\n</details>\n\n")
 	}
 	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// docSubject writes the placeholders of a generated subject as the
+// document names them.
+func docSubject(s string) string {
+	return strings.NewReplacer(docPool, "<pool>", UserKey, "<user's public key>").Replace(s)
 }

@@ -155,7 +155,7 @@ func Init(o Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.Users = append(res.Users, User{Name: s.name, Role: s.role, Pool: s.pool, NKey: pub, Permissions: perms})
+		res.Users = append(res.Users, User{Name: s.name, Role: s.role, Pool: s.pool, NKey: pub, Permissions: perms.ForUser(pub)})
 		add(SeedFile(s.name), append(seed, '\n'))
 		res.Seeds[s.name] = filepath.Join(o.Dir, SeedFile(s.name))
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -61,9 +62,32 @@ type Permissions struct {
 	AllowResponses bool
 }
 
-// inboxes is where every client receives replies and pull-consumer
-// messages. Any user may read _INBOX.> in the account; see docs/deploy.md.
-const inboxes = "_INBOX.>"
+// UserKey stands for the user's public nkey in RolePermissions' subjects;
+// ForUser puts the key in.
+const UserKey = "USERKEY"
+
+// inboxes is where a user receives replies and pull-consumer messages:
+// its own inbox prefix (natsconn.InboxPrefix of its public key), which
+// jetfleet's binaries use by themselves and the nats CLI with
+// --inbox-prefix. No user may read another's.
+var inboxes = natsconn.InboxPrefix(UserKey) + ".>"
+
+// ForUser returns p for the user whose public nkey is key.
+func (p Permissions) ForUser(key string) Permissions {
+	fix := func(s []string) []string {
+		out := make([]string, len(s))
+		for i, x := range s {
+			out[i] = x
+			if x == inboxes {
+				out[i] = natsconn.InboxPrefix(key) + ".>"
+			}
+		}
+		return out
+	}
+	p.Publish.Allow, p.Publish.Deny = fix(p.Publish.Allow), fix(p.Publish.Deny)
+	p.Subscribe.Allow, p.Subscribe.Deny = fix(p.Subscribe.Allow), fix(p.Subscribe.Deny)
+	return p
+}
 
 // js builds JetStream API, ack and flow-control subjects.
 type js struct{}
