@@ -37,7 +37,7 @@ const (
 // built.
 type itemPools struct {
 	def   string
-	items int64 // the job's item count; 0 = not known (every index is taken for the job's)
+	items int64    // the job's item count; 0 = not known (every index is taken for the job's)
 	names []string // by code; names[0] is def
 	codes []uint16 // per item index; nil = every item on def
 	// known is false when the input could not be read: any of the job's
