@@ -104,6 +104,16 @@ var forbiddenOps = map[string][]forbidden{
 		publish("$O.fleet_inputs.M.aW5wdXQ").named("overwrite a job's input"),
 		request(api("STREAM.PURGE.OBJ_fleet_inputs")).named("purge the inputs"),
 		publish("$O.fleet_uploads.C.x").named("upload an input"),
+		request(api("STREAM.MSG.GET.OBJ_fleet_inputs")).named("read accepted inputs"),
+		request(api("DIRECT.GET.OBJ_fleet_inputs.$O.fleet_inputs.M.aW5wdXQ")).named("read an accepted input's info"),
+		request(api("CONSUMER.CREATE.OBJ_fleet_inputs")).named("list accepted inputs"),
+		request(api("STREAM.MSG.GET.OBJ_fleet_reduce_gpu")).named("read another pool's map results"),
+		publish("$O.fleet_reduce_default.M.eA").named("write its pool's map results"),
+		// Parked retries: its own pool's park stream only.
+		publish("fleet.parked.gpu.at.victim.YQ").named("schedule into another pool's park stream"),
+		publish("fleet.parked.default.due.victim").named("publish a due item directly"),
+		publish("fleet.park.at.default.victim.YQ").named("write to the shared park stream of earlier versions"),
+		request(api("STREAM.PURGE.FLEET_PARK_default")).named("purge its pool's parked items"),
 		// Streams.
 		request(api("STREAM.DELETE.FLEET_WORK")).named("delete a stream"),
 		request(api("STREAM.UPDATE.FLEET_WORK")).named("change a stream"),
@@ -140,6 +150,7 @@ var forbiddenOps = map[string][]forbidden{
 		request(api("CONSUMER.CREATE.OBJ_fleet_uploads")).named("list the uploads"),
 		request(api("STREAM.INFO.OBJ_fleet_inputs")).named("look at the inputs"),
 		request(api("STREAM.DELETE.OBJ_fleet_uploads")).named("delete the uploads bucket"),
+		request(api("DIRECT.GET.OBJ_fleet_uploads.$O.fleet_uploads.M.eA")).named("read another upload's info"),
 		subscribe("$O.>").named("listen to object stores"),
 	},
 	"operator": {

@@ -214,6 +214,8 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		// earlier versions while it exists.
 		for _, pool := range pools {
 			pub = append(pub, j.own(names.ParkStream(pool))...)
+			pub = append(pub, "$O."+names.ReduceBucket(pool)+".>")
+			pub = append(pub, j.own(objStream(names.ReduceBucket(pool)))...)
 		}
 		pub = append(pub, j.api("STREAM.NAMES"), j.api("STREAM.INFO", names.LegacyParkStream()))
 		p = Permissions{
@@ -260,10 +262,10 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		// The agent's presence (agents bucket): its own pool's keys only.
 		pub = append(pub, "$KV."+names.AgentsBucket()+"."+pool+".>")
 		pub = append(pub, j.kvRead(names.AgentsBucket())...)
-		// A reduce item's agent downloads the map results from the inputs
-		// object store (read only).
-		pub = append(pub, j.read(objStream(names.InputsBucket()))...)
-		pub = append(pub, j.browse(objStream(names.InputsBucket()))...)
+		// A reduce item's agent downloads the map results from its pool's
+		// reduce store (read only); accepted inputs stay the coordinator's.
+		pub = append(pub, j.read(objStream(names.ReduceBucket(pool)))...)
+		pub = append(pub, j.browse(objStream(names.ReduceBucket(pool)))...)
 		p = Permissions{
 			Publish: SubjectPermission{Allow: pub},
 			// Agents drop a job's queued items when its map phase ends.

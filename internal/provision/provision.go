@@ -436,8 +436,19 @@ func workSources(ctx context.Context, js jetstream.JetStream, n messages.Names) 
 }
 
 // ErrParkStream wraps EnsurePool's failure to provide the pool's park
-// stream: the pool's agents then wait in delayed naks instead of parking.
-var ErrParkStream = errors.New("provision: park stream")
+// stream or reduce store: the pool's agents then wait in delayed naks
+// instead of parking, and its jobs' reduce steps cannot start.
+var ErrParkStream = errors.New("provision: park stream or reduce store")
+
+// ReduceStore is the configuration of pool's reduce inputs object store
+// (messages.Names.ReduceBucket). Only the coordinator writes it.
+func ReduceStore(n messages.Names, pool string, c Config) jetstream.ObjectStoreConfig {
+	c = c.WithDefaults()
+	return jetstream.ObjectStoreConfig{
+		Bucket: n.ReduceBucket(pool), Storage: c.storage(), Replicas: c.Replicas,
+		Description: "jetfleet map results of pool " + pool + "'s jobs, for their reduce steps (coordinator-written)",
+	}
+}
 
 // EnsurePool creates or updates pool's work consumer and park stream, and
 // makes the park stream a source of the work stream (coordinator side).
@@ -450,6 +461,11 @@ func EnsurePool(ctx context.Context, js jetstream.JetStream, n messages.Names, p
 	}
 	if err := ensurePark(ctx, js, n, pool, c); err != nil {
 		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ParkStream(pool), err)
+	}
+	if s, err := js.Stream(ctx, "OBJ_"+n.ReduceBucket(pool)); err != nil || s.CachedInfo().Config.Description != ReduceStore(n, pool, c).Description {
+		if _, err := js.CreateOrUpdateObjectStore(ctx, ReduceStore(n, pool, c)); err != nil {
+			return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ReduceBucket(pool), err)
+		}
 	}
 	return cons, nil
 }

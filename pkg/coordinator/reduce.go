@@ -53,14 +53,15 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	obs, err := r.c.js.ObjectStore(ctx, r.c.names.InputsBucket())
-	if err != nil {
-		return fmt.Errorf("object store: %w", err)
-	}
 	r.mu.Lock()
 	st := r.rec.Status
 	spec := r.rec.Spec
 	r.mu.Unlock()
+	// The pool's own store: only the agents that run the reduce step read it.
+	obs, err := r.c.js.ObjectStore(ctx, r.c.names.ReduceBucket(spec.Pool))
+	if err != nil {
+		return fmt.Errorf("object store: %w", err)
+	}
 	if st.Reduce == nil || st.Reduce.State != "pending" {
 		return nil // already done (its result arrived) or superseded
 	}

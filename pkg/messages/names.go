@@ -100,6 +100,12 @@ func (n Names) ParkStream(pool string) string { return n.upper + "_PARK_" + pool
 // nothing writes to it any more.
 func (n Names) LegacyParkStream() string { return n.upper + "_PARK" }
 
+// ReduceBucket is the object store of pool's reduce inputs: the map
+// results of its jobs, which the coordinator writes and only the pool's
+// agents read (so that no agent reads another pool's data, or any job's
+// accepted input).
+func (n Names) ReduceBucket(pool string) string { return n.Prefix + "_reduce_" + pool }
+
 // KV buckets.
 func (n Names) JobsBucket() string   { return n.Prefix + "_jobs" }
 func (n Names) BudgetBucket() string { return n.Prefix + "_budget" }
