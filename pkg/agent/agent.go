@@ -222,7 +222,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	if err != nil {
 		return err
 	}
-	bopts := []budget.Option{budget.WithLogger(a.log), budget.WithJetStream(a.js)}
+	bopts := []budget.Option{budget.WithLogger(a.log), budget.WithJetStream(a.js), budget.WithLimits(a.jobs.budgetLimits)}
 	if a.cfg.Registerer != nil {
 		bopts = append(bopts, budget.WithRegisterer(a.cfg.Registerer))
 	}

@@ -24,7 +24,8 @@ type job struct {
 	custom   command // on_item_failure: custom with a shell step
 	env      []string
 	onItem   string
-	routes   map[string]string // group → pool, set at acceptance (JobRecord.Routes)
+	routes   map[string]string     // group → pool, set at acceptance (JobRecord.Routes)
+	budget   messages.BudgetStatus // the limits the coordinator set at acceptance
 }
 
 // pool is the pool the coordinator routed wi to: its group's route, or
@@ -92,6 +93,18 @@ func (c *jobCache) forget(id string) {
 	delete(c.m, id)
 }
 
+// budgetLimits returns the retry budget limits of a job in the cache, as
+// its record (which only the coordinator writes) says: budget.WithLimits.
+func (c *jobCache) budgetLimits(id string) (total, perItemMax int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.m[id]
+	if !ok {
+		return 0, 0, false
+	}
+	return j.budget.Total, j.budget.PerItemMax, true
+}
+
 func (c *jobCache) isEnded(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -127,6 +140,7 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 		return nil, err
 	}
 	j.routes = rec.Routes
+	j.budget = rec.Status.Budget
 	c.mu.Lock()
 	if len(c.m) > 4096 { // jobs are few; bound the cache anyway
 		clear(c.m)

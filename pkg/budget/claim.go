@@ -58,6 +58,7 @@ func (st *jobState) observeLocked(rec Record, rev uint64) {
 	if rev < st.rev || rev == st.rev && st.known {
 		return
 	}
+	rec = st.b.trusted(st.job, rec)
 	st.rec, st.rev, st.known = rec, rev, true
 	if len(st.inDoubt) > 0 {
 		for _, c := range rec.recent {
@@ -79,6 +80,22 @@ func (st *jobState) observeLocked(rec Record, rev uint64) {
 	if !st.forgotten {
 		st.b.m.remaining.WithLabelValues(st.job).Set(float64(rec.Remaining()))
 	}
+}
+
+// trusted returns rec with the limits WithLimits knows for job, and a
+// Consumed that is never negative.
+func (b *Budget) trusted(job string, rec Record) Record {
+	if f := b.o.limits; f != nil {
+		if total, perItem, ok := f(job); ok && (rec.Total != total || rec.PerItemMax != perItem) {
+			b.log.Warn().Str("job_id", job).Int("stored_total", rec.Total).Int("total", total).
+				Int("stored_per_item_max", rec.PerItemMax).Int("per_item_max", perItem).
+				Msg("budget record's limits are not the job's; using the job's")
+			rec.Total, rec.PerItemMax = total, perItem
+		}
+	}
+	rec.Consumed = max(rec.Consumed, 0)
+	rec.Exhausted = rec.Consumed >= rec.Total
+	return rec
 }
 
 // invalidateLocked marks the cached record stale after a failed write at rev.

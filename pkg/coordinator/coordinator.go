@@ -530,12 +530,11 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			"the job's record, with its %d groups, would take %d bytes; the limit is %d (the server's max_payload %d less %d for the job's status)",
 			len(groups), size, c.maxRecordBytes(), c.maxPayload(), c.statusRoom())}}, now)
 	}
-	if rev != 0 {
-		// A budget left by a rejected attempt (one that died after
-		// creating it) must not stand in for this job's.
-		if err := c.budgetKV.Delete(ctx, spec.ID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return err
-		}
+	// A budget left by a rejected attempt (one that died after creating
+	// it), or written ahead by a client that may write the bucket (any
+	// agent), must not stand in for this job's.
+	if err := c.budgetKV.Delete(ctx, spec.ID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return err
 	}
 	brec := budget.Effective(eff, total, c.cfg.Budget)
 	if _, _, err := c.budget.Create(ctx, spec.ID, brec); err != nil {
@@ -705,8 +704,11 @@ func (c *Coordinator) fillBudget(ctx context.Context, st *messages.JobStatus) {
 	if err != nil {
 		return
 	}
-	b := rec.Status()
-	b.DeniedJob, b.DeniedItem = st.Budget.DeniedJob, st.Budget.DeniedItem
+	// The spending is the bucket's; the limits are those the job record
+	// holds since acceptance (any agent may write the bucket).
+	b := st.Budget
+	b.Consumed = max(rec.Consumed, 0)
+	b.Exhausted = b.Consumed >= b.Total
 	st.Budget = b
 	c.fillBreaker(ctx, st)
 }
