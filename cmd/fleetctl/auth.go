@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -81,7 +82,7 @@ func runAuthInit(env *cliEnv, args []string) int {
 		if u.Role == auth.RoleAgent {
 			what += ", pool " + u.Pool
 		}
-		fmt.Fprintf(w, "  %-18s nkey seed of user %s (%s)\n", auth.SeedFile(u.Name), u.Name, what)
+		fmt.Fprintf(w, "  %-18s nkey seed of user %s (%s), inbox prefix %s\n", auth.SeedFile(u.Name), u.Name, what, natsconn.InboxPrefix(u.NKey))
 	}
 	fmt.Fprintf(w, "  %-18s the coordinator's work-signing key (--work-signing-key)\n", auth.WorkSigningFile)
 	fmt.Fprintf(w, "  %-18s its public key, %s (agents' --work-verify-key)\n", auth.WorkPublicKeyFile, res.WorkPublicKey)

@@ -35,9 +35,9 @@ func TestParking(t *testing.T) {
 		require.Equal(t, 1, st.StepAttempt, "the retry is recorded as a delayed nak's would be")
 		require.Len(t, f.pub.parks, 1)
 		s := f.pub.parks[0]
-		require.Equal(t, "fleet.park.at."+messages.ItemKey(messages.DefaultPool, "j", "i1"), s.Subject)
+		require.Equal(t, messages.MustNames("fleet").ParkSubject(messages.DefaultPool, "j", "i1"), s.Subject)
 		require.Equal(t, "@at "+t0.Add(10*time.Second).UTC().Format(time.RFC3339Nano), s.Header.Get(messages.HeaderSchedule))
-		require.Equal(t, "fleet.park.due.default.j", s.Header.Get(messages.HeaderScheduleTarget))
+		require.Equal(t, "fleet.parked.default.due.j", s.Header.Get(messages.HeaderScheduleTarget))
 		require.Equal(t, messages.ParkMsgID("j", "i1", 0, 1), s.Header.Get(messages.HeaderMsgID))
 		var wi messages.WorkItem
 		require.NoError(t, json.Unmarshal(s.Data, &wi))
