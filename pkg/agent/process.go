@@ -226,7 +226,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 // outcome for the item: it is terminated, logged and counted as
 // outcome="refused".
 func (a *Agent) refuse(it *item, why string) {
-	a.log.Warn().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("subject", it.m.Subject()).
+	a.log.Error().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("subject", it.m.Subject()).
 		Str("reason", why).Msg("work message refused: not sent by the coordinator to this pool")
 	a.metrics.items.WithLabelValues(outcomeRefused).Inc()
 	_ = it.m.Term()
