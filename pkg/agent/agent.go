@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,8 +62,13 @@ type Agent struct {
 	stepEnv []string
 	// presence publishes who the agent is and how busy (presence.go).
 	presence *presence
-	// parking is set when the park stream exists (park.go).
-	parking bool
+	// parking is set once the pool's park stream exists (park.go); until
+	// then parkRecheck (set by Run) looks again, at most every
+	// parkRecheckEvery, since the coordinator makes the stream when the
+	// pool's first job arrives.
+	parking     atomic.Bool
+	parkRecheck func() bool
+	parkNext    atomic.Int64
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -232,11 +238,19 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	a.dlq = dlq.NewWriter(a.js, a.names, a.cfg.Pool)
 	// Checked whatever ParkAfter says: an agent that parks nothing itself
 	// still meets deliveries other agents' parked copies superseded.
-	if a.parking, err = parkingAvailable(ctx, a.js, a.names, a.cfg.Pool); err != nil {
+	parking, err := parkingAvailable(ctx, a.js, a.names, a.cfg.Pool)
+	if err != nil {
 		return fmt.Errorf("agent: park stream: %w", err)
 	}
-	if !a.parking && a.cfg.ParkAfter > 0 {
-		a.log.Warn().Msg("no park stream (a coordinator older than parking): long retries wait in delayed naks")
+	a.parking.Store(parking)
+	a.parkRecheck = func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), breakerOpTimeout)
+		defer cancel()
+		ok, _ := parkingAvailable(ctx, a.js, a.names, a.cfg.Pool)
+		return ok
+	}
+	if !parking && a.cfg.ParkAfter > 0 {
+		a.log.Info().Msg("no park stream for the pool yet (the coordinator makes it with the pool's first job): long retries wait in delayed naks until it exists")
 	}
 	if a.breakers, err = a.openBreakers(ctx); err != nil {
 		return err

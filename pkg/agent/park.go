@@ -35,7 +35,31 @@ import (
 
 // parks reports whether a retry after delay is parked rather than naked.
 func (a *Agent) parks(delay time.Duration) bool {
-	return a.parking && a.cfg.ParkAfter > 0 && delay >= a.cfg.ParkAfter
+	return a.cfg.ParkAfter > 0 && delay >= a.cfg.ParkAfter && a.parkingOn()
+}
+
+// parkRecheckEvery spaces the looks for a park stream that did not exist.
+const parkRecheckEvery = 5 * time.Second
+
+// parkingOn reports whether the pool's park stream exists, looking again
+// (at most every parkRecheckEvery) while it did not.
+func (a *Agent) parkingOn() bool {
+	if a.parking.Load() {
+		return true
+	}
+	if a.parkRecheck == nil {
+		return false
+	}
+	now, next := a.cfg.Clock.Now().UnixNano(), a.parkNext.Load()
+	if now < next || !a.parkNext.CompareAndSwap(next, now+int64(parkRecheckEvery)) {
+		return false
+	}
+	if !a.parkRecheck() {
+		return false
+	}
+	a.parking.Store(true)
+	a.log.Info().Msg("the pool's park stream exists: long retries are parked")
+	return true
 }
 
 // markPark records in the item's state, before it is persisted, that the
@@ -90,7 +114,7 @@ func (a *Agent) resumePark(ctx context.Context, it *item) {
 		a.ack(it)
 		return
 	}
-	if !a.parking {
+	if !a.parkingOn() {
 		it.wi.Park = it.st.Park
 		a.runSteps(ctx, it)
 		return

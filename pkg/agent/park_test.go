@@ -17,7 +17,8 @@ func TestParking(t *testing.T) {
 	const tenSeconds = `[{"handler":"fail","retry_config":{"attempts":3,"backoff":"fixed","initial_delay":"10s","max_delay":"10s","jitter":false}}]`
 	setup := func(t *testing.T) *failureAgent {
 		f := newFailureAgent(t)
-		f.a.parking, f.a.cfg.ParkAfter = true, 5*time.Second
+		f.a.parking.Store(true)
+		f.a.cfg.ParkAfter = 5 * time.Second
 		return f
 	}
 	parked := func(f *failureAgent, kind string) float64 {
@@ -100,7 +101,7 @@ func TestParking(t *testing.T) {
 
 	t.Run("parking off: a superseded delivery runs", func(t *testing.T) {
 		f := setup(t)
-		f.a.parking = false
+		f.a.parking.Store(false)
 		j := f.job(t, "j", `[{"handler":"ok"}]`, "")
 		f.store(t, j, messages.ItemState{Park: 1})
 		require.Equal(t, "ack", f.deliver(t, j, 2).disposition())
