@@ -68,7 +68,8 @@ type Agent struct {
 	// pool's first job arrives.
 	parking     atomic.Bool
 	parkRecheck func() bool
-	parkNext    atomic.Int64
+	parkMu      sync.Mutex // serialises the looks; guards parkNext
+	parkNext    time.Time
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.

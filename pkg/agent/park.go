@@ -50,10 +50,18 @@ func (a *Agent) parkingOn() bool {
 	if a.parkRecheck == nil {
 		return false
 	}
-	now, next := a.cfg.Clock.Now().UnixNano(), a.parkNext.Load()
-	if now < next || !a.parkNext.CompareAndSwap(next, now+int64(parkRecheckEvery)) {
+	// Workers that ask meanwhile wait for the one look rather than
+	// falling back to a delayed nak.
+	a.parkMu.Lock()
+	defer a.parkMu.Unlock()
+	if a.parking.Load() {
+		return true
+	}
+	now := a.cfg.Clock.Now()
+	if now.Before(a.parkNext) {
 		return false
 	}
+	a.parkNext = now.Add(parkRecheckEvery)
 	if !a.parkRecheck() {
 		return false
 	}
