@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
@@ -62,6 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9091 (env FLEET_METRICS_ADDR)")
 	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6061; off by default (env FLEET_PPROF_ADDR)")
 	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
+	verifyKey := fs.String("work-verify-key", getenv("FLEET_WORK_VERIFY_KEY"), "the coordinator's work-signing public key, or a file holding it (fleetctl auth init prints it and writes work-signing.pub): run only work items it signed for this pool (env FLEET_WORK_VERIFY_KEY)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -70,6 +72,16 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	if err := conn.ApplyContext(getenv, false); err != nil {
 		return err
+	}
+	if k := strings.TrimSpace(*verifyKey); k != "" {
+		if data, err := os.ReadFile(k); err == nil {
+			k = strings.TrimSpace(string(data))
+		}
+		kp, err := nkeys.FromPublicKey(k)
+		if err != nil {
+			return fmt.Errorf("--work-verify-key: %w", err)
+		}
+		cfg.WorkVerifier = kp
 	}
 	for _, e := range strings.Split(*stepEnv, ",") {
 		if e = strings.TrimSpace(e); e != "" {

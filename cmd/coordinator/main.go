@@ -17,6 +17,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
@@ -97,6 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	authDir := fs.String("auth-dir", "", "embedded server: admit only the users `fleetctl auth init DIR` wrote (and TLS if generated); the coordinator connects as DIR/coordinator.nk")
 	dataDir := fs.String("data-dir", "jetfleet-data", "embedded server's JetStream directory")
 	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
+	signingKey := fs.String("work-signing-key", getenv("FLEET_WORK_SIGNING_KEY"), "sign every work item with the nkey seed in this file (fleetctl auth init writes work-signing.nk; agents verify with --work-verify-key); with --auth-dir, DIR/work-signing.nk when present (env FLEET_WORK_SIGNING_KEY)")
 	var uiFlags uiOptions
 	uiFlags.register(fs, getenv)
 	if err := fs.Parse(args); err != nil {
@@ -104,6 +107,22 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			return nil
 		}
 		os.Exit(2)
+	}
+	if *signingKey == "" && *authDir != "" {
+		if p := filepath.Join(*authDir, auth.WorkSigningFile); fileExists(p) {
+			*signingKey = p
+		}
+	}
+	if *signingKey != "" {
+		seed, err := os.ReadFile(*signingKey)
+		if err != nil {
+			return fmt.Errorf("--work-signing-key: %w", err)
+		}
+		kp, err := nkeys.FromSeed(bytes.TrimSpace(seed))
+		if err != nil {
+			return fmt.Errorf("--work-signing-key: %s: %w", *signingKey, err)
+		}
+		cfg.WorkSigner = kp
 	}
 	cfg.JobRetention = retention.D()
 	if err := conn.ApplyContext(getenv, false); err != nil {
@@ -218,10 +237,16 @@ func ensurePools(ctx context.Context, nc *nats.Conn, cfg coordinator.Config, lis
 			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
 		if _, err := provision.EnsurePool(ctx, js, names, p, cfg.Provision); err != nil {
-			return err
+			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
 	}
 	return nil
+}
+
+// fileExists reports whether path names a file.
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
 }
 
 // logAsyncError logs what the server reports asynchronously; a permissions

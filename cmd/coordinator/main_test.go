@@ -64,6 +64,8 @@ func TestEmbeddedServerWithAuthDir(t *testing.T) {
 	ca := nats.RootCAs(filepath.Join(dir, auth.CAFile))
 	seed, err := nats.NkeyOptionFromSeed(res.Seeds["submitter"])
 	require.NoError(t, err)
+	inbox, err := natsconn.InboxPrefixOfSeedFile(res.Seeds["submitter"])
+	require.NoError(t, err)
 	var nc *nats.Conn
 	fleettest.WaitFor(t, 30*time.Second, func() error {
 		select {
@@ -71,7 +73,7 @@ func TestEmbeddedServerWithAuthDir(t *testing.T) {
 			t.Fatalf("coordinator exited: %v", err)
 		default:
 		}
-		c, err := nats.Connect(url, ca, seed)
+		c, err := nats.Connect(url, ca, seed, nats.CustomInboxPrefix(inbox))
 		if err != nil {
 			return err
 		}

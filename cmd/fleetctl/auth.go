@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -81,8 +82,10 @@ func runAuthInit(env *cliEnv, args []string) int {
 		if u.Role == auth.RoleAgent {
 			what += ", pool " + u.Pool
 		}
-		fmt.Fprintf(w, "  %-18s nkey seed of user %s (%s)\n", auth.SeedFile(u.Name), u.Name, what)
+		fmt.Fprintf(w, "  %-18s nkey seed of user %s (%s), inbox prefix %s\n", auth.SeedFile(u.Name), u.Name, what, natsconn.InboxPrefix(u.NKey))
 	}
+	fmt.Fprintf(w, "  %-18s the coordinator's work-signing key (--work-signing-key)\n", auth.WorkSigningFile)
+	fmt.Fprintf(w, "  %-18s its public key, %s (agents' --work-verify-key)\n", auth.WorkPublicKeyFile, res.WorkPublicKey)
 	fmt.Fprintf(w, "  %-18s nats-server include: account %s, JetStream on, %d users and their permissions\n", auth.AccountsFile, *account, len(res.Users))
 	if res.TLS {
 		fmt.Fprintf(w, "  %-18s CA certificate clients verify the server with (--tls-ca)\n", auth.CAFile)
@@ -100,19 +103,20 @@ func runAuthInit(env *cliEnv, args []string) int {
 	fmt.Fprintln(w, "\nnext:")
 	fmt.Fprintf(w, "  in nats-server.conf:  include %q and include %q; in its cluster {} block, include %q\n", auth.AccountsFile, auth.TLSConfFile, auth.RoutesFile)
 	pl := splitList(*pools)
-	fmt.Fprintf(w, "  coordinator --server URL --nkey %s%s --pools %s\n", nk("coordinator"), tlsFlag, strings.Join(pl, ","))
+	fmt.Fprintf(w, "  coordinator --server URL --nkey %s%s --pools %s --work-signing-key %s\n", nk("coordinator"), tlsFlag, strings.Join(pl, ","),
+		res.WorkSigningSeed)
 	for _, p := range pl {
-		fmt.Fprintf(w, "  agent --server URL --nkey %s%s --pool %s\n", nk(auth.AgentUser(p)), tlsFlag, p)
+		fmt.Fprintf(w, "  agent --server URL --nkey %s%s --pool %s --work-verify-key %s\n", nk(auth.AgentUser(p)), tlsFlag, p, res.WorkPublicKey)
 	}
 	fmt.Fprintf(w, "  fleetctl submit job.yaml --server URL --nkey %s%s\n", nk("submitter"), tlsFlag)
 	fmt.Fprintf(w, "  fleetctl dlq list --server URL --nkey %s%s\n", nk("operator"), tlsFlag)
-	fmt.Fprintf(w, "Keep the *.nk files secret (each is a user's private key), and %s (the route password).\n", auth.RoutesFile)
+	fmt.Fprintf(w, "Keep the *.nk files secret (each is a user's or the coordinator's signing private key), and %s (the route password).\n", auth.RoutesFile)
 	return exitOK
 }
 
 func runAuthPermissions(env *cliEnv, args []string) int {
 	fs := newFlagSet(env, "auth permissions", "auth permissions ROLE [--pool P] [--prefix fleet] [--json]")
-	pool := fs.String("pool", messages.DefaultPool, "the agent's pool")
+	pool := fs.String("pool", messages.DefaultPool, "the agent's pool; for the coordinator, every pool (comma-separated)")
 	prefix := fs.String("prefix", envOr(env, "FLEET_PREFIX", messages.DefaultPrefix), "subject and resource prefix of the fleet (env FLEET_PREFIX)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if code, ok := parseArgs(fs, args, 1); !ok {
@@ -128,7 +132,7 @@ func runAuthPermissions(env *cliEnv, args []string) int {
 		errorf(env, "--prefix: %v", err)
 		return exitUsage
 	}
-	p, err := auth.RolePermissions(role, names, *pool)
+	p, err := auth.RolePermissions(role, names, splitList(*pool)...)
 	if err != nil {
 		errorf(env, "%v", err)
 		return exitUsage

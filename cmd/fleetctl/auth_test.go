@@ -72,9 +72,15 @@ func TestCommandsOnASecuredFleet(t *testing.T) {
 	srv, res := authtest.RunServer(t, auth.Options{TLS: true, TLSHosts: []string{"127.0.0.1"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	seed := func(user string) nats.Option {
-		o, err := nats.NkeyOptionFromSeed(res.Seeds[user])
-		require.NoError(t, err)
-		return o
+		opts := authtest.User(t, res, user)
+		return func(o *nats.Options) error {
+			for _, opt := range opts {
+				if err := opt(o); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	}
 	ca := filepath.Join(res.Dir, auth.CAFile)
 	prov := provision.Config{AckWait: 2 * time.Second}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -115,12 +116,11 @@ func uploadInput(ctx context.Context, nc *nats.Conn, prefix, path string) (ref, 
 		return "", "", err
 	}
 	defer f.Close()
-	obj, err := js.ObjectStore(ctx, names.UploadsBucket())
-	if err != nil {
+	name := strings.ToLower(nuid.Next()) + "/" + filepath.Base(path)
+	info, err := upload.Put(ctx, js, names.UploadsBucket(), name, f)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
 		return "", "", fmt.Errorf("%w (has a coordinator of this version run with --prefix %s?)", err, prefix)
 	}
-	name := strings.ToLower(nuid.Next()) + "/" + filepath.Base(path)
-	info, err := obj.Put(ctx, jetstream.ObjectMeta{Name: name}, f)
 	if err != nil {
 		return "", "", err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/auth/authtest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -102,9 +103,7 @@ func (s *secured) startAgent(t *testing.T, ctx, runCtx context.Context, cjs jets
 func (s *secured) connect(t *testing.T, user string) (*nats.Conn, *asyncErrs) {
 	t.Helper()
 	ae := &asyncErrs{perm: make(chan error, 16), refused: s.refused}
-	seed, err := nats.NkeyOptionFromSeed(s.res.Seeds[user])
-	require.NoError(t, err)
-	nc := s.srv.Connect(t, seed, nats.ErrorHandler(ae.handler), nats.Name(user))
+	nc := s.srv.Connect(t, append(authtest.User(t, s.res, user), nats.ErrorHandler(ae.handler), nats.Name(user))...)
 	return nc, ae
 }
 
@@ -117,8 +116,8 @@ func TestInitWritesEveryFile(t *testing.T) {
 		names = append(names, filepath.Base(f))
 	}
 	require.Equal(t, []string{"coordinator.nk", "agent-default.nk", "agent-gpu.nk", "submitter.nk", "operator.nk",
-		auth.AccountsFile, auth.CAFile, auth.ServerCertFile, auth.ServerKeyFile, auth.TLSConfFile, auth.RoutesFile}, names)
-	for _, n := range []string{"coordinator.nk", auth.ServerKeyFile, auth.RoutesFile} {
+		auth.WorkSigningFile, auth.WorkPublicKeyFile, auth.AccountsFile, auth.CAFile, auth.ServerCertFile, auth.ServerKeyFile, auth.TLSConfFile, auth.RoutesFile}, names)
+	for _, n := range []string{"coordinator.nk", auth.WorkSigningFile, auth.ServerKeyFile, auth.RoutesFile} {
 		st, err := os.Stat(filepath.Join(dir, n))
 		require.NoError(t, err)
 		require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), n)
@@ -143,9 +142,11 @@ func TestPermissionsOfAgentNameOnlyItsPool(t *testing.T) {
 	require.NotContains(t, all, "CONSUMER.CREATE.FLEET_WORK")
 	require.NotContains(t, all, "fleet.api.")
 	require.NotContains(t, all, "fleet.work.")
-	require.Equal(t, []string{"_INBOX.>", "fleet.events.*.map_ended",
+	require.Equal(t, []string{"_INBOX." + auth.UserKey + ".>", "fleet.events.*.map_ended",
 		"$SRV.*", "$SRV.*.jetfleet-agent", "$SRV.*.jetfleet-agent.*", "fleet.agent.gpu.*.status"}, p.Subscribe.Allow)
 	require.True(t, p.AllowResponses, "an agent answers micro discovery requests")
+	require.Equal(t, []string{"_INBOX.UABC.>", "fleet.events.*.map_ended",
+		"$SRV.*", "$SRV.*.jetfleet-agent", "$SRV.*.jetfleet-agent.*", "fleet.agent.gpu.*.status"}, p.ForUser("UABC").Subscribe.Allow)
 
 	_, err = auth.RolePermissions("root", messages.MustNames("fleet"), "")
 	require.ErrorIs(t, err, auth.ErrUnknownRole)
@@ -202,9 +203,7 @@ func TestRolesRunAJob(t *testing.T) {
 	// An input uploaded to the object store, as fleetctl submit does.
 	sjs, err := jetstream.New(snc)
 	require.NoError(t, err)
-	uploads, err := sjs.ObjectStore(ctx, s.names.UploadsBucket())
-	must(err, "submitter opens the uploads store")
-	up, err := uploads.PutBytes(ctx, "x7q2/items.json", []byte(`{"items": [`+items(30)+`]}`))
+	up, err := upload.PutBytes(ctx, sjs, s.names.UploadsBucket(), "x7q2/items.json", []byte(`{"items": [`+items(30)+`]}`))
 	must(err, "submitter uploads an input")
 	reply, err := sub.Submit(ctx, []byte(`{
 		"id": "roles",

@@ -22,17 +22,20 @@ func PermissionsMarkdown(names messages.Names) (string, error) {
 			return "", err
 		}
 		user := ""
-		if role == RoleAgent {
+		switch role {
+		case RoleAgent:
 			user = " (user <code>agent-&lt;pool&gt;</code>, one per pool)"
+		case RoleCoordinator:
+			user = " (its grants on <code>&lt;pool&gt;</code> are repeated for each pool)"
 		}
 		fmt.Fprintf(&b, "<details><summary><b>%s</b>%s: %d publish and %d subscribe subjects</summary>\n\nPublish (and so request):\n\n```\n",
 			role, user, len(p.Publish.Allow), len(p.Subscribe.Allow))
 		for _, s := range p.Publish.Allow {
-			fmt.Fprintln(&b, strings.ReplaceAll(s, docPool, "<pool>"))
+			fmt.Fprintln(&b, docSubject(s))
 		}
 		b.WriteString("```\n\nSubscribe:\n\n```\n")
 		for _, s := range p.Subscribe.Allow {
-			fmt.Fprintln(&b, strings.ReplaceAll(s, docPool, "<pool>"))
+			fmt.Fprintln(&b, docSubject(s))
 		}
 		b.WriteString("```\n")
 		if p.AllowResponses {
@@ -41,4 +44,10 @@ func PermissionsMarkdown(names messages.Names) (string, error) {
 		b.WriteString("\n</details>\n\n")
 	}
 	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// docSubject writes the placeholders of a generated subject as the
+// document names them.
+func docSubject(s string) string {
+	return strings.NewReplacer(docPool, "<pool>", UserKey, "<user's public key>").Replace(s)
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // What a submitter may do in the fleet under the default prefix: submit
-// (API or durable intake), read status, upload inputs.
+// (API or durable intake), read status, upload inputs, and read its own
+// replies (auth.UserKey stands for its public nkey).
 func ExampleRolePermissions() {
 	p, err := auth.RolePermissions(auth.RoleSubmitter, messages.MustNames("fleet"), "")
 	if err != nil {
@@ -24,5 +25,5 @@ func ExampleRolePermissions() {
 	// publish fleet.api.jobs.list
 	// publish fleet.jobs.submit
 	// publish $O.fleet_uploads.C.>
-	// subscribe [_INBOX.> fleet.events.*.completed fleet.events.*.rejected]
+	// subscribe [_INBOX.USERKEY.> fleet.events.*.completed fleet.events.*.rejected]
 }

@@ -6,10 +6,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // forbidden is one operation a role must be refused.
@@ -102,6 +106,16 @@ var forbiddenOps = map[string][]forbidden{
 		publish("$O.fleet_inputs.M.aW5wdXQ").named("overwrite a job's input"),
 		request(api("STREAM.PURGE.OBJ_fleet_inputs")).named("purge the inputs"),
 		publish("$O.fleet_uploads.C.x").named("upload an input"),
+		request(api("STREAM.MSG.GET.OBJ_fleet_inputs")).named("read accepted inputs"),
+		request(api("DIRECT.GET.OBJ_fleet_inputs.$O.fleet_inputs.M.aW5wdXQ")).named("read an accepted input's info"),
+		request(api("CONSUMER.CREATE.OBJ_fleet_inputs")).named("list accepted inputs"),
+		request(api("STREAM.MSG.GET.OBJ_fleet_reduce_gpu")).named("read another pool's map results"),
+		publish("$O.fleet_reduce_default.M.eA").named("write its pool's map results"),
+		// Parked retries: its own pool's park stream only.
+		publish("fleet.parked.gpu.at.victim.YQ").named("schedule into another pool's park stream"),
+		publish("fleet.parked.default.due.victim").named("publish a due item directly"),
+		publish("fleet.park.at.default.victim.YQ").named("write to the shared park stream of earlier versions"),
+		request(api("STREAM.PURGE.FLEET_PARK_default")).named("purge its pool's parked items"),
 		// Streams.
 		request(api("STREAM.DELETE.FLEET_WORK")).named("delete a stream"),
 		request(api("STREAM.UPDATE.FLEET_WORK")).named("change a stream"),
@@ -138,6 +152,7 @@ var forbiddenOps = map[string][]forbidden{
 		request(api("CONSUMER.CREATE.OBJ_fleet_uploads")).named("list the uploads"),
 		request(api("STREAM.INFO.OBJ_fleet_inputs")).named("look at the inputs"),
 		request(api("STREAM.DELETE.OBJ_fleet_uploads")).named("delete the uploads bucket"),
+		request(api("DIRECT.GET.OBJ_fleet_uploads.$O.fleet_uploads.M.eA")).named("read another upload's info"),
 		subscribe("$O.>").named("listen to object stores"),
 	},
 	"operator": {
@@ -210,4 +225,65 @@ func TestRolesAreRefusedTheRest(t *testing.T) {
 			})
 		}
 	}
+}
+
+// Every user receives its replies under its own inbox prefix and may read
+// no other: not _INBOX.>, not another user's prefix. Meanwhile a job runs
+// to the end, its clients' replies arriving in their own inboxes.
+func TestInboxesArePrivate(t *testing.T) {
+	s := runSecured(t, auth.Options{Pools: []string{"default", "gpu"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cnc, _ := s.connect(t, "coordinator")
+	coord, err := coordinator.New(cnc, coordinator.Config{StatusInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = coord.Run(runCtx) }()
+	<-coord.Ready()
+	cjs, err := jetstream.New(cnc)
+	require.NoError(t, err)
+	_, _, agentDone := s.startAgent(t, ctx, runCtx, cjs)
+
+	keys := map[string]string{}
+	for _, u := range s.res.Users {
+		keys[u.Name] = u.NKey
+	}
+	for user := range keys {
+		for other, key := range keys {
+			if other == user {
+				continue
+			}
+			for _, subject := range []string{"_INBOX.>", natsconn.InboxPrefix(key) + ".>"} {
+				t.Run(user+" may not read "+subject, func(t *testing.T) {
+					nc, ae := s.connect(t, user)
+					_, err := nc.SubscribeSync(subject)
+					require.NoError(t, err)
+					require.NoError(t, nc.Flush())
+					select {
+					case v := <-ae.perm:
+						require.Contains(t, v.Error(), subject)
+					case <-time.After(2 * time.Second):
+						t.Fatalf("%s could subscribe to %s", user, subject)
+					}
+				})
+				if subject == "_INBOX.>" {
+					break // once per user
+				}
+			}
+		}
+	}
+
+	snc, serrs := s.connect(t, "submitter")
+	sub, err := coordinator.NewClient(snc, "")
+	require.NoError(t, err)
+	_, err = sub.Submit(ctx, []byte(`{"id": "private", "items": [`+items(5)+`], "agent_template": [{"handler": "noop"}]}`))
+	require.NoError(t, err)
+	st, err := sub.Wait(ctx, "private", 20*time.Millisecond, nil)
+	require.NoError(t, err)
+	require.Equal(t, messages.StateSucceeded, st.State)
+	require.EqualValues(t, 5, st.Succeeded)
+	require.Empty(t, serrs.violations())
+	stop()
+	<-agentDone
 }

@@ -73,7 +73,18 @@ type Result struct {
 	Files []string
 	// TLS is true when certificates were written.
 	TLS bool
+	// WorkSigningSeed is the file of the coordinator's work-signing key
+	// (the coordinator's --work-signing-key), WorkPublicKey its public
+	// key (the agents' --work-verify-key; also in WorkPublicKeyFile).
+	WorkSigningSeed string
+	WorkPublicKey   string
 }
+
+// The coordinator's work-signing key: its seed, and its public key.
+const (
+	WorkSigningFile   = "work-signing.nk"
+	WorkPublicKeyFile = "work-signing.pub"
+)
 
 // SeedFile is the seed file name of user.
 func SeedFile(user string) string { return user + ".nk" }
@@ -136,14 +147,34 @@ func Init(o Options) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("auth: init: nkey: %w", err)
 		}
-		perms, err := RolePermissions(s.role, names, s.pool)
+		rolePools := []string{s.pool}
+		if s.role == RoleCoordinator {
+			rolePools = pools
+		}
+		perms, err := RolePermissions(s.role, names, rolePools...)
 		if err != nil {
 			return nil, err
 		}
-		res.Users = append(res.Users, User{Name: s.name, Role: s.role, Pool: s.pool, NKey: pub, Permissions: perms})
+		res.Users = append(res.Users, User{Name: s.name, Role: s.role, Pool: s.pool, NKey: pub, Permissions: perms.ForUser(pub)})
 		add(SeedFile(s.name), append(seed, '\n'))
 		res.Seeds[s.name] = filepath.Join(o.Dir, SeedFile(s.name))
 	}
+	// The key the coordinator signs work items with; agents verify them
+	// with its public key.
+	wkp, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, fmt.Errorf("auth: init: nkey: %w", err)
+	}
+	wseed, err := wkp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("auth: init: nkey: %w", err)
+	}
+	if res.WorkPublicKey, err = wkp.PublicKey(); err != nil {
+		return nil, fmt.Errorf("auth: init: nkey: %w", err)
+	}
+	add(WorkSigningFile, append(wseed, '\n'))
+	add(WorkPublicKeyFile, []byte(res.WorkPublicKey+"\n"))
+	res.WorkSigningSeed = filepath.Join(o.Dir, WorkSigningFile)
 	var accounts bytes.Buffer
 	if err := WriteAccounts(&accounts, o.Account, res.Users); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -61,9 +62,32 @@ type Permissions struct {
 	AllowResponses bool
 }
 
-// inboxes is where every client receives replies and pull-consumer
-// messages. Any user may read _INBOX.> in the account; see docs/deploy.md.
-const inboxes = "_INBOX.>"
+// UserKey stands for the user's public nkey in RolePermissions' subjects;
+// ForUser puts the key in.
+const UserKey = "USERKEY"
+
+// inboxes is where a user receives replies and pull-consumer messages:
+// its own inbox prefix (natsconn.InboxPrefix of its public key), which
+// jetfleet's binaries use by themselves and the nats CLI with
+// --inbox-prefix. No user may read another's.
+var inboxes = natsconn.InboxPrefix(UserKey) + ".>"
+
+// ForUser returns p for the user whose public nkey is key.
+func (p Permissions) ForUser(key string) Permissions {
+	fix := func(s []string) []string {
+		out := make([]string, len(s))
+		for i, x := range s {
+			out[i] = x
+			if x == inboxes {
+				out[i] = natsconn.InboxPrefix(key) + ".>"
+			}
+		}
+		return out
+	}
+	p.Publish.Allow, p.Publish.Deny = fix(p.Publish.Allow), fix(p.Publish.Deny)
+	p.Subscribe.Allow, p.Subscribe.Deny = fix(p.Subscribe.Allow), fix(p.Subscribe.Deny)
+	return p
+}
 
 // js builds JetStream API, ack and flow-control subjects.
 type js struct{}
@@ -145,14 +169,22 @@ func kvStream(bucket string) string  { return "KV_" + bucket }
 func objStream(bucket string) string { return "OBJ_" + bucket }
 
 // RolePermissions returns role's permissions for the fleet named by names.
-// pool is the agent's pool (ignored for other roles; "" = the default pool).
-func RolePermissions(role Role, names messages.Names, pool string) (Permissions, error) {
-	if pool == "" {
-		pool = messages.DefaultPool
+// pools are the fleet's pools: the coordinator's grants name each pool's
+// park stream; an agent's are those of pools[0], its pool. Other roles
+// ignore them; none given means the default pool.
+func RolePermissions(role Role, names messages.Names, pools ...string) (Permissions, error) {
+	if len(pools) == 0 {
+		pools = []string{messages.DefaultPool}
 	}
-	if err := messages.ValidPool(pool); err != nil {
-		return Permissions{}, fmt.Errorf("auth: pool %q: %w", pool, err)
+	for i, p := range pools {
+		if p == "" {
+			pools[i] = messages.DefaultPool
+		}
+		if err := messages.ValidPool(pools[i]); err != nil {
+			return Permissions{}, fmt.Errorf("auth: pool %q: %w", pools[i], err)
+		}
 	}
+	pool := pools[0]
 	var j js
 	var p Permissions
 	api := func(endpoints ...string) []string {
@@ -180,6 +212,15 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		for _, s := range ownedStreams(names) {
 			pub = append(pub, j.own(s)...)
 		}
+		// Each pool's park stream, and the sources of the work stream:
+		// the park streams that exist, and the single park stream of
+		// earlier versions while it exists.
+		for _, pool := range pools {
+			pub = append(pub, j.own(names.ParkStream(pool))...)
+			pub = append(pub, "$O."+names.ReduceBucket(pool)+".>")
+			pub = append(pub, j.own(objStream(names.ReduceBucket(pool)))...)
+		}
+		pub = append(pub, j.api("STREAM.NAMES"), j.api("STREAM.INFO", names.LegacyParkStream()))
 		p = Permissions{
 			Publish:        SubjectPermission{Allow: pub},
 			Subscribe:      SubjectPermission{Allow: []string{inboxes, names.Prefix + ".api.>", "$SRV.>"}},
@@ -200,10 +241,11 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 			names.AgentEventSubject(pool, "*", messages.EventBudget),
 			names.AgentEventSubject(pool, "*", messages.EventBreaker),
 			// Parked retries: schedules of the pool's items (docs/retries.md
-			// "Parking"). The server does not check a schedule's target
-			// against its subject: an agent could aim one at another pool.
+			// "Parking") in the pool's own park stream. The server accepts
+			// any target its stream captures, and a rollup from whoever
+			// may publish a schedule: both stay inside the pool.
 			names.ParkPoolFilter(pool),
-			j.api("STREAM.INFO", names.ParkStream()),
+			j.api("STREAM.INFO", names.ParkStream(pool)),
 			// Item state, keyed <pool>.<job>.<item>: compare-and-set writes,
 			// deletes and reads of the pool's keys only.
 			"$KV." + items + "." + pool + ".>",
@@ -226,10 +268,10 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		// The agent's presence (agents bucket): its own pool's keys only.
 		pub = append(pub, "$KV."+names.AgentsBucket()+"."+pool+".>")
 		pub = append(pub, j.kvRead(names.AgentsBucket())...)
-		// A reduce item's agent downloads the map results from the inputs
-		// object store (read only).
-		pub = append(pub, j.read(objStream(names.InputsBucket()))...)
-		pub = append(pub, j.browse(objStream(names.InputsBucket()))...)
+		// A reduce item's agent downloads the map results from its pool's
+		// reduce store (read only); accepted inputs stay the coordinator's.
+		pub = append(pub, j.read(objStream(names.ReduceBucket(pool)))...)
+		pub = append(pub, j.browse(objStream(names.ReduceBucket(pool)))...)
 		p = Permissions{
 			Publish: SubjectPermission{Allow: pub},
 			Subscribe: SubjectPermission{Allow: []string{
@@ -249,13 +291,12 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		pub := append(api(messages.EndpointJobsSubmit, messages.EndpointJobsStatus, messages.EndpointJobsList),
 			names.JobsSubmitSubject(),
 			// fleetctl submit uploads a local input under a name unique to
-			// the submission: chunks, then the object's meta, which Put
-			// first looks up (direct get by subject). Not granted: reading
-			// chunks, listing, purging or deleting messages; the inputs of
+			// the submission: chunks, then the object's meta (internal/upload;
+			// the bucket refuses rollups). Not granted: reading chunks or
+			// meta, listing, purging or deleting messages; the inputs of
 			// accepted jobs are in a bucket only the coordinator writes.
 			"$O."+uploads+".C.>", "$O."+uploads+".M.>",
 			j.api("STREAM.INFO", objStream(uploads)),
-			j.api("DIRECT.GET", objStream(uploads))+".$O."+uploads+".M.>",
 		)
 		p = Permissions{
 			Publish: SubjectPermission{Allow: pub},

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -161,9 +162,7 @@ func TestForgedWorkMessageJobIDIsPoison(t *testing.T) {
 func putInput(t testing.TB, srv *fleettest.Server, name string, data []byte) string {
 	t.Helper()
 	names := messages.MustNames("")
-	obs, err := srv.JS().ObjectStore(context.Background(), names.UploadsBucket())
-	require.NoError(t, err)
-	_, err = obs.PutBytes(context.Background(), name, data)
+	_, err := upload.PutBytes(context.Background(), srv.JS(), names.UploadsBucket(), name, data)
 	require.NoError(t, err)
 	return "objstore://" + names.UploadsBucket() + "/" + name
 }

@@ -359,12 +359,12 @@ func waitParkEmpty(t *testing.T, srv *fleettest.Server) {
 	})
 }
 
-// parkState is the park stream's state.
+// parkState is the default pool's park stream's state.
 func parkState(t *testing.T, srv *fleettest.Server) jetstream.StreamState {
 	t.Helper()
 	names, err := messages.NewNames("")
 	require.NoError(t, err)
-	s, err := srv.JS().Stream(context.Background(), names.ParkStream())
+	s, err := srv.JS().Stream(context.Background(), names.ParkStream(messages.DefaultPool))
 	require.NoError(t, err)
 	info, err := s.Info(context.Background())
 	require.NoError(t, err)

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // Options are the connection settings shared by every binary.
@@ -30,8 +32,6 @@ type Options struct {
 	// UserJWT and UserSeed: a user's JWT and nkey seed, inline (from a
 	// NATS context; there are no flags for them).
 	UserJWT, UserSeed string
-	// InboxPrefix replaces "_INBOX" in the connection's reply subjects.
-	InboxPrefix string
 	// TLSFirst does the TLS handshake before the server's INFO.
 	TLSFirst bool
 	// Context names the NATS context (the nats CLI's, `nats context save`)
@@ -39,6 +39,11 @@ type Options struct {
 	Context string
 	// TLS client certificate, key and CA files.
 	TLSCert, TLSKey, TLSCA string
+	// InboxPrefix is where the connection receives replies and pulled
+	// messages. Empty: InboxPrefix of the --nkey's public key when an
+	// nkey is given (each user of `fleetctl auth init` may subscribe to
+	// its own only), nats.go's _INBOX otherwise.
+	InboxPrefix string
 	// Name of the connection, shown by the server.
 	Name string
 	// OnAsyncError, when set, receives the connection's asynchronous errors
@@ -79,10 +84,35 @@ func DeniedPublish(err error) (subject string, ok bool) {
 	return subject, qerr == nil
 }
 
-// Register adds --context, --server, --creds, --nkey, --user, --password
-// and the TLS flags to fs, with defaults from getenv (NATS_CONTEXT,
-// NATS_URL, NATS_CREDS, NATS_NKEY, NATS_USER, NATS_PASSWORD,
-// NATS_TLS_CERT, NATS_TLS_KEY, NATS_TLS_CA). A context is read by
+// InboxPrefix is the inbox prefix of the user whose nkey is userKey: the
+// only inboxes the permissions of `fleetctl auth init` let that user
+// subscribe to, so that no user reads another's replies.
+func InboxPrefix(userKey string) string { return "_INBOX." + userKey }
+
+// InboxPrefixOfSeedFile is InboxPrefix of the public key of the nkey seed
+// in path.
+func InboxPrefixOfSeedFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	kp, err := nkeys.ParseDecoratedNKey(data)
+	if err != nil {
+		return "", err
+	}
+	defer kp.Wipe()
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return "", err
+	}
+	return InboxPrefix(pub), nil
+}
+
+// Register adds --context, --server, --creds, --nkey, --user, --password,
+// --inbox-prefix and the TLS flags to fs, with defaults from getenv
+// (NATS_CONTEXT, NATS_URL, NATS_CREDS, NATS_NKEY, NATS_USER,
+// NATS_PASSWORD, NATS_INBOX_PREFIX, NATS_TLS_CERT, NATS_TLS_KEY,
+// NATS_TLS_CA). A context is read by
 // ApplyContext, after parsing.
 func (o *Options) Register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.Context, "context", getenv("NATS_CONTEXT"), "NATS context (the nats CLI's `nats context save`) to connect with; the flags override its fields (env NATS_CONTEXT)")
@@ -91,6 +121,7 @@ func (o *Options) Register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.NKey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
 	fs.StringVar(&o.User, "user", getenv("NATS_USER"), "NATS user (env NATS_USER)")
 	fs.StringVar(&o.Password, "password", getenv("NATS_PASSWORD"), "NATS password (env NATS_PASSWORD)")
+	fs.StringVar(&o.InboxPrefix, "inbox-prefix", getenv("NATS_INBOX_PREFIX"), "subject prefix of this client's replies (default: _INBOX.<public key> with --nkey, _INBOX otherwise; env NATS_INBOX_PREFIX)")
 	fs.StringVar(&o.TLSCert, "tls-cert", getenv("NATS_TLS_CERT"), "TLS client certificate file, for servers that verify clients (env NATS_TLS_CERT)")
 	fs.StringVar(&o.TLSKey, "tls-key", getenv("NATS_TLS_KEY"), "TLS client key file (env NATS_TLS_KEY)")
 	fs.StringVar(&o.TLSCA, "tls-ca", getenv("NATS_TLS_CA"), "CA file to verify the server's TLS certificate; turns TLS on (env NATS_TLS_CA)")
@@ -114,12 +145,21 @@ func (o Options) Connect(url string) (*nats.Conn, error) {
 	if o.Creds != "" {
 		opts = append(opts, nats.UserCredentials(o.Creds))
 	}
+	inbox := o.InboxPrefix
 	if o.NKey != "" {
 		opt, err := nats.NkeyOptionFromSeed(o.NKey)
 		if err != nil {
 			return nil, fmt.Errorf("natsconn: --nkey: %w", err)
 		}
 		opts = append(opts, opt)
+		if inbox == "" {
+			if inbox, err = InboxPrefixOfSeedFile(o.NKey); err != nil {
+				return nil, fmt.Errorf("natsconn: --nkey: %w", err)
+			}
+		}
+	}
+	if inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(inbox))
 	}
 	if o.User != "" {
 		opts = append(opts, nats.UserInfo(o.User, o.Password))
@@ -129,9 +169,6 @@ func (o Options) Connect(url string) (*nats.Conn, error) {
 	}
 	if o.UserJWT != "" {
 		opts = append(opts, nats.UserJWTAndSeed(o.UserJWT, o.UserSeed))
-	}
-	if o.InboxPrefix != "" {
-		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
 	}
 	if o.TLSFirst {
 		opts = append(opts, nats.TLSHandshakeFirst())

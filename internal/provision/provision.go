@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -148,29 +150,18 @@ func Streams(n messages.Names, c Config) []jetstream.StreamConfig {
 			MaxAge: c.Retention, Duplicates: DefaultWorkDupWindow,
 			Description: "jetfleet durable job intake",
 		},
-		// Parked retries (docs/retries.md "Parking"): message schedules,
-		// which the work stream cannot hold (schedules refuse DiscardNew,
-		// the work stream's backpressure). WorkQueue: a schedule is
-		// removed when it fires, and the fired copy once the work stream
-		// has sourced it. No limits: a parked item is never discarded.
-		{
-			Name: n.ParkStream(), Subjects: []string{n.ParkFilter()},
-			Retention: jetstream.WorkQueuePolicy, Storage: st, Replicas: c.Replicas,
-			AllowMsgSchedules: true, AllowRollup: true,
-			Duplicates:  DefaultWorkDupWindow,
-			Description: "jetfleet parked retries (message schedules)",
-		},
 		{
 			Name: n.WorkStream(), Subjects: []string{n.WorkFilter()},
 			Retention: jetstream.WorkQueuePolicy, Storage: st, Replicas: c.Replicas,
 			Discard: jetstream.DiscardNew, MaxMsgs: c.WorkMaxMsgs, MaxBytes: c.WorkMaxBytes,
 			Duplicates:  DefaultWorkDupWindow,
 			Description: "jetfleet work items",
-			// Parked items come back when due: the park stream's fired
-			// copies, on the pool's work subject. A full work stream
-			// refuses them as it refuses the coordinator; the server
-			// retries the source from the refused one.
-			Sources: []*jetstream.StreamSource{parkSource(n)},
+			// Parked items come back when due: each pool's park stream
+			// (ParkStream) is a source, whose fired copies land on the
+			// pool's work subject. Ensure and EnsurePool set the sources;
+			// a full work stream refuses them as it refuses the
+			// coordinator, and the server retries the source from the
+			// refused one.
 		},
 		{
 			// No MaxAge: a job's results are kept while it is open, whatever
@@ -203,11 +194,40 @@ func Streams(n messages.Names, c Config) []jetstream.StreamConfig {
 	}
 }
 
-// parkSource is the work stream's source of parked items that are due.
-func parkSource(n messages.Names) *jetstream.StreamSource {
-	src, dest := n.ParkDueTransform()
+// ParkStream is the configuration of pool's park stream (docs/retries.md
+// "Parking"): message schedules, which the work stream cannot hold
+// (schedules refuse DiscardNew, the work stream's backpressure).
+// WorkQueue: a schedule is removed when it fires, and the fired copy once
+// the work stream has sourced it. No limits: a parked item is never
+// discarded. Schedules need AllowRollup, so the pool's agents, which may
+// publish schedules, may also roll the stream up: one stream per pool
+// keeps that, and every schedule's target, inside the pool.
+func ParkStream(n messages.Names, pool string, c Config) jetstream.StreamConfig {
+	c = c.WithDefaults()
+	return jetstream.StreamConfig{
+		Name: n.ParkStream(pool), Subjects: []string{n.ParkFilter(pool)},
+		Retention: jetstream.WorkQueuePolicy, Storage: c.storage(), Replicas: c.Replicas,
+		AllowMsgSchedules: true, AllowRollup: true,
+		Duplicates:  DefaultWorkDupWindow,
+		Description: "jetfleet parked retries of pool " + pool + " (message schedules)",
+	}
+}
+
+// parkSource is the work stream's source of pool's parked items that are due.
+func parkSource(n messages.Names, pool string) *jetstream.StreamSource {
+	src, dest := n.ParkDueTransform(pool)
 	return &jetstream.StreamSource{
-		Name:              n.ParkStream(),
+		Name:              n.ParkStream(pool),
+		SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: src, Destination: dest}},
+	}
+}
+
+// legacyParkSource is the work stream's source of the park stream that
+// earlier versions shared by every pool.
+func legacyParkSource(n messages.Names) *jetstream.StreamSource {
+	src, dest := n.LegacyParkDueTransform()
+	return &jetstream.StreamSource{
+		Name:              n.LegacyParkStream(),
 		SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: src, Destination: dest}},
 	}
 }
@@ -247,6 +267,73 @@ func ObjectStores(n messages.Names, c Config) []jetstream.ObjectStoreConfig {
 	}
 }
 
+// Rollups: a message with the header Nats-Rollup purges its subject
+// ("sub") or the whole stream ("all"), and the server cannot tell which
+// clients may send one. Every bucket and object store that a client other
+// than the coordinator writes therefore refuses rollups (AllowRollup
+// false). The purges jetfleet needs go through the stream purge API, which
+// the permissions grant to the coordinator only. Kept: the jobs bucket
+// (only the coordinator writes it; a deleted record's purge marker with a
+// TTL is a rollup) and the inputs object store (only the coordinator
+// writes it; nats.go writes an object's meta as a rollup).
+func rollups(n messages.Names, bucket string) bool {
+	return bucket == n.JobsBucket() || bucket == n.InputsBucket()
+}
+
+// BucketStream is the configuration of the stream behind KV bucket kc:
+// what nats.go's CreateKeyValue makes, and AllowRollup only where
+// rollups allow it.
+func BucketStream(n messages.Names, kc jetstream.KeyValueConfig) jetstream.StreamConfig {
+	history := int64(max(kc.History, 1))
+	dup := 2 * time.Minute
+	if kc.TTL > 0 && kc.TTL < dup {
+		dup = kc.TTL
+	}
+	sc := jetstream.StreamConfig{
+		Name:              "KV_" + kc.Bucket,
+		Description:       kc.Description,
+		Subjects:          []string{"$KV." + kc.Bucket + ".>"},
+		MaxMsgsPerSubject: history,
+		MaxBytes:          -1,
+		MaxAge:            kc.TTL,
+		MaxMsgSize:        -1,
+		Storage:           kc.Storage,
+		Replicas:          max(kc.Replicas, 1),
+		AllowRollup:       rollups(n, kc.Bucket),
+		DenyDelete:        true,
+		Duplicates:        dup,
+		MaxMsgs:           -1,
+		MaxConsumers:      -1,
+		AllowDirect:       true,
+		Discard:           jetstream.DiscardNew,
+	}
+	if kc.LimitMarkerTTL != 0 {
+		// Limit markers are rollups for the server: it would turn
+		// AllowRollup on by itself.
+		sc.AllowMsgTTL, sc.SubjectDeleteMarkerTTL, sc.AllowRollup = true, kc.LimitMarkerTTL, true
+	}
+	return sc
+}
+
+// ObjectStoreStream is the configuration of the stream behind object
+// store oc: what nats.go's CreateObjectStore makes, and AllowRollup only
+// where rollups allow it. A store without rollups cannot be written by
+// nats.go's Put or Delete: internal/upload writes and removes its objects.
+func ObjectStoreStream(n messages.Names, oc jetstream.ObjectStoreConfig) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        "OBJ_" + oc.Bucket,
+		Description: oc.Description,
+		Subjects:    []string{"$O." + oc.Bucket + ".C.>", "$O." + oc.Bucket + ".M.>"},
+		MaxAge:      oc.TTL,
+		MaxBytes:    -1,
+		Storage:     oc.Storage,
+		Replicas:    max(oc.Replicas, 1),
+		Discard:     jetstream.DiscardNew,
+		AllowRollup: rollups(n, oc.Bucket),
+		AllowDirect: true,
+	}
+}
+
 // WorkConsumer is the configuration of pool's durable pull consumer: no
 // BackOff (agents compute delays and NakWithDelay; docs/jetstream.md §1), AckWait
 // as crash timeout, MaxDeliver as backstop.
@@ -266,40 +353,150 @@ func WorkConsumer(n messages.Names, pool string, c Config) jetstream.ConsumerCon
 }
 
 // Ensure creates or updates every stream, bucket and object store; a
-// stream already configured as asked is left alone (streamUnchanged).
+// stream already configured as asked is left alone (streamUnchanged). It
+// turns rollups off where rollups says, also in buckets and object stores
+// made by an earlier version, and keeps the work stream's sources: every
+// pool's park stream (EnsurePool adds a pool's), and the single park
+// stream of earlier versions while it exists.
 func Ensure(ctx context.Context, js jetstream.JetStream, n messages.Names, c Config) error {
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("provision: %w", err)
 	}
+	var want []jetstream.StreamConfig
 	for _, sc := range Streams(n, c) {
-		if s, err := js.Stream(ctx, sc.Name); err == nil && streamUnchanged(sc, s.CachedInfo().Config) {
-			continue
+		if sc.Name == n.WorkStream() {
+			srcs, err := workSources(ctx, js, n)
+			if err != nil {
+				return fmt.Errorf("provision: stream %s: %w", sc.Name, err)
+			}
+			sc.Sources = srcs
 		}
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("provision: stream %s: %w", sc.Name, err)
-		}
+		want = append(want, sc)
 	}
 	for _, kc := range Buckets(n, c) {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
-			return fmt.Errorf("provision: bucket %s: %w", kc.Bucket, err)
-		}
+		want = append(want, BucketStream(n, kc))
 	}
 	for _, oc := range ObjectStores(n, c) {
-		if _, err := js.CreateOrUpdateObjectStore(ctx, oc); err != nil {
-			return fmt.Errorf("provision: object store %s: %w", oc.Bucket, err)
+		want = append(want, ObjectStoreStream(n, oc))
+	}
+	for _, sc := range want {
+		if err := ensureStream(ctx, js, sc); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// EnsurePool creates or updates pool's work consumer (coordinator side).
+// ensureStream creates or updates a stream unless it is configured as asked.
+func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
+	if s, err := js.Stream(ctx, sc.Name); err == nil && streamUnchanged(sc, s.CachedInfo().Config) {
+		return nil
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		return fmt.Errorf("provision: stream %s: %w", sc.Name, err)
+	}
+	return nil
+}
+
+// workSources are the work stream's sources: every pool's park stream that
+// exists, the earlier versions' shared one if it exists, and whatever
+// park source the work stream already has (a pool another coordinator
+// added meanwhile).
+func workSources(ctx context.Context, js jetstream.JetStream, n messages.Names) ([]*jetstream.StreamSource, error) {
+	var srcs []*jetstream.StreamSource
+	have := map[string]bool{}
+	add := func(s *jetstream.StreamSource) {
+		if !have[s.Name] {
+			have[s.Name] = true
+			srcs = append(srcs, s)
+		}
+	}
+	if _, err := js.Stream(ctx, n.LegacyParkStream()); err == nil {
+		add(legacyParkSource(n))
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, err
+	}
+	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(n.ParkStreamsFilter()))
+	for name := range names.Name() {
+		if pool, ok := strings.CutPrefix(name, n.ParkStream("")); ok && messages.ValidPool(pool) == nil {
+			add(parkSource(n, pool))
+		}
+	}
+	if err := names.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return nil, err
+	}
+	if s, err := js.Stream(ctx, n.WorkStream()); err == nil {
+		for _, src := range s.CachedInfo().Config.Sources {
+			add(src)
+		}
+	}
+	slices.SortFunc(srcs, func(a, b *jetstream.StreamSource) int { return strings.Compare(a.Name, b.Name) })
+	return srcs, nil
+}
+
+// ErrParkStream wraps EnsurePool's failure to provide the pool's park
+// stream or reduce store: the pool's agents then wait in delayed naks
+// instead of parking, and its jobs' reduce steps cannot start.
+var ErrParkStream = errors.New("provision: park stream or reduce store")
+
+// ReduceStore is the configuration of pool's reduce inputs object store
+// (messages.Names.ReduceBucket). Only the coordinator writes it.
+func ReduceStore(n messages.Names, pool string, c Config) jetstream.ObjectStoreConfig {
+	c = c.WithDefaults()
+	return jetstream.ObjectStoreConfig{
+		Bucket: n.ReduceBucket(pool), Storage: c.storage(), Replicas: c.Replicas,
+		Description: "jetfleet map results of pool " + pool + "'s jobs, for their reduce steps (coordinator-written)",
+	}
+}
+
+// EnsurePool creates or updates pool's work consumer and park stream, and
+// makes the park stream a source of the work stream (coordinator side).
+// The consumer is returned even when the park stream fails (an error
+// wrapping ErrParkStream).
 func EnsurePool(ctx context.Context, js jetstream.JetStream, n messages.Names, pool string, c Config) (jetstream.Consumer, error) {
 	cons, err := js.CreateOrUpdateConsumer(ctx, n.WorkStream(), WorkConsumer(n, pool, c))
 	if err != nil {
 		return nil, fmt.Errorf("provision: consumer %s: %w", n.AgentsConsumer(pool), err)
 	}
+	if err := ensurePark(ctx, js, n, pool, c); err != nil {
+		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ParkStream(pool), err)
+	}
+	if s, err := js.Stream(ctx, "OBJ_"+n.ReduceBucket(pool)); err != nil || s.CachedInfo().Config.Description != ReduceStore(n, pool, c).Description {
+		if _, err := js.CreateOrUpdateObjectStore(ctx, ReduceStore(n, pool, c)); err != nil {
+			return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ReduceBucket(pool), err)
+		}
+	}
 	return cons, nil
+}
+
+// ensurePark creates pool's park stream and adds it to the work stream's
+// sources, checking afterwards that a concurrent update did not drop it.
+func ensurePark(ctx context.Context, js jetstream.JetStream, n messages.Names, pool string, c Config) error {
+	if err := ensureStream(ctx, js, ParkStream(n, pool, c)); err != nil {
+		return err
+	}
+	b := retry.NewBackoff(waitPoolBackoff, nil, nil)
+	for try := range 5 {
+		s, err := js.Stream(ctx, n.WorkStream())
+		if err != nil {
+			return err
+		}
+		cfg := s.CachedInfo().Config
+		if slices.ContainsFunc(cfg.Sources, func(src *jetstream.StreamSource) bool { return src.Name == n.ParkStream(pool) }) {
+			return nil
+		}
+		if try > 0 {
+			if err := b.Wait(ctx); err != nil {
+				return err
+			}
+		}
+		cfg.Sources = append(cfg.Sources, parkSource(n, pool))
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("the work stream does not keep the source %s", n.ParkStream(pool))
 }
 
 // WaitPool returns pool's work consumer for an agent: it waits for the work

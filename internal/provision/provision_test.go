@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -99,6 +100,12 @@ func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
 	for _, sc := range provision.Streams(names, cfg) {
 		require.Zero(t, got[sc.Name], "stream %s updated though unchanged", sc.Name)
 	}
+	for _, kc := range provision.Buckets(names, cfg) {
+		require.Zero(t, got["KV_"+kc.Bucket], "bucket %s updated though unchanged", kc.Bucket)
+	}
+	for _, oc := range provision.ObjectStores(names, cfg) {
+		require.Zero(t, got["OBJ_"+oc.Bucket], "object store %s updated though unchanged", oc.Bucket)
+	}
 
 	cfg.DLQMaxBytes = 2 << 20
 	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
@@ -106,4 +113,68 @@ func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
 	s, err := js.Stream(ctx, names.DLQStream())
 	require.NoError(t, err)
 	require.EqualValues(t, 2<<20, s.CachedInfo().Config.MaxBytes)
+}
+
+// An existing deployment, whose buckets and object stores nats.go made
+// with rollups allowed and whose pools shared one park stream, refuses
+// rollups where a client other than the coordinator writes after the next
+// Ensure, keeps the shared park stream as a source of the work stream
+// while it exists, and gets a park stream per pool from EnsurePool.
+func TestEnsureTurnsRollupsOffInExistingDeployment(t *testing.T) {
+	srv, ctx, names, cfg := ensureSetup(t)
+	js := srv.JS()
+	for _, kc := range provision.Buckets(names, cfg) {
+		_, err := js.CreateKeyValue(ctx, kc)
+		require.NoError(t, err)
+	}
+	for _, oc := range provision.ObjectStores(names, cfg) {
+		_, err := js.CreateObjectStore(ctx, oc)
+		require.NoError(t, err)
+	}
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: names.LegacyParkStream(), Subjects: []string{names.Prefix + ".park.>"},
+		Retention: jetstream.WorkQueuePolicy, AllowMsgSchedules: true, AllowRollup: true,
+	})
+	require.NoError(t, err)
+
+	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
+	for _, b := range []string{names.ItemsBucket(), names.BudgetBucket(), names.BreakerBucket(), names.AgentsBucket(), names.ControlBucket()} {
+		s, err := js.Stream(ctx, "KV_"+b)
+		require.NoError(t, err)
+		require.False(t, s.CachedInfo().Config.AllowRollup, b)
+	}
+	s, err := js.Stream(ctx, "OBJ_"+names.UploadsBucket())
+	require.NoError(t, err)
+	require.False(t, s.CachedInfo().Config.AllowRollup, "uploads")
+
+	// The server refuses a rollup, and the bucket keeps its keys.
+	kv, err := js.KeyValue(ctx, names.ItemsBucket())
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, "default.j.a", []byte("{}"))
+	require.NoError(t, err)
+	m := nats.NewMsg("$KV." + names.ItemsBucket() + ".default.j.b")
+	m.Header.Set("Nats-Rollup", "all")
+	_, err = js.PublishMsg(ctx, m)
+	require.ErrorContains(t, err, "rollup not permitted")
+	_, err = kv.Get(ctx, "default.j.a")
+	require.NoError(t, err)
+
+	_, err = provision.EnsurePool(ctx, js, names, "gpu", cfg)
+	require.NoError(t, err)
+	park, err := js.Stream(ctx, names.ParkStream("gpu"))
+	require.NoError(t, err)
+	require.Equal(t, []string{names.ParkFilter("gpu")}, park.CachedInfo().Config.Subjects)
+	var sources []string
+	work, err := js.Stream(ctx, names.WorkStream())
+	require.NoError(t, err)
+	for _, src := range work.CachedInfo().Config.Sources {
+		sources = append(sources, src.Name)
+	}
+	require.ElementsMatch(t, []string{names.LegacyParkStream(), names.ParkStream("gpu")}, sources)
+
+	// A later Ensure keeps both sources.
+	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
+	work, err = js.Stream(ctx, names.WorkStream())
+	require.NoError(t, err)
+	require.Len(t, work.CachedInfo().Config.Sources, 2)
 }

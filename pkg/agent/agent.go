@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -76,6 +77,14 @@ type Agent struct {
 	// jobsReplica, set by tests before Run, wraps the job cache's direct
 	// gets: a lagging replica's answers.
 	jobsReplica func(recordGetter) recordGetter
+	// parking is set once the pool's park stream exists (park.go); until
+	// then parkRecheck (set by Run) looks again, at most every
+	// parkRecheckEvery, since the coordinator makes the stream when the
+	// pool's first job arrives.
+	parking     atomic.Bool
+	parkRecheck func() bool
+	parkMu      sync.Mutex // serialises the looks; guards parkNext
+	parkNext    time.Time
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -277,7 +286,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	if err != nil {
 		return err
 	}
-	bopts := []budget.Option{budget.WithLogger(a.log), budget.WithJetStream(a.js)}
+	bopts := []budget.Option{budget.WithLogger(a.log), budget.WithJetStream(a.js), budget.WithLimits(a.jobs.budgetLimits)}
 	if a.cfg.Registerer != nil {
 		bopts = append(bopts, budget.WithRegisterer(a.cfg.Registerer))
 	}
@@ -285,6 +294,22 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.dlq = dlq.NewWriter(a.js, a.names, a.cfg.Pool)
+	// Checked whatever ParkAfter says: an agent that parks nothing itself
+	// still meets deliveries other agents' parked copies superseded.
+	parking, err := parkingAvailable(ctx, a.js, a.names, a.cfg.Pool)
+	if err != nil {
+		return fmt.Errorf("agent: park stream: %w", err)
+	}
+	a.parking.Store(parking)
+	a.parkRecheck = func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), breakerOpTimeout)
+		defer cancel()
+		ok, _ := parkingAvailable(ctx, a.js, a.names, a.cfg.Pool)
+		return ok
+	}
+	if !parking && a.cfg.ParkAfter > 0 {
+		a.log.Info().Msg("no park stream for the pool yet (the coordinator makes it with the pool's first job): long retries wait in delayed naks until it exists")
+	}
 	if a.breakers, err = a.openBreakers(ctx); err != nil {
 		return err
 	}

@@ -54,6 +54,12 @@ const (
 	MinParkAfter = time.Second
 )
 
+// Verifier checks a signature of input (ed25519 for an nkeys.KeyPair). It
+// must be safe for concurrent use.
+type Verifier interface {
+	Verify(input []byte, sig []byte) error
+}
+
 // ReaperMode is how an agent deals with the processes its shell steps leave
 // behind (Linux only).
 type ReaperMode int
@@ -150,7 +156,14 @@ type Config struct {
 	// because no coordinator has yet.
 	Provision provision.Config
 	// Logger defaults to zerolog.Nop().
-	Logger zerolog.Logger
+	// WorkVerifier, when set, checks the coordinator's signature of every
+	// work item (messages.WorkItem.SignedBytes for this agent's pool):
+	// an item without one it verifies is refused (terminated without
+	// running or reporting an outcome). An nkeys.KeyPair made with
+	// nkeys.FromPublicKey from the key `fleetctl auth init` prints is
+	// one. Defaults to nil: items are not checked.
+	WorkVerifier Verifier
+	Logger       zerolog.Logger
 	// Registerer receives the agent's metrics. nil = not registered.
 	Registerer prometheus.Registerer
 	// TracerProvider records the agent's spans (docs/tracing.md); nil =

@@ -908,7 +908,7 @@ func (p *fakePub) PublishMsgAsync(m *nats.Msg, _ ...jetstream.PublishOpt) (jetst
 }
 
 func (p *fakePub) PublishMsg(_ context.Context, m *nats.Msg, _ ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	if !strings.HasPrefix(m.Subject, "fleet.park.at.") {
+	if !strings.HasPrefix(m.Subject, "fleet.parked.") {
 		return nil, fmt.Errorf("unexpected synchronous publish to %s", m.Subject)
 	}
 	if p.parkErr != nil {

@@ -24,6 +24,20 @@ type job struct {
 	custom   command // on_item_failure: custom with a shell step
 	env      []string
 	onItem   string
+	routes   map[string]string     // group → pool, set at acceptance (JobRecord.Routes)
+	budget   messages.BudgetStatus // the limits the coordinator set at acceptance
+}
+
+// pool is the pool the coordinator routed wi to: its group's route, or
+// the job's pool (the reduce item always runs on the job's pool).
+func (j *job) pool(wi *messages.WorkItem) string {
+	if p, ok := j.routes[wi.Group]; ok && wi.Phase != messages.PhaseReduce {
+		return p
+	}
+	if j.spec.Pool != "" {
+		return j.spec.Pool
+	}
+	return messages.DefaultPool
 }
 
 // stepSet is a compiled list of steps: the agent_template or the reduce steps.
@@ -98,6 +112,18 @@ func (c *jobCache) forget(id string) {
 	delete(c.m, id)
 }
 
+// budgetLimits returns the retry budget limits of a job in the cache, as
+// its record (which only the coordinator writes) says: budget.WithLimits.
+func (c *jobCache) budgetLimits(id string) (total, perItemMax int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.m[id]
+	if !ok {
+		return 0, 0, false
+	}
+	return j.budget.Total, j.budget.PerItemMax, true
+}
+
 func (c *jobCache) isEnded(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -122,6 +148,8 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
+	j.routes = rec.Routes
+	j.budget = rec.Status.Budget
 	c.mu.Lock()
 	if len(c.m) > 4096 { // jobs are few; bound the cache anyway
 		clear(c.m)

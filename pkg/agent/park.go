@@ -3,10 +3,12 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -34,7 +36,39 @@ import (
 
 // parks reports whether a retry after delay is parked rather than naked.
 func (a *Agent) parks(delay time.Duration) bool {
-	return a.cfg.ParkAfter > 0 && delay >= a.cfg.ParkAfter
+	return a.cfg.ParkAfter > 0 && delay >= a.cfg.ParkAfter && a.parkingOn()
+}
+
+// parkRecheckEvery spaces the looks for a park stream that did not exist.
+const parkRecheckEvery = 5 * time.Second
+
+// parkingOn reports whether the pool's park stream exists, looking again
+// (at most every parkRecheckEvery) while it did not.
+func (a *Agent) parkingOn() bool {
+	if a.parking.Load() {
+		return true
+	}
+	if a.parkRecheck == nil {
+		return false
+	}
+	// Workers that ask meanwhile wait for the one look rather than
+	// falling back to a delayed nak.
+	a.parkMu.Lock()
+	defer a.parkMu.Unlock()
+	if a.parking.Load() {
+		return true
+	}
+	now := a.cfg.Clock.Now()
+	if now.Before(a.parkNext) {
+		return false
+	}
+	a.parkNext = now.Add(parkRecheckEvery)
+	if !a.parkRecheck() {
+		return false
+	}
+	a.parking.Store(true)
+	a.log.Info().Msg("the pool's park stream exists: long retries are parked")
+	return true
 }
 
 // markPark records in the item's state, before it is persisted, that the
@@ -90,6 +124,11 @@ func (a *Agent) resumePark(ctx context.Context, it *item) {
 		a.ack(it)
 		return
 	}
+	if !a.parkingOn() {
+		it.wi.Park = it.st.Park
+		a.runSteps(ctx, it)
+		return
+	}
 	a.park(ctx, it)
 	a.metrics.parked.WithLabelValues("superseded").Inc()
 }
@@ -125,4 +164,18 @@ func (a *Agent) ack(it *item) {
 	if err := it.m.Ack(); err != nil {
 		a.log.Debug().Err(err).Msg("ack failed; the superseded delivery will be acked again")
 	}
+}
+
+// parkingAvailable reports whether pool's park stream exists: the
+// coordinator makes it with the pool's first job, and until then the
+// pool's agents wait out every retry in a delayed nak.
+func parkingAvailable(ctx context.Context, js jetstream.JetStream, names messages.Names, pool string) (bool, error) {
+	_, err := js.Stream(ctx, names.ParkStream(pool))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return false, nil
+	}
+	return false, err
 }

@@ -17,6 +17,7 @@ func TestParking(t *testing.T) {
 	const tenSeconds = `[{"handler":"fail","retry_config":{"attempts":3,"backoff":"fixed","initial_delay":"10s","max_delay":"10s","jitter":false}}]`
 	setup := func(t *testing.T) *failureAgent {
 		f := newFailureAgent(t)
+		f.a.parking.Store(true)
 		f.a.cfg.ParkAfter = 5 * time.Second
 		return f
 	}
@@ -35,9 +36,9 @@ func TestParking(t *testing.T) {
 		require.Equal(t, 1, st.StepAttempt, "the retry is recorded as a delayed nak's would be")
 		require.Len(t, f.pub.parks, 1)
 		s := f.pub.parks[0]
-		require.Equal(t, "fleet.park.at."+messages.ItemKey(messages.DefaultPool, "j", "i1"), s.Subject)
+		require.Equal(t, messages.MustNames("fleet").ParkSubject(messages.DefaultPool, "j", "i1"), s.Subject)
 		require.Equal(t, "@at "+t0.Add(10*time.Second).UTC().Format(time.RFC3339Nano), s.Header.Get(messages.HeaderSchedule))
-		require.Equal(t, "fleet.park.due.default.j", s.Header.Get(messages.HeaderScheduleTarget))
+		require.Equal(t, "fleet.parked.default.due.j", s.Header.Get(messages.HeaderScheduleTarget))
 		require.Equal(t, messages.ParkMsgID("j", "i1", 0, 1), s.Header.Get(messages.HeaderMsgID))
 		var wi messages.WorkItem
 		require.NoError(t, json.Unmarshal(s.Data, &wi))
@@ -96,5 +97,14 @@ func TestParking(t *testing.T) {
 		st := f.state(t, j)
 		require.NotNil(t, st, "kept for the superseded delivery")
 		require.Equal(t, messages.OutcomeSucceeded, st.Final)
+	})
+
+	t.Run("parking off: a superseded delivery runs", func(t *testing.T) {
+		f := setup(t)
+		f.a.parking.Store(false)
+		j := f.job(t, "j", `[{"handler":"ok"}]`, "")
+		f.store(t, j, messages.ItemState{Park: 1})
+		require.Equal(t, "ack", f.deliver(t, j, 2).disposition())
+		require.Equal(t, messages.OutcomeSucceeded, f.pub.result(t).Outcome)
 	})
 }

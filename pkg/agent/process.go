@@ -140,6 +140,22 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
+	if next := m.Headers().Get(messages.HeaderScheduleNext); next != "" && next != messages.ScheduleNextPurge {
+		// Agents park with schedules that fire once: a repeating one
+		// was published by hand, to run the item over and over.
+		a.refuse(it, "fired by a repeating schedule")
+		return
+	}
+	if v := a.cfg.WorkVerifier; v != nil {
+		sig, err := messages.DecodeSig(it.wi.Sig)
+		if err == nil {
+			err = v.Verify(it.wi.SignedBytes(a.cfg.Pool), sig)
+		}
+		if err != nil || it.wi.Sig == "" {
+			a.refuse(it, "no valid coordinator signature for this pool")
+			return
+		}
+	}
 	// Built only for a warning: a logger context costs allocations per item.
 	log := func() *zerolog.Logger {
 		l := a.log.With().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Uint64("num_delivered", md.NumDelivered).Logger()
@@ -154,6 +170,10 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 	if err != nil {
 		log().Warn().Err(err).Msg("cannot load job; retrying later")
 		a.nakDelay(it, 2*time.Second)
+		return
+	}
+	if want := it.job.pool(&it.wi); want != a.cfg.Pool {
+		a.refuse(it, fmt.Sprintf("the job routes it to pool %q", want))
 		return
 	}
 	it.set = it.job.mapSteps
@@ -200,6 +220,20 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 	}
 	a.runSteps(ctx, it)
 }
+
+// refuse drops a delivery no coordinator sent to this pool (a forgery: a
+// schedule aimed at the pool by hand) without running it or reporting an
+// outcome for the item: it is terminated, logged and counted as
+// outcome="refused".
+func (a *Agent) refuse(it *item, why string) {
+	a.log.Error().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("subject", it.m.Subject()).
+		Str("reason", why).Msg("work message refused: not sent by the coordinator to this pool")
+	a.metrics.items.WithLabelValues(outcomeRefused).Inc()
+	_ = it.m.Term()
+}
+
+// outcomeRefused counts the deliveries refuse dropped.
+const outcomeRefused = "refused"
 
 // maxObjectName bounds the map-results object a reduce item names: object
 // names become subjects, and a subject over the server's control line (4

@@ -17,9 +17,9 @@ import (
 // the file.
 func (a *Agent) prepareReduce(ctx context.Context, it *item) (cleanup func(), err error) {
 	in := it.wi.Reduce
-	obs, err := a.js.ObjectStore(ctx, a.names.InputsBucket())
+	obs, err := a.js.ObjectStore(ctx, a.names.ReduceBucket(a.cfg.Pool))
 	if err != nil {
-		return nil, fmt.Errorf("object store %s: %w", a.names.InputsBucket(), err)
+		return nil, fmt.Errorf("object store %s: %w", a.names.ReduceBucket(a.cfg.Pool), err)
 	}
 	dir, err := os.MkdirTemp(a.cfg.WorkDir, "jetfleet-reduce-")
 	if err != nil {

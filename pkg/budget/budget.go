@@ -75,6 +75,7 @@ func New(kv jetstream.KeyValue, opts ...Option) (*Budget, error) {
 		Watch:     o.watch,
 		Observe: func(job string, e kvstate.Entry[Record]) {
 			if e.Exists {
+				e = b.trustedEntry(job, e)
 				m.remaining.WithLabelValues(job).Set(float64(e.Value.Remaining()))
 			}
 		},
@@ -119,6 +120,7 @@ func (b *Budget) Get(ctx context.Context, job string) (Record, error) {
 		return Record{}, err
 	}
 	e, err := b.store.Read(ctx, job)
+	e = b.trustedEntry(job, e)
 	switch {
 	case err != nil:
 		return Record{}, fmt.Errorf("budget: read %s: %w", job, err)
@@ -158,6 +160,7 @@ func (b *Budget) claim(ctx context.Context, job string, itemRetries int) (Grant,
 	}
 	w := &waiter{itemRetries: max(itemRetries, 0), ch: make(chan result, 1)}
 	e, _, known := b.store.Cached(job)
+	e = b.trustedEntry(job, e)
 	st.mu.Lock()
 	if g, ok := st.decideLocked(e, known, w.itemRetries); ok {
 		st.mu.Unlock()

@@ -254,3 +254,32 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	}
 	return got
 }
+
+// With WithLimits, a budget record rewritten by another client (any agent
+// may write the bucket) grants no more than the limits the job's record
+// holds: a job allowed 2 retries gets 2, whatever total the bucket claims.
+func TestLimitsComeFromTheJobNotTheBucket(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	ctx := testCtx(t, 10*time.Second)
+	kv := newBucket(t, srv.JS(), 1)
+	b := newBudget(t, kv, budget.WithLimits(func(job string) (int, int, bool) { return 2, 2, job == "job-1" }))
+	_, _, err := b.Create(ctx, "job-1", budget.Record{Total: 2, PerItemMax: 2})
+	require.NoError(t, err)
+
+	forger := newBudget(t, kv)
+	err = kv.Delete(ctx, "job-1")
+	require.NoError(t, err)
+	_, created, err := forger.Create(ctx, "job-1", budget.Record{Total: 1000, PerItemMax: 1000})
+	require.NoError(t, err)
+	require.True(t, created)
+
+	var granted int
+	for range 5 {
+		g, err := b.Claim(ctx, "job-1", 0)
+		require.NoError(t, err)
+		if g.Granted {
+			granted++
+		}
+	}
+	require.Equal(t, 2, granted)
+}

@@ -42,6 +42,31 @@ func (st *jobState) decideLocked(e kvstate.Entry[Record], known bool, itemRetrie
 	return Grant{}, false
 }
 
+// trusted returns rec with the limits WithLimits knows for job, and a
+// Consumed that is never negative: agents may write the budget bucket, so
+// only their spending is taken from it.
+func (b *Budget) trusted(job string, rec Record) Record {
+	if f := b.o.limits; f != nil {
+		if total, perItem, ok := f(job); ok && (rec.Total != total || rec.PerItemMax != perItem) {
+			b.log.Warn().Str("job_id", job).Int("stored_total", rec.Total).Int("total", total).
+				Int("stored_per_item_max", rec.PerItemMax).Int("per_item_max", perItem).
+				Msg("budget record's limits are not the job's; using the job's")
+			rec.Total, rec.PerItemMax = total, perItem
+		}
+	}
+	rec.Consumed = max(rec.Consumed, 0)
+	rec.Exhausted = rec.Consumed >= rec.Total
+	return rec
+}
+
+// trustedEntry is trusted applied to a stored entry.
+func (b *Budget) trustedEntry(job string, e kvstate.Entry[Record]) kvstate.Entry[Record] {
+	if e.Exists {
+		e.Value = b.trusted(job, e.Value)
+	}
+	return e
+}
+
 type waiterState = int32
 
 const (
@@ -79,6 +104,7 @@ func (b *Budget) flush(st *jobState) {
 	var batch []*waiter
 	for {
 		e, _, known := b.store.Cached(st.job)
+		e = b.trustedEntry(st.job, e)
 		st.mu.Lock()
 		batch = st.settleLocked(append(batch, st.pending...), e, known)
 		st.pending = nil
@@ -98,6 +124,7 @@ func (b *Budget) flush(st *jobState) {
 			if !cur.Exists {
 				return Record{}, false, fmt.Errorf("%w: job %s", ErrNotFound, st.job)
 			}
+			cur = b.trustedEntry(st.job, cur)
 			n := min(want, cur.Value.Remaining())
 			if n <= 0 {
 				return cur.Value, false, nil // exhausted: the next settle denies

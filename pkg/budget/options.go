@@ -27,6 +27,23 @@ type options struct {
 	js        jetstream.JetStream
 	opTimeout time.Duration
 	watch     bool
+	limits    LimitsFunc
+}
+
+// LimitsFunc returns the limits the coordinator set for job (its job
+// record's budget), ok false when they are not known yet.
+type LimitsFunc func(job string) (total, perItemMax int, ok bool)
+
+// WithLimits makes fn the authority on each job's Total and PerItemMax:
+// a record read from the bucket carries fn's values whatever the bucket
+// says, so a client that can write the bucket (any agent) cannot raise
+// or lower a job's limits, only its spending. Defaults to none: the
+// bucket's values.
+func WithLimits(fn LimitsFunc) Option {
+	return func(o *options) error {
+		o.limits = fn
+		return nil
+	}
 }
 
 func defaultOptions() options {

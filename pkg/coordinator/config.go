@@ -170,6 +170,13 @@ type Config struct {
 	// Holder names this coordinator in the lease. Defaults to
 	// <hostname>-<pid>-<random>.
 	Holder string
+	// WorkSigner, when set, signs every work item the coordinator
+	// publishes (messages.WorkItem.SignedBytes for the pool it goes to):
+	// agents given its public key run nothing else (docs/security.md,
+	// "Work items are signed"). An nkeys.KeyPair made from the seed
+	// `fleetctl auth init` writes (work-signing.nk) is one. Defaults to
+	// nil: items are not signed.
+	WorkSigner Signer
 	// Logger defaults to zerolog.Nop().
 	Logger zerolog.Logger
 	// Registerer receives the coordinator's metrics. nil = not registered.
@@ -179,6 +186,12 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	// Clock defaults to the system clock.
 	Clock clock.Clock
+}
+
+// Signer signs bytes (ed25519 for an nkeys.KeyPair). It must be safe for
+// concurrent use.
+type Signer interface {
+	Sign(input []byte) ([]byte, error)
 }
 
 // WithDefaults returns c with zero fields set to their defaults.

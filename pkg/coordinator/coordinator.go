@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -557,19 +558,18 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			"the job's record, with its %d groups, would take %d bytes; the limit is %d (the server's max_payload %d less %d for the job's status)",
 			len(groups), size, c.maxRecordBytes(), c.maxPayload(), c.statusRoom())}}, now)
 	}
-	if rev != 0 {
-		// A budget left by a rejected attempt (one that died after
-		// creating it) must not stand in for this job's.
-		if err := c.budgetKV.Delete(ctx, spec.ID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return err
-		}
+	// A budget left by a rejected attempt (one that died after creating
+	// it), or written ahead by a client that may write the bucket (any
+	// agent), must not stand in for this job's.
+	if err := c.budgetKV.Delete(ctx, spec.ID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return err
 	}
 	brec := budget.Effective(eff, total, c.cfg.Budget)
 	if _, _, err := c.budget.Create(ctx, spec.ID, brec); err != nil {
 		return fmt.Errorf("budget of %s: %w", spec.ID, err)
 	}
 	rec.Status.Budget = brec.Status()
-	if _, err := provision.EnsurePool(ctx, c.js, c.names, eff.Pool, c.cfg.Provision); err != nil {
+	if err := c.ensurePools(ctx, eff.Pool, rec.Routes); err != nil {
 		return err
 	}
 	if eff.BestEffort != nil {
@@ -646,6 +646,31 @@ func (c *Coordinator) routes(ctx context.Context, spec *messages.JobSpec, groups
 	return routes
 }
 
+// ensurePools makes the work consumer and the park stream of the job's
+// pool and of the pools its groups are routed to. A park stream that
+// cannot be made (a pool the coordinator's permissions do not name) is
+// logged: that pool's agents then retry in delayed naks instead of
+// parking.
+func (c *Coordinator) ensurePools(ctx context.Context, pool string, routes map[string]string) error {
+	pools := []string{pool}
+	for _, p := range routes {
+		if !slices.Contains(pools, p) {
+			pools = append(pools, p)
+		}
+	}
+	for _, p := range pools {
+		_, err := provision.EnsurePool(ctx, c.js, c.names, p, c.cfg.Provision)
+		if errors.Is(err, provision.ErrParkStream) {
+			c.log.Warn().Err(err).Str("pool", p).Msg("no park stream for the pool; its agents retry in delayed naks")
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // reject records the submission at seq as rejected with its problems. It never
 // overwrites a job that was accepted; it replaces an earlier rejection.
 func (c *Coordinator) reject(ctx context.Context, seq uint64, id string, problems []messages.FieldError, now time.Time) error {
@@ -708,8 +733,11 @@ func (c *Coordinator) fillBudget(ctx context.Context, st *messages.JobStatus) {
 	if err != nil {
 		return
 	}
-	b := rec.Status()
-	b.DeniedJob, b.DeniedItem = st.Budget.DeniedJob, st.Budget.DeniedItem
+	// The spending is the bucket's; the limits are those the job record
+	// holds since acceptance (any agent may write the bucket).
+	b := st.Budget
+	b.Consumed = max(rec.Consumed, 0)
+	b.Exhausted = b.Consumed >= b.Total
 	st.Budget = b
 	c.fillBreaker(ctx, st)
 }

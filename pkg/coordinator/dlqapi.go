@@ -63,7 +63,7 @@ func newDLQService(c *Coordinator) *dlqService {
 	}
 	s := &dlqService{c: c, book: newReplayBook(), holds: map[string]int{}, pools: map[string]*poolsLoad{}}
 	s.insp = dlq.NewInspector(c.js, c.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(c.cfg.Clock.Now), dlq.WithScanLimit(DLQScanLimit))
-	s.rep = dlq.NewReplayer(c.js, c.names, s.insp, dlq.WithReopen(c.reopenForReplay), dlq.WithRoute(c.routeReplay), dlq.WithLogger(c.log))
+	s.rep = dlq.NewReplayer(c.js, c.names, s.insp, dlq.WithReopen(c.reopenForReplay), dlq.WithRoute(c.routeReplay), dlq.WithLogger(c.log), dlq.WithSigner(c.signer()))
 	s.metrics = dlq.NewMetrics(c.cfg.Registerer)
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -122,11 +123,9 @@ func (c *Coordinator) dropUpload(ctx context.Context, ref string) {
 	if err != nil || bucket != c.names.UploadsBucket() {
 		return
 	}
-	obs, err := c.js.ObjectStore(ctx, bucket)
-	if err == nil {
-		err = obs.Delete(ctx, name)
-	}
-	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+	// The uploads bucket refuses rollups (submitters write it), which
+	// nats.go's Delete sends: the upload is purged instead.
+	if err := upload.Remove(ctx, c.js, bucket, name); err != nil {
 		c.log.Debug().Err(err).Str("upload", name).Msg("upload not deleted; the bucket's TTL removes it")
 	}
 }

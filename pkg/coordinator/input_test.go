@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -131,7 +132,7 @@ func TestUploadsAreCopiedWhenTheJobIsAccepted(t *testing.T) {
 	inputs, err := srv.JS().ObjectStore(ctx, names.InputsBucket())
 	require.NoError(t, err)
 
-	up, err := uploads.PutBytes(ctx, "u1/items.json", []byte(`[{"id": "a"}, {"id": "b"}, {"id": "c"}]`))
+	up, err := upload.PutBytes(ctx, srv.JS(), names.UploadsBucket(), "u1/items.json", []byte(`[{"id": "a"}, {"id": "b"}, {"id": "c"}]`))
 	require.NoError(t, err)
 	spec := func(id, ref, digest string) []byte {
 		b, _ := json.Marshal(map[string]any{"id": id, "input": ref, "input_digest": digest,
@@ -171,7 +172,7 @@ func TestUploadsAreCopiedWhenTheJobIsAccepted(t *testing.T) {
 	require.Equal(t, up.Digest, info.Digest)
 
 	// Re-uploading under the same name changes nothing for the job.
-	_, err = uploads.PutBytes(ctx, "u1/items.json", []byte(`[{"id": "evil"}]`))
+	_, err = upload.PutBytes(ctx, srv.JS(), names.UploadsBucket(), "u1/items.json", []byte(`[{"id": "evil"}]`))
 	require.NoError(t, err)
 	ag := startEchoAgent(t, srv)
 	defer ag.stop(t)

@@ -1,8 +1,10 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -631,9 +633,27 @@ func (r *jobRunner) purgeQueued(ctx context.Context) {
 // purgeParked removes the job's parked retries once its map phase ended
 // (they count as not_run), so that they do not come back when due.
 func (r *jobRunner) purgeParked(ctx context.Context) {
-	if err := r.purge(ctx, r.c.names.ParkStream(), r.c.names.JobParkFilters(r.id)...); err != nil {
-		r.log.Warn().Err(err).Msg("purging parked items failed; agents will skip them when due")
+	rec := r.snapshot()
+	for _, pool := range jobPools(&rec) {
+		if err := r.purge(ctx, r.c.names.ParkStream(pool), r.c.names.JobParkFilters(pool, r.id)...); err != nil {
+			r.log.Warn().Err(err).Str("pool", pool).Msg("purging parked items failed; agents will skip them when due")
+		}
 	}
+}
+
+// jobPools are the pools rec's items run on: its spec's, and those its
+// groups are routed to. Each has its own park stream.
+func jobPools(rec *messages.JobRecord) []string {
+	var pools []string
+	if rec.Spec != nil {
+		pools = append(pools, cmp.Or(rec.Spec.Pool, messages.DefaultPool))
+	}
+	for _, p := range rec.Routes {
+		if !slices.Contains(pools, p) {
+			pools = append(pools, p)
+		}
+	}
+	return pools
 }
 
 // purge removes the messages on subjects from stream name, through the

@@ -37,6 +37,7 @@ const (
 // built.
 type itemPools struct {
 	def   string
+	items int64    // the job's item count; 0 = not known (every index is taken for the job's)
 	names []string // by code; names[0] is def
 	codes []uint16 // per item index; nil = every item on def
 	// known is false when the input could not be read: any of the job's
@@ -48,6 +49,9 @@ type itemPools struct {
 // of returns the pool item idx was routed to, "" for an index outside the
 // job.
 func (p *itemPools) of(idx int64) string {
+	if idx < 0 || (p.items > 0 && idx >= p.items) {
+		return ""
+	}
 	if p.codes == nil {
 		return p.def
 	}
@@ -86,7 +90,7 @@ func (r *jobRunner) loadPools(ctx context.Context) {
 // when the job routes groups to other pools.
 func buildItemPools(ctx context.Context, open expand.Opener, rec *messages.JobRecord, log zerolog.Logger) *itemPools {
 	spec, routes, items := rec.Spec, rec.Routes, rec.Status.Items
-	p := &itemPools{def: messages.DefaultPool, known: true}
+	p := &itemPools{def: messages.DefaultPool, items: items, known: true}
 	if spec != nil && spec.Pool != "" {
 		p.def = spec.Pool
 	}

@@ -135,6 +135,7 @@ type publisher struct {
 	// is the current batch's traceparent, which its items carry.
 	tr        tracing.Tracer
 	trace, tp string
+	sign      signFunc // nil: items are not signed
 }
 
 // newPublisher builds the runner's publisher from its record as it is now.
@@ -149,6 +150,7 @@ func (r *jobRunner) newPublisher() *publisher {
 		open:  r.c.opener, names: r.c.names, send: r.c.work, maxPayload: r.c.nc.MaxPayload,
 		state: r, progress: r.progress, after: time.After, log: r.log, metrics: r.c.metrics,
 		tr: r.c.tr, trace: r.rec.Trace,
+		sign: r.c.signer(),
 	}
 }
 
@@ -301,13 +303,13 @@ func (p *publisher) publishBatch(ctx context.Context, batch []expand.Item) error
 // workMsg is item it's work message, on the subject of the pool its group
 // is routed to.
 func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
-	data, err := encodeWork(p.job, it)
-	if err != nil {
-		return nil, fmt.Errorf("item %d: %w", it.Index, err)
-	}
 	pool := p.spec.Pool
 	if pl, ok := p.routes[it.Group]; ok {
 		pool = pl
+	}
+	data, err := encodeWork(p.job, pool, it, p.sign)
+	if err != nil {
+		return nil, fmt.Errorf("item %d: %w", it.Index, err)
 	}
 	// Only the dedupe id: job and item are in the body (and the job in the
 	// subject), and every header costs parsing per message on the hot path.
@@ -326,12 +328,22 @@ func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
 
 // encodeWork is item it's first work message. Its size was checked when
 // the job was accepted: no bound here.
-func encodeWork(job string, it expand.Item) ([]byte, error) {
-	return messages.EncodeWorkItem(&messages.WorkItem{
+// sign, when not nil, signs it for pool.
+func encodeWork(job, pool string, it expand.Item, sign signFunc) ([]byte, error) {
+	wi := &messages.WorkItem{
 		JobID: job, ItemID: it.ID, Index: it.Index, Group: it.Group, Payload: it.Raw,
 		CorrelationID: job + ":" + strconv.FormatInt(it.Index, 10),
-	}, math.MaxInt)
+	}
+	if sign != nil {
+		if err := sign(pool, wi); err != nil {
+			return nil, err
+		}
+	}
+	return messages.EncodeWorkItem(wi, math.MaxInt)
 }
+
+// signFunc sets wi.Sig for pool.
+type signFunc func(pool string, wi *messages.WorkItem) error
 
 // publishing is a publisher running in the background for the run loop.
 type publishing struct {

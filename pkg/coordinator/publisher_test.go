@@ -355,7 +355,7 @@ func TestEncodeWorkIsJSONMarshal(t *testing.T) {
 		{Index: 5, ID: "é\u2028", Raw: json.RawMessage(`{"u":"\u2028é"}`)},
 		{Index: 6, ID: "ctl\x01", Raw: json.RawMessage(`7`)},
 	} {
-		got, err := encodeWork("job-1", it)
+		got, err := encodeWork("job-1", "default", it, nil)
 		require.NoError(t, err)
 		want, err := json.Marshal(&messages.WorkItem{JobID: "job-1", ItemID: it.ID, Index: it.Index, Group: it.Group,
 			Payload: it.Raw, CorrelationID: "job-1:" + strconv.FormatInt(it.Index, 10)})

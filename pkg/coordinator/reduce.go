@@ -53,15 +53,16 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	obs, err := r.c.js.ObjectStore(ctx, r.c.names.InputsBucket())
-	if err != nil {
-		return fmt.Errorf("object store: %w", err)
-	}
 	r.mu.Lock()
 	st := r.rec.Status
 	spec := r.rec.Spec
 	traceparent := r.rec.Trace
 	r.mu.Unlock()
+	// The pool's own store: only the agents that run the reduce step read it.
+	obs, err := r.c.js.ObjectStore(ctx, r.c.names.ReduceBucket(spec.Pool))
+	if err != nil {
+		return fmt.Errorf("object store: %w", err)
+	}
 	if st.Reduce == nil || st.Reduce.State != "pending" {
 		return nil // already done (its result arrived) or superseded
 	}
@@ -77,6 +78,11 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 			ResultsObject: name, Successful: st.Succeeded, Failed: st.Failed + st.DeadLettered + st.Skipped,
 			Items: st.Items, DeadLettered: st.DeadLettered, Skipped: st.Skipped, NotRun: st.NotRun,
 		},
+	}
+	if sign := r.c.signer(); sign != nil {
+		if err := sign(spec.Pool, &wi); err != nil {
+			return err
+		}
 	}
 	body, err := json.Marshal(&wi)
 	if err != nil {

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -289,8 +290,10 @@ func (c *Coordinator) purgeJobData(ctx context.Context, rec *messages.JobRecord)
 	}
 	// A retry parked after the map-end purge (an agent still finishing
 	// an item) would otherwise fire into a settled job.
-	for _, f := range n.JobParkFilters(id) {
-		purges = append(purges, struct{ stream, subject string }{n.ParkStream(), f})
+	for _, pool := range jobPools(rec) {
+		for _, f := range n.JobParkFilters(pool, id) {
+			purges = append(purges, struct{ stream, subject string }{n.ParkStream(pool), f})
+		}
 	}
 	for _, p := range purges {
 		if err := c.purgeSubject(ctx, p.stream, p.subject); err != nil {
@@ -311,6 +314,9 @@ func (c *Coordinator) purgeSubject(ctx context.Context, stream, subject string) 
 		return nil
 	}
 	s, err := c.stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil // a pool's park stream that was never made
+	}
 	if err == nil {
 		err = s.Purge(ctx, jetstream.WithPurgeSubject(subject))
 	}
@@ -320,36 +326,39 @@ func (c *Coordinator) purgeSubject(ctx context.Context, stream, subject string) 
 	return nil
 }
 
-// deleteJobObjects deletes the job's objects in the inputs bucket (its
-// adopted input, the map results of each reduce generation) and their
-// meta messages, which a delete leaves as markers.
+// deleteJobObjects deletes the job's objects: its adopted input in the
+// inputs bucket, the map results of each reduce generation in its pool's
+// reduce store, and their meta messages, which a delete leaves as markers.
 func (c *Coordinator) deleteJobObjects(ctx context.Context, rec *messages.JobRecord) error {
-	bucket := c.names.InputsBucket()
-	var names []string
+	inputs := c.names.InputsBucket()
+	byBucket := map[string][]string{}
 	if rec.Spec != nil {
-		if b, name, err := expand.ParseObjectRef(rec.Spec.Input); err == nil && b == bucket {
-			names = append(names, name)
+		if b, name, err := expand.ParseObjectRef(rec.Spec.Input); err == nil && b == inputs {
+			byBucket[inputs] = append(byBucket[inputs], name)
 		}
 	}
-	if rd := rec.Status.Reduce; rd != nil {
+	if rd := rec.Status.Reduce; rd != nil && rec.Spec != nil {
+		bucket := c.names.ReduceBucket(cmp.Or(rec.Spec.Pool, messages.DefaultPool))
 		for g := 0; g <= rd.Generation; g++ {
-			names = append(names, "reduce/"+rec.Status.ID+"/"+strconv.Itoa(g)+"/map-results.json")
+			byBucket[bucket] = append(byBucket[bucket], "reduce/"+rec.Status.ID+"/"+strconv.Itoa(g)+"/map-results.json")
 		}
 	}
-	if len(names) == 0 {
-		return nil
-	}
-	obs, err := c.js.ObjectStore(ctx, bucket)
-	if err != nil {
-		return fmt.Errorf("object store %s: %w", bucket, err)
-	}
-	for _, name := range names {
-		if err := obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return fmt.Errorf("deleting %s/%s: %w", bucket, name, err)
+	for bucket, names := range byBucket {
+		obs, err := c.js.ObjectStore(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			continue
 		}
-		meta := "$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
-		if err := c.purgeSubject(ctx, "OBJ_"+bucket, meta); err != nil {
-			return err
+		if err != nil {
+			return fmt.Errorf("object store %s: %w", bucket, err)
+		}
+		for _, name := range names {
+			if err := obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+				return fmt.Errorf("deleting %s/%s: %w", bucket, name, err)
+			}
+			meta := "$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
+			if err := c.purgeSubject(ctx, "OBJ_"+bucket, meta); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -68,6 +68,7 @@ type Replayer struct {
 	insp        *Inspector
 	reopen      ReopenFunc
 	route       RouteFunc
+	sign        SignFunc
 	concurrency int
 	clock       Clock
 	log         zerolog.Logger
@@ -92,6 +93,13 @@ func WithReopen(fn ReopenFunc) ReplayerOption { return func(r *Replayer) { r.reo
 // entry's pool: the pool on its subject, or the pool a coordinator-written
 // entry names.
 func WithRoute(fn RouteFunc) ReplayerOption { return func(r *Replayer) { r.route = fn } }
+
+// SignFunc signs a replayed work item for the pool it is sent to (sets
+// its Sig): the coordinator's, when it signs work items.
+type SignFunc func(pool string, wi *messages.WorkItem) error
+
+// WithSigner signs every replayed item with fn (nil: items are not signed).
+func WithSigner(fn SignFunc) ReplayerOption { return func(r *Replayer) { r.sign = fn } }
 
 // WithConcurrency sets how many entries are replayed at once (default
 // DefaultReplayConcurrency). Pacing applies to their start.
@@ -307,8 +315,14 @@ func (r *Replayer) replayOne(ctx context.Context, dlqStream jetstream.Stream, re
 			return outcomeFailed, fmt.Errorf("reopening the job: %w", err)
 		}
 	}
+	wi := workItem(e, gen, reset)
+	if r.sign != nil {
+		if err := r.sign(pool, wi); err != nil {
+			return outcomeFailed, fmt.Errorf("republish: %w", err)
+		}
+	}
 	err = r.try(ctx, func(ctx context.Context) error {
-		_, err := r.publish(ctx, r.names.WorkSubject(pool, e.JobID), r.names.WorkStream(), messages.WorkMsgID(e.JobID, e.ItemID, gen), workItem(e, gen, reset))
+		_, err := r.publish(ctx, r.names.WorkSubject(pool, e.JobID), r.names.WorkStream(), messages.WorkMsgID(e.JobID, e.ItemID, gen), wi)
 		return err
 	})
 	if err != nil {

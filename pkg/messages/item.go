@@ -1,6 +1,9 @@
 package messages
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"time"
 )
@@ -43,7 +46,68 @@ type WorkItem struct {
 	// delivery whose Park is below ItemState.Park is superseded by a parked
 	// copy and is not run.
 	Park int `json:"park,omitempty"`
+	// Sig is the coordinator's signature of the item for the pool it was
+	// sent to (SignedBytes), base64url without padding; empty when the
+	// coordinator signs nothing. Agents given the coordinator's public
+	// key run only items whose signature it verifies.
+	Sig string `json:"sig,omitempty"`
 }
+
+// signedDomain starts the bytes a work item's signature covers, so that a
+// signature of anything else is never one of a work item.
+const signedDomain = "jetfleet work item v1"
+
+// SignedBytes returns what the coordinator signs for wi sent to pool:
+// the pool, the job, the item's id, index, group, generation, phase,
+// replay count, reset flag, payload (as json.Marshal writes it) and reduce input, each
+// length-prefixed. Not covered: Park (agents change it when they park
+// the item), History and HistoryDropped (what earlier generations did,
+// which the replay may shorten to fit), CorrelationID and Sig itself.
+func (wi *WorkItem) SignedBytes(pool string) []byte {
+	b := make([]byte, 0, 128+len(wi.Payload))
+	field := func(v []byte) {
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	str := func(v string) { field([]byte(v)) }
+	num := func(v int64) { b = binary.AppendVarint(b, v) }
+	str(signedDomain)
+	str(pool)
+	str(wi.JobID)
+	str(wi.ItemID)
+	num(wi.Index)
+	str(wi.Group)
+	num(int64(wi.Generation))
+	str(wi.Phase)
+	num(int64(wi.ReplayCount))
+	if wi.ResetAttempts {
+		num(1)
+	} else {
+		num(0)
+	}
+	// The payload as json.Marshal writes it (compacted, HTML-escaped), so
+	// that the bytes an agent decodes sign the same as the coordinator's.
+	var compact, payload bytes.Buffer
+	if json.Compact(&compact, wi.Payload) == nil {
+		json.HTMLEscape(&payload, compact.Bytes())
+		field(payload.Bytes())
+	} else {
+		field(wi.Payload)
+	}
+	if wi.Reduce != nil {
+		r, _ := json.Marshal(wi.Reduce)
+		field(r)
+	} else {
+		field(nil)
+	}
+	return b
+}
+
+// EncodeSig and DecodeSig convert between a signature and WorkItem.Sig.
+func EncodeSig(sig []byte) string { return base64.RawURLEncoding.EncodeToString(sig) }
+
+// DecodeSig decodes WorkItem.Sig.
+func DecodeSig(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
 
 // PhaseReduce marks the reduce item and its result.
 const PhaseReduce = "reduce"

@@ -27,6 +27,11 @@ const (
 	// schedule. Parked retries use them (docs/jetstream.md §16).
 	HeaderSchedule       = "Nats-Schedule"
 	HeaderScheduleTarget = "Nats-Schedule-Target"
+	// HeaderScheduleNext is set by the server on a message a schedule
+	// fired: ScheduleNextPurge for a schedule that fires once, the next
+	// time for one that repeats ("@every", cron).
+	HeaderScheduleNext = "Nats-Schedule-Next"
+	ScheduleNextPurge  = "purge"
 	// HeaderJobID carries the job id on DLQ and event messages (work and
 	// result messages carry it in the body and subject only).
 	HeaderJobID = "Fleet-Job-Id"
@@ -80,10 +85,26 @@ func (n Names) EventsStream() string  { return n.upper + "_EVENTS" }
 // AdvisoriesStream captures MAX_DELIVERIES advisories of the work stream.
 func (n Names) AdvisoriesStream() string { return n.upper + "_ADVISORIES" }
 
-// ParkStream holds parked retries: message schedules on ParkSubject that
-// the server fires, when due, onto ParkDueSubject, from where the work
-// stream sources them back onto the pool's work subject.
-func (n Names) ParkStream() string { return n.upper + "_PARK" }
+// ParkStream holds pool's parked retries: message schedules on
+// ParkSubject that the server fires, when due, onto ParkDueSubject, from
+// where the work stream sources them back onto the pool's work subject.
+// One stream per pool: the server accepts any schedule target its stream
+// captures, and any client that may publish a schedule may also send a
+// rollup (schedules need AllowRollup), so a stream shared by pools would
+// let one pool's agents aim at, or wipe, another pool's parked items.
+func (n Names) ParkStream(pool string) string { return n.upper + "_PARK_" + pool }
+
+// LegacyParkStream is the single park stream of every pool that earlier
+// versions created (subjects <prefix>.park.>). Provisioning keeps sourcing
+// it while it exists, so that what it still holds comes back when due;
+// nothing writes to it any more.
+func (n Names) LegacyParkStream() string { return n.upper + "_PARK" }
+
+// ReduceBucket is the object store of pool's reduce inputs: the map
+// results of its jobs, which the coordinator writes and only the pool's
+// agents read (so that no agent reads another pool's data, or any job's
+// accepted input).
+func (n Names) ReduceBucket(pool string) string { return n.Prefix + "_reduce_" + pool }
 
 // KV buckets.
 func (n Names) JobsBucket() string   { return n.Prefix + "_jobs" }
@@ -180,33 +201,43 @@ func (n Names) JobDLQFilter(job string) string { return n.Prefix + ".dlq.*." + j
 // DLQFilter matches every dead-letter subject.
 func (n Names) DLQFilter() string { return n.Prefix + ".dlq.>" }
 
-// ParkSubject is the subject of item's message schedule in the park
+// ParkSubject is the subject of item's message schedule in pool's park
 // stream: one per item, so that parking it again replaces its schedule.
 func (n Names) ParkSubject(pool, job, itemID string) string {
-	return n.Prefix + ".park.at." + ItemKey(pool, job, itemID)
+	return n.Prefix + ".parked." + pool + ".at." + job + "." + EncodeItemID(itemID)
 }
 
 // ParkDueSubject is where the server publishes a parked item of job when
 // its schedule fires; the work stream sources it onto WorkSubject(pool, job).
 func (n Names) ParkDueSubject(pool, job string) string {
-	return n.Prefix + ".park.due." + pool + "." + job
+	return n.Prefix + ".parked." + pool + ".due." + job
 }
 
-// ParkPoolFilter matches the schedules of pool's parked items.
-func (n Names) ParkPoolFilter(pool string) string { return n.Prefix + ".park.at." + pool + ".>" }
+// ParkPoolFilter matches the schedules of pool's parked items: what the
+// pool's agents may publish.
+func (n Names) ParkPoolFilter(pool string) string { return n.Prefix + ".parked." + pool + ".at.>" }
 
-// JobParkFilters match the parked items of job, every pool's: their
-// schedules and their fired copies.
-func (n Names) JobParkFilters(job string) []string {
-	return []string{n.Prefix + ".park.at.*." + job + ".>", n.ParkDueSubject("*", job)}
+// JobParkFilters match the parked items of job in pool's park stream:
+// their schedules and their fired copies.
+func (n Names) JobParkFilters(pool, job string) []string {
+	return []string{n.Prefix + ".parked." + pool + ".at." + job + ".>", n.ParkDueSubject(pool, job)}
 }
 
-// ParkFilter matches every subject of the park stream.
-func (n Names) ParkFilter() string { return n.Prefix + ".park.>" }
+// ParkFilter matches every subject of pool's park stream.
+func (n Names) ParkFilter(pool string) string { return n.Prefix + ".parked." + pool + ".>" }
 
-// ParkDueTransform is the work stream's source transform of the park
+// ParkStreamsFilter matches the subjects of every pool's park stream.
+func (n Names) ParkStreamsFilter() string { return n.Prefix + ".parked.>" }
+
+// ParkDueTransform is the work stream's source transform of pool's park
 // stream: ParkDueSubject(pool, job) becomes WorkSubject(pool, job).
-func (n Names) ParkDueTransform() (src, dest string) {
+func (n Names) ParkDueTransform(pool string) (src, dest string) {
+	return n.Prefix + ".parked." + pool + ".due.*", n.Prefix + ".work." + pool + ".{{wildcard(1)}}"
+}
+
+// LegacyParkDueTransform is the work stream's source transform of
+// LegacyParkStream.
+func (n Names) LegacyParkDueTransform() (src, dest string) {
 	return n.Prefix + ".park.due.*.*", n.Prefix + ".work.{{wildcard(1)}}.{{wildcard(2)}}"
 }
 

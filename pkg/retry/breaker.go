@@ -112,7 +112,17 @@ func (b *Breaker) Timeout() time.Duration { return b.timeout }
 // out — a quarter of the timeout later (at least 1ms), since a probe result
 // may close the breaker at any moment. Parked items wait with NakWithDelay
 // and spend no attempt or budget.
+//
+// A state opened or half-opened after now (a clock far ahead, or a value
+// written by hand: the breaker bucket is shared by every agent) counts as
+// changed now, so that the breaker stays open at most the timeout from now.
 func (b *Breaker) Admit(now time.Time, st BreakerState) (next BreakerState, admitted bool, retryAt time.Time) {
+	if st.OpenedAt.After(now) {
+		st.OpenedAt = now
+	}
+	if st.HalfOpenAt.After(now) {
+		st.HalfOpenAt = now
+	}
 	switch {
 	case st.Is(CircuitOpen):
 		reopen := st.OpenedAt.Add(b.timeout)

@@ -233,3 +233,25 @@ func TestBreakerSettleCountsOnlyThisPeriodsProbes(t *testing.T) {
 		}
 	}
 }
+
+// A breaker state opened in the future (written by hand into the shared
+// bucket: "open until 2099") keeps the breaker open for at most its
+// timeout from now, and the state Admit returns says so, to be stored.
+func TestBreakerOpenedInTheFutureIsBoundedByTheTimeout(t *testing.T) {
+	b := newBreaker(t, &messages.CircuitBreakerConfig{FailureThreshold: 1, HalfOpenRequests: 1, Timeout: messages.MustDuration("10s")})
+	forged := BreakerState{State: CircuitOpen, OpenedAt: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}
+	next, ok, retryAt := b.Admit(t0, forged)
+	require.False(t, ok)
+	require.Equal(t, t0.Add(10*time.Second), retryAt)
+	require.Equal(t, BreakerState{State: CircuitOpen, OpenedAt: t0}, next)
+	_, ok, _ = b.Admit(t0.Add(10*time.Second), next)
+	require.True(t, ok, "half-open after the timeout: a probe runs")
+
+	halfOpen := BreakerState{State: CircuitHalfOpen, OpenedAt: t0, HalfOpenAt: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), Probes: 1}
+	next, ok, retryAt = b.Admit(t0, halfOpen)
+	require.False(t, ok)
+	require.False(t, retryAt.After(t0.Add(10*time.Second)))
+	require.Equal(t, t0, next.HalfOpenAt)
+	_, ok, _ = b.Admit(t0.Add(10*time.Second), next)
+	require.True(t, ok, "the lost probe is written off a timeout after now")
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 )
 
@@ -48,11 +49,7 @@ func RunServer(t testing.TB, o auth.Options, opts ...fleettest.Option) (*fleette
 		t.Fatal(err)
 	}
 	parsed := LoadConfig(t, o.Dir)
-	seed, err := nats.NkeyOptionFromSeed(res.Seeds["coordinator"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := []nats.Option{seed}
+	conn := User(t, res, "coordinator")
 	if res.TLS {
 		conn = append(conn, nats.RootCAs(filepath.Join(o.Dir, auth.CAFile)))
 	}
@@ -67,4 +64,19 @@ func RunServer(t testing.TB, o auth.Options, opts ...fleettest.Option) (*fleette
 		fleettest.WithConnectOptions(conn...),
 	}, opts...)...)
 	return srv, res
+}
+
+// User returns the connection options of user of res: its nkey, and its
+// own inbox prefix, the only one its permissions let it read.
+func User(t testing.TB, res *auth.Result, user string) []nats.Option {
+	t.Helper()
+	seed, err := nats.NkeyOptionFromSeed(res.Seeds[user])
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox, err := natsconn.InboxPrefixOfSeedFile(res.Seeds[user])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []nats.Option{seed, nats.CustomInboxPrefix(inbox)}
 }

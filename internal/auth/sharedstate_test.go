@@ -1,0 +1,100 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// An agent of pool default writes what the fleet shares before pool gpu's
+// jobs start: a retry budget of 1000 for a job whose spec allows 2, and a
+// circuit breaker open until 2099 for another. The limits stay the ones
+// the coordinator set (2 retries: 2 items succeed, 2 are dead-lettered),
+// and the breaker keeps its job's items out for at most its timeout.
+func TestSharedStateKeepsTheCoordinatorsLimits(t *testing.T) {
+	s := runSecured(t, auth.Options{Pools: []string{"default", "gpu"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	names := s.names
+
+	cnc, cerrs := s.connect(t, "coordinator")
+	coord, err := coordinator.New(cnc, coordinator.Config{StatusInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 2)
+	go func() { done <- coord.Run(runCtx) }()
+	<-coord.Ready()
+	cjs, err := jetstream.New(cnc)
+	require.NoError(t, err)
+	_, err = provision.EnsurePool(ctx, cjs, names, "gpu", provision.Config{AckWait: 5 * time.Second})
+	require.NoError(t, err)
+
+	// The attacker, before the jobs are submitted.
+	dnc, _ := s.connect(t, auth.AgentUser("default"))
+	djs, err := jetstream.New(dnc)
+	require.NoError(t, err)
+	bkv, err := djs.KeyValue(ctx, names.BudgetBucket())
+	require.NoError(t, err)
+	forger, err := budget.New(bkv)
+	require.NoError(t, err)
+	_, created, err := forger.Create(ctx, "budgeted", budget.Record{Total: 1000, PerItemMax: 1000})
+	require.NoError(t, err)
+	require.True(t, created)
+	forger.Close()
+	brk, err := djs.KeyValue(ctx, names.BreakerBucket())
+	require.NoError(t, err)
+	_, err = brk.Create(ctx, "broken", []byte(`{"state":"open","failures":0,"opened_at":"2099-01-01T00:00:00Z","probes":0,"successes":0}`))
+	require.NoError(t, err)
+
+	gnc, gerrs := s.connect(t, auth.AgentUser("gpu"))
+	ga := agent.New(gnc, agent.Config{Pool: "gpu", ShutdownTimeout: time.Second}).HandleBuiltins()
+	go func() { done <- ga.Run(runCtx) }()
+	snc, _ := s.connect(t, "submitter")
+	sub, err := coordinator.NewClient(snc, "")
+	require.NoError(t, err)
+	for _, spec := range []string{
+		`{"id": "budgeted", "pool": "gpu", "items": [` + items(4) + `], "retry_budget": 2,
+			"agent_template": [{"handler": "flaky", "with": {"fail_attempts": 1},
+				"retry_config": {"attempts": 3, "backoff": "fixed", "initial_delay": "10ms", "jitter": false}}]}`,
+		`{"id": "broken", "pool": "gpu", "items": [` + items(3) + `],
+			"error_policy": {"circuit_breaker": {"failure_threshold": 5, "success_threshold": 1, "timeout": "1s", "half_open_requests": 1}},
+			"agent_template": [{"handler": "noop"}]}`,
+	} {
+		_, err := sub.Submit(ctx, []byte(spec))
+		require.NoError(t, err)
+	}
+
+	st, err := sub.Wait(ctx, "budgeted", 20*time.Millisecond, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, st.Succeeded, "%+v", st)
+	require.EqualValues(t, 2, st.DeadLettered, "%+v", st)
+	require.EqualValues(t, 2, st.Retries, "%+v", st)
+	require.Equal(t, 2, st.Budget.Total, "%+v", st.Budget)
+
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	st, err = sub.Wait(wctx, "broken", 20*time.Millisecond, nil)
+	wcancel()
+	require.NoError(t, err, "the breaker opened until 2099 kept the job's items out")
+	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
+	require.EqualValues(t, 3, st.Succeeded, "%+v", st)
+
+	stop()
+	for range 2 {
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
+	require.Empty(t, cerrs.violations())
+	require.Empty(t, gerrs.violations())
+}
