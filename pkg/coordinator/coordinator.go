@@ -81,6 +81,7 @@ type Coordinator struct {
 	// intake, mover, replays, components); bg those that run whether or not
 	// it leads (API-side watches).
 	runCtx context.Context
+	hub    *resultsHub // the term's results consumer (results.go)
 	wg     sync.WaitGroup
 	bg     sync.WaitGroup
 	ready  chan struct{}
@@ -232,6 +233,7 @@ func (c *Coordinator) startRunner(rec messages.JobRecord, rev uint64) {
 		return
 	}
 	r := newJobRunner(c, rec, rev)
+	r.hub = c.hub
 	c.runners[rec.Status.ID] = r
 	c.metrics.activeJobs.Inc()
 	c.wg.Add(1)

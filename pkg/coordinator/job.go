@@ -61,10 +61,11 @@ const (
 // replayed items (docs/jobs.md).
 //
 // Three goroutines touch it: the run loop (run), the results consumer
-// (apply, results.go) and the publisher (publisher.go); API calls read
+// (apply, results.go: the catch-up, then the hub) and the publisher (publisher.go); API calls read
 // snapshots and ask for stops. mu guards everything below it.
 type jobRunner struct {
 	c   *Coordinator
+	hub *resultsHub // the leadership term's results (results.go)
 	id  string
 	log zerolog.Logger
 
@@ -95,10 +96,6 @@ type jobRunner struct {
 	// set once by loadPools, then read without the lock.
 	pools      *itemPools
 	poolsReady chan struct{} // closed once pools is set
-
-	// decoded holds the results of the message being applied; only the
-	// results consumer (applyMsg) uses it.
-	decoded []messages.Result
 
 	progress chan struct{} // a result arrived (cap 1, non-blocking send)
 	caughtUp chan struct{} // closed when the results replay caught up
@@ -176,12 +173,7 @@ func (r *jobRunner) run(ctx context.Context) {
 
 	r.markStarted()
 	r.loadPools(ctx)
-	cc, err := r.track(ctx)
-	if err != nil {
-		r.log.Error().Err(err).Msg("cannot follow results; job left for the next coordinator start")
-		return
-	}
-	defer cc.Stop()
+	defer r.track(ctx, r.hub)()
 
 	pub := r.startPublishing(ctx)
 	defer pub.cancel()
