@@ -83,6 +83,8 @@ func httpish(code string) string {
 		return "409"
 	case messages.CodeTooLarge:
 		return "413"
+	case messages.CodeTooMany:
+		return "429"
 	}
 	return "500"
 }
@@ -119,6 +121,11 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 		return nil, &messages.APIError{Code: messages.CodeInvalid, Field: problems[0].Field,
 			Message: problems[0].Field + ": " + problems[0].Message, Problems: problems}
 	}
+	if fe, err := c.pools.check(ctx, jobspec.WithDefaults(spec).Pool); err != nil {
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	} else if fe != nil {
+		return nil, invalidSpec([]messages.FieldError{*fe})
+	}
 	if spec.ID == "" {
 		spec.ID = "job-" + strings.ToLower(nuid.Next())
 	}
@@ -131,6 +138,9 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 		after = rev
 	} else if !errors.Is(err, errNoJob) {
 		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	if why := c.openJobsFull(); why != "" {
+		return nil, apiErr(messages.CodeTooMany, why)
 	}
 	if spec.Input == "" {
 		// Inline items are at hand: refuse bad ones with this request rather

@@ -53,6 +53,9 @@ type Coordinator struct {
 	// read (tests: a crash or a panic during expansion).
 	beforeCount func(job string)
 
+	// pools knows the work stream's pools (pools.go).
+	pools poolSet
+
 	// breakers is the circuit-breaker bucket the agents write, read for status.
 	breakers jetstream.KeyValue
 
@@ -110,6 +113,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		runners: map[string]*jobRunner{},
 		ready:   make(chan struct{}),
 	}
+	c.pools.c = c
 	c.opener = expand.NewOpener(cfg.InputDir, js)
 	c.metrics = newMetrics(cfg.Registerer, c.totalInFlight)
 	c.dlq = newDLQService(c)
@@ -365,6 +369,9 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
 	defer stop()
 	maxTries := uint64(c.cfg.IntakeMaxDeliveries)
 	var err error
+	if err := c.waitOpenSlot(ctx); err != nil {
+		return // shutting down: the submission waits for the next leader
+	}
 	if delivered <= maxTries {
 		if err = c.safeAccept(ctx, m.Data(), seq); err == nil {
 			c.intakeErrs.forget(seq)
@@ -493,6 +500,11 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		return err
 	}
 	eff := jobspec.WithDefaults(spec)
+	if fe, err := c.pools.check(ctx, eff.Pool); err != nil {
+		return err
+	} else if fe != nil {
+		return c.reject(ctx, seq, spec.ID, []messages.FieldError{*fe}, now)
+	}
 	if problems := c.checkInput(eff); len(problems) > 0 {
 		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
@@ -543,7 +555,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		return fmt.Errorf("budget of %s: %w", spec.ID, err)
 	}
 	rec.Status.Budget = brec.Status()
-	if _, err := provision.EnsurePool(ctx, c.js, c.names, eff.Pool, c.cfg.Provision); err != nil {
+	if err := c.pools.ensure(ctx, eff.Pool); err != nil {
 		return err
 	}
 	if eff.BestEffort != nil {

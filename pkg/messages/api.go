@@ -35,6 +35,8 @@ const (
 	CodeConflict   = "conflict"
 	CodeInternal   = "internal"
 	CodeTooLarge   = "too_large"
+	// CodeTooMany: a limit on open jobs is reached; try again later.
+	CodeTooMany = "too_many"
 )
 
 // APIError is the body of an API error reply.
