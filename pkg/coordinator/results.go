@@ -138,6 +138,7 @@ func (h *resultsHub) dispatch(m jetstream.Msg) {
 	t.r.applyMsg(m.Subject(), m.Data(), &h.decoded)
 	t.applied = seq
 	t.r.runPending()
+	t.r.wakeUp() // the run loop writes the record
 }
 
 // track makes the runner follow its job's results: it catches up in the
@@ -235,6 +236,7 @@ func (h *resultsHub) catchUp(ctx context.Context, t *tracked) error {
 		t.r.applyMsg(m.Subject(), m.Data(), &decoded)
 		t.applied = md.Sequence.Stream
 		t.r.runPending()
+		t.r.wakeUp()
 		if md.NumPending == 0 {
 			// Everything stored is read, though target may have gone (a
 			// purge): only what the hub skipped is still to come.
