@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -114,7 +115,7 @@ func (r *jobRunner) mapOutputs(ctx context.Context) ([]messages.MapOutput, error
 	if err != nil {
 		return nil, err
 	}
-	it, err := cons.Messages()
+	it, err := cons.Messages(jetstream.PullMaxBytes(natsconn.PullBytes)) // results are up to max_payload each
 	if err != nil {
 		return nil, err
 	}

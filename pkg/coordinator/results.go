@@ -31,13 +31,9 @@ import (
 
 const (
 	// resultsCatchUps bounds the runners catching up at once, each with
-	// its own ordered consumer.
+	// its own ordered consumer. Results messages are up to max_payload each:
+	// every pull asks for natsconn.PullBytes, not a count.
 	resultsCatchUps = 16
-	// resultsPullBytes bounds what one pull of results asks for: results
-	// messages are up to max_payload each, and a pull of 500 of them (the
-	// client's default) would let the server queue 500 MB for the
-	// coordinator and cut it as a slow consumer.
-	resultsPullBytes = 8 << 20
 )
 
 // resultsInactive is how long the server keeps a results consumer once
@@ -95,7 +91,7 @@ func startResults(ctx context.Context, js jetstream.JetStream, names messages.Na
 	if err != nil {
 		return nil, err
 	}
-	h.cc, err = cons.Consume(h.dispatch, jetstream.PullMaxBytes(resultsPullBytes),
+	h.cc, err = cons.Consume(h.dispatch, jetstream.PullMaxBytes(natsconn.PullBytes),
 		jetstream.PullExpiry(natsconn.PullExpiry), jetstream.PullHeartbeat(natsconn.PullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			log.Debug().Err(err).Msg("results consumer")
@@ -271,7 +267,7 @@ func (h *resultsHub) replay(ctx context.Context, subj string, from uint64) (jets
 	if err != nil {
 		return nil, err
 	}
-	return cons.Messages(jetstream.PullMaxBytes(resultsPullBytes),
+	return cons.Messages(jetstream.PullMaxBytes(natsconn.PullBytes),
 		jetstream.PullExpiry(natsconn.PullExpiry), jetstream.PullHeartbeat(natsconn.PullHeartbeat))
 }
 
