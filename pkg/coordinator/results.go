@@ -48,6 +48,7 @@ type resultsHub struct {
 	names  messages.Names
 	log    zerolog.Logger
 	stream jetstream.Stream
+	cons   jetstream.Consumer
 	cc     jetstream.ConsumeContext
 	sem    chan struct{} // catch-up slots
 
@@ -91,6 +92,7 @@ func startResults(ctx context.Context, js jetstream.JetStream, names messages.Na
 	if err != nil {
 		return nil, err
 	}
+	h.cons = cons
 	h.cc, err = cons.Consume(h.dispatch, jetstream.PullMaxBytes(natsconn.PullBytes),
 		jetstream.PullExpiry(natsconn.PullExpiry), jetstream.PullHeartbeat(natsconn.PullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -102,8 +104,23 @@ func startResults(ctx context.Context, js jetstream.JetStream, names messages.Na
 	return h, nil
 }
 
-// stop ends the hub's consumption.
-func (h *resultsHub) stop() { h.cc.Stop() }
+// stop ends the hub's consumption and deletes its consumer.
+func (h *resultsHub) stop() {
+	h.cc.Stop()
+	h.drop(h.cons)
+}
+
+// drop deletes an ordered consumer that is no longer read, rather than
+// leave it to its inactive threshold.
+func (h *resultsHub) drop(cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = h.stream.DeleteConsumer(ctx, info.Name)
+}
 
 // dispatch applies one message of the stream to its job's runner.
 func (h *resultsHub) dispatch(m jetstream.Msg) {
@@ -175,13 +192,19 @@ func (h *resultsHub) catchUp(ctx context.Context, t *tracked) error {
 	}
 	var (
 		it      jetstream.MessagesContext
+		cons    jetstream.Consumer
 		decoded []messages.Result
 		slot    bool
 	)
-	defer func() {
+	closeIt := func() {
 		if it != nil {
 			it.Stop()
+			h.drop(cons)
+			it, cons = nil, nil
 		}
+	}
+	defer func() {
+		closeIt()
 		if slot {
 			<-h.sem
 		}
@@ -206,7 +229,7 @@ func (h *resultsHub) catchUp(ctx context.Context, t *tracked) error {
 			}
 		}
 		if it == nil {
-			if it, err = h.replay(ctx, subj, t.applied+1); err != nil {
+			if cons, it, err = h.replay(ctx, subj, t.applied+1); err != nil {
 				if err := h.wait(ctx, &fails, t.r.log, err); err != nil {
 					return err
 				}
@@ -217,8 +240,7 @@ func (h *resultsHub) catchUp(ctx context.Context, t *tracked) error {
 		}
 		m, err := it.Next()
 		if err != nil {
-			it.Stop()
-			it = nil
+			closeIt()
 			if err := h.wait(ctx, &fails, t.r.log, err); err != nil {
 				return err
 			}
@@ -258,17 +280,18 @@ func (h *resultsHub) lastSeq(ctx context.Context, subj string, log zerolog.Logge
 }
 
 // replay reads subj from stream sequence from on.
-func (h *resultsHub) replay(ctx context.Context, subj string, from uint64) (jetstream.MessagesContext, error) {
+func (h *resultsHub) replay(ctx context.Context, subj string, from uint64) (jetstream.Consumer, jetstream.MessagesContext, error) {
 	cons, err := h.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subj},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
 		InactiveThreshold: resultsInactive,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return cons.Messages(jetstream.PullMaxBytes(natsconn.PullBytes),
+	it, err := cons.Messages(jetstream.PullMaxBytes(natsconn.PullBytes),
 		jetstream.PullExpiry(natsconn.PullExpiry), jetstream.PullHeartbeat(natsconn.PullHeartbeat))
+	return cons, it, err
 }
 
 // catchUpBackoff spaces a catch-up's attempts after NATS errors.
