@@ -71,13 +71,14 @@ func TestWriteMapResults(t *testing.T) {
 }
 
 // Issue #23, case 8: writing the map results holds one window of outputs,
-// not all of them. Two generations of 600 items of 32 KB are read (38 MB)
-// and the latest written (19 MB), in windows of 1 MB, with the heap never
-// more than 12 MB above where it started (sampled every millisecond while
-// it runs). Holding them all, as the reduce did, takes twice the 19 MB
+// not all of them. Two generations of 800 items of 48 KB are read (77 MB)
+// and the latest written (38 MB), in windows of 1 MB, with the heap never
+// more than 32 MB above where it started (sampled every millisecond while
+// it runs; about 5 MB alone, more while other tests of the package still
+// wind down). Holding them all, as the reduce did, takes twice the 38 MB
 // (the outputs, then their JSON).
 func TestWriteMapResultsMemoryIsBounded(t *testing.T) {
-	const items, gens, out = 600, 2, 32 << 10
+	const items, gens, out = 800, 2, 48 << 10
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	r := mapResultsRunner(t, items, gens-1)
 	runtime.GC()
@@ -109,7 +110,7 @@ func TestWriteMapResultsMemoryIsBounded(t *testing.T) {
 	require.Greater(t, int64(n), int64(items*out), "every output written")
 	grew := int64(peak.Load()) - int64(base)
 	t.Logf("%d MB of map results written; heap peak %.1f MB above the start", n>>20, float64(grew)/(1<<20))
-	require.Less(t, grew, int64(12<<20), "the heap grew by %d bytes", grew)
+	require.Less(t, grew, int64(32<<20), "the heap grew by %d bytes", grew)
 }
 
 type countingWriter int64
