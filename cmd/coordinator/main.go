@@ -74,6 +74,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.Int64Var(&cfg.MaxItems, "max-items", int64(envflag.Int(getenv, "FLEET_MAX_ITEMS", coordinator.DefaultMaxItems)), "most items one job may have (env FLEET_MAX_ITEMS)")
 	fs.Int64Var(&cfg.MaxPathNodes, "max-path-nodes", int64(envflag.Int(getenv, "FLEET_MAX_PATH_NODES", coordinator.DefaultMaxPathNodes)), "most nodes a json_path that cannot be streamed may select or visit (env FLEET_MAX_PATH_NODES)")
 	fs.IntVar(&cfg.MaxGroups, "max-groups", envflag.Int(getenv, "FLEET_MAX_GROUPS", coordinator.DefaultMaxGroups), "most groups group_by may yield (env FLEET_MAX_GROUPS)")
+	fs.IntVar(&cfg.MaxOpenJobs, "max-open-jobs", envflag.Int(getenv, "FLEET_MAX_OPEN_JOBS", coordinator.DefaultMaxOpenJobs), "most jobs pending or running at once: at the limit jobs.submit is refused and durable submissions wait (env FLEET_MAX_OPEN_JOBS)")
+	fs.IntVar(&cfg.MaxPools, "max-pools", envflag.Int(getenv, "FLEET_MAX_POOLS", coordinator.DefaultMaxPools), "most pools (work consumers) jobs may create; the --pools are always accepted; -1 = only the --pools (env FLEET_MAX_POOLS)")
 	fs.IntVar(&cfg.ErrorSignatures, "error-signatures", envflag.Int(getenv, "FLEET_ERROR_SIGNATURES", coordinator.DefaultErrorSignatures), "error signatures a job's report keeps, the most frequent; the rest are counted as other (env FLEET_ERROR_SIGNATURES)")
 	fs.IntVar(&cfg.IntakeMaxDeliveries, "intake-max-deliveries", envflag.Int(getenv, "FLEET_INTAKE_MAX_DELIVERIES", coordinator.DefaultIntakeMaxDeliveries), "tries of a durable submission before it is rejected with the reason (env FLEET_INTAKE_MAX_DELIVERIES)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", envflag.Duration(getenv, "FLEET_LEASE_TTL", lease.DefaultTTL), "how long the leading coordinator's lease outlives its last renewal: another coordinator of the prefix takes over after about this long when it dies (env FLEET_LEASE_TTL)")
@@ -127,6 +129,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	cfg.JobRetention = retention.D()
 	if err := conn.ApplyContext(getenv, false); err != nil {
 		return err
+	}
+	for _, p := range strings.Split(*pools, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			cfg.Pools = append(cfg.Pools, p)
+		}
 	}
 	log, err := obs.Logger(os.Stderr, *logLevel, false)
 	if err != nil {

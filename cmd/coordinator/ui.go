@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -20,13 +21,15 @@ type uiOptions struct {
 	addr        string
 	readOnly    bool
 	allowRemote bool
+	token       string
 	creds, nkey string
 }
 
 func (o *uiOptions) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.addr, "ui-addr", getenv("FLEET_UI_ADDR"), "serve the web dashboard on this address, e.g. 127.0.0.1:8080 (env FLEET_UI_ADDR); loopback unless --ui-allow-remote")
 	fs.BoolVar(&o.readOnly, "ui-read-only", false, "the dashboard hides and refuses cancel, replay and purge")
-	fs.BoolVar(&o.allowRemote, "ui-allow-remote", false, "allow a --ui-addr other machines can reach (put an authenticating TLS proxy in front)")
+	fs.BoolVar(&o.allowRemote, "ui-allow-remote", false, "allow a --ui-addr other machines can reach, with the Host check off (put a TLS proxy in front: the token travels in clear)")
+	fs.StringVar(&o.token, "ui-token", getenv("FLEET_UI_TOKEN"), "the dashboard's access token, at least 16 characters (env FLEET_UI_TOKEN; default: a random one, logged at start)")
 	fs.StringVar(&o.creds, "ui-creds", getenv("FLEET_UI_CREDS"), "credentials file the dashboard connects with (an operator's), instead of the coordinator's connection (env FLEET_UI_CREDS)")
 	fs.StringVar(&o.nkey, "ui-nkey", getenv("FLEET_UI_NKEY"), "nkey seed file the dashboard connects with (an operator's), instead of the coordinator's connection (env FLEET_UI_NKEY)")
 }
@@ -50,8 +53,11 @@ func (o *uiOptions) dashboard(conn natsconn.Options, url string, prefix string, 
 		return nil, nil
 	}
 	d := &dashboard{log: log}
-	cfg := ui.Config{Addr: o.addr, AllowRemote: o.allowRemote, ReadOnly: o.readOnly, Prefix: prefix, Logger: log, Registerer: reg}
+	cfg := ui.Config{Addr: o.addr, AllowRemote: o.allowRemote, ReadOnly: o.readOnly, Prefix: prefix, Logger: log, Registerer: reg, Token: o.token}
 	if err := cfg.WithDefaults().Validate(); err != nil {
+		if errors.Is(err, ui.ErrShortToken) {
+			return nil, fmt.Errorf("--ui-token: %w", err)
+		}
 		return nil, fmt.Errorf("--ui-addr: %w (--ui-allow-remote)", err)
 	}
 	var srv atomic.Pointer[ui.Server]
@@ -90,7 +96,7 @@ func (d *dashboard) serve(ctx context.Context) {
 	}
 	ctx, d.cancel = context.WithCancel(ctx)
 	d.done = make(chan struct{})
-	d.log.Info().Str("url", "http://"+d.ln.Addr().String()+"/").Msg("dashboard serving")
+	d.log.Info().Str("url", d.srv.LoginURL("http://"+d.ln.Addr().String())).Msg("dashboard serving; open this address to log in")
 	go func() {
 		defer close(d.done)
 		if err := d.srv.Serve(ctx, d.ln); err != nil {

@@ -84,3 +84,27 @@ func TestCut(t *testing.T) {
 	require.Equal(t, "a b c", cell("a\tb\nc"))
 	require.Equal(t, "a\uFFFDb", cell("a\xffb"))
 }
+
+// Terminal escapes and Unicode format characters in user data cannot
+// drive the terminal or reorder what a line shows (issue #23, case 9).
+func TestCellNeutralisesEscapesAndFormatCharacters(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"ESC and BEL", "a\x1b[2Jb\x07c", "a [2Jb c"},
+		{"C1 control", "a\u009bb", "a b"},
+		{"right-to-left override", "invoice\u202Egpj.exe", "invoice\uFFFDgpj.exe"},
+		{"bidi isolates and marks", "\u2066x\u2069\u200Fy\u061C", "\uFFFDx\uFFFD\uFFFDy\uFFFD"},
+		{"zero-width and BOM", "a\u200Bb\uFEFFc\u00ADd", "a\uFFFDb\uFFFDc\uFFFDd"},
+		{"line and paragraph separators", "a\u2028b\u2029c", "a\uFFFDb\uFFFDc"},
+		{"ordinary text", "ünïcødé 日本 🙂", "ünïcødé 日本 🙂"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, cell(tc.in))
+		})
+	}
+	var out bytes.Buffer
+	printEntry(&out, &messages.DLQEntryRef{Seq: 1, Entry: messages.DLQEntry{JobID: "j", ItemID: "evil\u202Etxt.sh",
+		Error: "boom\u2066", Payload: []byte(`"\u202E"`), Attempts: []messages.Attempt{{Message: "x\u202Ey", StepName: "s\u200B"}}}})
+	require.NotContains(t, out.String(), "\u202E")
+	require.NotContains(t, out.String(), "\u2066")
+	require.NotContains(t, out.String(), "\u200B")
+}

@@ -18,10 +18,11 @@ func init() {
 }
 
 func runUI(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "ui", "ui [--listen ADDR] [--allow-remote] [--read-only] [connection flags]")
+	fs := newFlagSet(env, "ui", "ui [--listen ADDR] [--token TOKEN] [--allow-remote] [--read-only] [connection flags]")
 	conn := addConnFlags(fs, env)
 	listen := fs.String("listen", envOr(env, "FLEET_UI_ADDR", ui.DefaultAddr), "address to serve the dashboard on (env FLEET_UI_ADDR); loopback unless --allow-remote")
-	allowRemote := fs.Bool("allow-remote", false, "allow a --listen address other machines can reach (put an authenticating TLS proxy in front)")
+	allowRemote := fs.Bool("allow-remote", false, "allow a --listen address other machines can reach, with the Host check off (put a TLS proxy in front: the token travels in clear)")
+	token := fs.String("token", envOr(env, "FLEET_UI_TOKEN", ""), "access token every request needs, at least 16 characters (env FLEET_UI_TOKEN; default: a random one, printed at start)")
 	readOnly := fs.Bool("read-only", false, "hide and refuse cancel, replay and purge")
 	logLevel := fs.String("log-level", envOr(env, "FLEET_LOG_LEVEL", "info"), "log level")
 	if code, ok := parseArgs(fs, args, 0); !ok {
@@ -33,11 +34,14 @@ func runUI(ctx context.Context, env *cliEnv, args []string) int {
 		return exitUsage
 	}
 	cfg := ui.Config{Addr: *listen, AllowRemote: *allowRemote, ReadOnly: *readOnly, Prefix: conn.prefix,
-		RequestTimeout: conn.timeout, Logger: log}
+		RequestTimeout: conn.timeout, Logger: log, Token: *token}
 	if err := cfg.WithDefaults().Validate(); err != nil {
-		if errors.Is(err, ui.ErrRemoteListen) {
+		switch {
+		case errors.Is(err, ui.ErrRemoteListen):
 			errorf(env, "%v (--allow-remote)", err)
-		} else {
+		case errors.Is(err, ui.ErrShortToken):
+			errorf(env, "--token: %v", err)
+		default:
 			errorf(env, "%v", err)
 		}
 		return exitUsage
@@ -88,7 +92,10 @@ func runUI(ctx context.Context, env *cliEnv, args []string) int {
 	if *readOnly {
 		mode = " (read-only)"
 	}
-	fmt.Fprintf(env.stdout, "dashboard: http://%s/%s\n", ln.Addr(), mode)
+	fmt.Fprintf(env.stdout, "dashboard%s: %s\n", mode, d.LoginURL("http://"+ln.Addr().String()))
+	if *allowRemote {
+		fmt.Fprintln(env.stderr, "WARNING: --allow-remote: other machines can reach the dashboard and the Host check is off; anyone with the token can cancel jobs and purge dead letters. Put a TLS proxy in front: the token travels in clear.")
+	}
 	if err := d.Serve(ctx, ln); err != nil {
 		errorf(env, "%v", err)
 		return exitFailed

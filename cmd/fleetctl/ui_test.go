@@ -56,17 +56,23 @@ func TestUIServesUntilInterrupted(t *testing.T) {
 	uiCtx, stopUI := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() { done <- runCLI(uiCtx, env, []string{"ui", "--listen", "127.0.0.1:0", "--read-only"}) }()
-	var addr string
+	var addr, token string
 	fleettest.WaitFor(t, 10*time.Second, func() error {
-		m := regexp.MustCompile(`dashboard: (http://\S+/)`).FindStringSubmatch(out.String())
+		m := regexp.MustCompile(`dashboard \(read-only\): (http://\S+/)\?token=(\S+)`).FindStringSubmatch(out.String())
 		if m == nil {
 			return io.ErrUnexpectedEOF
 		}
-		addr = m[1]
+		addr, token = m[1], m[2]
 		return nil
 	})
-	require.Contains(t, out.String(), "(read-only)")
 	resp, err := http.Get(addr + "dlq")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "no page without the printed token")
+	req, err := http.NewRequest(http.MethodGet, addr+"dlq", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -87,4 +93,7 @@ func TestUIRefusesARemoteAddressUnlessAllowed(t *testing.T) {
 	require.Contains(t, errOut, "--allow-remote")
 	code, _, _ = cli(t, "nats://127.0.0.1:1", "ui", "extra")
 	require.Equal(t, exitUsage, code)
+	code, _, errOut = cli(t, "nats://127.0.0.1:1", "ui", "--token", "short")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "--token")
 }

@@ -327,7 +327,10 @@ func TestRolesRunAJob(t *testing.T) {
 	dashDone := make(chan error, 1)
 	go func() { dashDone <- dash.Serve(dashCtx, ln) }()
 	for _, page := range []string{"/", "/jobs/roles", "/dlq?job=roles", "/agents"} {
-		resp, err := http.Get("http://" + ln.Addr().String() + page)
+		req, err := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+page, nil)
+		must(err, "dashboard request "+page)
+		req.Header.Set("Authorization", "Bearer "+dash.Token())
+		resp, err := http.DefaultClient.Do(req)
 		must(err, "dashboard "+page)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()

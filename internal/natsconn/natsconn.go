@@ -209,6 +209,13 @@ const (
 	PullHeartbeat = 2 * time.Second
 )
 
+// PullBytes bounds what one pull asks the server for where messages can be
+// as large as max_payload (results, dead-letter entries): a pull of N such
+// messages lets the server queue N MiB for the client, and past 64 MiB
+// pending the server (or nats.go) cuts it as a slow consumer. Use
+// jetstream.PullMaxBytes(PullBytes), never a count, there.
+const PullBytes = 8 << 20
+
 // PullOptions are the options for Consumer.Messages: prefetch up to max
 // messages, with PullExpiry and PullHeartbeat.
 func PullOptions(max int) []jetstream.PullMessagesOpt {

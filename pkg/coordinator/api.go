@@ -78,6 +78,8 @@ func httpish(code string) string {
 		return "409"
 	case messages.CodeTooLarge:
 		return "413"
+	case messages.CodeTooMany:
+		return "429"
 	}
 	return "500"
 }
@@ -117,6 +119,11 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	if problems := c.handlerProblems(ctx, spec); len(problems) > 0 {
 		return nil, invalidSpec(problems)
 	}
+	if fe, err := c.pools.check(ctx, jobspec.WithDefaults(spec).Pool); err != nil {
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	} else if fe != nil {
+		return nil, invalidSpec([]messages.FieldError{*fe})
+	}
 	if spec.ID == "" {
 		spec.ID = "job-" + strings.ToLower(nuid.Next())
 	}
@@ -129,6 +136,9 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 		after = rev
 	} else if !errors.Is(err, errNoJob) {
 		return nil, apiErr(messages.CodeInternal, err.Error())
+	}
+	if why := c.openJobsFull(); why != "" {
+		return nil, apiErr(messages.CodeTooMany, why)
 	}
 	if spec.Input == "" {
 		// Inline items are at hand: refuse bad ones with this request rather

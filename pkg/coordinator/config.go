@@ -18,6 +18,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // Defaults of Config.
@@ -49,6 +50,10 @@ const (
 	// DefaultLateResultWindow is how long a finished job keeps following
 	// its results for late ones.
 	DefaultLateResultWindow = time.Minute
+	// DefaultMaxOpenJobs bounds the jobs pending or running at once.
+	DefaultMaxOpenJobs = 20_000
+	// DefaultMaxPools bounds the pools (work consumers) jobs may create.
+	DefaultMaxPools = 100
 	// DefaultSweepInterval is how often the work stream is swept for
 	// stranded messages.
 	DefaultSweepInterval = time.Minute
@@ -114,6 +119,17 @@ type Config struct {
 	// MaxGroups bounds the groups group_by may yield; a job with more is
 	// rejected. Defaults to 1,000.
 	MaxGroups int
+	// MaxOpenJobs bounds the jobs pending or running at once: at the limit
+	// jobs.submit is refused (code too_many) and durable submissions wait
+	// in the jobs stream until jobs finish. Defaults to 20,000.
+	MaxOpenJobs int
+	// Pools are the pools the operator configured (--pools): always
+	// accepted, whatever MaxPools says.
+	Pools []string
+	// MaxPools bounds the work stream's pools: a job naming a pool that
+	// does not exist yet is refused (field pool) once there are this many.
+	// Negative: only Pools are accepted. Defaults to 100.
+	MaxPools int
 	// ErrorSignatures is how many error signatures (the most frequent) a
 	// job's error report keeps; failures with other signatures are counted
 	// in its errors_other. Defaults to 20.
@@ -208,6 +224,8 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.MaxPathNodes, DefaultMaxPathNodes)
 	orDefault(&c.MaxGroups, DefaultMaxGroups)
 	orDefault(&c.ErrorSignatures, DefaultErrorSignatures)
+	orDefault(&c.MaxOpenJobs, DefaultMaxOpenJobs)
+	orDefault(&c.MaxPools, DefaultMaxPools)
 	orDefault(&c.IntakeMaxDeliveries, DefaultIntakeMaxDeliveries)
 	orDefault(&c.LateResultWindow, DefaultLateResultWindow)
 	orDefault(&c.LeaseTTL, lease.DefaultTTL)
@@ -279,10 +297,19 @@ func (c Config) Validate() error {
 		{"intake_max_deliveries", int64(c.IntakeMaxDeliveries)},
 		{"api_concurrency", int64(c.APIConcurrency)},
 		{"health_failures", int64(c.HealthFailures)},
+		{"max_open_jobs", int64(c.MaxOpenJobs)},
 	} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d, want >= 1", f.name, f.v))
 		}
+	}
+	for i, p := range c.Pools {
+		if err := messages.ValidPool(p); err != nil {
+			errs = append(errs, fmt.Errorf("pools[%d]: %q: %w", i, p, err))
+		}
+	}
+	if c.MaxPools < 0 && len(c.Pools) == 0 {
+		errs = append(errs, errors.New("max_pools: negative (only configured pools) but pools is empty: no job could be accepted"))
 	}
 	return errors.Join(errs...)
 }

@@ -65,6 +65,9 @@ type Coordinator struct {
 	// read (tests: a crash or a panic during expansion).
 	beforeCount func(job string)
 
+	// pools knows the work stream's pools (pools.go).
+	pools poolSet
+
 	// breakers is the circuit-breaker bucket the agents write, read for status.
 	breakers jetstream.KeyValue
 	// tr records the coordinator's spans (tracing.go); off when zero.
@@ -95,6 +98,7 @@ type Coordinator struct {
 	// intake, mover, replays, components); bg those that run whether or not
 	// it leads (API-side watches).
 	runCtx context.Context
+	hub    *resultsHub // the term's results consumer (results.go)
 	wg     sync.WaitGroup
 	bg     sync.WaitGroup
 	ready  chan struct{}
@@ -123,6 +127,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		runners: map[string]*jobRunner{},
 		ready:   make(chan struct{}),
 	}
+	c.pools.c = c
 	c.opener = expand.NewOpener(cfg.InputDir, js)
 	c.tr = tracing.New(cfg.TracerProvider)
 	c.metrics = newMetrics(cfg.Registerer, c.totalInFlight)
@@ -256,6 +261,7 @@ func (c *Coordinator) startRunner(rec messages.JobRecord, rev uint64) {
 		return
 	}
 	r := newJobRunner(c, rec, rev)
+	r.hub = c.hub
 	c.runners[rec.Status.ID] = r
 	c.metrics.activeJobs.Inc()
 	c.wg.Add(1)
@@ -389,6 +395,9 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
 	defer stop()
 	maxTries := uint64(c.cfg.IntakeMaxDeliveries)
 	var err error
+	if err := c.waitOpenSlot(ctx); err != nil {
+		return // shutting down: the submission waits for the next leader
+	}
 	if delivered <= maxTries {
 		if err = c.safeAccept(ctx, m.Data(), seq); err == nil {
 			c.intakeErrs.forget(seq)
@@ -517,6 +526,11 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		return err
 	}
 	eff := jobspec.WithDefaults(spec)
+	if fe, err := c.pools.check(ctx, eff.Pool); err != nil {
+		return err
+	} else if fe != nil {
+		return c.reject(ctx, seq, spec.ID, []messages.FieldError{*fe}, now)
+	}
 	if problems := c.checkInput(eff); len(problems) > 0 {
 		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
@@ -659,7 +673,7 @@ func (c *Coordinator) ensurePools(ctx context.Context, pool string, routes map[s
 		}
 	}
 	for _, p := range pools {
-		_, err := provision.EnsurePool(ctx, c.js, c.names, p, c.cfg.Provision)
+		err := c.pools.ensure(ctx, p)
 		if errors.Is(err, provision.ErrParkStream) {
 			c.log.Warn().Err(err).Str("pool", p).Msg("no park stream for the pool; its agents retry in delayed naks")
 			continue

@@ -132,6 +132,13 @@ func (x *jobIndex) unfinished() []string {
 	return ids
 }
 
+// unfinishedCount is len(unfinished()).
+func (x *jobIndex) unfinishedCount() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.byState[messages.StatePending]) + len(x.byState[messages.StateRunning])
+}
+
 func (x *jobIndex) has(id string, rev uint64) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()

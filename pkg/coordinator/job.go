@@ -63,10 +63,11 @@ const (
 // replayed items (docs/jobs.md).
 //
 // Three goroutines touch it: the run loop (run), the results consumer
-// (apply, results.go) and the publisher (publisher.go); API calls read
+// (apply, results.go: the catch-up, then the hub) and the publisher (publisher.go); API calls read
 // snapshots and ask for stops. mu guards everything below it.
 type jobRunner struct {
 	c   *Coordinator
+	hub *resultsHub // the leadership term's results (results.go)
 	id  string
 	log zerolog.Logger
 
@@ -97,10 +98,6 @@ type jobRunner struct {
 	// set once by loadPools, then read without the lock.
 	pools      *itemPools
 	poolsReady chan struct{} // closed once pools is set
-
-	// decoded holds the results of the message being applied; only the
-	// results consumer (applyMsg) uses it.
-	decoded []messages.Result
 
 	progress chan struct{} // a result arrived (cap 1, non-blocking send)
 	caughtUp chan struct{} // closed when the results replay caught up
@@ -179,17 +176,12 @@ func (r *jobRunner) run(ctx context.Context) {
 
 	r.markStarted()
 	r.loadPools(ctx)
-	cc, err := r.track(ctx)
-	if err != nil {
-		r.log.Error().Err(err).Msg("cannot follow results; job left for the next coordinator start")
-		return
-	}
-	defer cc.Stop()
+	defer r.track(ctx, r.hub)()
 
 	pub := r.startPublishing(ctx)
 	defer pub.cancel()
-	ticker := time.NewTicker(r.c.cfg.StatusInterval)
-	defer ticker.Stop()
+	tick := newStatusTimer(r.c.cfg.StatusInterval)
+	defer tick.stop()
 	var (
 		due      = newLoopDue()
 		late     = newLateWait(r.c.cfg.LateResultWindow)
@@ -221,7 +213,8 @@ func (r *jobRunner) run(ctx context.Context) {
 			r.flush(ctx)
 			req.reply <- r.snapshot().Status
 		case <-r.wake:
-		case <-ticker.C:
+		case <-tick.c():
+			tick.fired()
 			r.tick()
 			r.flush(ctx)
 		case <-late.passed():
@@ -257,7 +250,54 @@ func (r *jobRunner) run(ctx context.Context) {
 		if life.phase != phaseLingering && late.waiting() {
 			late.cancel() // reopened by a replay
 		}
+		tick.arm(r.needsTick())
 	}
+}
+
+// needsTick reports whether the record has changes to write or a
+// deadline to watch: only then does the run loop tick every
+// StatusInterval (statusTimer).
+func (r *jobRunner) needsTick() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dirty || (r.rec.Deadline != nil && r.rec.Status.MapReason == "")
+}
+
+// statusIdle is how often the run loop of a job with nothing to write
+// looks anyway.
+const statusIdle = 10 * time.Second
+
+// statusTimer paces a runner's status writes: every interval while the
+// runner has something to write or a deadline (arm(true)), every
+// statusIdle otherwise, so that 10,000 open jobs that wait cost almost no
+// CPU. Whatever makes the record dirty wakes the run loop (wakeUp), which
+// arms it. Only the run loop uses it.
+type statusTimer struct {
+	t        *time.Timer
+	interval time.Duration
+	armed    time.Duration // the delay it runs with; 0 after it fired
+}
+
+func newStatusTimer(interval time.Duration) *statusTimer {
+	return &statusTimer{t: time.NewTimer(interval), interval: interval, armed: interval}
+}
+
+func (s *statusTimer) c() <-chan time.Time { return s.t.C }
+func (s *statusTimer) fired()              { s.armed = 0 }
+func (s *statusTimer) stop()               { s.t.Stop() }
+
+// arm makes sure the timer runs: within interval when busy, statusIdle
+// otherwise. A timer already running as soon as asked is left alone.
+func (s *statusTimer) arm(busy bool) {
+	d := statusIdle
+	if busy {
+		d = s.interval
+	}
+	if s.armed != 0 && s.armed <= d {
+		return
+	}
+	s.t.Reset(d) // Go 1.23+: Reset drops a pending fire
+	s.armed = d
 }
 
 // markStarted moves a pending job to running.
@@ -621,6 +661,7 @@ func (r *jobRunner) advance(cursor, published int64) {
 	r.rec.Status.Published += published
 	r.dirty = true
 	r.mu.Unlock()
+	r.wakeUp() // the run loop writes the record
 }
 
 // purgeQueued removes the job's queued work messages (stop or cancel).

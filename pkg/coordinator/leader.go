@@ -13,6 +13,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Several coordinators per prefix (docs/design.md, "Several
@@ -65,12 +66,17 @@ func (c *Coordinator) lead(ctx context.Context) {
 	c.log.Info().Msg("leading: resuming jobs, replays and the intake")
 	c.metrics.leader.Set(1)
 	defer c.metrics.leader.Set(0)
+	hub, err := c.startHub(ctx)
+	if err != nil {
+		return // the term ended first
+	}
+	defer hub.stop()
 	c.mu.Lock()
-	c.runCtx = ctx
+	c.runCtx, c.hub = ctx, hub
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		c.runCtx = nil
+		c.runCtx, c.hub = nil, nil
 		c.mu.Unlock()
 	}()
 
@@ -110,6 +116,24 @@ func (c *Coordinator) lead(ctx context.Context) {
 	c.log.Info().Msg("leadership term over")
 }
 
+// startHub starts the term's results hub (results.go), trying again
+// until it starts or ctx ends: no runner can start without it.
+func (c *Coordinator) startHub(ctx context.Context) (*resultsHub, error) {
+	for fails := 0; ; fails++ {
+		hub, err := startResults(ctx, c.js, c.names, c.log)
+		if err == nil {
+			return hub, nil
+		}
+		d := catchUpBackoff[min(fails, len(catchUpBackoff)-1)]
+		c.log.Error().Err(err).Dur("delay", d).Msg("cannot follow the results stream; trying again")
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
 // goTerm runs fn in the current term; a panic is logged, not fatal.
 func (c *Coordinator) goTerm(name string, fn func() error) {
 	c.wg.Add(1)
@@ -128,29 +152,60 @@ func (c *Coordinator) goTerm(name string, fn func() error) {
 
 // adopt starts a runner for every unfinished job that has none: a job a
 // deposed leader accepted while this one listed the jobs, or one whose
-// runner could not start. It looks every adoptEvery.
+// runner stopped (a panic, a record it could not write). It looks every
+// adoptEvery; a job adopted again and again is tried after a growing
+// delay (adoptBackoff), and each attempt is logged with that delay.
 func (c *Coordinator) adopt(ctx context.Context) {
 	t := time.NewTicker(adoptEvery)
 	defer t.Stop()
+	tries := map[string]*adoptTry{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		now := time.Now()
+		seen := make(map[string]bool, len(tries))
 		for _, id := range c.index.unfinished() {
+			seen[id] = true
 			if c.runner(id) != nil {
+				continue
+			}
+			try := tries[id]
+			if try != nil && now.Before(try.next) {
 				continue
 			}
 			rec, rev, err := c.store.getRev(ctx, id)
 			if err != nil || rec.Spec == nil || messages.TerminalState(rec.Status.State) {
 				continue
 			}
-			c.log.Info().Str("job_id", id).Msg("adopting an unfinished job without a runner")
+			if try == nil {
+				try = &adoptTry{}
+				tries[id] = try
+			}
+			delay := adoptBackoff.Delay(try.n+1, 0, nil)
+			try.n++
+			try.next = now.Add(delay)
+			c.log.Info().Str("job_id", id).Int("attempt", try.n).Dur("delay", delay).Msg("adopting an unfinished job without a runner")
 			c.startRunner(*rec, rev)
+		}
+		for id := range tries {
+			if !seen[id] {
+				delete(tries, id) // finished: forget it
+			}
 		}
 	}
 }
+
+// adoptTry counts the adoptions of a job that keeps losing its runner.
+type adoptTry struct {
+	n    int
+	next time.Time
+}
+
+// adoptBackoff spaces the adoptions of one job: 2s doubling to 5 minutes.
+var adoptBackoff = retry.Exponential(2*time.Second, 5*time.Minute)
 
 // Durable cancels. A coordinator that runs the job's runner cancels it at
 // once; any other writes a cancel request (key cancel.<job> of the control

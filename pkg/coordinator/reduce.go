@@ -1,18 +1,20 @@
 package coordinator
 
 import (
-	"bytes"
-	"cmp"
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"io"
+	"maps"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -45,30 +47,34 @@ func (r *jobRunner) startReduce(ctx context.Context) {
 var reduceBackoff = retry.Exponential(250*time.Millisecond, 5*time.Second)
 
 func (r *jobRunner) publishReduce(ctx context.Context) error {
-	outputs, err := r.mapOutputs(ctx)
-	if err != nil {
-		return err
-	}
-	data, err := json.Marshal(outputs)
-	if err != nil {
-		return err
-	}
 	r.mu.Lock()
 	st := r.rec.Status
 	spec := r.rec.Spec
 	traceparent := r.rec.Trace
 	r.mu.Unlock()
+	if st.Reduce == nil || st.Reduce.State != "pending" {
+		return nil // already done (its result arrived) or superseded
+	}
 	// The pool's own store: only the agents that run the reduce step read it.
 	obs, err := r.c.js.ObjectStore(ctx, r.c.names.ReduceBucket(spec.Pool))
 	if err != nil {
 		return fmt.Errorf("object store: %w", err)
 	}
-	if st.Reduce == nil || st.Reduce.State != "pending" {
-		return nil // already done (its result arrived) or superseded
-	}
 	gen := st.Reduce.Generation
 	name := fmt.Sprintf("reduce/%s/%d/map-results.json", r.id, gen)
-	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Description: "map results of job " + r.id}, bytes.NewReader(data)); err != nil {
+	// The map results are streamed into the object: never all in memory.
+	pr, pw := io.Pipe()
+	go func() {
+		bw := bufio.NewWriterSize(pw, 64<<10)
+		err := r.writeMapResults(ctx, bw, r.resultsSource(), mapWindowBytes)
+		if err == nil {
+			err = bw.Flush()
+		}
+		pw.CloseWithError(err)
+	}()
+	_, err = obs.Put(ctx, jetstream.ObjectMeta{Name: name, Description: "map results of job " + r.id}, pr)
+	_ = pr.CloseWithError(errors.New("object written")) // ends the writer if Put returned early
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	wi := messages.WorkItem{
@@ -101,79 +107,155 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 	return nil
 }
 
-// mapOutputs reads the job's results and keeps, per item, the result that
-// counts: the latest generation, and not a late result that was only
-// logged. Outputs of every counted item are held in memory while the file
-// is written (reduce jobs with huge outputs should keep them small: each
-// output is the stdout tail the agents keep, MaxOutputBytes).
-func (r *jobRunner) mapOutputs(ctx context.Context) ([]messages.MapOutput, error) {
+// Writing the map results without holding them: a first pass over the
+// job's results finds, per item, the stream sequence of the result that
+// counts (12 bytes an item); then windows of consecutive items, each
+// holding at most mapWindowBytes of outputs (and mapWindowItems items),
+// are read again, from the lowest of their sequences to the highest, and
+// written in input order. Small outputs take one window, so two passes.
+const (
+	mapWindowBytes = 8 << 20
+	mapWindowItems = 10_000
+)
+
+// resultSource calls fn with the job's results messages whose stream
+// sequences are in [from, to], in stream order.
+type resultSource func(ctx context.Context, from, to uint64, fn func(seq uint64, subject string, data []byte)) error
+
+// resultsSource reads the job's results subject of the results stream.
+func (r *jobRunner) resultsSource() resultSource {
 	subj := r.c.names.JobResultsFilter(r.id)
-	stream, err := r.c.js.Stream(ctx, r.c.names.ResultsStream())
-	if err != nil {
-		return nil, err
-	}
-	last, err := stream.GetLastMsgForSubject(ctx, subj)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return []messages.MapOutput{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		return nil, err
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, err
-	}
-	defer it.Stop()
-	type kept struct {
-		out messages.MapOutput
-		gen int
-	}
-	byIndex := map[int64]kept{}
-	var decoded []messages.Result
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+	return func(ctx context.Context, from, to uint64, fn func(uint64, string, []byte)) error {
+		stream, err := r.c.js.Stream(ctx, r.c.names.ResultsStream())
 		if err != nil {
-			return nil, err
+			return err
 		}
-		decoded, _ = messages.DecodeResults(m.Data(), decoded) // an undecodable message has none
-		origin := r.c.names.Origin(m.Subject())
-		for i := range decoded {
-			res := &decoded[i]
-			if res.Phase != "" || res.Outcome == messages.OutcomeReopened || !r.pools.mayReport(res.Index, origin) {
+		last, err := stream.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		to = min(to, last.Sequence)
+		if from > to {
+			return nil
+		}
+		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj},
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1), InactiveThreshold: resultsInactive})
+		if err != nil {
+			return err
+		}
+		it, err := cons.Messages(jetstream.PullMaxBytes(natsconn.PullBytes)) // results are up to max_payload each
+		if err != nil {
+			return err
+		}
+		defer it.Stop()
+		for {
+			m, err := it.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				return err
+			}
+			md, err := m.Metadata()
+			if err != nil {
 				continue
 			}
-			if k, ok := byIndex[res.Index]; !ok || res.Generation >= k.gen {
-				byIndex[res.Index] = kept{gen: res.Generation, out: messages.MapOutput{
-					ItemID: res.ItemID, Index: res.Index, Group: res.Group, Outcome: res.Outcome,
-					Output: res.Output, Error: res.Error,
-				}}
+			fn(md.Sequence.Stream, m.Subject(), m.Data())
+			if md.Sequence.Stream >= to || md.NumPending == 0 {
+				return nil
 			}
 		}
-		md, err := m.Metadata()
-		if err != nil || md.Sequence.Stream >= last.Sequence {
-			break
-		}
 	}
+}
+
+// writeMapResults writes the JSON array of the map results to w: per item
+// with a counted outcome, in input order, its latest generation's last
+// result (not a late result that was only logged). Memory: 12 bytes an
+// item plus one window of at most window bytes of outputs.
+func (r *jobRunner) writeMapResults(ctx context.Context, w io.Writer, src resultSource, window int) error {
 	r.mu.Lock()
-	out := make([]messages.MapOutput, 0, len(byIndex))
-	for idx, k := range byIndex {
-		if idx < 0 || idx >= int64(len(r.outcome)) {
-			continue
-		}
-		switch r.outcome[idx] {
+	n := len(r.outcome)
+	counted := make([]bool, n)
+	for i, oc := range r.outcome {
+		switch oc {
 		case ocSucceeded, ocFailed, ocDeadLettered, ocSkipped:
-			if k.gen == r.gens[idx] {
-				out = append(out, k.out)
-			}
+			counted[i] = true
 		}
 	}
+	gens := maps.Clone(r.gens)
 	r.mu.Unlock()
-	slices.SortFunc(out, func(a, b messages.MapOutput) int { return cmp.Compare(a.Index, b.Index) })
-	return out, nil
+
+	var decoded []messages.Result
+	// each calls fn with every result of the messages in [from, to] that
+	// may be the one counted for its item.
+	each := func(from, to uint64, fn func(seq uint64, res *messages.Result)) error {
+		return src(ctx, from, to, func(seq uint64, subject string, data []byte) {
+			decoded, _ = messages.DecodeResults(data, decoded) // an undecodable message has none
+			origin := r.c.names.Origin(subject)
+			for i := range decoded {
+				res := &decoded[i]
+				if res.Phase != "" || res.Outcome == messages.OutcomeReopened || res.Index < 0 || res.Index >= int64(n) ||
+					!counted[res.Index] || res.Generation != gens[res.Index] || !r.pools.mayReport(res.Index, origin) {
+					continue
+				}
+				fn(seq, res)
+			}
+		})
+	}
+	seqs := make([]uint64, n)
+	sizes := make([]uint32, n)
+	if err := each(1, math.MaxUint64, func(seq uint64, res *messages.Result) {
+		seqs[res.Index] = seq // the last one counts
+		sizes[res.Index] = uint32(min(len(res.ItemID)+len(res.Group)+len(res.Output)+len(res.Error)+64, math.MaxUint32))
+	}); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, "["); err != nil {
+		return err
+	}
+	first := true
+	for lo := 0; lo < n; {
+		hi, bytes, from, to := lo, 0, uint64(math.MaxUint64), uint64(0)
+		for hi < n && hi-lo < mapWindowItems && (hi == lo || bytes+int(sizes[hi]) <= window) {
+			if seq := seqs[hi]; seq != 0 {
+				bytes += int(sizes[hi])
+				from, to = min(from, seq), max(to, seq)
+			}
+			hi++
+		}
+		if to > 0 {
+			outs := make(map[int64]messages.MapOutput)
+			err := each(from, to, func(seq uint64, res *messages.Result) {
+				if res.Index >= int64(lo) && res.Index < int64(hi) && seqs[res.Index] == seq {
+					outs[res.Index] = messages.MapOutput{ItemID: res.ItemID, Index: res.Index, Group: res.Group,
+						Outcome: res.Outcome, Output: res.Output, Error: res.Error}
+				}
+			})
+			if err != nil {
+				return err
+			}
+			for i := int64(lo); i < int64(hi); i++ {
+				out, ok := outs[i]
+				if !ok {
+					continue
+				}
+				data, err := json.Marshal(&out)
+				if err != nil {
+					return err
+				}
+				if !first {
+					data = append([]byte{','}, data...)
+				}
+				first = false
+				if _, err := w.Write(data); err != nil {
+					return err
+				}
+			}
+		}
+		lo = hi
+	}
+	_, err := io.WriteString(w, "]")
+	return err
 }
 
 // applyReduce records the reduce item's outcome, which completes the job:

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -189,7 +190,13 @@ func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, exam
 	if err != nil {
 		return 0, fmt.Errorf("dlq: scan consumer: %w", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	// Entries are up to max_payload each: pull by bytes, and no more than
+	// two pages' worth when a page is bounded.
+	pull := natsconn.PullBytes
+	if in.pageBytes > 0 {
+		pull = min(pull, max(2*in.pageBytes, 2<<20))
+	}
+	it, err := cons.Messages(jetstream.PullMaxBytes(pull))
 	if err != nil {
 		return 0, fmt.Errorf("dlq: scan: %w", err)
 	}

@@ -43,6 +43,10 @@ func newFleet(t testing.TB, prov provision.Config) *fleet {
 		prov.DLQMaxBytes = 64 << 20
 	}
 	require.NoError(t, provision.Ensure(testCtx(t, 30*time.Second), srv.JS(), names, prov))
+	// The entries' pool has its work consumer, as a coordinator makes it
+	// (a replay refuses a pool without one).
+	_, err := provision.EnsurePool(testCtx(t, 30*time.Second), srv.JS(), names, "default", prov)
+	require.NoError(t, err)
 	return &fleet{srv: srv, js: srv.JS()}
 }
 

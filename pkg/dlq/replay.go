@@ -401,7 +401,26 @@ func (r *Replayer) marker(e *messages.DLQEntry, gen int) *messages.Result {
 
 // poolOf is the pool e's item is republished to: the RouteFunc's answer,
 // or else the entry's own pool (never the work subject the body claims).
+// A pool without a work consumer fails the entry: its item would wait in
+// the work stream with no agent to take it, and the replay would say it
+// succeeded.
 func (r *Replayer) poolOf(ctx context.Context, e *messages.DLQEntry, origin string) (string, error) {
+	pool, err := r.routeOf(ctx, e, origin)
+	if err != nil {
+		return "", err
+	}
+	name := r.names.AgentsConsumer(pool)
+	if _, err := r.js.Consumer(ctx, r.names.WorkStream(), name); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return "", fmt.Errorf("%w: pool %q has no work consumer (%s), so no agent would take the item: start an agent of the pool (or list it in the coordinator's --pools), then replay again",
+			ErrNotReplayable, pool, name)
+	} else if err != nil {
+		return "", fmt.Errorf("pool %q: %w", pool, err)
+	}
+	return pool, nil
+}
+
+// routeOf picks poolOf's pool.
+func (r *Replayer) routeOf(ctx context.Context, e *messages.DLQEntry, origin string) (string, error) {
 	if r.route != nil {
 		return r.route(ctx, e, origin)
 	}

@@ -253,3 +253,27 @@ func TestReplayPacedOnAFakeClock(t *testing.T) {
 	require.EqualValues(t, 10, prog.Replayed)
 	require.Equal(t, 9*250*time.Millisecond, clk.elapsed(start))
 }
+
+// A replay into a pool that has no work consumer fails the entry with the
+// reason, and leaves it in the DLQ: its item would wait in the work stream
+// with no agent to take it (issue #23, case 9).
+func TestReplayIntoAPoolWithoutConsumerFails(t *testing.T) {
+	f := newFleet(t, provision.Config{})
+	e := entry("lost", 1, "network", "connection refused")
+	e.Pool, e.Subject = "nobody", names.WorkSubject("nobody", "lost")
+	ctx := testCtx(t, 30*time.Second)
+	require.NoError(t, dlq.NewWriter(f.js, names, "nobody").Write(ctx, e)) // an agent of pool nobody wrote it
+	in := dlq.NewInspector(f.js, names)
+	r := dlq.NewReplayer(f.js, names, in, dlq.WithReopen(func(context.Context, *messages.DLQEntry, int, uint64) error { return nil }))
+	prog, err := r.Replay(ctx, dlq.ReplayOptions{Filter: messages.DLQFilter{JobID: "lost"}})
+	require.NoError(t, err)
+	require.Equal(t, int64(0), prog.Replayed)
+	require.Equal(t, int64(1), prog.Failed)
+	require.Contains(t, prog.LastError, `pool "nobody" has no work consumer (agents-nobody)`)
+	page, err := in.List(ctx, messages.DLQFilter{JobID: "lost"})
+	require.NoError(t, err)
+	require.Len(t, page.Entries, 1, "the entry stays in the DLQ")
+	s, err := f.js.Stream(ctx, names.WorkStream())
+	require.NoError(t, err)
+	require.Equal(t, uint64(0), s.CachedInfo().State.Msgs, "nothing stranded in the work stream")
+}

@@ -50,6 +50,8 @@ const (
 	// CodeUnavailable: this coordinator cannot answer now (too many
 	// requests at once, or the request's deadline passed); another may.
 	CodeUnavailable = "unavailable"
+	// CodeTooMany: a limit on open jobs is reached; try again later.
+	CodeTooMany = "too_many"
 )
 
 // APIError is the body of an API error reply.

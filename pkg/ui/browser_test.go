@@ -151,7 +151,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 
 	// The jobs, live.
-	must("jobs page", chromedp.Navigate(f.base+"/"),
+	must("jobs page", chromedp.Navigate(f.ui.LoginURL(f.base)), // logs in; redirected to / without the token
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-job="nightly-resize"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#live.on`)))
 	row := text(`tr[data-job="nightly-resize"]`)

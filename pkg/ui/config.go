@@ -33,6 +33,8 @@ const (
 	DefaultClientBuffer = 64
 	// DefaultMaxClients bounds the browsers connected for live updates.
 	DefaultMaxClients = 256
+	// MinTokenLength bounds the access token from below.
+	MinTokenLength = 16
 )
 
 // Config configures a Server. The zero value is usable: WithDefaults fills it.
@@ -40,10 +42,17 @@ type Config struct {
 	// Addr is the address the dashboard listens on. Defaults to
 	// 127.0.0.1:8080. An address that is not loopback needs AllowRemote.
 	Addr string
-	// AllowRemote permits an Addr that other machines can reach. The
-	// dashboard has no login of its own: put it behind an authenticating
-	// TLS proxy. Defaults to false.
+	// AllowRemote permits an Addr that other machines can reach, and turns
+	// the Host check (against DNS rebinding) off; the server logs a warning
+	// when it starts. The access token travels in clear without TLS: put
+	// the dashboard behind a TLS proxy. Defaults to false.
 	AllowRemote bool
+	// Token is the access token every request must carry (the login cookie
+	// that ?token=<token> sets, a bearer token, or basic auth's password),
+	// on loopback too: any local process could otherwise cancel jobs and
+	// purge the DLQ. At least MinTokenLength characters. Defaults to a
+	// random token made by New (Server.Token, Server.LoginURL).
+	Token string
 	// ReadOnly hides and refuses every action that changes the fleet
 	// (cancel, replay, purge). Defaults to false.
 	ReadOnly bool
@@ -103,6 +112,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("addr: %q: %w", c.Addr, err))
 	} else if !c.AllowRemote && !IsLoopback(host) {
 		errs = append(errs, fmt.Errorf("addr: %q: %w", c.Addr, ErrRemoteListen))
+	}
+	if c.Token != "" && len(c.Token) < MinTokenLength {
+		errs = append(errs, fmt.Errorf("token: %d characters, want >= %d: %w", len(c.Token), MinTokenLength, ErrShortToken))
 	}
 	if c.RequestTimeout < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("request_timeout: %s, want >= 100ms", c.RequestTimeout))

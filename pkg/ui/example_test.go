@@ -34,7 +34,14 @@ func Example() {
 	}
 	go func() { _ = dash.Serve(ctx, ln) }()
 
-	resp, err := http.Get("http://" + dash.Addr().String() + "/")
+	// Every request carries the access token: here as a bearer token; a
+	// browser opens dash.LoginURL(base) once and gets a login cookie.
+	req, err := http.NewRequest(http.MethodGet, "http://"+dash.Addr().String()+"/", nil)
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+dash.Token())
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		panic(err)
 	}

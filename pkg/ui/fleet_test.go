@@ -137,13 +137,30 @@ type browser struct {
 	c    *http.Client
 }
 
+// browser returns a browser logged in as a visitor would be: it opened the
+// login address once.
 func (f *testFleet) browser(t testing.TB) *browser {
+	b := f.anonymous(t)
+	code, _, hdr := b.get("/?token=" + f.ui.Token())
+	require.Equal(t, http.StatusSeeOther, code)
+	require.Equal(t, "/", hdr.Get("Location"), "the token leaves the address")
+	return b
+}
+
+// anonymous returns a browser that has not logged in.
+func (f *testFleet) anonymous(t testing.TB) *browser {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	return &browser{t: t, base: f.base, c: &http.Client{
 		Jar: jar, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
+}
+
+// authorize adds the access token to a request made without a browser.
+func (f *testFleet) authorize(req *http.Request) *http.Request {
+	req.Header.Set("Authorization", "Bearer "+f.ui.Token())
+	return req
 }
 
 // get fetches path and returns the status and body.
@@ -200,12 +217,12 @@ func (f *testFleet) waitState(t testing.TB, id, want string) *messages.JobStatus
 }
 
 // sse reads server-sent events from path until stop is closed.
-func sseEvents(t testing.TB, base, path string) (<-chan [2]string, func()) {
+func sseEvents(t testing.TB, f *testFleet, path string) (<-chan [2]string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.base+path, nil)
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(f.authorize(req))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	out := make(chan [2]string, 256)

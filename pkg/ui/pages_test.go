@@ -211,24 +211,24 @@ func TestHostAndMethodChecks(t *testing.T) {
 	f := startFleet(t, Config{})
 	req, _ := http.NewRequest(http.MethodGet, f.base+"/", nil)
 	req.Host = "attacker.example:8080"
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(f.authorize(req))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode, "DNS rebinding")
 	req, _ = http.NewRequest(http.MethodGet, f.base+"/", nil)
 	req.Host = "localhost:8080"
-	resp, err = http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(f.authorize(req))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	req, _ = http.NewRequest(http.MethodDelete, f.base+"/dlq", nil)
-	resp, err = http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(f.authorize(req))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
 	// The session cookie is HttpOnly and SameSite=Strict.
 	b := f.browser(t)
-	resp, err = b.c.Get(f.base + "/")
+	resp, err = b.c.Get(f.base + "/dlq")
 	require.NoError(t, err)
 	resp.Body.Close()
 	cookie := resp.Header.Get("Set-Cookie")
@@ -245,13 +245,60 @@ func TestHostAndMethodChecks(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 }
 
+// Every request needs the access token, on loopback too (issue #23, case
+// 7): a local process without it cannot read a page, fetch a CSRF token,
+// cancel a job or purge dead letters. The token logs a browser in (a
+// cookie, then a redirect without it), or comes as a bearer token or
+// basic auth's password; a wrong one is refused.
+func TestDashboardNeedsItsToken(t *testing.T) {
+	f := startFleet(t, Config{Token: "0123456789abcdef-secret"})
+	require.Equal(t, "0123456789abcdef-secret", f.ui.Token())
+	anon := f.anonymous(t)
+	for _, path := range []string{"/", "/dlq", "/agents", "/jobs/x", "/events?jobs=x", "/static/app.js"} {
+		code, body, hdr := anon.get(path)
+		require.Equal(t, http.StatusUnauthorized, code, path)
+		require.Contains(t, body, "needs its access token", path)
+		require.Contains(t, hdr.Get("WWW-Authenticate"), "Basic", path)
+		require.NotContains(t, body, `name="csrf"`)
+	}
+	for _, path := range []string{"/dlq/purge", "/jobs/x/cancel", "/dlq/replay"} {
+		code, _, _ := anon.post(path, url.Values{"csrf": {"x"}, "confirm": {"1"}})
+		require.Equal(t, http.StatusUnauthorized, code, path)
+	}
+	code, _, _ := anon.get("/?token=wrong-token-0123456789")
+	require.Equal(t, http.StatusUnauthorized, code, "a wrong token")
+
+	b := f.browser(t)
+	code, body, _ := b.get("/dlq")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `name="csrf"`)
+	code, _, hdr := b.get("/dlq?job=a&token=" + f.ui.Token())
+	require.Equal(t, http.StatusOK, code, "a logged-in browser is not redirected")
+	require.Empty(t, hdr.Get("Location"))
+
+	req, _ := http.NewRequest(http.MethodGet, f.base+"/agents", nil)
+	req.SetBasicAuth("anyone", f.ui.Token())
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "basic auth")
+	req, _ = http.NewRequest(http.MethodGet, f.base+"/agents", nil)
+	req.Header.Set("Authorization", "Bearer nope")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+
+	require.ErrorIs(t, Config{Token: "short"}.WithDefaults().Validate(), ErrShortToken)
+}
+
 func TestLiveUpdatesAndAgents(t *testing.T) {
 	f := startFleet(t, Config{})
 	ctx := t.Context()
 	_, err := f.client.Submit(ctx, []byte(`{"id": "livejob", "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "d"}],
 		"max_parallel": 1, "agent_template": [{"handler": "sleep", "with": {"duration": "150ms"}}]}`))
 	require.NoError(t, err)
-	events, stop := sseEvents(t, f.base, "/events?jobs=livejob&events=all&series=1")
+	events, stop := sseEvents(t, f, "/events?jobs=livejob&events=all&series=1")
 	defer stop()
 	var sawJob, sawEvent, sawDone bool
 	deadline := time.After(60 * time.Second)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -273,7 +274,7 @@ func readSubject(ctx context.Context, stream jetstream.Stream, subject string, a
 			cancel()
 		}
 	}()
-	it, err := cons.Messages(jetstream.PullMaxMessages(min(limit, 500)))
+	it, err := cons.Messages(jetstream.PullMaxBytes(natsconn.PullBytes)) // results are up to max_payload each
 	if err != nil {
 		return after, 0, fmt.Errorf("reading %s: %w", subject, err)
 	}

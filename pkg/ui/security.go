@@ -16,19 +16,23 @@ import (
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// Names of the CSRF cookie and form field.
+// Names of the CSRF cookie and form field, and of the login cookie and
+// query parameter.
 const (
 	csrfCookie = "jetfleet_session"
 	csrfField  = "csrf"
+	authCookie = "jetfleet_auth"
+	tokenParam = "token"
 	// maxFormBytes bounds a form post.
 	maxFormBytes = 64 << 10
 )
 
 // guard is the dashboard's security layer: response headers, the Host
-// check against DNS rebinding, CSRF tokens on every POST, and read-only
-// mode. Safe for concurrent use.
+// check against DNS rebinding, the access token on every request, CSRF
+// tokens on every POST, and read-only mode. Safe for concurrent use.
 type guard struct {
-	key      []byte // signs CSRF tokens; new at every start
+	key      []byte // signs CSRF tokens and login cookies; new at every start
+	access   string // the access token (Config.Token)
 	readOnly bool
 	// hosts, when not nil, are the Host header values accepted (loopback
 	// names): a page of another site that resolves its own name to
@@ -36,8 +40,8 @@ type guard struct {
 	hosts map[string]bool
 }
 
-func newGuard(addr string, allowRemote, readOnly bool) *guard {
-	g := &guard{key: make([]byte, 32), readOnly: readOnly}
+func newGuard(addr, token string, allowRemote, readOnly bool) *guard {
+	g := &guard{key: make([]byte, 32), access: token, readOnly: readOnly}
 	if _, err := rand.Read(g.key); err != nil {
 		panic("ui: no randomness: " + err.Error())
 	}
@@ -63,6 +67,9 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		if g.hosts != nil && !g.hosts[hostOnly(r.Host)] {
 			http.Error(w, "ui: unexpected Host header (the dashboard answers to localhost only)", http.StatusMisdirectedRequest)
+			return
+		}
+		if !g.authorized(w, r) {
 			return
 		}
 		switch r.Method {
@@ -146,4 +153,60 @@ func (g *guard) checkPost(r *http.Request) error {
 		return ErrCSRF
 	}
 	return nil
+}
+
+// NewToken returns a random access token (32 bytes, base64url).
+func NewToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic("ui: no randomness: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// authorized lets a request through that carries the access token: as
+// the login cookie, as "Authorization: Bearer <token>", or as the password
+// of basic auth (any user name). A GET with ?token=<token> (the address
+// printed at start) sets the login cookie and redirects to the same page
+// without the token, so it stays out of the history and the logs. Any
+// other request gets 401 and a basic-auth challenge. It writes the answer
+// itself when it returns false.
+func (g *guard) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if c, err := r.Cookie(authCookie); err == nil && hmac.Equal([]byte(c.Value), []byte(g.loginCookie())) {
+		return true
+	}
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && g.isToken(v) {
+		return true
+	}
+	if _, pw, ok := r.BasicAuth(); ok && g.isToken(pw) {
+		return true
+	}
+	q := r.URL.Query()
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && q.Has(tokenParam) && g.isToken(q.Get(tokenParam)) {
+		http.SetCookie(w, &http.Cookie{
+			Name: authCookie, Value: g.loginCookie(), Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+			SameSite: http.SameSiteStrictMode,
+		})
+		q.Del(tokenParam)
+		u := *r.URL
+		u.RawQuery = q.Encode()
+		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		return false
+	}
+	w.Header().Set("WWW-Authenticate", `Basic realm="jetfleet dashboard", charset="UTF-8"`)
+	http.Error(w, ErrUnauthorized.Error(), http.StatusUnauthorized)
+	return false
+}
+
+// isToken compares v with the access token in constant time.
+func (g *guard) isToken(v string) bool {
+	return hmac.Equal([]byte(v), []byte(g.access))
+}
+
+// loginCookie is the login cookie's value: an HMAC of the token under the
+// start's key, so the cookie is not the token and dies with the process.
+func (g *guard) loginCookie() string {
+	m := hmac.New(sha256.New, g.key)
+	m.Write([]byte("login:" + g.access))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }

@@ -68,6 +68,9 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ui: config: %w", err)
 	}
+	if cfg.Token == "" {
+		cfg.Token = NewToken()
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("ui: %w", err)
@@ -79,7 +82,7 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Logger.With().Str("component", "ui").Logger(),
 		nc: nc, js: js, names: names, client: client,
-		guard:   newGuard(cfg.Addr, cfg.AllowRemote, cfg.ReadOnly),
+		guard:   newGuard(cfg.Addr, cfg.Token, cfg.AllowRemote, cfg.ReadOnly),
 		metrics: newMetrics(cfg.Registerer),
 		hubDone: make(chan struct{}),
 		addrSet: make(chan struct{}),
@@ -113,6 +116,13 @@ func parsePages() (map[string]*template.Template, error) {
 	}
 	return pages, nil
 }
+
+// Token is the access token every request must carry (Config.Token).
+func (s *Server) Token() string { return s.cfg.Token }
+
+// LoginURL is the address that logs a browser in: base (e.g.
+// "http://127.0.0.1:8080") with ?token=<token>.
+func (s *Server) LoginURL(base string) string { return base + "/?" + tokenParam + "=" + s.cfg.Token }
 
 // Handler is the dashboard as an http.Handler. Live updates need the
 // feeds that Run and Serve start (or StartLive).
@@ -185,7 +195,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info().Str("addr", ln.Addr().String()).Bool("read_only", s.cfg.ReadOnly).Msg("dashboard serving")
+	s.log.Info().Str("addr", ln.Addr().String()).Bool("read_only", s.cfg.ReadOnly).Msg("dashboard serving; every request needs its access token")
+	if s.cfg.AllowRemote {
+		s.log.Warn().Str("addr", ln.Addr().String()).Msg("DASHBOARD REACHABLE FROM OTHER MACHINES (allow-remote): the Host check is off, and anyone with the access token can cancel jobs, replay and purge dead letters; without a TLS proxy in front the token travels in clear")
+	}
 	select {
 	case err := <-errc:
 		stopLive()

@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"runtime"
 	"slices"
@@ -114,7 +115,14 @@ func run(jobs, dead, dlqJobs, results, n int) error {
 	}
 	go func() { _ = dash.Serve(ctx, ln) }()
 	base := "http://" + dash.Addr().String()
-	hc := &http.Client{Timeout: time.Minute}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: time.Minute, Jar: jar}
+	if err := get(hc, dash.LoginURL(base)); err != nil { // the login cookie
+		return err
+	}
 
 	// The first load of a job page reads its results (bounded per
 	// request); later loads read only what is new.
