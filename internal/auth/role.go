@@ -23,10 +23,12 @@ const (
 	// retry budgets and circuit breakers, and reads job specs.
 	RoleAgent Role = "agent"
 	// RoleSubmitter submits jobs (API and durable intake), uploads their
-	// inputs to the uploads bucket, and reads job status.
+	// inputs to the uploads bucket, reads job status and schedules, and
+	// triggers a schedule's run.
 	RoleSubmitter Role = "submitter"
 	// RoleOperator inspects, replays and purges dead letters, reads,
-	// cancels and prunes jobs, and reads the fleet's streams and consumers.
+	// cancels and prunes jobs, manages schedules, and reads the fleet's
+	// streams and consumers.
 	RoleOperator Role = "operator"
 )
 
@@ -242,6 +244,9 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 			j.api("STREAM.INFO", objStream(uploads)),
 			j.api("DIRECT.GET", objStream(uploads))+".$O."+uploads+".M.>",
 		)
+		// A submitter reads schedules and starts runs; adding, pausing and
+		// removing them is the operator's.
+		pub = append(pub, api(messages.EndpointSchedulesList, messages.EndpointSchedulesGet, messages.EndpointSchedulesTrigger)...)
 		p = Permissions{
 			Publish:   SubjectPermission{Allow: pub},
 			Subscribe: SubjectPermission{Allow: []string{inboxes}},
@@ -250,6 +255,9 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		dlqStream := names.DLQStream()
 		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel, messages.EndpointJobsPrune),
 			names.Prefix+".api.dlq.>",
+			// Schedules: every schedules.* endpoint (add, list, get, pause,
+			// resume, trigger, rm).
+			names.Prefix+".api.schedules.>",
 			"$SRV.>", // nats micro ls/info/stats
 			j.api("INFO"), j.api("STREAM.NAMES"), j.api("STREAM.LIST"),
 			j.api("STREAM.PURGE", dlqStream), j.api("STREAM.MSG.DELETE", dlqStream),

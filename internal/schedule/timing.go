@@ -18,13 +18,13 @@ var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron
 
 // Timing is when a schedule's ticks fall. It is safe for concurrent use.
 type Timing struct {
-	cron   cron.Schedule
-	loc    *time.Location
+	cron cron.Schedule
+	loc  *time.Location
 	// fixedHours is set when the hour field is not "*": such a schedule
 	// fires a wall time that a fall-back repeats once, not twice.
 	fixedHours bool
 	every      time.Duration
-	anchor time.Time
+	anchor     time.Time
 }
 
 // MinEvery is the shortest interval an every-schedule may have.

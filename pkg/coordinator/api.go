@@ -68,9 +68,13 @@ func (c *Coordinator) safeCall(ctx context.Context, name string, fn func(context
 	return fn(ctx, data)
 }
 
-// extraEndpoints lets other files (the DLQ API) add endpoints.
+// extraEndpoints lets other files (the DLQ API, schedules) add endpoints.
 func (c *Coordinator) extraEndpoints() map[string]func(context.Context, []byte) (any, *messages.APIError) {
-	return c.dlqEndpoints()
+	out := c.dlqEndpoints()
+	for name, fn := range c.scheduleEndpoints() {
+		out[name] = fn
+	}
+	return out
 }
 
 func httpish(code string) string {

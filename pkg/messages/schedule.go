@@ -41,6 +41,7 @@ const (
 	SkipMissed  = "missed"   // no leader fired it within the catch-up window, or a later tick was due too
 	SkipOverlap = "overlap"  // the previous run was still running (overlap skip)
 	SkipQueued  = "replaced" // a newer tick took its place in the queue (overlap queue)
+	SkipPaused  = "paused"   // the schedule was paused
 )
 
 // ScheduleSpec is what a schedule is made of (schedules.add).
@@ -69,7 +70,10 @@ type ScheduleRun struct {
 	Decided   time.Time `json:"decided"`
 	Submitted bool      `json:"submitted"`
 	Late      bool      `json:"late,omitempty"`
-	Manual    bool      `json:"manual,omitempty"`
+	// Error is why the submission was refused (the job spec no longer
+	// admitted); such a run has no job.
+	Error  string `json:"error,omitempty"`
+	Manual bool   `json:"manual,omitempty"`
 	// State is the job's state when the schedule was read (not stored).
 	State string `json:"state,omitempty"`
 }
