@@ -57,8 +57,8 @@ func TestScheduleFiresOnTheLeadersClock(t *testing.T) {
 	clk.Advance(time.Minute)
 	s = waitSchedule(t, cl, "tick", func(s *messages.Schedule) bool { return len(s.Runs) == 1 && s.Runs[0].Submitted })
 	require.Equal(t, "tick-20260101t000100z", s.Runs[0].JobID)
-	st, err := cl.Status(ctx, "tick-20260101t000100z")
-	require.NoError(t, err)
+	var st *messages.JobStatus
+	require.Eventually(t, func() bool { st, err = cl.Status(ctx, "tick-20260101t000100z"); return err == nil }, 10*time.Second, 20*time.Millisecond)
 	require.False(t, messages.TerminalState(st.State)) // no agent runs it
 
 	// The next tick finds the run still going: overlap skip.
