@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -119,4 +120,34 @@ func TestScheduleAddNamesTheField(t *testing.T) {
 			require.Equal(t, tt.field, apiErr.Field, apiErr.Message)
 		})
 	}
+}
+
+// Ticks missed while no coordinator ran: the next leader fires only the
+// most recent, late, and counts the others as missed; the restarted
+// coordinators leave no goroutine of the scheduler behind.
+func TestScheduleCatchUpAfterAnOutage(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent(), fleettest.IgnoreServerGoroutines()) })
+	srv := fleettest.RunServer(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewManual(t0)
+	_, p := startCoord(t, srv, Config{Clock: clk})
+	cl, err := NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = cl.ScheduleAdd(ctx, everySpec("hb", 2*time.Second))
+	require.NoError(t, err)
+	p.stop(t)
+
+	// A 10 s outage: ticks at +2 … +10 fall while no coordinator runs.
+	clk.Advance(10*time.Second + 500*time.Millisecond)
+	_, p = startCoord(t, srv, Config{Clock: clk})
+	defer p.stop(t)
+	s := waitSchedule(t, cl, "hb", func(s *messages.Schedule) bool { return len(s.Runs) == 1 && s.Runs[0].Submitted })
+	require.Equal(t, t0.Add(10*time.Second), s.Runs[0].Tick)
+	require.Equal(t, "hb-20260101t000010z", s.Runs[0].JobID)
+	require.Equal(t, int64(1), s.Fired)
+	require.Equal(t, int64(4), s.Skipped[messages.SkipMissed])
+	require.Len(t, s.Skips, 1)
+	require.Equal(t, t0.Add(2*time.Second), s.Skips[0].First)
+	require.Equal(t, t0.Add(8*time.Second), s.Skips[0].Last)
 }
