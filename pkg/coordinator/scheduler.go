@@ -116,7 +116,10 @@ func (c *Coordinator) fireSchedule(ctx context.Context, st *kvstate.Store[messag
 		if err != nil || !cur.Exists {
 			return err
 		}
-		last, active := c.lastRunActive(ctx, &cur.Value)
+		last, active, err := c.lastRunActive(ctx, &cur.Value)
+		if err != nil {
+			return err // decided at the next look, not on a guess
+		}
 		now := c.cfg.Clock.Now().UTC()
 		_, err = st.Update(ctx, name, func(cur kvstate.Entry[messages.Schedule], id string) (messages.Schedule, bool, error) {
 			s := cur.Value
@@ -158,23 +161,23 @@ func lastRunID(s *messages.Schedule) string {
 // lastRunActive returns the schedule's last run's job id and whether that
 // run has not ended: not yet submitted, its job not in a terminal state,
 // or submitted so recently that the intake may not have taken it.
-func (c *Coordinator) lastRunActive(ctx context.Context, s *messages.Schedule) (string, bool) {
+func (c *Coordinator) lastRunActive(ctx context.Context, s *messages.Schedule) (string, bool, error) {
 	if len(s.Runs) == 0 {
-		return "", false
+		return "", false, nil
 	}
 	r := s.Runs[len(s.Runs)-1]
 	if !r.Submitted {
-		return r.JobID, true
+		return r.JobID, true, nil
 	}
 	if r.Error != "" {
-		return r.JobID, false
+		return r.JobID, false, nil
 	}
 	rec, err := c.store.get(ctx, r.JobID)
 	if errors.Is(err, errNoJob) {
-		return r.JobID, c.cfg.Clock.Now().Sub(r.Decided) < pendingGrace
+		return r.JobID, c.cfg.Clock.Now().Sub(r.Decided) < pendingGrace, nil
 	}
 	if err != nil {
-		return r.JobID, true // unknown: the overlap policy decides as if it ran
+		return r.JobID, false, err
 	}
-	return r.JobID, !messages.TerminalState(rec.Status.State)
+	return r.JobID, !messages.TerminalState(rec.Status.State), nil
 }
