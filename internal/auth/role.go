@@ -24,10 +24,12 @@ const (
 	// retry budgets and circuit breakers, and reads job specs.
 	RoleAgent Role = "agent"
 	// RoleSubmitter submits jobs (API and durable intake), uploads their
-	// inputs to the uploads bucket, and reads job status.
+	// inputs to the uploads bucket, reads job status and schedules, and
+	// triggers a schedule's run.
 	RoleSubmitter Role = "submitter"
 	// RoleOperator inspects, replays and purges dead letters, reads,
-	// cancels and prunes jobs, and reads the fleet's streams and consumers.
+	// cancels and prunes jobs, manages schedules, and reads the fleet's
+	// streams and consumers.
 	RoleOperator Role = "operator"
 )
 
@@ -298,6 +300,9 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			"$O."+uploads+".C.>", "$O."+uploads+".M.>",
 			j.api("STREAM.INFO", objStream(uploads)),
 		)
+		// A submitter reads schedules and starts runs; adding, pausing and
+		// removing them is the operator's.
+		pub = append(pub, api(messages.EndpointSchedulesList, messages.EndpointSchedulesGet, messages.EndpointSchedulesTrigger)...)
 		p = Permissions{
 			Publish: SubjectPermission{Allow: pub},
 			// Client.Wait (fleetctl submit --wait, watch) learns of a job's
@@ -310,6 +315,9 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		dlqStream := names.DLQStream()
 		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel, messages.EndpointJobsPrune),
 			names.Prefix+".api.dlq.>",
+			// Schedules: every schedules.* endpoint (add, list, get, pause,
+			// resume, trigger, rm).
+			names.Prefix+".api.schedules.>",
 			"$SRV.>",                     // nats micro ls/info/stats
 			names.AgentStatusFilter("*"), // an agent's status endpoint
 			j.api("INFO"), j.api("STREAM.NAMES"), j.api("STREAM.LIST"),

@@ -59,9 +59,12 @@ func (c *Coordinator) safeCall(ctx context.Context, name string, fn func(context
 	return fn(ctx, data)
 }
 
-// extraEndpoints lets other files (the DLQ API) add endpoints.
+// extraEndpoints lets other files (the DLQ API, schedules) add endpoints.
 func (c *Coordinator) extraEndpoints() map[string]endpointFunc {
 	m := c.dlqEndpoints()
+	for name, fn := range c.scheduleEndpoints() {
+		m[name] = fn
+	}
 	for name, fn := range c.testEndpoints {
 		m[name] = fn
 	}

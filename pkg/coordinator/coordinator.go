@@ -561,6 +561,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		Routes:    c.routes(ctx, eff, groups),
 		SubmitSeq: seq,
 	}
+	holdAtAcceptance(&rec, now) // not_before (notbefore.go)
 	if eff.GroupBy != "" {
 		rec.Status.Groups = make(map[string]messages.GroupStatus, len(groups))
 		for g, n := range groups {
@@ -591,7 +592,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		rec.Status.BestEffort = bestEffortStatus(spec.BestEffort, eff.BestEffort, len(groups))
 		rec.Status.BestEffort.ClampedBy = clampedBy
 		if eff.BestEffort.Deadline > 0 {
-			dl := now.Add(eff.BestEffort.Deadline.D())
+			dl := dueAt(&rec, now).Add(eff.BestEffort.Deadline.D()) // from not_before, if later
 			rec.Deadline = &dl
 			rec.Status.BestEffort.Deadline = &dl
 		}

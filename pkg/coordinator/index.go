@@ -119,12 +119,12 @@ func (x *jobIndex) put(rev uint64, st *messages.JobStatus) {
 }
 
 // has reports whether the index holds revision rev of job id or a newer one.
-// unfinished returns the ids of the jobs pending or running.
+// unfinished returns the ids of the jobs pending, scheduled or running.
 func (x *jobIndex) unfinished() []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	var ids []string
-	for _, state := range []string{messages.StatePending, messages.StateRunning} {
+	for _, state := range []string{messages.StatePending, messages.StateScheduled, messages.StateRunning} {
 		for _, e := range x.byState[state] {
 			ids = append(ids, e.status.ID)
 		}

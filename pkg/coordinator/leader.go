@@ -20,9 +20,9 @@ import (
 // coordinators"). Every coordinator serves the API; one, the holder of the
 // lease in the control bucket (internal/lease), leads: it alone runs the
 // intake, the job runners, the DLQ mover and monitor, replays, cancel
-// requests, retention, the stranded-message sweep and the components
-// registered with OnLeader. Each leadership
-// term has its own context (runCtx), which ends when the lease is lost —
+// requests, retention, the stranded-message sweep, the schedules' ticks
+// (scheduler.go) and the components registered with OnLeader. Each
+// leadership term has its own context (runCtx), which ends when the lease is lost —
 // before any other coordinator can take it — or when Run ends; lead waits
 // for every goroutine of the term before another term can begin.
 
@@ -101,6 +101,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 	c.goTerm("cancel requests", func() error { return c.followCancels(ctx) })
 	c.goTerm("adopt", func() error { c.adopt(ctx); return nil })
 	c.goTerm("leader status", func() error { return c.serveLeaderStatus(ctx) })
+	c.goTerm("schedules", func() error { return c.runSchedules(ctx) })
 	for _, comp := range c.components {
 		c.goTerm(comp.name, func() error { return comp.run(ctx) })
 	}

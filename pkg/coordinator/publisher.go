@@ -365,6 +365,10 @@ func (r *jobRunner) startPublishing(ctx context.Context) *publishing {
 			pg.result <- ctx.Err()
 			return
 		}
+		if err := r.holdNotBefore(ctx); err != nil { // not_before (notbefore.go)
+			pg.result <- err
+			return
+		}
 		pg.result <- r.newPublisher().run(ctx)
 	}()
 	return pg

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -97,6 +98,11 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	if s.Pool != "" {
 		if err := messages.ValidPool(s.Pool); err != nil {
 			v.addf("pool", "%v", err)
+		}
+	}
+	if s.NotBefore != "" {
+		if _, err := messages.NotBeforeTime(s.NotBefore, time.Time{}); err != nil {
+			v.addf("not_before", "%v", err)
 		}
 	}
 	if s.GroupBy != "" {

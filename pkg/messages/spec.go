@@ -42,6 +42,10 @@ type JobSpec struct {
 	IDField string `json:"id_field,omitempty"`
 	// MaxParallel caps the job's in-flight items across the fleet. 0 = no cap.
 	MaxParallel int `json:"max_parallel,omitempty"`
+	// NotBefore holds the job until a time: an RFC 3339 time, or a duration
+	// from its acceptance ("10m"). The coordinator stores the time it
+	// resolves to; until then the job's state is "scheduled".
+	NotBefore string `json:"not_before,omitempty"`
 	// AgentTemplate are the steps run, in order, for every item.
 	AgentTemplate []Step `json:"agent_template"`
 	// AgentTimeout bounds the run of one item through AgentTemplate, from
