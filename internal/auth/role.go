@@ -20,13 +20,14 @@ const (
 	// RoleAgent consumes the work of one pool through its existing consumer,
 	// acks it, publishes results, dead letters and its two event types on
 	// its pool's subjects, keeps its pool's item state, reads and updates
-	// retry budgets and circuit breakers, and reads job specs.
+	// retry budgets, circuit breakers and limits, and reads job specs.
 	RoleAgent Role = "agent"
 	// RoleSubmitter submits jobs (API and durable intake), uploads their
 	// inputs to the uploads bucket, and reads job status.
 	RoleSubmitter Role = "submitter"
 	// RoleOperator inspects, replays and purges dead letters, reads,
-	// cancels and prunes jobs, and reads the fleet's streams and consumers.
+	// cancels and prunes jobs, configures the fleet's limits, and reads
+	// the fleet's streams and consumers.
 	RoleOperator Role = "operator"
 )
 
@@ -209,10 +210,10 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		}
 		pub = append(pub, j.acks(work, cons)...)
 		pub = append(pub, j.kvRead(names.JobsBucket())...) // job specs, read only
-		// Retry budgets and circuit breakers are shared by the fleet:
-		// compare-and-set writes, leader reads after a lost race, and a
-		// watch that keeps each agent's cache current.
-		for _, b := range []string{names.BudgetBucket(), names.BreakerBucket()} {
+		// Retry budgets, circuit breakers and limits are shared by the
+		// fleet: compare-and-set writes, leader reads after a lost race,
+		// and a watch that keeps each agent's cache current.
+		for _, b := range []string{names.BudgetBucket(), names.BreakerBucket(), names.LimitsBucket()} {
 			pub = append(pub, "$KV."+b+".>", j.api("STREAM.MSG.GET", kvStream(b)))
 			pub = append(pub, j.kvRead(b)...)
 			pub = append(pub, j.watch(kvStream(b))...)
@@ -261,6 +262,12 @@ func RolePermissions(role Role, names messages.Names, pool string) (Permissions,
 		pub = append(pub, j.read(dlqStream)...)
 		pub = append(pub, j.browse(dlqStream)...)
 		pub = append(pub, j.kvRead(names.JobsBucket())...)
+		// The fleet's limits (fleetctl limit): the operator configures
+		// them; writes are compare-and-set, reads from the leader.
+		limits := names.LimitsBucket()
+		pub = append(pub, "$KV."+limits+".>", j.api("STREAM.MSG.GET", kvStream(limits)))
+		pub = append(pub, j.kvRead(limits)...)
+		pub = append(pub, j.watch(kvStream(limits))...)
 		// The dashboard (fleetctl ui): watches of the job records and the
 		// agents' presence, and reads of the events (a breaker's history)
 		// and results (a job's histograms).
