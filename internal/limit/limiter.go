@@ -58,8 +58,12 @@ type local struct {
 	notBefore time.Time
 	// rate is the limit's rate at the last take; capped that it has a
 	// concurrency cap (each call then takes its own slot, and no batch).
-	rate   float64
-	capped bool
+	rate     float64
+	capped   bool
+	adaptive bool
+	// spare are slots the agent holds that a finished call handed over to
+	// the callers waiting here.
+	spare int
 	// wake is closed when one of the agent's calls releases a slot.
 	wake chan struct{}
 	// users counts the callers between Acquire and Release (the entry is
@@ -110,28 +114,32 @@ type Acquire struct {
 func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duration, error) {
 	lk := l.enter(q.Key)
 	defer l.leave(q.Key, lk)
-	start := l.clock.Now()
+	start, realStart := l.clock.Now(), time.Now()
 	lk.mu.Lock()
 	lk.waiting++
 	lk.mu.Unlock()
-	defer func() {
-		lk.mu.Lock()
-		lk.waiting--
-		lk.mu.Unlock()
-	}()
+	defer l.done(ctx, q, lk)
 	waited := false
 	for {
 		lk.mu.Lock()
 		now := l.clock.Now()
 		var wait time.Duration
+		spare := lk.spare > 0
 		switch {
-		case lk.tokens > 0 && now.Before(lk.expires):
+		case !spare && lk.tokens > 0 && now.Before(lk.expires):
 			// A token the last take leased in its batch: no request. It
 			// carries no slot; a slot-capped limit leases one token a take.
 			lk.tokens--
 			lk.mu.Unlock()
-			l.metrics.granted(q.Label, waited, false)
+			l.metrics.granted(q.Label, waited)
 			return &Ticket{key: q.Key, label: q.Label, lease: q.Lease}, 0, nil
+		case spare && lk.rate == 0:
+			// A slot one of the agent's calls handed over, and no rate: no
+			// request at all.
+			lk.spare--
+			lk.mu.Unlock()
+			l.metrics.granted(q.Label, waited)
+			return &Ticket{key: q.Key, label: q.Label, slot: true, adaptive: lk.adaptive, lease: q.Lease}, 0, nil
 		case now.Before(lk.notBefore):
 			wait = lk.notBefore.Sub(now)
 		default:
@@ -139,22 +147,28 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			if lk.rate > 0 && !lk.capped {
 				batch = max(1, min(lk.waiting, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
 			}
-			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: true, Lease: q.Lease})
+			// With a spare slot only a token is asked for.
+			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease})
 			l.metrics.take(q.Label)
 			if err != nil {
 				lk.mu.Unlock()
 				return nil, 0, err
 			}
-			lk.rate, lk.capped = rec.Rate(), rec.Concurrency > 0
+			lk.rate, lk.capped, lk.adaptive = rec.Rate(), rec.Concurrency > 0, rec.Adaptive
 			l.metrics.rate(q.Label, rec, q.Inline == nil)
 			if g.Granted() {
+				slot := g.Slot
+				if spare {
+					lk.spare--
+					slot = true
+				}
 				lk.tokens, lk.expires = g.Tokens-1, now.Add(batchTTL)
-				if g.Slot {
+				if slot {
 					lk.tokens = 0 // a slot per call: the batch was not asked for
 				}
 				lk.mu.Unlock()
-				l.metrics.granted(q.Label, waited, g.Slot)
-				return &Ticket{key: q.Key, label: q.Label, slot: g.Slot, adaptive: rec.Adaptive, lease: q.Lease}, 0, nil
+				l.metrics.granted(q.Label, waited)
+				return &Ticket{key: q.Key, label: q.Label, slot: slot, adaptive: rec.Adaptive, lease: q.Lease}, 0, nil
 			}
 			wait = g.Wait
 			if g.Full {
@@ -164,7 +178,7 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 		}
 		wake := lk.wake
 		lk.mu.Unlock()
-		if now.Add(wait).Sub(start) > q.MaxWait {
+		if now.Add(wait).Sub(start) > q.MaxWait || time.Since(realStart)+wait > q.MaxWait {
 			l.metrics.deferred(q.Label)
 			return nil, max(wait, time.Millisecond), nil
 		}
@@ -181,26 +195,43 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 	}
 }
 
-// Release ends the ticket's call with outcome o: its slot is given back,
-// and an adaptive limit hears the outcome. Without either there is no
-// request. It runs even when ctx has ended (bounded by its own timeout);
-// a release that fails leaves the slot to its lease's expiry. It is
-// idempotent.
+// done ends a caller's wait on lk: the last waiter gives back the spare
+// slots no waiter took.
+func (l *Limiter) done(ctx context.Context, q Acquire, lk *local) {
+	lk.mu.Lock()
+	lk.waiting--
+	n := 0
+	if lk.waiting == 0 {
+		n, lk.spare = lk.spare, 0
+	}
+	lk.mu.Unlock()
+	if n > 0 {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		_ = l.store.Release(ctx, q.Key, l.agent, n, Neutral, q.Lease) // or its lease ends them
+	}
+}
+
+// Release ends the ticket's call with outcome o. Its slot goes to a call
+// of the agent's waiting on the same limit, if any (no request), or back
+// to the limit; an adaptive limit hears the outcome. It runs even when
+// ctx has ended (bounded by its own timeout); a release that fails
+// leaves the slot to its lease's expiry. It is idempotent.
 func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 	if t == nil || t.released {
 		return nil
 	}
 	t.released = true
-	if !t.slot && !(t.adaptive && o != Neutral) {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	err := l.store.Release(ctx, t.key, l.agent, t.slot, o, t.lease)
+	slots := 0
 	if t.slot {
+		slots = 1
 		l.mu.Lock()
 		if lk := l.keys[t.key]; lk != nil {
 			lk.mu.Lock()
+			if lk.waiting > 0 {
+				lk.spare++ // handed over: the waiter's take asks only for a token
+				slots = 0
+			}
 			close(lk.wake)
 			lk.wake = make(chan struct{})
 			lk.notBefore = time.Time{}
@@ -208,7 +239,12 @@ func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 		}
 		l.mu.Unlock()
 	}
-	return err
+	if slots == 0 && !(t.adaptive && o != Neutral) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	return l.store.Release(ctx, t.key, l.agent, slots, o, t.lease)
 }
 
 // enter returns key's local state, counted in use.
@@ -275,7 +311,7 @@ func (m *Metrics) take(label string) {
 	}
 }
 
-func (m *Metrics) granted(label string, waited, _ bool) {
+func (m *Metrics) granted(label string, waited bool) {
 	if m == nil {
 		return
 	}
@@ -296,3 +332,15 @@ func (m *Metrics) rate(label string, rec Record, named bool) {
 		m.current.WithLabelValues(label).Set(rec.Rate())
 	}
 }
+
+// Renew extends the lease on the ticket's slot (and the agent's other
+// slots of the same limit) while its call runs; nothing without a slot.
+func (l *Limiter) Renew(ctx context.Context, t *Ticket) error {
+	if t == nil || !t.slot || t.released {
+		return nil
+	}
+	return l.store.Renew(ctx, t.key, l.agent, t.lease)
+}
+
+// Label is the ticket's limit name in metrics and logs.
+func (t *Ticket) Label() string { return t.label }

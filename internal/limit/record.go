@@ -201,6 +201,9 @@ func (r Record) Take(now time.Time, q Request) (Record, Grant) {
 		g.Tokens = int(min(have, float64(max(q.Tokens, 1))))
 		r.Tokens = max(0, r.Tokens-float64(g.Tokens))
 	}
+	if h, held := r.Holders[q.Agent]; held && !slot && q.Lease > 0 && now.Add(q.Lease).After(h.Until) {
+		r = r.Renew(now, q.Agent, q.Lease) // the agent's spare slots stay leased while it takes tokens
+	}
 	if slot {
 		hs := make(map[string]Holder, len(r.Holders)+1)
 		for a, h := range r.Holders {
@@ -232,16 +235,16 @@ const (
 	Overload
 )
 
-// Release decides the end of a call at now: the agent's slot (if slot)
-// is given back and the outcome applied.
-func (r Record) Release(now time.Time, agent string, slot bool, o Outcome, lease time.Duration) Record {
+// Release decides the end of a call at now: slots of the agent's are
+// given back and the outcome applied.
+func (r Record) Release(now time.Time, agent string, slots int, o Outcome, lease time.Duration) Record {
 	r = r.normalize(now)
-	if h, ok := r.Holders[agent]; ok && slot {
+	if h, ok := r.Holders[agent]; ok && slots > 0 {
 		hs := make(map[string]Holder, len(r.Holders))
 		for a, h := range r.Holders {
 			hs[a] = h
 		}
-		if h.Slots--; h.Slots > 0 {
+		if h.Slots -= slots; h.Slots > 0 {
 			if until := now.Add(lease); until.After(h.Until) {
 				h.Until = until
 			}
@@ -275,5 +278,22 @@ func (r Record) Release(now time.Time, agent string, slot bool, o Outcome, lease
 // withWriter records write id in the record.
 func (r Record) withWriter(id string) Record {
 	r.Writers = append(slices.Clone(r.Writers[max(0, len(r.Writers)-keepWriters+1):]), id)
+	return r
+}
+
+// Renew extends agent's lease on its slots to now+lease.
+func (r Record) Renew(now time.Time, agent string, lease time.Duration) Record {
+	r = r.normalize(now)
+	h, ok := r.Holders[agent]
+	if !ok || !now.Add(lease).After(h.Until) {
+		return r
+	}
+	hs := make(map[string]Holder, len(r.Holders))
+	for a, h := range r.Holders {
+		hs[a] = h
+	}
+	h.Until = now.Add(lease)
+	hs[agent] = h
+	r.Holders = hs
 	return r
 }

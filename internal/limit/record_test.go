@@ -74,7 +74,7 @@ func TestSlotsAreLeases(t *testing.T) {
 	require.Equal(t, 2, r.InFlight(t0))
 
 	// b releases: c gets its slot.
-	r = r.Release(t0.Add(time.Second), "b", true, Neutral, lease)
+	r = r.Release(t0.Add(time.Second), "b", 1, Neutral, lease)
 	require.Equal(t, 1, r.InFlight(t0.Add(time.Second)))
 	r, g = r.Take(t0.Add(time.Second), Request{Agent: "c", Slot: true, Lease: lease})
 	require.True(t, g.Slot)
@@ -89,31 +89,31 @@ func TestSlotsAreLeases(t *testing.T) {
 	require.False(t, ok, "an expired holder is dropped")
 
 	// A release of a slot not held changes nothing.
-	r2 := r.Release(at, "zzz", true, Neutral, lease)
+	r2 := r.Release(at, "zzz", 1, Neutral, lease)
 	require.Equal(t, r.InFlight(at), r2.InFlight(at))
 }
 
 func TestAdaptive(t *testing.T) {
 	r := Record{}.Configure(t0, cfg(40, 10, 0, true))
-	r = r.Release(t0, "a", false, Overload, 0)
+	r = r.Release(t0, "a", 0, Overload, 0)
 	require.Equal(t, 20.0, r.Rate())
-	r = r.Release(t0.Add(100*time.Millisecond), "a", false, Overload, 0)
+	r = r.Release(t0.Add(100*time.Millisecond), "a", 0, Overload, 0)
 	require.Equal(t, 20.0, r.Rate(), "one cut per CutInterval")
 	now := t0
 	for range 20 {
 		now = now.Add(CutInterval)
-		r = r.Release(now, "a", false, Overload, 0)
+		r = r.Release(now, "a", 0, Overload, 0)
 	}
 	require.Equal(t, 40*FloorFraction, r.Rate(), "floor")
 	require.Equal(t, 1.0, r.burst(), "burst scales down with the rate")
 	for range 100 {
-		r = r.Release(now, "a", false, Success, 0)
+		r = r.Release(now, "a", 0, Success, 0)
 	}
 	require.Equal(t, 40.0, r.Rate(), "successes bring it back to the configured rate")
 	require.Zero(t, r.Current)
 
 	// Not adaptive: outcomes are only counted.
-	s := Record{}.Configure(t0, cfg(40, 10, 0, false)).Release(t0, "a", false, Overload, 0)
+	s := Record{}.Configure(t0, cfg(40, 10, 0, false)).Release(t0, "a", 0, Overload, 0)
 	require.Equal(t, 40.0, s.Rate())
 	require.Equal(t, 1, s.Stats.Overloads)
 }
@@ -121,7 +121,7 @@ func TestAdaptive(t *testing.T) {
 func TestConfigureKeepsState(t *testing.T) {
 	r := Record{}.Configure(t0, cfg(40, 10, 3, true))
 	r, _, _ = takeAll(r, t0)
-	r = r.Release(t0, "a", false, Overload, 0) // 20/s
+	r = r.Release(t0, "a", 0, Overload, 0) // 20/s
 	r = r.Configure(t0, cfg(100, 50, 3, true))
 	require.Equal(t, 20.0, r.Rate(), "the adaptive rate survives a raise of the configured one")
 	_, n, _ := takeAll(r, t0)

@@ -134,16 +134,17 @@ func (s *Store) Take(ctx context.Context, key, pool string, inline *messages.Lim
 	return g, c.To.Value, nil
 }
 
-// Release ends a call of the limit under key: the agent's slot (if slot)
-// and the outcome. A record deleted since is left deleted.
-func (s *Store) Release(ctx context.Context, key, agent string, slot bool, o Outcome, lease time.Duration) error {
+// Release ends calls of the limit under key: slots of the agent's are
+// given back, and the outcome applied. A record deleted since is left
+// deleted.
+func (s *Store) Release(ctx context.Context, key, agent string, slots int, o Outcome, lease time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
 	_, err := s.s.Update(ctx, key, func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
 		if !cur.Exists {
 			return cur.Value, false, nil
 		}
-		return cur.Value.Release(s.now(), agent, slot, o, lease).withWriter(id), true, nil
+		return cur.Value.Release(s.now(), agent, slots, o, lease).withWriter(id), true, nil
 	})
 	if err != nil {
 		return fmt.Errorf("limit %s: %w", key, err)
@@ -205,3 +206,19 @@ func (s *Store) Keys(ctx context.Context) ([]string, error) {
 
 // Now is the store's clock reading.
 func (s *Store) Now() time.Time { return s.now() }
+
+// Renew extends agent's lease on its slots of the limit under key.
+func (s *Store) Renew(ctx context.Context, key, agent string, lease time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
+	defer cancel()
+	_, err := s.s.Update(ctx, key, func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
+		if _, held := cur.Value.Holders[agent]; !cur.Exists || !held {
+			return cur.Value, false, nil
+		}
+		return cur.Value.Renew(s.now(), agent, lease).withWriter(id), true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("limit %s: %w", key, err)
+	}
+	return nil
+}

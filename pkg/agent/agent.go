@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/budget"
@@ -57,6 +58,9 @@ type Agent struct {
 	maxDeliver uint64
 	// breakers follows the circuit breakers of jobs that have one.
 	breakers breakerStates
+	// limits takes the tokens and slots of steps' limits (limit.go).
+	limits     *limit.Limiter
+	limitStore *limit.Store
 	// stepEnv is what shell steps see of the agent's environment.
 	stepEnv []string
 	// presence publishes who the agent is and how busy (presence.go).
@@ -100,6 +104,9 @@ func (a *Agent) handler(name string) (HandlerFunc, bool) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	fn, ok := a.handlers[name]
+	if !ok && name == HTTPHandlerName {
+		return httpHandler, true
+	}
 	return fn, ok
 }
 
@@ -158,6 +165,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer func() { _ = a.budget.Close() }()
 	defer a.breakers.close()
+	defer a.limitStore.Close()
 	stopEnded, err := a.watchEnded()
 	if err != nil {
 		return fmt.Errorf("agent: map_ended events: %w", err)
@@ -229,6 +237,9 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	a.dlq = dlq.NewWriter(a.js, a.names, a.cfg.Pool)
 	if a.breakers, err = a.openBreakers(ctx); err != nil {
+		return err
+	}
+	if err := a.openLimits(ctx); err != nil {
 		return err
 	}
 	a.metrics = newMetrics(a.cfg.Registerer)
