@@ -128,7 +128,7 @@ func testNames() messages.Names { return messages.MustNames("fleet") }
 func TestLimitSharedByTwoJobs(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
-	ds := newDownstream(t, 40*time.Millisecond)
+	ds := newDownstream(t, 20*time.Millisecond)
 	store := limitStore(t, srv)
 	_, err := store.Set(context.Background(), "api", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
 	require.NoError(t, err)

@@ -82,10 +82,20 @@ func (r Record) Rate() float64 {
 	return rate
 }
 
+// TransitMargin is the spread of the time between a take and its call's
+// arrival at the dependency that a limit absorbs: the bucket holds
+// TransitMargin of rate less than the burst, so that the calls arriving
+// in any second stay within rate + burst even when some taken just
+// before it arrive in it.
+const TransitMargin = 100 * time.Millisecond
+
 // burst is the bucket's capacity at the current rate: the configured
-// burst, scaled down with an adaptive rate (at least one token).
+// burst less TransitMargin of rate, scaled down with an adaptive rate (at
+// least one token).
 func (r Record) burst() float64 {
 	b := float64(r.WithDefaults().Burst)
+	b -= math.Ceil(r.LimitConfig.Rate.PerSecond() * TransitMargin.Seconds())
+	b = max(b, 1)
 	if rate := r.LimitConfig.Rate.PerSecond(); rate > 0 && r.Rate() < rate {
 		b = max(1, math.Floor(b*r.Rate()/rate))
 	}
