@@ -90,12 +90,14 @@ func (d *downstream) maxWindow(tag string, w time.Duration) int {
 func (d *downstream) repeated() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	seen := map[string]int{}
+	first := map[string]time.Time{}
 	var rep []string
-	for _, p := range d.paths {
-		if seen[p]++; seen[p] == 2 {
-			rep = append(rep, p)
+	for i, p := range d.paths {
+		if t0, ok := first[p]; ok {
+			rep = append(rep, fmt.Sprintf("%s again after %s", p, d.arrivals[i].Sub(t0)))
+			continue
 		}
+		first[p] = d.arrivals[i]
 	}
 	return rep
 }
