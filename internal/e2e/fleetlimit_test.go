@@ -129,7 +129,7 @@ func testNames() messages.Names { return messages.MustNames("fleet") }
 // flight, through the http handler, on two agents of 16 slots each.
 func TestLimitSharedByTwoJobs(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
 	ds := newDownstream(t, 20*time.Millisecond)
 	store := limitStore(t, srv)
 	_, err := store.Set(context.Background(), "api", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
@@ -171,7 +171,7 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 // An inline limit keyed by tenant gives each tenant its own rate.
 func TestLimitKeyedPerTenant(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
 	ds := newDownstream(t, 5*time.Millisecond)
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 16, Provision: calmProvision}, nil)
 	c := client(t, srv)
@@ -201,7 +201,7 @@ func TestLimitKeyedPerTenant(t *testing.T) {
 // items.
 func TestLimitSlotsOfAKilledAgentExpire(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
 	store := limitStore(t, srv)
 	_, err := store.Set(context.Background(), "slow", messages.LimitConfig{Concurrency: 2})
 	require.NoError(t, err)
@@ -241,4 +241,90 @@ func TestLimitSlotsOfAKilledAgentExpire(t *testing.T) {
 	st := waitJob(t, c, id, 60*time.Second)
 	require.Equal(t, int64(3), st.Succeeded)
 	require.Zero(t, inFlight())
+}
+
+// windowRate is the requests per second that arrived in [from, to).
+func (d *downstream) windowRate(from, to time.Time) float64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, t := range d.arrivals {
+		if !t.Before(from) && t.Before(to) {
+			n++
+		}
+	}
+	return float64(n) / to.Sub(from).Seconds()
+}
+
+// An adaptive limit: while the dependency answers 503 the fleet's call
+// rate falls to a quarter of the healthy rate within 3 s, and comes back
+// to 80 % of it within 15 s of the recovery.
+func TestLimitAdaptiveOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 30 s run")
+	}
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	ds := newDownstream(t, 5*time.Millisecond)
+	const healthyFor, outage = 4 * time.Second, 6 * time.Second
+	var (
+		once  sync.Once
+		begin time.Time
+	)
+	ds.status = func(at time.Time) int {
+		once.Do(func() { begin = at })
+		if s := at.Sub(begin); s >= healthyFor && s < healthyFor+outage {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}
+	store := limitStore(t, srv)
+	_, err := store.Set(context.Background(), "flaky", messages.LimitConfig{Rate: 40, Burst: 10, Adaptive: true})
+	require.NoError(t, err)
+	for _, name := range []string{"a1", "a2"} {
+		startAgent(t, srv.URL(), agent.Config{Name: name, Concurrency: 16, Provision: calmProvision}, nil)
+	}
+	c := client(t, srv)
+	id := submit(t, c, `{"items": `+itemsJSON(1200, func(i int) map[string]any { return map[string]any{"i": i} })+`,
+	  "retry_budget": 100000,
+	  "agent_template": [{"handler": "http", "limit": "flaky", "with": {"url": "`+ds.URL+`/i/${item.i}"},
+	    "retry_config": {"attempts": 40, "backoff": "fixed", "initial_delay": "200ms", "jitter": true}}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	fleettest.WaitFor(t, 60*time.Second, func() error {
+		if n, _, _ := ds.count(); n == 0 {
+			return errNotYet
+		}
+		return nil
+	})
+	outStart := begin.Add(healthyFor)
+	outEnd := outStart.Add(outage)
+	// Wait until 15 s after the recovery (or the job's end).
+	fleettest.WaitFor(t, 60*time.Second, func() error {
+		if time.Now().Before(outEnd.Add(15 * time.Second)) {
+			st, err := c.Status(ctx, id)
+			if err == nil && st.Done() >= st.Items {
+				return nil
+			}
+			return errNotYet
+		}
+		return nil
+	})
+	healthy := ds.windowRate(begin.Add(time.Second), outStart)
+	during := ds.windowRate(outStart.Add(3*time.Second), outEnd)
+	best, bestAt := 0.0, time.Duration(0)
+	for off := time.Duration(0); off < 14*time.Second; off += 250 * time.Millisecond {
+		if r := ds.windowRate(outEnd.Add(off), outEnd.Add(off+time.Second)); r > best {
+			best, bestAt = r, off
+		}
+	}
+	rec, _, err := store.Get(ctx, limit.NamedKey("flaky"))
+	require.NoError(t, err)
+	t.Logf("healthy %.1f/s; outage after 3 s %.1f/s; best second after recovery %.1f/s, %s after it; limit now %.1f/s, %d overloads counted",
+		healthy, during, best, bestAt, rec.Rate(), rec.Stats.Overloads+rec.Stats.PrevOverloads)
+	require.LessOrEqual(t, during, 0.25*healthy, "the rate falls during the outage")
+	if !raceEnabled {
+		require.GreaterOrEqual(t, best, 0.8*healthy, "and comes back after it")
+	}
+	_ = waitJob(t, c, id, 120*time.Second)
 }
