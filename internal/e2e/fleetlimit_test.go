@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -156,9 +158,7 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 	require.Equal(t, 600, n, "every item called once; called twice: %v", ds.repeated())
 	require.LessOrEqual(t, ds.maxWindow("", time.Second), 50, "rate + burst per second")
 	require.LessOrEqual(t, ds.maxInFlight, 6, "concurrency")
-	if !raceEnabled {
-		// The lower bound is about the limiter not starving the jobs; under
-		// -race the agents themselves are too slow to tell.
+	if timingReliable(t) {
 		require.GreaterOrEqual(t, float64(n-1)/elapsed.Seconds(), 0.75*40, "the jobs get at least 75%% of the limit")
 	}
 	rec, ok, err := store.Get(context.Background(), limit.NamedKey("api"))
@@ -201,7 +201,7 @@ func TestLimitKeyedPerTenant(t *testing.T) {
 // items.
 func TestLimitSlotsOfAKilledAgentExpire(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{}) // a short crash timeout: the victim's items come back soon
 	store := limitStore(t, srv)
 	_, err := store.Set(context.Background(), "slow", messages.LimitConfig{Concurrency: 2})
 	require.NoError(t, err)
@@ -267,12 +267,10 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
 	ds := newDownstream(t, 5*time.Millisecond)
 	const healthyFor, outage = 4 * time.Second, 6 * time.Second
-	var (
-		once  sync.Once
-		begin time.Time
-	)
 	ds.status = func(at time.Time) int {
-		once.Do(func() { begin = at })
+		ds.mu.Lock()
+		begin := ds.arrivals[0] // the first call's arrival
+		ds.mu.Unlock()
 		if s := at.Sub(begin); s >= healthyFor && s < healthyFor+outage {
 			return http.StatusServiceUnavailable
 		}
@@ -297,6 +295,9 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 		}
 		return nil
 	})
+	ds.mu.Lock()
+	begin := ds.arrivals[0]
+	ds.mu.Unlock()
 	outStart := begin.Add(healthyFor)
 	outEnd := outStart.Add(outage)
 	// Wait until 15 s after the recovery (or the job's end).
@@ -320,11 +321,38 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 	}
 	rec, _, err := store.Get(ctx, limit.NamedKey("flaky"))
 	require.NoError(t, err)
+	n, first, last := ds.count()
+	st, _ := c.Status(ctx, id)
+	t.Logf("%d calls from %s to %s; job %+v", n, first.Sub(begin), last.Sub(begin), st)
 	t.Logf("healthy %.1f/s; outage after 3 s %.1f/s; best second after recovery %.1f/s, %s after it; limit now %.1f/s, %d overloads counted",
 		healthy, during, best, bestAt, rec.Rate(), rec.Stats.Overloads+rec.Stats.PrevOverloads)
 	require.LessOrEqual(t, during, 0.25*healthy, "the rate falls during the outage")
-	if !raceEnabled {
-		require.GreaterOrEqual(t, best, 0.8*healthy, "and comes back after it")
+	if timingReliable(t) {
+		require.GreaterOrEqual(t, healthy, 0.75*40, "the limit lets the job use it")
+		require.GreaterOrEqual(t, best, 0.8*healthy, "and comes back after the outage")
 	}
 	_ = waitJob(t, c, id, 120*time.Second)
+}
+
+// timingReliable reports whether the lower bounds on throughput can be
+// asserted: not under -race, and not on a machine whose load average is
+// above its CPU count. There the agents' own work per call (a KV take, the
+// step, a KV release) stretches how long a call holds its slot so far that
+// 6 slots cannot carry 30 calls a second; the upper bounds hold whatever
+// the load, and are always asserted.
+func timingReliable(t *testing.T) bool {
+	if raceEnabled {
+		t.Log("throughput lower bound not asserted under -race")
+		return false
+	}
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return true
+	}
+	var load float64
+	if _, err := fmt.Sscan(string(b), &load); err != nil || load <= float64(runtime.NumCPU()) {
+		return true
+	}
+	t.Logf("throughput lower bound not asserted: load average %.1f on %d CPUs", load, runtime.NumCPU())
+	return false
 }
