@@ -3,10 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"runtime"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
