@@ -22,8 +22,8 @@ func TestLimitCommands(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	var v limitView
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
-	require.Equal(t, limitView{Name: "api", Named: true, Rate: 40, CurrentRate: 40, Burst: 40, Tokens: 40, Concurrency: 6, Adaptive: true}, v,
-		"burst defaults to one second of rate; a new limit starts full")
+	require.Equal(t, limitView{Name: "api", Named: true, Rate: 40, CurrentRate: 40, Burst: 40, Tokens: 36, Concurrency: 6, Adaptive: true}, v,
+		"burst defaults to one second of rate; a new limit starts full (less limit.TransitMargin of rate)")
 
 	// Changed while in use: the new rate applies, the tokens stay.
 	code, _, errOut = cliCtx(ctx, url, "limit", "set", "api", "--rate", "600/m", "--burst", "3")
@@ -34,7 +34,7 @@ func TestLimitCommands(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &vs))
 	require.Len(t, vs, 1)
 	require.Equal(t, 10.0, vs[0].CurrentRate)
-	require.Equal(t, 3.0, vs[0].Tokens)
+	require.Equal(t, 2.0, vs[0].Tokens, "at most the new burst, less the margin")
 	require.False(t, vs[0].Adaptive)
 
 	code, out, _ = cliCtx(ctx, url, "limit", "list")
