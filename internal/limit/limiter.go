@@ -226,7 +226,11 @@ func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 	if t.slot {
 		slots = 1
 		l.mu.Lock()
-		if lk := l.keys[t.key]; lk != nil {
+		lk := l.keys[t.key]
+		l.mu.Unlock()
+		// lk.mu may be held across a take: not under l.mu. An entry dropped
+		// meanwhile has no waiter, and the slot goes back to the limit.
+		if lk != nil {
 			lk.mu.Lock()
 			if lk.waiting > 0 {
 				lk.spare++ // handed over: the waiter's take asks only for a token
@@ -237,7 +241,6 @@ func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 			lk.notBefore = time.Time{}
 			lk.mu.Unlock()
 		}
-		l.mu.Unlock()
 	}
 	if slots == 0 && !(t.adaptive && o != Neutral) {
 		return nil
