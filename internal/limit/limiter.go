@@ -137,9 +137,10 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			// A slot one of the agent's calls handed over, and no rate: no
 			// request at all.
 			lk.spare--
+			adaptive := lk.adaptive
 			lk.mu.Unlock()
 			l.metrics.granted(q.Label, waited)
-			return &Ticket{key: q.Key, label: q.Label, slot: true, adaptive: lk.adaptive, lease: q.Lease}, 0, nil
+			return &Ticket{key: q.Key, label: q.Label, slot: true, adaptive: adaptive, lease: q.Lease}, 0, nil
 		case now.Before(lk.notBefore):
 			wait = lk.notBefore.Sub(now)
 		default:
