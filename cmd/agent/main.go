@@ -59,6 +59,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	stepEnv := fs.String("step-env", getenv("FLEET_STEP_ENV"), "more of the agent's environment variables that shell steps see, comma-separated names or prefixes ending in * (env FLEET_STEP_ENV); PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ and TMPDIR always")
 	fs.BoolVar(&cfg.StepEnvUnsafe, "step-env-unsafe", getenv("FLEET_STEP_ENV_UNSAFE") == "true", "let --step-env pass NATS_* and FLEET_* variables, and the credentials they hold, to every job (env FLEET_STEP_ENV_UNSAFE=true)")
 	fs.DurationVar(&cfg.PresenceInterval, "presence-interval", agent.DefaultPresenceInterval, "how often the agent writes its presence (pool, items in flight) to the agents bucket; negative = never")
+	fs.DurationVar(&cfg.LimitLease, "limit-lease", agent.DefaultLimitLease, "a step limit's concurrency slot comes back this long after its agent stops renewing it (it died)")
+	fs.DurationVar(&cfg.LimitWait, "limit-wait", agent.DefaultLimitWait, "a run waits this long in the agent for its step's limit before it waits outside (delayed nak or parked)")
 	fs.DurationVar(&cfg.ParkAfter, "park-after", agent.DefaultParkAfter, "retries and snoozes with at least this delay wait in the park stream (holding no MaxAckPending slot) instead of a delayed nak; negative = never park")
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9091 (env FLEET_METRICS_ADDR)")
 	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6061; off by default (env FLEET_PPROF_ADDR)")

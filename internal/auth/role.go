@@ -21,15 +21,15 @@ const (
 	// RoleAgent consumes the work of one pool through its existing consumer,
 	// acks it, publishes results, dead letters and its two event types on
 	// its pool's subjects, keeps its pool's item state, reads and updates
-	// retry budgets and circuit breakers, and reads job specs.
+	// retry budgets, circuit breakers and limits, and reads job specs.
 	RoleAgent Role = "agent"
 	// RoleSubmitter submits jobs (API and durable intake), uploads their
 	// inputs to the uploads bucket, reads job status and schedules, and
 	// triggers a schedule's run.
 	RoleSubmitter Role = "submitter"
 	// RoleOperator inspects, replays and purges dead letters, reads,
-	// cancels and prunes jobs, manages schedules, and reads the fleet's
-	// streams and consumers.
+	// cancels and prunes jobs, manages schedules, configures the fleet's
+	// limits, and reads the fleet's streams and consumers.
 	RoleOperator Role = "operator"
 )
 
@@ -259,10 +259,10 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		// when a replica says "not found" (pkg/agent/jobs.go).
 		pub = append(pub, j.kvRead(names.JobsBucket())...)
 		pub = append(pub, j.api("STREAM.MSG.GET", kvStream(names.JobsBucket())))
-		// Retry budgets and circuit breakers are shared by the fleet:
-		// compare-and-set writes, leader reads after a lost race, and a
+		// Retry budgets, circuit breakers and limits are shared by the
+		// fleet: compare-and-set writes, leader reads after a lost race, and a
 		// watch that keeps each agent's cache current.
-		for _, b := range []string{names.BudgetBucket(), names.BreakerBucket()} {
+		for _, b := range []string{names.BudgetBucket(), names.BreakerBucket(), names.LimitsBucket()} {
 			pub = append(pub, "$KV."+b+".>", j.api("STREAM.MSG.GET", kvStream(b)))
 			pub = append(pub, j.kvRead(b)...)
 			pub = append(pub, j.watch(kvStream(b))...)
@@ -330,6 +330,12 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		pub = append(pub, j.read(dlqStream)...)
 		pub = append(pub, j.browse(dlqStream)...)
 		pub = append(pub, j.kvRead(names.JobsBucket())...)
+		// The fleet's limits (fleetctl limit): the operator configures
+		// them; writes are compare-and-set, reads from the leader.
+		limits := names.LimitsBucket()
+		pub = append(pub, "$KV."+limits+".>", j.api("STREAM.MSG.GET", kvStream(limits)))
+		pub = append(pub, j.kvRead(limits)...)
+		pub = append(pub, j.watch(kvStream(limits))...)
 		// The dashboard (fleetctl ui): watches of the job records and the
 		// agents' presence, and reads of the events (a breaker's history)
 		// and results (a job's histograms).

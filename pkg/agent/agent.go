@@ -16,6 +16,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/tracing"
@@ -68,6 +69,9 @@ type Agent struct {
 	maxDeliver uint64
 	// breakers follows the circuit breakers of jobs that have one.
 	breakers breakerStates
+	// limits takes the tokens and slots of steps' limits (limit.go).
+	limits     *limit.Limiter
+	limitStore *limit.Store
 	// stepEnv is what shell steps see of the agent's environment.
 	stepEnv []string
 	// presence publishes who the agent is and how busy (presence.go).
@@ -131,6 +135,9 @@ func (a *Agent) handler(name string) (HandlerFunc, bool) {
 		return fn, ok
 	}
 	fn, ok := a.handlers[name]
+	if !ok && name == HTTPHandlerName {
+		fn, ok = httpHandler, true // built in, unless the agent registers its own
+	}
 	if !ok {
 		return nil, false
 	}
@@ -153,7 +160,12 @@ func (a *Agent) wrapLocked(fn HandlerFunc) HandlerFunc {
 func (a *Agent) Handlers() []string {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	return slices.Sorted(maps.Keys(a.handlers))
+	names := slices.Sorted(maps.Keys(a.handlers))
+	if _, ok := a.handlers[HTTPHandlerName]; !ok {
+		names = append(names, HTTPHandlerName) // built in (http.go)
+		slices.Sort(names)
+	}
+	return names
 }
 
 // Name is the agent's name in histories and logs.
@@ -175,6 +187,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.wrapped = make(map[string]HandlerFunc, len(a.handlers))
 	for name, fn := range a.handlers {
 		a.wrapped[name] = a.wrapLocked(fn)
+	}
+	if _, ok := a.wrapped[HTTPHandlerName]; !ok {
+		a.wrapped[HTTPHandlerName] = a.wrapLocked(httpHandler) // built in (http.go)
 	}
 	a.mu.Unlock()
 
@@ -215,6 +230,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer func() { _ = a.budget.Close() }()
 	defer a.breakers.close()
+	defer a.limitStore.Close()
 	stopEnded, err := a.watchEnded()
 	if err != nil {
 		return fmt.Errorf("agent: map_ended events: %w", err)
@@ -311,6 +327,9 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 		a.log.Info().Msg("no park stream for the pool yet (the coordinator makes it with the pool's first job): long retries wait in delayed naks until it exists")
 	}
 	if a.breakers, err = a.openBreakers(ctx); err != nil {
+		return err
+	}
+	if err := a.openLimits(ctx); err != nil {
 		return err
 	}
 	a.metrics = newMetrics(a.cfg.Registerer)

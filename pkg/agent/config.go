@@ -52,6 +52,14 @@ const (
 	// MinParkAfter bounds ParkAfter from below: a message schedule fires
 	// no sooner than 250 ms after the server last looked.
 	MinParkAfter = time.Second
+	// DefaultLimitLease is how long a limit's concurrency slot stays held
+	// after its agent stops renewing it (it died), and DefaultLimitWait
+	// how long a run waits in the agent for a limit's token or slot
+	// before it waits outside (a delayed nak, or parked).
+	DefaultLimitLease = 30 * time.Second
+	DefaultLimitWait  = time.Second
+	// MinLimitLease bounds LimitLease from below.
+	MinLimitLease = 100 * time.Millisecond
 )
 
 // Verifier checks a signature of input (ed25519 for an nkeys.KeyPair). It
@@ -152,6 +160,14 @@ type Config struct {
 	// than naked with the delay. Defaults to DefaultParkAfter (5s);
 	// negative: never park.
 	ParkAfter time.Duration
+	// LimitLease is how long a step's limit slot stays held when its
+	// agent stops renewing it (renewed every third of it while the step
+	// runs). Defaults to DefaultLimitLease (30s).
+	LimitLease time.Duration
+	// LimitWait is how long a run waits in the agent for its step's
+	// limit before it waits outside the agent. Defaults to
+	// DefaultLimitWait (1s).
+	LimitWait time.Duration
 	// Provision is used only when the agent creates its pool's consumer
 	// because no coordinator has yet.
 	Provision provision.Config
@@ -222,6 +238,12 @@ func (c Config) WithDefaults() Config {
 	if c.PresenceInterval == 0 {
 		c.PresenceInterval = DefaultPresenceInterval
 	}
+	if c.LimitLease == 0 {
+		c.LimitLease = DefaultLimitLease
+	}
+	if c.LimitWait == 0 {
+		c.LimitWait = DefaultLimitWait
+	}
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter
 	}
@@ -261,6 +283,12 @@ func (c Config) Validate() error {
 	}
 	if c.PresenceInterval >= 0 && c.PresenceInterval < MinPresenceInterval {
 		errs = append(errs, fmt.Errorf("presence_interval: %s, want >= %s (or negative: off)", c.PresenceInterval, MinPresenceInterval))
+	}
+	if c.LimitLease < MinLimitLease {
+		errs = append(errs, fmt.Errorf("limit_lease: %s, want >= %s", c.LimitLease, MinLimitLease))
+	}
+	if c.LimitWait < 0 {
+		errs = append(errs, fmt.Errorf("limit_wait: %s, want >= 0", c.LimitWait))
 	}
 	if c.ParkAfter >= 0 && c.ParkAfter < MinParkAfter {
 		errs = append(errs, fmt.Errorf("park_after: %s, want >= %s (or negative: never park)", c.ParkAfter, MinParkAfter))

@@ -19,6 +19,7 @@ type metrics struct {
 	budgetDenied *prometheus.CounterVec
 	// Circuit breaker: deliveries parked, and state changes this agent wrote.
 	breakerParked      prometheus.Counter
+	limitWaits         prometheus.Counter
 	breakerTransitions *prometheus.CounterVec
 	// Step runs a step's own breaker refused (failed fast).
 	breakerFailedFast prometheus.Counter
@@ -66,6 +67,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		budgetDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jetfleet_agent_budget_denials_total", Help: "Retries denied by the job or item retry budget, by reason.",
 		}, []string{"reason"}),
+		limitWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_agent_limit_waits_total",
+			Help: "Runs sent to wait outside the agent for their step's limit (delayed nak or parked), spending nothing.",
+		}),
 		breakerParked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jetfleet_agent_breaker_parked_total", Help: "Deliveries parked (in the park stream or with a delayed nak, nothing spent) by a job's open or half-open circuit breaker.",
 		}),
@@ -91,7 +96,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.shellSteps = m.stepDuration.WithLabelValues("shell")
 	if reg != nil {
 		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.budgetDenied)
-		reg.MustRegister(m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled, m.resultMessages, m.parked)
+		reg.MustRegister(m.limitWaits, m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled, m.resultMessages, m.parked)
 	}
 	return m
 }

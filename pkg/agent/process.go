@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/kvcas"
+	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -352,7 +353,18 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			a.stepDone(it, out)
 			continue
 		}
-		out, f, dur = a.runStep(ctx, it, i, attempt)
+		lt, lf, admitted := a.admitLimit(ctx, it, i)
+		if !admitted {
+			a.settleStepBreaker(ctx, it, retry.OutcomeIgnored) // not run: frees a probe slot
+			return                                             // waiting for the step's limit outside the agent
+		}
+		if f = lf; f == nil {
+			f = a.runLimited(ctx, lt, func() *retry.Failure {
+				var rf *retry.Failure
+				out, rf, dur = a.runStep(ctx, it, i, attempt)
+				return rf
+			})
+		}
 		switch {
 		case ctx.Err() != nil:
 			// Shutdown cancelled the step: hand the item back at once, unspent.
@@ -667,9 +679,28 @@ func lookupIn(env []string) func(string) (string, bool) {
 	}
 }
 
+// runFallback runs step i's fallback command. It takes the step's limit
+// like the step does, waiting for it in the agent for up to the step's
+// timeout (the failure path cannot send the item back to wait).
 func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (string, error) {
 	timeout := it.deadline.Bound(a.cfg.Clock.Now(), a.stepTimeout(it.set.steps[i].Timeout.D()))
-	out, f := a.runShell(ctx, it, it.set.fallbacks[i], timeout, attempt)
+	var t *limit.Ticket
+	if q, has, err := a.limitRequest(it, &it.set.steps[i]); err != nil {
+		return "", err
+	} else if has {
+		q.MaxWait = timeout
+		if t, _, err = a.limits.Acquire(ctx, q); err != nil {
+			return "", fmt.Errorf("fallback: limit %q: %w", q.Label, err)
+		} else if t == nil {
+			return "", fmt.Errorf("fallback: limit %q: no token or slot within %s", q.Label, timeout)
+		}
+	}
+	var out string
+	f := a.runLimited(ctx, t, func() *retry.Failure {
+		var rf *retry.Failure
+		out, rf = a.runShell(ctx, it, it.set.fallbacks[i], timeout, attempt)
+		return rf
+	})
 	if f != nil {
 		return "", f.Error()
 	}

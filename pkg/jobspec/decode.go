@@ -80,6 +80,8 @@ func hookFor(t reflect.Type) hook {
 			reflect.TypeFor[messages.ItemFailureAction](): decodeItemFailureHook,
 			reflect.TypeFor[messages.ErrorCollection]():   decodeErrorCollectionHook,
 			reflect.TypeFor[messages.BudgetValue]():       decodeBudgetHook,
+			reflect.TypeFor[messages.Rate]():              decodeRateHook,
+			reflect.TypeFor[messages.StepLimit]():         decodeStepLimitHook,
 		}
 	})
 	return hooks[t]

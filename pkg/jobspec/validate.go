@@ -266,6 +266,9 @@ func (v *validator) step(p string, st *messages.Step, reduce bool) {
 	if st.RetryConfig != nil {
 		v.retryConfig(messages.JoinPath(p, "retry_config"), st.RetryConfig, reduce)
 	}
+	if lp := messages.JoinPath(p, "limit"); st.Limit != nil && !v.isBad(lp) {
+		v.limit(lp, st.Limit)
+	}
 }
 
 func (v *validator) template(p, s string, allowMap bool) {

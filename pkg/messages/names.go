@@ -114,6 +114,10 @@ func (n Names) ItemsBucket() string  { return n.Prefix + "_items" }
 // BreakerBucket holds jobs' circuit-breaker states, one key per job.
 func (n Names) BreakerBucket() string { return n.Prefix + "_breaker" }
 
+// LimitsBucket holds the fleet's rate and concurrency limits: named
+// limits under "n.<name>", a step's inline limits under "k.<base64url key>".
+func (n Names) LimitsBucket() string { return n.Prefix + "_limits" }
+
 // ControlBucket holds what coordinators share: the leader's lease (key
 // LeaseKey), DLQ replays (ReplayKey) and cancel requests (CancelKey).
 func (n Names) ControlBucket() string { return n.Prefix + "_control" }

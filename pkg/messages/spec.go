@@ -83,6 +83,9 @@ type Step struct {
 	// RetryConfig is the command-level retry policy. Unset = defaults
 	// (3 attempts, exponential 1s..30s).
 	RetryConfig *RetryConfig `json:"retry_config,omitempty"`
+	// Limit names the fleet-wide rate and concurrency limit every run of
+	// the step takes a token and a slot of (docs/limits.md).
+	Limit *StepLimit `json:"limit,omitempty"`
 }
 
 // Retry-config defaults (docs/contract.md §4): what an unset field means.

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/internal/limit"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+func init() {
+	register(command{name: "limit", summary: "the fleet's rate and concurrency limits: set, get, list, rm (fleetctl limit -h)", run: runLimit})
+}
+
+// limitCommands are the subcommands of "fleetctl limit". They read and
+// write the limits bucket directly, with the operator's rights (docs/security.md).
+var limitCommands = []struct {
+	name, summary string
+	run           func(ctx context.Context, env *cliEnv, args []string) int
+}{
+	{"set", "create or change a named limit: set NAME --rate 40/s [--burst N] [--concurrency N] [--adaptive] [--pool P]", runLimitSet},
+	{"get", "a limit's configured and current rate, tokens, in flight, last minute's calls: get NAME [--json]", runLimitGet},
+	{"list", "every limit, named and inline: list [--json]", runLimitList},
+	{"rm", "remove a named limit: rm NAME", runLimitRm},
+}
+
+func runLimit(ctx context.Context, env *cliEnv, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		w := env.stderr
+		if len(args) > 0 {
+			w = env.stdout
+		}
+		fmt.Fprintln(w, "usage: fleetctl limit <command> [flags]")
+		fmt.Fprintln(w)
+		for _, c := range limitCommands {
+			fmt.Fprintf(w, "  %-5s %s\n", c.name, c.summary)
+		}
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range limitCommands {
+		if c.name == args[0] {
+			return c.run(ctx, env, args[1:])
+		}
+	}
+	errorf(env, "limit: unknown command %q (set, get, list, rm)", args[0])
+	return exitUsage
+}
+
+// limitStore connects and opens the limits bucket; close releases both.
+func limitStore(ctx context.Context, env *cliEnv, c *connFlags) (s *limit.Store, closeFn func(), ok bool) {
+	nc, _, err := c.client()
+	if err != nil {
+		errorf(env, "%v", err)
+		return nil, nil, false
+	}
+	names, err := messages.NewNames(c.prefix)
+	if err != nil {
+		nc.Close()
+		errorf(env, "%v", err)
+		return nil, nil, false
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		var kv jetstream.KeyValue
+		ctx, cancel := context.WithTimeout(ctx, c.timeout)
+		kv, err = js.KeyValue(ctx, names.LimitsBucket())
+		cancel()
+		if err == nil {
+			s, err = limit.NewStore(js, kv, nil, zerolog.Nop())
+		}
+	}
+	if err != nil {
+		nc.Close()
+		errorf(env, "limits bucket %s: %v (is a coordinator running?)", names.LimitsBucket(), err)
+		return nil, nil, false
+	}
+	return s, func() { s.Close(); nc.Close() }, true
+}
+
+// rateFlag reads --rate.
+type rateFlag struct{ r messages.Rate }
+
+func (f *rateFlag) String() string {
+	if f.r == 0 {
+		return ""
+	}
+	return f.r.String()
+}
+func (f *rateFlag) Set(s string) error { return f.r.UnmarshalText([]byte(s)) }
+
+func runLimitSet(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "limit set", "limit set NAME --rate 40/s [--burst N] [--concurrency N] [--adaptive] [--pool P]")
+	conn := addConnFlags(fs, env)
+	var rate rateFlag
+	fs.Var(&rate, "rate", "calls allowed per /s, /m or /h, e.g. 40/s, 600/m")
+	burst := fs.Int("burst", 0, "calls that may start at once after a quiet period (default: one second of rate)")
+	conc := fs.Int("concurrency", 0, "calls in flight across the fleet (0: no cap)")
+	adaptive := fs.Bool("adaptive", false, "halve the rate on overload failures, raise it back on successes")
+	pool := fs.String("pool", "", "only this pool's agents may use it (default: any)")
+	if code, ok := parseArgs(fs, args, 1); !ok {
+		return code
+	}
+	name := fs.Arg(0)
+	if err := messages.ValidLimitName(name); err != nil {
+		errorf(env, "limit name %q: %v", name, err)
+		return exitUsage
+	}
+	cfg := messages.LimitConfig{Rate: rate.r, Burst: *burst, Concurrency: *conc, Adaptive: *adaptive, Pool: *pool}
+	if errs := cfg.Validate(""); len(errs) > 0 {
+		for _, e := range errs {
+			errorf(env, "--%s: %s", e.Field, e.Message)
+		}
+		return exitUsage
+	}
+	s, closeFn, ok := limitStore(ctx, env, conn)
+	if !ok {
+		return exitFailed
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	defer cancel()
+	rec, err := s.Set(ctx, name, cfg.WithDefaults())
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitFailed
+	}
+	printLimit(env, name, true, rec, s.Now())
+	return exitOK
+}
+
+// limitView is a limit as fleetctl prints it in JSON.
+type limitView struct {
+	Name        string        `json:"name"`
+	Named       bool          `json:"named"`
+	Rate        messages.Rate `json:"rate,omitempty"`
+	CurrentRate float64       `json:"current_rate,omitempty"`
+	Burst       int           `json:"burst,omitempty"`
+	Tokens      float64       `json:"tokens"`
+	Concurrency int           `json:"concurrency,omitempty"`
+	InFlight    int           `json:"in_flight"`
+	Adaptive    bool          `json:"adaptive,omitempty"`
+	Pool        string        `json:"pool,omitempty"`
+	// LastMinute counts calls and outcomes in the last full minute, or
+	// the current one while the limit is younger.
+	Calls     int `json:"calls_last_minute"`
+	Successes int `json:"successes_last_minute"`
+	Overloads int `json:"overloads_last_minute"`
+}
+
+func viewOf(name string, named bool, rec limit.Record, now time.Time) limitView {
+	st := rec.Stats
+	calls, succ, over := st.PrevCalls, st.PrevSuccesses, st.PrevOverloads
+	if now.Sub(st.Since) >= time.Minute || calls+succ+over == 0 {
+		calls, succ, over = st.Calls, st.Successes, st.Overloads
+	}
+	cfg := rec.WithDefaults()
+	return limitView{
+		Name: name, Named: named, Rate: cfg.Rate, CurrentRate: rec.Rate(), Burst: cfg.Burst, Tokens: rec.TokensAt(now),
+		Concurrency: cfg.Concurrency, InFlight: rec.InFlight(now), Adaptive: cfg.Adaptive, Pool: cfg.Pool,
+		Calls: calls, Successes: succ, Overloads: over,
+	}
+}
+
+func printLimit(env *cliEnv, name string, named bool, rec limit.Record, now time.Time) {
+	v := viewOf(name, named, rec, now)
+	tw := newTable(env.stdout)
+	kind := "named"
+	if !named {
+		kind = "inline"
+	}
+	fmt.Fprintf(tw, "limit\t%s (%s)\n", cell(name), kind)
+	if v.Rate > 0 {
+		fmt.Fprintf(tw, "  rate\t%s configured, %.3g/s current\n", v.Rate, v.CurrentRate)
+		fmt.Fprintf(tw, "  burst\t%d (%.1f tokens now)\n", v.Burst, v.Tokens)
+	}
+	if v.Concurrency > 0 {
+		fmt.Fprintf(tw, "  concurrency\t%d in flight of %d\n", v.InFlight, v.Concurrency)
+	}
+	fmt.Fprintf(tw, "  adaptive\t%v\n", v.Adaptive)
+	if v.Pool != "" {
+		fmt.Fprintf(tw, "  pool\t%s\n", v.Pool)
+	}
+	fmt.Fprintf(tw, "  last minute\t%d calls, %d successes, %d overload failures\n", v.Calls, v.Successes, v.Overloads)
+	_ = tw.Flush()
+}
+
+func runLimitGet(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "limit get", "limit get NAME [--json]")
+	conn := addConnFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := parseArgs(fs, args, 1); !ok {
+		return code
+	}
+	s, closeFn, ok := limitStore(ctx, env, conn)
+	if !ok {
+		return exitFailed
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	defer cancel()
+	name := fs.Arg(0)
+	rec, found, err := s.Get(ctx, limit.NamedKey(name))
+	if err == nil && !found {
+		// An inline limit, by its expanded key.
+		rec, found, err = s.Get(ctx, limit.InlineKey(name))
+		if found {
+			return showLimit(env, name, false, rec, s.Now(), *asJSON)
+		}
+	}
+	switch {
+	case err != nil:
+		errorf(env, "%v", err)
+		return exitFailed
+	case !found:
+		errorf(env, "no limit %q", name)
+		return exitFailed
+	}
+	return showLimit(env, name, true, rec, s.Now(), *asJSON)
+}
+
+func showLimit(env *cliEnv, name string, named bool, rec limit.Record, now time.Time, asJSON bool) int {
+	if asJSON {
+		writeJSON(env.stdout, viewOf(name, named, rec, now))
+		return exitOK
+	}
+	printLimit(env, name, named, rec, now)
+	return exitOK
+}
+
+func runLimitList(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "limit list", "limit list [--json]")
+	conn := addConnFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := parseArgs(fs, args, 0); !ok {
+		return code
+	}
+	s, closeFn, ok := limitStore(ctx, env, conn)
+	if !ok {
+		return exitFailed
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	defer cancel()
+	keys, err := s.Keys(ctx)
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitFailed
+	}
+	views := []limitView{}
+	for _, k := range keys {
+		rec, found, err := s.Get(ctx, k)
+		if err != nil {
+			errorf(env, "%v", err)
+			return exitFailed
+		}
+		if found {
+			name, named := limit.KeyName(k)
+			views = append(views, viewOf(name, named, rec, s.Now()))
+		}
+	}
+	if *asJSON {
+		writeJSON(env.stdout, views)
+		return exitOK
+	}
+	tw := newTable(env.stdout)
+	fmt.Fprintln(tw, "NAME\tKIND\tRATE\tCURRENT\tBURST\tIN FLIGHT\tADAPTIVE\tCALLS/MIN")
+	for _, v := range views {
+		kind, rate, conc := "named", "-", "-"
+		if !v.Named {
+			kind = "inline"
+		}
+		if v.Rate > 0 {
+			rate = v.Rate.String()
+		}
+		if v.Concurrency > 0 {
+			conc = fmt.Sprintf("%d/%d", v.InFlight, v.Concurrency)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3g/s\t%d\t%s\t%v\t%d\n", cell(v.Name), kind, rate, v.CurrentRate, v.Burst, conc, v.Adaptive, v.Calls)
+	}
+	_ = tw.Flush()
+	return exitOK
+}
+
+func runLimitRm(ctx context.Context, env *cliEnv, args []string) int {
+	fs := newFlagSet(env, "limit rm", "limit rm NAME")
+	conn := addConnFlags(fs, env)
+	if code, ok := parseArgs(fs, args, 1); !ok {
+		return code
+	}
+	s, closeFn, ok := limitStore(ctx, env, conn)
+	if !ok {
+		return exitFailed
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	defer cancel()
+	if err := s.Delete(ctx, limit.NamedKey(fs.Arg(0))); err != nil {
+		if errors.Is(err, limit.ErrNotFound) {
+			errorf(env, "no limit %q", fs.Arg(0))
+		} else {
+			errorf(env, "%v", err)
+		}
+		return exitFailed
+	}
+	fmt.Fprintf(env.stdout, "limit %s removed; steps that name it fail until it is set again\n", fs.Arg(0))
+	return exitOK
+}

@@ -1,0 +1,358 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/limit"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// downstream is a fake HTTP dependency that logs every request: when it
+// arrived, under which tag (a query value), and how many were in flight.
+type downstream struct {
+	*httptest.Server
+	latency time.Duration
+	// status, when set, answers instead of 200.
+	status func(at time.Time) int
+
+	mu          sync.Mutex
+	arrivals    []time.Time
+	tags        []string
+	paths       []string
+	inFlight    int
+	maxInFlight int
+}
+
+func newDownstream(t *testing.T, latency time.Duration) *downstream {
+	d := &downstream{latency: latency}
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		d.mu.Lock()
+		d.arrivals = append(d.arrivals, now)
+		d.tags = append(d.tags, r.URL.Query().Get("tag"))
+		d.paths = append(d.paths, r.URL.Path+"?"+r.URL.RawQuery)
+		d.inFlight++
+		d.maxInFlight = max(d.maxInFlight, d.inFlight)
+		d.mu.Unlock()
+		time.Sleep(d.latency) // the dependency's own work
+		code := http.StatusOK
+		if d.status != nil {
+			code = d.status(now)
+		}
+		d.mu.Lock()
+		d.inFlight--
+		d.mu.Unlock()
+		w.WriteHeader(code)
+		fmt.Fprintf(w, "ok %s", r.URL.Path)
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
+// maxWindow is the most requests (of tag, or all when tag is "") that
+// arrived in any window of length w.
+func (d *downstream) maxWindow(tag string, w time.Duration) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ts []time.Time
+	for i, t := range d.arrivals {
+		if tag == "" || d.tags[i] == tag {
+			ts = append(ts, t)
+		}
+	}
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	best, j := 0, 0
+	for i := range ts {
+		for ts[i].Sub(ts[j]) >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+// repeated lists the requests made more than once.
+func (d *downstream) repeated() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	first := map[string]time.Time{}
+	var rep []string
+	for i, p := range d.paths {
+		if t0, ok := first[p]; ok {
+			rep = append(rep, fmt.Sprintf("%s again after %s", p, d.arrivals[i].Sub(t0)))
+			continue
+		}
+		first[p] = d.arrivals[i]
+	}
+	return rep
+}
+
+func (d *downstream) count() (n int, first, last time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.arrivals) == 0 {
+		return 0, first, last
+	}
+	return len(d.arrivals), slices.MinFunc(d.arrivals, time.Time.Compare), slices.MaxFunc(d.arrivals, time.Time.Compare)
+}
+
+func limitStore(t *testing.T, srv *fleettest.Server) *limit.Store {
+	t.Helper()
+	js, err := jetstream.New(srv.Conn())
+	require.NoError(t, err)
+	kv, err := js.KeyValue(context.Background(), testNames().LimitsBucket())
+	require.NoError(t, err)
+	s, err := limit.NewStore(js, kv, nil, zerolog.Nop())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func testNames() messages.Names { return messages.MustNames("fleet") }
+
+// Two jobs of 300 items share a named limit of 40/s, burst 10, 6 in
+// flight, through the http handler, on two agents of 16 slots each.
+func TestLimitSharedByTwoJobs(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	ds := newDownstream(t, 20*time.Millisecond)
+	store := limitStore(t, srv)
+	_, err := store.Set(context.Background(), "api", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
+	require.NoError(t, err)
+	for _, name := range []string{"a1", "a2"} {
+		startAgent(t, srv.URL(), agent.Config{Name: name, Concurrency: 16, Provision: calmProvision}, nil)
+	}
+	c := client(t, srv)
+	spec := func(job string) string {
+		return `{"id": "` + job + `", "items": ` + itemsJSON(300, func(i int) map[string]any { return map[string]any{"i": i} }) + `,
+		  "agent_template": [{"handler": "http", "limit": "api",
+		    "with": {"url": "` + ds.URL + `/call/${item.i}?tag=${job_id}"}}]}`
+	}
+	start := time.Now()
+	ids := []string{submit(t, c, spec("lim-a")), submit(t, c, spec("lim-b"))}
+	for _, id := range ids {
+		st := waitJob(t, c, id, 120*time.Second)
+		require.Equal(t, int64(300), st.Succeeded, "%+v", st)
+	}
+	n, first, last := ds.count()
+	elapsed := last.Sub(first)
+	t.Logf("%d calls in %s (%.1f/s), from %s after submission; busiest second %d calls, at most %d in flight",
+		n, elapsed, float64(n-1)/elapsed.Seconds(), first.Sub(start), ds.maxWindow("", time.Second), ds.maxInFlight)
+	require.Equal(t, 600, n, "every item called once; called twice: %v", ds.repeated())
+	require.LessOrEqual(t, ds.maxWindow("", time.Second), 50, "rate + burst per second")
+	require.LessOrEqual(t, ds.maxInFlight, 6, "concurrency")
+	if timingReliable(t) {
+		require.GreaterOrEqual(t, float64(n-1)/elapsed.Seconds(), 0.75*40, "the jobs get at least 75%% of the limit")
+	}
+	rec, ok, err := store.Get(context.Background(), limit.NamedKey("api"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 600, rec.Stats.Calls+rec.Stats.PrevCalls)
+	require.Zero(t, rec.InFlight(time.Now()), "every slot released")
+}
+
+// An inline limit keyed by tenant gives each tenant its own rate.
+func TestLimitKeyedPerTenant(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	ds := newDownstream(t, 5*time.Millisecond)
+	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 16, Provision: calmProvision}, nil)
+	c := client(t, srv)
+	tenants := []string{"red", "green", "blue"}
+	id := submit(t, c, `{"items": `+itemsJSON(90, func(i int) map[string]any { return map[string]any{"tenant": tenants[i%3]} })+`,
+	  "agent_template": [{"handler": "http", "limit": {"key": "t:${item.tenant}", "rate": "10/s", "burst": 2},
+	    "with": {"url": "`+ds.URL+`/t?tag=${item.tenant}"}}]}`)
+	st := waitJob(t, c, id, 60*time.Second)
+	require.Equal(t, int64(90), st.Succeeded)
+	for _, tn := range tenants {
+		require.LessOrEqual(t, ds.maxWindow(tn, time.Second), 12, "tenant %s: its own rate + burst", tn)
+	}
+	require.Greater(t, ds.maxWindow("", time.Second), 12, "the tenants' limits are separate: together they exceed one's")
+	store := limitStore(t, srv)
+	keys, err := store.Keys(context.Background())
+	require.NoError(t, err)
+	require.Len(t, keys, 3)
+	for _, k := range keys {
+		name, named := limit.KeyName(k)
+		require.False(t, named)
+		require.True(t, strings.HasPrefix(name, "t:"), name)
+	}
+}
+
+// An agent killed while its calls hold a limit's slots does not leak them:
+// the slots come back when its lease ends, and another agent finishes the
+// items.
+func TestLimitSlotsOfAKilledAgentExpire(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{}) // a short crash timeout: the victim's items come back soon
+	store := limitStore(t, srv)
+	_, err := store.Set(context.Background(), "slow", messages.LimitConfig{Concurrency: 2})
+	require.NoError(t, err)
+	started := make(chan struct{}, 2)
+	victim := startAgent(t, srv.URL(), agent.Config{Name: "victim", Concurrency: 4, LimitLease: time.Second}, map[string]agent.HandlerFunc{
+		"call": func(ctx context.Context, _ *agent.Call) (any, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	})
+	c := client(t, srv)
+	id := submit(t, c, `{"items": [1, 2, 3], "agent_template": [{"handler": "call", "limit": "slow"}]}`)
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the calls did not start")
+		}
+	}
+	inFlight := func() int {
+		rec, _, err := store.Get(context.Background(), limit.NamedKey("slow"))
+		require.NoError(t, err)
+		return rec.InFlight(time.Now())
+	}
+	require.Equal(t, 2, inFlight(), "the victim holds both slots; the third item waits")
+	victim.kill(t)
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if n := inFlight(); n != 0 {
+			return fmt.Errorf("%d slots still held", n)
+		}
+		return nil
+	})
+	startAgent(t, srv.URL(), agent.Config{Name: "heir", Concurrency: 4}, map[string]agent.HandlerFunc{
+		"call": func(context.Context, *agent.Call) (any, error) { return "done", nil },
+	})
+	st := waitJob(t, c, id, 60*time.Second)
+	require.Equal(t, int64(3), st.Succeeded)
+	require.Zero(t, inFlight())
+}
+
+// windowRate is the requests per second that arrived in [from, to).
+func (d *downstream) windowRate(from, to time.Time) float64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, t := range d.arrivals {
+		if !t.Before(from) && t.Before(to) {
+			n++
+		}
+	}
+	return float64(n) / to.Sub(from).Seconds()
+}
+
+// An adaptive limit: while the dependency answers 503 the fleet's call
+// rate falls to a quarter of the healthy rate within 3 s, and comes back
+// to 80 % of it within 15 s of the recovery.
+func TestLimitAdaptiveOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 30 s run")
+	}
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	ds := newDownstream(t, 5*time.Millisecond)
+	const healthyFor, outage = 4 * time.Second, 6 * time.Second
+	ds.status = func(at time.Time) int {
+		ds.mu.Lock()
+		begin := ds.arrivals[0] // the first call's arrival
+		ds.mu.Unlock()
+		if s := at.Sub(begin); s >= healthyFor && s < healthyFor+outage {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}
+	store := limitStore(t, srv)
+	_, err := store.Set(context.Background(), "flaky", messages.LimitConfig{Rate: 40, Burst: 10, Adaptive: true})
+	require.NoError(t, err)
+	for _, name := range []string{"a1", "a2"} {
+		startAgent(t, srv.URL(), agent.Config{Name: name, Concurrency: 16, Provision: calmProvision}, nil)
+	}
+	c := client(t, srv)
+	id := submit(t, c, `{"items": `+itemsJSON(1200, func(i int) map[string]any { return map[string]any{"i": i} })+`,
+	  "retry_budget": 100000,
+	  "agent_template": [{"handler": "http", "limit": "flaky", "with": {"url": "`+ds.URL+`/i/${item.i}"},
+	    "retry_config": {"attempts": 40, "backoff": "fixed", "initial_delay": "200ms", "jitter": true}}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	fleettest.WaitFor(t, 60*time.Second, func() error {
+		if n, _, _ := ds.count(); n == 0 {
+			return errNotYet
+		}
+		return nil
+	})
+	ds.mu.Lock()
+	begin := ds.arrivals[0]
+	ds.mu.Unlock()
+	outStart := begin.Add(healthyFor)
+	outEnd := outStart.Add(outage)
+	// Wait until 15 s after the recovery (or the job's end).
+	fleettest.WaitFor(t, 60*time.Second, func() error {
+		if time.Now().Before(outEnd.Add(15 * time.Second)) {
+			st, err := c.Status(ctx, id)
+			if err == nil && st.Done() >= st.Items {
+				return nil
+			}
+			return errNotYet
+		}
+		return nil
+	})
+	healthy := ds.windowRate(begin.Add(time.Second), outStart)
+	during := ds.windowRate(outStart.Add(3*time.Second), outEnd)
+	best, bestAt := 0.0, time.Duration(0)
+	for off := time.Duration(0); off < 14*time.Second; off += 250 * time.Millisecond {
+		if r := ds.windowRate(outEnd.Add(off), outEnd.Add(off+time.Second)); r > best {
+			best, bestAt = r, off
+		}
+	}
+	rec, _, err := store.Get(ctx, limit.NamedKey("flaky"))
+	require.NoError(t, err)
+	n, first, last := ds.count()
+	st, _ := c.Status(ctx, id)
+	t.Logf("%d calls from %s to %s; job %+v", n, first.Sub(begin), last.Sub(begin), st)
+	t.Logf("healthy %.1f/s; outage after 3 s %.1f/s; best second after recovery %.1f/s, %s after it; limit now %.1f/s, %d overloads counted",
+		healthy, during, best, bestAt, rec.Rate(), rec.Stats.Overloads+rec.Stats.PrevOverloads)
+	require.LessOrEqual(t, during, 0.25*healthy, "the rate falls during the outage")
+	if timingReliable(t) {
+		require.GreaterOrEqual(t, healthy, 0.75*40, "the limit lets the job use it")
+		require.GreaterOrEqual(t, best, 0.8*healthy, "and comes back after the outage")
+	}
+	_ = waitJob(t, c, id, 120*time.Second)
+}
+
+// timingReliable reports whether the lower bounds on throughput can be
+// asserted: not under -race, and not on a machine whose load average is
+// above its CPU count. There the agents' own work per call (a KV take, the
+// step, a KV release) stretches how long a call holds its slot so far that
+// 6 slots cannot carry 30 calls a second; the upper bounds hold whatever
+// the load, and are always asserted.
+func timingReliable(t *testing.T) bool {
+	if raceEnabled {
+		t.Log("throughput lower bound not asserted under -race")
+		return false
+	}
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return true
+	}
+	var load float64
+	if _, err := fmt.Sscan(string(b), &load); err != nil || load <= float64(runtime.NumCPU()) {
+		return true
+	}
+	t.Logf("throughput lower bound not asserted: load average %.1f on %d CPUs", load, runtime.NumCPU())
+	return false
+}

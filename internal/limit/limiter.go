@@ -1,0 +1,350 @@
+package limit
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Pacing of an agent's takes.
+const (
+	// BatchWindow is how much of a limit's rate one take may lease for the
+	// agent's waiting callers: a take of a 10,000/s limit leases up to 100
+	// tokens, one of a limit below 200/s a single token.
+	BatchWindow = 10 * time.Millisecond
+	// batchTTL is how long leased tokens stay usable: tokens not used by
+	// then are dropped, so that a batch never adds to a later burst.
+	batchTTL = 2 * BatchWindow
+	// SlotPoll is how long an agent waits before asking again for a slot
+	// of a full limit, unless one of its own calls releases one first.
+	SlotPoll = 25 * time.Millisecond
+	// releaseTimeout bounds a release, which runs even after the call's
+	// context has ended.
+	releaseTimeout = 5 * time.Second
+)
+
+// Limiter is an agent's side of the fleet's limits: it takes tokens and
+// slots from the store for the agent's calls, one take at a time per
+// limit, leasing tokens in batches for the callers waiting on it, and
+// makes a refused caller wait in process (up to its maxWait) without
+// asking KV again before a token can have accrued. It is safe for
+// concurrent use.
+type Limiter struct {
+	store   *Store
+	agent   string
+	clock   clock.Clock
+	metrics *Metrics
+
+	mu   sync.Mutex
+	keys map[string]*local
+}
+
+// local is one limit's state in the agent.
+type local struct {
+	mu sync.Mutex // held across a take: one take at a time per limit
+	// waiting callers (the batch a take asks for).
+	waiting int
+	// tokens leased by the last take for other callers, usable until
+	// expires.
+	tokens  int
+	expires time.Time
+	// notBefore: a take was refused; none is asked before then.
+	notBefore time.Time
+	// rate is the limit's rate at the last take; capped that it has a
+	// concurrency cap (each call then takes its own slot, and no batch).
+	rate     float64
+	capped   bool
+	adaptive bool
+	// spare are slots the agent holds that a finished call handed over to
+	// the callers waiting here.
+	spare int
+	// wake is closed when one of the agent's calls releases a slot.
+	wake chan struct{}
+	// users counts the callers between Acquire and Release (the entry is
+	// dropped at 0).
+	users int
+}
+
+// NewLimiter returns the limiter of agent (its id: where its slots are
+// leased). metrics may be nil.
+func NewLimiter(store *Store, agent string, clk clock.Clock, metrics *Metrics) *Limiter {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	return &Limiter{store: store, agent: agent, clock: clk, metrics: metrics, keys: map[string]*local{}}
+}
+
+// Ticket is a call's hold on a limit, from Acquire to Release.
+type Ticket struct {
+	key, label string
+	slot       bool
+	adaptive   bool
+	lease      time.Duration
+	released   bool
+}
+
+// Acquire is what a call asks of a limit.
+type Acquire struct {
+	// Key is the limit's key in the bucket (NamedKey, InlineKey).
+	Key string
+	// Label names the limit in metrics: the limit's name, or "inline".
+	Label string
+	// Pool is the caller's pool (a named limit of another pool refuses).
+	Pool string
+	// Inline is the step's configuration of an inline limit; nil for a
+	// named limit.
+	Inline *messages.LimitConfig
+	// Lease is how long the call's slot stays held if the agent dies:
+	// the step's timeout and a margin.
+	Lease time.Duration
+	// MaxWait is how long the caller may wait in process.
+	MaxWait time.Duration
+}
+
+// Acquire takes a token and, for a limit with a concurrency cap, a slot.
+// It returns the ticket, or, when none came within MaxWait, nil and how
+// long the caller should wait before asking again (it holds nothing
+// meanwhile). ctx ending returns its error.
+func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duration, error) {
+	lk := l.enter(q.Key)
+	defer l.leave(q.Key, lk)
+	start, realStart := l.clock.Now(), time.Now()
+	lk.mu.Lock()
+	lk.waiting++
+	lk.mu.Unlock()
+	defer l.done(ctx, q, lk)
+	waited := false
+	for {
+		lk.mu.Lock()
+		now := l.clock.Now()
+		var wait time.Duration
+		spare := lk.spare > 0
+		switch {
+		case !spare && lk.tokens > 0 && now.Before(lk.expires):
+			// A token the last take leased in its batch: no request. It
+			// carries no slot; a slot-capped limit leases one token a take.
+			lk.tokens--
+			lk.mu.Unlock()
+			l.metrics.granted(q.Label, waited)
+			return &Ticket{key: q.Key, label: q.Label, lease: q.Lease}, 0, nil
+		case spare && lk.rate == 0:
+			// A slot one of the agent's calls handed over, and no rate: no
+			// request at all.
+			lk.spare--
+			adaptive := lk.adaptive
+			lk.mu.Unlock()
+			l.metrics.granted(q.Label, waited)
+			return &Ticket{key: q.Key, label: q.Label, slot: true, adaptive: adaptive, lease: q.Lease}, 0, nil
+		case now.Before(lk.notBefore):
+			wait = lk.notBefore.Sub(now)
+		default:
+			batch := 1
+			if lk.rate > 0 && !lk.capped {
+				batch = max(1, min(lk.waiting, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
+			}
+			// With a spare slot only a token is asked for.
+			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease})
+			l.metrics.take(q.Label)
+			if err != nil {
+				lk.mu.Unlock()
+				return nil, 0, err
+			}
+			lk.rate, lk.capped, lk.adaptive = rec.Rate(), rec.Concurrency > 0, rec.Adaptive
+			l.metrics.rate(q.Label, rec, q.Inline == nil)
+			if g.Granted() {
+				slot := g.Slot
+				if spare {
+					lk.spare--
+					slot = true
+				}
+				lk.tokens, lk.expires = g.Tokens-1, now.Add(batchTTL)
+				if slot {
+					lk.tokens = 0 // a slot per call: the batch was not asked for
+				}
+				lk.mu.Unlock()
+				l.metrics.granted(q.Label, waited)
+				return &Ticket{key: q.Key, label: q.Label, slot: slot, adaptive: rec.Adaptive, lease: q.Lease}, 0, nil
+			}
+			wait = g.Wait
+			if g.Full {
+				wait = SlotPoll
+			}
+			lk.notBefore = now.Add(wait)
+		}
+		wake := lk.wake
+		lk.mu.Unlock()
+		if now.Add(wait).Sub(start) > q.MaxWait || time.Since(realStart)+wait > q.MaxWait {
+			l.metrics.deferred(q.Label)
+			return nil, max(wait, time.Millisecond), nil
+		}
+		waited = true
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, 0, ctx.Err()
+		case <-t.C:
+		case <-wake:
+			t.Stop()
+		}
+	}
+}
+
+// done ends a caller's wait on lk: the last waiter gives back the spare
+// slots no waiter took.
+func (l *Limiter) done(ctx context.Context, q Acquire, lk *local) {
+	lk.mu.Lock()
+	lk.waiting--
+	n := 0
+	if lk.waiting == 0 {
+		n, lk.spare = lk.spare, 0
+	}
+	lk.mu.Unlock()
+	if n > 0 {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		_ = l.store.Release(ctx, q.Key, l.agent, n, Neutral, q.Lease) // or its lease ends them
+	}
+}
+
+// Release ends the ticket's call with outcome o. Its slot goes to a call
+// of the agent's waiting on the same limit, if any (no request), or back
+// to the limit; an adaptive limit hears the outcome. It runs even when
+// ctx has ended (bounded by its own timeout); a release that fails
+// leaves the slot to its lease's expiry. It is idempotent.
+func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
+	if t == nil || t.released {
+		return nil
+	}
+	t.released = true
+	slots := 0
+	if t.slot {
+		slots = 1
+		l.mu.Lock()
+		lk := l.keys[t.key]
+		l.mu.Unlock()
+		// lk.mu may be held across a take: not under l.mu. An entry dropped
+		// meanwhile has no waiter, and the slot goes back to the limit.
+		if lk != nil {
+			lk.mu.Lock()
+			if lk.waiting > 0 {
+				lk.spare++ // handed over: the waiter's take asks only for a token
+				slots = 0
+			}
+			close(lk.wake)
+			lk.wake = make(chan struct{})
+			lk.notBefore = time.Time{}
+			lk.mu.Unlock()
+		}
+	}
+	if slots == 0 && !(t.adaptive && o != Neutral) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	return l.store.Release(ctx, t.key, l.agent, slots, o, t.lease)
+}
+
+// enter returns key's local state, counted in use.
+func (l *Limiter) enter(key string) *local {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lk := l.keys[key]
+	if lk == nil {
+		lk = &local{wake: make(chan struct{})}
+		l.keys[key] = lk
+	}
+	lk.users++
+	return lk
+}
+
+// leave drops key's local state when no caller uses it: keys templated
+// over items are many.
+func (l *Limiter) leave(key string, lk *local) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lk.users--; lk.users == 0 && l.keys[key] == lk {
+		lk.mu.Lock()
+		idle := lk.tokens == 0 || !l.clock.Now().Before(lk.expires)
+		lk.mu.Unlock()
+		if idle {
+			delete(l.keys, key)
+		}
+	}
+}
+
+// Metrics are the limiter's Prometheus metrics, labelled by limit name
+// ("inline" for every inline limit: keys are unbounded).
+type Metrics struct {
+	takes     *prometheus.CounterVec
+	grants    *prometheus.CounterVec
+	waits     *prometheus.CounterVec
+	deferrals *prometheus.CounterVec
+	current   *prometheus.GaugeVec
+}
+
+// NewMetrics registers the limiter's metrics with reg (nil: unregistered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		takes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetfleet_limit_takes_total",
+			Help: "Compare-and-set takes of a limit's tokens and slots."}, []string{"limit"}),
+		grants: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetfleet_limit_grants_total",
+			Help: "Calls let through a limit."}, []string{"limit"}),
+		waits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetfleet_limit_waited_total",
+			Help: "Calls let through a limit after waiting in the agent."}, []string{"limit"}),
+		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetfleet_limit_deferred_total",
+			Help: "Calls sent back to wait outside the agent (delayed nak or park)."}, []string{"limit"}),
+		current: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "jetfleet_limit_current_rate",
+			Help: "A named limit's current rate per second, as last seen by this agent."}, []string{"limit"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.takes, m.grants, m.waits, m.deferrals, m.current)
+	}
+	return m
+}
+
+func (m *Metrics) take(label string) {
+	if m != nil {
+		m.takes.WithLabelValues(label).Inc()
+	}
+}
+
+func (m *Metrics) granted(label string, waited bool) {
+	if m == nil {
+		return
+	}
+	m.grants.WithLabelValues(label).Inc()
+	if waited {
+		m.waits.WithLabelValues(label).Inc()
+	}
+}
+
+func (m *Metrics) deferred(label string) {
+	if m != nil {
+		m.deferrals.WithLabelValues(label).Inc()
+	}
+}
+
+func (m *Metrics) rate(label string, rec Record, named bool) {
+	if m != nil && named && rec.LimitConfig.Rate > 0 {
+		m.current.WithLabelValues(label).Set(rec.Rate())
+	}
+}
+
+// Renew extends the lease on the ticket's slot (and the agent's other
+// slots of the same limit) while its call runs; nothing without a slot.
+func (l *Limiter) Renew(ctx context.Context, t *Ticket) error {
+	if t == nil || !t.slot || t.released {
+		return nil
+	}
+	return l.store.Renew(ctx, t.key, l.agent, t.lease)
+}
+
+// Label is the ticket's limit name in metrics and logs.
+func (t *Ticket) Label() string { return t.label }

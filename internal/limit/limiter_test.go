@@ -1,0 +1,92 @@
+package limit_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/limit"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+func newStore(t *testing.T, srv *fleettest.Server) *limit.Store {
+	t.Helper()
+	js, err := jetstream.New(srv.Conn())
+	require.NoError(t, err)
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "limits"})
+	if err != nil {
+		kv, err = js.KeyValue(context.Background(), "limits")
+	}
+	require.NoError(t, err)
+	s, err := limit.NewStore(js, kv, nil, zerolog.Nop())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Two limiters (two agents) of 16 callers each share a limit of 6 slots;
+// each call lasts 20 ms. The slots stay in use: the calls complete at a
+// good part of 6/20ms, and never more than 6 run at once.
+func TestLimiterConcurrency(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	s := newStore(t, srv)
+	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Concurrency: 6})
+	require.NoError(t, err)
+	calls, maxInFlight := hammer(t, s, 2*time.Second)
+	t.Logf("%d calls in 2 s (%.0f/s of at most %.0f/s), at most %d at once", calls, float64(calls)/2, 6/0.02, maxInFlight)
+	require.LessOrEqual(t, maxInFlight, int64(6))
+	rec, _, err := s.Get(context.Background(), limit.NamedKey("db"))
+	require.NoError(t, err)
+	require.Zero(t, rec.InFlight(time.Now()), "every slot back")
+}
+
+// The same with a rate of 40/s, burst 10: the rate binds.
+func TestLimiterRateAndConcurrency(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	s := newStore(t, srv)
+	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
+	require.NoError(t, err)
+	calls, maxInFlight := hammer(t, s, 3*time.Second)
+	t.Logf("%d calls in 3 s (%.1f/s of 40/s), at most %d at once", calls, float64(calls)/3, maxInFlight)
+	require.LessOrEqual(t, maxInFlight, int64(6))
+	require.LessOrEqual(t, calls, int64(40*3+10))
+}
+
+// hammer runs two limiters of 16 callers each, each call 20 ms, for d.
+func hammer(t *testing.T, s *limit.Store, d time.Duration) (calls, maxInFlight int64) {
+	var inFlight, maxIn, n atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for a := range 2 {
+		l := limit.NewLimiter(s, string(rune('a'+a)), nil, nil)
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					tk, _, err := l.Acquire(ctx, limit.Acquire{Key: limit.NamedKey("db"), Label: "db", Lease: 10 * time.Second, MaxWait: time.Second})
+					if err != nil || tk == nil {
+						continue
+					}
+					k := inFlight.Add(1)
+					for m := maxIn.Load(); k > m && !maxIn.CompareAndSwap(m, k); m = maxIn.Load() {
+					}
+					time.Sleep(20 * time.Millisecond)
+					inFlight.Add(-1)
+					n.Add(1)
+					require.NoError(t, l.Release(context.Background(), tk, limit.Success))
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return n.Load(), maxIn.Load()
+}

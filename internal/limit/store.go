@@ -1,0 +1,224 @@
+package limit
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/kvstate"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
+)
+
+// Errors.
+var (
+	// ErrNotFound is a named limit that is not configured.
+	ErrNotFound = errors.New("limit: no such limit")
+	// ErrWrongPool is a named limit of another pool.
+	ErrWrongPool = errors.New("limit: the limit belongs to another pool")
+)
+
+// Key prefixes in the limits bucket.
+const (
+	namedPrefix  = "n."
+	inlinePrefix = "k."
+)
+
+// NamedKey is the bucket key of named limit name.
+func NamedKey(name string) string { return namedPrefix + name }
+
+// InlineKey is the bucket key of a step's inline limit with expanded key
+// k (base64url: a key holds anything an item does).
+func InlineKey(k string) string {
+	return inlinePrefix + base64.RawURLEncoding.EncodeToString([]byte(k))
+}
+
+// KeyName is the name a bucket key stands for: the limit's name, or an
+// inline limit's expanded key.
+func KeyName(key string) (name string, named bool) {
+	if n, ok := strings.CutPrefix(key, namedPrefix); ok {
+		return n, true
+	}
+	if k, ok := strings.CutPrefix(key, inlinePrefix); ok {
+		if b, err := base64.RawURLEncoding.DecodeString(k); err == nil {
+			return string(b), false
+		}
+	}
+	return key, false
+}
+
+// Bounds of the store's KV traffic.
+const (
+	opTimeout     = 2 * time.Second
+	updateTimeout = 5 * time.Second
+	maxRounds     = 200
+)
+
+// casBackoff spaces a take's compare-and-set rounds: 1ms doubling to
+// 20ms, jittered by ±50 %.
+var casBackoff = retry.Exponential(time.Millisecond, 20*time.Millisecond).WithJitter(messages.JitterProportional, 0.5)
+
+// Store reads and writes limit records in the limits bucket by
+// compare-and-set (internal/kvstate). It is safe for concurrent use.
+type Store struct {
+	kv    jetstream.KeyValue
+	s     *kvstate.Store[Record]
+	clock clock.Clock
+}
+
+// NewStore returns a store over the limits bucket kv; js, when set, sends
+// reads to the stream's leader. Close it when done.
+func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger) (*Store, error) {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	s, err := kvstate.New(kvstate.Config[Record]{
+		KV:        kv,
+		JetStream: js,
+		// Every use of a record ends in a compare-and-set: other writers
+		// are seen through conflicts, with no watch to keep up.
+		WrittenBy:       func(r Record, id string) bool { return slices.Contains(r.Writers, id) },
+		OpTimeout:       opTimeout,
+		ConflictBackoff: casBackoff,
+		ErrorBackoff:    casBackoff,
+		MaxRounds:       maxRounds,
+		MaxKeys:         100_000,
+		Logger:          log.With().Str("component", "limit").Logger(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Store{kv: kv, s: s, clock: clk}, nil
+}
+
+// Close stops the store.
+func (s *Store) Close() { s.s.Close() }
+
+// now is the store's time without a monotonic reading: it is stored.
+func (s *Store) now() time.Time { return s.clock.Now().Round(0) }
+
+// Take takes tokens (and a slot) of the limit under key. inline is the
+// step's configuration of an inline limit, which creates the record or
+// replaces its configuration; nil for a named limit, which must exist
+// (ErrNotFound) and belong to pool when it names one (ErrWrongPool).
+func (s *Store) Take(ctx context.Context, key, pool string, inline *messages.LimitConfig, q Request) (Grant, Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
+	defer cancel()
+	var g Grant
+	c, err := s.s.Update(ctx, key, func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
+		now := s.now()
+		rec, changed := cur.Value, false
+		switch {
+		case inline != nil && (!cur.Exists || rec.LimitConfig != *inline):
+			rec, changed = rec.Configure(now, *inline), true
+		case inline == nil && !cur.Exists:
+			return rec, false, ErrNotFound
+		case inline == nil && rec.Pool != "" && pool != "" && rec.Pool != pool:
+			return rec, false, fmt.Errorf("%w %q", ErrWrongPool, rec.Pool)
+		}
+		next, grant := rec.Take(now, q)
+		g = grant
+		return next.withWriter(id), grant.Granted() || changed, nil
+	})
+	if err != nil {
+		return Grant{}, Record{}, fmt.Errorf("limit %s: %w", key, err)
+	}
+	return g, c.To.Value, nil
+}
+
+// Release ends calls of the limit under key: slots of the agent's are
+// given back, and the outcome applied. A record deleted since is left
+// deleted.
+func (s *Store) Release(ctx context.Context, key, agent string, slots int, o Outcome, lease time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
+	defer cancel()
+	_, err := s.s.Update(ctx, key, func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
+		if !cur.Exists {
+			return cur.Value, false, nil
+		}
+		return cur.Value.Release(s.now(), agent, slots, o, lease).withWriter(id), true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("limit %s: %w", key, err)
+	}
+	return nil
+}
+
+// Set configures the named limit name, creating it if needed; a running
+// limit keeps its tokens, leases and adaptive rate (within the new bounds).
+func (s *Store) Set(ctx context.Context, name string, cfg messages.LimitConfig) (Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
+	defer cancel()
+	c, err := s.s.Update(ctx, NamedKey(name), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
+		return cur.Value.Configure(s.now(), cfg).withWriter(id), true, nil
+	})
+	if err != nil {
+		return Record{}, fmt.Errorf("limit %s: %w", name, err)
+	}
+	return c.To.Value, nil
+}
+
+// Get reads the record under key (from the stream's leader when the
+// store has the JetStream context).
+func (s *Store) Get(ctx context.Context, key string) (Record, bool, error) {
+	e, err := s.s.Read(ctx, key)
+	if err != nil {
+		return Record{}, false, err
+	}
+	return e.Value, e.Exists, nil
+}
+
+// Delete removes the record under key.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if _, ok, err := s.Get(ctx, key); err != nil {
+		return err
+	} else if !ok {
+		return ErrNotFound
+	}
+	s.s.Forget(key)
+	return s.kv.Delete(ctx, key)
+}
+
+// Keys lists the bucket's keys, sorted.
+func (s *Store) Keys(ctx context.Context) ([]string, error) {
+	l, err := s.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for k := range l.Keys() {
+		keys = append(keys, k)
+	}
+	if errors.Is(l.Stop(), jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// Now is the store's clock reading.
+func (s *Store) Now() time.Time { return s.now() }
+
+// Renew extends agent's lease on its slots of the limit under key.
+func (s *Store) Renew(ctx context.Context, key, agent string, lease time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
+	defer cancel()
+	_, err := s.s.Update(ctx, key, func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
+		if _, held := cur.Value.Holders[agent]; !cur.Exists || !held {
+			return cur.Value, false, nil
+		}
+		return cur.Value.Renew(s.now(), agent, lease).withWriter(id), true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("limit %s: %w", key, err)
+	}
+	return nil
+}

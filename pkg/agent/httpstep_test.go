@@ -1,0 +1,99 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
+)
+
+func TestHTTPHandler(t *testing.T) {
+	var got *http.Request
+	var gotBody string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r
+		b, _ := io.ReadAll(r.Body)
+		gotBody = string(b)
+		switch r.URL.Query().Get("status") {
+		case "429":
+			w.Header().Set("Retry-After", "7")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case "503":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "404":
+			w.WriteHeader(http.StatusNotFound)
+		default:
+			_, _ = w.Write([]byte("hello " + r.URL.Path))
+		}
+	}))
+	defer srv.Close()
+	call := func(with map[string]any, item string) (any, error) {
+		return httpHandler(context.Background(), &Call{JobID: "j", ItemID: "i", Attempt: 1, Item: json.RawMessage(item), With: with})
+	}
+
+	out, err := call(map[string]any{
+		"url":     srv.URL + "/u/${item.name}?q=${item.q}&status=${item.status}",
+		"headers": map[string]any{"X-Tenant": "${item.tenant}"},
+		"body":    map[string]any{"a": 1},
+	}, `{"name": "a b/c", "q": "x&y=z", "status": "", "tenant": "red"}`)
+	require.NoError(t, err)
+	require.Equal(t, "/u/a b/c", got.URL.Path, "a value's slash stays inside its segment")
+	require.Equal(t, "/u/a%20b%2Fc", got.URL.EscapedPath())
+	require.Equal(t, "x&y=z", got.URL.Query().Get("q"), "query values are query-escaped")
+	require.Equal(t, "red", got.Header.Get("X-Tenant"))
+	require.Equal(t, http.MethodPost, got.Method, "a body means POST")
+	require.JSONEq(t, `{"a": 1}`, gotBody)
+	require.Equal(t, "hello /u/a b/c", out)
+
+	classify := func(err error) string { return retry.Classify(retry.Failure{Err: err}) }
+	_, err = call(map[string]any{"url": srv.URL + "/?status=429"}, `{}`)
+	require.Equal(t, messages.MatchRateLimit, classify(err), "%v", err)
+	d, ok := retry.AfterDelay(err)
+	require.True(t, ok)
+	require.Equal(t, 7*time.Second, d)
+
+	_, err = call(map[string]any{"url": srv.URL + "/?status=503"}, `{}`)
+	require.Equal(t, messages.MatchServerError, classify(err), "%v", err)
+	require.False(t, retry.IsPermanent(err))
+
+	_, err = call(map[string]any{"url": srv.URL + "/?status=404"}, `{}`)
+	require.True(t, retry.IsPermanent(err), "%v", err)
+
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	_, err = call(map[string]any{"url": closed.URL + "/"}, `{}`)
+	require.Equal(t, messages.MatchNetwork, classify(err), "%v", err)
+
+	for _, bad := range []map[string]any{
+		{},
+		{"url": "ftp://x"},
+		{"url": srv.URL, "verb": "GET"},
+		{"url": srv.URL + "/${item.missing}"},
+		{"url": srv.URL, "timeout": "soon"},
+	} {
+		_, err := call(bad, `{}`)
+		require.True(t, retry.IsPermanent(err), "%v: %v", bad, err)
+		require.False(t, errors.Is(err, context.Canceled))
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	d, ok := retryAfter("120", now)
+	require.True(t, ok)
+	require.Equal(t, 2*time.Minute, d)
+	d, ok = retryAfter(now.Add(30*time.Second).Format(http.TimeFormat), now)
+	require.True(t, ok)
+	require.Equal(t, 30*time.Second, d)
+	_, ok = retryAfter("soon", now)
+	require.False(t, ok)
+}
