@@ -44,6 +44,11 @@ type validateReport struct {
 	// rewritten into its own layout, defaults filled in.
 	Notes []messages.FieldError `json:"notes,omitempty"`
 	Spec  *messages.JobSpec     `json:"spec,omitempty"`
+	// Template is set when the spec is valid except that it names no items
+	// (no items and no input): the source documents' examples of a map:
+	// block's steps and retry_config are written so. It validates, with a
+	// warning; a submission still needs items or an input.
+	Template bool `json:"template,omitempty"`
 	// remote is set when the items are in the object store, not counted.
 	remote bool
 }
@@ -66,7 +71,7 @@ func runValidate(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	path := fs.Arg(0)
 	rep := validateFile(ctx, path)
-	if *explain && rep.Valid {
+	if *explain && rep.Valid && !rep.Template {
 		explainFile(path, rep)
 	}
 	if *asJSON {
@@ -100,7 +105,17 @@ func validateFile(ctx context.Context, path string) *validateReport {
 	spec, err := jobspec.ParseFile(path)
 	if err != nil {
 		var ve *messages.ValidationError
-		if errors.As(err, &ve) {
+		if errors.As(err, &ve) && len(ve.Problems) == 1 && noItems(ve.Problems[0]) {
+			p := ve.Problems[0]
+			p.Message = "no items and no input: valid as a template of steps; add items (or input) before submitting"
+			rep.Valid, rep.Template = true, true
+			rep.Warnings = append(rep.Warnings, p)
+			if data, err := os.ReadFile(path); err == nil {
+				rep.Warnings = append(rep.Warnings, jobspec.Warnings(data)...)
+			}
+			return rep
+		}
+		if ve != nil {
 			rep.Problems = append(rep.Problems, ve.Problems...)
 		} else {
 			rep.Problems = append(rep.Problems, messages.FieldError{Message: err.Error()})
@@ -147,7 +162,21 @@ func validateItemsProblem(spec *messages.JobSpec, err error) messages.FieldError
 	return messages.FieldError{Field: "items", Message: msg}
 }
 
+// noItems reports whether p is the one problem of a spec that names no
+// items: "items: required" in jetfleet's layout, "map.input: required" in
+// Prodigy's.
+func noItems(p messages.FieldError) bool {
+	switch p.Field {
+	case "items", "input", "map.input":
+		return strings.HasPrefix(p.Message, "required")
+	}
+	return false
+}
+
 func validateSummary(rep *validateReport) string {
+	if rep.Template {
+		return "a template: no items"
+	}
 	plural := func(n int64, word string) string {
 		if n == 1 {
 			return fmt.Sprintf("1 %s", word)

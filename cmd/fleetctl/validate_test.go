@@ -215,7 +215,28 @@ func TestValidateSeedExamples(t *testing.T) {
 		})
 	}
 
-	code, out, _ := runValidateCLI(t, filepath.Join(dir, "001-mapreduce-integration.yaml"))
+	// A map: block with its steps only (002's strategies, 003's scope
+	// example) validates as a template of steps, with a warning.
+	for _, name := range []string{
+		"002-fixed.yaml", "002-linear.yaml", "002-exponential-default.yaml", "002-exponential-base.yaml",
+		"002-fibonacci.yaml", "002-custom.yaml", "003-scope-workflow-level.yaml",
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut := runValidateCLI(t, filepath.Join(dir, name))
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			require.Contains(t, out, "warning: map.input (line 1): no items and no input: valid as a template of steps")
+			require.Contains(t, out, ": valid (a template: no items)")
+		})
+	}
+	// A template with another problem is refused, the missing items named too.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("map:\n  agent_template:\n    - shell: x\n      timeout: soon\n"), 0o600))
+	code, out, _ := runValidateCLI(t, bad)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, out, "map.input (line 1): required")
+	require.Contains(t, out, `map.agent_template[0].timeout (line 4): invalid duration "soon"`)
+
+	code, out, _ = runValidateCLI(t, filepath.Join(dir, "001-mapreduce-integration.yaml"))
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, out, "map.agent_template[0].claude (line 17): claude steps")
 	require.Contains(t, out, "map.agent_template[1].on_failure.claude (line 20): claude steps")
