@@ -58,8 +58,8 @@ func TestScheduleCommands(t *testing.T) {
 	code, out, _ = cli(t, url, "schedule", "list")
 	require.Equal(t, exitOK, code)
 	require.Contains(t, out, "paused")
-	code, _, _ = cli(t, url, "schedule", "rm", "nightly")
-	require.Equal(t, exitOK, code)
+	code, _, errOut = cli(t, url, "schedule", "rm", "nightly")
+	require.Equal(t, exitOK, code, errOut)
 	code, _, _ = cli(t, url, "schedule", "get", "nightly")
 	require.Equal(t, exitUsage, code, "an unknown schedule is bad input")
 }

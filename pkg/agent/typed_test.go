@@ -168,5 +168,5 @@ func TestHandlersAreSorted(t *testing.T) {
 	a := New(nil, Config{})
 	HandleFunc(a, "b", func(context.Context, *Call, struct{}) (any, error) { return nil, nil })
 	HandleWith(a, "a", func(context.Context, *Call, struct{}, struct{}) (any, error) { return nil, nil })
-	require.Equal(t, []string{"a", "b"}, a.Handlers())
+	require.Equal(t, []string{"a", "b", HTTPHandlerName}, a.Handlers(), "the http handler is built in")
 }

@@ -19,12 +19,13 @@ import (
 // endpointFunc answers one API request.
 type endpointFunc func(context.Context, []byte) (any, *messages.APIError)
 
-// readEndpoints answer from memory or with a few reads: they get
-// Config.APIDeadline, the others Config.APIWriteDeadline.
+// readEndpoints answer from memory or with a few small reads: they get
+// Config.APIDeadline, the others Config.APIWriteDeadline. The DLQ's
+// list, get and stats are not among them: they scan dead letters of up to
+// max_payload each, which takes seconds on a busy server.
 var readEndpoints = map[string]bool{
 	messages.EndpointJobsStatus: true, messages.EndpointJobsList: true,
-	messages.EndpointDLQList: true, messages.EndpointDLQGet: true,
-	messages.EndpointDLQStats: true, messages.EndpointDLQReplays: true,
+	messages.EndpointDLQReplays: true,
 }
 
 // apiServer serves the jetfleet micro service while the coordinator

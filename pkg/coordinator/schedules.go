@@ -380,7 +380,9 @@ func (c *Coordinator) apiScheduleRemove(ctx context.Context, data []byte) (any, 
 	if _, err := kv.Get(ctx, req.Name); errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, noSchedule(req.Name)
 	}
-	if err := kv.Purge(ctx, req.Name); err != nil {
+	// A delete marker, not a purge: the bucket refuses rollups, which a
+	// purge is (docs/security.md); History 1 keeps only the marker.
+	if err := kv.Delete(ctx, req.Name); err != nil {
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
 	return messages.ScheduleReply{}, nil

@@ -137,7 +137,7 @@ func TestRunFleetOptions(t *testing.T) {
 		fleettest.WithAgentConfig(func(i int, cfg *agent.Config) { cfg.ShutdownTimeout = time.Second }))
 	require.Len(t, f.Agents, 3)
 	require.Equal(t, "blue", f.Pool)
-	require.Equal(t, []string{"noop"}, f.Agents[2].Handlers())
+	require.Equal(t, []string{agent.HTTPHandlerName, "noop"}, f.Agents[2].Handlers(), "the http handler is built in")
 	st := f.Run(t, specWith("blue", messages.Step{Handler: "noop"}), time.Minute)
 	require.Equal(t, messages.StateSucceeded, st.State)
 }
