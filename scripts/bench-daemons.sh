@@ -134,6 +134,9 @@ for r in $(seq "$RUNS"); do
   hrate=$("$work/bin/bench" -raw-only -raw-mode handicapped -server "$NATS_URL" -n "$N" | awk '{print $3}')
   printf "run %d raw, handicapped: %8.0f msgs/s   (a Nats-Msg-Id per message, prefetch 256)\n" "$r" "$hrate"
   hands+=("$hrate")
+  # The jetfleet run's server figures start here, after both raw runs.
+  read -r in1 out1 < <(varz)
+  s1=$(cpu "$srv_pid")
 
   sed "s/^input:/id: bench-$r-$$\ninput:/" "$work/job.yaml" >"$work/job-$r.yaml"
   c0=$(cpu "$coord_pid"); a0=$(agents_cpu)
