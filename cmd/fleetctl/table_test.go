@@ -86,7 +86,7 @@ func TestCut(t *testing.T) {
 }
 
 // Terminal escapes and Unicode format characters in user data cannot
-// drive the terminal or reorder what a line shows (issue #23, case 9).
+// drive the terminal or reorder what a line shows.
 func TestCellNeutralisesEscapesAndFormatCharacters(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"ESC and BEL", "a\x1b[2Jb\x07c", "a [2Jb c"},

@@ -20,8 +20,8 @@ import (
 
 // 100 dead letters of ~900 KB each: dlq.list and dlq.stats answer, list
 // in pages bounded by max_payload, and the coordinator's connection is never
-// cut as a slow consumer (issue #23, case 5: reads pulled 256 entries at a
-// time, 230 MB for the server to queue).
+// cut as a slow consumer (a pull of 256 such entries at a time would have
+// the server queue 230 MB for one connection).
 func TestLargeDeadLettersDoNotCutTheCoordinator(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	var mu sync.Mutex

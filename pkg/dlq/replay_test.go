@@ -256,7 +256,7 @@ func TestReplayPacedOnAFakeClock(t *testing.T) {
 
 // A replay into a pool that has no work consumer fails the entry with the
 // reason, and leaves it in the DLQ: its item would wait in the work stream
-// with no agent to take it (issue #23, case 9).
+// with no agent to take it.
 func TestReplayIntoAPoolWithoutConsumerFails(t *testing.T) {
 	f := newFleet(t, provision.Config{})
 	e := entry("lost", 1, "network", "connection refused")
