@@ -245,8 +245,9 @@ func TestHostAndMethodChecks(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 }
 
-// Every request needs the access token, on loopback too: a local process without it cannot read a page, fetch a CSRF token,
-// cancel a job or purge dead letters. The token logs a browser in (a
+// Every request needs the access token, on loopback too: a local process
+// without it cannot read a page, fetch a CSRF token, cancel a job or purge
+// dead letters. The token logs a browser in (a
 // cookie, then a redirect without it), or comes as a bearer token or
 // basic auth's password; a wrong one is refused.
 func TestDashboardNeedsItsToken(t *testing.T) {
