@@ -666,7 +666,7 @@ func (r *jobRunner) advance(cursor, published int64) {
 
 // purgeQueued removes the job's queued work messages (stop or cancel).
 func (r *jobRunner) purgeQueued(ctx context.Context) {
-	if err := r.purge(ctx, r.c.names.WorkStream(), r.c.names.WorkSubject("*", r.id)); err != nil {
+	if err := r.purge(ctx, r.c.names.WorkStream(), r.c.names.WorkSubject("*", r.id)); err != nil && ctx.Err() == nil {
 		r.log.Warn().Err(err).Msg("purging queued items failed; agents will skip them")
 	}
 }
@@ -676,7 +676,9 @@ func (r *jobRunner) purgeQueued(ctx context.Context) {
 func (r *jobRunner) purgeParked(ctx context.Context) {
 	rec := r.snapshot()
 	for _, pool := range jobPools(&rec) {
-		if err := r.purge(ctx, r.c.names.ParkStream(pool), r.c.names.JobParkFilters(pool, r.id)...); err != nil {
+		// A purge cut short by the coordinator stopping is not worth a
+		// warning: agents skip the job's items when due all the same.
+		if err := r.purge(ctx, r.c.names.ParkStream(pool), r.c.names.JobParkFilters(pool, r.id)...); err != nil && ctx.Err() == nil {
 			r.log.Warn().Err(err).Str("pool", pool).Msg("purging parked items failed; agents will skip them when due")
 		}
 	}
