@@ -378,17 +378,25 @@ func TestHAReplaySurvivesKilledCoordinators(t *testing.T) {
 	rs, err := f.cl.DLQReplay(ctx, messages.DLQReplayRequest{DLQFilter: messages.DLQFilter{JobID: id}, Rate: 60})
 	require.NoError(t, err)
 	require.EqualValues(t, n, rs.Matched)
+	// Two goroutines poll the replay, so answers are kept with the times
+	// their requests were sent and answered: an answer to a request sent
+	// after another answer arrived must not show less progress.
+	type reading struct {
+		sent, answered time.Time
+		replayed       int64
+	}
 	var (
 		mu       sync.Mutex
-		progress []int64
+		progress []reading
 	)
 	replay := func(ctx context.Context) (*messages.DLQReplayStatus, error) {
+		sent := time.Now()
 		all, err := f.cl.DLQReplays(ctx, rs.ReplayID)
 		if err != nil {
 			return nil, err
 		}
 		mu.Lock()
-		progress = append(progress, all[0].Replayed)
+		progress = append(progress, reading{sent: sent, answered: time.Now(), replayed: all[0].Replayed})
 		mu.Unlock()
 		return &all[0], nil
 	}
@@ -441,8 +449,13 @@ func TestHAReplaySurvivesKilledCoordinators(t *testing.T) {
 	require.Empty(t, page.Entries, "every entry replayed and deleted")
 	mu.Lock()
 	defer mu.Unlock()
-	for i := 1; i < len(progress); i++ {
-		require.GreaterOrEqual(t, progress[i], progress[i-1], "replay progress went back: %v", progress)
+	for _, earlier := range progress {
+		for _, later := range progress {
+			if later.sent.After(earlier.answered) && later.replayed < earlier.replayed {
+				t.Fatalf("replay progress went back: %d answered at %s, then %d to a request sent at %s",
+					earlier.replayed, earlier.answered.Format(time.StampMicro), later.replayed, later.sent.Format(time.StampMicro))
+			}
+		}
 	}
 	require.LessOrEqual(t, gapStatus, maxUnanswered)
 	require.LessOrEqual(t, gapReplays, maxUnanswered)
