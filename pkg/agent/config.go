@@ -60,6 +60,9 @@ const (
 	DefaultLimitWait  = time.Second
 	// MinLimitLease bounds LimitLease from below.
 	MinLimitLease = 100 * time.Millisecond
+	// DefaultKillGrace is how long a shell step's process group has
+	// between SIGTERM and SIGKILL when the step is ended early.
+	DefaultKillGrace = shell.DefaultKillGrace
 )
 
 // Verifier checks a signature of input (ed25519 for an nkeys.KeyPair). It
@@ -128,7 +131,7 @@ type Config struct {
 	// KillGrace is how long a shell step's process group has between
 	// SIGTERM and SIGKILL when the step is ended early: its timeout, a
 	// cancel with kill (fleetctl cancel --kill), or shutdown. Defaults to
-	// shell.DefaultKillGrace (2s).
+	// DefaultKillGrace (2s).
 	KillGrace time.Duration
 	// WorkDir is the working directory of shell steps. Defaults to the agent's.
 	WorkDir string
@@ -232,7 +235,7 @@ func (c Config) WithDefaults() Config {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if c.KillGrace == 0 {
-		c.KillGrace = shell.DefaultKillGrace
+		c.KillGrace = DefaultKillGrace
 	}
 	if c.MaxOutputBytes == 0 {
 		c.MaxOutputBytes = DefaultMaxOutputBytes
