@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.Concurrency, "concurrency", envflag.Int(getenv, "FLEET_CONCURRENCY", agent.DefaultConcurrency), "items run at once (env FLEET_CONCURRENCY)")
 	fs.IntVar(&cfg.Prefetch, "prefetch", envflag.Int(getenv, "FLEET_PREFETCH", 0), "work messages buffered ahead of the workers (default: adaptive, env FLEET_PREFETCH)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", agent.DefaultShutdownTimeout, "how long in-flight items may finish at shutdown")
+	fs.DurationVar(&cfg.KillGrace, "kill-grace", envDuration(getenv, "FLEET_KILL_GRACE", agent.DefaultKillGrace), "a shell step ended early (its timeout, cancel --kill, shutdown) has this long between SIGTERM and SIGKILL to its process group (env FLEET_KILL_GRACE)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "working directory of shell steps")
 	fs.DurationVar(&cfg.StepTimeout, "step-timeout", envDuration(getenv, "FLEET_STEP_TIMEOUT", agent.DefaultStepTimeout), "timeout of a step that sets none (env FLEET_STEP_TIMEOUT)")
 	stepEnv := fs.String("step-env", getenv("FLEET_STEP_ENV"), "more of the agent's environment variables that shell steps see, comma-separated names or prefixes ending in * (env FLEET_STEP_ENV); PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ and TMPDIR always")

@@ -25,7 +25,7 @@ func init() {
 	register(command{name: "submit", summary: "submit a job through the API (--wait follows it)", run: runSubmit})
 	register(command{name: "status", summary: "print a job's status", run: runStatus})
 	register(command{name: "watch", summary: "follow a job with a live progress bar until it ends", run: runWatch})
-	register(command{name: "cancel", summary: "cancel a running job", run: runCancel})
+	register(command{name: "cancel", summary: "cancel a running job (--kill: terminate its running steps too)", run: runCancel})
 	register(command{name: "list", summary: "list jobs", run: runList})
 }
 
@@ -201,15 +201,32 @@ func watchJob(ctx context.Context, env *cliEnv, client *coordinator.Client, id s
 }
 
 func runCancel(ctx context.Context, env *cliEnv, args []string) int {
-	return runJobCommand(ctx, env, args, "cancel", func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int {
-		st, err := client.Cancel(ctx, id)
-		if err != nil {
-			errorf(env, "%v", err)
-			return exitForAPIError(err)
-		}
-		showStatus(env, st, asJSON, 0)
-		return exitOK
-	})
+	fs := newFlagSet(env, "cancel", "cancel JOB [--kill] [--json]")
+	conn := addConnFlags(fs, env)
+	kill := fs.Bool("kill", false, "terminate the job's running steps on every agent (SIGTERM to a shell step's process group, SIGKILL after the agent's kill grace; a handler's context is cancelled) instead of letting them finish")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := parseArgs(fs, args, 1); !ok {
+		return code
+	}
+	nc, client, err := conn.client()
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitFailed
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	defer cancel()
+	var opts []coordinator.CancelOption
+	if *kill {
+		opts = append(opts, coordinator.WithKill())
+	}
+	st, err := client.Cancel(ctx, fs.Arg(0), opts...)
+	if err != nil {
+		errorf(env, "%v", err)
+		return exitForAPIError(err)
+	}
+	showStatus(env, st, *asJSON, 0)
+	return exitOK
 }
 
 func runList(ctx context.Context, env *cliEnv, args []string) int {

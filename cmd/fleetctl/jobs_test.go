@@ -99,6 +99,9 @@ func TestJobCommandsAgainstAFleet(t *testing.T) {
 	code, _, errOut = cli(t, url, "cancel", "cli-jobs")
 	require.Equal(t, exitFailed, code, "a finished job cannot be cancelled")
 	require.Contains(t, errOut, "already ended")
+	code, _, errOut = cli(t, url, "cancel", "cli-jobs", "--kill")
+	require.Equal(t, exitFailed, code, "nor killed: it was not cancelled")
+	require.Contains(t, errOut, "already ended")
 
 	code, _, _ = cli(t, url, "status")
 	require.Equal(t, exitUsage, code, "JOB is required")

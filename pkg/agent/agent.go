@@ -52,6 +52,7 @@ type Agent struct {
 	names   messages.Names
 	items   itemStore
 	jobs    *jobCache
+	kills   *killSwitch // the map items in flight, for a cancel with kill
 	budget  retryBudget
 	dlq     deadLetters
 	metrics *metrics
@@ -100,6 +101,7 @@ func New(nc *nats.Conn, cfg Config) *Agent {
 		tr:       tracing.New(cfg.TracerProvider),
 		log:      cfg.Logger.With().Str("component", "agent").Str("pool", cfg.Pool).Str("agent", cfg.Name).Logger(),
 		handlers: map[string]HandlerFunc{},
+		kills:    newKillSwitch(),
 		// A method value: New(nil, cfg) is fine until Run.
 		maxPayloadOf: nc.MaxPayload,
 	}

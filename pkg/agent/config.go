@@ -60,6 +60,9 @@ const (
 	DefaultLimitWait  = time.Second
 	// MinLimitLease bounds LimitLease from below.
 	MinLimitLease = 100 * time.Millisecond
+	// DefaultKillGrace is how long a shell step's process group has
+	// between SIGTERM and SIGKILL when the step is ended early.
+	DefaultKillGrace = shell.DefaultKillGrace
 )
 
 // Verifier checks a signature of input (ed25519 for an nkeys.KeyPair). It
@@ -125,6 +128,11 @@ type Config struct {
 	// ShutdownTimeout bounds how long in-flight items may finish after Run's
 	// context ends; the rest are cancelled and naked without delay. Defaults to 30s.
 	ShutdownTimeout time.Duration
+	// KillGrace is how long a shell step's process group has between
+	// SIGTERM and SIGKILL when the step is ended early: its timeout, a
+	// cancel with kill (fleetctl cancel --kill), or shutdown. Defaults to
+	// DefaultKillGrace (2s).
+	KillGrace time.Duration
 	// WorkDir is the working directory of shell steps. Defaults to the agent's.
 	WorkDir string
 	// MaxOutputBytes bounds the output kept per step. Defaults to 4 KiB.
@@ -226,6 +234,9 @@ func (c Config) WithDefaults() Config {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.KillGrace == 0 {
+		c.KillGrace = DefaultKillGrace
+	}
 	if c.MaxOutputBytes == 0 {
 		c.MaxOutputBytes = DefaultMaxOutputBytes
 	}
@@ -295,6 +306,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown_timeout: %s, want >= 0", c.ShutdownTimeout))
+	}
+	if c.KillGrace < 0 {
+		errs = append(errs, fmt.Errorf("kill_grace: %s, want > 0", c.KillGrace))
 	}
 	if c.StepTimeout < 0 {
 		errs = append(errs, fmt.Errorf("step_timeout: %s, want > 0", c.StepTimeout))

@@ -407,6 +407,12 @@ func (a *Agent) itemFailed(ctx context.Context, it *item, v End, class string) E
 // state write that conflicts means another agent now holds the item: this
 // one steps aside and leaves the message alone.
 func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e End) (next bool, out string) {
+	if killed(ctx) {
+		// The job was cancelled with kill while the failure path ran (a
+		// fallback or custom step): no retry, dead letter or result.
+		a.dropKilled(it)
+		return false, ""
+	}
 	att.Decision, att.ItemRun = string(e.Kind), itemRun(it) // the run it ended, before an item retry moves on
 	a.traceDecision(it, e)
 	switch e.Kind {

@@ -178,6 +178,15 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 		return
 	}
 	it.set = it.job.mapSteps
+	if it.wi.Phase != messages.PhaseReduce {
+		// Tracked before the map_ended check below: a cancel with kill
+		// marks the job ended first, then kills what it tracks, so an item
+		// is either killed or never started. The reduce item is not
+		// tracked: a cancel does not stop a job's reduce phase.
+		var untrack func()
+		ctx, untrack = a.kills.track(ctx, it.wi.JobID)
+		defer untrack()
+	}
 	if it.wi.Phase == messages.PhaseReduce {
 		if it.job.reduce == nil || it.wi.Reduce == nil {
 			a.poison(ctx, it, messages.ReasonPoison, errors.New("reduce item of a job without reduce steps"))
@@ -366,6 +375,9 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			})
 		}
 		switch {
+		case killed(ctx):
+			a.dropKilled(it)
+			return
 		case ctx.Err() != nil:
 			// Shutdown cancelled the step: hand the item back at once, unspent.
 			_ = it.m.Nak()
@@ -647,7 +659,7 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("expanding the command: %w", err))}
 	}
 	res := shell.Run(ctx, shell.Command{
-		Script: script, Env: env, Dir: a.cfg.WorkDir, Timeout: a.stepTimeout(timeout),
+		Script: script, Env: env, Dir: a.cfg.WorkDir, Timeout: a.stepTimeout(timeout), KillGrace: a.cfg.KillGrace,
 		Heartbeat: func() { _ = it.m.InProgress() }, HeartbeatInterval: a.hb,
 	})
 	if res.Killed > 0 {

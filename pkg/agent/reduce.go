@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,17 +55,37 @@ func mapResults(mv *shell.MapVars) *MapResults {
 // What comes later (a reduce item, a straggler, a replay) reads them again.
 // A missed event costs nothing but the item's run and the cache entry: the
 // coordinator purges the job's queued items and counts late results.
+//
+// An event with kill set (a cancel with kill) also terminates the job's
+// map items running here (killSwitch); one this agent misses leaves them
+// to finish, as a cancel without kill does.
 func (a *Agent) watchEnded() (stop func(), err error) {
 	sub, err := a.nc.Subscribe(a.names.EventSubject("*", messages.EventMapEnded), func(m *nats.Msg) {
-		if job := m.Header.Get(messages.HeaderJobID); job != "" {
-			a.jobs.markEnded(job)
-			a.jobs.forget(job)
-			a.budget.Forget(job)
-			a.breakers.forget(job)
+		job := m.Header.Get(messages.HeaderJobID)
+		if job == "" {
+			return
+		}
+		a.jobs.markEnded(job) // before the kill: see killSwitch.track
+		a.jobs.forget(job)
+		a.budget.Forget(job)
+		a.breakers.forget(job)
+		if mapEndedKill(m.Data) {
+			n := a.kills.kill(job)
+			a.log.Info().Str("job_id", job).Int("items", n).Msg("job cancelled with kill: terminating its running steps")
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// mapEndedKill reports whether a map_ended event's body asks for a kill.
+func mapEndedKill(body []byte) bool {
+	var ev messages.Event
+	var data messages.MapPhaseEndedEvent
+	if json.Unmarshal(body, &ev) != nil || json.Unmarshal(ev.Data, &data) != nil {
+		return false
+	}
+	return data.Kill
 }

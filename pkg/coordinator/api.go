@@ -260,11 +260,18 @@ func (c *Coordinator) apiList(ctx context.Context, data []byte) (any, *messages.
 }
 
 func (c *Coordinator) apiCancel(ctx context.Context, data []byte) (any, *messages.APIError) {
-	req, e := decodeJobRequest(data)
-	if e != nil {
+	var req messages.CancelRequest
+	if e := decodeRequest(data, &req); e != nil {
 		return nil, e
 	}
-	st, err := c.Cancel(ctx, req.JobID)
+	if e := jobIDProblem(req.JobID); e != nil {
+		return nil, e
+	}
+	var opts []CancelOption
+	if req.Kill {
+		opts = append(opts, WithKill())
+	}
+	st, err := c.Cancel(ctx, req.JobID, opts...)
 	switch {
 	case errors.Is(err, errNoJob):
 		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}

@@ -205,9 +205,14 @@ func (c *Client) ListPage(ctx context.Context, req messages.ListRequest) (*messa
 	return call[messages.ListReply](ctx, c, messages.EndpointJobsList, req)
 }
 
-// Cancel cancels a running job.
-func (c *Client) Cancel(ctx context.Context, id string) (*messages.JobStatus, error) {
-	r, err := call[messages.StatusReply](ctx, c, messages.EndpointJobsCancel, messages.JobRequest{JobID: id})
+// Cancel cancels a running job (jobs.cancel): its running steps finish,
+// or with WithKill are terminated on every agent.
+func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) (*messages.JobStatus, error) {
+	req := messages.CancelRequest{JobID: id}
+	for _, o := range opts {
+		o(&req)
+	}
+	r, err := call[messages.StatusReply](ctx, c, messages.EndpointJobsCancel, req)
 	if err != nil {
 		return nil, err
 	}

@@ -781,17 +781,48 @@ func (c *Coordinator) Status(ctx context.Context, id string) (*messages.JobStatu
 }
 
 // Cancel stops a running job: queued items are removed and counted as
-// not_run, in-flight ones may still finish; the state becomes cancelled.
-func (c *Coordinator) Cancel(ctx context.Context, id string) (*messages.JobStatus, error) {
-	r := c.runner(id)
-	if r == nil {
+// not_run; in-flight ones may still finish, unless WithKill is given: then
+// the agents terminate them, and they stay not_run. The state becomes
+// cancelled. With WithKill, a job that was cancelled before is not an
+// error: its running steps are killed.
+func (c *Coordinator) Cancel(ctx context.Context, id string, opts ...CancelOption) (*messages.JobStatus, error) {
+	req := messages.CancelRequest{JobID: id}
+	for _, o := range opts {
+		o(&req)
+	}
+	var (
+		st  *messages.JobStatus
+		err error
+	)
+	if r := c.runner(id); r != nil {
+		var s messages.JobStatus
+		s, err = r.stop(ctx, stopRequest{state: messages.StateCancelled, reason: messages.CompletionCancelled, kill: req.Kill})
+		st = &s
+	} else {
 		// Another coordinator leads (or this one has not started the job
 		// yet): a durable request (leader.go).
-		return c.requestCancel(ctx, id)
+		st, err = c.requestCancel(ctx, req)
 	}
-	st, err := r.stop(ctx, messages.StateCancelled, messages.CompletionCancelled)
-	if err != nil {
-		return &st, err
+	if errors.Is(err, errJobFinished) && req.Kill && st != nil && st.MapReason == messages.CompletionCancelled {
+		// Cancelled before without kill: its steps may still run.
+		c.killRunning(id, st)
+		return st, nil
 	}
-	return &st, nil
+	return st, err
+}
+
+// killRunning tells the agents to terminate the running steps of job id,
+// whose map phase ended as st says: a map_ended event with kill set.
+func (c *Coordinator) killRunning(id string, st *messages.JobStatus) {
+	c.log.Info().Str("job_id", id).Msg("killing the running steps of the job")
+	c.event(id, messages.MapPhaseEndedEvent{State: st.MapState, Reason: st.MapReason, Kill: true})
+}
+
+// CancelOption changes what Cancel does.
+type CancelOption func(*messages.CancelRequest)
+
+// WithKill makes a cancel terminate the job's running steps on every agent
+// instead of letting them finish (messages.CancelRequest.Kill).
+func WithKill() CancelOption {
+	return func(r *messages.CancelRequest) { r.Kill = true }
 }

@@ -90,6 +90,9 @@ type jobRunner struct {
 	life      lifecycle // the phase and what goes with it (phase.go)
 	pending   []func()
 	endSnap   messages.JobStatus // counts when the map phase last ended
+	// kill is set by a cancel with kill: the map_ended event that follows
+	// tells the agents to terminate the job's running steps.
+	kill bool
 	// completeGroups counts the groups whose GroupStatus.Complete() holds,
 	// kept by count so a result costs O(1) however many groups there are.
 	completeGroups int
@@ -108,6 +111,7 @@ type jobRunner struct {
 
 type stopRequest struct {
 	state, reason string
+	kill          bool // a cancel with kill: agents terminate running steps
 	reply         chan messages.JobStatus
 }
 
@@ -207,7 +211,12 @@ func (r *jobRunner) run(ctx context.Context) {
 				r.endMap(messages.StateFailed, "input_error: "+err.Error())
 			}
 		case req := <-r.stopCh:
-			r.endMap(req.state, req.reason)
+			if r.stopMap(req) {
+				// The map phase had ended: no map_ended event follows,
+				// so a kill of a job cancelled before is sent now.
+				st := r.snapshot().Status
+				r.c.killRunning(r.id, &st)
+			}
 			pub.stop()
 			r.purgeQueued(ctx)
 			r.flush(ctx)
@@ -710,9 +719,23 @@ func (r *jobRunner) purge(ctx context.Context, name string, subjects ...string) 
 	return nil
 }
 
-// stop ends the job with state and reason (cancel or policy stop).
-func (r *jobRunner) stop(ctx context.Context, state, reason string) (messages.JobStatus, error) {
-	req := stopRequest{state: state, reason: reason, reply: make(chan messages.JobStatus, 1)}
+// stopMap ends the map phase for req, with the kill it asks for. It
+// reports whether req asks for a kill that is still to be sent: the map
+// phase had already ended, as a cancel.
+func (r *jobRunner) stopMap(req stopRequest) (killNow bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.life.ended() {
+		return req.kill && r.rec.Status.MapReason == messages.CompletionCancelled
+	}
+	r.kill = req.kill
+	r.endMapLocked(req.state, req.reason)
+	return false
+}
+
+// stop ends the job as req says (a cancel).
+func (r *jobRunner) stop(ctx context.Context, req stopRequest) (messages.JobStatus, error) {
+	req.reply = make(chan messages.JobStatus, 1)
 	if r.ended() {
 		return r.snapshot().Status, errJobFinished
 	}

@@ -219,12 +219,14 @@ var cancelWait = 15 * time.Second
 
 // cancelRequest is the value of a cancel request.
 type cancelRequest struct {
-	By string    `json:"by"`
-	At time.Time `json:"at"`
+	By   string    `json:"by"`
+	At   time.Time `json:"at"`
+	Kill bool      `json:"kill,omitempty"` // terminate running steps too
 }
 
 // requestCancel stores a cancel request and waits for the job to end.
-func (c *Coordinator) requestCancel(ctx context.Context, id string) (*messages.JobStatus, error) {
+func (c *Coordinator) requestCancel(ctx context.Context, req messages.CancelRequest) (*messages.JobStatus, error) {
+	id := req.JobID
 	rec, err := c.store.get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -232,7 +234,7 @@ func (c *Coordinator) requestCancel(ctx context.Context, id string) (*messages.J
 	if messages.TerminalState(rec.Status.State) {
 		return &rec.Status, errJobFinished
 	}
-	data, _ := json.Marshal(cancelRequest{By: c.cfg.Holder, At: c.cfg.Clock.Now()})
+	data, _ := json.Marshal(cancelRequest{By: c.cfg.Holder, At: c.cfg.Clock.Now(), Kill: req.Kill})
 	if _, err := c.control.Put(ctx, messages.CancelKey(id), data); err != nil {
 		return nil, fmt.Errorf("storing the cancel request: %w", err)
 	}
@@ -240,7 +242,11 @@ func (c *Coordinator) requestCancel(ctx context.Context, id string) (*messages.J
 	defer cancel()
 	for {
 		if r := c.runner(id); r != nil { // this coordinator became the leader
-			return c.Cancel(ctx, id)
+			var opts []CancelOption
+			if req.Kill {
+				opts = append(opts, WithKill())
+			}
+			return c.Cancel(ctx, id, opts...)
 		}
 		if rec, err := c.store.get(wctx, id); err == nil && (messages.TerminalState(rec.Status.State) || rec.Status.MapReason == messages.CompletionCancelled) {
 			return &rec.Status, nil
@@ -265,6 +271,8 @@ func (c *Coordinator) followCancels(ctx context.Context) error {
 	}
 	return kvwatch.Watch(ctx, w, nil, func(e jetstream.KeyValueEntry) {
 		id := e.Key()[len(messages.CancelKey("")):]
+		var req cancelRequest
+		_ = json.Unmarshal(e.Value(), &req) // a bad value is a plain cancel
 		r := c.runner(id)
 		for wait := time.Now().Add(2 * adoptEvery); r == nil && time.Now().Before(wait); r = c.runner(id) {
 			// A job being resumed or adopted gets its runner shortly.
@@ -280,7 +288,7 @@ func (c *Coordinator) followCancels(ctx context.Context) error {
 		}
 		if r != nil {
 			sctx, cancel := context.WithTimeout(ctx, cancelWait)
-			_, err := r.stop(sctx, messages.StateCancelled, messages.CompletionCancelled)
+			_, err := r.stop(sctx, stopRequest{state: messages.StateCancelled, reason: messages.CompletionCancelled, kill: req.Kill})
 			cancel()
 			if err != nil && !errors.Is(err, errJobFinished) {
 				c.log.Warn().Err(err).Str("job_id", id).Msg("carrying out a cancel request failed; the next leader tries again")

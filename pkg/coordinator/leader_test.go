@@ -2,11 +2,13 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/lease"
@@ -103,12 +105,21 @@ func TestFollowerAnswersAndTakesOver(t *testing.T) {
 		return err
 	})
 	require.Nil(t, b.runner("held"))
-	st, err := b.Cancel(ctx, "held")
+	// With kill: the request carries it, and the leader's map_ended event
+	// tells the agents to kill.
+	ended, err := srv.Conn().SubscribeSync(messages.MustNames("").EventSubject("held", messages.EventMapEnded))
+	require.NoError(t, err)
+	st, err := b.Cancel(ctx, "held", WithKill())
 	require.NoError(t, err)
 	require.Equal(t, messages.StateCancelled, st.State, "%+v", st)
 	require.EqualValues(t, 3, st.NotRun)
+	require.True(t, nextMapEnded(t, ended).Kill, "the map_ended event asks for a kill")
 	_, err = b.Cancel(ctx, "held")
 	require.ErrorIs(t, err, errJobFinished)
+	// A kill of the cancelled job is sent again (its steps may still run).
+	_, err = b.Cancel(ctx, "held", WithKill())
+	require.NoError(t, err)
+	require.True(t, nextMapEnded(t, ended).Kill)
 	fleettest.WaitFor(t, 10*time.Second, func() error {
 		if _, err := a.control.Get(ctx, messages.CancelKey("held")); err == nil {
 			return errors.New("the cancel request is still there")
@@ -178,4 +189,16 @@ func TestLeaderDiesMidExpansion(t *testing.T) {
 	st := waitState(t, cl, "mid", messages.StateSucceeded)
 	require.EqualValues(t, 4, st.Succeeded, "%+v", st)
 	require.EqualValues(t, 4, st.Published, "%+v", st)
+}
+
+// nextMapEnded is the next map_ended event on sub.
+func nextMapEnded(t *testing.T, sub *nats.Subscription) messages.MapPhaseEndedEvent {
+	t.Helper()
+	m, err := sub.NextMsg(10 * time.Second)
+	require.NoError(t, err)
+	var ev messages.Event
+	require.NoError(t, json.Unmarshal(m.Data, &ev))
+	var data messages.MapPhaseEndedEvent
+	require.NoError(t, json.Unmarshal(ev.Data, &data))
+	return data
 }

@@ -295,7 +295,7 @@ func TestStopInEachPhase(t *testing.T) {
 					taken := !r.ended()
 					if !taken {
 						// stop answers at once, without the run loop.
-						st, err := r.stop(t.Context(), state, "why")
+						st, err := r.stop(t.Context(), stopRequest{state: state, reason: "why"})
 						require.ErrorIs(t, err, errJobFinished)
 						require.NotEqual(t, state, st.State)
 						continue
@@ -339,7 +339,7 @@ func TestShutdownInEachPhase(t *testing.T) {
 			st := r.snapshot().Status
 			require.Equal(t, before.State, st.State, "nothing is decided after a shutdown")
 			require.Equal(t, before.Phase, st.Phase, "the record keeps the phase to resume from")
-			_, err := r.stop(t.Context(), messages.StateCancelled, messages.CompletionCancelled)
+			_, err := r.stop(t.Context(), stopRequest{state: messages.StateCancelled, reason: messages.CompletionCancelled})
 			require.ErrorIs(t, err, errJobFinished)
 		})
 	}

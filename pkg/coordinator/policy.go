@@ -161,8 +161,13 @@ func (r *jobRunner) finishLocked(state, reason string) {
 func (r *jobRunner) afterMapEnd() {
 	r.mu.Lock()
 	st := r.endSnap // the counts that ended it, before any late result
+	kill := r.kill
+	r.kill = false // a later round (a replay reopened the job) is not killed
 	r.mu.Unlock()
-	r.c.event(r.id, messages.MapPhaseEndedEvent{State: st.MapState, Reason: st.MapReason})
+	if kill {
+		r.log.Info().Msg("killing the running steps of the job")
+	}
+	r.c.event(r.id, messages.MapPhaseEndedEvent{State: st.MapState, Reason: st.MapReason, Kill: kill})
 	switch st.MapReason {
 	case messages.CompletionMaxFailures, messages.CompletionFailureThreshold, messages.CompletionFirstFailure, messages.CompletionItemStop:
 		r.log.Warn().Str("reason", st.MapReason).Int64("failed", st.Failed+st.DeadLettered+st.Skipped).Msg("job stopped by its error policy")

@@ -84,9 +84,21 @@ type SubmitReply struct {
 	State    string `json:"state,omitempty"`
 }
 
-// JobRequest names a job (jobs.status, jobs.cancel).
+// JobRequest names a job (jobs.status).
 type JobRequest struct {
 	JobID string `json:"job_id"`
+}
+
+// CancelRequest asks jobs.cancel to cancel a job: its queued items are
+// removed and counted not_run, and the job ends cancelled. Steps already
+// running finish, unless Kill is set: then every agent terminates the
+// job's running steps (a shell step's process group gets SIGTERM, then
+// SIGKILL after the agent's kill grace; a handler's context is
+// cancelled), and those items stay not_run. Kill on a job that was
+// cancelled before kills what still runs of it.
+type CancelRequest struct {
+	JobID string `json:"job_id"`
+	Kill  bool   `json:"kill,omitempty"`
 }
 
 // PruneRequest asks jobs.prune to delete the records of jobs that finished

@@ -89,10 +89,13 @@ type JobStartedEvent struct {
 type JobCompletedEvent JobStatus
 
 // MapPhaseEndedEvent: a job's map phase ended; agents drop its queued
-// first-generation items.
+// first-generation items. With Kill (a cancel with kill) they also
+// terminate the job's steps that are running; it may then come again for
+// a job cancelled before.
 type MapPhaseEndedEvent struct {
 	State  string `json:"state"`
 	Reason string `json:"reason"`
+	Kill   bool   `json:"kill,omitempty"`
 }
 
 // JobStoppedEvent: an error policy stopped a job; the counts are those of

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -155,22 +156,25 @@ func (s *Server) dlqState(ctx context.Context) *messages.DLQStreamState {
 
 // jobData is one job's page.
 type jobData struct {
-	Job          *messages.JobStatus
-	Segments     []segment
-	Rate         float64
-	HasRate      bool
-	Stats        statsView
-	StatsErr     string
-	Timeline     barChart
-	Steps        []stepCharts
-	Breaker      []breakerChange
-	BreakerMore  bool
-	BreakerErr   string
-	Groups       []groupRow
-	MoreGroups   int
-	InFlight     int64
-	BudgetRatio  float64
-	CanCancel    bool
+	Job         *messages.JobStatus
+	Segments    []segment
+	Rate        float64
+	HasRate     bool
+	Stats       statsView
+	StatsErr    string
+	Timeline    barChart
+	Steps       []stepCharts
+	Breaker     []breakerChange
+	BreakerMore bool
+	BreakerErr  string
+	Groups      []groupRow
+	MoreGroups  int
+	InFlight    int64
+	BudgetRatio float64
+	CanCancel   bool
+	// CanKill offers to kill the running steps of a job cancelled
+	// without kill (they may still run).
+	CanKill      bool
 	DLQURL       string
 	ErrorsDLQURL map[string]string
 }
@@ -213,6 +217,7 @@ func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
 		d.BudgetRatio = 1
 	}
 	d.CanCancel = !s.cfg.ReadOnly && !messages.TerminalState(st.State)
+	d.CanKill = !s.cfg.ReadOnly && st.MapReason == messages.CompletionCancelled
 	d.DLQURL = "/dlq?" + url.Values{"job": {id}}.Encode()
 	d.ErrorsDLQURL = map[string]string{}
 	for _, e := range st.Errors {
@@ -251,6 +256,8 @@ func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "job", &page{Title: "Job " + id, Nav: "jobs", Live: live.Encode(), Data: d})
 }
 
+// postCancel cancels the job; with the form's kill=1 its running steps
+// are terminated too (coordinator.WithKill).
 func (s *Server) postCancel(w http.ResponseWriter, r *http.Request) {
 	id := s.jobID(w, r)
 	if id == "" {
@@ -258,10 +265,15 @@ func (s *Server) postCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	if _, err := s.client.Cancel(ctx, id); err != nil {
+	var opts []coordinator.CancelOption
+	kill := r.PostFormValue("kill") == "1"
+	if kill {
+		opts = append(opts, coordinator.WithKill())
+	}
+	if _, err := s.client.Cancel(ctx, id, opts...); err != nil {
 		s.fail(w, r, "cancelling job "+id, err)
 		return
 	}
-	s.log.Info().Str("job_id", id).Msg("job cancelled from the dashboard")
+	s.log.Info().Str("job_id", id).Bool("kill", kill).Msg("job cancelled from the dashboard")
 	http.Redirect(w, r, "/jobs/"+url.PathEscape(id), http.StatusSeeOther)
 }

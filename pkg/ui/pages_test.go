@@ -199,12 +199,18 @@ func TestCancelFromThePage(t *testing.T) {
 	b := f.browser(t)
 	_, body, _ := b.get("/jobs/slow")
 	require.Contains(t, body, "Cancel job")
+	require.Contains(t, body, "Cancel and kill running steps")
 	code, _, loc := b.post("/jobs/slow/cancel", url.Values{"csrf": {csrf(t, body)}})
 	require.Equal(t, http.StatusSeeOther, code)
 	require.Equal(t, "/jobs/slow", loc)
 	f.waitState(t, "slow", messages.StateCancelled)
 	_, body, _ = b.get("/jobs/slow")
 	require.NotContains(t, body, "Cancel job")
+	// Its running step may still run: a kill is offered, and taken.
+	require.Contains(t, body, "Kill running steps")
+	code, _, loc = b.post("/jobs/slow/cancel", url.Values{"csrf": {csrf(t, body)}, "kill": {"1"}})
+	require.Equal(t, http.StatusSeeOther, code)
+	require.Equal(t, "/jobs/slow", loc)
 }
 
 func TestHostAndMethodChecks(t *testing.T) {
