@@ -102,6 +102,11 @@ func TestJobCommandsAgainstAFleet(t *testing.T) {
 	code, _, errOut = cli(t, url, "cancel", "cli-jobs", "--kill")
 	require.Equal(t, exitFailed, code, "nor killed: it was not cancelled")
 	require.Contains(t, errOut, "already ended")
+	code, _, errOut = cli(t, url, "submit", writeSpec(t, "id: cli-kill\nitems: [1]\nagent_template: [{handler: sleep, with: {duration: 10m}}]\n"))
+	require.Equal(t, exitOK, code, errOut)
+	code, out, errOut = cli(t, url, "cancel", "cli-kill", "--kill", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, `"state": "cancelled"`)
 
 	code, _, _ = cli(t, url, "status")
 	require.Equal(t, exitUsage, code, "JOB is required")

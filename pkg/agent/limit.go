@@ -91,6 +91,9 @@ func (a *Agent) admitLimit(ctx context.Context, it *item, i int) (t *limit.Ticke
 	switch {
 	case t != nil:
 		return t, nil, true
+	case err != nil && killed(ctx):
+		a.dropKilled(it) // the job was cancelled with kill while it waited
+		return nil, nil, false
 	case err != nil && ctx.Err() != nil:
 		_ = it.m.Nak() // shutdown: back unspent
 		return nil, nil, false
