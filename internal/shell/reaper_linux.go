@@ -33,9 +33,14 @@ import (
 
 // reaper is the process-wide subreaper state.
 type reaper struct {
+	// scan serialises the passes over /proc (collect passes and sweeps):
+	// only they reap children other than steps' shells, so a child a pass
+	// saw alive is not reaped by anyone else before that pass acts on it.
+	scan sync.Mutex
 	// starting is read-locked while a step's shell is started and its pid
-	// recorded, and write-locked while children are scanned, killed or
-	// reaped: a scan never sees a step's shell without knowing it is one.
+	// recorded, and write-locked while a pass lists, kills or reaps
+	// children (not while it reads /proc): a pass never takes a step's
+	// shell, not yet exec'd, for a child of no step.
 	starting sync.RWMutex
 
 	mu      sync.Mutex
@@ -345,17 +350,20 @@ func (r *reaper) sweep() {
 	}
 }
 
-// lockChildren stops steps from starting, reads /proc, and returns every
-// process and this process's children with r.mu held; unlock releases
-// both.
+// lockChildren reads /proc, then stops steps from starting and returns
+// every process and this process's children with r.mu held; unlock
+// releases both. Steps start while /proc is read: children checks each
+// child again once they cannot.
 func (r *reaper) lockChildren() (procs []proc, children []child, unlock func()) {
-	r.starting.Lock()
+	r.scan.Lock()
 	procs = readProcs()
+	r.starting.Lock()
 	children = r.children(procs)
 	r.mu.Lock()
 	return procs, children, func() {
 		r.mu.Unlock()
 		r.starting.Unlock()
+		r.scan.Unlock()
 	}
 }
 
@@ -372,6 +380,14 @@ func (r *reaper) children(procs []proc) []child {
 		if p.ppid != r.self || shells[p.id.pid] {
 			continue
 		}
+		// Read again now that no step starts: a shell that ended and was
+		// reaped since /proc was read is gone or another process (its pid
+		// reused), not a child to act on; a child may have died since.
+		cur, ok := readProc(p.id.pid)
+		if !ok || cur.id != p.id || cur.ppid != r.self {
+			continue
+		}
+		p = cur
 		c := child{id: p.id, pgrp: p.pgrp, zombie: p.zombie}
 		if !p.zombie {
 			c.token = stepToken(p.id.pid)
