@@ -61,7 +61,7 @@ echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); nat
 for i in $(seq $((JOBS + WARMUP))); do
   printf 'id: lat-%d-%d\nitems: [{"id": "a"}]\nagent_template:\n  - handler: noop\n' "$i" "$$" >"$work/job-$i.yaml"
   t0=$(date +%s%N)
-  "$work/bin/fleetctl" submit "$work/job-$i.yaml" --wait --json >"$work/out-$i.json"
+  "$work/bin/fleetctl" submit "$work/job-$i.yaml" --wait --json >"$work/out-$i.json" 2>/dev/null
   t1=$(date +%s%N)
   [ "$i" -le "$WARMUP" ] && continue
   echo $(((t1 - t0) / 1000)) >>"$work/wall"
