@@ -186,7 +186,7 @@ func (a *Agent) pull(ctx context.Context, cons jetstream.Consumer, buf chan<- je
 
 // fetch makes one pull request for n messages and hands them to the
 // workers' buffer as they come. The request ends when n have come, after
-// PullExpiry, or at once when ctx ends: messages that arrived by then are
+// its expiry (prefetch.expiry), or at once when ctx ends: messages that arrived by then are
 // given back at once.
 func (a *Agent) fetch(ctx context.Context, cons jetstream.Consumer, n int, buf chan<- jetstream.Msg) error {
 	expiry := a.prefetch.expiry(n)
