@@ -32,7 +32,13 @@
 # -coord "FLAGS" passes extra flags to the coordinator (word-split), to
 # compare a setting against the defaults: -coord "--job-queue 4096".
 #
-# Usage: scripts/bench-daemons.sh [-n 100000] [-runs 3] [-agents 2] [-coord FLAGS] [-timeline] [-pprof DIR [-pprof-seconds S]] [-- extra agent flags]
+# -cluster runs a three-node cluster on this machine instead of one server
+# (the coordinator with --replicas 3, the raw stream with 3 replicas; every
+# client is given all three URLs); -sync-always sets the servers'
+# jetstream { sync_interval: always } (an fsync per write). The server
+# figures (/varz, CPU) are then the first node's.
+#
+# Usage: scripts/bench-daemons.sh [-n 100000] [-runs 3] [-agents 2] [-cluster] [-sync-always] [-coord FLAGS] [-timeline] [-pprof DIR [-pprof-seconds S]] [-- extra agent flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,8 +50,12 @@ COORD_FLAGS=()
 PPROF=""
 PPROF_SECONDS=10
 TIMELINE=""
+CLUSTER=""
+SYNC_ALWAYS=""
 while [ $# -gt 0 ]; do
   case "$1" in
+    -cluster) CLUSTER=1; shift ;;
+    -sync-always) SYNC_ALWAYS=1; shift ;;
     -n) N=$2; shift 2 ;;
     -runs) RUNS=$2; shift 2 ;;
     -agents) AGENTS=$2; shift 2 ;;
@@ -54,7 +64,7 @@ while [ $# -gt 0 ]; do
     -pprof-seconds) PPROF_SECONDS=$2; shift 2 ;;
     -timeline) TIMELINE=1; shift ;;
     --) shift; AGENT_FLAGS=("$@"); break ;;
-    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-coord FLAGS] [-timeline] [-pprof DIR [-pprof-seconds S]] [-- agent flags]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-cluster] [-sync-always] [-coord FLAGS] [-timeline] [-pprof DIR [-pprof-seconds S]] [-- agent flags]" >&2; exit 2 ;;
   esac
 done
 
@@ -81,10 +91,50 @@ pp=$((port + 2))
 declare -A pprof_of=()
 srv_flags=()
 if [ -n "$PPROF" ]; then srv_flags=(-profile "$pp"); pprof_of[server]=$pp; fi
-"$work/bin/nats-server" -js -a 127.0.0.1 -p "$port" -m "$mon" -sd "$work/js" "${srv_flags[@]}" >"$work/server.log" 2>&1 &
-srv_pid=$!
-pids+=("$srv_pid")
-export NATS_URL="nats://127.0.0.1:$port"
+sync_conf=""
+[ -n "$SYNC_ALWAYS" ] && sync_conf="sync_interval: always"
+replicas=1
+if [ -z "$CLUSTER" ]; then
+  cat >"$work/server.conf" <<CONF
+jetstream {
+  store_dir: "$work/js"
+  $sync_conf
+}
+CONF
+  "$work/bin/nats-server" -c "$work/server.conf" -a 127.0.0.1 -p "$port" -m "$mon" "${srv_flags[@]}" >"$work/server.log" 2>&1 &
+  srv_pid=$!
+  pids+=("$srv_pid")
+  export NATS_URL="nats://127.0.0.1:$port"
+else
+  # Node i listens on $port+10i (clients), $port+10i+1 (monitoring),
+  # $port+10i+9 (routes); node 0 is the one measured.
+  replicas=3
+  routes=""
+  for i in 0 1 2; do routes="$routes nats-route://127.0.0.1:$((port + 10 * i + 9))"; done
+  urls=()
+  for i in 0 1 2; do
+    cat >"$work/server-$i.conf" <<CONF
+server_name: n$i
+jetstream {
+  store_dir: "$work/js-$i"
+  $sync_conf
+}
+cluster { name: bench, listen: "127.0.0.1:$((port + 10 * i + 9))", routes: [$(echo $routes | sed 's/ /, /g')] }
+CONF
+    flags=()
+    [ "$i" = 0 ] && flags=("${srv_flags[@]}")
+    "$work/bin/nats-server" -c "$work/server-$i.conf" -a 127.0.0.1 -p "$((port + 10 * i))" -m "$((port + 10 * i + 1))" "${flags[@]}" >"$work/server-$i.log" 2>&1 &
+    [ "$i" = 0 ] && srv_pid=$!
+    pids+=("$!")
+    urls+=("nats://127.0.0.1:$((port + 10 * i))")
+  done
+  NATS_URL=$(IFS=,; echo "${urls[*]}")
+  export NATS_URL
+  for i in 0 1 2; do
+    for _ in $(seq 300); do curl -sf "http://127.0.0.1:$((port + 10 * i + 1))/healthz?js-enabled-only=true" >/dev/null && break; sleep 0.1; done
+  done
+  COORD_FLAGS+=(--replicas 3)
+fi
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mon/healthz" >/dev/null && break; sleep 0.1; done
 
 pflag=()
@@ -118,20 +168,20 @@ agent_template:
   - handler: noop
 YAML
 
-echo "machine: $(nproc) CPUs; N = $N; nats-server $ver; $AGENTS agents with default flags ${AGENT_FLAGS[*]:-}"
+echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); N = $N; nats-server $ver${CLUSTER:+, a 3-node cluster (R3)}${SYNC_ALWAYS:+, sync_interval: always}; $AGENTS agents with default flags ${AGENT_FLAGS[*]:-}"
 raws=()
 hands=()
 fleets=()
 for r in $(seq "$RUNS"); do
   read -r in0 out0 < <(varz)
   s0=$(cpu "$srv_pid")
-  rate=$("$work/bin/bench" -raw-only -server "$NATS_URL" -n "$N" | awk '{print $3}')
+  rate=$("$work/bin/bench" -raw-only -replicas "$replicas" -server "$NATS_URL" -n "$N" | awk '{print $3}')
   read -r in1 out1 < <(varz)
   s1=$(cpu "$srv_pid")
   printf "run %d raw JetStream: %8.0f msgs/s   server: %.1f in / %.1f out msgs per item, %.2f CPU-s\n" \
     "$r" "$rate" "$(echo "($in1 - $in0) / $N" | bc -l)" "$(echo "($out1 - $out0) / $N" | bc -l)" "$(echo "$s1 - $s0" | bc)"
   raws+=("$rate")
-  hrate=$("$work/bin/bench" -raw-only -raw-mode handicapped -server "$NATS_URL" -n "$N" | awk '{print $3}')
+  hrate=$("$work/bin/bench" -raw-only -raw-mode handicapped -replicas "$replicas" -server "$NATS_URL" -n "$N" | awk '{print $3}')
   printf "run %d raw, handicapped: %8.0f msgs/s   (a Nats-Msg-Id per message, prefetch 256)\n" "$r" "$hrate"
   hands+=("$hrate")
   # The jetfleet run's server figures start here, after both raw runs.

@@ -33,9 +33,14 @@ import (
 
 // reaper is the process-wide subreaper state.
 type reaper struct {
+	// scan serialises the passes over /proc (collect passes and sweeps):
+	// only they reap children other than steps' shells, so a child a pass
+	// saw alive is not reaped by anyone else before that pass acts on it.
+	scan sync.Mutex
 	// starting is read-locked while a step's shell is started and its pid
-	// recorded, and write-locked while children are scanned, killed or
-	// reaped: a scan never sees a step's shell without knowing it is one.
+	// recorded, and write-locked while a pass lists, kills or reaps
+	// children (not while it reads /proc): a pass never takes a step's
+	// shell, not yet exec'd, for a child of no step.
 	starting sync.RWMutex
 
 	mu      sync.Mutex
@@ -44,6 +49,22 @@ type reaper struct {
 	shells  map[int]int       // pids of running steps' shells (os/exec waits for them): count
 	active  map[string]bool   // tokens of running steps
 	adopted map[procID]string // orphans seen alive: the token of their step ("" = none)
+
+	// Steps that end together share one pass over /proc (collectShared):
+	// pend holds the requests waiting for the next pass, passing is set
+	// while one runs.
+	passMu  sync.Mutex
+	pend    []*collectReq
+	passing bool
+}
+
+// collectReq is one step's request for a collect pass, and its answer.
+type collectReq struct {
+	token  string
+	pgid   int
+	killed map[procID]bool
+	left   int           // the answer: the step's processes still there
+	done   chan struct{} // closed once left is set
 }
 
 // procID identifies a process across pid reuse.
@@ -110,14 +131,33 @@ func Reap(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		r.sweep()
+		last := time.Now()
 		select {
 		case <-ctx.Done():
 			return
 		case <-sig:
+			// Every step's shell sends SIGCHLD as it exits, and its own
+			// cleanup finds what it left: sweep at most every sweepGap, so
+			// that steps ending at a high rate do not each cost a pass over
+			// /proc here too. Signals meanwhile merge into one.
+			if wait := sweepGap - time.Since(last); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
 		case <-tick.C:
 		}
 	}
 }
+
+// sweepGap is the shortest time between two sweeps of Reap woken by
+// SIGCHLD: an orphan that exits on its own stays a zombie at most this
+// much longer.
+const sweepGap = 50 * time.Millisecond
 
 // beginStep registers a step about to start and returns its token.
 func (r *reaper) beginStep() string {
@@ -171,7 +211,7 @@ func (r *reaper) cleanup(token string, pgid int, grace time.Duration) int {
 	deadline := time.Now().Add(grace)
 	killed := map[procID]bool{}
 	for {
-		left := r.collect(token, pgid, killed)
+		left := r.collectShared(token, pgid, killed)
 		if left == 0 || time.Now().After(deadline) {
 			return len(killed)
 		}
@@ -179,14 +219,63 @@ func (r *reaper) cleanup(token string, pgid int, grace time.Duration) int {
 	}
 }
 
-// collect kills the live processes of the step with token and process
-// group pgid among this process's children, reaps its dead ones, adopts the
-// descendants of those it kills for the step, and returns how many of the
-// step's processes are still there. The group's members were sent SIGKILL
-// with the group; they are the step's whatever their environment says.
-func (r *reaper) collect(token string, pgid int, killed map[procID]bool) int {
+// collectShared kills the live processes of the step with token and
+// process group pgid among this process's children, reaps its dead ones,
+// adopts the descendants of those it kills for the step, and returns how
+// many of the step's processes are still there. The group's members were
+// sent SIGKILL with the group; they are the step's whatever their
+// environment says.
+//
+// It works from a pass over /proc that starts after the call, shared with
+// the other steps that ask meanwhile: reading /proc costs a few system calls per process on the
+// machine, and steps that end together need it once, not once each. A
+// process the step leaves is this process's child by the time its shell
+// has exited (the kernel reparents at exit), so any pass that starts after
+// that sees it.
+func (r *reaper) collectShared(token string, pgid int, killed map[procID]bool) int {
+	req := &collectReq{token: token, pgid: pgid, killed: killed, done: make(chan struct{})}
+	r.passMu.Lock()
+	r.pend = append(r.pend, req)
+	lead := !r.passing
+	r.passing = true
+	r.passMu.Unlock()
+	if lead {
+		r.passes()
+	}
+	<-req.done
+	return req.left
+}
+
+// passes runs a collect pass for the requests pending now, then hands the
+// requests that came in during it to a pass of their own (which starts
+// after they asked), until none is left.
+func (r *reaper) passes() {
+	r.passMu.Lock()
+	batch := r.pend
+	r.pend = nil
+	r.passMu.Unlock()
+
 	procs, children, unlock := r.lockChildren()
-	defer unlock()
+	for _, q := range batch {
+		q.left = r.collectLocked(procs, children, q.token, q.pgid, q.killed)
+	}
+	unlock()
+	for _, q := range batch {
+		close(q.done)
+	}
+
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
+	if len(r.pend) == 0 {
+		r.passing = false
+		return
+	}
+	go r.passes()
+}
+
+// collectLocked is collectShared's work for one step on a snapshot of
+// /proc, with the locks of lockChildren held.
+func (r *reaper) collectLocked(procs []proc, children []child, token string, pgid int, killed map[procID]bool) int {
 	left := 0
 	for _, c := range children {
 		owner, adopted := r.adopted[c.id]
@@ -261,17 +350,20 @@ func (r *reaper) sweep() {
 	}
 }
 
-// lockChildren stops steps from starting, reads /proc, and returns every
-// process and this process's children with r.mu held; unlock releases
-// both.
+// lockChildren reads /proc, then stops steps from starting and returns
+// every process and this process's children with r.mu held; unlock
+// releases both. Steps start while /proc is read: children checks each
+// child again once they cannot.
 func (r *reaper) lockChildren() (procs []proc, children []child, unlock func()) {
-	r.starting.Lock()
+	r.scan.Lock()
 	procs = readProcs()
+	r.starting.Lock()
 	children = r.children(procs)
 	r.mu.Lock()
 	return procs, children, func() {
 		r.mu.Unlock()
 		r.starting.Unlock()
+		r.scan.Unlock()
 	}
 }
 
@@ -288,6 +380,14 @@ func (r *reaper) children(procs []proc) []child {
 		if p.ppid != r.self || shells[p.id.pid] {
 			continue
 		}
+		// Read again now that no step starts: a shell that ended and was
+		// reaped since /proc was read is gone or another process (its pid
+		// reused), not a child to act on; a child may have died since.
+		cur, ok := readProc(p.id.pid)
+		if !ok || cur.id != p.id || cur.ppid != r.self {
+			continue
+		}
+		p = cur
 		c := child{id: p.id, pgrp: p.pgrp, zombie: p.zombie}
 		if !p.zombie {
 			c.token = stepToken(p.id.pid)
@@ -310,7 +410,11 @@ func reapPid(pid int) bool {
 	}
 }
 
-// readProcs lists the processes of /proc (thread-group leaders).
+// readProcs lists the processes of /proc (thread-group leaders). It runs
+// once per step that ends (shared by steps ending together), so it reads
+// each /proc/<pid>/stat with plain system calls into one buffer: an
+// os.File would add a poller registration, two fcntl calls and a
+// finalizer per process.
 func readProcs() []proc {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -319,39 +423,110 @@ func readProcs() []proc {
 	names, _ := d.Readdirnames(-1)
 	_ = d.Close()
 	out := make([]proc, 0, len(names))
+	buf := make([]byte, statBufSize)
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
-		if p, ok := readProc(pid); ok {
+		if p, ok := readProcInto(pid, "/proc/"+name+"/stat", buf); ok {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
+// statBufSize holds the fields of /proc/<pid>/stat that readProc parses
+// (the first 22 of 52, a command name of at most 64 bytes).
+const statBufSize = 1024
+
 // readProc parses /proc/pid/stat.
 func readProc(pid int) (proc, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return readProcInto(pid, "/proc/"+strconv.Itoa(pid)+"/stat", make([]byte, statBufSize))
+}
+
+// readProcInto parses the stat file of pid at path, read into buf.
+func readProcInto(pid int, path string, buf []byte) (proc, bool) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	for errors.Is(err, syscall.EINTR) {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return proc{}, false
 	}
+	n, err := syscall.Read(fd, buf)
+	for errors.Is(err, syscall.EINTR) {
+		n, err = syscall.Read(fd, buf)
+	}
+	_ = syscall.Close(fd)
+	if err != nil || n <= 0 {
+		return proc{}, false
+	}
+	return parseStat(pid, buf[:n])
+}
+
+// parseStat parses the fields readProc needs from a stat file's content b.
+func parseStat(pid int, b []byte) (proc, bool) {
 	i := bytes.LastIndexByte(b, ')') // the command name may hold anything
 	if i < 0 {
 		return proc{}, false
 	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 20 { // state ppid pgrp session tty tpgid flags ... starttime (20th)
+	// Fields after the name: state ppid pgrp session tty tpgid flags ...
+	// starttime (the 20th).
+	var f [20][]byte
+	n := 0
+	for rest := b[i+1:]; n < len(f); n++ {
+		rest = bytes.TrimLeft(rest, " \n")
+		if len(rest) == 0 {
+			break
+		}
+		j := bytes.IndexAny(rest, " \n")
+		if j < 0 {
+			j = len(rest)
+		}
+		f[n], rest = rest[:j], rest[j:]
+	}
+	if n < len(f) {
 		return proc{}, false
 	}
-	ppid, err1 := strconv.Atoi(string(f[1]))
-	pgrp, err2 := strconv.Atoi(string(f[2]))
-	start, err3 := strconv.ParseUint(string(f[19]), 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
+	ppid, ok1 := atoi(f[1])
+	pgrp, ok2 := atoi(f[2])
+	start, ok3 := atou(f[19])
+	if !ok1 || !ok2 || !ok3 {
 		return proc{}, false
 	}
 	return proc{id: procID{pid: pid, start: start}, ppid: ppid, pgrp: pgrp, zombie: len(f[0]) == 1 && (f[0][0] == 'Z' || f[0][0] == 'X')}, true
+}
+
+// atou parses a decimal without allocating.
+func atou(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	return v, true
+}
+
+// atoi parses a decimal that may be negative (a tty's tpgid is -1).
+func atoi(b []byte) (int, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	v, ok := atou(b)
+	if !ok || v > 1<<62 {
+		return 0, false
+	}
+	if neg {
+		return -int(v), true
+	}
+	return int(v), true
 }
 
 // stepToken reads EnvStepToken from the environment pid was started with.

@@ -137,3 +137,43 @@ func TestReapNeverStealsAStepsStatus(t *testing.T) {
 	cancel()
 	sweeps.Wait()
 }
+
+func TestParseStat(t *testing.T) {
+	tail := " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+	tests := []struct {
+		name   string
+		stat   string
+		want   proc
+		wantOK bool
+	}{
+		{"plain", "42 (sh) S 7 42 42 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 9001" + tail,
+			proc{id: procID{pid: 42, start: 9001}, ppid: 7, pgrp: 42}, true},
+		{"name with spaces and parens", "42 (a) b (c) S 7 40 42 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 12" + tail,
+			proc{id: procID{pid: 42, start: 12}, ppid: 7, pgrp: 40}, true},
+		{"zombie", "42 (a) b (c) Z 7 40 42 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 12" + tail,
+			proc{id: procID{pid: 42, start: 12}, ppid: 7, pgrp: 40, zombie: true}, true},
+		{"dead", "42 (x) X 7 40 42 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 12\n",
+			proc{id: procID{pid: 42, start: 12}, ppid: 7, pgrp: 40, zombie: true}, true},
+		{"truncated", "42 (x) S 7 40 42 0 -1 4194560 1 2", proc{}, false},
+		{"no name", "42 x S 7 40", proc{}, false},
+		{"not a number", "42 (x) S 7a 40 42 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 12\n", proc{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := parseStat(42, []byte(tt.stat))
+			require.Equal(t, tt.wantOK, ok)
+			if ok {
+				require.Equal(t, tt.want, got)
+			}
+		})
+	}
+}
+
+func TestReadProcSelf(t *testing.T) {
+	p, ok := readProc(os.Getpid())
+	require.True(t, ok)
+	require.Equal(t, os.Getppid(), p.ppid)
+	require.Equal(t, syscall.Getpgrp(), p.pgrp)
+	require.False(t, p.zombie)
+	require.NotZero(t, p.id.start)
+}

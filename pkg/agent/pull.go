@@ -27,6 +27,13 @@ import (
 // The pull loop asks for what the buffer lacks once it is half empty, in
 // one pull request (Fetch), and hands the messages to the workers through
 // a channel that is the buffer.
+//
+// The average is forgotten once no item has ended for prefetchStale: the
+// next job's items may take far longer than the last one's, and an idle
+// agent that still sized its buffer by no-op items would take a whole
+// burst of a new job's long items for itself while the other agents wait.
+// A pull request bigger than Concurrency ends after prefetchStale, so an
+// agent that goes idle holds one for that long at most.
 
 // prefetchWait is how long a buffered message should wait for a worker,
 // at most; far below any sensible AckWait (30s by default).
@@ -35,24 +42,31 @@ const prefetchWait = 250 * time.Millisecond
 // prefetchEWMA weighs the latest item's time in the running average: 1/8.
 const prefetchEWMA = 8
 
+// prefetchStale is how long after the last item ended the running average
+// is forgotten (see above). Items under prefetchWait end far more often
+// while the agent is busy; longer ones are sized at Concurrency anyway.
+const prefetchStale = time.Second
+
 // prefetch sizes the buffer of work messages (see above). It is safe for
 // concurrent use.
 type prefetch struct {
 	min, max int
 	workers  int
 	wait     time.Duration
+	now      func() time.Time // the system clock; tests set it
 
-	mu  sync.Mutex
-	avg time.Duration // running average of an item's time; 0: none yet
+	mu   sync.Mutex
+	avg  time.Duration // running average of an item's time; 0: none yet, or forgotten
+	last time.Time     // when the last item ended
 }
 
 // newPrefetch returns the sizing for cfg: fixed at cfg.Prefetch when set,
 // else adaptive between Concurrency and MaxPrefetch.
 func newPrefetch(cfg Config) *prefetch {
 	if cfg.Prefetch > 0 {
-		return &prefetch{min: cfg.Prefetch, max: cfg.Prefetch, workers: cfg.Concurrency, wait: prefetchWait}
+		return &prefetch{min: cfg.Prefetch, max: cfg.Prefetch, workers: cfg.Concurrency, wait: prefetchWait, now: time.Now}
 	}
-	return &prefetch{min: cfg.Concurrency, max: max(cfg.Concurrency, MaxPrefetch), workers: cfg.Concurrency, wait: prefetchWait}
+	return &prefetch{min: cfg.Concurrency, max: max(cfg.Concurrency, MaxPrefetch), workers: cfg.Concurrency, wait: prefetchWait, now: time.Now}
 }
 
 // observe records that an item took d (from a worker taking its message
@@ -62,12 +76,14 @@ func (p *prefetch) observe(d time.Duration) {
 		return
 	}
 	d = max(d, time.Microsecond)
+	now := p.now()
 	p.mu.Lock()
-	if p.avg == 0 {
+	if p.avg == 0 || now.Sub(p.last) > prefetchStale {
 		p.avg = d
 	} else {
 		p.avg += (d - p.avg) / prefetchEWMA
 	}
+	p.last = now
 	p.mu.Unlock()
 }
 
@@ -76,13 +92,27 @@ func (p *prefetch) want() int {
 	if p.min == p.max {
 		return p.min
 	}
+	now := p.now()
 	p.mu.Lock()
 	avg := p.avg
+	if now.Sub(p.last) > prefetchStale {
+		avg = 0
+	}
 	p.mu.Unlock()
 	if avg == 0 {
-		return p.min // nothing known yet: as safe as a fixed Concurrency
+		return p.min // nothing known (yet, or any more): as safe as a fixed Concurrency
 	}
 	return AdaptivePrefetch(p.workers, avg)
+}
+
+// expiry is how long a pull request for n messages waits for them: a
+// request bigger than the smallest buffer is sized by the items of the
+// last second, and ends when that knowledge goes stale.
+func (p *prefetch) expiry(n int) time.Duration {
+	if n > p.min {
+		return prefetchStale
+	}
+	return natsconn.PullExpiry
 }
 
 // AdaptivePrefetch is the buffer an agent of concurrency workers keeps
@@ -156,12 +186,16 @@ func (a *Agent) pull(ctx context.Context, cons jetstream.Consumer, buf chan<- je
 
 // fetch makes one pull request for n messages and hands them to the
 // workers' buffer as they come. The request ends when n have come, after
-// PullExpiry, or at once when ctx ends: messages that arrived by then are
+// its expiry (prefetch.expiry), or at once when ctx ends: messages that arrived by then are
 // given back at once.
 func (a *Agent) fetch(ctx context.Context, cons jetstream.Consumer, n int, buf chan<- jetstream.Msg) error {
-	fctx, cancel := context.WithTimeout(ctx, natsconn.PullExpiry)
+	expiry := a.prefetch.expiry(n)
+	fctx, cancel := context.WithTimeout(ctx, expiry)
 	defer cancel()
-	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx), jetstream.FetchHeartbeat(natsconn.PullHeartbeat))
+	// The server sends heartbeats only while it has nothing to deliver; the
+	// request's expiry must be at least twice the heartbeat.
+	hb := min(natsconn.PullHeartbeat, expiry/4)
+	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx), jetstream.FetchHeartbeat(hb))
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 )
 
 func TestPrefetchGrowsForShortItemsAndShrinksForLongOnes(t *testing.T) {
@@ -42,6 +44,30 @@ func TestPrefetchShrinksAtOnceAndGrowsBack(t *testing.T) {
 		p.observe(10 * time.Millisecond)
 	}
 	require.InDelta(t, 100, p.want(), 2)
+}
+
+// An agent that saw no item end for a while forgets their time: the next
+// job's items may be far longer, and a buffer sized by no-op items would
+// take a whole burst of them while other agents have none. Requests sized
+// by the average end when it would go stale.
+func TestPrefetchForgetsAfterIdle(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := newPrefetch(Config{Concurrency: 8})
+	p.now = func() time.Time { return now }
+	for range 50 {
+		p.observe(50 * time.Microsecond)
+	}
+	require.Equal(t, MaxPrefetch, p.want())
+	require.Equal(t, prefetchStale, p.expiry(MaxPrefetch))
+
+	now = now.Add(prefetchStale)
+	require.Equal(t, MaxPrefetch, p.want(), "busy within the last second: still known")
+	now = now.Add(time.Millisecond)
+	require.Equal(t, 8, p.want(), "idle for over a second: Concurrency, as at the start")
+	require.Equal(t, natsconn.PullExpiry, p.expiry(8), "a Concurrency-sized request waits as long as ever")
+
+	p.observe(50 * time.Millisecond) // the first item of the next job, taken as it is
+	require.Equal(t, 40, p.want(), "8 x 250ms / 50ms")
 }
 
 func TestPrefetchFixed(t *testing.T) {

@@ -52,6 +52,7 @@ func main() {
 	server := flag.String("server", "", "with -raw-only: measure raw JetStream on this server instead of an embedded one")
 	rawOnly := flag.Bool("raw-only", false, "measure raw JetStream once on -server and print its rate (scripts/bench-daemons.sh)")
 	rawMode := flag.String("raw-mode", "plain", "with -raw-only: plain (no msg id, client default pull options) or handicapped (msg id per message, -prefetch)")
+	replicas := flag.Int("replicas", 1, "with -raw-only: replicas of the raw stream (3 on a 3-node cluster, as the coordinator's --replicas)")
 	flag.Parse()
 	profilePath = *cpuprofile
 	if *rawOnly {
@@ -59,7 +60,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "bench: -raw-mode: want plain or handicapped, got %q\n", *rawMode)
 			os.Exit(2)
 		}
-		rate, err := raw(*server, *n, *prefetch, int(time.Now().UnixNano()%1e6), *rawMode == "handicapped")
+		rate, err := raw(*server, *n, *prefetch, *replicas, int(time.Now().UnixNano()%1e6), *rawMode == "handicapped")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench: raw:", err)
 			os.Exit(1)
@@ -89,12 +90,12 @@ func run(n, agents, conc, prefetch, runs int) error {
 	// The machine is shared and noisy: alternate the two and compare medians.
 	var raws, hands, fleets []float64
 	for r := 0; r < runs; r++ {
-		rawRate, err := raw(srv.URL(), n, prefetch, 2*r, false)
+		rawRate, err := raw(srv.URL(), n, prefetch, 1, 2*r, false)
 		if err != nil {
 			return fmt.Errorf("raw: %w", err)
 		}
 		fmt.Printf("run %d raw JetStream : %8.0f msgs/s  (plain: publish async + consume/ack, client defaults)\n", r+1, rawRate)
-		handRate, err := raw(srv.URL(), n, prefetch, 2*r+1, true)
+		handRate, err := raw(srv.URL(), n, prefetch, 1, 2*r+1, true)
 		if err != nil {
 			return fmt.Errorf("raw (handicapped): %w", err)
 		}
@@ -134,7 +135,7 @@ func payload(i int) []byte {
 // With handicap true each message carries a Nats-Msg-Id (the server keeps
 // it in the dedupe window, as it does for jetfleet's work items) and the
 // consumer pulls prefetch messages at a time.
-func raw(url string, n, prefetch, run int, handicap bool) (float64, error) {
+func raw(url string, n, prefetch, replicas, run int, handicap bool) (float64, error) {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return 0, err
@@ -143,7 +144,7 @@ func raw(url string, n, prefetch, run int, handicap bool) (float64, error) {
 	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	ctx := context.Background()
 	name := fmt.Sprintf("RAW%d", run)
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{fmt.Sprintf("raw%d.>", run)}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage})
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{fmt.Sprintf("raw%d.>", run)}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: replicas})
 	if err != nil {
 		return 0, err
 	}
@@ -162,7 +163,10 @@ func raw(url string, n, prefetch, run int, handicap bool) (float64, error) {
 		if handicap {
 			m.Header.Set(messages.HeaderMsgID, fmt.Sprintf("raw/%d", i))
 		}
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		// On a loaded machine or a cluster PubAcks can lag 4,096 messages
+		// behind for longer than the default 200ms stall wait: wait (the
+		// time counts) rather than fail the run.
+		if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(30*time.Second)); err != nil {
 			return 0, err
 		}
 	}
