@@ -318,9 +318,15 @@ func BucketStream(n messages.Names, kc jetstream.KeyValueConfig) jetstream.Strea
 }
 
 // ObjectStoreStream is the configuration of the stream behind object
-// store oc: what nats.go's CreateObjectStore makes, and AllowRollup only
-// where rollups allow it. A store without rollups cannot be written by
-// nats.go's Put or Delete: internal/upload writes and removes its objects.
+// store oc: what nats.go's CreateObjectStore makes, AllowRollup only
+// where rollups allow it, and no direct gets. A store without rollups
+// cannot be written by nats.go's Put or Delete: internal/upload writes and
+// removes its objects. Objects are read right after they are written (an
+// upload by the coordinator that accepts it, an input as the job is
+// expanded), and a direct get may be answered by a replica that has not
+// stored the write yet: on R3 that turned a fresh upload into "no object"
+// (docs/jetstream.md, direct gets). Without direct gets every read goes to
+// the stream's leader.
 func ObjectStoreStream(n messages.Names, oc jetstream.ObjectStoreConfig) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        "OBJ_" + oc.Bucket,
@@ -332,7 +338,6 @@ func ObjectStoreStream(n messages.Names, oc jetstream.ObjectStoreConfig) jetstre
 		Replicas:    max(oc.Replicas, 1),
 		Discard:     jetstream.DiscardNew,
 		AllowRollup: rollups(n, oc.Bucket),
-		AllowDirect: true,
 	}
 }
 
@@ -464,10 +469,12 @@ func EnsurePool(ctx context.Context, js jetstream.JetStream, n messages.Names, p
 	if err := ensurePark(ctx, js, n, pool, c); err != nil {
 		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ParkStream(pool), err)
 	}
-	if s, err := js.Stream(ctx, "OBJ_"+n.ReduceBucket(pool)); err != nil || s.CachedInfo().Config.Description != ReduceStore(n, pool, c).Description {
-		if _, err := js.CreateOrUpdateObjectStore(ctx, ReduceStore(n, pool, c)); err != nil {
-			return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ReduceBucket(pool), err)
-		}
+	// The coordinator writes the reduce store with nats.go's Put, which
+	// needs rollups.
+	reduce := ObjectStoreStream(n, ReduceStore(n, pool, c))
+	reduce.AllowRollup = true
+	if err := ensureStream(ctx, js, reduce); err != nil {
+		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ReduceBucket(pool), err)
 	}
 	return cons, nil
 }
