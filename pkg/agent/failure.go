@@ -19,7 +19,7 @@ import (
 //   - the verdicts, StepFailure.Verdict then ItemFailure.Verdict, are pure
 //     functions of what happened (the retry policy's decision, the last
 //     delivery, the budget's grant, on_item_failure), with one branch per
-//     end. The agent and the outage simulator (pkg/simulate) both call
+//     end. The agent and the outage simulator (internal/simulate) both call
 //     them, so a fleet and its simulation cannot decide a failure
 //     differently;
 //   - what a verdict reads that costs a request or a run (a unit of the

@@ -114,7 +114,7 @@ func (r Record) validate() error {
 // Claim is the whole decision of a claim. [Budget.Claim] decides each claim
 // the same way against the record it holds — the same per-item check, then
 // the units the record has left — and records the units of concurrent
-// claims with one compare-and-set; the outage simulator (pkg/simulate)
+// claims with one compare-and-set; the outage simulator (internal/simulate)
 // claims with Claim itself.
 func (r Record) Claim(itemRetries int) (Record, Grant) {
 	if g, denied := r.itemDenial(itemRetries); denied {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/simulate"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
-	"github.com/jetfleet/jetfleet/pkg/simulate"
 )
 
 // benchSpec is a realistic job: one handler step calling the dependency,

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/simulate"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
-	"github.com/jetfleet/jetfleet/pkg/simulate"
 )
 
 // A dependency down for 30 seconds, 10 seconds into a job of 5,000 items on
