@@ -28,9 +28,9 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/ui"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/ui"
 )
 
 func main() {

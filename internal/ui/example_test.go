@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jetfleet/jetfleet/internal/ui"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
-	"github.com/jetfleet/jetfleet/pkg/ui"
 )
 
 // A dashboard for a fleet: a test fleet here; in production the
