@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetfleet/jetfleet/pkg/dlq"
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 

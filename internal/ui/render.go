@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/internal/chart"
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
-	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 

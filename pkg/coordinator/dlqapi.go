@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nuid"
 
-	"github.com/jetfleet/jetfleet/pkg/dlq"
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 

@@ -3,7 +3,7 @@ package dlq_test
 import (
 	"fmt"
 
-	"github.com/jetfleet/jetfleet/pkg/dlq"
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
