@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 )
 
@@ -94,7 +94,7 @@ func throughput(b *testing.B, claimers int, d time.Duration, claim func(ctx cont
 
 // BenchmarkBudgetContention: 64 concurrent claimers on one job whose budget
 // does not run out, on the same embedded server: the naive Get+Update loop,
-// then pkg/budget (one process, coalescing), four processes of 16, and one
+// then internal/budget (one process, coalescing), four processes of 16, and one
 // process with coalescing off.
 func BenchmarkBudgetContention(b *testing.B) {
 	srv := fleettest.RunServer(b)
@@ -141,10 +141,10 @@ func BenchmarkBudgetContention(b *testing.B) {
 		st := one.Stats()
 		fmt.Printf("contention, %d claimers, %v each, one job:\n", claimers, d)
 		fmt.Printf("  naive Get+Update loop          %9.0f claims/s\n", naive)
-		fmt.Printf("  pkg/budget, 1 process          %9.0f claims/s  (%.1fx naive; %d claims in %d KV writes, %.0f claims/write)\n",
+		fmt.Printf("  internal/budget, 1 process          %9.0f claims/s  (%.1fx naive; %d claims in %d KV writes, %.0f claims/write)\n",
 			single, single/naive, rec.Consumed, st.Writes, float64(rec.Consumed)/float64(max(st.Writes, 1)))
 		st4 := sumStats(procs)
-		fmt.Printf("  pkg/budget, 4 processes x 16   %9.0f claims/s  (%.1fx naive; %d KV write attempts, %d conflicts, %d reads)\n",
+		fmt.Printf("  internal/budget, 4 processes x 16   %9.0f claims/s  (%.1fx naive; %d KV write attempts, %d conflicts, %d reads)\n",
 			four, four/naive, st4.Writes, st4.Conflicts, st4.Reads)
 		b.ReportMetric(naive, "naive_claims/s")
 		b.ReportMetric(single, "budget_claims/s")
