@@ -71,7 +71,7 @@ func TestSeed003WorkflowRetryConfig(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	// Each failing item spends 8 retries (2 step retries in each of its 3
 	// runs, and 2 re-runs): more than the default job budget of 20 for 5.
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, InputDir: dir, Budget: budget.Settings{Default: budget.Count(100)}})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, InputDir: dir, Budget: coordinator.BudgetSettings{Default: budget.Count(100)}})
 	for _, name := range []string{"a1", "a2"} {
 		startAgent(t, srv.URL(), agent.Config{Name: name, Provision: calmProvision, Concurrency: 16, Environ: environ}, nil)
 	}

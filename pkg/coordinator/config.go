@@ -77,6 +77,34 @@ const (
 	DefaultHealthFailures = 2
 )
 
+// BudgetSettings are the operator's retry-budget settings (RETRY_BUDGET_*,
+// docs/retries.md): every field is a count or a percentage of the job's
+// items (budget values such as messages.BudgetValue{Count: 20}); nil means
+// "not set". The zero value is the out-of-the-box behaviour. A value is
+// immutable once in use and safe to share between goroutines.
+type BudgetSettings struct {
+	// Default is the job budget when a spec sets no retry_budget.
+	// Defaults to max(20, 10% of the items).
+	Default *messages.BudgetValue
+	// Max caps every job budget. Defaults to no cap.
+	Max *messages.BudgetValue
+	// PerItemDefault caps each item when a spec sets no
+	// retry_budget_per_item. Defaults to no per-item cap: the step's
+	// attempts bound an item.
+	PerItemDefault *messages.BudgetValue
+	// PerItemMax caps every per-item budget. Defaults to no cap.
+	PerItemMax *messages.BudgetValue
+	// Profile gives the fields left unset (nil) its values: "ad44" (20 /
+	// 50 / 3 / 5) or "default". "" is "default". A field set explicitly
+	// wins over the profile.
+	Profile string
+}
+
+// settings converts s into the budget package's settings: the two
+// structs have the same fields, so that the public Config names no
+// internal type.
+func (s BudgetSettings) settings() budget.Settings { return budget.Settings(s) }
+
 // Config configures a Coordinator. The zero value plus a connection is
 // usable: WithDefaults fills the rest.
 type Config struct {
@@ -85,7 +113,7 @@ type Config struct {
 	// Provision sizes streams, consumers and buckets.
 	Provision provision.Config
 	// Budget holds the operator's retry-budget settings (RETRY_BUDGET_*).
-	Budget budget.Settings
+	Budget BudgetSettings
 	// BestEffort holds the operator's best-effort defaults and cap
 	// (BEST_EFFORT_*). Zero fields take their defaults.
 	BestEffort jobspec.BestEffortSettings

@@ -579,7 +579,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	if err := c.budgetKV.Delete(ctx, spec.ID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return err
 	}
-	brec := budget.Effective(eff, total, c.cfg.Budget)
+	brec := budget.Effective(eff, total, c.cfg.Budget.settings())
 	if _, _, err := c.budget.Create(ctx, spec.ID, brec); err != nil {
 		return fmt.Errorf("budget of %s: %w", spec.ID, err)
 	}
