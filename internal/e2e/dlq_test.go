@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -291,14 +292,14 @@ func TestAgentKilledBetweenDLQPublishAndTerm(t *testing.T) {
 		return nil, retry.Permanent(fmt.Errorf("no such bucket"))
 	}}
 	died := make(chan string, 1)
-	victim := startAgent(t, srv.URL(), agent.Config{Name: "victim", Concurrency: 1,
+	victim := startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "victim", Concurrency: 1}, testhooks.Agent{
 		AfterDeadLetter: func(_, item string) bool {
 			select {
 			case died <- item:
 			default:
 			}
 			return false // "crash": no result, no Term
-		}}, permanent)
+		}}), permanent)
 	cl := client(t, srv)
 	id := submit(t, cl, `{"id": "killed", "items": [{"id": "x"}], "agent_template": [{"handler": "doomed"}]}`)
 	select {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -283,14 +284,14 @@ func TestAgentKilledBetweenParkAndAck(t *testing.T) {
 	var r runs
 	handlers := map[string]agent.HandlerFunc{"flaky": r.failsFirst}
 	died := make(chan string, 1)
-	victim := startAgent(t, srv.URL(), agent.Config{Name: "victim", Concurrency: 1, ParkAfter: time.Second,
+	victim := startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "victim", Concurrency: 1, ParkAfter: time.Second}, testhooks.Agent{
 		AfterPark: func(_, item string) bool {
 			select {
 			case died <- item:
 			default:
 			}
 			return false // "crash": no ack
-		}}, handlers)
+		}}), handlers)
 	cl := client(t, srv)
 	// The copy is due after 5 s, the killed delivery back after AckWait
 	// (2 s): it finds the park in the item's state before the copy runs.

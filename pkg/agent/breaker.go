@@ -120,7 +120,7 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 		log(a.log.Warn()).Str("breaker", breakerStateName(to)).Msg("circuit breaker refused the item on the consumer's last delivery: running it anyway")
 		return true
 	}
-	d := retry.ParkDelay(retryAt.Sub(now), a.cfg.Rand.Float64())
+	d := retry.ParkDelay(retryAt.Sub(now), a.cfg.hooks.Rand.Float64())
 	a.metrics.breakerParked.Inc()
 	log(a.log.Debug()).Str("breaker", breakerStateName(to)).Dur("delay", d).Msg("parked by the circuit breaker")
 	a.breakerPark(ctx, it, d)
@@ -283,7 +283,7 @@ func (a *Agent) openBreakers(ctx context.Context) (*breakerGate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newBreakerGate(a.js, kv, a.cfg.Clock, a.log, a.breakerChanged)
+	return newBreakerGate(a.js, kv, a.cfg.hooks.Clock, a.log, a.breakerChanged)
 }
 
 // breakerGate reads and writes jobs' breaker states in the breaker bucket,

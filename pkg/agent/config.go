@@ -13,6 +13,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -185,18 +186,11 @@ type Config struct {
 	// TracerProvider records the agent's spans (docs/tracing.md); nil =
 	// none. The W3C trace context in messages is passed on either way.
 	TracerProvider trace.TracerProvider
-	// Clock defaults to the system clock; Rand to a seeded source.
-	Clock clock.Clock
-	Rand  retry.Rand
-	// AfterDeadLetter, when set, is called once an item's DLQ entry is
-	// stored, before its result and Term. Returning false stops handling the
-	// item there, as if the agent had died: the message is neither acked nor
-	// naked and comes back after AckWait. A test hook; leave it nil.
-	AfterDeadLetter func(jobID, itemID string) bool
-	// AfterPark, when set, is called once a parked copy is scheduled,
-	// before the delivery is acked. Returning false stops there, as if the
-	// agent had died between the two. A test hook; leave it nil.
-	AfterPark func(jobID, itemID string) bool
+
+	// hooks are the clock, random source and crash points tests inject
+	// through internal/testhooks; zero (the system clock, a seeded
+	// source, no crash points) otherwise.
+	hooks testhooks.Agent
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -248,11 +242,11 @@ func (c Config) WithDefaults() Config {
 		c.ParkAfter = DefaultParkAfter
 	}
 	c.Provision = c.Provision.WithDefaults()
-	if c.Clock == nil {
-		c.Clock = clock.Real{}
+	if c.hooks.Clock == nil {
+		c.hooks.Clock = clock.Real{}
 	}
-	if c.Rand == nil {
-		c.Rand = retry.DefaultRand
+	if c.hooks.Rand == nil {
+		c.hooks.Rand = retry.DefaultRand
 	}
 	return c
 }
@@ -306,4 +300,14 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("reaper: unknown mode %d", c.Reaper))
 	}
 	return errors.Join(errs...)
+}
+
+func init() {
+	testhooks.RegisterAgent(func(cfg any, h testhooks.Agent) bool {
+		c, ok := cfg.(*Config)
+		if ok {
+			c.hooks = h
+		}
+		return ok
+	})
 }

@@ -298,9 +298,9 @@ const laterDelay = time.Second
 // whether the item goes on with its next step, and that step's output.
 func (a *Agent) stepFailed(ctx context.Context, it *item, i, attempt int, f *retry.Failure, dur time.Duration) (next bool, out string) {
 	pol := it.set.policies[i]
-	now := a.cfg.Clock.Now()
+	now := a.cfg.hooks.Clock.Now()
 	sf := StepFailure{
-		Decision:     pol.Decide(now, retry.StateFromItem(&it.st), *f, a.cfg.Rand),
+		Decision:     pol.Decide(now, retry.StateFromItem(&it.st), *f, a.cfg.hooks.Rand),
 		Err:          f.Error(),
 		LastDelivery: a.lastDelivery(it),
 		Now:          now,
@@ -325,7 +325,7 @@ func (a *Agent) stepFailed(ctx context.Context, it *item, i, attempt int, f *ret
 // agent_timeout was up before it began. It ends as a failed run would, the
 // step's retry state unchanged.
 func (a *Agent) stepRefused(ctx context.Context, it *item, i, attempt int, circuitOpen bool) (next bool, out string) {
-	now := a.cfg.Clock.Now()
+	now := a.cfg.hooks.Clock.Now()
 	msg, cause := "agent_timeout passed: the step did not run", retry.ErrAgentTimeout
 	if circuitOpen {
 		msg, cause = "circuit breaker open: the step failed fast, without running", retry.ErrCircuitOpen
@@ -384,7 +384,7 @@ func (a *Agent) itemFailed(ctx context.Context, it *item, v End, class string) E
 		case messages.ItemFailureRetry, messages.ItemFailureDLQ:
 			f.Retry = it.job.workflow.OnItemFailure(retry.ItemFailure{
 				Run: max(it.st.ItemRun, 1), LastDelay: it.st.ItemDelay.D(), Err: err,
-			}, retry.Counts{}, a.cfg.Rand)
+			}, retry.Counts{}, a.cfg.hooks.Rand)
 		case messages.ItemFailureCustom:
 			f.CustomErr = a.runCustom(ctx, it, reason, err)
 		}
@@ -526,7 +526,7 @@ func (a *Agent) finalize(ctx context.Context, it *item) {
 		}
 		a.metrics.deadLettered.WithLabelValues(it.st.Reason).Inc()
 		a.traceDeadLetter(it)
-		if h := a.cfg.AfterDeadLetter; h != nil && !h(it.wi.JobID, it.wi.ItemID) {
+		if h := a.cfg.hooks.AfterDeadLetter; h != nil && !h(it.wi.JobID, it.wi.ItemID) {
 			return
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -322,7 +323,7 @@ func newFailureAgent(t *testing.T) *failureAgent {
 		clk: clk, reg: prometheus.NewRegistry(), items: &fakeItems{m: map[string]fakeEntry{}},
 		budget: &fakeBudget{}, dlq: &fakeDLQ{}, pub: &fakePub{}, breakers: &fakeBreakers{clk: clk, m: map[string]retry.BreakerState{}},
 	}
-	f.a = New(nil, Config{Name: "a1", Clock: clk, Rand: halfDraw, ParkAfter: -1}) // delayed naks; park_test.go parks
+	f.a = New(nil, Config{Name: "a1", hooks: testhooks.Agent{Clock: clk, Rand: halfDraw}, ParkAfter: -1}) // delayed naks; park_test.go parks
 	f.a.log = zerolog.Nop()
 	f.a.names = testNames
 	f.a.pub, f.a.items, f.a.budget, f.a.dlq, f.a.breakers = f.pub, f.items, f.budget, f.dlq, f.breakers

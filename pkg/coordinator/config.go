@@ -17,6 +17,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -228,8 +229,10 @@ type Config struct {
 	// TracerProvider records the coordinator's spans (docs/tracing.md); nil =
 	// none. The W3C trace context in messages is passed on either way.
 	TracerProvider trace.TracerProvider
-	// Clock defaults to the system clock.
-	Clock clock.Clock
+
+	// hooks are the clock tests inject through internal/testhooks; zero
+	// (the system clock) otherwise.
+	hooks testhooks.Coordinator
 }
 
 // Signer signs bytes (ed25519 for an nkeys.KeyPair). It must be safe for
@@ -271,8 +274,8 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.PruneMarkerTTL, DefaultPruneMarkerTTL)
 	orDefault(&c.SweepInterval, DefaultSweepInterval)
 	orDefault(&c.SweepMinAge, dlq.DefaultSweepMinAge)
-	if c.Clock == nil {
-		c.Clock = clock.Real{}
+	if c.hooks.Clock == nil {
+		c.hooks.Clock = clock.Real{}
 	}
 	return c
 }
@@ -348,4 +351,14 @@ func orDefault[T comparable](v *T, def T) {
 	if *v == zero {
 		*v = def
 	}
+}
+
+func init() {
+	testhooks.RegisterCoordinator(func(cfg any, h testhooks.Coordinator) bool {
+		c, ok := cfg.(*Config)
+		if ok {
+			c.hooks = h
+		}
+		return ok
+	})
 }

@@ -182,7 +182,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	defer c.work.Close()
 	ls, err := lease.New(lease.Config{
 		Store: c.control, Reader: kvleader.New(c.js, c.names.ControlBucket()), Key: messages.LeaseKey,
-		// The lease runs on real time, never on Config.Clock: a test that
+		// The lease runs on real time, never on the configured clock: a test that
 		// moves the jobs' clock must not move the leader's liveness with it.
 		Holder: c.cfg.Holder, TTL: c.cfg.LeaseTTL, Logger: c.log,
 	})
@@ -310,7 +310,7 @@ func (c *Coordinator) failJob(runCtx context.Context, id, reason string) {
 		c.log.Error().Err(err).Str("job_id", id).Msg("cannot record the job's failure")
 		return
 	}
-	now := c.cfg.Clock.Now()
+	now := c.cfg.hooks.Clock.Now()
 	st := &rec.Status
 	st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateFailed, reason, messages.PhaseDone, &now
 	st.NotRun += max(st.Items-st.Done(), 0)
@@ -420,7 +420,7 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
 	}
 	tries := min(delivered, maxTries)
 	problems := []messages.FieldError{{Message: fmt.Sprintf("not accepted after %d attempts: %s", tries, why)}}
-	if err := c.reject(ctx, seq, rejectedID(m.Data(), seq, c.cfg.MaxSpecBytes), problems, c.cfg.Clock.Now()); err != nil {
+	if err := c.reject(ctx, seq, rejectedID(m.Data(), seq, c.cfg.MaxSpecBytes), problems, c.cfg.hooks.Clock.Now()); err != nil {
 		c.log.Error().Err(err).Uint64("stream_seq", seq).Msg("recording the rejection failed; will retry")
 		_ = m.NakWithDelay(5 * time.Second)
 		return
@@ -497,7 +497,7 @@ func (e *intakeErrors) forget(seq uint64) {
 // recorded as rejected with its problems. It applies every check the API
 // applies (admitSpec), and those only the items can answer (countItems).
 func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error {
-	now := c.cfg.Clock.Now()
+	now := c.cfg.hooks.Clock.Now()
 	spec, problems := c.admitSpec(data)
 	if spec == nil {
 		return c.reject(ctx, seq, rejectedID(data, seq, c.cfg.MaxSpecBytes), problems, now)
