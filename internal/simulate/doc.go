@@ -17,7 +17,7 @@
 //     compare-and-set loop makes, from the record [budget.Effective]
 //     computes for the job and the operator's settings;
 //   - the job's circuit breaker with [retry.Breaker] Admit and Settle, and
-//     parked deliveries come back after [retry.ParkDelay];
+//     parked deliveries come back after [failure.ParkDelay];
 //   - error_policy with [retry.Workflow]: on_item_failure (dlq, skip, stop,
 //     retry, custom), max_failures, failure_threshold.
 //

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
-	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/internal/failure"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -390,7 +390,7 @@ func (s *sim) deliver(a int32, it int32) {
 		case !s.lastDelivery(st):
 			// Parked: no attempt, no budget, no item state.
 			s.res.Parked++
-			s.nak(it, retry.ParkDelay(retryAt.Sub(now), s.rnd.Float64()))
+			s.nak(it, failure.ParkDelay(retryAt.Sub(now), s.rnd.Float64()))
 			s.slotFree(a)
 			return
 		}
@@ -570,9 +570,9 @@ func (s *sim) phases() []Phase {
 
 // stepDone is the end of a step run: the agent's failure path from the
 // outcome on (pkg/agent failure.go), with the same pure decisions:
-// retry.Policy, then agent.StepFailure's verdict (with budget.Record.Claim
+// retry.Policy, then failure.StepFailure's verdict (with budget.Record.Claim
 // for the grant and retry.Breaker for the breaker outcome), the step's
-// retry.FailureAction, and agent.ItemFailure's verdict.
+// retry.FailureAction, and failure.ItemFailure's verdict.
 func (s *sim) stepDone(e *event) {
 	it, a := e.item, e.agent
 	st := &s.items[it]
@@ -590,7 +590,7 @@ func (s *sim) stepDone(e *event) {
 		as = &sm.timedOut
 	}
 	now := s.tm(s.now)
-	f := agent.StepFailure{
+	f := failure.StepFailure{
 		Decision:     sm.policy.DecideAssessed(now, s.state(st), *as, s.rnd),
 		Err:          as.Err(),
 		LastDelivery: s.lastDelivery(st),
@@ -616,7 +616,7 @@ func (s *sim) refused(a, it int32, circuitOpen bool) {
 	if circuitOpen {
 		cause = retry.ErrCircuitOpen
 	}
-	f := agent.StepFailure{
+	f := failure.StepFailure{
 		Decision: retry.Decision{State: s.state(st)}, Err: cause, NotRun: true, CircuitOpen: circuitOpen,
 		Now: s.tm(s.now), Deadline: s.deadline(st),
 	}
@@ -626,28 +626,28 @@ func (s *sim) refused(a, it int32, circuitOpen bool) {
 
 // stepEnds acts on the step's verdict (the agent's stepEnds): one switch
 // on the agent's End; err is the failure on_item_failure reads.
-func (s *sim) stepEnds(a, it int32, f *agent.StepFailure, err error) {
+func (s *sim) stepEnds(a, it int32, f *failure.StepFailure, err error) {
 	st := &s.items[it]
 	sm := &s.steps[st.step]
 	v := f.Verdict()
 	s.apply(st, v.State)
-	if v.Kind == agent.EndGiveUp && sm.onFailure.NeedsFallback() {
+	if v.Kind == failure.EndGiveUp && sm.onFailure.NeedsFallback() {
 		// The fallback command runs once, in the step's time, and is taken
 		// to succeed (it does not call the dependency).
 		s.events.push(event{at: s.now + int64(s.dep.StepDuration), kind: evDone, item: it, agent: a, run: runFallback})
 		return
 	}
 	switch v = v.OnFailure(sm.onFailure, "", nil); v.Kind {
-	case agent.EndSnooze:
+	case failure.EndSnooze:
 		s.res.Snoozes++
 		s.nak(it, v.Delay)
 		s.slotFree(a)
-	case agent.EndRetry:
+	case failure.EndRetry:
 		s.nak(it, v.Delay)
 		s.slotFree(a)
-	case agent.EndContinue:
+	case failure.EndContinue:
 		s.stepSucceeded(a, it)
-	case agent.EndTimedOut, agent.EndGiveUp:
+	case failure.EndTimedOut, failure.EndGiveUp:
 		// The item fails (on_failure does not apply to a timed-out item).
 		// on_item_failure reads the failure, not the step's give-up error,
 		// which would cost an allocation: it reads only its Permanent
@@ -714,12 +714,12 @@ func (s *sim) claimRecord(itemRetries int) (budget.Record, budget.Grant) {
 const maxMemo = 1024
 
 // itemFailed applies error_policy.on_item_failure to an item whose step
-// gave up (the agent's itemFailed): agent.ItemFailure's verdict, with the
+// gave up (the agent's itemFailed): failure.ItemFailure's verdict, with the
 // workflow's retry policy and a budget claim under retry, and a custom
 // step taken to succeed (the item is recorded failed).
 func (s *sim) itemFailed(a, it int32, reason string, err error) {
 	st := &s.items[it]
-	f := agent.ItemFailure{Action: s.onItem, Reason: reason, Err: err}
+	f := failure.ItemFailure{Action: s.onItem, Reason: reason, Err: err}
 	run := max(int(st.run), 1)
 	if retry.RetriesItems(f.Action) {
 		f.Retry = s.wf.OnItemFailure(retry.ItemFailure{Run: run, LastDelay: time.Duration(st.itemDelay), Err: err}, retry.Counts{}, s.rnd)
@@ -728,14 +728,14 @@ func (s *sim) itemFailed(a, it int32, reason string, err error) {
 		f.Grant = s.claim(st)
 	}
 	switch v := f.Verdict(); v.Kind {
-	case agent.EndItemRetry:
+	case failure.EndItemRetry:
 		st.run = int32(run + 1)
 		st.itemDelay = int64(v.Delay)
 		st.step = 0
 		st.started = 0 // a new run: agent_timeout counts afresh
 		s.apply(st, retry.State{})
 		s.nak(it, v.Delay)
-	default: // agent.EndGiveUp, with the item's outcome
+	default: // failure.EndGiveUp, with the item's outcome
 		s.finish(st, v.Outcome, v.Reason)
 	}
 	s.slotFree(a)

@@ -55,7 +55,7 @@ func (m *fakeMsg) NakWithDelay(d time.Duration) error { m.naks = append(m.naks, 
 func (m *fakeMsg) Nak() error                         { m.naks = append(m.naks, -1); return nil }
 
 // halfDraw is the gate agents' jitter source: parked deliveries come back
-// spread by half of ParkSpread, so a parked delay d is spread(d).
+// spread by half of failure.ParkSpread, so a parked delay d is spread(d).
 var halfDraw = retry.RandFunc(func() float64 { return 0.5 })
 
 func spread(d time.Duration) time.Duration { return d + d/8 }
