@@ -11,4 +11,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export BUDGET_BENCH_DURATION="${BUDGET_BENCH_DURATION:-3s}"
-exec go test -run '^$' -bench '^BenchmarkBudget' -benchtime=1x -count=1 "$@" ./pkg/budget/
+exec go test -run '^$' -bench '^BenchmarkBudget' -benchtime=1x -count=1 "$@" ./internal/budget/

@@ -20,7 +20,7 @@ import (
 
 // Run with scripts/bench-budget.sh, or:
 //
-//	go test -run '^$' -bench BenchmarkBudget -benchtime=1x ./pkg/budget/
+//	go test -run '^$' -bench BenchmarkBudget -benchtime=1x ./internal/budget/
 //
 // BUDGET_BENCH_DURATION sets how long each contention measurement runs
 // (default 3s).

@@ -23,7 +23,7 @@ import (
 // replay must: publish one message and delete another, with the same
 // concurrency. It reports both rates and their ratio.
 //
-//	go test -run '^$' -bench Replay -benchtime 5000x ./pkg/dlq/
+//	go test -run '^$' -bench Replay -benchtime 5000x ./internal/dlq/
 func BenchmarkReplay(b *testing.B) {
 	f := newFleet(b, provision.Config{})
 	ctx := context.Background()
