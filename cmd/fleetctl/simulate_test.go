@@ -18,6 +18,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -228,7 +229,7 @@ func runAgreementFleet(t *testing.T, path string, tc agreementCase, step time.Du
 	wg.Go(func() { _ = coord.Run(ctx) })
 	<-coord.Ready()
 	for i := range agents {
-		a := agent.New(srv.Connect(t), agent.Config{Name: fmt.Sprintf("agent-%d", i), Concurrency: concurrency, Provision: prov}).
+		a := agent.New(srv.Connect(t), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("agent-%d", i), Concurrency: concurrency}, testhooks.Agent{Provision: prov})).
 			Handle("dependency", dep.handle)
 		wg.Go(func() { _ = a.Run(ctx) })
 	}

@@ -331,7 +331,7 @@ func TestFullDLQBacksOffAndLosesNothing(t *testing.T) {
 	creg := prometheus.NewRegistry()
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov, Registerer: creg, DLQMonitorInterval: 20 * time.Millisecond})
 	areg := prometheus.NewRegistry()
-	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 8, Provision: prov, Registerer: areg},
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 8, Registerer: areg}, testhooks.Agent{Provision: prov}),
 		map[string]agent.HandlerFunc{"doomed": func(context.Context, *agent.Call) (any, error) {
 			return nil, retry.Permanent(fmt.Errorf("schema mismatch"))
 		}})

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
@@ -70,7 +71,7 @@ func TestLongItemIDNeitherKillsAgentNorCoordinator(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
-	ag := startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 8, Provision: prov, Heartbeat: time.Hour},
+	ag := startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 8, Heartbeat: time.Hour}, testhooks.Agent{Provision: prov}),
 		map[string]agent.HandlerFunc{
 			// Hangs past AckWait without heartbeats: every delivery is lost,
 			// so the DLQ mover dead-letters the item after MaxDeliver.

@@ -55,7 +55,7 @@ func TestParkedRetriesLeaveThePoolFree(t *testing.T) {
 			prov.MaxAckPending = tc.maxAckPending
 			startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov})
 			for i := range 2 { // two agents with their default settings, as deployed
-				startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: prov},
+				startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i)}, testhooks.Agent{Provision: prov}),
 					map[string]agent.HandlerFunc{"call": fails})
 			}
 			cl := client(t, srv)
@@ -111,7 +111,7 @@ func TestBreakerParkedItemsLeaveThePoolFree(t *testing.T) {
 	for i := range 2 {
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
-		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: prov, Registerer: reg},
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i), Registerer: reg}, testhooks.Agent{Provision: prov}),
 			map[string]agent.HandlerFunc{"call": call})
 	}
 	cl := client(t, srv)
@@ -198,7 +198,7 @@ func TestSmallJobBesideAMillionItems(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, InputDir: dir})
 	for i := range 2 {
-		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: calmProvision}, nil)
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i)}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	cl := client(t, srv)
 	big := submit(t, cl, `{"id": "big", "input": "big.json", "agent_template": [{"handler": "noop"}]}`)
@@ -324,7 +324,7 @@ func TestParkedItemsSurviveAServerRestart(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
 	var r runs
-	startAgent(t, srv.URL(), agent.Config{Name: "a1", ParkAfter: time.Second, Provision: calmProvision},
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", ParkAfter: time.Second}, testhooks.Agent{Provision: calmProvision}),
 		map[string]agent.HandlerFunc{"flaky": r.failsFirst})
 	cl := client(t, srv)
 	const n = 50
@@ -395,7 +395,7 @@ func TestMeasureDelayedNakFreeze(t *testing.T) {
 			prov.MaxAckPending = tc.maxAckPending
 			startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov, JobQueue: -1})
 			for i := range 2 {
-				startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: prov, ParkAfter: -1},
+				startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i), ParkAfter: -1}, testhooks.Agent{Provision: prov}),
 					map[string]agent.HandlerFunc{"call": fails})
 			}
 			cl := client(t, srv)
@@ -455,7 +455,7 @@ func TestMeasureParkCost(t *testing.T) {
 				return nil, errors.New("connection refused")
 			}
 			for i := range 2 {
-				startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: calmProvision, ParkAfter: mode.parkAfter},
+				startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i), ParkAfter: mode.parkAfter}, testhooks.Agent{Provision: calmProvision}),
 					map[string]agent.HandlerFunc{"flaky": h})
 			}
 			cl := client(t, srv)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -73,7 +74,7 @@ func TestSeed003WorkflowRetryConfig(t *testing.T) {
 	// runs, and 2 re-runs): more than the default job budget of 20 for 5.
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, InputDir: dir, Budget: coordinator.BudgetSettings{Default: budget.Count(100)}})
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(t, srv.URL(), agent.Config{Name: name, Provision: calmProvision, Concurrency: 16, Environ: environ}, nil)
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, Environ: environ}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	cl := client(t, srv)
 	body, err := json.Marshal(spec)
@@ -121,7 +122,7 @@ func TestAD44Submission(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
 	errDown := errors.New("dc-east unreachable")
-	startAgent(t, srv.URL(), agent.Config{Name: "a", Provision: calmProvision, Concurrency: 4}, map[string]agent.HandlerFunc{
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a", Concurrency: 4}, testhooks.Agent{Provision: calmProvision}), map[string]agent.HandlerFunc{
 		"dispatch": func(_ context.Context, c *agent.Call) (any, error) {
 			if c.Group == "dc-east" {
 				return nil, errDown

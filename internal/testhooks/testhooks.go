@@ -15,6 +15,7 @@ import (
 	"fmt"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
@@ -34,6 +35,11 @@ type Agent struct {
 	// before the delivery is acked. Returning false stops there, as if the
 	// agent had died between the two.
 	AfterPark func(jobID, itemID string) bool
+	// Provision sizes the pool's work consumer when the agent creates it
+	// because no coordinator has yet (tests with a short AckWait);
+	// otherwise the coordinator's settings apply. Defaults to
+	// provision's defaults.
+	Provision provision.Config
 }
 
 // Coordinator holds a coordinator's hooks. The zero value is production
@@ -45,33 +51,48 @@ type Coordinator struct {
 }
 
 var (
-	setAgent       func(cfg any, h Agent) bool
-	setCoordinator func(cfg any, h Coordinator) bool
+	updateAgent       func(cfg any, fn func(*Agent)) bool
+	updateCoordinator func(cfg any, fn func(*Coordinator)) bool
 )
 
 // RegisterAgent is called once, by pkg/agent's init, with the function
-// that sets h on an *agent.Config (false when cfg is not one).
-func RegisterAgent(set func(cfg any, h Agent) bool) { setAgent = set }
+// that applies fn to the hooks of an *agent.Config (false when cfg is
+// not one).
+func RegisterAgent(update func(cfg any, fn func(*Agent)) bool) { updateAgent = update }
 
 // RegisterCoordinator is called once, by pkg/coordinator's init, with
-// the function that sets h on a *coordinator.Config (false when cfg is
-// not one).
-func RegisterCoordinator(set func(cfg any, h Coordinator) bool) { setCoordinator = set }
+// the function that applies fn to the hooks of a *coordinator.Config
+// (false when cfg is not one).
+func RegisterCoordinator(update func(cfg any, fn func(*Coordinator)) bool) {
+	updateCoordinator = update
+}
 
 // WithAgent returns cfg, an agent.Config, with h as its hooks. It panics
 // on any other type: a test's mistake.
 func WithAgent[C any](cfg C, h Agent) C {
-	if setAgent == nil || !setAgent(&cfg, h) {
-		panic(fmt.Sprintf("testhooks: WithAgent of %T, not an agent.Config", cfg))
-	}
+	UpdateAgent(&cfg, func(a *Agent) { *a = h })
 	return cfg
+}
+
+// UpdateAgent applies fn to the hooks of *cfg, an agent.Config, in
+// place. It panics on any other type.
+func UpdateAgent[C any](cfg *C, fn func(*Agent)) {
+	if updateAgent == nil || !updateAgent(cfg, fn) {
+		panic(fmt.Sprintf("testhooks: UpdateAgent of %T, not an *agent.Config", cfg))
+	}
 }
 
 // WithCoordinator returns cfg, a coordinator.Config, with h as its
 // hooks. It panics on any other type: a test's mistake.
 func WithCoordinator[C any](cfg C, h Coordinator) C {
-	if setCoordinator == nil || !setCoordinator(&cfg, h) {
-		panic(fmt.Sprintf("testhooks: WithCoordinator of %T, not a coordinator.Config", cfg))
-	}
+	UpdateCoordinator(&cfg, func(c *Coordinator) { *c = h })
 	return cfg
+}
+
+// UpdateCoordinator applies fn to the hooks of *cfg, a
+// coordinator.Config, in place. It panics on any other type.
+func UpdateCoordinator[C any](cfg *C, fn func(*Coordinator)) {
+	if updateCoordinator == nil || !updateCoordinator(cfg, fn) {
+		panic(fmt.Sprintf("testhooks: UpdateCoordinator of %T, not a *coordinator.Config", cfg))
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -93,7 +94,8 @@ func startFleet(t testing.TB, cfg Config) *testFleet {
 			c.Provision, c.StatusInterval = testProv, 20*time.Millisecond
 		}),
 		fleettest.WithAgentConfig(func(i int, c *agent.Config) {
-			c.Name, c.Provision = fmt.Sprintf("agent-%d", i), testProv
+			c.Name = fmt.Sprintf("agent-%d", i)
+			testhooks.UpdateAgent(c, func(h *testhooks.Agent) { h.Provision = testProv })
 			c.ShutdownTimeout, c.PresenceInterval = time.Second, 200*time.Millisecond
 		}))
 	f.srv, f.client = fleet.Server, fleet.Client

@@ -215,7 +215,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.pub = a.js
-	cons, err := provision.WaitPool(ctx, a.js, names, a.cfg.Pool, a.cfg.Provision)
+	cons, err := provision.WaitPool(ctx, a.js, names, a.cfg.Pool, a.cfg.hooks.Provision)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
-	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -169,10 +168,6 @@ type Config struct {
 	// limit before it waits outside the agent. Defaults to
 	// DefaultLimitWait (1s).
 	LimitWait time.Duration
-	// Provision is used only when the agent creates its pool's consumer
-	// because no coordinator has yet.
-	Provision provision.Config
-	// Logger defaults to zerolog.Nop().
 	// WorkVerifier, when set, checks the coordinator's signature of every
 	// work item (messages.WorkItem.SignedBytes for this agent's pool):
 	// an item without one it verifies is refused (terminated without
@@ -180,16 +175,18 @@ type Config struct {
 	// nkeys.FromPublicKey from the key `fleetctl auth init` prints is
 	// one. Defaults to nil: items are not checked.
 	WorkVerifier Verifier
-	Logger       zerolog.Logger
+	// Logger defaults to zerolog.Nop().
+	Logger zerolog.Logger
 	// Registerer receives the agent's metrics. nil = not registered.
 	Registerer prometheus.Registerer
 	// TracerProvider records the agent's spans (docs/tracing.md); nil =
 	// none. The W3C trace context in messages is passed on either way.
 	TracerProvider trace.TracerProvider
 
-	// hooks are the clock, random source and crash points tests inject
-	// through internal/testhooks; zero (the system clock, a seeded
-	// source, no crash points) otherwise.
+	// hooks are the clock, random source, crash points and consumer
+	// settings tests inject through internal/testhooks; zero (the system
+	// clock, a seeded source, no crash points, default consumer settings)
+	// otherwise.
 	hooks testhooks.Agent
 }
 
@@ -241,7 +238,7 @@ func (c Config) WithDefaults() Config {
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter
 	}
-	c.Provision = c.Provision.WithDefaults()
+	c.hooks.Provision = c.hooks.Provision.WithDefaults()
 	if c.hooks.Clock == nil {
 		c.hooks.Clock = clock.Real{}
 	}
@@ -303,10 +300,10 @@ func (c Config) Validate() error {
 }
 
 func init() {
-	testhooks.RegisterAgent(func(cfg any, h testhooks.Agent) bool {
+	testhooks.RegisterAgent(func(cfg any, fn func(*testhooks.Agent)) bool {
 		c, ok := cfg.(*Config)
 		if ok {
-			c.hooks = h
+			fn(&c.hooks)
 		}
 		return ok
 	})

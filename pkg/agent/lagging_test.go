@@ -15,6 +15,7 @@ import (
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -176,7 +177,7 @@ func TestLaggingReplicaLosesNoItem(t *testing.T) {
 	c.WaitForStreamLeader(t, "KV_"+testNames.JobsBucket())
 
 	replica := &laggingReplica{}
-	a := New(c.ConnectNode(t, 1), Config{Name: "lagging", Provision: prov, ShutdownTimeout: 5 * time.Second}).HandleBuiltins()
+	a := New(c.ConnectNode(t, 1), testhooks.WithAgent(Config{Name: "lagging", ShutdownTimeout: 5 * time.Second}, testhooks.Agent{Provision: prov})).HandleBuiltins()
 	a.jobsReplica = func(recordGetter) recordGetter { return replica }
 	agCtx, stopAgent := context.WithCancel(ctx)
 	agDone := make(chan error, 1)

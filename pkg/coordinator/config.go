@@ -354,10 +354,10 @@ func orDefault[T comparable](v *T, def T) {
 }
 
 func init() {
-	testhooks.RegisterCoordinator(func(cfg any, h testhooks.Coordinator) bool {
+	testhooks.RegisterCoordinator(func(cfg any, fn func(*testhooks.Coordinator)) bool {
 		c, ok := cfg.(*Config)
 		if ok {
-			c.hooks = h
+			fn(&c.hooks)
 		}
 		return ok
 	})

@@ -76,7 +76,7 @@ func newRetentionFixture(t *testing.T, f *flaky) *retentionFixture {
 	c, p := startCoord(t, srv, Config{hooks: testhooks.Coordinator{Clock: clk}, LateResultWindow: 50 * time.Millisecond,
 		CleanupInterval: time.Hour, JobRetention: 24 * time.Hour, PruneMarkerTTL: time.Second})
 	t.Cleanup(func() { p.stop(t) })
-	a := agent.New(srv.Connect(t), agent.Config{Name: "a1", Provision: testProv}).Handle("h", f.handler)
+	a := agent.New(srv.Connect(t), testhooks.WithAgent(agent.Config{Name: "a1"}, testhooks.Agent{Provision: testProv})).Handle("h", f.handler)
 	actx, acancel := context.WithCancel(context.Background())
 	adone := make(chan error, 1)
 	go func() { adone <- a.Run(actx) }()

@@ -77,7 +77,7 @@ func TestSoakRetentionReturnsToBaseline(t *testing.T) {
 	}
 	var agents []*running
 	for i := range 2 {
-		a := agent.New(srv.Connect(t), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: testProv, Concurrency: 32}).Handle("h", handler)
+		a := agent.New(srv.Connect(t), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 32}, testhooks.Agent{Provision: testProv})).Handle("h", handler)
 		ctx, cancel := context.WithCancel(context.Background())
 		r := &running{cancel: cancel, done: make(chan error, 1)}
 		go func() { r.done <- a.Run(ctx) }()
