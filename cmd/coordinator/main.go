@@ -246,7 +246,7 @@ func ensurePools(ctx context.Context, nc *nats.Conn, cfg coordinator.Config, lis
 		if err := messages.ValidPool(p); err != nil {
 			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
-		if _, err := provision.EnsurePool(ctx, js, names, p, cfg.Provision); err != nil {
+		if _, err := provision.EnsurePool(ctx, js, names, p, provision.Config(cfg.Provision)); err != nil {
 			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
 	}

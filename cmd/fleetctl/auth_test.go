@@ -85,7 +85,7 @@ func TestCommandsOnASecuredFleet(t *testing.T) {
 	}
 	ca := filepath.Join(res.Dir, auth.CAFile)
 	prov := provision.Config{AckWait: 2 * time.Second}
-	coord, err := coordinator.New(srv.Connect(t, seed("coordinator")), coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
+	coord, err := coordinator.New(srv.Connect(t, seed("coordinator")), coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	done := make(chan struct{}, 2)
 	go func() { _ = coord.Run(ctx); done <- struct{}{} }()

@@ -27,7 +27,9 @@ func dlqFleet(t *testing.T) (string, *coordinator.Client) {
 	t.Helper()
 	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}
 	f := fleettest.RunFleet(t, nil, fleettest.WithAgents(2), fleettest.WithConcurrency(8),
-		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) { c.Provision, c.StatusInterval = prov, 20*time.Millisecond }),
+		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) {
+			c.Provision, c.StatusInterval = coordinator.Provision(prov), 20*time.Millisecond
+		}),
 		fleettest.WithAgentConfig(func(i int, c *agent.Config) {
 			c.Name = fmt.Sprintf("a%d", i)
 			testhooks.UpdateAgent(c, func(h *testhooks.Agent) { h.Provision = prov })

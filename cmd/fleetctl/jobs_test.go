@@ -65,7 +65,9 @@ agent_template:
 func TestJobCommandsAgainstAFleet(t *testing.T) {
 	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}
 	f := fleettest.RunFleet(t, agent.Builtins(),
-		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) { c.Provision, c.StatusInterval = prov, 20*time.Millisecond }),
+		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) {
+			c.Provision, c.StatusInterval = coordinator.Provision(prov), 20*time.Millisecond
+		}),
 		fleettest.WithAgentConfig(func(_ int, c *agent.Config) {
 			testhooks.UpdateAgent(c, func(h *testhooks.Agent) { h.Provision = prov })
 		}))

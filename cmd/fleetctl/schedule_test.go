@@ -20,7 +20,7 @@ func TestScheduleCommands(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}
-	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
+	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	done := make(chan struct{}, 2)
 	go func() { _ = coord.Run(ctx); done <- struct{}{} }()

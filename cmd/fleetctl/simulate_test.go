@@ -224,7 +224,7 @@ func runAgreementFleet(t *testing.T, path string, tc agreementCase, step time.Du
 	defer wg.Wait()
 	defer cancel()
 	prov := provision.Config{DLQMaxBytes: 64 << 20} // MaxDeliver, MaxAckPending: the defaults, as simulated
-	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
+	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	wg.Go(func() { _ = coord.Run(ctx) })
 	<-coord.Ready()

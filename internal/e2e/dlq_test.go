@@ -168,7 +168,7 @@ func TestDLQThirtyOfTwoHundredReplayed(t *testing.T) {
 // and run again replays each entry once.
 func TestDLQFilteredDryRunAndInterruptedReplays(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 8}, nil)
 	cl := client(t, srv)
 	m := newMarkers(t)
@@ -329,7 +329,7 @@ func TestFullDLQBacksOffAndLosesNothing(t *testing.T) {
 	prov := testProvision
 	prov.DLQMaxMsgs = 3
 	creg := prometheus.NewRegistry()
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov, Registerer: creg, DLQMonitorInterval: 20 * time.Millisecond})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov), Registerer: creg, DLQMonitorInterval: 20 * time.Millisecond})
 	areg := prometheus.NewRegistry()
 	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 8, Registerer: areg}, testhooks.Agent{Provision: prov}),
 		map[string]agent.HandlerFunc{"doomed": func(context.Context, *agent.Call) (any, error) {

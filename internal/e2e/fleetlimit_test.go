@@ -132,7 +132,7 @@ func testNames() messages.Names { return messages.MustNames("fleet") }
 // flight, through the http handler, on two agents of 16 slots each.
 func TestLimitSharedByTwoJobs(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 20*time.Millisecond)
 	store := limitStore(t, srv)
 	_, err := store.Set(context.Background(), "api", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
@@ -172,7 +172,7 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 // An inline limit keyed by tenant gives each tenant its own rate.
 func TestLimitKeyedPerTenant(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 5*time.Millisecond)
 	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
 	c := client(t, srv)
@@ -265,7 +265,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 		t.Skip("a 30 s run")
 	}
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 5*time.Millisecond)
 	const healthyFor, outage = 4 * time.Second, 6 * time.Second
 	ds.status = func(at time.Time) int {

@@ -83,8 +83,8 @@ func startCoordinator(t testing.TB, url string, cfg coordinator.Config) *proc {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	require.NoError(t, err)
-	if cfg.Provision == (provision.Config{}) {
-		cfg.Provision = testProvision
+	if cfg.Provision == (coordinator.Provision{}) {
+		cfg.Provision = coordinator.Provision(testProvision)
 	}
 	if cfg.StatusInterval == 0 {
 		cfg.StatusInterval = 20 * time.Millisecond

@@ -53,7 +53,7 @@ func TestParkedRetriesLeaveThePoolFree(t *testing.T) {
 			srv := fleettest.RunServer(t)
 			prov := calmProvision
 			prov.MaxAckPending = tc.maxAckPending
-			startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov})
+			startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov)})
 			for i := range 2 { // two agents with their default settings, as deployed
 				startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i)}, testhooks.Agent{Provision: prov}),
 					map[string]agent.HandlerFunc{"call": fails})
@@ -101,7 +101,7 @@ func TestBreakerParkedItemsLeaveThePoolFree(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	prov := calmProvision
 	prov.MaxAckPending = 2000
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov, JobQueue: -1})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov), JobQueue: -1})
 	var regs []*prometheus.Registry
 	var calls atomic.Int64
 	call := func(ctx context.Context, c *agent.Call) (any, error) {
@@ -196,7 +196,7 @@ func TestSmallJobBesideAMillionItems(t *testing.T) {
 	dir := t.TempDir()
 	writeItems(t, filepath.Join(dir, "big.json"), 1_000_000)
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, InputDir: dir})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), InputDir: dir})
 	for i := range 2 {
 		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i)}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
@@ -322,7 +322,7 @@ func TestAgentKilledBetweenParkAndAck(t *testing.T) {
 // counted once.
 func TestParkedItemsSurviveAServerRestart(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	var r runs
 	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", ParkAfter: time.Second}, testhooks.Agent{Provision: calmProvision}),
 		map[string]agent.HandlerFunc{"flaky": r.failsFirst})
@@ -393,7 +393,7 @@ func TestMeasureDelayedNakFreeze(t *testing.T) {
 			srv := fleettest.RunServer(t)
 			prov := calmProvision
 			prov.MaxAckPending = tc.maxAckPending
-			startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov, JobQueue: -1})
+			startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov), JobQueue: -1})
 			for i := range 2 {
 				startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i), ParkAfter: -1}, testhooks.Agent{Provision: prov}),
 					map[string]agent.HandlerFunc{"call": fails})
@@ -440,7 +440,7 @@ func TestMeasureParkCost(t *testing.T) {
 	}{{"nak", -1}, {"park", time.Second}, {"nak", -1}, {"park", time.Second}} {
 		t.Run(mode.name, func(t *testing.T) {
 			srv := fleettest.RunServer(t)
-			startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, JobQueue: -1})
+			startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), JobQueue: -1})
 			var mu sync.Mutex
 			first := map[string]time.Time{}
 			var late []time.Duration

@@ -255,7 +255,7 @@ func TestOnItemFailureStopSkipAndCustom(t *testing.T) {
 
 func TestOnItemFailureRetryRunsTheWholeItemAgain(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	var mu sync.Mutex
 	runs := map[string][]int{} // item -> steps run, in order
 	record := func(c *agent.Call) {

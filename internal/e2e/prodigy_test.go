@@ -72,7 +72,7 @@ func TestSeed003WorkflowRetryConfig(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	// Each failing item spends 8 retries (2 step retries in each of its 3
 	// runs, and 2 re-runs): more than the default job budget of 20 for 5.
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, InputDir: dir, Budget: coordinator.BudgetSettings{Default: budget.Count(100)}})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), InputDir: dir, Budget: coordinator.BudgetSettings{Default: budget.Count(100)}})
 	for _, name := range []string{"a1", "a2"} {
 		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, Environ: environ}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
@@ -120,7 +120,7 @@ func TestSeed003WorkflowRetryConfig(t *testing.T) {
 // per-workflow cap of 2 ends its retries, inside the job budget of 4.
 func TestAD44Submission(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	errDown := errors.New("dc-east unreachable")
 	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a", Concurrency: 4}, testhooks.Agent{Provision: calmProvision}), map[string]agent.HandlerFunc{
 		"dispatch": func(_ context.Context, c *agent.Call) (any, error) {

@@ -276,7 +276,7 @@ func TestLastDeliveryGivesUp(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	prov := testProvision
 	prov.MaxDeliver = 3
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov)})
 	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1"}, testhooks.Agent{Provision: prov}), nil)
 	cl := client(t, srv)
 	id := submit(t, cl, `{"id": "maxdel", "items": [{"id": "x"}, {"id": "y"}],
@@ -296,7 +296,7 @@ func TestCrashOnLastDeliveryReachesTheDLQ(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	prov := testProvision
 	prov.MaxDeliver = 2
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov)})
 	cl := client(t, srv)
 	id := submit(t, cl, `{"id": "crashy", "items": [{"id": "doomed"}], "agent_template": [{"handler": "hang"}]}`)
 	for i := range 2 {

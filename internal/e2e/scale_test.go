@@ -34,7 +34,7 @@ func TestTenThousandOpenJobs(t *testing.T) {
 	}
 	const jobs, pools = 10_000, 20
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, StatusInterval: coordinator.DefaultStatusInterval})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), StatusInterval: coordinator.DefaultStatusInterval})
 	cl := client(t, srv)
 	js := srv.JS()
 

@@ -91,7 +91,7 @@ func startFleet(t testing.TB, cfg Config) *testFleet {
 	fleet := fleettest.RunFleet(t, handlers,
 		fleettest.WithAgents(2), fleettest.WithConcurrency(4), fleettest.WithLogger(testLogger(t)),
 		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) {
-			c.Provision, c.StatusInterval = testProv, 20*time.Millisecond
+			c.Provision, c.StatusInterval = coordinator.Provision(testProv), 20*time.Millisecond
 		}),
 		fleettest.WithAgentConfig(func(i int, c *agent.Config) {
 			c.Name = fmt.Sprintf("agent-%d", i)

@@ -161,7 +161,7 @@ func TestLaggingReplicaLosesNoItem(t *testing.T) {
 	ctx := testCtx(t, 120*time.Second)
 	prov := provision.Config{Replicas: 3, AckWait: 30 * time.Second, MaxDeliver: 20, DLQMaxBytes: 16 << 20}
 	cnc := c.Connect(t)
-	co, err := coordinator.New(cnc, coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
+	co, err := coordinator.New(cnc, coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	coCtx, stopCo := context.WithCancel(ctx)
 	coDone := make(chan error, 1)

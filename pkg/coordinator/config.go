@@ -78,6 +78,49 @@ const (
 	DefaultHealthFailures = 2
 )
 
+// Provision sizes the streams, consumers and buckets the coordinator
+// creates. The zero value is usable: every zero field takes its default.
+// It is a plain value.
+type Provision struct {
+	// Replicas of every stream and bucket (1 or 3). Defaults to 1.
+	Replicas int
+	// AckWait is the crash-detection timeout of work consumers: an item whose
+	// agent neither acks nor sends InProgress within it is redelivered.
+	// Defaults to 30s.
+	AckWait time.Duration
+	// MaxDeliver is the backstop on deliveries of one work message, above any
+	// configured attempts (snoozes and breaker parking also count). Defaults to 100.
+	MaxDeliver int
+	// MaxAckPending bounds a pool's unacknowledged work messages, in flight
+	// and parked in a delayed nak. Defaults to 20000.
+	MaxAckPending int
+	// WorkMaxMsgs and WorkMaxBytes bound the work stream; publishers past the
+	// limit are refused (DiscardNew) and back off. Defaults: 2,000,000 / unlimited.
+	WorkMaxMsgs  int64
+	WorkMaxBytes int64
+	// Retention is the MaxAge of the jobs (submissions), events and
+	// advisories streams. Defaults to 7d. Results, item state and inputs
+	// have no age limit: a job's are removed when it settles (the
+	// coordinator's retention), so a long job's are kept however old.
+	Retention time.Duration
+	// DLQMaxAge, DLQMaxBytes, DLQMaxMsgs bound the dead-letter stream; when it
+	// is full publishes fail and agents retry later. Defaults: 30d / 256 MiB / unlimited. MaxBytes is reserved
+	// from the account's JetStream storage when the stream is created.
+	DLQMaxAge   time.Duration
+	DLQMaxBytes int64
+	DLQMaxMsgs  int64
+	// UploadsTTL is the MaxAge of the uploads bucket: uploads whose job was
+	// never accepted are removed after it. Defaults to 24h.
+	UploadsTTL time.Duration
+	// Memory selects memory storage (tests only). Defaults to file storage.
+	Memory bool
+}
+
+// config converts p into the provision package's settings: the two
+// structs have the same fields, so that the public Config names no
+// internal type.
+func (p Provision) config() provision.Config { return provision.Config(p) }
+
 // BudgetSettings are the operator's retry-budget settings (RETRY_BUDGET_*,
 // docs/retries.md): every field is a count or a percentage of the job's
 // items (budget values such as messages.BudgetValue{Count: 20}); nil means
@@ -112,7 +155,7 @@ type Config struct {
 	// Prefix of every subject and resource. Defaults to "fleet".
 	Prefix string
 	// Provision sizes streams, consumers and buckets.
-	Provision provision.Config
+	Provision Provision
 	// Budget holds the operator's retry-budget settings (RETRY_BUDGET_*).
 	Budget BudgetSettings
 	// BestEffort holds the operator's best-effort defaults and cap
@@ -246,7 +289,7 @@ func (c Config) WithDefaults() Config {
 	if c.Prefix == "" {
 		c.Prefix = "fleet"
 	}
-	c.Provision = c.Provision.WithDefaults()
+	c.Provision = Provision(c.Provision.config().WithDefaults())
 	orDefault(&c.StatusInterval, DefaultStatusInterval)
 	orDefault(&c.PublishBatch, DefaultPublishBatch)
 	orDefault(&c.JobQueue, DefaultJobQueue)
@@ -283,7 +326,7 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field.
 func (c Config) Validate() error {
 	var errs []error
-	if err := c.Provision.Validate(); err != nil {
+	if err := c.Provision.config().Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.BestEffort.Validate(); err != nil {

@@ -145,7 +145,7 @@ func (c *Coordinator) Ready() <-chan struct{} { return c.ready }
 // the DLQ mover and replays (lead, leader.go). It then stops and waits for
 // its goroutines. Unfinished jobs are resumed by the next leader.
 func (c *Coordinator) Run(ctx context.Context) error {
-	if err := provision.Ensure(ctx, c.js, c.names, c.cfg.Provision); err != nil {
+	if err := provision.Ensure(ctx, c.js, c.names, c.cfg.Provision.config()); err != nil {
 		return err
 	}
 	kv, err := c.js.KeyValue(ctx, c.names.JobsBucket())

@@ -43,7 +43,7 @@ func (p *running) stop(t *testing.T) {
 
 func startCoord(t *testing.T, srv *fleettest.Server, cfg Config) (*Coordinator, *running) {
 	t.Helper()
-	cfg.Provision, cfg.StatusInterval = testProv, 20*time.Millisecond
+	cfg.Provision, cfg.StatusInterval = Provision(testProv), 20*time.Millisecond
 	c, err := New(srv.Connect(t), cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

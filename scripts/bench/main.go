@@ -236,7 +236,7 @@ func fleet(url, dir string, n, agents, conc, prefetch, run int) (float64, error)
 	if err != nil {
 		return 0, err
 	}
-	coord, err := coordinator.New(cnc, coordinator.Config{Provision: prov, PublishBatch: 2048, StatusInterval: 100 * time.Millisecond, InputDir: dir})
+	coord, err := coordinator.New(cnc, coordinator.Config{Provision: coordinator.Provision(prov), PublishBatch: 2048, StatusInterval: 100 * time.Millisecond, InputDir: dir})
 	if err != nil {
 		return 0, err
 	}

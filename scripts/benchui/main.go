@@ -83,7 +83,7 @@ func run(jobs, dead, dlqJobs, results, n int) error {
 	}
 	fmt.Printf("loaded in %s\n\n", time.Since(t0).Round(time.Millisecond))
 
-	coord, err := coordinator.New(nc, coordinator.Config{Provision: prov})
+	coord, err := coordinator.New(nc, coordinator.Config{Provision: coordinator.Provision(prov)})
 	if err != nil {
 		return err
 	}
