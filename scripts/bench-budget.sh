@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Retry-budget benchmarks (pkg/budget), each on its own embedded nats-server:
+# Retry-budget benchmarks (internal/budget), each on its own embedded nats-server:
 #  - contention: claims/s of a naive Get+Update compare-and-set loop and of
-#    pkg/budget, 64 concurrent claimers on one job whose budget does not run
+#    internal/budget, 64 concurrent claimers on one job whose budget does not run
 #    out, measured in the same run, and their ratio;
 #  - storm: 10,000 simultaneous failures against a budget of 50 (time, KV
 #    writes, exactly 50 grants), then 10,000 more on the exhausted job.
@@ -11,4 +11,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export BUDGET_BENCH_DURATION="${BUDGET_BENCH_DURATION:-3s}"
-exec go test -run '^$' -bench '^BenchmarkBudget' -benchtime=1x -count=1 "$@" ./pkg/budget/
+exec go test -run '^$' -bench '^BenchmarkBudget' -benchtime=1x -count=1 "$@" ./internal/budget/

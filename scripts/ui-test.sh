@@ -9,4 +9,4 @@ bash scripts/ensure-chromium.sh
 if [ "${1:-}" = "--update" ]; then
   export JETFLEET_UPDATE_SCREENSHOTS=1
 fi
-exec go test -count=1 -run 'TestDashboardInABrowser' -v ./pkg/ui/
+exec go test -count=1 -run 'TestDashboardInABrowser' -v ./internal/ui/

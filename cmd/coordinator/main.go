@@ -36,6 +36,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/lease"
@@ -91,7 +92,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.TextVar(&retention, "job-retention", retention, "how long a finished job's record is kept before it is deleted with the rest of the job's data, e.g. 7d, 36h (env FLEET_JOB_RETENTION)")
 	fs.DurationVar(&cfg.LateResultWindow, "late-result-window", coordinator.DefaultLateResultWindow, "how long a finished job still counts late results; its data is cleaned up after it (and after its dead letters have left the DLQ)")
 	// AD-44's settings: the environment, then the flags over it.
-	if err := envflag.Policy(fs, getenv, &cfg.Budget, &cfg.BestEffort); err != nil {
+	var budgetSettings budget.Settings
+	if err := envflag.Policy(fs, getenv, &budgetSettings, &cfg.BestEffort); err != nil {
 		return err
 	}
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
@@ -110,6 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		}
 		os.Exit(2)
 	}
+	cfg.Budget = coordinator.BudgetSettings(budgetSettings)
 	if *signingKey == "" && *authDir != "" {
 		if p := filepath.Join(*authDir, auth.WorkSigningFile); fileExists(p) {
 			*signingKey = p
@@ -243,7 +246,7 @@ func ensurePools(ctx context.Context, nc *nats.Conn, cfg coordinator.Config, lis
 		if err := messages.ValidPool(p); err != nil {
 			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
-		if _, err := provision.EnsurePool(ctx, js, names, p, cfg.Provision); err != nil {
+		if _, err := provision.EnsurePool(ctx, js, names, p, provision.Config(cfg.Provision)); err != nil {
 			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
 	}

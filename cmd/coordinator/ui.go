@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
-	"github.com/jetfleet/jetfleet/pkg/ui"
+	"github.com/jetfleet/jetfleet/internal/ui"
 )
 
 // uiOptions are the flags of the dashboard the coordinator may serve.

@@ -15,6 +15,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/auth/authtest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -84,14 +85,14 @@ func TestCommandsOnASecuredFleet(t *testing.T) {
 	}
 	ca := filepath.Join(res.Dir, auth.CAFile)
 	prov := provision.Config{AckWait: 2 * time.Second}
-	coord, err := coordinator.New(srv.Connect(t, seed("coordinator")), coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
+	coord, err := coordinator.New(srv.Connect(t, seed("coordinator")), coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	done := make(chan struct{}, 2)
 	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
 	<-coord.Ready()
 	_, err = provision.EnsurePool(ctx, srv.JS(), messages.MustNames(""), "default", prov)
 	require.NoError(t, err)
-	a := agent.New(srv.Connect(t, seed(auth.AgentUser("default"))), agent.Config{Provision: prov}).HandleBuiltins()
+	a := agent.New(srv.Connect(t, seed(auth.AgentUser("default"))), testhooks.WithAgent(agent.Config{}, testhooks.Agent{Provision: prov})).HandleBuiltins()
 	go func() { _ = a.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
 

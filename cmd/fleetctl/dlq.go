@@ -14,8 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
-	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 

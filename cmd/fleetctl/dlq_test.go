@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -26,8 +27,13 @@ func dlqFleet(t *testing.T) (string, *coordinator.Client) {
 	t.Helper()
 	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}
 	f := fleettest.RunFleet(t, nil, fleettest.WithAgents(2), fleettest.WithConcurrency(8),
-		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) { c.Provision, c.StatusInterval = prov, 20*time.Millisecond }),
-		fleettest.WithAgentConfig(func(i int, c *agent.Config) { c.Name, c.Provision = fmt.Sprintf("a%d", i), prov }))
+		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) {
+			c.Provision, c.StatusInterval = coordinator.Provision(prov), 20*time.Millisecond
+		}),
+		fleettest.WithAgentConfig(func(i int, c *agent.Config) {
+			c.Name = fmt.Sprintf("a%d", i)
+			testhooks.UpdateAgent(c, func(h *testhooks.Agent) { h.Provision = prov })
+		}))
 	return f.Server.URL(), f.Client
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -64,8 +65,12 @@ agent_template:
 func TestJobCommandsAgainstAFleet(t *testing.T) {
 	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}
 	f := fleettest.RunFleet(t, agent.Builtins(),
-		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) { c.Provision, c.StatusInterval = prov, 20*time.Millisecond }),
-		fleettest.WithAgentConfig(func(_ int, c *agent.Config) { c.Provision = prov }))
+		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) {
+			c.Provision, c.StatusInterval = coordinator.Provision(prov), 20*time.Millisecond
+		}),
+		fleettest.WithAgentConfig(func(_ int, c *agent.Config) {
+			testhooks.UpdateAgent(c, func(h *testhooks.Agent) { h.Provision = prov })
+		}))
 	url := f.Server.URL()
 
 	path := writeSpec(t, "id: cli-jobs\nitems: [1, 2, 3]\nagent_template: [{handler: noop}]\nretry_budget: 7\n")

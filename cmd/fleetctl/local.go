@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/pkg/agent"
-	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 )
@@ -70,7 +70,7 @@ func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	f.cancel = cancel
 	coord, err := coordinator.New(nc, coordinator.Config{Prefix: o.conn.prefix, InputDir: o.inputDir, Logger: o.logger,
-		Budget: o.budget, BestEffort: o.bestEffort, TracerProvider: o.conn.env.tracer})
+		Budget: coordinator.BudgetSettings(o.budget), BestEffort: o.bestEffort, TracerProvider: o.conn.env.tracer})
 	if err != nil {
 		f.stop()
 		return nil, err

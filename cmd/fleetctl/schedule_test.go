@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -19,12 +20,12 @@ func TestScheduleCommands(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}
-	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
+	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	done := make(chan struct{}, 2)
 	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
 	<-coord.Ready()
-	a := agent.New(srv.Connect(t), agent.Config{Provision: prov}).HandleBuiltins()
+	a := agent.New(srv.Connect(t), testhooks.WithAgent(agent.Config{}, testhooks.Agent{Provision: prov})).HandleBuiltins()
 	go func() { _ = a.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
 	url := srv.URL()

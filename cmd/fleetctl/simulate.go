@@ -14,14 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/chart"
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/expand"
-	"github.com/jetfleet/jetfleet/pkg/budget"
-	"github.com/jetfleet/jetfleet/pkg/dlq"
+	"github.com/jetfleet/jetfleet/internal/simulate"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
-	"github.com/jetfleet/jetfleet/pkg/simulate"
 )
 
 func init() {

@@ -16,9 +16,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
-	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -223,12 +224,12 @@ func runAgreementFleet(t *testing.T, path string, tc agreementCase, step time.Du
 	defer wg.Wait()
 	defer cancel()
 	prov := provision.Config{DLQMaxBytes: 64 << 20} // MaxDeliver, MaxAckPending: the defaults, as simulated
-	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
+	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	wg.Go(func() { _ = coord.Run(ctx) })
 	<-coord.Ready()
 	for i := range agents {
-		a := agent.New(srv.Connect(t), agent.Config{Name: fmt.Sprintf("agent-%d", i), Concurrency: concurrency, Provision: prov}).
+		a := agent.New(srv.Connect(t), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("agent-%d", i), Concurrency: concurrency}, testhooks.Agent{Provision: prov})).
 			Handle("dependency", dep.handle)
 		wg.Go(func() { _ = a.Run(ctx) })
 	}

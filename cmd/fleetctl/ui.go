@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfleet/jetfleet/internal/obs"
-	"github.com/jetfleet/jetfleet/pkg/ui"
+	"github.com/jetfleet/jetfleet/internal/ui"
 )
 
 func init() {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 )
@@ -39,7 +38,7 @@ func TestUIServesUntilInterrupted(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}})
+	coord, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: coordinator.Provision{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}})
 	require.NoError(t, err)
 	coordDone := make(chan struct{})
 	go func() { _ = coord.Run(ctx); close(coordDone) }()

@@ -21,12 +21,12 @@ import (
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/auth/authtest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/ui"
 	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/ui"
 )
 
 // secured is an embedded server configured with the files auth.Init

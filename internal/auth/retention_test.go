@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -28,7 +29,7 @@ func TestRetentionRunsWithTheRolesPermissions(t *testing.T) {
 
 	cnc, cerrs := s.connect(t, "coordinator")
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	coord, err := coordinator.New(cnc, coordinator.Config{Clock: clk, LateResultWindow: 10 * time.Millisecond})
+	coord, err := coordinator.New(cnc, testhooks.WithCoordinator(coordinator.Config{LateResultWindow: 10 * time.Millisecond}, testhooks.Coordinator{Clock: clk}))
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	coordDone := make(chan error, 1)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -26,7 +27,7 @@ func TestBestEffortDefaultDeadlineAndMetrics(t *testing.T) {
 	groupPools(t, srv)
 	clk := clock.NewManual(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	reg := prometheus.NewRegistry()
-	startCoordinator(t, srv.URL(), coordinator.Config{Clock: clk, Registerer: reg})
+	startCoordinator(t, srv.URL(), testhooks.WithCoordinator(coordinator.Config{Registerer: reg}, testhooks.Coordinator{Clock: clk}))
 	startAgent(t, srv.URL(), agent.Config{Name: "a", Pool: "a", Concurrency: 4}, nil)
 	startAgent(t, srv.URL(), agent.Config{Name: "b", Pool: "b", Concurrency: 4}, nil)
 	cl := client(t, srv) // nobody runs pool c
@@ -82,9 +83,9 @@ func TestBestEffortOperatorSettings(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	groupPools(t, srv)
 	clk := clock.NewManual(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-	startCoordinator(t, srv.URL(), coordinator.Config{Clock: clk, BestEffort: jobspec.BestEffortSettings{
+	startCoordinator(t, srv.URL(), testhooks.WithCoordinator(coordinator.Config{BestEffort: jobspec.BestEffortSettings{
 		MinGroupsDefault: 2, DeadlineDefault: 30 * time.Second, DeadlineMax: time.Minute,
-	}})
+	}}, testhooks.Coordinator{Clock: clk}))
 	cl := client(t, srv)
 	status := func(id string) *messages.BestEffortStatus {
 		var st *messages.JobStatus

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -160,7 +161,7 @@ func TestBreakerOpensParksProbesAndCloses(t *testing.T) {
 	for i := range 2 {
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
-		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 4, Registerer: reg, Clock: clk},
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 4, Registerer: reg}, testhooks.Agent{Clock: clk}),
 			map[string]agent.HandlerFunc{"dep": dep.handle})
 	}
 	tr := watchTransitions(t, srv, job)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -167,7 +168,7 @@ func TestDLQThirtyOfTwoHundredReplayed(t *testing.T) {
 // and run again replays each entry once.
 func TestDLQFilteredDryRunAndInterruptedReplays(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 8}, nil)
 	cl := client(t, srv)
 	m := newMarkers(t)
@@ -291,14 +292,14 @@ func TestAgentKilledBetweenDLQPublishAndTerm(t *testing.T) {
 		return nil, retry.Permanent(fmt.Errorf("no such bucket"))
 	}}
 	died := make(chan string, 1)
-	victim := startAgent(t, srv.URL(), agent.Config{Name: "victim", Concurrency: 1,
+	victim := startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "victim", Concurrency: 1}, testhooks.Agent{
 		AfterDeadLetter: func(_, item string) bool {
 			select {
 			case died <- item:
 			default:
 			}
 			return false // "crash": no result, no Term
-		}}, permanent)
+		}}), permanent)
 	cl := client(t, srv)
 	id := submit(t, cl, `{"id": "killed", "items": [{"id": "x"}], "agent_template": [{"handler": "doomed"}]}`)
 	select {
@@ -328,9 +329,9 @@ func TestFullDLQBacksOffAndLosesNothing(t *testing.T) {
 	prov := testProvision
 	prov.DLQMaxMsgs = 3
 	creg := prometheus.NewRegistry()
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov, Registerer: creg, DLQMonitorInterval: 20 * time.Millisecond})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov), Registerer: creg, DLQMonitorInterval: 20 * time.Millisecond})
 	areg := prometheus.NewRegistry()
-	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 8, Provision: prov, Registerer: areg},
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 8, Registerer: areg}, testhooks.Agent{Provision: prov}),
 		map[string]agent.HandlerFunc{"doomed": func(context.Context, *agent.Call) (any, error) {
 			return nil, retry.Permanent(fmt.Errorf("schema mismatch"))
 		}})

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/limit"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -131,13 +132,13 @@ func testNames() messages.Names { return messages.MustNames("fleet") }
 // flight, through the http handler, on two agents of 16 slots each.
 func TestLimitSharedByTwoJobs(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 20*time.Millisecond)
 	store := limitStore(t, srv)
 	_, err := store.Set(context.Background(), "api", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
 	require.NoError(t, err)
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(t, srv.URL(), agent.Config{Name: name, Concurrency: 16, Provision: calmProvision}, nil)
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(t, srv)
 	spec := func(job string) string {
@@ -171,9 +172,9 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 // An inline limit keyed by tenant gives each tenant its own rate.
 func TestLimitKeyedPerTenant(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 5*time.Millisecond)
-	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 16, Provision: calmProvision}, nil)
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
 	c := client(t, srv)
 	tenants := []string{"red", "green", "blue"}
 	id := submit(t, c, `{"items": `+itemsJSON(90, func(i int) map[string]any { return map[string]any{"tenant": tenants[i%3]} })+`,
@@ -264,7 +265,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 		t.Skip("a 30 s run")
 	}
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 5*time.Millisecond)
 	const healthyFor, outage = 4 * time.Second, 6 * time.Second
 	ds.status = func(at time.Time) int {
@@ -280,7 +281,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 	_, err := store.Set(context.Background(), "flaky", messages.LimitConfig{Rate: 40, Burst: 10, Adaptive: true})
 	require.NoError(t, err)
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(t, srv.URL(), agent.Config{Name: name, Concurrency: 16, Provision: calmProvision}, nil)
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(t, srv)
 	id := submit(t, c, `{"items": `+itemsJSON(1200, func(i int) map[string]any { return map[string]any{"i": i} })+`,

@@ -55,7 +55,7 @@ func TestHACoordinatorProcess(t *testing.T) {
 		os.Exit(2)
 	}
 	cfg := coordinator.Config{
-		Provision: testProvision, StatusInterval: 50 * time.Millisecond, LeaseTTL: haLeaseTTL,
+		Provision: coordinator.Provision(testProvision), StatusInterval: 50 * time.Millisecond, LeaseTTL: haLeaseTTL,
 		Holder: os.Getenv(envHAName), LateResultWindow: 3 * time.Second,
 	}
 	cfg.Logger = zerolog.New(os.Stderr).With().Timestamp().Logger().Level(zerolog.InfoLevel)

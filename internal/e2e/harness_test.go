@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -82,8 +83,8 @@ func startCoordinator(t testing.TB, url string, cfg coordinator.Config) *proc {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	require.NoError(t, err)
-	if cfg.Provision == (provision.Config{}) {
-		cfg.Provision = testProvision
+	if cfg.Provision == (coordinator.Provision{}) {
+		cfg.Provision = coordinator.Provision(testProvision)
 	}
 	if cfg.StatusInterval == 0 {
 		cfg.StatusInterval = 20 * time.Millisecond
@@ -109,9 +110,11 @@ func startAgent(t testing.TB, url string, cfg agent.Config, handlers map[string]
 	t.Helper()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	require.NoError(t, err)
-	if cfg.Provision == (provision.Config{}) {
-		cfg.Provision = testProvision
-	}
+	testhooks.UpdateAgent(&cfg, func(h *testhooks.Agent) {
+		if h.Provision == (provision.Config{}) {
+			h.Provision = testProvision
+		}
+	})
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 5 * time.Second
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -92,7 +93,7 @@ func TestCancelKillStopsShellSteps(t *testing.T) {
 // their late results amend the counts.
 func TestCancelKillCancelsHandlerContext(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	reg := prometheus.NewRegistry()
 	type ended struct {
 		job   string
@@ -101,7 +102,7 @@ func TestCancelKillCancelsHandlerContext(t *testing.T) {
 	started := make(chan string, 16)
 	endedC := make(chan ended, 16)
 	release := make(chan struct{})
-	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 8, Registerer: reg, Provision: calmProvision}, map[string]agent.HandlerFunc{
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 8, Registerer: reg}, testhooks.Agent{Provision: calmProvision}), map[string]agent.HandlerFunc{
 		"block": func(ctx context.Context, c *agent.Call) (any, error) {
 			started <- c.JobID
 			select {

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
@@ -66,11 +66,11 @@ func TestLongItemIDNeitherKillsAgentNorCoordinator(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	prov := testProvision
 	prov.AckWait, prov.MaxDeliver = time.Second, 2
-	coord := startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov})
+	coord := startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov)})
 	release := make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
-	ag := startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 8, Provision: prov, Heartbeat: time.Hour},
+	ag := startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 8, Heartbeat: time.Hour}, testhooks.Agent{Provision: prov}),
 		map[string]agent.HandlerFunc{
 			// Hangs past AckWait without heartbeats: every delivery is lost,
 			// so the DLQ mover dead-letters the item after MaxDeliver.
@@ -137,7 +137,7 @@ func TestStatusOfLongJobIDRefused(t *testing.T) {
 // as poison, not passed to the server as a KV key.
 func TestForgedWorkMessageJobIDIsPoison(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	coord := startCoordinator(t, srv.URL(), coordinator.Config{Provision: provision.Config{}})
+	coord := startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision{}})
 	ag := startAgent(t, srv.URL(), agent.Config{Name: "a1"}, nil)
 	cl := client(t, srv)
 	ordinaryJob(t, cl, "creates-the-pool")

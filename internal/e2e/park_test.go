@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -52,9 +53,9 @@ func TestParkedRetriesLeaveThePoolFree(t *testing.T) {
 			srv := fleettest.RunServer(t)
 			prov := calmProvision
 			prov.MaxAckPending = tc.maxAckPending
-			startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov})
+			startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov)})
 			for i := range 2 { // two agents with their default settings, as deployed
-				startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: prov},
+				startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i)}, testhooks.Agent{Provision: prov}),
 					map[string]agent.HandlerFunc{"call": fails})
 			}
 			cl := client(t, srv)
@@ -100,7 +101,7 @@ func TestBreakerParkedItemsLeaveThePoolFree(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	prov := calmProvision
 	prov.MaxAckPending = 2000
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov, JobQueue: -1})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov), JobQueue: -1})
 	var regs []*prometheus.Registry
 	var calls atomic.Int64
 	call := func(ctx context.Context, c *agent.Call) (any, error) {
@@ -110,7 +111,7 @@ func TestBreakerParkedItemsLeaveThePoolFree(t *testing.T) {
 	for i := range 2 {
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
-		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: prov, Registerer: reg},
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i), Registerer: reg}, testhooks.Agent{Provision: prov}),
 			map[string]agent.HandlerFunc{"call": call})
 	}
 	cl := client(t, srv)
@@ -195,9 +196,9 @@ func TestSmallJobBesideAMillionItems(t *testing.T) {
 	dir := t.TempDir()
 	writeItems(t, filepath.Join(dir, "big.json"), 1_000_000)
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, InputDir: dir})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), InputDir: dir})
 	for i := range 2 {
-		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: calmProvision}, nil)
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i)}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	cl := client(t, srv)
 	big := submit(t, cl, `{"id": "big", "input": "big.json", "agent_template": [{"handler": "noop"}]}`)
@@ -283,14 +284,14 @@ func TestAgentKilledBetweenParkAndAck(t *testing.T) {
 	var r runs
 	handlers := map[string]agent.HandlerFunc{"flaky": r.failsFirst}
 	died := make(chan string, 1)
-	victim := startAgent(t, srv.URL(), agent.Config{Name: "victim", Concurrency: 1, ParkAfter: time.Second,
+	victim := startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "victim", Concurrency: 1, ParkAfter: time.Second}, testhooks.Agent{
 		AfterPark: func(_, item string) bool {
 			select {
 			case died <- item:
 			default:
 			}
 			return false // "crash": no ack
-		}}, handlers)
+		}}), handlers)
 	cl := client(t, srv)
 	// The copy is due after 5 s, the killed delivery back after AckWait
 	// (2 s): it finds the park in the item's state before the copy runs.
@@ -321,9 +322,9 @@ func TestAgentKilledBetweenParkAndAck(t *testing.T) {
 // counted once.
 func TestParkedItemsSurviveAServerRestart(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	var r runs
-	startAgent(t, srv.URL(), agent.Config{Name: "a1", ParkAfter: time.Second, Provision: calmProvision},
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", ParkAfter: time.Second}, testhooks.Agent{Provision: calmProvision}),
 		map[string]agent.HandlerFunc{"flaky": r.failsFirst})
 	cl := client(t, srv)
 	const n = 50
@@ -392,9 +393,9 @@ func TestMeasureDelayedNakFreeze(t *testing.T) {
 			srv := fleettest.RunServer(t)
 			prov := calmProvision
 			prov.MaxAckPending = tc.maxAckPending
-			startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov, JobQueue: -1})
+			startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov), JobQueue: -1})
 			for i := range 2 {
-				startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: prov, ParkAfter: -1},
+				startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i), ParkAfter: -1}, testhooks.Agent{Provision: prov}),
 					map[string]agent.HandlerFunc{"call": fails})
 			}
 			cl := client(t, srv)
@@ -439,7 +440,7 @@ func TestMeasureParkCost(t *testing.T) {
 	}{{"nak", -1}, {"park", time.Second}, {"nak", -1}, {"park", time.Second}} {
 		t.Run(mode.name, func(t *testing.T) {
 			srv := fleettest.RunServer(t)
-			startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, JobQueue: -1})
+			startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), JobQueue: -1})
 			var mu sync.Mutex
 			first := map[string]time.Time{}
 			var late []time.Duration
@@ -454,7 +455,7 @@ func TestMeasureParkCost(t *testing.T) {
 				return nil, errors.New("connection refused")
 			}
 			for i := range 2 {
-				startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: calmProvision, ParkAfter: mode.parkAfter},
+				startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i), ParkAfter: mode.parkAfter}, testhooks.Agent{Provision: calmProvision}),
 					map[string]agent.HandlerFunc{"flaky": h})
 			}
 			cl := client(t, srv)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -254,7 +255,7 @@ func TestOnItemFailureStopSkipAndCustom(t *testing.T) {
 
 func TestOnItemFailureRetryRunsTheWholeItemAgain(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	var mu sync.Mutex
 	runs := map[string][]int{} // item -> steps run, in order
 	record := func(c *agent.Call) {
@@ -435,7 +436,7 @@ func TestBestEffortDeadlineExpiredAndClamp(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	groupPools(t, srv)
 	clk := clock.NewManual(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-	coord := startCoordinator(t, srv.URL(), coordinator.Config{Clock: clk})
+	coord := startCoordinator(t, srv.URL(), testhooks.WithCoordinator(coordinator.Config{}, testhooks.Coordinator{Clock: clk}))
 	startAgent(t, srv.URL(), agent.Config{Name: "a", Pool: "a", Concurrency: 4}, nil)
 	startAgent(t, srv.URL(), agent.Config{Name: "b", Pool: "b", Concurrency: 4}, nil)
 	cl := client(t, srv)
@@ -452,7 +453,7 @@ func TestBestEffortDeadlineExpiredAndClamp(t *testing.T) {
 	// A coordinator restart neither extends nor loses the deadline.
 	coord.stop(t)
 	clk.Advance(4 * time.Minute)
-	startCoordinator(t, srv.URL(), coordinator.Config{Clock: clk})
+	startCoordinator(t, srv.URL(), testhooks.WithCoordinator(coordinator.Config{}, testhooks.Coordinator{Clock: clk}))
 	st, err = cl.Status(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateRunning, st.State)

@@ -13,8 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
-	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -71,9 +72,9 @@ func TestSeed003WorkflowRetryConfig(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	// Each failing item spends 8 retries (2 step retries in each of its 3
 	// runs, and 2 re-runs): more than the default job budget of 20 for 5.
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, InputDir: dir, Budget: budget.Settings{Default: budget.Count(100)}})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), InputDir: dir, Budget: coordinator.BudgetSettings{Default: budget.Count(100)}})
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(t, srv.URL(), agent.Config{Name: name, Provision: calmProvision, Concurrency: 16, Environ: environ}, nil)
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, Environ: environ}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	cl := client(t, srv)
 	body, err := json.Marshal(spec)
@@ -119,9 +120,9 @@ func TestSeed003WorkflowRetryConfig(t *testing.T) {
 // per-workflow cap of 2 ends its retries, inside the job budget of 4.
 func TestAD44Submission(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	errDown := errors.New("dc-east unreachable")
-	startAgent(t, srv.URL(), agent.Config{Name: "a", Provision: calmProvision, Concurrency: 4}, map[string]agent.HandlerFunc{
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a", Concurrency: 4}, testhooks.Agent{Provision: calmProvision}), map[string]agent.HandlerFunc{
 		"dispatch": func(_ context.Context, c *agent.Call) (any, error) {
 			if c.Group == "dc-east" {
 				return nil, errDown

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -275,8 +276,8 @@ func TestLastDeliveryGivesUp(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	prov := testProvision
 	prov.MaxDeliver = 3
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov})
-	startAgent(t, srv.URL(), agent.Config{Name: "a1", Provision: prov}, nil)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov)})
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1"}, testhooks.Agent{Provision: prov}), nil)
 	cl := client(t, srv)
 	id := submit(t, cl, `{"id": "maxdel", "items": [{"id": "x"}, {"id": "y"}],
 		"agent_template": [{"handler": "flaky", "with": {"fail_rate": 1.0},
@@ -295,12 +296,12 @@ func TestCrashOnLastDeliveryReachesTheDLQ(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	prov := testProvision
 	prov.MaxDeliver = 2
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: prov})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov)})
 	cl := client(t, srv)
 	id := submit(t, cl, `{"id": "crashy", "items": [{"id": "doomed"}], "agent_template": [{"handler": "hang"}]}`)
 	for i := range 2 {
 		started := make(chan struct{}, 1)
-		victim := startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("victim-%d", i), Concurrency: 1, Provision: prov},
+		victim := startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("victim-%d", i), Concurrency: 1}, testhooks.Agent{Provision: prov}),
 			map[string]agent.HandlerFunc{"hang": func(ctx context.Context, _ *agent.Call) (any, error) {
 				started <- struct{}{}
 				<-ctx.Done()
@@ -319,7 +320,7 @@ func TestCrashOnLastDeliveryReachesTheDLQ(t *testing.T) {
 	// emits the advisory only when it next tries to deliver, that is on a
 	// pull (docs/jetstream.md §5). It must never run the item a third time.
 	ran := make(chan struct{}, 1)
-	startAgent(t, srv.URL(), agent.Config{Name: "survivor", Provision: prov},
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "survivor"}, testhooks.Agent{Provision: prov}),
 		map[string]agent.HandlerFunc{"hang": func(context.Context, *agent.Call) (any, error) {
 			ran <- struct{}{}
 			return nil, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -33,7 +34,7 @@ func TestTenThousandOpenJobs(t *testing.T) {
 	}
 	const jobs, pools = 10_000, 20
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision, StatusInterval: coordinator.DefaultStatusInterval})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), StatusInterval: coordinator.DefaultStatusInterval})
 	cl := client(t, srv)
 	js := srv.JS()
 
@@ -96,7 +97,7 @@ func TestTenThousandOpenJobs(t *testing.T) {
 
 	// A small job of another pool starts within a second.
 	started := make(chan time.Time, 2)
-	startAgent(t, srv.URL(), agent.Config{Name: "other", Pool: "other", Provision: calmProvision}, map[string]agent.HandlerFunc{
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "other", Pool: "other"}, testhooks.Agent{Provision: calmProvision}), map[string]agent.HandlerFunc{
 		"mark": func(context.Context, *agent.Call) (any, error) {
 			started <- time.Now()
 			return nil, nil

@@ -3,7 +3,7 @@ package envflag
 import (
 	"flag"
 
-	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 )
 

@@ -14,14 +14,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/tracing"
-	"github.com/jetfleet/jetfleet/pkg/budget"
-	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -217,7 +217,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.pub = a.js
-	cons, err := provision.WaitPool(ctx, a.js, names, a.cfg.Pool, a.cfg.Provision)
+	cons, err := provision.WaitPool(ctx, a.js, names, a.cfg.Pool, a.cfg.hooks.Provision)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -120,7 +120,7 @@ func (bs *resultBatches) all() []*resultBatch {
 // batchLoop publishes the results that come in on a.results in batches
 // (see above), handing each published message to the ack loop on a.acks.
 // It returns once a.results is closed and drained, closing a.acks. The
-// linger is timed on the system clock, not Config.Clock: it is transport,
+// linger is timed on the system clock, not the configured clock: it is transport,
 // and a test's manual clock must not hold results back.
 func (a *Agent) batchLoop() {
 	now := time.Now

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/failure"
 	"github.com/jetfleet/jetfleet/internal/kvstate"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -120,7 +121,7 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 		log(a.log.Warn()).Str("breaker", breakerStateName(to)).Msg("circuit breaker refused the item on the consumer's last delivery: running it anyway")
 		return true
 	}
-	d := retry.ParkDelay(retryAt.Sub(now), a.cfg.Rand.Float64())
+	d := failure.ParkDelay(retryAt.Sub(now), a.cfg.hooks.Rand.Float64())
 	a.metrics.breakerParked.Inc()
 	log(a.log.Debug()).Str("breaker", breakerStateName(to)).Dur("delay", d).Msg("parked by the circuit breaker")
 	a.breakerPark(ctx, it, d)
@@ -283,7 +284,7 @@ func (a *Agent) openBreakers(ctx context.Context) (*breakerGate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newBreakerGate(a.js, kv, a.cfg.Clock, a.log, a.breakerChanged)
+	return newBreakerGate(a.js, kv, a.cfg.hooks.Clock, a.log, a.breakerChanged)
 }
 
 // breakerGate reads and writes jobs' breaker states in the breaker bucket,
@@ -373,7 +374,3 @@ func sameBreakerState(a, b retry.BreakerState) bool {
 	return breakerStateName(a) == breakerStateName(b) && a.Failures == b.Failures && a.Probes == b.Probes &&
 		a.Successes == b.Successes && a.OpenedAt.Equal(b.OpenedAt) && a.HalfOpenAt.Equal(b.HalfOpenAt)
 }
-
-// ParkSpread is how far past the breaker's retry time a parked delivery may
-// come back, as a fraction of its delay ([retry.ParkDelay]).
-const ParkSpread = retry.ParkSpread

@@ -20,6 +20,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -54,7 +55,7 @@ func (m *fakeMsg) NakWithDelay(d time.Duration) error { m.naks = append(m.naks, 
 func (m *fakeMsg) Nak() error                         { m.naks = append(m.naks, -1); return nil }
 
 // halfDraw is the gate agents' jitter source: parked deliveries come back
-// spread by half of ParkSpread, so a parked delay d is spread(d).
+// spread by half of failure.ParkSpread, so a parked delay d is spread(d).
 var halfDraw = retry.RandFunc(func() float64 { return 0.5 })
 
 func spread(d time.Duration) time.Duration { return d + d/8 }
@@ -69,7 +70,7 @@ func gateAgent(t *testing.T, nc *nats.Conn, name string, clk clock.Clock, maxDel
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	a := &Agent{
-		cfg: Config{Name: name, Clock: clk, Rand: halfDraw, ParkAfter: -1}.WithDefaults(), nc: nc, log: zerolog.Nop(),
+		cfg: Config{Name: name, hooks: testhooks.Agent{Clock: clk, Rand: halfDraw}, ParkAfter: -1}.WithDefaults(), nc: nc, log: zerolog.Nop(),
 		js: js, pub: js, names: testNames, metrics: newMetrics(reg), maxDeliver: maxDeliver,
 	}
 	g, err := newBreakerGate(js, kv, clk, a.log, a.breakerChanged)

@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
-	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -176,10 +176,6 @@ type Config struct {
 	// limit before it waits outside the agent. Defaults to
 	// DefaultLimitWait (1s).
 	LimitWait time.Duration
-	// Provision is used only when the agent creates its pool's consumer
-	// because no coordinator has yet.
-	Provision provision.Config
-	// Logger defaults to zerolog.Nop().
 	// WorkVerifier, when set, checks the coordinator's signature of every
 	// work item (messages.WorkItem.SignedBytes for this agent's pool):
 	// an item without one it verifies is refused (terminated without
@@ -187,24 +183,19 @@ type Config struct {
 	// nkeys.FromPublicKey from the key `fleetctl auth init` prints is
 	// one. Defaults to nil: items are not checked.
 	WorkVerifier Verifier
-	Logger       zerolog.Logger
+	// Logger defaults to zerolog.Nop().
+	Logger zerolog.Logger
 	// Registerer receives the agent's metrics. nil = not registered.
 	Registerer prometheus.Registerer
 	// TracerProvider records the agent's spans (docs/tracing.md); nil =
 	// none. The W3C trace context in messages is passed on either way.
 	TracerProvider trace.TracerProvider
-	// Clock defaults to the system clock; Rand to a seeded source.
-	Clock clock.Clock
-	Rand  retry.Rand
-	// AfterDeadLetter, when set, is called once an item's DLQ entry is
-	// stored, before its result and Term. Returning false stops handling the
-	// item there, as if the agent had died: the message is neither acked nor
-	// naked and comes back after AckWait. A test hook; leave it nil.
-	AfterDeadLetter func(jobID, itemID string) bool
-	// AfterPark, when set, is called once a parked copy is scheduled,
-	// before the delivery is acked. Returning false stops there, as if the
-	// agent had died between the two. A test hook; leave it nil.
-	AfterPark func(jobID, itemID string) bool
+
+	// hooks are the clock, random source, crash points and consumer
+	// settings tests inject through internal/testhooks; zero (the system
+	// clock, a seeded source, no crash points, default consumer settings)
+	// otherwise.
+	hooks testhooks.Agent
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -258,12 +249,12 @@ func (c Config) WithDefaults() Config {
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter
 	}
-	c.Provision = c.Provision.WithDefaults()
-	if c.Clock == nil {
-		c.Clock = clock.Real{}
+	c.hooks.Provision = c.hooks.Provision.WithDefaults()
+	if c.hooks.Clock == nil {
+		c.hooks.Clock = clock.Real{}
 	}
-	if c.Rand == nil {
-		c.Rand = retry.DefaultRand
+	if c.hooks.Rand == nil {
+		c.hooks.Rand = retry.DefaultRand
 	}
 	return c
 }
@@ -320,4 +311,14 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("reaper: unknown mode %d", c.Reaper))
 	}
 	return errors.Join(errs...)
+}
+
+func init() {
+	testhooks.RegisterAgent(func(cfg any, fn func(*testhooks.Agent)) bool {
+		c, ok := cfg.(*Config)
+		if ok {
+			fn(&c.hooks)
+		}
+		return ok
+	})
 }

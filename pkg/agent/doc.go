@@ -12,11 +12,10 @@
 // consumer slot is held while it waits. Whichever agent receives the item
 // next resumes it at the failed step. An item that gives
 // up is dead-lettered (publish, PubAck, then Term) with its full history.
-// What follows a failed step run is decided by two pure verdicts,
-// [StepFailure.Verdict] and [ItemFailure.Verdict], which the outage
-// simulator (package simulate) calls too; so is a run that cannot begin
-// (the step's own circuit breaker is open, or the job's agent_timeout is up
-// for the item).
+// What follows a failed step run is decided by two pure verdicts
+// (internal/failure), which the outage simulator calls too; so is a run
+// that cannot begin (the step's own circuit breaker is open, or the job's
+// agent_timeout is up for the item).
 //
 // A shell step gets the item's variables (ITEM_JSON, ITEM_ID, JOB_ID,
 // ATTEMPT), the job's env and the agent's variables that Config.StepEnv

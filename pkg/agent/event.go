@@ -17,7 +17,7 @@ func (a *Agent) event(job, kind, name string, data any) {
 		a.log.Error().Err(err).Str("event", name).Msg("event not encoded")
 		return
 	}
-	body, _ := json.Marshal(messages.Event{Type: name, JobID: job, Time: a.cfg.Clock.Now(), Data: raw}) // valid JSON in, so always encoded
+	body, _ := json.Marshal(messages.Event{Type: name, JobID: job, Time: a.cfg.hooks.Clock.Now(), Data: raw}) // valid JSON in, so always encoded
 	m := nats.NewMsg(a.names.AgentEventSubject(a.cfg.Pool, job, kind))
 	m.Data = body
 	m.Header.Set(messages.HeaderJobID, job)

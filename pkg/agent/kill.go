@@ -83,7 +83,7 @@ func killed(ctx context.Context) bool {
 // leaves the work stream (Term is an ack there).
 func (a *Agent) dropKilled(it *item) {
 	a.log.Info().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Int("step", it.st.Step).
-		Dur("duration", a.cfg.Clock.Now().Sub(it.t0).Round(time.Millisecond)).Msg("step killed: the job was cancelled with kill")
+		Dur("duration", a.cfg.hooks.Clock.Now().Sub(it.t0).Round(time.Millisecond)).Msg("step killed: the job was cancelled with kill")
 	a.metrics.attempts.WithLabelValues("cancelled").Inc()
 	a.metrics.items.WithLabelValues(outcomeKilled).Inc()
 	_ = it.m.Term()

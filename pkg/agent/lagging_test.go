@@ -15,6 +15,7 @@ import (
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -160,7 +161,7 @@ func TestLaggingReplicaLosesNoItem(t *testing.T) {
 	ctx := testCtx(t, 120*time.Second)
 	prov := provision.Config{Replicas: 3, AckWait: 30 * time.Second, MaxDeliver: 20, DLQMaxBytes: 16 << 20}
 	cnc := c.Connect(t)
-	co, err := coordinator.New(cnc, coordinator.Config{Provision: prov, StatusInterval: 20 * time.Millisecond})
+	co, err := coordinator.New(cnc, coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	coCtx, stopCo := context.WithCancel(ctx)
 	coDone := make(chan error, 1)
@@ -176,7 +177,7 @@ func TestLaggingReplicaLosesNoItem(t *testing.T) {
 	c.WaitForStreamLeader(t, "KV_"+testNames.JobsBucket())
 
 	replica := &laggingReplica{}
-	a := New(c.ConnectNode(t, 1), Config{Name: "lagging", Provision: prov, ShutdownTimeout: 5 * time.Second}).HandleBuiltins()
+	a := New(c.ConnectNode(t, 1), testhooks.WithAgent(Config{Name: "lagging", ShutdownTimeout: 5 * time.Second}, testhooks.Agent{Provision: prov})).HandleBuiltins()
 	a.jobsReplica = func(recordGetter) recordGetter { return replica }
 	agCtx, stopAgent := context.WithCancel(ctx)
 	agDone := make(chan error, 1)

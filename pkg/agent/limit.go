@@ -33,7 +33,7 @@ func (a *Agent) openLimits(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store, err := limit.NewStore(a.js, kv, a.cfg.Clock, a.log)
+	store, err := limit.NewStore(a.js, kv, a.cfg.hooks.Clock, a.log)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -42,7 +42,7 @@ func (a *Agent) openLimits(ctx context.Context) error {
 	// An id per run: a restarted agent of the same name does not inherit
 	// its predecessor's leases.
 	a.limitStore = store
-	a.limits = limit.NewLimiter(store, a.cfg.Name+"."+hex.EncodeToString(id[:]), a.cfg.Clock, limit.NewMetrics(a.cfg.Registerer))
+	a.limits = limit.NewLimiter(store, a.cfg.Name+"."+hex.EncodeToString(id[:]), a.cfg.hooks.Clock, limit.NewMetrics(a.cfg.Registerer))
 	return nil
 }
 
@@ -115,7 +115,7 @@ func (a *Agent) admitLimit(ctx context.Context, it *item, i int) (t *limit.Ticke
 // (a parked copy is a new message: naks alone could exhaust MaxDeliver
 // while the limit is busy).
 func (a *Agent) limitWait(ctx context.Context, it *item, d time.Duration) {
-	d += time.Duration(float64(d) * 0.5 * a.cfg.Rand.Float64())
+	d += time.Duration(float64(d) * 0.5 * a.cfg.hooks.Rand.Float64())
 	d = max(d, a.cfg.LimitWait)
 	nearEnd := a.maxDeliver > 0 && it.md.NumDelivered*2 >= a.maxDeliver
 	if nearEnd && a.cfg.ParkAfter > 0 {

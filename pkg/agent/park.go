@@ -58,7 +58,7 @@ func (a *Agent) parkingOn() bool {
 	if a.parking.Load() {
 		return true
 	}
-	now := a.cfg.Clock.Now()
+	now := a.cfg.hooks.Clock.Now()
 	if now.Before(a.parkNext) {
 		return false
 	}
@@ -75,7 +75,7 @@ func (a *Agent) parkingOn() bool {
 // delivery is parked for delay: the next park's number and when it is due.
 func (a *Agent) markPark(it *item, delay time.Duration) {
 	it.st.Park = max(it.st.Park, it.wi.Park) + 1
-	it.st.ParkUntil = a.cfg.Clock.Now().Add(delay).Round(0)
+	it.st.ParkUntil = a.cfg.hooks.Clock.Now().Add(delay).Round(0)
 }
 
 // park schedules the parked copy the item's persisted state names and,
@@ -88,7 +88,7 @@ func (a *Agent) park(ctx context.Context, it *item) {
 		return
 	}
 	a.metrics.parked.WithLabelValues("parked").Inc()
-	if h := a.cfg.AfterPark; h != nil && !h(it.wi.JobID, it.wi.ItemID) {
+	if h := a.cfg.hooks.AfterPark; h != nil && !h(it.wi.JobID, it.wi.ItemID) {
 		return
 	}
 	a.ack(it)

@@ -37,7 +37,7 @@ type presence struct {
 }
 
 func newPresence(a *Agent) *presence {
-	return &presence{a: a, started: a.cfg.Clock.Now(), jobs: map[string]int64{}, handlers: a.Handlers()}
+	return &presence{a: a, started: a.cfg.hooks.Clock.Now(), jobs: map[string]int64{}, handlers: a.Handlers()}
 }
 
 // begin and end count a delivery of job in flight.
@@ -77,7 +77,7 @@ func (p *presence) value() messages.AgentPresence {
 	v := messages.AgentPresence{
 		Name: p.a.cfg.Name, Pool: p.a.cfg.Pool, Host: host, PID: os.Getpid(),
 		Concurrency: p.a.cfg.Concurrency, InFlight: p.inFlight, Finished: p.finished, Failed: p.failed,
-		StartedAt: p.started, LastSeen: p.a.cfg.Clock.Now(),
+		StartedAt: p.started, LastSeen: p.a.cfg.hooks.Clock.Now(),
 		Interval: messages.Duration(p.a.cfg.PresenceInterval), Stopping: p.stopping,
 		Handlers: p.handlers,
 	}

@@ -7,12 +7,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 )
 
 // TestPresenceListsTheBusiestJobs: past presenceJobs jobs in flight, the
 // presence keeps the busiest, ties broken by job id.
 func TestPresenceListsTheBusiestJobs(t *testing.T) {
-	p := newPresence(New(nil, Config{Name: "a1", Clock: clock.NewManual(t0)}))
+	p := newPresence(New(nil, Config{Name: "a1", hooks: testhooks.Agent{Clock: clock.NewManual(t0)}}))
 	// j00 … j24 with 1 … 25 items in flight, and z0, z1 with 6 each.
 	for i := range 25 {
 		for range i + 1 {

@@ -106,7 +106,7 @@ func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot
 				_ = m.Term() // not even that worked: drop it rather than loop
 			}
 		}()
-		it := &item{m: m, t0: a.cfg.Clock.Now()}
+		it := &item{m: m, t0: a.cfg.hooks.Clock.Now()}
 		md, err := m.Metadata()
 		if err != nil {
 			_ = m.Term()
@@ -123,7 +123,7 @@ func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot
 // path ends in an ack, a term, a delayed nak or (for a fenced-off zombie)
 // nothing, leaving the message to its current holder.
 func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
-	it := &item{m: m, t0: a.cfg.Clock.Now(), hb: slot}
+	it := &item{m: m, t0: a.cfg.hooks.Clock.Now(), hb: slot}
 	ctx = a.traceItem(ctx, it)
 	defer a.endItemTrace(it)
 	md, err := m.Metadata()
@@ -331,7 +331,7 @@ func isFenced(err error) bool { return kvcas.IsConflict(err) }
 // breaker refuses it.
 func (a *Agent) runSteps(ctx context.Context, it *item) {
 	if it.st.StartedAt.IsZero() {
-		it.st.StartedAt = a.cfg.Clock.Now().Round(0) // the run begins: it is persisted with the state
+		it.st.StartedAt = a.cfg.hooks.Clock.Now().Round(0) // the run begins: it is persisted with the state
 	}
 	if it.wi.Phase != messages.PhaseReduce {
 		it.deadline = retry.NewDeadline(it.st.StartedAt, it.job.spec.AgentTimeout.D())
@@ -349,7 +349,7 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			next bool
 		)
 		switch {
-		case it.deadline.Passed(a.cfg.Clock.Now()):
+		case it.deadline.Passed(a.cfg.hooks.Clock.Now()):
 			if next, out = a.stepRefused(ctx, it, i, attempt, false); !next {
 				return
 			}
@@ -431,7 +431,7 @@ func (a *Agent) succeed(ctx context.Context, it *item) {
 }
 
 func (a *Agent) result(it *item, outcome string) *messages.Result {
-	now := a.cfg.Clock.Now()
+	now := a.cfg.hooks.Clock.Now()
 	attempts := 0
 	for _, h := range it.st.History {
 		if h.Generation == it.wi.Generation && !h.NotRun {
@@ -510,7 +510,7 @@ func (a *Agent) attempt(it *item, step, attempt int, f *retry.Failure, class str
 	}
 	return messages.Attempt{
 		Attempt: attempt, Step: step, StepName: it.set.stepName(step), Agent: a.cfg.Name,
-		Time: a.cfg.Clock.Now(), DurationMS: dur.Milliseconds(), ErrorClass: class,
+		Time: a.cfg.hooks.Clock.Now(), DurationMS: dur.Milliseconds(), ErrorClass: class,
 		Message: truncate(msg, maxMessageBytes), ExitCode: f.ExitCode, TimedOut: f.TimedOut,
 		Generation: it.wi.Generation,
 	}
@@ -544,7 +544,7 @@ func (a *Agent) dlqEntry(it *item) *messages.DLQEntry {
 		Subject: it.m.Subject(), StreamSeq: it.md.Sequence.Stream, Generation: it.wi.Generation,
 		ItemRuns: itemRun(it), Attempts: hist, AttemptsDropped: it.wi.HistoryDropped + it.st.HistoryDropped, Reason: it.st.Reason, Error: it.st.Error, ErrorClass: it.st.ErrorClass,
 		Signature: retry.Signature(it.st.Error), ReplayCount: it.wi.ReplayCount,
-		DeadLetteredAt: a.cfg.Clock.Now(), Agent: a.cfg.Name,
+		DeadLetteredAt: a.cfg.hooks.Clock.Now(), Agent: a.cfg.Name,
 	}
 }
 
@@ -579,7 +579,7 @@ func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error
 		JobID: job, ItemID: itemID, Index: it.wi.Index, Pool: a.cfg.Pool, Payload: payload,
 		CorrelationID: it.wi.CorrelationID, Subject: it.m.Subject(), StreamSeq: it.md.Sequence.Stream,
 		Reason: reason, Error: truncate(msg, maxMessageBytes), ErrorClass: "error", Signature: retry.Signature(msg),
-		DeadLetteredAt: a.cfg.Clock.Now(), Agent: a.cfg.Name,
+		DeadLetteredAt: a.cfg.hooks.Clock.Now(), Agent: a.cfg.Name,
 	}
 	if messages.ValidToken(job) != nil {
 		entry.JobID = "unknown"
@@ -611,7 +611,7 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	step := &it.set.steps[i]
 	ctx = a.traceStep(ctx, it, i, attempt)
 	obs := a.metrics.handlerSteps
-	start := a.cfg.Clock.Now()
+	start := a.cfg.hooks.Clock.Now()
 	timeout := it.deadline.Bound(start, a.stepTimeout(step.Timeout.D())) // no run outlasts agent_timeout
 	if step.Shell != "" {
 		obs = a.metrics.shellSteps
@@ -619,7 +619,7 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	} else {
 		out, f = a.runHandler(ctx, it, i, step, attempt, timeout)
 	}
-	dur = a.cfg.Clock.Now().Sub(start)
+	dur = a.cfg.hooks.Clock.Now().Sub(start)
 	obs.Observe(dur.Seconds())
 	a.traceStepRan(it, f)
 	return out, f, dur
@@ -695,7 +695,7 @@ func lookupIn(env []string) func(string) (string, bool) {
 // like the step does, waiting for it in the agent for up to the step's
 // timeout (the failure path cannot send the item back to wait).
 func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (string, error) {
-	timeout := it.deadline.Bound(a.cfg.Clock.Now(), a.stepTimeout(it.set.steps[i].Timeout.D()))
+	timeout := it.deadline.Bound(a.cfg.hooks.Clock.Now(), a.stepTimeout(it.set.steps[i].Timeout.D()))
 	var t *limit.Ticket
 	if q, has, err := a.limitRequest(it, &it.set.steps[i]); err != nil {
 		return "", err

@@ -7,8 +7,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/failure"
 	"github.com/jetfleet/jetfleet/internal/tracing"
-	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -123,18 +124,18 @@ func (a *Agent) traceBudget(it *item, g budget.Grant) {
 }
 
 // traceDecision records what the failure path decided.
-func (a *Agent) traceDecision(it *item, e End) {
+func (a *Agent) traceDecision(it *item, e failure.End) {
 	if it.trace.item == nil {
 		return
 	}
 	switch e.Kind {
-	case EndRetry, EndSnooze, EndItemRetry:
+	case failure.EndRetry, failure.EndSnooze, failure.EndItemRetry:
 		it.stepEvent(tracing.EventRetry, tracing.AttrDecision.String(string(e.Kind)),
 			tracing.AttrDelayMS.Int64(e.Delay.Milliseconds()), tracing.AttrParked.Bool(a.parks(e.Delay)))
-	case EndGiveUp, EndTimedOut:
+	case failure.EndGiveUp, failure.EndTimedOut:
 		it.stepEvent(tracing.EventGiveUp, tracing.AttrDecision.String(string(e.Kind)),
 			tracing.AttrOutcome.String(e.Outcome), tracing.AttrReason.String(e.Reason), tracing.AttrErrorClass.String(e.Class))
-	case EndContinue, EndFallback:
+	case failure.EndContinue, failure.EndFallback:
 		it.stepEvent(string(e.Kind), tracing.AttrDecision.String(string(e.Kind)))
 	}
 }

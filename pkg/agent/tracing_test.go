@@ -6,7 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jetfleet/jetfleet/pkg/budget"
+	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/failure"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -18,7 +19,7 @@ func traceHooks(a *Agent, it *item, f *retry.Failure) {
 	sctx := a.traceStep(ctx, it, 0, 1)
 	a.traceStepRan(it, f)
 	a.traceBudget(it, budget.Grant{Granted: true})
-	a.traceDecision(it, End{Kind: EndRetry, Delay: 10})
+	a.traceDecision(it, failure.End{Kind: failure.EndRetry, Delay: 10})
 	a.traceOutcome(it, messages.OutcomeSucceeded)
 	_ = sctx
 	a.endItemTrace(it)

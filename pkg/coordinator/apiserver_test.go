@@ -22,7 +22,7 @@ import (
 // provisioning) after prep has set what tests may set before Run.
 func startCoordConfig(t *testing.T, srv *fleettest.Server, cfg Config, prep func(*Coordinator)) *running {
 	t.Helper()
-	cfg.Provision, cfg.StatusInterval = testProv, 20*time.Millisecond
+	cfg.Provision, cfg.StatusInterval = Provision(testProv), 20*time.Millisecond
 	c, err := New(srv.Connect(t), cfg)
 	require.NoError(t, err)
 	if prep != nil {

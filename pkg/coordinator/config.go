@@ -12,11 +12,12 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/provision"
-	"github.com/jetfleet/jetfleet/pkg/budget"
-	"github.com/jetfleet/jetfleet/pkg/dlq"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -77,15 +78,86 @@ const (
 	DefaultHealthFailures = 2
 )
 
+// Provision sizes the streams, consumers and buckets the coordinator
+// creates. The zero value is usable: every zero field takes its default.
+// It is a plain value.
+type Provision struct {
+	// Replicas of every stream and bucket (1 or 3). Defaults to 1.
+	Replicas int
+	// AckWait is the crash-detection timeout of work consumers: an item whose
+	// agent neither acks nor sends InProgress within it is redelivered.
+	// Defaults to 30s.
+	AckWait time.Duration
+	// MaxDeliver is the backstop on deliveries of one work message, above any
+	// configured attempts (snoozes and breaker parking also count). Defaults to 100.
+	MaxDeliver int
+	// MaxAckPending bounds a pool's unacknowledged work messages, in flight
+	// and parked in a delayed nak. Defaults to 20000.
+	MaxAckPending int
+	// WorkMaxMsgs and WorkMaxBytes bound the work stream; publishers past the
+	// limit are refused (DiscardNew) and back off. Defaults: 2,000,000 / unlimited.
+	WorkMaxMsgs  int64
+	WorkMaxBytes int64
+	// Retention is the MaxAge of the jobs (submissions), events and
+	// advisories streams. Defaults to 7d. Results, item state and inputs
+	// have no age limit: a job's are removed when it settles (the
+	// coordinator's retention), so a long job's are kept however old.
+	Retention time.Duration
+	// DLQMaxAge, DLQMaxBytes, DLQMaxMsgs bound the dead-letter stream; when it
+	// is full publishes fail and agents retry later. Defaults: 30d / 256 MiB / unlimited. MaxBytes is reserved
+	// from the account's JetStream storage when the stream is created.
+	DLQMaxAge   time.Duration
+	DLQMaxBytes int64
+	DLQMaxMsgs  int64
+	// UploadsTTL is the MaxAge of the uploads bucket: uploads whose job was
+	// never accepted are removed after it. Defaults to 24h.
+	UploadsTTL time.Duration
+	// Memory selects memory storage (tests only). Defaults to file storage.
+	Memory bool
+}
+
+// config converts p into the provision package's settings: the two
+// structs have the same fields, so that the public Config names no
+// internal type.
+func (p Provision) config() provision.Config { return provision.Config(p) }
+
+// BudgetSettings are the operator's retry-budget settings (RETRY_BUDGET_*,
+// docs/retries.md): every field is a count or a percentage of the job's
+// items (budget values such as messages.BudgetValue{Count: 20}); nil means
+// "not set". The zero value is the out-of-the-box behaviour. A value is
+// immutable once in use and safe to share between goroutines.
+type BudgetSettings struct {
+	// Default is the job budget when a spec sets no retry_budget.
+	// Defaults to max(20, 10% of the items).
+	Default *messages.BudgetValue
+	// Max caps every job budget. Defaults to no cap.
+	Max *messages.BudgetValue
+	// PerItemDefault caps each item when a spec sets no
+	// retry_budget_per_item. Defaults to no per-item cap: the step's
+	// attempts bound an item.
+	PerItemDefault *messages.BudgetValue
+	// PerItemMax caps every per-item budget. Defaults to no cap.
+	PerItemMax *messages.BudgetValue
+	// Profile gives the fields left unset (nil) its values: "ad44" (20 /
+	// 50 / 3 / 5) or "default". "" is "default". A field set explicitly
+	// wins over the profile.
+	Profile string
+}
+
+// settings converts s into the budget package's settings: the two
+// structs have the same fields, so that the public Config names no
+// internal type.
+func (s BudgetSettings) settings() budget.Settings { return budget.Settings(s) }
+
 // Config configures a Coordinator. The zero value plus a connection is
 // usable: WithDefaults fills the rest.
 type Config struct {
 	// Prefix of every subject and resource. Defaults to "fleet".
 	Prefix string
 	// Provision sizes streams, consumers and buckets.
-	Provision provision.Config
+	Provision Provision
 	// Budget holds the operator's retry-budget settings (RETRY_BUDGET_*).
-	Budget budget.Settings
+	Budget BudgetSettings
 	// BestEffort holds the operator's best-effort defaults and cap
 	// (BEST_EFFORT_*). Zero fields take their defaults.
 	BestEffort jobspec.BestEffortSettings
@@ -200,8 +272,10 @@ type Config struct {
 	// TracerProvider records the coordinator's spans (docs/tracing.md); nil =
 	// none. The W3C trace context in messages is passed on either way.
 	TracerProvider trace.TracerProvider
-	// Clock defaults to the system clock.
-	Clock clock.Clock
+
+	// hooks are the clock tests inject through internal/testhooks; zero
+	// (the system clock) otherwise.
+	hooks testhooks.Coordinator
 }
 
 // Signer signs bytes (ed25519 for an nkeys.KeyPair). It must be safe for
@@ -215,7 +289,7 @@ func (c Config) WithDefaults() Config {
 	if c.Prefix == "" {
 		c.Prefix = "fleet"
 	}
-	c.Provision = c.Provision.WithDefaults()
+	c.Provision = Provision(c.Provision.config().WithDefaults())
 	orDefault(&c.StatusInterval, DefaultStatusInterval)
 	orDefault(&c.PublishBatch, DefaultPublishBatch)
 	orDefault(&c.JobQueue, DefaultJobQueue)
@@ -243,8 +317,8 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.PruneMarkerTTL, DefaultPruneMarkerTTL)
 	orDefault(&c.SweepInterval, DefaultSweepInterval)
 	orDefault(&c.SweepMinAge, dlq.DefaultSweepMinAge)
-	if c.Clock == nil {
-		c.Clock = clock.Real{}
+	if c.hooks.Clock == nil {
+		c.hooks.Clock = clock.Real{}
 	}
 	return c
 }
@@ -252,7 +326,7 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field.
 func (c Config) Validate() error {
 	var errs []error
-	if err := c.Provision.Validate(); err != nil {
+	if err := c.Provision.config().Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.BestEffort.Validate(); err != nil {
@@ -320,4 +394,14 @@ func orDefault[T comparable](v *T, def T) {
 	if *v == zero {
 		*v = def
 	}
+}
+
+func init() {
+	testhooks.RegisterCoordinator(func(cfg any, fn func(*testhooks.Coordinator)) bool {
+		c, ok := cfg.(*Config)
+		if ok {
+			fn(&c.hooks)
+		}
+		return ok
+	})
 }

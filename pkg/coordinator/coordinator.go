@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/jspub"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
@@ -22,7 +23,6 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/tracing"
-	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -145,7 +145,7 @@ func (c *Coordinator) Ready() <-chan struct{} { return c.ready }
 // the DLQ mover and replays (lead, leader.go). It then stops and waits for
 // its goroutines. Unfinished jobs are resumed by the next leader.
 func (c *Coordinator) Run(ctx context.Context) error {
-	if err := provision.Ensure(ctx, c.js, c.names, c.cfg.Provision); err != nil {
+	if err := provision.Ensure(ctx, c.js, c.names, c.cfg.Provision.config()); err != nil {
 		return err
 	}
 	kv, err := c.js.KeyValue(ctx, c.names.JobsBucket())
@@ -182,7 +182,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	defer c.work.Close()
 	ls, err := lease.New(lease.Config{
 		Store: c.control, Reader: kvleader.New(c.js, c.names.ControlBucket()), Key: messages.LeaseKey,
-		// The lease runs on real time, never on Config.Clock: a test that
+		// The lease runs on real time, never on the configured clock: a test that
 		// moves the jobs' clock must not move the leader's liveness with it.
 		Holder: c.cfg.Holder, TTL: c.cfg.LeaseTTL, Logger: c.log,
 	})
@@ -310,7 +310,7 @@ func (c *Coordinator) failJob(runCtx context.Context, id, reason string) {
 		c.log.Error().Err(err).Str("job_id", id).Msg("cannot record the job's failure")
 		return
 	}
-	now := c.cfg.Clock.Now()
+	now := c.cfg.hooks.Clock.Now()
 	st := &rec.Status
 	st.State, st.CompletionReason, st.Phase, st.FinishedAt = messages.StateFailed, reason, messages.PhaseDone, &now
 	st.NotRun += max(st.Items-st.Done(), 0)
@@ -420,7 +420,7 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
 	}
 	tries := min(delivered, maxTries)
 	problems := []messages.FieldError{{Message: fmt.Sprintf("not accepted after %d attempts: %s", tries, why)}}
-	if err := c.reject(ctx, seq, rejectedID(m.Data(), seq, c.cfg.MaxSpecBytes), problems, c.cfg.Clock.Now()); err != nil {
+	if err := c.reject(ctx, seq, rejectedID(m.Data(), seq, c.cfg.MaxSpecBytes), problems, c.cfg.hooks.Clock.Now()); err != nil {
 		c.log.Error().Err(err).Uint64("stream_seq", seq).Msg("recording the rejection failed; will retry")
 		_ = m.NakWithDelay(5 * time.Second)
 		return
@@ -497,7 +497,7 @@ func (e *intakeErrors) forget(seq uint64) {
 // recorded as rejected with its problems. It applies every check the API
 // applies (admitSpec), and those only the items can answer (countItems).
 func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error {
-	now := c.cfg.Clock.Now()
+	now := c.cfg.hooks.Clock.Now()
 	spec, problems := c.admitSpec(data)
 	if spec == nil {
 		return c.reject(ctx, seq, rejectedID(data, seq, c.cfg.MaxSpecBytes), problems, now)
@@ -579,7 +579,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	if err := c.budgetKV.Delete(ctx, spec.ID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return err
 	}
-	brec := budget.Effective(eff, total, c.cfg.Budget)
+	brec := budget.Effective(eff, total, c.cfg.Budget.settings())
 	if _, _, err := c.budget.Create(ctx, spec.ID, brec); err != nil {
 		return fmt.Errorf("budget of %s: %w", spec.ID, err)
 	}

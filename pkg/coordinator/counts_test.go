@@ -43,7 +43,7 @@ func TestCountsAddUpAtEveryEnd(t *testing.T) {
 			}
 			r := testRunnerReplaying(t, spec, int64(items), groups)
 			clk := &fakeClock{t: time.Unix(1000, 0)}
-			r.c.cfg.Clock = clk
+			r.c.cfg.hooks.Clock = clk
 			if spec.BestEffort != nil {
 				dl := clk.t.Add(time.Minute)
 				r.rec.Deadline = &dl

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nuid"
 
-	"github.com/jetfleet/jetfleet/pkg/dlq"
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -62,7 +62,7 @@ func newDLQService(c *Coordinator) *dlqService {
 		pageBytes = 64 << 10
 	}
 	s := &dlqService{c: c, book: newReplayBook(), holds: map[string]int{}, pools: map[string]*poolsLoad{}}
-	s.insp = dlq.NewInspector(c.js, c.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(c.cfg.Clock.Now), dlq.WithScanLimit(DLQScanLimit))
+	s.insp = dlq.NewInspector(c.js, c.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(c.cfg.hooks.Clock.Now), dlq.WithScanLimit(DLQScanLimit))
 	s.rep = dlq.NewReplayer(c.js, c.names, s.insp, dlq.WithReopen(c.reopenForReplay), dlq.WithRoute(c.routeReplay), dlq.WithLogger(c.log), dlq.WithSigner(c.signer()))
 	s.metrics = dlq.NewMetrics(c.cfg.Registerer)
 	return s
@@ -71,7 +71,7 @@ func newDLQService(c *Coordinator) *dlqService {
 // startDLQ runs the DLQ monitor until ctx ends.
 func (c *Coordinator) startDLQ(ctx context.Context) {
 	mon := dlq.NewMonitor(c.js, c.names, c.dlq.metrics, dlq.MonitorConfig{
-		Logger: c.log, Now: c.cfg.Clock.Now, CountSince: time.Now(),
+		Logger: c.log, Now: c.cfg.hooks.Clock.Now, CountSince: time.Now(),
 		OnWarn: func(u dlq.Usage) {
 			c.event(DLQEventsJob, messages.DLQNearlyFullEvent(u.DLQStreamState))
 		},
@@ -300,7 +300,7 @@ func (s *dlqService) start(ctx context.Context, req messages.DLQReplayRequest) (
 	if err != nil {
 		return messages.DLQReplayStatus{}, dlqError(err)
 	}
-	now := c.cfg.Clock.Now()
+	now := c.cfg.hooks.Clock.Now()
 	rec := replayRecord{
 		Status: messages.DLQReplayStatus{
 			ReplayID: "replay-" + strings.ToLower(nuid.Next()),

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
-	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -31,7 +31,7 @@ func TestLargeDeadLettersDoNotCutTheCoordinator(t *testing.T) {
 		asyncErrs = append(asyncErrs, err)
 		mu.Unlock()
 	}))
-	cfg := Config{Provision: testProv, StatusInterval: 20 * time.Millisecond}
+	cfg := Config{Provision: Provision(testProv), StatusInterval: 20 * time.Millisecond}
 	cfg.Provision.DLQMaxBytes = 256 << 20
 	c, err := New(nc, cfg)
 	require.NoError(t, err)

@@ -16,7 +16,7 @@ func (c *Coordinator) event(job string, data messages.EventPayload) {
 		return
 	}
 	name := data.EventName()
-	body, _ := json.Marshal(messages.Event{Type: name, JobID: job, Time: c.cfg.Clock.Now(), Data: raw})
+	body, _ := json.Marshal(messages.Event{Type: name, JobID: job, Time: c.cfg.hooks.Clock.Now(), Data: raw})
 	m := nats.NewMsg(c.names.EventSubject(job, data.EventToken()))
 	m.Data = body
 	m.Header.Set(messages.HeaderJobID, job)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -24,7 +25,7 @@ import (
 // job's outputs show what its items held.
 func startEchoAgent(t *testing.T, srv *fleettest.Server) *running {
 	t.Helper()
-	a := agent.New(srv.Connect(t), agent.Config{Provision: testProv, ShutdownTimeout: time.Second}).
+	a := agent.New(srv.Connect(t), testhooks.WithAgent(agent.Config{ShutdownTimeout: time.Second}, testhooks.Agent{Provision: testProv})).
 		Handle("echo", func(_ context.Context, c *agent.Call) (any, error) { return string(c.Item), nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &running{cancel: cancel, done: make(chan error, 1)}

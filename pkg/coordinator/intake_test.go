@@ -41,7 +41,7 @@ func TestIntakeRejectsWhatKeepsKillingTheCoordinator(t *testing.T) {
 	srv := fleettest.RunServer(t)
 
 	// The first coordinator "dies" in the middle of the expansion.
-	c1, err := New(srv.Connect(t), Config{Provision: testProv, IntakeMaxDeliveries: 1})
+	c1, err := New(srv.Connect(t), Config{Provision: Provision(testProv), IntakeMaxDeliveries: 1})
 	require.NoError(t, err)
 	expanding, release := make(chan struct{}), make(chan struct{})
 	c1.beforeCount = func(string) { close(expanding); <-release }
@@ -76,7 +76,7 @@ func TestIntakeRejectsWhatKeepsKillingTheCoordinator(t *testing.T) {
 // goes on.
 func TestIntakeSurvivesAPanic(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	c, err := New(srv.Connect(t), Config{Provision: testProv, StatusInterval: 20 * time.Millisecond, IntakeMaxDeliveries: 2})
+	c, err := New(srv.Connect(t), Config{Provision: Provision(testProv), StatusInterval: 20 * time.Millisecond, IntakeMaxDeliveries: 2})
 	require.NoError(t, err)
 	c.beforeCount = func(job string) {
 		if job == "bomb" {

@@ -317,7 +317,7 @@ func (r *jobRunner) markStarted() {
 		r.mu.Unlock()
 		return
 	}
-	now := r.c.cfg.Clock.Now()
+	now := r.c.cfg.hooks.Clock.Now()
 	st.State, st.StartedAt = messages.StateRunning, &now
 	r.dirty = true
 	items := st.Items
@@ -560,7 +560,7 @@ func (r *jobRunner) snapshot() messages.JobRecord {
 	rec := r.rec
 	st := &rec.Status
 	copyStatus(st)
-	asOf := r.c.cfg.Clock.Now()
+	asOf := r.c.cfg.hooks.Clock.Now()
 	st.AsOf, st.Source = &asOf, ""
 	st.Errors = make([]messages.ErrorSummary, 0, len(r.errs))
 	for _, e := range r.errs {

@@ -10,6 +10,7 @@ import (
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -33,8 +34,8 @@ func TestLateResultWindowExpires(t *testing.T) {
 
 	cRuns, release := make(chan struct{}), make(chan struct{})
 	start := func(pool string, h agent.HandlerFunc) *running {
-		a := agent.New(srv.Connect(t), agent.Config{Name: pool, Pool: pool, Provision: testProv, Concurrency: 1, Prefetch: 1,
-			ShutdownTimeout: time.Second}).Handle("h", h)
+		a := agent.New(srv.Connect(t), testhooks.WithAgent(agent.Config{Name: pool, Pool: pool, Concurrency: 1, Prefetch: 1,
+			ShutdownTimeout: time.Second}, testhooks.Agent{Provision: testProv})).Handle("h", h)
 		actx, cancel := context.WithCancel(context.Background())
 		r := &running{cancel: cancel, done: make(chan error, 1)}
 		go func() { r.done <- a.Run(actx) }()

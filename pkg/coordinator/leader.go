@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
-	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -90,7 +90,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 	mover := dlq.NewMover(c.js, c.names, c.itemsKV, c.log)
 	c.goTerm("DLQ mover", func() error { return mover.Run(ctx) })
 	c.goTerm("stranded-message sweep", func() error {
-		sweeper, err := dlq.NewSweeper(mover, dlq.WithSweepMinAge(c.cfg.SweepMinAge), dlq.WithSweepClock(c.cfg.Clock.Now))
+		sweeper, err := dlq.NewSweeper(mover, dlq.WithSweepMinAge(c.cfg.SweepMinAge), dlq.WithSweepClock(c.cfg.hooks.Clock.Now))
 		if err != nil {
 			return err
 		}
@@ -234,7 +234,7 @@ func (c *Coordinator) requestCancel(ctx context.Context, req messages.CancelRequ
 	if messages.TerminalState(rec.Status.State) {
 		return &rec.Status, errJobFinished
 	}
-	data, _ := json.Marshal(cancelRequest{By: c.cfg.Holder, At: c.cfg.Clock.Now(), Kill: req.Kill})
+	data, _ := json.Marshal(cancelRequest{By: c.cfg.Holder, At: c.cfg.hooks.Clock.Now(), Kill: req.Kill})
 	if _, err := c.control.Put(ctx, messages.CancelKey(id), data); err != nil {
 		return nil, fmt.Errorf("storing the cancel request: %w", err)
 	}

@@ -51,7 +51,7 @@ func (tr *terms) running(name string) bool {
 
 func startCoordWith(t *testing.T, srv *fleettest.Server, holder string, tr *terms) (*Coordinator, *running) {
 	t.Helper()
-	c, err := New(srv.Connect(t), Config{Provision: testProv, StatusInterval: 20 * time.Millisecond, Holder: holder, LeaseTTL: time.Second})
+	c, err := New(srv.Connect(t), Config{Provision: Provision(testProv), StatusInterval: 20 * time.Millisecond, Holder: holder, LeaseTTL: time.Second})
 	require.NoError(t, err)
 	c.OnLeader("probe", tr.component(holder))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -153,7 +153,7 @@ func TestLeaderDiesMidExpansion(t *testing.T) {
 	t.Cleanup(func() { intakeAckWait = old })
 	srv := fleettest.RunServer(t)
 
-	c1, err := New(srv.Connect(t), Config{Provision: testProv, Holder: "c1", LeaseTTL: time.Second})
+	c1, err := New(srv.Connect(t), Config{Provision: Provision(testProv), Holder: "c1", LeaseTTL: time.Second})
 	require.NoError(t, err)
 	expanding, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once

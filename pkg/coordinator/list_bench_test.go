@@ -21,7 +21,7 @@ func BenchmarkJobsList(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
 			srv := fleettest.RunServer(b)
-			c, err := New(srv.Connect(b), Config{Provision: testProv})
+			c, err := New(srv.Connect(b), Config{Provision: Provision(testProv)})
 			require.NoError(b, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)

@@ -58,12 +58,12 @@ func (r *jobRunner) holdNotBefore(ctx context.Context) error {
 	if !scheduled {
 		return nil
 	}
-	at, err := messages.NotBeforeTime(notBefore, r.c.cfg.Clock.Now())
+	at, err := messages.NotBeforeTime(notBefore, r.c.cfg.hooks.Clock.Now())
 	if err != nil {
 		at = time.Time{} // not a time: run now
 	}
 	for {
-		left := at.Sub(r.c.cfg.Clock.Now())
+		left := at.Sub(r.c.cfg.hooks.Clock.Now())
 		if left <= 0 {
 			break
 		}
@@ -81,7 +81,7 @@ func (r *jobRunner) holdNotBefore(ctx context.Context) error {
 		r.mu.Unlock()
 		return nil
 	}
-	now := r.c.cfg.Clock.Now()
+	now := r.c.cfg.hooks.Clock.Now()
 	st.State, st.StartedAt = messages.StateRunning, &now
 	r.dirty = true
 	items := st.Items

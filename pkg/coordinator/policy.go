@@ -84,7 +84,7 @@ func (r *jobRunner) tick() {
 	if !r.life.deciding() || r.rec.Deadline == nil || r.rec.Status.MapReason != "" {
 		return
 	}
-	if r.c.cfg.Clock.Now().Before(*r.rec.Deadline) {
+	if r.c.cfg.hooks.Clock.Now().Before(*r.rec.Deadline) {
 		return
 	}
 	r.endMapLocked(r.completionStateLocked(), messages.CompletionDeadline)
@@ -144,7 +144,7 @@ func (r *jobRunner) endMapLocked(state, reason string) {
 func (r *jobRunner) finishLocked(state, reason string) {
 	st := &r.rec.Status
 	st.State, st.CompletionReason = state, reason
-	now := r.c.cfg.Clock.Now()
+	now := r.c.cfg.hooks.Clock.Now()
 	st.FinishedAt = &now
 	r.dirty = true
 	if r.collector != nil {

@@ -120,7 +120,7 @@ func TestRunnerBestEffort(t *testing.T) {
 	t.Run("deadline: success only with min_groups", func(t *testing.T) {
 		clk := &fakeClock{t: time.Unix(1000, 0)}
 		r := testRunner(t, &messages.JobSpec{BestEffort: &messages.BestEffort{MinGroups: 2, LateResults: "update"}}, 6, groups)
-		r.c.cfg.Clock = clk
+		r.c.cfg.hooks.Clock = clk
 		dl := clk.t.Add(time.Minute)
 		r.rec.Deadline = &dl
 		r.apply(item(0, "a", ok))

@@ -109,7 +109,7 @@ func (p *poolSet) ensure(ctx context.Context, pool string) error {
 	if ok && time.Since(at) < poolsFresh {
 		return nil
 	}
-	if _, err := provision.EnsurePool(ctx, p.c.js, p.c.names, pool, p.c.cfg.Provision); err != nil {
+	if _, err := provision.EnsurePool(ctx, p.c.js, p.c.names, pool, p.c.cfg.Provision.config()); err != nil {
 		return err
 	}
 	p.mu.Lock()

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jetfleet/jetfleet/pkg/dlq"
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 

@@ -16,6 +16,7 @@ import (
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -42,7 +43,7 @@ func (p *running) stop(t *testing.T) {
 
 func startCoord(t *testing.T, srv *fleettest.Server, cfg Config) (*Coordinator, *running) {
 	t.Helper()
-	cfg.Provision, cfg.StatusInterval = testProv, 20*time.Millisecond
+	cfg.Provision, cfg.StatusInterval = Provision(testProv), 20*time.Millisecond
 	c, err := New(srv.Connect(t), cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -108,7 +109,7 @@ func TestReplayReopensAFinishedJob(t *testing.T) {
 	b.set("i1", "i3", "i5")
 	actx, acancel := context.WithCancel(context.Background())
 	adone := make(chan error, 1)
-	a := agent.New(srv.Connect(t), agent.Config{Name: "a1", Provision: testProv}).Handle("maybe", b.handler)
+	a := agent.New(srv.Connect(t), testhooks.WithAgent(agent.Config{Name: "a1"}, testhooks.Agent{Provision: testProv})).Handle("maybe", b.handler)
 	go func() { adone <- a.Run(actx) }()
 	defer func() { acancel(); require.NoError(t, <-adone) }()
 

@@ -12,10 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
-	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -452,7 +452,7 @@ func (s *dlqService) execute(term, rctx context.Context, rec replayRecord, held 
 
 // end records a replay's end and publishes its last event.
 func (s *dlqService) end(ctx context.Context, id string, p dlq.Progress, base int64, err error, cancelled bool) {
-	now := s.c.cfg.Clock.Now()
+	now := s.c.cfg.hooks.Clock.Now()
 	rec, werr := s.updateReplay(ctx, id, func(r *replayRecord) bool {
 		if r.Status.State != messages.ReplayRunning {
 			return false

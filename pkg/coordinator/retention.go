@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/provision"
-	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -99,7 +99,7 @@ func (c *Coordinator) RunRetention(ctx context.Context) {
 // expired under JobRetention, once.
 func (c *Coordinator) RetentionPass(ctx context.Context) (RetentionStats, error) {
 	var st RetentionStats
-	now := c.cfg.Clock.Now()
+	now := c.cfg.hooks.Clock.Now()
 	withDLQ, err := c.jobsWithDeadLetters(ctx)
 	if err != nil {
 		return st, err
@@ -148,7 +148,7 @@ func (c *Coordinator) Prune(ctx context.Context, olderThan time.Duration, dryRun
 	if err := c.index.wait(ctx); err != nil {
 		return st, err
 	}
-	now := c.cfg.Clock.Now()
+	now := c.cfg.hooks.Clock.Now()
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(retentionWorkers)
@@ -248,12 +248,12 @@ func (c *Coordinator) cleanupJob(ctx context.Context, id string, force bool) (bo
 	if st.CleanedAt != nil {
 		return true, nil
 	}
-	if !c.settled(st, c.cfg.Clock.Now()) {
+	if !c.settled(st, c.cfg.hooks.Clock.Now()) {
 		return false, nil // reopened, or not ours to touch yet
 	}
 	if st.CleanupAt == nil {
 		// From here on a replay refuses to reopen the job (ensureRunner).
-		now := c.cfg.Clock.Now()
+		now := c.cfg.hooks.Clock.Now()
 		st.CleanupAt = &now
 		var ok bool
 		if rev, ok, err = c.store.update(ctx, rec, rev); err != nil || !ok {
@@ -263,7 +263,7 @@ func (c *Coordinator) cleanupJob(ctx context.Context, id string, force bool) (bo
 	if err := c.purgeJobData(ctx, rec); err != nil {
 		return false, err
 	}
-	now := c.cfg.Clock.Now()
+	now := c.cfg.hooks.Clock.Now()
 	st.CleanedAt = &now
 	ok, err := c.store.replace(ctx, rec, rev)
 	if err != nil || !ok {
@@ -374,7 +374,7 @@ func (c *Coordinator) pruneJob(ctx context.Context, id string, olderThan time.Du
 	if err != nil {
 		return false, err
 	}
-	if !c.expired(&rec.Status, c.cfg.Clock.Now(), olderThan) {
+	if !c.expired(&rec.Status, c.cfg.hooks.Clock.Now(), olderThan) {
 		return false, nil
 	}
 	if rec.Status.State != messages.StateRejected {

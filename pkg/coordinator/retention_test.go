@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -72,10 +73,10 @@ func newRetentionFixture(t *testing.T, f *flaky) *retentionFixture {
 	t.Helper()
 	srv := fleettest.RunServer(t)
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c, p := startCoord(t, srv, Config{Clock: clk, LateResultWindow: 50 * time.Millisecond,
+	c, p := startCoord(t, srv, Config{hooks: testhooks.Coordinator{Clock: clk}, LateResultWindow: 50 * time.Millisecond,
 		CleanupInterval: time.Hour, JobRetention: 24 * time.Hour, PruneMarkerTTL: time.Second})
 	t.Cleanup(func() { p.stop(t) })
-	a := agent.New(srv.Connect(t), agent.Config{Name: "a1", Provision: testProv}).Handle("h", f.handler)
+	a := agent.New(srv.Connect(t), testhooks.WithAgent(agent.Config{Name: "a1"}, testhooks.Agent{Provision: testProv})).Handle("h", f.handler)
 	actx, acancel := context.WithCancel(context.Background())
 	adone := make(chan error, 1)
 	go func() { adone <- a.Run(actx) }()

@@ -65,7 +65,7 @@ func (c *Coordinator) runSchedules(ctx context.Context) error {
 		return nil
 	}
 	for {
-		now := c.cfg.Clock.Now()
+		now := c.cfg.hooks.Clock.Now()
 		wait := scheduleWait
 		mu.Lock()
 		var due []string
@@ -120,7 +120,7 @@ func (c *Coordinator) fireSchedule(ctx context.Context, st *kvstate.Store[messag
 		if err != nil {
 			return err // decided at the next look, not on a guess
 		}
-		now := c.cfg.Clock.Now().UTC()
+		now := c.cfg.hooks.Clock.Now().UTC()
 		_, err = st.Update(ctx, name, func(cur kvstate.Entry[messages.Schedule], id string) (messages.Schedule, bool, error) {
 			s := cur.Value
 			if !cur.Exists {
@@ -174,7 +174,7 @@ func (c *Coordinator) lastRunActive(ctx context.Context, s *messages.Schedule) (
 	}
 	rec, err := c.store.get(ctx, r.JobID)
 	if errors.Is(err, errNoJob) {
-		return r.JobID, c.cfg.Clock.Now().Sub(r.Decided) < pendingGrace, nil
+		return r.JobID, c.cfg.hooks.Clock.Now().Sub(r.Decided) < pendingGrace, nil
 	}
 	if err != nil {
 		return r.JobID, false, err

@@ -168,7 +168,7 @@ func (c *Coordinator) apiScheduleAdd(ctx context.Context, data []byte) (any, *me
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
 	defer st.Close()
-	now := c.cfg.Clock.Now().UTC()
+	now := c.cfg.hooks.Clock.Now().UTC()
 	rec := messages.Schedule{ScheduleSpec: spec, CreatedAt: now, LastTick: now, Skipped: map[string]int64{}}
 	e, created, err := st.Create(ctx, spec.Name, rec)
 	if err != nil {
@@ -259,7 +259,7 @@ func (c *Coordinator) apiScheduleList(ctx context.Context, data []byte) (any, *m
 func (c *Coordinator) describeSchedule(ctx context.Context, s *messages.Schedule) {
 	s.Writers = nil
 	if tm, err := timingOf(s); err == nil && !s.Paused {
-		next := tm.Next(maxTime(s.LastTick, c.cfg.Clock.Now()))
+		next := tm.Next(maxTime(s.LastTick, c.cfg.hooks.Clock.Now()))
 		s.NextRun = &next
 	}
 	for i := range s.Runs {
@@ -276,7 +276,7 @@ func (c *Coordinator) describeSchedule(ctx context.Context, s *messages.Schedule
 			r.State = rec.Status.State
 		} else if errors.Is(err, errNoJob) {
 			r.State = messages.StatePending
-			if c.cfg.Clock.Now().Sub(r.Decided) > pendingGrace {
+			if c.cfg.hooks.Clock.Now().Sub(r.Decided) > pendingGrace {
 				r.State = "gone"
 			}
 		}
@@ -300,7 +300,7 @@ func (c *Coordinator) apiSchedulePause(ctx context.Context, data []byte, pause b
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
 	defer st.Close()
-	now := c.cfg.Clock.Now().UTC()
+	now := c.cfg.hooks.Clock.Now().UTC()
 	ch, err := st.Update(ctx, req.Name, func(cur kvstate.Entry[messages.Schedule], id string) (messages.Schedule, bool, error) {
 		if !cur.Exists {
 			return cur.Value, false, errNoSchedule
@@ -401,7 +401,7 @@ func (c *Coordinator) apiScheduleTrigger(ctx context.Context, data []byte) (any,
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
 	defer st.Close()
-	now := c.cfg.Clock.Now().UTC()
+	now := c.cfg.hooks.Clock.Now().UTC()
 	run := messages.ScheduleRun{Tick: now, JobID: req.Name + "-manual-" + strings.ToLower(nuid.Next()), Decided: now, Manual: true}
 	_, err = st.Update(ctx, req.Name, func(cur kvstate.Entry[messages.Schedule], id string) (messages.Schedule, bool, error) {
 		if !cur.Exists {

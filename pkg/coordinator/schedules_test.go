@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -41,7 +42,7 @@ func TestScheduleFiresOnTheLeadersClock(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clock.NewManual(t0)
-	_, p := startCoord(t, srv, Config{Clock: clk})
+	_, p := startCoord(t, srv, Config{hooks: testhooks.Coordinator{Clock: clk}})
 	defer p.stop(t)
 	cl, err := NewClient(srv.Conn(), "")
 	require.NoError(t, err)
@@ -130,7 +131,7 @@ func TestScheduleCatchUpAfterAnOutage(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clock.NewManual(t0)
-	_, p := startCoord(t, srv, Config{Clock: clk})
+	_, p := startCoord(t, srv, Config{hooks: testhooks.Coordinator{Clock: clk}})
 	cl, err := NewClient(srv.Conn(), "")
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -140,7 +141,7 @@ func TestScheduleCatchUpAfterAnOutage(t *testing.T) {
 
 	// A 10 s outage: ticks at +2 … +10 fall while no coordinator runs.
 	clk.Advance(10*time.Second + 500*time.Millisecond)
-	_, p = startCoord(t, srv, Config{Clock: clk})
+	_, p = startCoord(t, srv, Config{hooks: testhooks.Coordinator{Clock: clk}})
 	defer p.stop(t)
 	s := waitSchedule(t, cl, "hb", func(s *messages.Schedule) bool { return len(s.Runs) == 1 && s.Runs[0].Submitted })
 	require.Equal(t, t0.Add(10*time.Second), s.Runs[0].Tick)

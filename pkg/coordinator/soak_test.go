@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -65,7 +66,7 @@ func TestSoakRetentionReturnsToBaseline(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	names := messages.MustNames("")
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c, p := startCoord(t, srv, Config{Clock: clk, LateResultWindow: 20 * time.Millisecond,
+	c, p := startCoord(t, srv, Config{hooks: testhooks.Coordinator{Clock: clk}, LateResultWindow: 20 * time.Millisecond,
 		CleanupInterval: time.Hour, PruneMarkerTTL: time.Second, JobRetention: MinJobRetention})
 	defer p.stop(t)
 	handler := func(_ context.Context, call *agent.Call) (any, error) {
@@ -76,7 +77,7 @@ func TestSoakRetentionReturnsToBaseline(t *testing.T) {
 	}
 	var agents []*running
 	for i := range 2 {
-		a := agent.New(srv.Connect(t), agent.Config{Name: fmt.Sprintf("a%d", i), Provision: testProv, Concurrency: 32}).Handle("h", handler)
+		a := agent.New(srv.Connect(t), testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 32}, testhooks.Agent{Provision: testProv})).Handle("h", handler)
 		ctx, cancel := context.WithCancel(context.Background())
 		r := &running{cancel: cancel, done: make(chan error, 1)}
 		go func() { r.done <- a.Run(ctx) }()

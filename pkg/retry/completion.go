@@ -5,7 +5,7 @@ import "github.com/jetfleet/jetfleet/pkg/messages"
 // Tally is a job's item counts as its map phase sees them: how many items
 // it has and how each item with an outcome ended (NotRun: items a stopped
 // map phase did not run, which a DLQ replay's reopening keeps). The coordinator and the outage
-// simulator (pkg/simulate) both keep one and ask [Workflow.MapEnd] after
+// simulator (internal/simulate) both keep one and ask [Workflow.MapEnd] after
 // every result.
 type Tally struct {
 	Items, Succeeded, Failed, DeadLettered, Skipped, NotRun int64

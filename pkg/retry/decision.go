@@ -152,7 +152,7 @@ func (p *Policy) Decide(now time.Time, st State, f Failure, r Rand) Decision {
 // state and the clock: the error, its class, whether retry_on matches it,
 // and its markers. Computing it runs the matchers' regular expressions;
 // the rest of a decision is arithmetic. So a caller that fails many
-// attempts the same way — the outage simulator, pkg/simulate — assesses
+// attempts the same way — the outage simulator, internal/simulate — assesses
 // the failure once and decides each attempt with [Policy.DecideAssessed],
 // through exactly the code the agent's [Policy.Decide] runs. Build it with
 // [Policy.Assess]; it is an immutable value, safe to share.

@@ -35,6 +35,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -239,7 +240,7 @@ func fleet(url, dir string, n, agents, conc, prefetch, run int) (float64, error)
 	if err != nil {
 		return 0, err
 	}
-	coord, err := coordinator.New(cnc, coordinator.Config{Provision: prov, PublishBatch: 2048, StatusInterval: 100 * time.Millisecond, InputDir: dir})
+	coord, err := coordinator.New(cnc, coordinator.Config{Provision: coordinator.Provision(prov), PublishBatch: 2048, StatusInterval: 100 * time.Millisecond, InputDir: dir})
 	if err != nil {
 		return 0, err
 	}
@@ -251,7 +252,7 @@ func fleet(url, dir string, n, agents, conc, prefetch, run int) (float64, error)
 		if err != nil {
 			return 0, err
 		}
-		a := agent.New(anc, agent.Config{Name: fmt.Sprintf("bench-%d", i), Concurrency: conc, Prefetch: prefetch, Provision: prov}).
+		a := agent.New(anc, testhooks.WithAgent(agent.Config{Name: fmt.Sprintf("bench-%d", i), Concurrency: conc, Prefetch: prefetch}, testhooks.Agent{Provision: prov})).
 			Handle("noop", func(context.Context, *agent.Call) (any, error) { return nil, nil })
 		go func() { errs <- a.Run(ctx) }()
 	}

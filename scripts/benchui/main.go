@@ -28,9 +28,9 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/ui"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/ui"
 )
 
 func main() {
@@ -83,7 +83,7 @@ func run(jobs, dead, dlqJobs, results, n int) error {
 	}
 	fmt.Printf("loaded in %s\n\n", time.Since(t0).Round(time.Millisecond))
 
-	coord, err := coordinator.New(nc, coordinator.Config{Provision: prov})
+	coord, err := coordinator.New(nc, coordinator.Config{Provision: coordinator.Provision(prov)})
 	if err != nil {
 		return err
 	}

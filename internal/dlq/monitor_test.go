@@ -1,0 +1,79 @@
+package dlq_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// The monitor sets the gauges at every check and warns once per crossing
+// of 80% of the stream's limit, again only after it fell below.
+func TestMonitorWarnsOncePerCrossing(t *testing.T) {
+	f := newFleet(t, provision.Config{DLQMaxMsgs: 10})
+	m := dlq.NewMetrics(prometheus.NewRegistry())
+	now := time.Now()
+	var warned []dlq.Usage
+	mon := dlq.NewMonitor(f.js, names, m, dlq.MonitorConfig{
+		Now:    func() time.Time { return now },
+		OnWarn: func(u dlq.Usage) { warned = append(warned, u) },
+	})
+	ctx := testCtx(t, 30*time.Second)
+	check := func() *dlq.Usage {
+		u, err := mon.Check(ctx)
+		require.NoError(t, err)
+		return u
+	}
+	u := check()
+	require.Zero(t, u.Messages)
+	require.Zero(t, value(t, m.OldestAge))
+
+	for i := range 7 {
+		f.write(t, entry("m", i, "error", "x"))
+	}
+	now = time.Now().Add(time.Minute)
+	u = check()
+	require.EqualValues(t, 7, u.Messages)
+	require.InDelta(t, 0.7, u.FillRatio, 1e-9)
+	require.Empty(t, warned)
+	require.EqualValues(t, 7, value(t, m.Depth))
+	require.Positive(t, value(t, m.Bytes))
+	require.InDelta(t, 60, value(t, m.OldestAge), 5)
+
+	f.write(t, entry("m", 7, "error", "x"))
+	check()
+	require.Len(t, warned, 1, "80% reached")
+	require.InDelta(t, 0.8, warned[0].FillRatio, 1e-9)
+	f.write(t, entry("m", 8, "error", "x"))
+	check()
+	require.Len(t, warned, 1, "still above: no second warning")
+
+	purged, err := dlq.NewInspector(f.js, names).Purge(ctx, messages.DLQFilter{Limit: 5})
+	require.NoError(t, err)
+	require.EqualValues(t, 5, purged)
+	check()
+	for i := 9; i < 13; i++ {
+		f.write(t, entry("m", i, "error", "x"))
+	}
+	check()
+	require.Len(t, warned, 2, "fell below, crossed again")
+}
+
+func TestReasonLabelIsBounded(t *testing.T) {
+	require.Equal(t, messages.ReasonMaxDeliveries, dlq.ReasonLabel(messages.ReasonMaxDeliveries))
+	require.Equal(t, "other", dlq.ReasonLabel("something-"+time.Now().String()))
+	require.Equal(t, "unknown", dlq.ReasonLabel(""))
+}
+
+func value(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, g.Write(&m))
+	return m.GetGauge().GetValue()
+}
