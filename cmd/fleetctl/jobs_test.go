@@ -109,6 +109,14 @@ func TestJobCommandsAgainstAFleet(t *testing.T) {
 	require.Contains(t, errOut, "already ended")
 	code, _, errOut = cli(t, url, "submit", writeSpec(t, "id: cli-kill\nitems: [1]\nagent_template: [{handler: sleep, with: {duration: 10m}}]\n"))
 	require.Equal(t, exitOK, code, errOut)
+	// The submission is durable and accepted a moment later: until then
+	// there is no job to cancel.
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if code, _, errOut := cli(t, url, "status", "cli-kill"); code != exitOK {
+			return errors.New(errOut)
+		}
+		return nil
+	})
 	code, out, errOut = cli(t, url, "cancel", "cli-kill", "--kill", "--json")
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, out, `"state": "cancelled"`)
