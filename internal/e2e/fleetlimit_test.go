@@ -158,7 +158,9 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 	require.Equal(t, 600, n, "every item called once; called twice: %v", ds.repeated())
 	require.LessOrEqual(t, ds.maxWindow("", time.Second), 50, "rate + burst per second")
 	require.LessOrEqual(t, ds.maxInFlight, 6, "concurrency")
-	if timingReliable(t) {
+	// Asserted under load too: a freed slot wakes the waiting agents
+	// through the watch, so the rate binds, not the agents' own speed.
+	if !raceEnabled {
 		require.GreaterOrEqual(t, float64(n-1)/elapsed.Seconds(), 0.75*40, "the jobs get at least 75%% of the limit")
 	}
 	rec, ok, err := store.Get(context.Background(), limit.NamedKey("api"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +44,10 @@ type Limiter struct {
 
 	mu   sync.Mutex
 	keys map[string]*local
+	// wakers holds the same entries as keys, for the store's listener,
+	// which runs under the store's lock and so must not take mu (held
+	// while waiting for lk.mu, which is held across a take).
+	wakers sync.Map
 }
 
 // local is one limit's state in the agent.
@@ -64,8 +69,13 @@ type local struct {
 	// spare are slots the agent holds that a finished call handed over to
 	// the callers waiting here.
 	spare int
-	// wake is closed when one of the agent's calls releases a slot.
-	wake chan struct{}
+	// wake is closed (and replaced) when a slot or a token may have
+	// become free: one of the agent's calls released a slot, or the
+	// watch saw a record with one. kicked tells the next waiter to forget
+	// notBefore.
+	wmu    sync.Mutex
+	wake   chan struct{}
+	kicked atomic.Bool
 	// users counts the callers between Acquire and Release (the entry is
 	// dropped at 0).
 	users int
@@ -77,7 +87,43 @@ func NewLimiter(store *Store, agent string, clk clock.Clock, metrics *Metrics) *
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return &Limiter{store: store, agent: agent, clock: clk, metrics: metrics, keys: map[string]*local{}}
+	l := &Limiter{store: store, agent: agent, clock: clk, metrics: metrics, keys: map[string]*local{}}
+	store.listen(l.changed)
+	return l
+}
+
+// changed hears a newer record of key: when it has a slot and a token
+// free, the callers waiting on it here try again at once rather than at
+// their next poll.
+func (l *Limiter) changed(key string, r Record) {
+	v, ok := l.wakers.Load(key)
+	if !ok {
+		return
+	}
+	now := l.store.Now()
+	if r.Concurrency > 0 && r.InFlight(now) >= r.Concurrency {
+		return
+	}
+	if r.LimitConfig.Rate > 0 && r.TokensAt(now) < 1 {
+		return
+	}
+	v.(*local).kick()
+}
+
+// kick wakes the callers waiting on lk.
+func (lk *local) kick() {
+	lk.kicked.Store(true)
+	lk.wmu.Lock()
+	close(lk.wake)
+	lk.wake = make(chan struct{})
+	lk.wmu.Unlock()
+}
+
+// waker is the channel that the next kick closes.
+func (lk *local) waker() <-chan struct{} {
+	lk.wmu.Lock()
+	defer lk.wmu.Unlock()
+	return lk.wake
 }
 
 // Ticket is a call's hold on a limit, from Acquire to Release.
@@ -122,6 +168,9 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 	waited := false
 	for {
 		lk.mu.Lock()
+		if lk.kicked.Swap(false) {
+			lk.notBefore = time.Time{}
+		}
 		now := l.clock.Now()
 		var wait time.Duration
 		spare := lk.spare > 0
@@ -149,7 +198,7 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 				batch = max(1, min(lk.waiting, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
 			}
 			// With a spare slot only a token is asked for.
-			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease})
+			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease, More: lk.waiting > 1})
 			l.metrics.take(q.Label)
 			if err != nil {
 				lk.mu.Unlock()
@@ -177,8 +226,8 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			}
 			lk.notBefore = now.Add(wait)
 		}
-		wake := lk.wake
 		lk.mu.Unlock()
+		wake := lk.waker()
 		if now.Add(wait).Sub(start) > q.MaxWait || time.Since(realStart)+wait > q.MaxWait {
 			l.metrics.deferred(q.Label)
 			return nil, max(wait, time.Millisecond), nil
@@ -229,18 +278,20 @@ func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 		l.mu.Lock()
 		lk := l.keys[t.key]
 		l.mu.Unlock()
+		// Another agent waiting with fewer slots gets this one: it goes
+		// back to the limit, not to a caller here.
+		rec, fresh := l.store.cached(t.key)
+		yield := fresh && rec.Behind(l.store.Now(), l.agent)
 		// lk.mu may be held across a take: not under l.mu. An entry dropped
 		// meanwhile has no waiter, and the slot goes back to the limit.
-		if lk != nil {
+		if lk != nil && !yield {
 			lk.mu.Lock()
 			if lk.waiting > 0 {
 				lk.spare++ // handed over: the waiter's take asks only for a token
 				slots = 0
 			}
-			close(lk.wake)
-			lk.wake = make(chan struct{})
-			lk.notBefore = time.Time{}
 			lk.mu.Unlock()
+			lk.kick()
 		}
 	}
 	if slots == 0 && !(t.adaptive && o != Neutral) {
@@ -259,6 +310,7 @@ func (l *Limiter) enter(key string) *local {
 	if lk == nil {
 		lk = &local{wake: make(chan struct{})}
 		l.keys[key] = lk
+		l.wakers.Store(key, lk)
 	}
 	lk.users++
 	return lk
@@ -275,6 +327,7 @@ func (l *Limiter) leave(key string, lk *local) {
 		lk.mu.Unlock()
 		if idle {
 			delete(l.keys, key)
+			l.wakers.Delete(key)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,19 +73,46 @@ type Store struct {
 	kv    jetstream.KeyValue
 	s     *kvstate.Store[Record]
 	clock clock.Clock
+	// listeners (the Limiters over the store) hear every newer record of
+	// a key in use, under the kvstate lock: they must not block.
+	lmu       sync.RWMutex
+	listeners []func(key string, r Record)
 }
+
+// StoreOption configures a Store.
+type StoreOption func(*storeOptions)
+
+type storeOptions struct{ watch bool }
+
+// Watched makes the store follow the bucket: the records of the limits in
+// use stay fresh without a read, and a Limiter over it wakes its waiting
+// callers when another agent frees a slot. Agents use it; a one-off
+// command does not need it.
+func Watched() StoreOption { return func(o *storeOptions) { o.watch = true } }
 
 // NewStore returns a store over the limits bucket kv; js, when set, sends
 // reads to the stream's leader. Close it when done.
-func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger) (*Store, error) {
+func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger, opts ...StoreOption) (*Store, error) {
 	if clk == nil {
 		clk = clock.Real{}
 	}
+	var o storeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	st := &Store{kv: kv, clock: clk}
 	s, err := kvstate.New(kvstate.Config[Record]{
 		KV:        kv,
 		JetStream: js,
-		// Every use of a record ends in a compare-and-set: other writers
-		// are seen through conflicts, with no watch to keep up.
+		// Watched, a refused take is decided on the latest record without
+		// a request, and a freed slot wakes the callers waiting for it.
+		// Without the watch other writers are seen only through conflicts.
+		Watch: o.watch,
+		Observe: func(key string, e kvstate.Entry[Record]) {
+			if e.Exists {
+				st.notify(key, e.Value)
+			}
+		},
 		WrittenBy:       func(r Record, id string) bool { return slices.Contains(r.Writers, id) },
 		OpTimeout:       opTimeout,
 		ConflictBackoff: casBackoff,
@@ -96,7 +124,30 @@ func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, lo
 	if err != nil {
 		return nil, err
 	}
-	return &Store{kv: kv, s: s, clock: clk}, nil
+	st.s = s
+	return st, nil
+}
+
+// listen adds fn to the listeners of newer records.
+func (s *Store) listen(fn func(key string, r Record)) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	s.listeners = append(s.listeners, fn)
+}
+
+func (s *Store) notify(key string, r Record) {
+	s.lmu.RLock()
+	defer s.lmu.RUnlock()
+	for _, fn := range s.listeners {
+		fn(key, r)
+	}
+}
+
+// cached is the latest record of key seen, without a request; ok is false
+// when there is none or it may be outdated.
+func (s *Store) cached(key string) (Record, bool) {
+	e, fresh, ok := s.s.Cached(key)
+	return e.Value, ok && fresh && e.Exists
 }
 
 // Close stops the store.
@@ -126,7 +177,7 @@ func (s *Store) Take(ctx context.Context, key, pool string, inline *messages.Lim
 		}
 		next, grant := rec.Take(now, q)
 		g = grant
-		return next.withWriter(id), grant.Granted() || changed, nil
+		return next.withWriter(id), grant.Granted() || grant.changed || changed, nil
 	})
 	if err != nil {
 		return Grant{}, Record{}, fmt.Errorf("limit %s: %w", key, err)
