@@ -258,7 +258,7 @@ func (d *downstream) windowRate(from, to time.Time) float64 {
 	return float64(n) / to.Sub(from).Seconds()
 }
 
-// An adaptive limit: while the dependency answers 503 the fleet's call
+// An adaptive limit: while the dependency answers 503 for 12 s the fleet's call
 // rate falls to a quarter of the healthy rate within 3 s, and comes back
 // to 80 % of it within 15 s of the recovery.
 func TestLimitAdaptiveOutage(t *testing.T) {
@@ -268,7 +268,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
 	ds := newDownstream(t, 5*time.Millisecond)
-	const healthyFor, outage = 4 * time.Second, 6 * time.Second
+	const healthyFor, outage = 4 * time.Second, 12 * time.Second
 	ds.status = func(at time.Time) int {
 		ds.mu.Lock()
 		begin := ds.arrivals[0] // the first call's arrival
