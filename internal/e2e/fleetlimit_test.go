@@ -358,3 +358,67 @@ func timingReliable(t *testing.T) bool {
 	t.Logf("throughput lower bound not asserted: load average %.1f on %d CPUs", load, runtime.NumCPU())
 	return false
 }
+
+// BenchmarkLimitOverhead measures what a limit far above the fleet's speed
+// costs: two agents of 16 slots run jobs of no-op items without a limit,
+// with a named limit of 1,000,000/s, and with that rate and a cap of 1,000
+// in flight, alternating (each round runs the three in a rotated order),
+// and it reports each limited variant's rate as a ratio of the unlimited
+// one's in the same round, the median over the rounds. Absolute rates from
+// a loaded machine mean little; the ratios are the result
+// (docs/benchmarks.md).
+//
+//	go test ./internal/e2e -run '^$' -bench LimitOverhead -benchtime 1x
+func BenchmarkLimitOverhead(b *testing.B) {
+	const items, rounds = 20000, 5
+	srv := fleettest.RunServer(b)
+	startCoordinator(b, srv.URL(), coordinator.Config{Provision: calmProvision})
+	js, err := jetstream.New(srv.Conn())
+	require.NoError(b, err)
+	var kv jetstream.KeyValue
+	fleettest.WaitFor(b, 20*time.Second, func() error {
+		kv, err = js.KeyValue(context.Background(), testNames().LimitsBucket())
+		return err
+	})
+	store, err := limit.NewStore(js, kv, nil, zerolog.Nop())
+	require.NoError(b, err)
+	b.Cleanup(store.Close)
+	_, err = store.Set(context.Background(), "roomy", messages.LimitConfig{Rate: 1_000_000})
+	require.NoError(b, err)
+	_, err = store.Set(context.Background(), "roomy-capped", messages.LimitConfig{Rate: 1_000_000, Concurrency: 1000})
+	require.NoError(b, err)
+	for _, name := range []string{"a1", "a2"} {
+		startAgent(b, srv.URL(), agent.Config{Name: name, Concurrency: 16, Provision: calmProvision}, nil)
+	}
+	c := client(b, srv)
+	payload := itemsJSON(items, func(i int) map[string]any { return map[string]any{"i": i} })
+	variants := []struct{ name, limit string }{{"none", ""}, {"rate", `, "limit": "roomy"`}, {"rate+cap", `, "limit": "roomy-capped"`}}
+	run := func(lim string) float64 {
+		start := time.Now()
+		id := submit(b, c, `{"items": `+payload+`, "agent_template": [{"handler": "noop"`+lim+`}]}`)
+		st := waitJob(b, c, id, 5*time.Minute)
+		require.Equal(b, int64(items), st.Succeeded)
+		return float64(items) / time.Since(start).Seconds()
+	}
+	run("") // warm up
+	ratios := make([][]float64, len(variants))
+	for round := range rounds {
+		rate := make([]float64, len(variants))
+		for k := range variants {
+			v := (round + k) % len(variants)
+			rate[v] = run(variants[v].limit)
+		}
+		b.Logf("round %d: none %.0f items/s, rate %.0f (%.2f), rate+cap %.0f (%.2f)",
+			round, rate[0], rate[1], rate[1]/rate[0], rate[2], rate[2]/rate[0])
+		for v := 1; v < len(variants); v++ {
+			ratios[v] = append(ratios[v], rate[v]/rate[0])
+		}
+	}
+	for v := 1; v < len(variants); v++ {
+		slices.Sort(ratios[v])
+		b.ReportMetric(ratios[v][len(ratios[v])/2], variants[v].name+"/none")
+	}
+	rec, _, err := store.Get(context.Background(), limit.NamedKey("roomy"))
+	require.NoError(b, err)
+	b.Logf("limit roomy: %d calls in its last minutes", rec.Stats.Calls+rec.Stats.PrevCalls)
+}

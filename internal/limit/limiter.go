@@ -24,7 +24,13 @@ const (
 	batchTTL = 2 * BatchWindow
 	// SlotPoll is how long an agent waits before asking again for a slot
 	// of a full limit, unless one of its own calls releases one first.
+	// Each ask reads the record: another agent's release is seen within it.
 	SlotPoll = 25 * time.Millisecond
+	// handoffFresh is how recent the agent's view of a limit must be for a
+	// finished call to hand its slot to a call of the agent's own waiting
+	// on the limit: an older view may miss another agent waiting, and the
+	// slot then goes back through the limit (which refreshes the view).
+	handoffFresh = WaiterTTL / 2
 	// releaseTimeout bounds a release, which runs even after the call's
 	// context has ended.
 	releaseTimeout = 5 * time.Second
@@ -70,12 +76,15 @@ type local struct {
 	// the callers waiting here.
 	spare int
 	// wake is closed (and replaced) when a slot or a token may have
-	// become free: one of the agent's calls released a slot, or the
-	// watch saw a record with one. kicked tells the next waiter to forget
+	// become free: one of the agent's calls released a slot, or a record
+	// read or written shows one. kicked tells the next waiter to forget
 	// notBefore.
 	wmu    sync.Mutex
 	wake   chan struct{}
 	kicked atomic.Bool
+	// seen is when a newer record of the limit was last seen (Unix
+	// nanoseconds of the store's clock).
+	seen atomic.Int64
 	// users counts the callers between Acquire and Release (the entry is
 	// dropped at 0).
 	users int
@@ -92,22 +101,24 @@ func NewLimiter(store *Store, agent string, clk clock.Clock, metrics *Metrics) *
 	return l
 }
 
-// changed hears a newer record of key: when it has a slot and a token
-// free, the callers waiting on it here try again at once rather than at
-// their next poll.
+// changed hears a newer record of key read or written by the agent: when
+// it has a slot and a token free, the callers waiting on it here try again
+// at once rather than at their next poll.
 func (l *Limiter) changed(key string, r Record) {
 	v, ok := l.wakers.Load(key)
 	if !ok {
 		return
 	}
 	now := l.store.Now()
+	lk := v.(*local)
+	lk.seen.Store(now.UnixNano())
 	if r.Concurrency > 0 && r.InFlight(now) >= r.Concurrency {
 		return
 	}
 	if r.LimitConfig.Rate > 0 && r.TokensAt(now) < 1 {
 		return
 	}
-	v.(*local).kick()
+	lk.kick()
 }
 
 // kick wakes the callers waiting on lk.
@@ -223,6 +234,11 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			wait = g.Wait
 			if g.Full {
 				wait = SlotPoll
+				if now.Sub(time.Unix(0, lk.seen.Load())) > SlotPoll {
+					// Decided on a view other agents' releases may have
+					// left behind: the next take reads the record.
+					l.store.reread(q.Key)
+				}
 			}
 			lk.notBefore = now.Add(wait)
 		}
@@ -280,8 +296,12 @@ func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 		l.mu.Unlock()
 		// Another agent waiting with fewer slots gets this one: it goes
 		// back to the limit, not to a caller here.
+		// So does every slot when the agent's view of the limit is not
+		// recent: it may not show the other agents waiting.
 		rec, fresh := l.store.cached(t.key)
-		yield := fresh && rec.Behind(l.store.Now(), l.agent)
+		now := l.store.Now()
+		yield := !fresh || rec.Behind(now, l.agent) ||
+			lk != nil && now.Sub(time.Unix(0, lk.seen.Load())) > handoffFresh
 		// lk.mu may be held across a take: not under l.mu. An entry dropped
 		// meanwhile has no waiter, and the slot goes back to the limit.
 		if lk != nil && !yield {

@@ -17,7 +17,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-func newStore(t *testing.T, srv *fleettest.Server, opts ...limit.StoreOption) *limit.Store {
+func newStore(t *testing.T, srv *fleettest.Server) *limit.Store {
 	t.Helper()
 	nc, err := nats.Connect(srv.URL())
 	require.NoError(t, err)
@@ -29,7 +29,7 @@ func newStore(t *testing.T, srv *fleettest.Server, opts ...limit.StoreOption) *l
 		kv, err = js.KeyValue(context.Background(), "limits")
 	}
 	require.NoError(t, err)
-	s, err := limit.NewStore(js, kv, nil, zerolog.Nop(), opts...)
+	s, err := limit.NewStore(js, kv, nil, zerolog.Nop())
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	return s
@@ -79,7 +79,7 @@ func TestLimiterFairBetweenAgents(t *testing.T) {
 	require.GreaterOrEqual(t, per[0], calls/4)
 }
 
-// hammer runs two limiters (agents, each with its own watched store and
+// hammer runs two limiters (agents, each with its own store and
 // connection) of 16 callers each, each call 20 ms, for d; the second
 // starts late. per counts each agent's calls.
 func hammer(t *testing.T, srv *fleettest.Server, d, late time.Duration) (calls, maxInFlight int64, per [2]int64) {
@@ -89,7 +89,7 @@ func hammer(t *testing.T, srv *fleettest.Server, d, late time.Duration) (calls, 
 	defer cancel()
 	var wg sync.WaitGroup
 	for a := range 2 {
-		l := limit.NewLimiter(newStore(t, srv, limit.Watched()), string(rune('a'+a)), nil, nil)
+		l := limit.NewLimiter(newStore(t, srv), string(rune('a'+a)), nil, nil)
 		for range 16 {
 			wg.Add(1)
 			go func() {

@@ -74,40 +74,26 @@ type Store struct {
 	s     *kvstate.Store[Record]
 	clock clock.Clock
 	// listeners (the Limiters over the store) hear every newer record of
-	// a key in use, under the kvstate lock: they must not block.
+	// a key in use that the store reads or writes, under the kvstate lock:
+	// they must not block.
 	lmu       sync.RWMutex
 	listeners []func(key string, r Record)
 }
 
-// StoreOption configures a Store.
-type StoreOption func(*storeOptions)
-
-type storeOptions struct{ watch bool }
-
-// Watched makes the store follow the bucket: the records of the limits in
-// use stay fresh without a read, and a Limiter over it wakes its waiting
-// callers when another agent frees a slot. Agents use it; a one-off
-// command does not need it.
-func Watched() StoreOption { return func(o *storeOptions) { o.watch = true } }
-
 // NewStore returns a store over the limits bucket kv; js, when set, sends
 // reads to the stream's leader. Close it when done.
-func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger, opts ...StoreOption) (*Store, error) {
+func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger) (*Store, error) {
 	if clk == nil {
 		clk = clock.Real{}
-	}
-	var o storeOptions
-	for _, opt := range opts {
-		opt(&o)
 	}
 	st := &Store{kv: kv, clock: clk}
 	s, err := kvstate.New(kvstate.Config[Record]{
 		KV:        kv,
 		JetStream: js,
-		// Watched, a refused take is decided on the latest record without
-		// a request, and a freed slot wakes the callers waiting for it.
-		// Without the watch other writers are seen only through conflicts.
-		Watch: o.watch,
+		// No watch: every write delivered to every agent cost more than it
+		// saves (docs/benchmarks.md). Other agents' writes are seen through
+		// conflicts, and a take refused for a full limit reads the record
+		// again (Limiter.Acquire), since a refusal writes nothing.
 		Observe: func(key string, e kvstate.Entry[Record]) {
 			if e.Exists {
 				st.notify(key, e.Value)
@@ -142,6 +128,10 @@ func (s *Store) notify(key string, r Record) {
 		fn(key, r)
 	}
 }
+
+// reread makes the next take of key read the record rather than decide on
+// the cached one, which, unwatched, other agents' releases do not update.
+func (s *Store) reread(key string) { s.s.Forget(key) }
 
 // cached is the latest record of key seen, without a request; ok is false
 // when there is none or it may be outdated.

@@ -33,7 +33,7 @@ func (a *Agent) openLimits(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store, err := limit.NewStore(a.js, kv, a.cfg.Clock, a.log, limit.Watched())
+	store, err := limit.NewStore(a.js, kv, a.cfg.Clock, a.log)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
