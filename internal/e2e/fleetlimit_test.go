@@ -370,7 +370,7 @@ func timingReliable(t *testing.T) bool {
 //
 //	go test ./internal/e2e -run '^$' -bench LimitOverhead -benchtime 1x
 func BenchmarkLimitOverhead(b *testing.B) {
-	const items, rounds = 20000, 5
+	const items, rounds = 10000, 5
 	srv := fleettest.RunServer(b)
 	startCoordinator(b, srv.URL(), coordinator.Config{Provision: calmProvision})
 	js, err := jetstream.New(srv.Conn())

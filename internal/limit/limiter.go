@@ -16,8 +16,9 @@ import (
 // Pacing of an agent's takes.
 const (
 	// BatchWindow is how much of a limit's rate one take may lease for the
-	// agent's waiting callers: a take of a 10,000/s limit leases up to 100
-	// tokens, one of a limit below 200/s a single token.
+	// agent's waiting callers and those it expects (as many as came in the
+	// last window): a take of a 10,000/s limit leases up to 100 tokens,
+	// one of a limit below 200/s a single token.
 	BatchWindow = 10 * time.Millisecond
 	// batchTTL is how long leased tokens stay usable: tokens not used by
 	// then are dropped, so that a batch never adds to a later burst.
@@ -67,6 +68,13 @@ type local struct {
 	expires time.Time
 	// notBefore: a take was refused; none is asked before then.
 	notBefore time.Time
+	// demand counts the callers that entered Acquire in the BatchWindow
+	// from demandAt, lastDemand those of the window before: a take leases
+	// tokens for the callers expected in the next window too, so that a
+	// steady stream of calls finds tokens leased instead of each waiting
+	// for a take.
+	demand, lastDemand int
+	demandAt           time.Time
 	// rate is the limit's rate at the last take; capped that it has a
 	// concurrency cap (each call then takes its own slot, and no batch).
 	rate     float64
@@ -174,6 +182,13 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 	start, realStart := l.clock.Now(), time.Now()
 	lk.mu.Lock()
 	lk.waiting++
+	switch since := start.Sub(lk.demandAt); {
+	case since >= 2*BatchWindow:
+		lk.demand, lk.lastDemand, lk.demandAt = 0, 0, start
+	case since >= BatchWindow:
+		lk.demand, lk.lastDemand, lk.demandAt = 0, lk.demand, lk.demandAt.Add(BatchWindow)
+	}
+	lk.demand++
 	lk.mu.Unlock()
 	defer l.done(ctx, q, lk)
 	waited := false
@@ -206,7 +221,7 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 		default:
 			batch := 1
 			if lk.rate > 0 && !lk.capped {
-				batch = max(1, min(lk.waiting, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
+				batch = max(1, min(lk.waiting+lk.lastDemand, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
 			}
 			// With a spare slot only a token is asked for.
 			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease, More: lk.waiting > 1})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // AIMD parameters of an adaptive limit.
@@ -325,6 +326,27 @@ const (
 	// retry.After.
 	Overload
 )
+
+// OutcomeOf is what a call's failure f (nil: it succeeded) says about the
+// limited dependency: overload for rate_limit, server_error and timeout
+// (the built-in matchers' classes) and a handler's retry.After; nothing
+// for the item's own failures.
+func OutcomeOf(f *retry.Failure) Outcome {
+	switch {
+	case f == nil:
+		return Success
+	case f.TimedOut:
+		return Overload
+	}
+	if _, ok := retry.AfterDelay(f.Err); ok {
+		return Overload
+	}
+	switch retry.Classify(*f) {
+	case messages.MatchRateLimit, messages.MatchServerError, messages.MatchTimeout:
+		return Overload
+	}
+	return Neutral
+}
 
 // Release decides the end of a call at now: slots of the agent's are
 // given back and the outcome applied.
