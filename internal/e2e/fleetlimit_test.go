@@ -21,7 +21,9 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/simulate"
 )
 
 // downstream is a fake HTTP dependency that logs every request: when it
@@ -285,10 +287,11 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 		startAgent(t, srv.URL(), agent.Config{Name: name, Concurrency: 16, Provision: calmProvision}, nil)
 	}
 	c := client(t, srv)
-	id := submit(t, c, `{"items": `+itemsJSON(1200, func(i int) map[string]any { return map[string]any{"i": i} })+`,
+	spec := `{"items": ` + itemsJSON(1200, func(i int) map[string]any { return map[string]any{"i": i} }) + `,
 	  "retry_budget": 100000,
-	  "agent_template": [{"handler": "http", "limit": "flaky", "with": {"url": "`+ds.URL+`/i/${item.i}"},
-	    "retry_config": {"attempts": 40, "backoff": "fixed", "initial_delay": "200ms", "jitter": true}}]}`)
+	  "agent_template": [{"handler": "http", "limit": "flaky", "with": {"url": "` + ds.URL + `/i/${item.i}"},
+	    "retry_config": {"attempts": 40, "backoff": "fixed", "initial_delay": "200ms", "jitter": true}}]}`
+	id := submit(t, c, spec)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	fleettest.WaitFor(t, 60*time.Second, func() error {
@@ -329,9 +332,37 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 	t.Logf("healthy %.1f/s; outage after 3 s %.1f/s; best second after recovery %.1f/s, %s after it; limit now %.1f/s, %d overloads counted",
 		healthy, during, best, bestAt, rec.Rate(), rec.Stats.Overloads+rec.Stats.PrevOverloads)
 	require.LessOrEqual(t, during, 0.25*healthy, "the rate falls during the outage")
+	afterCalls := ds.windowRate(outEnd, outEnd.Add(15*time.Second)) * 15
+
+	// The same run through the simulator (pkg/simulate), its time 0 the
+	// first call's arrival.
+	parsed, err := jobspec.Parse([]byte(spec))
+	require.NoError(t, err)
+	r, err := simulate.Run(ctx, simulate.Config{
+		Spec: parsed, Items: 1200,
+		Fleet:      simulate.Fleet{Agents: 2, Concurrency: 16, MaxDeliver: calmProvision.MaxDeliver},
+		Dependency: simulate.Dependency{StepDuration: 5 * time.Millisecond, OutageAt: healthyFor, Outage: outage, ErrorRate: 1},
+		Limit:      messages.LimitConfig{Rate: 40, Burst: 10, Adaptive: true},
+	})
+	require.NoError(t, err)
+	simRate := func(from, to time.Duration) float64 {
+		var n int64
+		for i := int(from / time.Second); i < int(to/time.Second) && i < len(r.Series.Attempts); i++ {
+			n += r.Series.Attempts[i]
+		}
+		return float64(n) / (to - from).Seconds()
+	}
+	simHealthy, simDuring := simRate(time.Second, healthyFor), simRate(healthyFor+3*time.Second, healthyFor+outage)
+	simAfter := simRate(healthyFor+outage, healthyFor+outage+15*time.Second) * 15
+	t.Logf("simulated: healthy %.1f/s (fleet %.1f), outage after 3 s %.1f/s (fleet %.1f), 15 s after it %.0f calls (fleet %.0f)",
+		simHealthy, healthy, simDuring, during, simAfter, afterCalls)
+	require.LessOrEqual(t, simDuring, 0.25*simHealthy)
+	require.InDelta(t, during, simDuring, 0.1*healthy, "the outage's rates agree within a tenth of the healthy rate")
 	if timingReliable(t) {
 		require.GreaterOrEqual(t, healthy, 0.75*40, "the limit lets the job use it")
 		require.GreaterOrEqual(t, best, 0.8*healthy, "and comes back after the outage")
+		require.InEpsilon(t, healthy, simHealthy, 0.1, "the simulator agrees on the healthy rate")
+		require.InEpsilon(t, afterCalls, simAfter, 0.1, "and on the calls after the outage")
 	}
 	_ = waitJob(t, c, id, 120*time.Second)
 }
