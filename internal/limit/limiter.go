@@ -75,6 +75,10 @@ type local struct {
 	// for a take.
 	demand, lastDemand int
 	demandAt           time.Time
+	// batch is how many tokens the last take leased; refilling is set
+	// while a take runs in the background for the callers to come.
+	batch     int
+	refilling bool
 	// rate is the limit's rate at the last take; capped that it has a
 	// concurrency cap (each call then takes its own slot, and no batch).
 	rate     float64
@@ -205,6 +209,7 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			// A token the last take leased in its batch: no request. It
 			// carries no slot; a slot-capped limit leases one token a take.
 			lk.tokens--
+			l.refillAhead(q, lk)
 			lk.mu.Unlock()
 			l.metrics.granted(q.Label, waited)
 			return &Ticket{key: q.Key, label: q.Label, lease: q.Lease}, 0, nil
@@ -238,7 +243,7 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 					lk.spare--
 					slot = true
 				}
-				lk.tokens, lk.expires = g.Tokens-1, now.Add(batchTTL)
+				lk.tokens, lk.expires, lk.batch = g.Tokens-1, now.Add(batchTTL), g.Tokens
 				if slot {
 					lk.tokens = 0 // a slot per call: the batch was not asked for
 				}
@@ -273,6 +278,46 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 		case <-wake:
 			t.Stop()
 		}
+	}
+}
+
+// refillAhead starts a take in the background when the tokens leased for
+// the agent's callers fall below half of the last batch, so that a steady
+// stream of calls finds tokens leased rather than waits for a take's round
+// trip. Only for a limit with a rate and no concurrency cap (a capped one
+// takes a slot per call). lk.mu is held.
+func (l *Limiter) refillAhead(q Acquire, lk *local) {
+	if lk.refilling || lk.rate <= 0 || lk.capped || lk.tokens*2 >= lk.batch {
+		return
+	}
+	n := max(1, min(lk.waiting+lk.lastDemand, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
+	lk.refilling = true
+	go l.refill(q, lk, n)
+}
+
+// refill takes n tokens for lk's callers to come and adds them to the
+// lease, which it renews for batchTTL.
+func (l *Limiter) refill(q Acquire, lk *local, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: n, Lease: q.Lease})
+	l.metrics.take(q.Label)
+	lk.mu.Lock()
+	lk.refilling = false
+	granted := err == nil && g.Granted()
+	if err == nil {
+		lk.rate, lk.capped, lk.adaptive = rec.Rate(), rec.Concurrency > 0, rec.Adaptive
+	}
+	if granted {
+		now := l.clock.Now()
+		if !now.Before(lk.expires) {
+			lk.tokens = 0
+		}
+		lk.tokens, lk.expires, lk.batch = lk.tokens+g.Tokens, now.Add(batchTTL), g.Tokens
+	}
+	lk.mu.Unlock()
+	if granted {
+		lk.kick()
 	}
 }
 
