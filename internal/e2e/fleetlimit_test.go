@@ -147,12 +147,38 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 		  "agent_template": [{"handler": "http", "limit": "api",
 		    "with": {"url": "` + ds.URL + `/call/${item.i}?tag=${job_id}"}}]}`
 	}
+	// Which agents hold the limit's slots, sampled while the jobs run:
+	// both get a share (the first to fill the slots does not keep them).
+	held := map[string]int{}
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if rec, ok, err := store.Get(context.Background(), limit.NamedKey("api")); err == nil && ok {
+				for a, h := range rec.Holders {
+					held[strings.SplitN(a, ".", 2)[0]] += h.Slots
+				}
+			}
+		}
+	}()
 	start := time.Now()
 	ids := []string{submit(t, c, spec("lim-a")), submit(t, c, spec("lim-b"))}
 	for _, id := range ids {
 		st := waitJob(t, c, id, 120*time.Second)
 		require.Equal(t, int64(300), st.Succeeded, "%+v", st)
 	}
+	close(stop)
+	<-sampled
+	t.Logf("slots held by agent over the samples: %v", held)
+	require.Greater(t, held["a1"], held["a2"]/4, "a1 gets a fair part of the slots")
+	require.Greater(t, held["a2"], held["a1"]/4, "a2 gets a fair part of the slots")
 	n, first, last := ds.count()
 	elapsed := last.Sub(first)
 	t.Logf("%d calls in %s (%.1f/s), from %s after submission; busiest second %d calls, at most %d in flight",
