@@ -39,10 +39,11 @@ const (
 
 // Limiter is an agent's side of the fleet's limits: it takes tokens and
 // slots from the store for the agent's calls, one take at a time per
-// limit, leasing tokens in batches for the callers waiting on it, and
-// makes a refused caller wait in process (up to its maxWait) without
-// asking KV again before a token can have accrued. It is safe for
-// concurrent use.
+// limit (and one more in the background that refills leased tokens),
+// leasing tokens in batches for the callers waiting on it and those
+// expected, and makes a refused caller wait in process (up to its
+// maxWait) without asking KV again before a token can have accrued or a
+// slot been freed. It is safe for concurrent use.
 type Limiter struct {
 	store   *Store
 	agent   string
@@ -59,7 +60,7 @@ type Limiter struct {
 
 // local is one limit's state in the agent.
 type local struct {
-	mu sync.Mutex // held across a take: one take at a time per limit
+	mu sync.Mutex // held across a caller's take: one at a time per limit (a background refill does not hold it)
 	// waiting callers (the batch a take asks for).
 	waiting int
 	// tokens leased by the last take for other callers, usable until
