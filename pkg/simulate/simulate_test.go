@@ -618,3 +618,26 @@ func TestLimitedOutage(t *testing.T) {
 	require.Positive(t, r.LimitWaits, "items waited outside their agents")
 	require.Equal(t, int64(1200), r.Succeeded)
 }
+
+// The variant key "limit" gives the dependency step an inline limit (or
+// takes it away with null), so --compare shows what a limit does.
+func TestLimitVariant(t *testing.T) {
+	cfg := limitedOutage(t)
+	v, err := simulate.ParseVariant("limit=null")
+	require.NoError(t, err)
+	none, err := v.Apply(cfg)
+	require.NoError(t, err)
+	require.Nil(t, none.Spec.AgentTemplate[0].Limit)
+	r := run(t, none)
+	require.Greater(t, r.Series.Attempts[0], int64(1000), "no limit: the items start at once")
+
+	v, err = simulate.ParseVariant("limit={key: api, rate: 20/s, burst: 5}")
+	require.NoError(t, err)
+	limited, err := v.Apply(none)
+	require.NoError(t, err)
+	r = run(t, limited)
+	for i, n := range r.Series.Attempts {
+		require.LessOrEqual(t, n, int64(25), "second %d: at most rate + burst", i)
+	}
+	require.Positive(t, r.LimitWaits)
+}
