@@ -384,9 +384,13 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 		simHealthy, healthy, simDuring, during, simAfter, afterCalls)
 	require.LessOrEqual(t, simDuring, 0.25*simHealthy)
 	require.InDelta(t, during, simDuring, 0.1*healthy, "the outage's rates agree within a tenth of the healthy rate")
+	if !raceEnabled {
+		// Relative to the healthy rate of the same run: held at load
+		// averages near 20 on 2 CPUs.
+		require.GreaterOrEqual(t, best, 0.8*healthy, "the rate comes back after the outage")
+	}
 	if timingReliable(t) {
 		require.GreaterOrEqual(t, healthy, 0.75*40, "the limit lets the job use it")
-		require.GreaterOrEqual(t, best, 0.8*healthy, "and comes back after the outage")
 		require.InEpsilon(t, healthy, simHealthy, 0.1, "the simulator agrees on the healthy rate")
 		require.InEpsilon(t, afterCalls, simAfter, 0.1, "and on the calls after the outage")
 	}
