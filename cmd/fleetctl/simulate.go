@@ -139,6 +139,11 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	fs.StringVar(&d.Error, "error", "", `the failure's message, matched by retry_on (default "503 Service Unavailable")`)
 	fs.IntVar(&d.ExitCode, "exit-code", simulate.DefaultExitCode, "exit status of a failed shell step")
 	durationFlag(fs, &d.RetryAfter, "retry-after", 0, "failures are 429s whose handler returns retry.After(D) (Go handler steps)")
+	var limitRate rateFlag
+	fs.Var(&limitRate, "limit-rate", "the named limit the dependency's step names (limit: NAME): its rate, e.g. 40/s (an inline limit brings its own)")
+	fs.IntVar(&cfg.Limit.Burst, "limit-burst", 0, "the named limit's burst (default: one second of --limit-rate)")
+	fs.IntVar(&cfg.Limit.Concurrency, "limit-concurrency", 0, "the named limit's cap on calls in flight (0: none)")
+	fs.BoolVar(&cfg.Limit.Adaptive, "limit-adaptive", false, "the named limit is adaptive (AIMD)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed (jitter, partial error rates): the same seed, the same run")
 	durationFlag(fs, &cfg.Bucket, "bucket", simulate.DefaultBucket, "width of the time series")
 	var compare, set listFlag
@@ -169,6 +174,7 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	cfg.Limit.Rate = limitRate.r
 	if *keys {
 		for _, k := range simulate.VariantKeys() {
 			fmt.Fprintln(env.stdout, k)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,15 +16,22 @@ import (
 // Pacing of an agent's takes.
 const (
 	// BatchWindow is how much of a limit's rate one take may lease for the
-	// agent's waiting callers: a take of a 10,000/s limit leases up to 100
-	// tokens, one of a limit below 200/s a single token.
+	// agent's waiting callers and those it expects (as many as came in the
+	// last window): a take of a 10,000/s limit leases up to 100 tokens,
+	// one of a limit below 200/s a single token.
 	BatchWindow = 10 * time.Millisecond
 	// batchTTL is how long leased tokens stay usable: tokens not used by
 	// then are dropped, so that a batch never adds to a later burst.
 	batchTTL = 2 * BatchWindow
 	// SlotPoll is how long an agent waits before asking again for a slot
 	// of a full limit, unless one of its own calls releases one first.
+	// Each ask reads the record: another agent's release is seen within it.
 	SlotPoll = 25 * time.Millisecond
+	// handoffFresh is how recent the agent's view of a limit must be for a
+	// finished call to hand its slot to a call of the agent's own waiting
+	// on the limit: an older view may miss another agent waiting, and the
+	// slot then goes back through the limit (which refreshes the view).
+	handoffFresh = WaiterTTL / 2
 	// releaseTimeout bounds a release, which runs even after the call's
 	// context has ended.
 	releaseTimeout = 5 * time.Second
@@ -31,10 +39,11 @@ const (
 
 // Limiter is an agent's side of the fleet's limits: it takes tokens and
 // slots from the store for the agent's calls, one take at a time per
-// limit, leasing tokens in batches for the callers waiting on it, and
-// makes a refused caller wait in process (up to its maxWait) without
-// asking KV again before a token can have accrued. It is safe for
-// concurrent use.
+// limit (and one more in the background that refills leased tokens),
+// leasing tokens in batches for the callers waiting on it and those
+// expected, and makes a refused caller wait in process (up to its
+// maxWait) without asking KV again before a token can have accrued or a
+// slot been freed. It is safe for concurrent use.
 type Limiter struct {
 	store   *Store
 	agent   string
@@ -43,11 +52,15 @@ type Limiter struct {
 
 	mu   sync.Mutex
 	keys map[string]*local
+	// wakers holds the same entries as keys, for the store's listener,
+	// which runs under the store's lock and so must not take mu (held
+	// while waiting for lk.mu, which is held across a take).
+	wakers sync.Map
 }
 
 // local is one limit's state in the agent.
 type local struct {
-	mu sync.Mutex // held across a take: one take at a time per limit
+	mu sync.Mutex // held across a caller's take: one at a time per limit (a background refill does not hold it)
 	// waiting callers (the batch a take asks for).
 	waiting int
 	// tokens leased by the last take for other callers, usable until
@@ -56,6 +69,17 @@ type local struct {
 	expires time.Time
 	// notBefore: a take was refused; none is asked before then.
 	notBefore time.Time
+	// demand counts the callers that entered Acquire in the BatchWindow
+	// from demandAt, lastDemand those of the window before: a take leases
+	// tokens for the callers expected in the next window too, so that a
+	// steady stream of calls finds tokens leased instead of each waiting
+	// for a take.
+	demand, lastDemand int
+	demandAt           time.Time
+	// batch is how many tokens the last take leased; refilling is set
+	// while a take runs in the background for the callers to come.
+	batch     int
+	refilling bool
 	// rate is the limit's rate at the last take; capped that it has a
 	// concurrency cap (each call then takes its own slot, and no batch).
 	rate     float64
@@ -64,8 +88,16 @@ type local struct {
 	// spare are slots the agent holds that a finished call handed over to
 	// the callers waiting here.
 	spare int
-	// wake is closed when one of the agent's calls releases a slot.
-	wake chan struct{}
+	// wake is closed (and replaced) when a slot or a token may have
+	// become free: one of the agent's calls released a slot, or a record
+	// read or written shows one. kicked tells the next waiter to forget
+	// notBefore.
+	wmu    sync.Mutex
+	wake   chan struct{}
+	kicked atomic.Bool
+	// seen is when a newer record of the limit was last seen (Unix
+	// nanoseconds of the store's clock).
+	seen atomic.Int64
 	// users counts the callers between Acquire and Release (the entry is
 	// dropped at 0).
 	users int
@@ -77,7 +109,45 @@ func NewLimiter(store *Store, agent string, clk clock.Clock, metrics *Metrics) *
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return &Limiter{store: store, agent: agent, clock: clk, metrics: metrics, keys: map[string]*local{}}
+	l := &Limiter{store: store, agent: agent, clock: clk, metrics: metrics, keys: map[string]*local{}}
+	store.listen(l.changed)
+	return l
+}
+
+// changed hears a newer record of key read or written by the agent: when
+// it has a slot and a token free, the callers waiting on it here try again
+// at once rather than at their next poll.
+func (l *Limiter) changed(key string, r Record) {
+	v, ok := l.wakers.Load(key)
+	if !ok {
+		return
+	}
+	now := l.store.Now()
+	lk := v.(*local)
+	lk.seen.Store(now.UnixNano())
+	if r.Concurrency > 0 && r.InFlight(now) >= r.Concurrency {
+		return
+	}
+	if r.LimitConfig.Rate > 0 && r.TokensAt(now) < 1 {
+		return
+	}
+	lk.kick()
+}
+
+// kick wakes the callers waiting on lk.
+func (lk *local) kick() {
+	lk.kicked.Store(true)
+	lk.wmu.Lock()
+	close(lk.wake)
+	lk.wake = make(chan struct{})
+	lk.wmu.Unlock()
+}
+
+// waker is the channel that the next kick closes.
+func (lk *local) waker() <-chan struct{} {
+	lk.wmu.Lock()
+	defer lk.wmu.Unlock()
+	return lk.wake
 }
 
 // Ticket is a call's hold on a limit, from Acquire to Release.
@@ -117,11 +187,21 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 	start, realStart := l.clock.Now(), time.Now()
 	lk.mu.Lock()
 	lk.waiting++
+	switch since := start.Sub(lk.demandAt); {
+	case since >= 2*BatchWindow:
+		lk.demand, lk.lastDemand, lk.demandAt = 0, 0, start
+	case since >= BatchWindow:
+		lk.demand, lk.lastDemand, lk.demandAt = 0, lk.demand, lk.demandAt.Add(BatchWindow)
+	}
+	lk.demand++
 	lk.mu.Unlock()
 	defer l.done(ctx, q, lk)
 	waited := false
 	for {
 		lk.mu.Lock()
+		if lk.kicked.Swap(false) {
+			lk.notBefore = time.Time{}
+		}
 		now := l.clock.Now()
 		var wait time.Duration
 		spare := lk.spare > 0
@@ -130,6 +210,7 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			// A token the last take leased in its batch: no request. It
 			// carries no slot; a slot-capped limit leases one token a take.
 			lk.tokens--
+			l.refillAhead(q, lk)
 			lk.mu.Unlock()
 			l.metrics.granted(q.Label, waited)
 			return &Ticket{key: q.Key, label: q.Label, lease: q.Lease}, 0, nil
@@ -146,10 +227,10 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 		default:
 			batch := 1
 			if lk.rate > 0 && !lk.capped {
-				batch = max(1, min(lk.waiting, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
+				batch = max(1, min(lk.waiting+lk.lastDemand, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
 			}
 			// With a spare slot only a token is asked for.
-			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease})
+			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease, More: lk.waiting > 1})
 			l.metrics.take(q.Label)
 			if err != nil {
 				lk.mu.Unlock()
@@ -163,7 +244,7 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 					lk.spare--
 					slot = true
 				}
-				lk.tokens, lk.expires = g.Tokens-1, now.Add(batchTTL)
+				lk.tokens, lk.expires, lk.batch = g.Tokens-1, now.Add(batchTTL), g.Tokens
 				if slot {
 					lk.tokens = 0 // a slot per call: the batch was not asked for
 				}
@@ -174,11 +255,16 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			wait = g.Wait
 			if g.Full {
 				wait = SlotPoll
+				if now.Sub(time.Unix(0, lk.seen.Load())) > SlotPoll {
+					// Decided on a view other agents' releases may have
+					// left behind: the next take reads the record.
+					l.store.reread(q.Key)
+				}
 			}
 			lk.notBefore = now.Add(wait)
 		}
-		wake := lk.wake
 		lk.mu.Unlock()
+		wake := lk.waker()
 		if now.Add(wait).Sub(start) > q.MaxWait || time.Since(realStart)+wait > q.MaxWait {
 			l.metrics.deferred(q.Label)
 			return nil, max(wait, time.Millisecond), nil
@@ -193,6 +279,46 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 		case <-wake:
 			t.Stop()
 		}
+	}
+}
+
+// refillAhead starts a take in the background when the tokens leased for
+// the agent's callers fall below half of the last batch, so that a steady
+// stream of calls finds tokens leased rather than waits for a take's round
+// trip. Only for a limit with a rate and no concurrency cap (a capped one
+// takes a slot per call). lk.mu is held.
+func (l *Limiter) refillAhead(q Acquire, lk *local) {
+	if lk.refilling || lk.rate <= 0 || lk.capped || lk.tokens*2 >= lk.batch {
+		return
+	}
+	n := max(1, min(lk.waiting+lk.lastDemand, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
+	lk.refilling = true
+	go l.refill(q, lk, n)
+}
+
+// refill takes n tokens for lk's callers to come and adds them to the
+// lease, which it renews for batchTTL.
+func (l *Limiter) refill(q Acquire, lk *local, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: n, Lease: q.Lease})
+	l.metrics.take(q.Label)
+	lk.mu.Lock()
+	lk.refilling = false
+	granted := err == nil && g.Granted()
+	if err == nil {
+		lk.rate, lk.capped, lk.adaptive = rec.Rate(), rec.Concurrency > 0, rec.Adaptive
+	}
+	if granted {
+		now := l.clock.Now()
+		if !now.Before(lk.expires) {
+			lk.tokens = 0
+		}
+		lk.tokens, lk.expires, lk.batch = lk.tokens+g.Tokens, now.Add(batchTTL), g.Tokens
+	}
+	lk.mu.Unlock()
+	if granted {
+		lk.kick()
 	}
 }
 
@@ -229,18 +355,24 @@ func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 		l.mu.Lock()
 		lk := l.keys[t.key]
 		l.mu.Unlock()
+		// Another agent waiting with fewer slots gets this one: it goes
+		// back to the limit, not to a caller here.
+		// So does every slot when the agent's view of the limit is not
+		// recent: it may not show the other agents waiting.
+		rec, fresh := l.store.cached(t.key)
+		now := l.store.Now()
+		yield := !fresh || rec.Behind(now, l.agent) ||
+			lk != nil && now.Sub(time.Unix(0, lk.seen.Load())) > handoffFresh
 		// lk.mu may be held across a take: not under l.mu. An entry dropped
 		// meanwhile has no waiter, and the slot goes back to the limit.
-		if lk != nil {
+		if lk != nil && !yield {
 			lk.mu.Lock()
 			if lk.waiting > 0 {
 				lk.spare++ // handed over: the waiter's take asks only for a token
 				slots = 0
 			}
-			close(lk.wake)
-			lk.wake = make(chan struct{})
-			lk.notBefore = time.Time{}
 			lk.mu.Unlock()
+			lk.kick()
 		}
 	}
 	if slots == 0 && !(t.adaptive && o != Neutral) {
@@ -259,6 +391,7 @@ func (l *Limiter) enter(key string) *local {
 	if lk == nil {
 		lk = &local{wake: make(chan struct{})}
 		l.keys[key] = lk
+		l.wakers.Store(key, lk)
 	}
 	lk.users++
 	return lk
@@ -275,6 +408,7 @@ func (l *Limiter) leave(key string, lk *local) {
 		lk.mu.Unlock()
 		if idle {
 			delete(l.keys, key)
+			l.wakers.Delete(key)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
@@ -18,7 +19,10 @@ import (
 
 func newStore(t *testing.T, srv *fleettest.Server) *limit.Store {
 	t.Helper()
-	js, err := jetstream.New(srv.Conn())
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "limits"})
 	if err != nil {
@@ -39,7 +43,7 @@ func TestLimiterConcurrency(t *testing.T) {
 	s := newStore(t, srv)
 	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Concurrency: 6})
 	require.NoError(t, err)
-	calls, maxInFlight := hammer(t, s, 2*time.Second)
+	calls, maxInFlight, _ := hammer(t, srv, 2*time.Second, 0)
 	t.Logf("%d calls in 2 s (%.0f/s of at most %.0f/s), at most %d at once", calls, float64(calls)/2, 6/0.02, maxInFlight)
 	require.LessOrEqual(t, maxInFlight, int64(6))
 	rec, _, err := s.Get(context.Background(), limit.NamedKey("db"))
@@ -53,24 +57,49 @@ func TestLimiterRateAndConcurrency(t *testing.T) {
 	s := newStore(t, srv)
 	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
 	require.NoError(t, err)
-	calls, maxInFlight := hammer(t, s, 3*time.Second)
+	calls, maxInFlight, _ := hammer(t, srv, 3*time.Second, 0)
 	t.Logf("%d calls in 3 s (%.1f/s of 40/s), at most %d at once", calls, float64(calls)/3, maxInFlight)
 	require.LessOrEqual(t, maxInFlight, int64(6))
 	require.LessOrEqual(t, calls, int64(40*3+10))
 }
 
-// hammer runs two limiters of 16 callers each, each call 20 ms, for d.
-func hammer(t *testing.T, s *limit.Store, d time.Duration) (calls, maxInFlight int64) {
+// Two agents share a limit of 6 slots, and the first starts 300 ms before
+// the second, time enough to hold every slot and hand each to its own
+// next caller: once the second waits, the first gives slots back until
+// they are spread evenly, so neither starves.
+func TestLimiterFairBetweenAgents(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	s := newStore(t, srv)
+	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
+	require.NoError(t, err)
+	calls, maxInFlight, per := hammer(t, srv, 4*time.Second, 300*time.Millisecond)
+	t.Logf("%d calls in 4 s, at most %d at once; first agent %d, second (300 ms late) %d", calls, maxInFlight, per[0], per[1])
+	require.LessOrEqual(t, maxInFlight, int64(6))
+	require.GreaterOrEqual(t, per[1], calls/4, "the late agent gets a fair part of the calls")
+	require.GreaterOrEqual(t, per[0], calls/4)
+}
+
+// hammer runs two limiters (agents, each with its own store and
+// connection) of 16 callers each, each call 20 ms, for d; the second
+// starts late. per counts each agent's calls.
+func hammer(t *testing.T, srv *fleettest.Server, d, late time.Duration) (calls, maxInFlight int64, per [2]int64) {
 	var inFlight, maxIn, n atomic.Int64
+	var perAgent [2]atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var wg sync.WaitGroup
 	for a := range 2 {
-		l := limit.NewLimiter(s, string(rune('a'+a)), nil, nil)
+		l := limit.NewLimiter(newStore(t, srv), string(rune('a'+a)), nil, nil)
 		for range 16 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				if a == 1 {
+					select {
+					case <-ctx.Done():
+					case <-time.After(late):
+					}
+				}
 				for ctx.Err() == nil {
 					tk, _, err := l.Acquire(ctx, limit.Acquire{Key: limit.NamedKey("db"), Label: "db", Lease: 10 * time.Second, MaxWait: time.Second})
 					if err != nil || tk == nil {
@@ -82,11 +111,12 @@ func hammer(t *testing.T, s *limit.Store, d time.Duration) (calls, maxInFlight i
 					time.Sleep(20 * time.Millisecond)
 					inFlight.Add(-1)
 					n.Add(1)
+					perAgent[a].Add(1)
 					require.NoError(t, l.Release(context.Background(), tk, limit.Success))
 				}
 			}()
 		}
 	}
 	wg.Wait()
-	return n.Load(), maxIn.Load()
+	return n.Load(), maxIn.Load(), [2]int64{perAgent[0].Load(), perAgent[1].Load()}
 }

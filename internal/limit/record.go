@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // AIMD parameters of an adaptive limit.
@@ -21,6 +22,9 @@ const (
 	RaiseFraction = 0.02
 	// keepWriters is how many write ids a record keeps.
 	keepWriters = 8
+	// WaiterTTL is how long an agent refused a slot counts as waiting for
+	// one; its refused takes renew it.
+	WaiterTTL = 500 * time.Millisecond
 )
 
 // Record is one limit's stored state. Its methods are pure: they take the
@@ -37,6 +41,11 @@ type Record struct {
 	CutAt time.Time `json:"cut_at,omitzero"`
 	// Holders are the agents holding concurrency slots, by agent id.
 	Holders map[string]Holder `json:"holders,omitempty"`
+	// Waiters are the agents refused a slot, by agent id, with when their
+	// want lapses: while one waits, an agent holding more slots than it
+	// is refused more and gives its slots back to the limit rather than
+	// to its own callers (fairness between agents).
+	Waiters map[string]time.Time `json:"waiters,omitempty"`
 	// Stats count calls and outcomes per minute.
 	Stats Stats `json:"stats"`
 	// Writers are the ids of the last writes (kvstate.Config.WrittenBy).
@@ -142,7 +151,70 @@ func (r Record) normalize(now time.Time) Record {
 		}
 		r.Holders = hs
 	}
+	if len(r.Waiters) > 0 {
+		ws := make(map[string]time.Time, len(r.Waiters))
+		for a, until := range r.Waiters {
+			if until.After(now) {
+				ws[a] = until
+			}
+		}
+		r.Waiters = ws
+	}
 	r.Stats = r.Stats.roll(now)
+	return r
+}
+
+// held is how many slots agent holds at now.
+func (r Record) held(now time.Time, agent string) int {
+	if h, ok := r.Holders[agent]; ok && h.Until.After(now) {
+		return h.Slots
+	}
+	return 0
+}
+
+// Behind reports whether another agent waits for a slot of the limit at
+// now holding fewer slots than agent: agent then takes no more slots, and
+// gives back the ones its calls end rather than hand them to its own
+// waiting callers, until the slots are spread evenly. The agents holding
+// the fewest slots are never refused for fairness, so the limit never
+// stalls on it.
+func (r Record) Behind(now time.Time, agent string) bool {
+	mine := r.held(now, agent)
+	for w, until := range r.Waiters {
+		if w != agent && until.After(now) && r.held(now, w) < mine {
+			return true
+		}
+	}
+	return false
+}
+
+// wants records agent as waiting for a slot at now; changed is false when
+// its entry already lasts past half of WaiterTTL (no write needed).
+func (r Record) wants(now time.Time, agent string) (next Record, changed bool) {
+	if until, ok := r.Waiters[agent]; ok && until.After(now.Add(WaiterTTL/2)) {
+		return r, false
+	}
+	ws := make(map[string]time.Time, len(r.Waiters)+1)
+	for a, until := range r.Waiters {
+		ws[a] = until
+	}
+	ws[agent] = now.Add(WaiterTTL)
+	r.Waiters = ws
+	return r, true
+}
+
+// satisfied drops agent from the waiters.
+func (r Record) satisfied(agent string) Record {
+	if _, ok := r.Waiters[agent]; !ok {
+		return r
+	}
+	ws := make(map[string]time.Time, len(r.Waiters))
+	for a, until := range r.Waiters {
+		if a != agent {
+			ws[a] = until
+		}
+	}
+	r.Waiters = ws
 	return r
 }
 
@@ -176,6 +248,9 @@ type Request struct {
 	// Lease is how long the agent's slots stay held without another take
 	// or release.
 	Lease time.Duration
+	// More: the agent has other callers waiting for a slot of the limit
+	// besides this one (a granted slot then leaves it among the waiters).
+	More bool
 }
 
 // Grant is a take's answer. Nothing is granted unless the first token and
@@ -188,8 +263,11 @@ type Grant struct {
 	// Wait, when nothing was granted, is how long until a token accrues
 	// (0 when waiting on a slot: when one frees is not known).
 	Wait time.Duration
-	// Full: nothing was granted because every slot is held.
+	// Full: nothing was granted because every slot is held, or because
+	// another agent waiting holds fewer (Record.Behind).
 	Full bool
+	// changed: a refusal that recorded the agent among the waiters.
+	changed bool
 }
 
 // Granted reports whether the take may start a call.
@@ -199,8 +277,9 @@ func (g Grant) Granted() bool { return g.Tokens > 0 }
 func (r Record) Take(now time.Time, q Request) (Record, Grant) {
 	r = r.normalize(now)
 	slot := q.Slot && r.Concurrency > 0
-	if slot && r.InFlight(now) >= r.Concurrency {
-		return r, Grant{Full: true}
+	if slot && (r.InFlight(now) >= r.Concurrency || r.Behind(now, q.Agent)) {
+		r, changed := r.wants(now, q.Agent)
+		return r, Grant{Full: true, changed: changed}
 	}
 	g := Grant{Tokens: 1, Slot: slot}
 	if r.LimitConfig.Rate > 0 {
@@ -226,6 +305,9 @@ func (r Record) Take(now time.Time, q Request) (Record, Grant) {
 		}
 		hs[q.Agent] = h
 		r.Holders = hs
+		if !q.More {
+			r = r.satisfied(q.Agent)
+		}
 	}
 	r.Stats.Calls += g.Tokens
 	return r, g
@@ -244,6 +326,27 @@ const (
 	// retry.After.
 	Overload
 )
+
+// OutcomeOf is what a call's failure f (nil: it succeeded) says about the
+// limited dependency: overload for rate_limit, server_error and timeout
+// (the built-in matchers' classes) and a handler's retry.After; nothing
+// for the item's own failures.
+func OutcomeOf(f *retry.Failure) Outcome {
+	switch {
+	case f == nil:
+		return Success
+	case f.TimedOut:
+		return Overload
+	}
+	if _, ok := retry.AfterDelay(f.Err); ok {
+		return Overload
+	}
+	switch retry.Classify(*f) {
+	case messages.MatchRateLimit, messages.MatchServerError, messages.MatchTimeout:
+		return Overload
+	}
+	return Neutral
+}
 
 // Release decides the end of a call at now: slots of the agent's are
 // given back and the outcome applied.

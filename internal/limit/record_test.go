@@ -93,6 +93,45 @@ func TestSlotsAreLeases(t *testing.T) {
 	require.Equal(t, r.InFlight(at), r2.InFlight(at))
 }
 
+// An agent that holds every slot and keeps handing them to its own
+// callers would starve the others: while another agent waits with fewer
+// slots, the holder is refused more and gives its slots back.
+func TestSlotsSpreadBetweenAgents(t *testing.T) {
+	lease := 10 * time.Second
+	r := Record{}.Configure(t0, cfg(0, 0, 4, false))
+	var g Grant
+	for range 4 {
+		r, g = r.Take(t0, Request{Agent: "a", Slot: true, Lease: lease, More: true})
+		require.True(t, g.Slot)
+	}
+	require.False(t, r.Behind(t0, "a"), "nobody else waits")
+
+	r, g = r.Take(t0, Request{Agent: "b", Slot: true, Lease: lease, More: true})
+	require.True(t, g.Full)
+	require.True(t, g.changed, "the refusal records b as waiting")
+	require.True(t, r.Behind(t0, "a"), "b waits with fewer slots: a gives its slots back")
+	_, g = r.Take(t0.Add(time.Millisecond), Request{Agent: "b", Slot: true, Lease: lease, More: true})
+	require.False(t, g.changed, "a refusal soon after writes nothing")
+
+	// a gives one back: a is refused it, b gets it.
+	r = r.Release(t0, "a", 1, Neutral, lease)
+	_, g = r.Take(t0, Request{Agent: "a", Slot: true, Lease: lease})
+	require.True(t, g.Full, "a holds more than b, which waits")
+	r, g = r.Take(t0, Request{Agent: "b", Slot: true, Lease: lease, More: true})
+	require.True(t, g.Slot)
+	r = r.Release(t0, "a", 1, Neutral, lease)
+	require.True(t, r.Behind(t0, "a"), "a holds 2, b 1 and still waits")
+	r, g = r.Take(t0, Request{Agent: "b", Slot: true, Lease: lease})
+	require.True(t, g.Slot, "the agent holding fewest is never refused for fairness")
+	require.NotContains(t, r.Waiters, "b", "a grant with no more callers waiting ends b's want")
+	require.False(t, r.Behind(t0, "a"))
+
+	// A want lapses after WaiterTTL.
+	r, _ = r.Take(t0, Request{Agent: "c", Slot: true, Lease: lease})
+	require.True(t, r.Behind(t0, "a"))
+	require.False(t, r.Behind(t0.Add(WaiterTTL), "a"))
+}
+
 func TestAdaptive(t *testing.T) {
 	r := Record{}.Configure(t0, cfg(40, 10, 0, true))
 	r = r.Release(t0, "a", 0, Overload, 0)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,6 +73,11 @@ type Store struct {
 	kv    jetstream.KeyValue
 	s     *kvstate.Store[Record]
 	clock clock.Clock
+	// listeners (the Limiters over the store) hear every newer record of
+	// a key in use that the store reads or writes, under the kvstate lock:
+	// they must not block.
+	lmu       sync.RWMutex
+	listeners []func(key string, r Record)
 }
 
 // NewStore returns a store over the limits bucket kv; js, when set, sends
@@ -80,11 +86,19 @@ func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, lo
 	if clk == nil {
 		clk = clock.Real{}
 	}
+	st := &Store{kv: kv, clock: clk}
 	s, err := kvstate.New(kvstate.Config[Record]{
 		KV:        kv,
 		JetStream: js,
-		// Every use of a record ends in a compare-and-set: other writers
-		// are seen through conflicts, with no watch to keep up.
+		// No watch: every write delivered to every agent cost more than it
+		// saves (docs/benchmarks.md). Other agents' writes are seen through
+		// conflicts, and a take refused for a full limit reads the record
+		// again (Limiter.Acquire), since a refusal writes nothing.
+		Observe: func(key string, e kvstate.Entry[Record]) {
+			if e.Exists {
+				st.notify(key, e.Value)
+			}
+		},
 		WrittenBy:       func(r Record, id string) bool { return slices.Contains(r.Writers, id) },
 		OpTimeout:       opTimeout,
 		ConflictBackoff: casBackoff,
@@ -96,7 +110,34 @@ func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, lo
 	if err != nil {
 		return nil, err
 	}
-	return &Store{kv: kv, s: s, clock: clk}, nil
+	st.s = s
+	return st, nil
+}
+
+// listen adds fn to the listeners of newer records.
+func (s *Store) listen(fn func(key string, r Record)) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	s.listeners = append(s.listeners, fn)
+}
+
+func (s *Store) notify(key string, r Record) {
+	s.lmu.RLock()
+	defer s.lmu.RUnlock()
+	for _, fn := range s.listeners {
+		fn(key, r)
+	}
+}
+
+// reread makes the next take of key read the record rather than decide on
+// the cached one, which, unwatched, other agents' releases do not update.
+func (s *Store) reread(key string) { s.s.Forget(key) }
+
+// cached is the latest record of key seen, without a request; ok is false
+// when there is none or it may be outdated.
+func (s *Store) cached(key string) (Record, bool) {
+	e, fresh, ok := s.s.Cached(key)
+	return e.Value, ok && fresh && e.Exists
 }
 
 // Close stops the store.
@@ -126,7 +167,7 @@ func (s *Store) Take(ctx context.Context, key, pool string, inline *messages.Lim
 		}
 		next, grant := rec.Take(now, q)
 		g = grant
-		return next.withWriter(id), grant.Granted() || changed, nil
+		return next.withWriter(id), grant.Granted() || grant.changed || changed, nil
 	})
 	if err != nil {
 		return Grant{}, Record{}, fmt.Errorf("limit %s: %w", key, err)

@@ -70,6 +70,12 @@ type Config struct {
 	Fleet Fleet
 	// Dependency is the downstream and its outage.
 	Dependency Dependency
+	// Limit configures the limit the dependency's step names with
+	// `limit: NAME` (docs/limits.md); a step's inline limit brings its
+	// own configuration, and one with a key is modelled as a single limit
+	// (the simulated items have no content). Ignored when the step names
+	// no limit.
+	Limit messages.LimitConfig
 	// Seed seeds every random draw (jitter, park spread, partial error
 	// rates): the same Config gives the same Result.
 	Seed uint64
@@ -106,6 +112,10 @@ type Fleet struct {
 	// new message while that many are unacknowledged (running, buffered or
 	// waiting out a delayed nak). Defaults to 20000; -1 = unlimited.
 	MaxAckPending int
+	// LimitWait is how long a run waits in its agent for its step's limit
+	// before the item waits outside (a delayed nak), as the agent's
+	// Config.LimitWait. Defaults to 1s.
+	LimitWait time.Duration
 }
 
 // Dependency is the downstream called by one step of the job, and what goes
@@ -169,6 +179,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if f.MaxAckPending == 0 {
 		f.MaxAckPending = DefaultMaxAckPending
+	}
+	if f.LimitWait == 0 {
+		f.LimitWait = agent.DefaultLimitWait
 	}
 	d := &c.Dependency
 	if d.StepDuration == 0 {
@@ -239,6 +252,9 @@ func (c Config) Validate() error {
 	}
 	if f.MaxAckPending < -1 {
 		v.add("fleet.max_ack_pending", "must be >= 1, or -1 for unlimited, got %d", f.MaxAckPending)
+	}
+	if f.LimitWait < 0 {
+		v.add("fleet.limit_wait", "must not be negative, got %s", messages.Duration(f.LimitWait))
 	}
 	d := c.Dependency
 	if c.Spec != nil && (d.Step < 0 || d.Step >= max(len(c.Spec.AgentTemplate), 1)) {

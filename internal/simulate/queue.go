@@ -9,6 +9,7 @@ const (
 	evDone     uint8 = iota + 1 // a step run (or a fallback) ends
 	evReady                     // a delayed nak is due: the message is redeliverable
 	evDeadline                  // best_effort.deadline
+	evLimit                     // a run waiting in its agent for its step's limit asks again
 )
 
 // Outcomes of a step run, in event.run.

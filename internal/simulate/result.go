@@ -45,6 +45,9 @@ type Result struct {
 	// FailedFast counts the runs of the dependency step its own circuit
 	// breaker (retry_config.circuit_breaker) refused: the step failed fast.
 	FailedFast int64
+	// LimitWaits counts the deliveries sent to wait outside the agent for
+	// the dependency step's limit (no attempt, no budget spent).
+	LimitWaits int64
 
 	// Outcomes of the items; they add up to Items.
 	Succeeded    int64

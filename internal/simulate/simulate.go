@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/failure"
+	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
@@ -53,6 +55,8 @@ type stepModel struct {
 	// Assessments of the dependency's failures (dependency step only):
 	// the policy assesses each kind of failure once.
 	failed, timedOut retry.Assessment
+	// What each kind of failure tells an adaptive limit.
+	limFailed, limTimedOut limit.Outcome
 }
 
 // itemState is one item's state: what the agent persists in fleet_items
@@ -71,6 +75,7 @@ type itemState struct {
 	deliveries   int32 // the message's NumDelivered
 	run          int32 // whole-item run (error_policy retry), 1-based once set
 	step         int16
+	limitSince   int64 // when the run began waiting in its agent for the step's limit + 1; 0 = not waiting
 	phases       uint8 // phases in which the item called the dependency (bit per phase)
 	flags        uint8
 }
@@ -81,6 +86,7 @@ const (
 	flagFinal                        // the item has an outcome (or is not run)
 	flagSettled                      // this delivery's breaker outcome is recorded
 	flagStepTicket                   // the current run was admitted by its step's own breaker, to settle
+	flagSlot                         // the current run holds a slot of the step's limit
 )
 
 // agentState is one agent as pkg/agent consumes (pkg/agent/pull.go):
@@ -135,6 +141,11 @@ type sim struct {
 	ended     bool  // the map phase ended
 	now       int64
 
+	// lim is the dependency step's limit (nil: none), decided with the
+	// fleet's own pure code (limit.Record); agentIDs name the agents in it.
+	lim      *limit.Record
+	agentIDs []string
+
 	res       Result
 	phaseEnds [2]int64 // outage start and end (after the ramp: "after")
 	openSince int64
@@ -164,10 +175,20 @@ func newSim(cfg Config) (*sim, error) {
 		}
 		sm := stepModel{policy: p, onFailure: p.OnFailure(), timeout: int64(st.Timeout.D())}
 		if i == s.dep.Step {
-			sm.failed, sm.timedOut = s.assess(p, &st, sm.timeout)
+			var f, t retry.Failure
+			sm.failed, sm.timedOut, f, t = s.assess(p, &st, sm.timeout)
+			sm.limFailed, sm.limTimedOut = limit.OutcomeOf(&f), limit.OutcomeOf(&t)
 			sm.breaker = p.Breaker()
+			if l := st.Limit; l != nil {
+				lc := cfg.Limit
+				if l.Key != "" {
+					lc = l.LimitConfig
+				}
+				rec := limit.Record{}.Configure(s.base, lc.WithDefaults())
+				s.lim = &rec
+			}
 		} else if spec.AgentTimeout > 0 {
-			_, sm.timedOut = s.assess(p, &st, sm.timeout) // agent_timeout may cut any step
+			_, sm.timedOut, _, _ = s.assess(p, &st, sm.timeout) // agent_timeout may cut any step
 		}
 		s.steps = append(s.steps, sm)
 	}
@@ -180,6 +201,11 @@ func newSim(cfg Config) (*sim, error) {
 
 	f := cfg.Fleet
 	s.agents = make([]agentState, f.Agents)
+	if s.lim != nil {
+		for a := range f.Agents {
+			s.agentIDs = append(s.agentIDs, "agent-"+strconv.Itoa(a))
+		}
+	}
 	// Every agent starts with a request for Prefetch messages.
 	for a := range s.agents {
 		s.agents[a] = agentState{free: f.Concurrency, outstanding: f.Prefetch}
@@ -209,9 +235,8 @@ func newSim(cfg Config) (*sim, error) {
 // assess builds the dependency's failures as the agent sees them (a
 // handler's error, or a shell command's exit status and stderr; a step
 // timeout) and assesses them with the step's policy.
-func (s *sim) assess(p *retry.Policy, st *messages.Step, timeout int64) (failed, timedOut retry.Assessment) {
+func (s *sim) assess(p *retry.Policy, st *messages.Step, timeout int64) (failed, timedOut retry.Assessment, f, t retry.Failure) {
 	d := s.dep
-	var f, t retry.Failure
 	if st.Shell != "" {
 		code := d.ExitCode
 		f = retry.Failure{Message: fmt.Sprintf("exit status %d: %s", code, d.Error), Stderr: d.Error + "\n", ExitCode: &code}
@@ -224,7 +249,7 @@ func (s *sim) assess(p *retry.Policy, st *messages.Step, timeout int64) (failed,
 		f = retry.Failure{Err: err}
 		t = retry.Failure{Err: context.DeadlineExceeded, TimedOut: true}
 	}
-	return p.Assess(f), p.Assess(t)
+	return p.Assess(f), p.Assess(t), f, t
 }
 
 func (ps *problems) addConfig(prefix string, err error) {
@@ -272,6 +297,10 @@ func (s *sim) run(ctx context.Context) error {
 			s.rdq.push(e.item)
 		case evDone:
 			s.stepDone(&e)
+		case evLimit:
+			if s.takeLimit(e.agent, e.item) {
+				s.startRun(e.agent, e.item)
+			}
 		case evDeadline:
 			if !s.ended {
 				s.endMap(s.tally().State(), messages.CompletionDeadline)
@@ -437,6 +466,71 @@ func (s *sim) runStep(a int32, it int32) {
 			st.stepEpoch = s.virt(t.Epoch)
 		}
 	}
+	if i == s.dep.Step && s.lim != nil && !s.takeLimit(a, it) {
+		return
+	}
+	s.startRun(a, it)
+}
+
+// limitLease is the lease of a simulated limit's slots: agents do not die.
+const limitLease = time.Hour
+
+// takeLimit takes a token and a slot of the dependency step's limit for
+// the item's run on agent a, as the agent's limit.Limiter does; false when
+// none came: the run asks again later while it may wait in the agent
+// (Fleet.LimitWait), then waits outside it (a delayed nak, spending
+// nothing). Not modelled: an agent's batches of tokens and the handing of
+// a slot to its own next run.
+func (s *sim) takeLimit(a, it int32) bool {
+	st := &s.items[it]
+	next, g := s.lim.Take(s.tm(s.now), limit.Request{Agent: s.agentIDs[a], Tokens: 1, Slot: true, Lease: limitLease})
+	*s.lim = next
+	if g.Granted() {
+		st.limitSince = 0
+		if g.Slot {
+			st.flags |= flagSlot
+		}
+		return true
+	}
+	wait := g.Wait
+	if g.Full {
+		wait = limit.SlotPoll
+	}
+	if st.limitSince == 0 {
+		st.limitSince = s.now + 1
+	}
+	maxWait := int64(s.cfg.Fleet.LimitWait)
+	if s.now-(st.limitSince-1)+int64(wait) <= maxWait {
+		s.events.push(event{at: s.now + int64(wait), kind: evLimit, item: it, agent: a})
+		return false
+	}
+	// The agent's limitWait: spread by up to half again, at least LimitWait.
+	st.limitSince = 0
+	d := max(wait+time.Duration(float64(wait)*0.5*s.rnd.Float64()), s.cfg.Fleet.LimitWait)
+	s.res.LimitWaits++
+	s.nak(it, d)
+	s.slotFree(a)
+	return false
+}
+
+// releaseLimit ends the run's hold on the dependency step's limit with
+// the run's outcome.
+func (s *sim) releaseLimit(a int32, st *itemState, o limit.Outcome) {
+	slots := 0
+	if st.flags&flagSlot != 0 {
+		slots = 1
+		st.flags &^= flagSlot
+	}
+	*s.lim = s.lim.Release(s.tm(s.now), s.agentIDs[a], slots, o, limitLease)
+}
+
+// startRun runs the item's current step, admitted: its call, bounded by
+// agent_timeout.
+func (s *sim) startRun(a, it int32) {
+	st := &s.items[it]
+	i := int(st.step)
+	sm := &s.steps[i]
+	dl := s.deadline(st)
 	d := int64(s.dep.StepDuration)
 	outcome := runOK
 	if i == s.dep.Step {
@@ -576,6 +670,16 @@ func (s *sim) phases() []Phase {
 func (s *sim) stepDone(e *event) {
 	it, a := e.item, e.agent
 	st := &s.items[it]
+	if s.lim != nil && int(st.step) == s.dep.Step && e.run != runFallback {
+		o := limit.Success
+		switch e.run {
+		case runFailed:
+			o = s.steps[st.step].limFailed
+		case runTimedOut:
+			o = s.steps[st.step].limTimedOut
+		}
+		s.releaseLimit(a, st, o)
+	}
 	if e.run == runOK || e.run == runFallback {
 		if e.run == runOK {
 			s.settleStep(st, retry.OutcomeSuccess)

@@ -566,3 +566,78 @@ agent_template:
 	require.Equal(t, int64(97), r.FailedFast)
 	require.Equal(t, int64(100), r.Succeeded)
 }
+
+// LimitedOutage is the fleet's adaptive outage run (internal/e2e
+// TestLimitAdaptiveOutage) as a simulation: 1,200 items on two agents of
+// 16 slots call a dependency answering in 5 ms through an adaptive limit
+// of 40/s, burst 10; it answers 503 from 4 s to 16 s.
+func limitedOutage(t testing.TB) simulate.Config {
+	return simulate.Config{
+		Spec: parse(t, `
+retry_budget: 100000
+agent_template:
+  - handler: http
+    limit: flaky
+    retry_config: {attempts: 40, backoff: fixed, initial_delay: 200ms, jitter: true}
+`), Items: 1200,
+		Fleet:      simulate.Fleet{Agents: 2, Concurrency: 16, MaxDeliver: 50},
+		Dependency: simulate.Dependency{StepDuration: 5 * ms, OutageAt: 4 * time.Second, Outage: 12 * time.Second, ErrorRate: 1},
+		Limit:      messages.LimitConfig{Rate: 40, Burst: 10, Adaptive: true},
+		Seed:       1,
+	}
+}
+
+// A limit caps the calls at its rate; an adaptive one falls to a quarter
+// of it within 3 s of an outage's start and comes back to 80 % of it
+// within 15 s of its end.
+func TestLimitedOutage(t *testing.T) {
+	r := run(t, limitedOutage(t))
+	rate := func(from, to int) float64 { // calls per second in [from, to) seconds
+		var n int64
+		for i := from; i < to && i < len(r.Series.Attempts); i++ {
+			n += r.Series.Attempts[i]
+		}
+		return float64(n) / float64(to-from)
+	}
+	healthy, during := rate(1, 4), rate(7, 16)
+	recovered := -1
+	for i := 16; i < 31 && i < len(r.Series.Attempts); i++ {
+		if r.Series.Rate(i) >= 0.8*healthy {
+			recovered = i - 16
+			break
+		}
+	}
+	t.Logf("healthy %.1f/s, outage after 3 s %.1f/s, 80%% again in second %d after it; %d limit waits, %d calls, done in %s",
+		healthy, during, recovered, r.LimitWaits, r.Attempts, r.Duration)
+	require.InDelta(t, 40, healthy, 4, "the limit's rate binds")
+	for i := range r.Series.Attempts {
+		require.LessOrEqual(t, r.Series.Attempts[i], int64(50), "second %d: at most rate + burst", i)
+	}
+	require.LessOrEqual(t, during, 0.25*healthy)
+	require.GreaterOrEqual(t, recovered, 0)
+	require.Positive(t, r.LimitWaits, "items waited outside their agents")
+	require.Equal(t, int64(1200), r.Succeeded)
+}
+
+// The variant key "limit" gives the dependency step an inline limit (or
+// takes it away with null), so --compare shows what a limit does.
+func TestLimitVariant(t *testing.T) {
+	cfg := limitedOutage(t)
+	v, err := simulate.ParseVariant("limit=null")
+	require.NoError(t, err)
+	none, err := v.Apply(cfg)
+	require.NoError(t, err)
+	require.Nil(t, none.Spec.AgentTemplate[0].Limit)
+	r := run(t, none)
+	require.Greater(t, r.Series.Attempts[0], int64(1000), "no limit: the items start at once")
+
+	v, err = simulate.ParseVariant("limit={key: api, rate: 20/s, burst: 5}")
+	require.NoError(t, err)
+	limited, err := v.Apply(none)
+	require.NoError(t, err)
+	r = run(t, limited)
+	for i, n := range r.Series.Attempts {
+		require.LessOrEqual(t, n, int64(25), "second %d: at most rate + burst", i)
+	}
+	require.Positive(t, r.LimitWaits)
+}

@@ -71,6 +71,8 @@ var variantKeys = map[string]variantKey{
 	"step_retry_budget": {path: "retry_config.retry_budget", step: true, about: "its duration budget"},
 	"on_failure":        {path: "retry_config.on_failure", step: true, about: "its on_failure"},
 	"timeout":           {path: "timeout", step: true, about: "its timeout"},
+	"limit": {path: "limit", step: true,
+		about: "its limit: {key: api, rate: 40/s, burst: 10, concurrency: 6, adaptive: true}, or null for none"},
 	"circuit_breaker": {path: "error_policy.circuit_breaker",
 		about: "the job's breaker: {failure_threshold, …}, on (defaults) or off"},
 	"on_item_failure":   {path: "error_policy.on_item_failure", about: "dlq, skip, stop, retry or {custom: …}"},

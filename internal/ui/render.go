@@ -24,7 +24,7 @@ import (
 // own data.
 type page struct {
 	Title    string
-	Nav      string // jobs, dlq, agents
+	Nav      string // jobs, dlq, agents, limits
 	ReadOnly bool
 	CSRF     string
 	// Live is the query of the page's live stream (/events?...), "" for none.

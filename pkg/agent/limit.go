@@ -180,24 +180,11 @@ func (a *Agent) runLimited(ctx context.Context, t *limit.Ticket, fn func() *retr
 	return f
 }
 
-// limitOutcome is what a run says about the limited dependency: success,
-// overload (rate_limit, server_error, timeout, or a retry.After), or
-// nothing (the item's own failure, a cancelled run).
+// limitOutcome is what a run says about the limited dependency
+// (limit.OutcomeOf), or nothing when the run was cancelled.
 func limitOutcome(ctx context.Context, f *retry.Failure) limit.Outcome {
-	switch {
-	case ctx.Err() != nil:
+	if ctx.Err() != nil {
 		return limit.Neutral
-	case f == nil:
-		return limit.Success
-	case f.TimedOut:
-		return limit.Overload
 	}
-	if _, ok := retry.AfterDelay(f.Err); ok {
-		return limit.Overload
-	}
-	switch retry.Classify(*f) {
-	case messages.MatchRateLimit, messages.MatchServerError, messages.MatchTimeout:
-		return limit.Overload
-	}
-	return limit.Neutral
+	return limit.OutcomeOf(f)
 }
