@@ -61,7 +61,7 @@ func (d *dependency) handle(ctx context.Context, _ *agent.Call) (any, error) {
 // state is the job's breaker state (one node: every read is current).
 func (d *dependency) state(ctx context.Context) retry.BreakerState {
 	var st retry.BreakerState
-	if e, err := d.breakers.Get(ctx, d.job); err == nil {
+	if e, err := d.breakers.Get(ctx, messages.DefaultPool+"."+d.job); err == nil {
 		_ = json.Unmarshal(e.Value(), &st)
 	}
 	return st

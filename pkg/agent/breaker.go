@@ -18,8 +18,10 @@ import (
 )
 
 // The fleet-wide circuit breaker (error_policy.circuit_breaker). A job's
-// breaker state is the value of its key in the breaker bucket (JSON of
-// retry.BreakerState; a missing key is a closed breaker). Every agent
+// breaker state is the value of its key in the breaker bucket, <pool>.<job>
+// (JSON of retry.BreakerState; a missing key is a closed breaker): the
+// agents of a pool share it, and the server lets them write their own
+// pool's keys only, so no other pool's agent can open or close it. Every agent
 // follows it: before a delivery runs, admitBreaker asks retry.Breaker.Admit
 // and parks the item when it is refused (breakerPark); after it ran,
 // recordBreaker applies OnFailure or OnSuccess. A state change is written
@@ -186,7 +188,8 @@ func outcomeName(o retry.Outcome) string {
 }
 
 // A step's own circuit breaker (retry_config.circuit_breaker) is shared by
-// the fleet the same way, in the same bucket, under the key <job>.<step>
+// the pool's agents the same way, in the same bucket, under the key
+// <pool>.<job>.<step>
 // (the step's 0-based index in agent_template). Before each run of the
 // step the agent asks it; refused, the step fails fast (circuit_open)
 // without running, and its on_failure applies. Every run's outcome is
@@ -283,11 +286,12 @@ func (a *Agent) openBreakers(ctx context.Context) (*breakerGate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newBreakerGate(a.js, kv, a.cfg.Clock, a.log, a.breakerChanged)
+	return newBreakerGate(a.js, kv, a.cfg.Pool, a.cfg.Clock, a.log, a.breakerChanged)
 }
 
 // breakerGate reads and writes jobs' breaker states in the breaker bucket,
-// through a kvstate.Store: each job's state is cached and kept fresh by a
+// under its pool's keys (<pool>.<job>, <pool>.<job>.<step>: the gate adds
+// the pool), through a kvstate.Store: each job's state is cached and kept fresh by a
 // watch of the bucket, so that a closed breaker costs no request (a
 // delivery reads the cache), and only a change of state is written, with
 // compare-and-set against the revision it was computed from; reads go to
@@ -295,11 +299,12 @@ func (a *Agent) openBreakers(ctx context.Context) (*breakerGate, error) {
 // it.
 type breakerGate struct {
 	store    *kvstate.Store[breakerRecord]
+	pool     string
 	clock    clock.Clock
 	onChange func(job string, from, to retry.BreakerState)
 }
 
-func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger,
+func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, pool string, clk clock.Clock, log zerolog.Logger,
 	onChange func(job string, from, to retry.BreakerState)) (*breakerGate, error) {
 	log = log.With().Str("component", "breaker").Logger()
 	store, err := kvstate.New(kvstate.Config[breakerRecord]{
@@ -326,7 +331,7 @@ func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clo
 	if err != nil {
 		return nil, err
 	}
-	return &breakerGate{store: store, clock: clk, onChange: onChange}, nil
+	return &breakerGate{store: store, pool: pool, clock: clk, onChange: onChange}, nil
 }
 
 // close stops the watch and waits for it. It is idempotent.
@@ -336,9 +341,13 @@ func (g *breakerGate) close() { g.store.Close() }
 // steps'); the next delivery reads them from KV. An update under way keeps
 // its entry: compare-and-set keeps both correct.
 func (g *breakerGate) forget(job string) {
-	g.store.Forget(job)
-	g.store.ForgetPrefix(job + ".")
+	g.store.Forget(g.key(job))
+	g.store.ForgetPrefix(g.key(job) + ".")
 }
+
+// key is the bucket key of a breaker of the gate's pool: <pool>.<k>, k
+// being a job id or <job>.<step>.
+func (g *breakerGate) key(k string) string { return g.pool + "." + k }
 
 // update applies fn to the job's current state and stores the result if it
 // differs, by compare-and-set; a conflict re-reads from the stream leader
@@ -353,7 +362,7 @@ func (g *breakerGate) update(ctx context.Context, job string,
 	fn func(now time.Time, st retry.BreakerState) retry.BreakerState) (from, to retry.BreakerState, err error) {
 	ctx, cancel := context.WithTimeout(ctx, breakerUpdateTimeout)
 	defer cancel()
-	c, err := g.store.Update(ctx, job, func(cur kvstate.Entry[breakerRecord], id string) (breakerRecord, bool, error) {
+	c, err := g.store.Update(ctx, g.key(job), func(cur kvstate.Entry[breakerRecord], id string) (breakerRecord, bool, error) {
 		st := cur.Value.BreakerState
 		next := fn(g.clock.Now().Round(0), st) // no monotonic reading: it is stored
 		return breakerRecord{BreakerState: next, Writer: id}, !sameBreakerState(next, st), nil

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/pkg/budget"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -59,7 +60,7 @@ func (a *Agent) watchEnded() (stop func(), err error) {
 		if job := m.Header.Get(messages.HeaderJobID); job != "" {
 			a.jobs.markEnded(job)
 			a.jobs.forget(job)
-			a.budget.Forget(job)
+			a.budget.Forget(budget.Key(a.cfg.Pool, job))
 			a.breakers.forget(job)
 		}
 	})

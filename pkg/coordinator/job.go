@@ -605,7 +605,7 @@ func (r *jobRunner) flush(ctx context.Context) {
 		return
 	}
 	rec := r.snapshot()
-	r.c.fillBudget(ctx, &rec.Status)
+	r.c.fillBudget(ctx, &rec)
 	r.mu.Lock()
 	rev := r.rev
 	r.mu.Unlock()
