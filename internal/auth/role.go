@@ -255,6 +255,10 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			j.api("DIRECT.GET", kvStream(items)) + ".$KV." + items + "." + pool + ".>",
 		}
 		pub = append(pub, j.acks(work, cons)...)
+		// When a job's circuit breaker closes, an agent reads its pool's
+		// park stream for the items the breaker parked and reschedules
+		// them to now (pkg/agent/release.go).
+		pub = append(pub, j.read(names.ParkStream(pool))...)
 		// Job specs, read only: a direct get, and from the stream leader
 		// when a replica says "not found" (pkg/agent/jobs.go).
 		pub = append(pub, j.kvRead(names.JobsBucket())...)

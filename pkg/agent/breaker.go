@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -141,6 +142,7 @@ func (a *Agent) breakerPark(ctx context.Context, it *item, d time.Duration) {
 		return
 	}
 	a.markPark(it, d)
+	it.breakerParked = true
 	switch saved, fenced := a.persist(ctx, it); {
 	case saved:
 		a.park(ctx, it)
@@ -286,7 +288,7 @@ func (a *Agent) openBreakers(ctx context.Context) (*breakerGate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newBreakerGate(a.js, kv, a.cfg.Pool, a.cfg.Clock, a.log, a.breakerChanged)
+	return newBreakerGate(a.js, kv, a.cfg.Pool, a.cfg.Clock, a.log, a.breakerChanged, a.releaseSoon)
 }
 
 // breakerGate reads and writes jobs' breaker states in the breaker bucket,
@@ -302,12 +304,21 @@ type breakerGate struct {
 	pool     string
 	clock    clock.Clock
 	onChange func(job string, from, to retry.BreakerState)
+	// onClosed is called, without blocking, when a job's breaker is seen
+	// to close (written, read or watched) after it was seen open or
+	// half-open: the items it parked are released (release.go).
+	onClosed func(job string)
+
+	mu   sync.Mutex
+	seen map[string]string // key → state name last seen
 }
 
 func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, pool string, clk clock.Clock, log zerolog.Logger,
-	onChange func(job string, from, to retry.BreakerState)) (*breakerGate, error) {
+	onChange func(job string, from, to retry.BreakerState), onClosed func(job string)) (*breakerGate, error) {
 	log = log.With().Str("component", "breaker").Logger()
+	g := &breakerGate{pool: pool, clock: clk, onChange: onChange, onClosed: onClosed, seen: map[string]string{}}
 	store, err := kvstate.New(kvstate.Config[breakerRecord]{
+		Observe:   g.observe,
 		KV:        kv,
 		JetStream: js,
 		Watch:     true, // a closed breaker is admitted from the cache
@@ -331,7 +342,33 @@ func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, pool string, 
 	if err != nil {
 		return nil, err
 	}
-	return &breakerGate{store: store, pool: pool, clock: clk, onChange: onChange}, nil
+	g.store = store
+	return g, nil
+}
+
+// observe follows the state of the gate's job breakers (not the steps':
+// a step breaker fails its step fast and parks nothing) and calls
+// onClosed when one closes, or its key is deleted, after it was seen open
+// or half-open. It runs under the store's lock: quick, no store calls.
+func (g *breakerGate) observe(key string, e kvstate.Entry[breakerRecord]) {
+	job, ok := strings.CutPrefix(key, g.pool+".")
+	if !ok || strings.Contains(job, ".") {
+		return
+	}
+	state := retry.CircuitClosed
+	if e.Exists {
+		state = breakerStateName(e.Value.BreakerState)
+	}
+	g.mu.Lock()
+	prev, known := g.seen[key]
+	if !known && len(g.seen) >= 4096 {
+		clear(g.seen) // as the store's cache: jobs are few, bound it anyway
+	}
+	g.seen[key] = state
+	g.mu.Unlock()
+	if known && prev != retry.CircuitClosed && state == retry.CircuitClosed && g.onClosed != nil {
+		g.onClosed(job)
+	}
 }
 
 // close stops the watch and waits for it. It is idempotent.
@@ -341,6 +378,9 @@ func (g *breakerGate) close() { g.store.Close() }
 // steps'); the next delivery reads them from KV. An update under way keeps
 // its entry: compare-and-set keeps both correct.
 func (g *breakerGate) forget(job string) {
+	g.mu.Lock()
+	delete(g.seen, g.key(job))
+	g.mu.Unlock()
 	g.store.Forget(g.key(job))
 	g.store.ForgetPrefix(g.key(job) + ".")
 }

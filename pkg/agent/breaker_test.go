@@ -72,7 +72,7 @@ func gateAgent(t *testing.T, nc *nats.Conn, name string, clk clock.Clock, maxDel
 		cfg: Config{Name: name, Clock: clk, Rand: halfDraw, ParkAfter: -1}.WithDefaults(), nc: nc, log: zerolog.Nop(),
 		js: js, pub: js, names: testNames, metrics: newMetrics(reg), maxDeliver: maxDeliver,
 	}
-	g, err := newBreakerGate(js, kv, messages.DefaultPool, clk, a.log, a.breakerChanged)
+	g, err := newBreakerGate(js, kv, messages.DefaultPool, clk, a.log, a.breakerChanged, nil)
 	require.NoError(t, err)
 	a.breakers = g
 	t.Cleanup(g.close)

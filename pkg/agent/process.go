@@ -51,6 +51,9 @@ type item struct {
 	// stepBreaker the current step's own for its current run.
 	breaker     breakerTicket
 	stepBreaker breakerTicket
+	// breakerParked: the delivery is parked because its job's breaker
+	// refused it (its schedule is marked, release.go).
+	breakerParked bool
 	// deadline is when the job's agent_timeout ends the item's run (zero:
 	// none), from the run's start persisted in its state.
 	deadline retry.Deadline
