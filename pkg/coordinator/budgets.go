@@ -39,26 +39,60 @@ func poolItems(pool string, total int64, groups map[string]int64, routes map[str
 // createBudgets stores the job's budget records, one per pool, replacing
 // whatever the keys held: a budget left by a rejected attempt (one that
 // died after creating it) must not stand in for this job's. It sets
-// rec.BudgetShares for a job of several pools.
+// rec.BudgetShares.
 func (c *Coordinator) createBudgets(ctx context.Context, rec *messages.JobRecord, brec budget.Record, items map[string]int64) error {
 	id := rec.Status.ID
-	if len(items) > 1 {
-		rec.BudgetShares = budget.Shares(brec.Total, items)
-	}
+	rec.BudgetShares = budget.Shares(brec.Total, items)
 	for _, pool := range slices.Sorted(maps.Keys(items)) {
 		key := budget.Key(pool, id)
 		if err := c.budgetKV.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return err
 		}
-		r := brec
-		if share, ok := rec.BudgetShares[pool]; ok {
-			r.Total, r.PerItemMax = share, min(r.PerItemMax, share)
-		}
-		if _, _, err := c.budget.Create(ctx, key, r); err != nil {
+		if _, _, err := c.budget.Create(ctx, key, poolBudget(brec, rec.BudgetShares[pool], 0)); err != nil {
 			return fmt.Errorf("budget of %s in pool %s: %w", id, pool, err)
 		}
 	}
 	return nil
+}
+
+// poolBudget is a pool's record of a job budget rec: its share of the
+// total, and consumed units already spent.
+func poolBudget(rec budget.Record, share, consumed int) budget.Record {
+	rec.Total, rec.PerItemMax, rec.Consumed = share, min(rec.PerItemMax, share), consumed
+	return rec
+}
+
+// migrateBudget gives an open job accepted by an earlier version, whose
+// budget is the single key <job> (its record has no BudgetShares), its
+// per-pool keys, carrying over what was spent; it returns the shares to
+// record, nil when there is nothing to do. Keys that exist are kept.
+func (c *Coordinator) migrateBudget(ctx context.Context, rec *messages.JobRecord) (map[string]int, error) {
+	st := &rec.Status
+	if rec.BudgetShares != nil || rec.Spec == nil || messages.TerminalState(st.State) {
+		return nil, nil
+	}
+	brec := budget.Record{Total: st.Budget.Total, PerItemMax: st.Budget.PerItemMax,
+		RequestedTotal: st.Budget.RequestedTotal, RequestedPerItem: st.Budget.RequestedPerItem, ClampedBy: st.Budget.ClampedBy}
+	spent := st.Budget.Consumed
+	if old, err := c.budget.Get(ctx, st.ID); err == nil {
+		spent = max(spent, old.Consumed)
+	} else if !errors.Is(err, budget.ErrNotFound) {
+		return nil, err
+	}
+	groups := make(map[string]int64, len(st.Groups))
+	for g, gs := range st.Groups {
+		groups[g] = gs.Items
+	}
+	pool := jobPools(rec)[0]
+	shares := budget.Shares(brec.Total, poolItems(pool, st.Items, groups, rec.Routes))
+	for _, p := range slices.Sorted(maps.Keys(shares)) {
+		used := min(spent, shares[p])
+		spent -= used
+		if _, _, err := c.budget.Create(ctx, budget.Key(p, st.ID), poolBudget(brec, shares[p], used)); err != nil {
+			return nil, fmt.Errorf("budget of %s in pool %s: %w", st.ID, p, err)
+		}
+	}
+	return shares, nil
 }
 
 // forgetBudgets drops what the coordinator's Budget remembers of the job.

@@ -273,6 +273,14 @@ func (c *Coordinator) startRunner(rec messages.JobRecord, rev uint64) {
 			c.mu.Unlock()
 			c.metrics.activeJobs.Dec()
 		}()
+		if shares, err := c.migrateBudget(ctx, &rec); err != nil {
+			r.log.Warn().Err(err).Msg("cannot move the budget of a job of an earlier version to its pools' keys; its retries wait")
+		} else if shares != nil {
+			r.mu.Lock()
+			r.rec.BudgetShares = shares
+			r.dirty = true
+			r.mu.Unlock()
+		}
 		if !c.runJob(ctx, r) {
 			return
 		}
