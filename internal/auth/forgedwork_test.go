@@ -314,4 +314,11 @@ func TestMismatchedWorkKeysFailVisibly(t *testing.T) {
 		return nil
 	})
 	require.Len(t, ran.of("default"), 3)
+
+	stop()
+	for range 2 { // the coordinator and the agent with the right key
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
 }
