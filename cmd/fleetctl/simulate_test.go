@@ -259,7 +259,7 @@ func runAgreementFleet(t *testing.T, path string, tc agreementCase, step time.Du
 
 	kv, err := srv.JS().KeyValue(ctx, names.BudgetBucket())
 	require.NoError(t, err)
-	e, err := kv.Get(ctx, st.ID)
+	e, err := kv.Get(ctx, budget.Key(st.Pool, st.ID))
 	require.NoError(t, err)
 	var rec budget.Record
 	require.NoError(t, json.Unmarshal(e.Value(), &rec))

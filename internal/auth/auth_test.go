@@ -244,7 +244,7 @@ func TestRolesRunAJob(t *testing.T) {
 	require.NotNil(t, st.Reduce)
 	require.Equal(t, messages.OutcomeSucceeded, st.Reduce.State, "%+v", st.Reduce)
 
-	// A step's own circuit breaker, under the key <job>.<step> of the same
+	// A step's own circuit breaker, under the key <pool>.<job>.<step> of the same
 	// bucket: the agent's grants cover its writes and its events.
 	_, err = sub.Submit(ctx, []byte(`{"id": "stepbreaker", "items": [`+items(6)+`],
 		"agent_template": [{"handler": "flaky", "with": {"fail_attempts": 1},
@@ -255,7 +255,7 @@ func TestRolesRunAJob(t *testing.T) {
 	require.EqualValues(t, 6, st.DeadLettered, "%+v", st)
 	breakers, err := cjs.KeyValue(ctx, s.names.BreakerBucket())
 	must(err, "coordinator opens the breaker bucket")
-	e, err := breakers.Get(ctx, "stepbreaker.0")
+	e, err := breakers.Get(ctx, "default.stepbreaker.0")
 	must(err, "the step breaker's state")
 	require.Contains(t, string(e.Value()), `"state":"open"`)
 

@@ -102,6 +102,12 @@ var forbiddenOps = map[string][]forbidden{
 		request(api("DIRECT.GET.KV_fleet_items.$KV.fleet_items.gpu.victim.YQ")).named("read another pool's item state"),
 		request(api("STREAM.PURGE.KV_fleet_budget")).named("purge the budgets"),
 		publish("$KV.fleet_agents.gpu.YQ").named("write another pool's agent presence"),
+		// Retry budgets and circuit breakers: its own pool's keys only.
+		publish("$KV.fleet_budget.gpu.victim").named("spend another pool's retry budget"),
+		publish("$KV.fleet_budget.victim").named("write a budget outside its pool"),
+		publish("$KV.fleet_breaker.gpu.victim").named("trip another pool's circuit breaker"),
+		publish("$KV.fleet_breaker.gpu.victim.0").named("trip another pool's step circuit breaker"),
+		publish("$KV.fleet_breaker.victim").named("write a breaker outside its pool"),
 		// Inputs.
 		publish("$O.fleet_inputs.M.aW5wdXQ").named("overwrite a job's input"),
 		request(api("STREAM.PURGE.OBJ_fleet_inputs")).named("purge the inputs"),

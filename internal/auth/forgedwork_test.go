@@ -164,14 +164,20 @@ func TestForgedWorkIsRefused(t *testing.T) {
 	genuine.Sig = messages.EncodeSig(sig)
 	schedule("f3", genuine, "@every 1s")
 
-	// Every forgery is refused: two once each, the repeating one at every
-	// firing. The wait is long because under a loaded CI run the server
+	// Every forgery is refused: the repeating one at every firing, the two
+	// unsigned for this pool at each delivery until their third, when they
+	// are dead-lettered as bad_signature (only the pool's agents can put
+	// them there, and they may dead-letter their pool's items anyway). The
+	// wait is long because under a loaded CI run the server
 	// may take tens of seconds to (re)establish the work stream's source of
 	// a park stream made moments before; when the source runs, this takes
 	// about a second.
 	fleettest.WaitFor(t, 90*time.Second, func() error {
-		if n := counter(t, regs["default"], "jetfleet_agent_items_total", "outcome", "refused"); n < 4 {
+		if n := counter(t, regs["default"], "jetfleet_agent_items_total", "outcome", "refused"); n < 7 {
 			return fmt.Errorf("%v deliveries refused", n)
+		}
+		if n := counter(t, regs["default"], "jetfleet_agent_dead_lettered_total", "reason", messages.ReasonBadSignature); n < 2 {
+			return fmt.Errorf("%v forged items dead-lettered", n)
 		}
 		return nil
 	})
@@ -190,7 +196,7 @@ func TestForgedWorkIsRefused(t *testing.T) {
 	op, err := coordinator.NewClient(onc, "")
 	require.NoError(t, err)
 	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
-	rs, err := op.DLQReplay(rctx, messages.DLQReplayRequest{DLQFilter: messages.DLQFilter{JobID: "own"}, Wait: true})
+	rs, err := op.DLQReplay(rctx, messages.DLQReplayRequest{DLQFilter: messages.DLQFilter{JobID: "own", Reason: messages.ReasonAttempts}, Wait: true})
 	rcancel()
 	require.NoError(t, err)
 	require.Equal(t, messages.ReplayCompleted, rs.State, "%+v", rs)
@@ -222,4 +228,97 @@ func mustJSON(t *testing.T, v any) []byte {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
+}
+
+// The agents' verify key is not the coordinator's: every work item is
+// refused. The job does not hang: after unsignedDeliveries deliveries each
+// item is dead-lettered as bad_signature, the job ends failed and its
+// status names the problem. Once the agent has the right key, a replay of
+// the dead letters runs the items and the job succeeds.
+func TestMismatchedWorkKeysFailVisibly(t *testing.T) {
+	s := runSecured(t, auth.Options{Pools: []string{"default"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	seed, err := os.ReadFile(s.res.WorkSigningSeed)
+	require.NoError(t, err)
+	signer, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+	require.NoError(t, err)
+	right, err := nkeys.FromPublicKey(s.res.WorkPublicKey)
+	require.NoError(t, err)
+	other, err := nkeys.CreateAccount()
+	require.NoError(t, err)
+	otherPub, err := other.PublicKey()
+	require.NoError(t, err)
+	wrong, err := nkeys.FromPublicKey(otherPub)
+	require.NoError(t, err)
+
+	cnc, _ := s.connect(t, "coordinator")
+	coord, err := coordinator.New(cnc, coordinator.Config{StatusInterval: 20 * time.Millisecond, WorkSigner: signer})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 3)
+	go func() { done <- coord.Run(runCtx) }()
+	<-coord.Ready()
+	cjs, err := jetstream.New(cnc)
+	require.NoError(t, err)
+	_, err = provision.EnsurePool(ctx, cjs, s.names, "default", provision.Config{AckWait: 5 * time.Second})
+	require.NoError(t, err)
+
+	ran := &runs{by: map[string][]string{}}
+	startAgent := func(v agent.Verifier) context.CancelFunc {
+		nc, _ := s.connect(t, auth.AgentUser("default"))
+		actx, acancel := context.WithCancel(runCtx)
+		a := agent.New(nc, agent.Config{Name: "agent", WorkVerifier: v, ShutdownTimeout: time.Second}).Handle("record", ran.handler("default"))
+		go func() { done <- a.Run(actx) }()
+		return acancel
+	}
+	stopWrong := startAgent(wrong)
+
+	snc, _ := s.connect(t, "submitter")
+	sub, err := coordinator.NewClient(snc, "")
+	require.NoError(t, err)
+	_, err = sub.Submit(ctx, []byte(`{"id": "keys", "items": [{"id": "k0"}, {"id": "k1"}, {"id": "k2"}], "agent_template": [{"handler": "record"}]}`))
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	st, err := sub.Wait(wctx, "keys", 20*time.Millisecond, nil)
+	wcancel()
+	require.NoError(t, err, "the job hung on work its agents refused")
+	require.Equal(t, messages.StateFailed, st.State, "%+v", st)
+	require.EqualValues(t, 3, st.DeadLettered, "%+v", st)
+	require.Empty(t, ran.of("default"), "nothing ran")
+	out, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.Contains(t, string(out), "no valid coordinator signature", "the status names the problem")
+	require.Contains(t, string(out), "--work-verify-key", "the status says what to check")
+
+	// The operator fixes the agent's key and replays the dead letters.
+	stopWrong()
+	require.NoError(t, <-done)
+	startAgent(right)
+	onc, _ := s.connect(t, "operator")
+	op, err := coordinator.NewClient(onc, "")
+	require.NoError(t, err)
+	rs, err := op.DLQReplay(ctx, messages.DLQReplayRequest{DLQFilter: messages.DLQFilter{JobID: "keys", Reason: messages.ReasonBadSignature}, Wait: true})
+	require.NoError(t, err)
+	require.EqualValues(t, 3, rs.Replayed, "%+v", rs)
+	fleettest.WaitFor(t, 60*time.Second, func() error {
+		st, err := sub.Status(ctx, "keys")
+		if err != nil {
+			return err
+		}
+		if st.State != messages.StateSucceeded || st.Succeeded != 3 {
+			return fmt.Errorf("after the replay: %s, %d succeeded", st.State, st.Succeeded)
+		}
+		return nil
+	})
+	require.Len(t, ran.of("default"), 3)
+
+	stop()
+	for range 2 { // the coordinator and the agent with the right key
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
 }

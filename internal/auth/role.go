@@ -255,15 +255,24 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			j.api("DIRECT.GET", kvStream(items)) + ".$KV." + items + "." + pool + ".>",
 		}
 		pub = append(pub, j.acks(work, cons)...)
+		// When a job's circuit breaker closes, an agent reads its pool's
+		// park stream for the items the breaker parked and reschedules
+		// them to now (pkg/agent/release.go).
+		pub = append(pub, j.read(names.ParkStream(pool))...)
 		// Job specs, read only: a direct get, and from the stream leader
 		// when a replica says "not found" (pkg/agent/jobs.go).
 		pub = append(pub, j.kvRead(names.JobsBucket())...)
 		pub = append(pub, j.api("STREAM.MSG.GET", kvStream(names.JobsBucket())))
-		// Retry budgets, circuit breakers and limits are shared by the
-		// fleet: compare-and-set writes, leader reads after a lost race, and a
-		// watch that keeps each agent's cache current.
+		// Retry budgets and circuit breakers are kept per pool (keys
+		// <pool>.<job>[.<step>]): compare-and-set writes of the pool's own
+		// keys only, so that no other pool's agent can spend a job's retries
+		// or open its breakers. Limits are shared by the fleet. Reads: leader
+		// reads after a lost race, and a watch that keeps each agent's cache
+		// current.
+		pub = append(pub, "$KV."+names.BudgetBucket()+"."+pool+".>", "$KV."+names.BreakerBucket()+"."+pool+".>",
+			"$KV."+names.LimitsBucket()+".>")
 		for _, b := range []string{names.BudgetBucket(), names.BreakerBucket(), names.LimitsBucket()} {
-			pub = append(pub, "$KV."+b+".>", j.api("STREAM.MSG.GET", kvStream(b)))
+			pub = append(pub, j.api("STREAM.MSG.GET", kvStream(b)))
 			pub = append(pub, j.kvRead(b)...)
 			pub = append(pub, j.watch(kvStream(b))...)
 		}

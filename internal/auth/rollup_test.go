@@ -95,8 +95,8 @@ func TestRollupsCannotWipeSharedState(t *testing.T) {
 	require.NoError(t, err)
 	for _, subject := range []string{
 		"$KV." + names.ItemsBucket() + ".default.victim.x",
-		"$KV." + names.BudgetBucket() + ".victim",
-		"$KV." + names.BreakerBucket() + ".victim",
+		"$KV." + names.BudgetBucket() + ".default.victim",
+		"$KV." + names.BreakerBucket() + ".default.victim",
 		"$KV." + names.AgentsBucket() + ".default.x",
 	} {
 		err := rollup(ctx, djs, subject)

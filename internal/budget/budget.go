@@ -10,11 +10,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/kvstate"
-	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Budget claims retries from job budgets stored in a KV bucket (one key per
-// job). One Budget per process is the intended use: it coalesces the
+// Budget claims retries from job budgets stored in a KV bucket, one key
+// per job and pool ([Key]; the methods' job argument is that key). One Budget per process is the intended use: it coalesces the
 // process's concurrent claims on a job into one compare-and-set. A Budget
 // is safe for concurrent use by any number of goroutines; Close stops it.
 type Budget struct {
@@ -94,7 +93,7 @@ func New(kv jetstream.KeyValue, opts ...Option) (*Budget, error) {
 // whether this call created it; an existing record is not an error.
 // Consumed is kept (normally 0) and Exhausted recomputed.
 func (b *Budget) Create(ctx context.Context, job string, rec Record) (Record, bool, error) {
-	if err := validJob(job); err != nil {
+	if err := validKey(job); err != nil {
 		return Record{}, false, err
 	}
 	if err := rec.validate(); err != nil {
@@ -116,7 +115,7 @@ func (b *Budget) Create(ctx context.Context, job string, rec Record) (Record, bo
 // WithJetStream). It returns an error matching ErrNotFound when there is
 // none.
 func (b *Budget) Get(ctx context.Context, job string) (Record, error) {
-	if err := validJob(job); err != nil {
+	if err := validKey(job); err != nil {
 		return Record{}, err
 	}
 	e, err := b.store.Read(ctx, job)
@@ -148,7 +147,7 @@ func (b *Budget) Claim(ctx context.Context, job string, itemRetries int) (Grant,
 }
 
 func (b *Budget) claim(ctx context.Context, job string, itemRetries int) (Grant, error) {
-	if err := validJob(job); err != nil {
+	if err := validKey(job); err != nil {
 		return Grant{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -251,11 +250,4 @@ func (b *Budget) spawn(f func()) bool {
 		f()
 	}()
 	return true
-}
-
-func validJob(job string) error {
-	if err := messages.ValidToken(job); err != nil {
-		return fmt.Errorf("%w %q: %v", ErrInvalidJob, job, err)
-	}
-	return nil
 }

@@ -68,7 +68,7 @@ func TestCreateIsIdempotent(t *testing.T) {
 
 	_, err = b.Get(ctx, "nope")
 	require.ErrorIs(t, err, budget.ErrNotFound)
-	_, _, err = b.Create(ctx, "bad.id", rec)
+	_, _, err = b.Create(ctx, "bad.id.x", rec)
 	require.ErrorIs(t, err, budget.ErrInvalidJob)
 	_, _, err = b.Create(ctx, "neg", budget.Record{Total: -1})
 	require.ErrorIs(t, err, budget.ErrInvalidRecord)
@@ -130,7 +130,7 @@ func TestClaimErrors(t *testing.T) {
 
 	_, err := b.Claim(ctx, "missing", 0)
 	require.ErrorIs(t, err, budget.ErrNotFound)
-	_, err = b.Claim(ctx, "a.b", 0)
+	_, err = b.Claim(ctx, "a.b.c", 0)
 	require.ErrorIs(t, err, budget.ErrInvalidJob)
 
 	cancelled, cancel := context.WithCancel(ctx)
@@ -282,4 +282,38 @@ func TestLimitsComeFromTheJobNotTheBucket(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, granted)
+}
+
+func TestKeys(t *testing.T) {
+	require.Equal(t, "gpu.job-1", budget.Key("gpu", "job-1"))
+	pool, job := budget.SplitKey("gpu.job-1")
+	require.Equal(t, []string{"gpu", "job-1"}, []string{pool, job})
+	pool, job = budget.SplitKey("job-1")
+	require.Equal(t, []string{"", "job-1"}, []string{pool, job})
+}
+
+func TestShares(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		total int
+		items map[string]int64
+		want  map[string]int
+	}{
+		{"one pool", 20, map[string]int64{"a": 7}, map[string]int{"a": 20}},
+		{"by items", 10, map[string]int64{"a": 30, "b": 10}, map[string]int{"a": 8, "b": 2}},
+		{"largest remainder", 10, map[string]int64{"a": 1, "b": 1, "c": 1}, map[string]int{"a": 4, "b": 3, "c": 3}},
+		{"a pool without items", 5, map[string]int64{"a": 0, "b": 4}, map[string]int{"a": 0, "b": 5}},
+		{"no retries", 0, map[string]int64{"a": 1, "b": 1}, map[string]int{"a": 0, "b": 0}},
+		{"no items", 3, map[string]int64{"a": 0}, map[string]int{"a": 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := budget.Shares(tc.total, tc.items)
+			require.Equal(t, tc.want, got)
+			sum := 0
+			for _, n := range got {
+				sum += n
+			}
+			require.LessOrEqual(t, sum, tc.total)
+		})
+	}
 }

@@ -20,7 +20,10 @@
 //
 // The coordinator stores the record at submission with [Budget.Create],
 // which uses kv.Create so that a resubmitted job keeps its budget. The key
-// is the job id, the value JSON:
+// is [Key](pool, job), <pool>.<job>, so that the server lets each pool's
+// agents write their own pool's budgets only; a job whose items run in
+// several pools has a record per pool holding its [Shares] of the total.
+// The value is JSON:
 //
 //	{"total":20,"per_item_max":3,"consumed":7,"requested_total":"20",
 //	 "requested_per_item":"3","clamped_by":"","exhausted":false,

@@ -17,7 +17,8 @@ var (
 	// ErrInvalidRecord is returned for a record that cannot be stored or
 	// that was read back malformed.
 	ErrInvalidRecord = errors.New("budget: invalid record")
-	// ErrInvalidJob is returned for a job id that is not a subject token.
+	// ErrInvalidJob is returned for a key that is neither a job id (a
+	// subject token) nor <pool>.<job> ([Key]).
 	ErrInvalidJob = errors.New("budget: invalid job id")
 )
 

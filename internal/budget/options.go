@@ -30,8 +30,9 @@ type options struct {
 	limits    LimitsFunc
 }
 
-// LimitsFunc returns the limits the coordinator set for job (its job
-// record's budget), ok false when they are not known yet.
+// LimitsFunc returns the limits the coordinator set for a budget key
+// ([Key]: the job's record's budget, or the pool's share of it), ok false
+// when they are not known yet.
 type LimitsFunc func(job string) (total, perItemMax int, ok bool)
 
 // WithLimits makes fn the authority on each job's Total and PerItemMax:

@@ -56,7 +56,7 @@ var knownReasons = map[string]bool{
 	messages.ReasonAttempts: true, messages.ReasonRetryBudget: true, messages.ReasonNotRetryable: true,
 	messages.ReasonPermanent: true, messages.ReasonItemBudget: true, messages.ReasonJobBudget: true,
 	messages.ReasonMaxDeliveries: true, messages.ReasonPoison: true, messages.ReasonUnknownHandler: true,
-	messages.ReasonJobGone: true, messages.ReasonItemRetryExhausted: true, messages.ReasonCustomFailed: true,
+	messages.ReasonJobGone: true, messages.ReasonBadSignature: true, messages.ReasonItemRetryExhausted: true, messages.ReasonCustomFailed: true,
 	messages.ReasonCircuitOpen: true, messages.ReasonAgentTimeout: true,
 }
 

@@ -62,7 +62,7 @@ func (d *dependency) handle(ctx context.Context, _ *agent.Call) (any, error) {
 // state is the job's breaker state (one node: every read is current).
 func (d *dependency) state(ctx context.Context) retry.BreakerState {
 	var st retry.BreakerState
-	if e, err := d.breakers.Get(ctx, d.job); err == nil {
+	if e, err := d.breakers.Get(ctx, messages.DefaultPool+"."+d.job); err == nil {
 		_ = json.Unmarshal(e.Value(), &st)
 	}
 	return st
@@ -293,3 +293,54 @@ func TestBreakerIgnoresTheItemsOwnFaults(t *testing.T) {
 }
 
 func plainItem(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("it-%02d", i)} }
+
+// Items a circuit breaker parked come back as soon as it closes, not at
+// the end of its timeout: the breaker (timeout 1h) opens on the first
+// failure and parks the job's items for an hour; the breaker is then
+// closed (its key written closed, as an agent of the pool writes it when
+// the probes succeed) and every item runs within seconds.
+func TestBreakerClosingReleasesParkedItems(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{})
+	const job, n = "released", 8
+	dep := newDependency(t, srv, job)
+	close(dep.release)
+	reg := prometheus.NewRegistry()
+	startAgent(t, srv.URL(), agent.Config{Name: "a0", Concurrency: 2, ParkAfter: time.Second, Registerer: reg},
+		map[string]agent.HandlerFunc{"dep": dep.handle})
+	tr := watchTransitions(t, srv, job)
+	cl := client(t, srv)
+	submit(t, cl, breakerJobSpec(job, n,
+		`{"failure_threshold": 1, "success_threshold": 1, "timeout": "1h", "half_open_requests": 1}`))
+
+	tr.wait(t, "closed>open")
+	// Every item is parked: none is left in the work stream's consumer.
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		if p := counter(t, reg, "jetfleet_agent_breaker_parked_total"); p < n {
+			return fmt.Errorf("%v of %d items parked", p, n)
+		}
+		info, err := srv.JS().Stream(context.Background(), breakerNames.ParkStream(messages.DefaultPool))
+		if err != nil {
+			return err
+		}
+		if msgs := info.CachedInfo().State.Msgs; msgs < n {
+			return fmt.Errorf("%d schedules in the park stream", msgs)
+		}
+		return nil
+	})
+	st, err := cl.Status(context.Background(), job)
+	require.NoError(t, err)
+	require.Zero(t, st.Succeeded, "%+v", st)
+
+	dep.up.Store(true)
+	t0 := time.Now()
+	_, err = dep.breakers.Put(context.Background(), messages.DefaultPool+"."+job, []byte(`{"state":"closed"}`))
+	require.NoError(t, err)
+	final := waitJob(t, cl, job, 60*time.Second)
+	require.Equal(t, messages.StateSucceeded, final.State)
+	require.EqualValues(t, n, final.Succeeded)
+	require.EqualValues(t, dep.failed.Load(), final.Retries, "only the failed runs were retried: parking spends nothing")
+	require.Less(t, time.Since(t0), 50*time.Second, "the parked items waited for their schedules")
+	require.GreaterOrEqual(t, counterWith(t, reg, "jetfleet_agent_parked_total", "kind", "released"), float64(n))
+	t.Logf("job done %v after the breaker closed", time.Since(t0).Round(time.Millisecond))
+}

@@ -614,3 +614,28 @@ func waitRunning(t *testing.T, cl *coordinator.Client, id string) {
 		return nil
 	})
 }
+
+// A job whose groups run in two pools splits its retry budget between
+// them by items (retry_budget 4, 4 items each: 2 and 2): each pool's agents
+// spend only their share, so each pool retries exactly two of its items,
+// which fail once, and dead-letters the other two.
+func TestBudgetSplitBetweenPools(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	groupPools(t, srv)
+	startCoordinator(t, srv.URL(), coordinator.Config{})
+	startAgent(t, srv.URL(), agent.Config{Name: "a", Pool: "a", Concurrency: 4}, nil)
+	startAgent(t, srv.URL(), agent.Config{Name: "b", Pool: "b", Concurrency: 4}, nil)
+	cl := client(t, srv)
+	id := submit(t, cl, `{"id": "split", "pool": "a", "group_by": "${item.region}", "items": `+groupedItemsC(4, 0)+`,
+		"retry_budget": 4,
+		"agent_template": [{"handler": "flaky", "with": {"fail_attempts": 1},
+			"retry_config": {"attempts": 3, "backoff": "fixed", "initial_delay": "10ms", "jitter": false}}]}`)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 4, st.Succeeded, "%+v", st)
+	require.EqualValues(t, 4, st.DeadLettered, "%+v", st)
+	require.Equal(t, 4, st.Budget.Consumed, "%+v", st.Budget)
+	require.Equal(t, 4, st.Budget.Total, "%+v", st.Budget)
+	for _, g := range []string{"a", "b"} {
+		require.EqualValues(t, 2, st.Groups[g].Succeeded, "group %s: %+v", g, st.Groups[g])
+	}
+}

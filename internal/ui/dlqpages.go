@@ -110,7 +110,7 @@ var (
 	dlqReasons = []string{
 		messages.ReasonAttempts, messages.ReasonRetryBudget, messages.ReasonNotRetryable, messages.ReasonPermanent,
 		messages.ReasonItemBudget, messages.ReasonJobBudget, messages.ReasonMaxDeliveries, messages.ReasonItemRetryExhausted,
-		messages.ReasonCustomFailed, messages.ReasonUnknownHandler, messages.ReasonPoison, messages.ReasonJobGone,
+		messages.ReasonCustomFailed, messages.ReasonUnknownHandler, messages.ReasonPoison, messages.ReasonJobGone, messages.ReasonBadSignature,
 		messages.ReasonCircuitOpen, messages.ReasonAgentTimeout,
 	}
 	dlqClasses = []string{"network", "timeout", "server_error", "rate_limit", "error"}

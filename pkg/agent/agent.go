@@ -89,7 +89,12 @@ type Agent struct {
 	parking     atomic.Bool
 	parkRecheck func() bool
 	parkMu      sync.Mutex // serialises the looks; guards parkNext
-	parkNext    time.Time
+	// relCtx bounds the releases of breaker-parked items (release.go),
+	// relWG waits for them; relMu guards relCtx against relWG.Add.
+	relMu    sync.Mutex
+	relCtx   context.Context
+	relWG    sync.WaitGroup
+	parkNext time.Time
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -232,6 +237,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer func() { _ = a.budget.Close() }()
 	defer a.breakers.close()
+	defer a.startReleases(ctx)() // stopped before the breakers close
 	defer a.limitStore.Close()
 	stopEnded, err := a.watchEnded()
 	if err != nil {

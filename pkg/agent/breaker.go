@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,8 +20,10 @@ import (
 )
 
 // The fleet-wide circuit breaker (error_policy.circuit_breaker). A job's
-// breaker state is the value of its key in the breaker bucket (JSON of
-// retry.BreakerState; a missing key is a closed breaker). Every agent
+// breaker state is the value of its key in the breaker bucket, <pool>.<job>
+// (JSON of retry.BreakerState; a missing key is a closed breaker): the
+// agents of a pool share it, and the server lets them write their own
+// pool's keys only, so no other pool's agent can open or close it. Every agent
 // follows it: before a delivery runs, admitBreaker asks retry.Breaker.Admit
 // and parks the item when it is refused (breakerPark); after it ran,
 // recordBreaker applies OnFailure or OnSuccess. A state change is written
@@ -140,6 +143,7 @@ func (a *Agent) breakerPark(ctx context.Context, it *item, d time.Duration) {
 		return
 	}
 	a.markPark(it, d)
+	it.breakerParked = true
 	switch saved, fenced := a.persist(ctx, it); {
 	case saved:
 		a.park(ctx, it)
@@ -187,7 +191,8 @@ func outcomeName(o retry.Outcome) string {
 }
 
 // A step's own circuit breaker (retry_config.circuit_breaker) is shared by
-// the fleet the same way, in the same bucket, under the key <job>.<step>
+// the pool's agents the same way, in the same bucket, under the key
+// <pool>.<job>.<step>
 // (the step's 0-based index in agent_template). Before each run of the
 // step the agent asks it; refused, the step fails fast (circuit_open)
 // without running, and its on_failure applies. Every run's outcome is
@@ -284,11 +289,12 @@ func (a *Agent) openBreakers(ctx context.Context) (*breakerGate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newBreakerGate(a.js, kv, a.cfg.hooks.Clock, a.log, a.breakerChanged)
+	return newBreakerGate(a.js, kv, a.cfg.Pool, a.cfg.hooks.Clock, a.log, a.breakerChanged, a.releaseSoon)
 }
 
 // breakerGate reads and writes jobs' breaker states in the breaker bucket,
-// through a kvstate.Store: each job's state is cached and kept fresh by a
+// under its pool's keys (<pool>.<job>, <pool>.<job>.<step>: the gate adds
+// the pool), through a kvstate.Store: each job's state is cached and kept fresh by a
 // watch of the bucket, so that a closed breaker costs no request (a
 // delivery reads the cache), and only a change of state is written, with
 // compare-and-set against the revision it was computed from; reads go to
@@ -296,14 +302,24 @@ func (a *Agent) openBreakers(ctx context.Context) (*breakerGate, error) {
 // it.
 type breakerGate struct {
 	store    *kvstate.Store[breakerRecord]
+	pool     string
 	clock    clock.Clock
 	onChange func(job string, from, to retry.BreakerState)
+	// onClosed is called, without blocking, when a job's breaker is seen
+	// to close (written, read or watched) after it was seen open or
+	// half-open: the items it parked are released (release.go).
+	onClosed func(job string)
+
+	mu   sync.Mutex
+	seen map[string]string // key → state name last seen
 }
 
-func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger,
-	onChange func(job string, from, to retry.BreakerState)) (*breakerGate, error) {
+func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, pool string, clk clock.Clock, log zerolog.Logger,
+	onChange func(job string, from, to retry.BreakerState), onClosed func(job string)) (*breakerGate, error) {
 	log = log.With().Str("component", "breaker").Logger()
+	g := &breakerGate{pool: pool, clock: clk, onChange: onChange, onClosed: onClosed, seen: map[string]string{}}
 	store, err := kvstate.New(kvstate.Config[breakerRecord]{
+		Observe:   g.observe,
 		KV:        kv,
 		JetStream: js,
 		Watch:     true, // a closed breaker is admitted from the cache
@@ -327,7 +343,33 @@ func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clo
 	if err != nil {
 		return nil, err
 	}
-	return &breakerGate{store: store, clock: clk, onChange: onChange}, nil
+	g.store = store
+	return g, nil
+}
+
+// observe follows the state of the gate's job breakers (not the steps':
+// a step breaker fails its step fast and parks nothing) and calls
+// onClosed when one closes, or its key is deleted, after it was seen open
+// or half-open. It runs under the store's lock: quick, no store calls.
+func (g *breakerGate) observe(key string, e kvstate.Entry[breakerRecord]) {
+	job, ok := strings.CutPrefix(key, g.pool+".")
+	if !ok || strings.Contains(job, ".") {
+		return
+	}
+	state := retry.CircuitClosed
+	if e.Exists {
+		state = breakerStateName(e.Value.BreakerState)
+	}
+	g.mu.Lock()
+	prev, known := g.seen[key]
+	if !known && len(g.seen) >= 4096 {
+		clear(g.seen) // as the store's cache: jobs are few, bound it anyway
+	}
+	g.seen[key] = state
+	g.mu.Unlock()
+	if known && prev != retry.CircuitClosed && state == retry.CircuitClosed && g.onClosed != nil {
+		g.onClosed(job)
+	}
 }
 
 // close stops the watch and waits for it. It is idempotent.
@@ -337,9 +379,16 @@ func (g *breakerGate) close() { g.store.Close() }
 // steps'); the next delivery reads them from KV. An update under way keeps
 // its entry: compare-and-set keeps both correct.
 func (g *breakerGate) forget(job string) {
-	g.store.Forget(job)
-	g.store.ForgetPrefix(job + ".")
+	g.mu.Lock()
+	delete(g.seen, g.key(job))
+	g.mu.Unlock()
+	g.store.Forget(g.key(job))
+	g.store.ForgetPrefix(g.key(job) + ".")
 }
+
+// key is the bucket key of a breaker of the gate's pool: <pool>.<k>, k
+// being a job id or <job>.<step>.
+func (g *breakerGate) key(k string) string { return g.pool + "." + k }
 
 // update applies fn to the job's current state and stores the result if it
 // differs, by compare-and-set; a conflict re-reads from the stream leader
@@ -354,7 +403,7 @@ func (g *breakerGate) update(ctx context.Context, job string,
 	fn func(now time.Time, st retry.BreakerState) retry.BreakerState) (from, to retry.BreakerState, err error) {
 	ctx, cancel := context.WithTimeout(ctx, breakerUpdateTimeout)
 	defer cancel()
-	c, err := g.store.Update(ctx, job, func(cur kvstate.Entry[breakerRecord], id string) (breakerRecord, bool, error) {
+	c, err := g.store.Update(ctx, g.key(job), func(cur kvstate.Entry[breakerRecord], id string) (breakerRecord, bool, error) {
 		st := cur.Value.BreakerState
 		next := fn(g.clock.Now().Round(0), st) // no monotonic reading: it is stored
 		return breakerRecord{BreakerState: next, Writer: id}, !sameBreakerState(next, st), nil

@@ -73,7 +73,7 @@ func gateAgent(t *testing.T, nc *nats.Conn, name string, clk clock.Clock, maxDel
 		cfg: Config{Name: name, hooks: testhooks.Agent{Clock: clk, Rand: halfDraw}, ParkAfter: -1}.WithDefaults(), nc: nc, log: zerolog.Nop(),
 		js: js, pub: js, names: testNames, metrics: newMetrics(reg), maxDeliver: maxDeliver,
 	}
-	g, err := newBreakerGate(js, kv, clk, a.log, a.breakerChanged)
+	g, err := newBreakerGate(js, kv, messages.DefaultPool, clk, a.log, a.breakerChanged, nil)
 	require.NoError(t, err)
 	a.breakers = g
 	t.Cleanup(g.close)
@@ -107,10 +107,11 @@ func delivery(j *job, itemID string, delivered uint64) (*item, *fakeMsg) {
 	return &item{m: m, md: &jetstream.MsgMetadata{NumDelivered: delivered}, wi: messages.WorkItem{JobID: j.id, ItemID: itemID}, job: j}, m
 }
 
-// leaderState reads the job's stored breaker state from the stream leader.
+// leaderState reads the job's stored breaker state (pool default's) from
+// the stream leader.
 func leaderState(t *testing.T, js jetstream.JetStream, job string) (retry.BreakerState, uint64) {
 	t.Helper()
-	data, rev, err := kvleader.New(js, testNames.BreakerBucket()).Get(testCtx(t, 10*time.Second), job)
+	data, rev, err := kvleader.New(js, testNames.BreakerBucket()).Get(testCtx(t, 10*time.Second), messages.DefaultPool+"."+job)
 	require.NoError(t, err)
 	var rec breakerRecord
 	if data != nil {
@@ -385,7 +386,7 @@ func TestBreakerAdmitsExactlyTheProbes(t *testing.T) {
 					require.NoError(t, err)
 					kv, err := e.js.KeyValue(testCtx(t, 10*time.Second), testNames.BreakerBucket())
 					require.NoError(t, err)
-					_, err = kv.Create(testCtx(t, 10*time.Second), j.id, data)
+					_, err = kv.Create(testCtx(t, 10*time.Second), messages.DefaultPool+"."+j.id, data)
 					require.NoError(t, err)
 
 					transitions := func() float64 {

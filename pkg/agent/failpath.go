@@ -224,7 +224,7 @@ func (a *Agent) persist(ctx context.Context, it *item) (saved, fenced bool) {
 // when the budget could not be read. A denial is counted and announced
 // (RetryBudgetExhausted).
 func (a *Agent) claim(ctx context.Context, it *item) (g budget.Grant, ok bool) {
-	g, err := a.budget.Claim(ctx, it.wi.JobID, it.st.Retries)
+	g, err := a.budget.Claim(ctx, budget.Key(a.cfg.Pool, it.wi.JobID), it.st.Retries)
 	if err != nil {
 		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Msg("budget claim failed; retrying later")
 		return g, false

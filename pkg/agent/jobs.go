@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -26,6 +27,7 @@ type job struct {
 	onItem   string
 	routes   map[string]string     // group → pool, set at acceptance (JobRecord.Routes)
 	budget   messages.BudgetStatus // the limits the coordinator set at acceptance
+	shares   map[string]int        // each pool's share of budget.Total (JobRecord.BudgetShares)
 }
 
 // pool is the pool the coordinator routed wi to: its group's route, or
@@ -112,16 +114,23 @@ func (c *jobCache) forget(id string) {
 	delete(c.m, id)
 }
 
-// budgetLimits returns the retry budget limits of a job in the cache, as
-// its record (which only the coordinator writes) says: budget.WithLimits.
-func (c *jobCache) budgetLimits(id string) (total, perItemMax int, ok bool) {
+// budgetLimits returns the retry budget limits of a budget key
+// (budget.Key) of a job in the cache, as its record (which only the
+// coordinator writes) says: the job's, or its pool's share of them when
+// the job runs in several pools. It is budget.WithLimits.
+func (c *jobCache) budgetLimits(key string) (total, perItemMax int, ok bool) {
+	pool, id := budget.SplitKey(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j, ok := c.m[id]
 	if !ok {
 		return 0, 0, false
 	}
-	return j.budget.Total, j.budget.PerItemMax, true
+	total, perItemMax = j.budget.Total, j.budget.PerItemMax
+	if share, ok := j.shares[pool]; ok {
+		total, perItemMax = share, min(perItemMax, share)
+	}
+	return total, perItemMax, true
 }
 
 func (c *jobCache) isEnded(id string) bool {
@@ -150,6 +159,7 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 	}
 	j.routes = rec.Routes
 	j.budget = rec.Status.Budget
+	j.shares = rec.BudgetShares
 	c.mu.Lock()
 	if len(c.m) > 4096 { // jobs are few; bound the cache anyway
 		clear(c.m)

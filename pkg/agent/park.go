@@ -147,6 +147,9 @@ func (a *Agent) schedule(ctx context.Context, it *item) error {
 	m.Header.Set(messages.HeaderSchedule, "@at "+it.st.ParkUntil.UTC().Format(time.RFC3339Nano))
 	m.Header.Set(messages.HeaderScheduleTarget, a.names.ParkDueSubject(a.cfg.Pool, wi.JobID))
 	m.Header.Set(messages.HeaderMsgID, messages.ParkMsgID(wi.JobID, wi.ItemID, wi.Generation, wi.Park))
+	if it.breakerParked {
+		m.Header.Set(messages.HeaderParkReason, messages.ParkReasonBreaker)
+	}
 	if tp := it.m.Headers()[tracing.HeaderTraceparent]; len(tp) > 0 {
 		m.Header[tracing.HeaderTraceparent] = tp // the parked copy stays in the item's trace
 	}

@@ -51,6 +51,9 @@ type item struct {
 	// stepBreaker the current step's own for its current run.
 	breaker     breakerTicket
 	stepBreaker breakerTicket
+	// breakerParked: the delivery is parked because its job's breaker
+	// refused it (its schedule is marked, release.go).
+	breakerParked bool
 	// deadline is when the job's agent_timeout ends the item's run (zero:
 	// none), from the run's start persisted in its state.
 	deadline retry.Deadline
@@ -153,7 +156,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 			err = v.Verify(it.wi.SignedBytes(a.cfg.Pool), sig)
 		}
 		if err != nil || it.wi.Sig == "" {
-			a.refuse(it, "no valid coordinator signature for this pool")
+			a.refuseUnsigned(ctx, it)
 			return
 		}
 	}
@@ -240,6 +243,37 @@ func (a *Agent) refuse(it *item, why string) {
 		Str("reason", why).Msg("work message refused: not sent by the coordinator to this pool")
 	a.metrics.items.WithLabelValues(outcomeRefused).Inc()
 	_ = it.m.Term()
+}
+
+// unsignedDeliveries is the delivery of a work message whose signature
+// does not verify at which it is dead-lettered (bad_signature); until
+// then it is naked after unsignedDelay, so that another agent of the
+// pool, whose verify key may be the right one, can take it.
+const (
+	unsignedDeliveries = 3
+	unsignedDelay      = time.Second
+)
+
+// refuseUnsigned refuses a work message whose signature does not verify
+// with the agent's key. It runs nothing. A key that does not match the
+// coordinator's would otherwise strand every job of the pool without a
+// word: after unsignedDeliveries deliveries (or on the consumer's last)
+// the item is dead-lettered with reason bad_signature and a dead_lettered
+// result, so that its job counts it and its status names the problem; a
+// replay after the keys are fixed runs it. Only the pool's agents can put
+// a message in the pool's park stream, and they may dead-letter their
+// pool's items anyway: a forged message gains them nothing.
+func (a *Agent) refuseUnsigned(ctx context.Context, it *item) {
+	a.metrics.items.WithLabelValues(outcomeRefused).Inc()
+	cause := fmt.Errorf("work message refused: no valid coordinator signature for pool %q (are the coordinator's "+
+		"--work-signing-key and the agents' --work-verify-key a pair?)", a.cfg.Pool)
+	if it.md.NumDelivered < unsignedDeliveries && !a.lastDelivery(it) {
+		a.log.Error().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Str("subject", it.m.Subject()).
+			Uint64("num_delivered", it.md.NumDelivered).Err(cause).Msg("work message refused; another agent of the pool may take it")
+		a.nakDelay(it, unsignedDelay)
+		return
+	}
+	a.poison(ctx, it, messages.ReasonBadSignature, cause)
 }
 
 // outcomeRefused counts the deliveries refuse dropped.

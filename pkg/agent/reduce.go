@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -67,7 +68,7 @@ func (a *Agent) watchEnded() (stop func(), err error) {
 		}
 		a.jobs.markEnded(job) // before the kill: see killSwitch.track
 		a.jobs.forget(job)
-		a.budget.Forget(job)
+		a.budget.Forget(budget.Key(a.cfg.Pool, job))
 		a.breakers.forget(job)
 		if mapEndedKill(m.Data) {
 			n := a.kills.kill(job)

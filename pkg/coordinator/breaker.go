@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,15 +12,17 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
-// fillBreaker copies the job's circuit-breaker state (the agents keep it
-// in the breaker bucket, key = job id) into st. A job with a breaker and
+// fillBreaker copies the job's circuit-breaker state (the agents of its
+// pool keep it in the breaker bucket, key <pool>.<job>) into st; a job
+// whose groups run in other pools has a breaker in each, and st shows its
+// own pool's. A job with a breaker and
 // no key yet shows a closed breaker; a job without one shows none. On a
 // read error st keeps what it had.
 func (c *Coordinator) fillBreaker(ctx context.Context, st *messages.JobStatus) {
 	if c.breakers == nil {
 		return
 	}
-	e, err := c.breakers.Get(ctx, st.ID)
+	e, err := c.breakers.Get(ctx, cmp.Or(st.Pool, messages.DefaultPool)+"."+st.ID)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		if c.jobHasBreaker(st.ID) {

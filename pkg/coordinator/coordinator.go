@@ -273,11 +273,19 @@ func (c *Coordinator) startRunner(rec messages.JobRecord, rev uint64) {
 			c.mu.Unlock()
 			c.metrics.activeJobs.Dec()
 		}()
+		if shares, err := c.migrateBudget(ctx, &rec); err != nil {
+			r.log.Warn().Err(err).Msg("cannot move the budget of a job of an earlier version to its pools' keys; its retries wait")
+		} else if shares != nil {
+			r.mu.Lock()
+			r.rec.BudgetShares = shares
+			r.dirty = true
+			r.mu.Unlock()
+		}
 		if !c.runJob(ctx, r) {
 			return
 		}
-		if st := r.snapshot().Status; messages.TerminalState(st.State) {
-			c.budget.Forget(r.id)
+		if rec := r.snapshot(); messages.TerminalState(rec.Status.State) {
+			c.forgetBudgets(&rec)
 		}
 	}()
 }
@@ -573,15 +581,9 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 			"the job's record, with its %d groups, would take %d bytes; the limit is %d (the server's max_payload %d less %d for the job's status)",
 			len(groups), size, c.maxRecordBytes(), c.maxPayload(), c.statusRoom())}}, now)
 	}
-	// A budget left by a rejected attempt (one that died after creating
-	// it), or written ahead by a client that may write the bucket (any
-	// agent), must not stand in for this job's.
-	if err := c.budgetKV.Delete(ctx, spec.ID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return err
-	}
 	brec := budget.Effective(eff, total, c.cfg.Budget.settings())
-	if _, _, err := c.budget.Create(ctx, spec.ID, brec); err != nil {
-		return fmt.Errorf("budget of %s: %w", spec.ID, err)
+	if err := c.createBudgets(ctx, &rec, brec, poolItems(eff.Pool, total, groups, rec.Routes)); err != nil {
+		return err
 	}
 	rec.Status.Budget = brec.Status()
 	if err := c.ensurePools(ctx, eff.Pool, rec.Routes); err != nil {
@@ -742,21 +744,6 @@ func problemsOf(err error) []messages.FieldError {
 	return []messages.FieldError{{Message: err.Error()}}
 }
 
-// fillBudget copies the job's budget record into st.
-func (c *Coordinator) fillBudget(ctx context.Context, st *messages.JobStatus) {
-	rec, err := c.budget.Get(ctx, st.ID)
-	if err != nil {
-		return
-	}
-	// The spending is the bucket's; the limits are those the job record
-	// holds since acceptance (any agent may write the bucket).
-	b := st.Budget
-	b.Consumed = max(rec.Consumed, 0)
-	b.Exhausted = b.Consumed >= b.Total
-	st.Budget = b
-	c.fillBreaker(ctx, st)
-}
-
 // Status returns a job's current status.
 func (c *Coordinator) Status(ctx context.Context, id string) (*messages.JobStatus, error) {
 	// A runner still replaying the job's results (a new leader's) has
@@ -764,8 +751,9 @@ func (c *Coordinator) Status(ctx context.Context, id string) (*messages.JobStatu
 	// that had caught up, is newer (the faults run saw a status of 0 done
 	// after 2,212 from a runner just started).
 	if r := c.runner(id); r != nil && r.replayed() {
-		st := r.snapshot().Status
-		c.fillBudget(ctx, &st)
+		rec := r.snapshot()
+		c.fillBudget(ctx, &rec)
+		st := rec.Status
 		st.Source = messages.StatusFromRunner
 		return &st, nil
 	}

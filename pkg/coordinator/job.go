@@ -422,6 +422,13 @@ func (r *jobRunner) apply(res *messages.Result) {
 		return // a run of an earlier generation, overtaken by a replay
 	}
 	prev := r.outcome[res.Index]
+	if prev != ocNone && res.Reason == messages.ReasonBadSignature && !r.reopened[res.Index] {
+		// The pool's agents could not verify a work message of an item
+		// that has its outcome: not the coordinator's message (only an
+		// item still waiting for one, a stranded one, is counted).
+		r.log.Warn().Int64("index", res.Index).Str("item_id", res.ItemID).Msg("refused unsigned work message of a finished item ignored")
+		return
+	}
 	if prev != ocNone {
 		newer := res.Generation > r.gens[res.Index]
 		lateNotRun := prev == ocNotRun && res.Generation == r.gens[res.Index]
@@ -614,7 +621,7 @@ func (r *jobRunner) flush(ctx context.Context) {
 		return
 	}
 	rec := r.snapshot()
-	r.c.fillBudget(ctx, &rec.Status)
+	r.c.fillBudget(ctx, &rec)
 	r.mu.Lock()
 	rev := r.rev
 	r.mu.Unlock()

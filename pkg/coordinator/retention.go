@@ -269,7 +269,7 @@ func (c *Coordinator) cleanupJob(ctx context.Context, id string, force bool) (bo
 	if err != nil || !ok {
 		return false, err
 	}
-	c.budget.Forget(id)
+	c.forgetBudgets(rec)
 	c.metrics.jobsCleaned.Inc()
 	c.log.Debug().Str("job_id", id).Bool("forced", force).Msg("settled job cleaned up")
 	return true, nil
@@ -282,9 +282,10 @@ func (c *Coordinator) purgeJobData(ctx context.Context, rec *messages.JobRecord)
 	id, n := rec.Status.ID, c.names
 	purges := []struct{ stream, subject string }{
 		{kvStreamName(n.ItemsBucket()), kvSubject(n.ItemsBucket(), "*."+id+".>")},
-		{kvStreamName(n.BudgetBucket()), kvSubject(n.BudgetBucket(), id)},
-		{kvStreamName(n.BreakerBucket()), kvSubject(n.BreakerBucket(), id)},
-		{kvStreamName(n.BreakerBucket()), kvSubject(n.BreakerBucket(), id+".>")},
+		// Budgets and breakers are keyed <pool>.<job>[.<step>].
+		{kvStreamName(n.BudgetBucket()), kvSubject(n.BudgetBucket(), "*."+id)},
+		{kvStreamName(n.BreakerBucket()), kvSubject(n.BreakerBucket(), "*."+id)},
+		{kvStreamName(n.BreakerBucket()), kvSubject(n.BreakerBucket(), "*."+id+".>")},
 		{n.ResultsStream(), n.JobResultsFilter(id)},
 		{n.WorkStream(), n.WorkSubject("*", id)},
 	}

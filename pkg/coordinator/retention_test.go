@@ -103,8 +103,8 @@ func (x *retentionFixture) left(t *testing.T, job string) map[string]uint64 {
 	n, js := x.names, x.srv.JS()
 	return map[string]uint64{
 		"items":   countSubject(t, js, "KV_"+n.ItemsBucket(), "$KV."+n.ItemsBucket()+".*."+job+".>"),
-		"budget":  countSubject(t, js, "KV_"+n.BudgetBucket(), "$KV."+n.BudgetBucket()+"."+job),
-		"breaker": countSubject(t, js, "KV_"+n.BreakerBucket(), "$KV."+n.BreakerBucket()+"."+job+".>") + countSubject(t, js, "KV_"+n.BreakerBucket(), "$KV."+n.BreakerBucket()+"."+job),
+		"budget":  countSubject(t, js, "KV_"+n.BudgetBucket(), "$KV."+n.BudgetBucket()+".*."+job),
+		"breaker": countSubject(t, js, "KV_"+n.BreakerBucket(), "$KV."+n.BreakerBucket()+".*."+job+".>") + countSubject(t, js, "KV_"+n.BreakerBucket(), "$KV."+n.BreakerBucket()+".*."+job),
 		"results": countSubject(t, js, n.ResultsStream(), n.JobResultsFilter(job)),
 		"work":    countSubject(t, js, n.WorkStream(), n.WorkSubject("*", job)),
 	}
@@ -125,7 +125,7 @@ func TestRetentionCleansUpSettledJobs(t *testing.T) {
 	require.EqualValues(t, 1, st.DeadLettered)
 	// Breaker keys as agents leave them (the job's and a step's).
 	bkv := mustKV(t, x.srv, x.names.BreakerBucket())
-	for _, k := range []string{"clean", "clean.0"} {
+	for _, k := range []string{"default.clean", "default.clean.0"} {
 		_, err := bkv.Put(ctx, k, []byte(`{}`))
 		require.NoError(t, err)
 	}

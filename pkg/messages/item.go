@@ -266,6 +266,11 @@ const (
 	// ReasonAgentTimeout: the item's run outlasted the job's agent_timeout
 	// (run time and backoff delays together).
 	ReasonAgentTimeout = "agent_timeout"
+	// ReasonBadSignature: the pool's agents refused the work message, its
+	// signature not verifying with their work verify key: the
+	// coordinator's signing key and the agents' verify key are not a pair,
+	// or the message was not sent by the coordinator.
+	ReasonBadSignature = "bad_signature"
 )
 
 // Result is the outcome of one item run, on fleet.results.<job>.

@@ -16,6 +16,11 @@ type JobRecord struct {
 	Deadline *time.Time `json:"deadline,omitempty"`
 	// Routes maps a group to the pool its items were routed to (group_by).
 	Routes map[string]string `json:"routes,omitempty"`
+	// BudgetShares is each pool's share of the job's retry budget
+	// (Status.Budget.Total), in proportion to its items: a pool's agents
+	// may spend only their pool's share (a job of one pool has it all).
+	// Unset in a record of an earlier version, whose budget was one key.
+	BudgetShares map[string]int `json:"budget_shares,omitempty"`
 	// SubmitSeq is the sequence of the job's submission in the jobs
 	// stream, deleted with the record when the job expires.
 	SubmitSeq uint64 `json:"submit_seq,omitempty"`

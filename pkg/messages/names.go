@@ -32,6 +32,12 @@ const (
 	// time for one that repeats ("@every", cron).
 	HeaderScheduleNext = "Nats-Schedule-Next"
 	ScheduleNextPurge  = "purge"
+	// HeaderParkReason marks a parked item's schedule with why it was
+	// parked: ParkReasonBreaker for an item its job's circuit breaker
+	// refused, which the pool's agents release at once when the breaker
+	// closes (a retry's backoff is never cut short).
+	HeaderParkReason  = "Fleet-Park-Reason"
+	ParkReasonBreaker = "breaker"
 	// HeaderJobID carries the job id on DLQ and event messages (work and
 	// result messages carry it in the body and subject only).
 	HeaderJobID = "Fleet-Job-Id"
@@ -209,6 +215,12 @@ func (n Names) DLQFilter() string { return n.Prefix + ".dlq.>" }
 // stream: one per item, so that parking it again replaces its schedule.
 func (n Names) ParkSubject(pool, job, itemID string) string {
 	return n.Prefix + ".parked." + pool + ".at." + job + "." + EncodeItemID(itemID)
+}
+
+// JobParkSubjects matches the schedules of job's parked items in pool's
+// park stream.
+func (n Names) JobParkSubjects(pool, job string) string {
+	return n.Prefix + ".parked." + pool + ".at." + job + ".*"
 }
 
 // ParkDueSubject is where the server publishes a parked item of job when
