@@ -67,6 +67,9 @@ type Coordinator struct {
 
 	// pools knows the work stream's pools (pools.go).
 	pools poolSet
+	// priorities counts the jobs publishing in each pool by priority
+	// (priority.go).
+	priorities priorities
 
 	// breakers is the circuit-breaker bucket the agents write, read for status.
 	breakers jetstream.KeyValue
