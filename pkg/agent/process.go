@@ -199,9 +199,14 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 		return
 	}
 
+	if a.holds(it) {
+		a.hold(ctx, it) // its job or pool is paused (hold.go)
+		return
+	}
+
 	it.st = messages.ItemState{JobID: it.wi.JobID, ItemID: it.wi.ItemID, Generation: it.wi.Generation}
 	it.carry = carriedAttempts(&it.wi)
-	if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 {
+	if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 || it.wi.Held > 0 {
 		if err := a.loadState(ctx, it); err != nil {
 			log().Warn().Err(err).Msg("cannot read item state; retrying later")
 			a.nakDelay(it, time.Second)

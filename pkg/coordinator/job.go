@@ -179,7 +179,7 @@ func (r *jobRunner) run(ctx context.Context) {
 	defer r.track(ctx, r.hub)()
 
 	pub := r.startPublishing(ctx)
-	defer pub.cancel()
+	defer func() { pub.cancel() }() // the publisher of the moment (followPause)
 	tick := newStatusTimer(r.c.cfg.StatusInterval)
 	defer tick.stop()
 	var (
@@ -224,6 +224,7 @@ func (r *jobRunner) run(ctx context.Context) {
 			}
 		}
 		r.runPending()
+		pub = r.followPause(ctx, pub)
 
 		r.mu.Lock()
 		life := r.life

@@ -383,6 +383,17 @@ func (r *jobRunner) startPublishing(ctx context.Context) *publishing {
 			pg.result <- ctx.Err()
 			return
 		}
+		select { // what is paused (pause.go)
+		case <-r.c.pauses.Ready():
+		case <-ctx.Done():
+			pg.result <- ctx.Err()
+			return
+		}
+		if r.pausedBy() != "" {
+			r.wakeUp() // the run loop marks the job paused
+			pg.result <- nil
+			return
+		}
 		if err := r.holdNotBefore(ctx); err != nil { // not_before (notbefore.go)
 			pg.result <- err
 			return

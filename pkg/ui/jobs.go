@@ -41,7 +41,7 @@ type stateCount struct {
 }
 
 var listStates = []string{
-	messages.StateRunning, messages.StatePending, messages.StateScheduled, messages.StateSucceeded, messages.StateFailed,
+	messages.StateRunning, messages.StatePending, messages.StateScheduled, messages.StatePaused, messages.StateSucceeded, messages.StateFailed,
 	messages.StateStopped, messages.StateCancelled, messages.StateRejected,
 }
 
