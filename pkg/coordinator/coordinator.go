@@ -94,7 +94,7 @@ type Coordinator struct {
 	pauseKV    jetstream.KeyValue
 	pauses     *pause.View
 	releaseNow chan struct{}
-	lease   *lease.Lease
+	lease      *lease.Lease
 	// fail ends Run with an error (the intake lost its connection).
 	fail context.CancelCauseFunc
 	// components run in every leadership term (OnLeader).
