@@ -145,3 +145,103 @@ func TestPauseResumeJob(t *testing.T) {
 		require.Equal(t, 1, runs, "item %d ran %d times", idx, runs)
 	}
 }
+
+// A paused job stays paused when its leader dies: the next leader reads
+// the pause from KV, starts nothing of the job, and on resume moves back
+// the items the agents held in the dead leader's term; the job ends with
+// every item run once.
+func TestPauseSurvivesFailover(t *testing.T) {
+	const n = 600
+	srv := fleettest.RunServer(t)
+	cfg := coordinator.Config{Provision: calmProvision, LeaseTTL: 2 * time.Second}
+	cfg.Holder = "first"
+	first := startCoordinator(t, srv.URL(), cfg)
+	rec := newStarts()
+	startAgent(t, srv.URL(), agent.Config{Name: "a", Concurrency: 4},
+		map[string]agent.HandlerFunc{"rec": rec.handler(10 * time.Millisecond)})
+	cl := client(t, srv)
+	id := submit(t, cl, `{"id": "failover", "items": `+inlineItems(n)+`, "agent_template": [{"handler": "rec"}]}`)
+	waitDone(t, cl, id, 50)
+	cfg.Holder = "second"
+	startCoordinator(t, srv.URL(), cfg)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := cl.Pause(ctx, id)
+	require.NoError(t, err)
+	paused := time.Now()
+	require.Equal(t, messages.StatePaused, st.State)
+	first.kill(t)
+
+	// The second coordinator leads within the lease TTL and serves the
+	// job's live status: paused, nothing started since.
+	fleettest.WaitFor(t, 20*time.Second, func() error {
+		st, err := cl.Status(ctx, id)
+		if err != nil {
+			return err
+		}
+		if st.Source != messages.StatusFromRunner || st.State != messages.StatePaused {
+			return fmt.Errorf("state %s from %q", st.State, st.Source)
+		}
+		return nil
+	})
+	<-time.After(time.Second) // the new leader's runner had time to publish, if it would
+	late, last := rec.after(paused.Add(time.Second))
+	require.Zero(t, late, "steps started more than 1 s after the pause (last at +%v)", last.Sub(paused))
+
+	_, err = cl.Resume(ctx, id)
+	require.NoError(t, err)
+	st = waitJob(t, cl, id, time.Minute)
+	require.Equal(t, messages.StateSucceeded, st.State)
+	require.EqualValues(t, n, st.Succeeded)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.runs, n)
+	for idx, runs := range rec.runs {
+		require.Equal(t, 1, runs, "item %d ran %d times", idx, runs)
+	}
+}
+
+// Pausing a pool pauses its jobs (paused_by pool) and stops its agents
+// from starting anything within a second; resumed, the jobs finish.
+func TestPausePool(t *testing.T) {
+	const n = 1000
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	rec := newStarts()
+	startAgent(t, srv.URL(), agent.Config{Name: "a", Concurrency: 4},
+		map[string]agent.HandlerFunc{"rec": rec.handler(10 * time.Millisecond)})
+	cl := client(t, srv)
+	id := submit(t, cl, `{"id": "pooled", "items": `+inlineItems(n)+`, "agent_template": [{"handler": "rec"}]}`)
+	waitDone(t, cl, id, 50)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reply, err := cl.PausePool(ctx, "default")
+	require.NoError(t, err)
+	require.True(t, reply.Paused)
+	paused := time.Now()
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		st, err := cl.Status(ctx, id)
+		if err != nil {
+			return err
+		}
+		if st.State != messages.StatePaused || st.PausedBy != messages.PausedByPool {
+			return fmt.Errorf("state %s, paused by %q", st.State, st.PausedBy)
+		}
+		return nil
+	})
+	<-time.After(2 * time.Second)
+	late, last := rec.after(paused.Add(time.Second))
+	require.Zero(t, late, "steps started more than 1 s after the pause (last at +%v)", last.Sub(paused))
+
+	reply, err = cl.ResumePool(ctx, "default")
+	require.NoError(t, err)
+	require.False(t, reply.Paused)
+	st := waitJob(t, cl, id, time.Minute)
+	require.Equal(t, messages.StateSucceeded, st.State)
+	require.EqualValues(t, n, st.Succeeded)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.runs, n)
+}
