@@ -155,24 +155,26 @@ func (s *Server) dlqState(ctx context.Context) *messages.DLQStreamState {
 
 // jobData is one job's page.
 type jobData struct {
-	Job          *messages.JobStatus
-	Segments     []segment
-	Rate         float64
-	HasRate      bool
-	Stats        statsView
-	StatsErr     string
-	Timeline     barChart
-	Steps        []stepCharts
-	Breaker      []breakerChange
-	BreakerMore  bool
-	BreakerErr   string
-	Groups       []groupRow
-	MoreGroups   int
-	InFlight     int64
-	BudgetRatio  float64
-	CanCancel    bool
-	DLQURL       string
-	ErrorsDLQURL map[string]string
+	Job         *messages.JobStatus
+	Segments    []segment
+	Rate        float64
+	HasRate     bool
+	Stats       statsView
+	StatsErr    string
+	Timeline    barChart
+	Steps       []stepCharts
+	Breaker     []breakerChange
+	BreakerMore bool
+	BreakerErr  string
+	Groups      []groupRow
+	MoreGroups  int
+	InFlight    int64
+	BudgetRatio float64
+	CanCancel   bool
+	// CanPause and CanResume show the pause and resume buttons (pause.go).
+	CanPause, CanResume bool
+	DLQURL              string
+	ErrorsDLQURL        map[string]string
 }
 
 // stepCharts are one step's histograms.
@@ -213,6 +215,7 @@ func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
 		d.BudgetRatio = 1
 	}
 	d.CanCancel = !s.cfg.ReadOnly && !messages.TerminalState(st.State)
+	d.CanPause, d.CanResume = s.pauseButtons(st)
 	d.DLQURL = "/dlq?" + url.Values{"job": {id}}.Encode()
 	d.ErrorsDLQURL = map[string]string{}
 	for _, e := range st.Errors {

@@ -228,6 +228,8 @@ func (s *Server) routes() http.Handler {
 	handle("GET /{$}", "jobs", s.pageJobs)
 	handle("GET /jobs/{id}", "job", s.pageJob)
 	handle("POST /jobs/{id}/cancel", "job_cancel", s.postCancel)
+	handle("POST /jobs/{id}/pause", "job_pause", s.postPause)
+	handle("POST /jobs/{id}/resume", "job_resume", s.postResume)
 	handle("GET /dlq", "dlq", s.pageDLQ)
 	handle("GET /dlq/{seq}", "dlq_entry", s.pageEntry)
 	handle("POST /dlq/replay", "dlq_replay", s.postReplay)
