@@ -238,6 +238,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST /dlq/replays/{id}/cancel", "replay_cancel", s.postReplayCancel)
 	handle("GET /api/replays/{id}", "api_replay", s.apiReplay)
 	handle("GET /agents", "agents", s.pageAgents)
+	handle("GET /schedules", "schedules", s.pageSchedules)
 	mux.HandleFunc("GET /events", s.live)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
