@@ -47,3 +47,21 @@ func TestPrioritiesTop(t *testing.T) {
 	other()
 	require.Empty(t, ps.active, "nothing left once every job stopped publishing")
 }
+
+// The queue's share follows the priorities publishing in the job's pools:
+// a batch's queue is full at a sixteenth of JobQueue while a job four
+// priorities higher publishes, and at all of it again after.
+func TestQueueShareFollowsPriorities(t *testing.T) {
+	var ps priorities
+	pools := []string{"default"}
+	q := queue{limit: 1000, share: func(limit int64) int64 { return share(limit, 5, ps.top(pools)) }}
+	defer ps.add(pools, 5)()
+	require.False(t, q.full(999, 0))
+	require.True(t, q.full(1000, 0))
+
+	urgent := ps.add(pools, 9)
+	require.True(t, q.full(62, 0), "the batch yields to the urgent job")
+	require.False(t, q.full(61, 0))
+	urgent()
+	require.False(t, q.full(62, 0), "the full share once the urgent job published everything")
+}
