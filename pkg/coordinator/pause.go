@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -314,9 +316,31 @@ func (c *Coordinator) releasePool(ctx context.Context, pool string) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	if len(info.State.Subjects) == 0 {
-		return 0, nil
+	// The subjects say which jobs have held copies here: only those of
+	// jobs not paused are read, so a long pause costs one count per round.
+	jobs := map[string]bool{}
+	for subj := range info.State.Subjects {
+		if job, ok := c.names.ParseHeld(pool, subj); ok {
+			jobs[job] = true
+		}
 	}
+	moved := 0
+	for _, job := range slices.Sorted(maps.Keys(jobs)) {
+		if _, paused := c.pauses.Job(job); paused {
+			continue
+		}
+		n, err := c.releaseJob(ctx, s, pool, job)
+		moved += n
+		if err != nil {
+			return moved, err
+		}
+	}
+	return moved, nil
+}
+
+// releaseJob moves back job's held copies in pool's park stream s.
+func (c *Coordinator) releaseJob(ctx context.Context, s jetstream.Stream, pool, job string) (int, error) {
+	filter := c.names.HeldFilter(pool, job)
 	moved := 0
 	var (
 		msgs []*nats.Msg
@@ -358,13 +382,6 @@ func (c *Coordinator) releasePool(ctx context.Context, pool string) (int, error)
 			return moved, err
 		}
 		seq = m.Sequence + 1
-		job, ok := c.names.ParseHeld(pool, m.Subject)
-		if !ok {
-			continue
-		}
-		if _, paused := c.pauses.Job(job); paused {
-			continue
-		}
 		out := &nats.Msg{
 			Subject: c.names.WorkSubject(pool, job),
 			Data:    m.Data,
