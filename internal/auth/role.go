@@ -345,6 +345,7 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		// agents' presence, and reads of the events (a breaker's history)
 		// and results (a job's histograms).
 		pub = append(pub, j.watch(kvStream(names.JobsBucket()))...)
+		pub = append(pub, j.kvRead(names.PauseBucket())...) // which pools are paused
 		pub = append(pub, j.kvRead(names.AgentsBucket())...)
 		pub = append(pub, j.watch(kvStream(names.AgentsBucket()))...)
 		for _, s := range []string{names.EventsStream(), names.ResultsStream()} {

@@ -39,3 +39,30 @@ func TestPauseAndResumeFromThePage(t *testing.T) {
 	_, body, _ = b.get("/jobs/pausable")
 	require.NotContains(t, body, ">Pause</button>", "a finished job cannot be paused")
 }
+
+func TestPausePoolFromTheAgentsPage(t *testing.T) {
+	f := startFleet(t, Config{})
+	ctx := t.Context()
+	_, err := f.client.Submit(ctx, []byte(`{"id": "pooljob", "items": [1], "agent_template": [{"handler": "noop"}]}`))
+	require.NoError(t, err)
+	f.waitState(t, "pooljob", messages.StateSucceeded) // the pool's consumer exists
+	b := f.browser(t)
+	_, body, _ := b.get("/agents")
+	require.Contains(t, body, ">Pause pool</button>")
+	code, _, loc := b.post("/pools/default/pause", url.Values{"csrf": {csrf(t, body)}})
+	require.Equal(t, http.StatusSeeOther, code)
+	require.Equal(t, "/agents", loc)
+	reply, err := f.client.PausePool(ctx, "default") // idempotent: still paused, same time
+	require.NoError(t, err)
+	require.True(t, reply.Paused)
+
+	_, body, _ = b.get("/agents")
+	require.Contains(t, body, `<span class="badge warn"`)
+	require.Contains(t, body, ">Resume pool</button>")
+	code, _, _ = b.post("/pools/default/resume", url.Values{"csrf": {csrf(t, body)}})
+	require.Equal(t, http.StatusSeeOther, code)
+	_, body, _ = b.get("/agents")
+	require.Contains(t, body, ">Pause pool</button>")
+	code, _, _ = b.post("/pools/no.such/pause", url.Values{"csrf": {csrf(t, body)}})
+	require.Equal(t, http.StatusBadRequest, code)
+}

@@ -239,6 +239,8 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/replays/{id}", "api_replay", s.apiReplay)
 	handle("GET /agents", "agents", s.pageAgents)
 	handle("GET /schedules", "schedules", s.pageSchedules)
+	handle("POST /pools/{pool}/pause", "pool_pause", s.postPoolPause)
+	handle("POST /pools/{pool}/resume", "pool_resume", s.postPoolResume)
 	mux.HandleFunc("GET /events", s.live)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
