@@ -245,3 +245,48 @@ func TestPausePool(t *testing.T) {
 	defer rec.mu.Unlock()
 	require.Len(t, rec.runs, n)
 }
+
+// A pause that comes while an item's first step runs lets that step
+// finish and holds the item before its second: no step starts later than
+// a second after the pause; resumed, each item runs each step once, the
+// held ones from their second step.
+func TestPauseHoldsBetweenSteps(t *testing.T) {
+	const n = 12
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	first, second := newStarts(), newStarts()
+	startAgent(t, srv.URL(), agent.Config{Name: "a", Concurrency: 4}, map[string]agent.HandlerFunc{
+		"first": first.handler(1500 * time.Millisecond), "second": second.handler(time.Millisecond)})
+	cl := client(t, srv)
+	id := submit(t, cl, `{"id": "twosteps", "items": `+inlineItems(n)+`, "agent_template": [{"handler": "first"}, {"handler": "second"}]}`)
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		if started, _ := first.after(time.Time{}); started < 4 {
+			return fmt.Errorf("%d first steps started", started)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := cl.Pause(ctx, id)
+	require.NoError(t, err)
+	paused := time.Now()
+	<-time.After(3 * time.Second) // the running first steps end meanwhile
+	for name, s := range map[string]*starts{"first": first, "second": second} {
+		late, last := s.after(paused.Add(time.Second))
+		require.Zero(t, late, "%s steps started more than 1 s after the pause (last at +%v)", name, last.Sub(paused))
+	}
+
+	_, err = cl.Resume(ctx, id)
+	require.NoError(t, err)
+	st := waitJob(t, cl, id, time.Minute)
+	require.Equal(t, messages.StateSucceeded, st.State)
+	require.EqualValues(t, n, st.Succeeded)
+	for name, s := range map[string]*starts{"first": first, "second": second} {
+		s.mu.Lock()
+		require.Len(t, s.runs, n, name)
+		for idx, runs := range s.runs {
+			require.Equal(t, 1, runs, "item %d ran its %s step %d times", idx, name, runs)
+		}
+		s.mu.Unlock()
+	}
+}

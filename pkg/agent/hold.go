@@ -10,6 +10,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/pause"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Holding (docs/jobs.md "Pause and resume"): the agent follows the pause
@@ -21,8 +22,9 @@ import (
 // back onto the work stream when the job and the pool are no longer
 // paused. Its message id names the delivery's stream sequence, so a
 // delivery held twice (the agent died before its ack) is stored once.
-// An item that started runs all its steps: a pause stops items from
-// starting, not items that run.
+// An item paused while a step runs finishes that step and is held before
+// the next one, its state persisted so that it resumes there
+// (holdBetweenSteps).
 
 // holds reports whether the item must be held rather than run. The
 // reduce item is never held: a job whose map phase ended cannot be paused.
@@ -75,4 +77,22 @@ func (a *Agent) followPauses(ctx context.Context) (stop func(), err error) {
 		stop()
 		return nil, ctx.Err()
 	}
+}
+
+// holdBetweenSteps holds an item whose job or pool was paused while one
+// of its steps ran: its state (the next step, the outputs so far) is
+// persisted, so that the held copy, when it runs, starts at the next step.
+// The job's breaker ticket is settled as not counting: the item did not
+// fail or succeed.
+func (a *Agent) holdBetweenSteps(ctx context.Context, it *item) {
+	saved, fenced := a.persist(ctx, it)
+	if fenced {
+		return // another agent holds the item
+	}
+	if !saved {
+		a.nakDelay(it, laterDelay) // the next delivery resumes at the persisted step
+		return
+	}
+	a.settleBreaker(ctx, it, retry.OutcomeIgnored)
+	a.hold(ctx, it)
 }

@@ -332,8 +332,12 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 	if it.wi.Phase != messages.PhaseReduce {
 		it.deadline = retry.NewDeadline(it.st.StartedAt, it.job.spec.AgentTimeout.D())
 	}
-	for it.st.Step < len(it.set.steps) {
+	for first := true; it.st.Step < len(it.set.steps); first = false {
 		i := it.st.Step
+		if !first && a.holds(it) {
+			a.holdBetweenSteps(ctx, it) // paused since the item started (hold.go)
+			return
+		}
 		if it.carry.ok && it.carry.step == i && it.st.StepAttempt == 0 {
 			it.st.StepAttempt = it.carry.attempts
 		}
