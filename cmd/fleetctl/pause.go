@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register(command{name: "pause", summary: "pause a job: no new item starts, running ones finish (resume JOB goes on)", run: runPause})
+	register(command{name: "pause", summary: "pause a job: no new step starts, running steps finish (resume JOB goes on)", run: runPause})
 	register(command{name: "resume", summary: "resume a paused job", run: runResume})
 	register(command{name: "pool", summary: "pool pause|resume POOL: pause or resume every job of a pool", run: runPool})
 }
@@ -53,7 +53,7 @@ func runPool(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		fmt.Fprintln(w, "usage: fleetctl pool <command> POOL [--json]")
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "  pause    pause every job of the pool: no new item starts on it, running ones finish")
+		fmt.Fprintln(w, "  pause    pause every job of the pool: no new step starts on it, running steps finish")
 		fmt.Fprintln(w, "  resume   resume the pool")
 		if len(args) == 0 {
 			return exitUsage

@@ -6,7 +6,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Pause pauses a job: no new item of it starts within a second, the items
+// Pause pauses a job: no new step of it starts within a second, the steps
 // running finish (docs/jobs.md "Pause and resume"). It returns the job's
 // status once it says paused (or after a few seconds, as it is then).
 func (c *Client) Pause(ctx context.Context, id string) (*messages.JobStatus, error) {

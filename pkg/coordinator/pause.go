@@ -78,8 +78,8 @@ func (c *Coordinator) pauseChanged(kind, name string, paused bool) {
 	}
 }
 
-// PauseJob pauses job id: no new item of it starts once the agents see
-// the pause (within a second), the items running finish. It waits (up to
+// PauseJob pauses job id: no new step of it starts once the agents see
+// the pause (within a second), the steps running finish. It waits (up to
 // pauseWait) for the job's record to say paused.
 func (c *Coordinator) PauseJob(ctx context.Context, id string) (*messages.JobStatus, error) {
 	rec, err := c.store.get(ctx, id)
