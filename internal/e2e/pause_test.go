@@ -290,3 +290,56 @@ func TestPauseHoldsBetweenSteps(t *testing.T) {
 		s.mu.Unlock()
 	}
 }
+
+// Cancelling a paused job ends it with exact counts (what had not run is
+// not_run), purges its held copies and drops its pause, so that a job of
+// the same id later would not start paused.
+func TestCancelPausedJob(t *testing.T) {
+	const n = 500
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: calmProvision})
+	rec := newStarts()
+	startAgent(t, srv.URL(), agent.Config{Name: "a", Concurrency: 4},
+		map[string]agent.HandlerFunc{"rec": rec.handler(10 * time.Millisecond)})
+	cl := client(t, srv)
+	id := submit(t, cl, `{"id": "cancelpaused", "items": `+inlineItems(n)+`, "agent_template": [{"handler": "rec"}]}`)
+	waitDone(t, cl, id, 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := cl.Pause(ctx, id)
+	require.NoError(t, err)
+	park, err := srv.JS().Stream(ctx, "FLEET_PARK_default")
+	require.NoError(t, err)
+	held := func() uint64 {
+		info, err := park.Info(ctx, jetstream.WithSubjectFilter("fleet.parked.default.at."+id+".*.held"))
+		require.NoError(t, err)
+		return info.State.Msgs
+	}
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if held() == 0 {
+			return fmt.Errorf("nothing held yet")
+		}
+		return nil
+	})
+
+	_, err = cl.Cancel(ctx, id)
+	require.NoError(t, err)
+	st := waitJob(t, cl, id, 30*time.Second)
+	require.Equal(t, messages.StateCancelled, st.State)
+	require.Positive(t, st.NotRun)
+	require.Empty(t, st.PausedBy)
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if n := held(); n != 0 {
+			return fmt.Errorf("%d held copies of the cancelled job left", n)
+		}
+		return nil
+	})
+	kv, err := srv.JS().KeyValue(ctx, "fleet_pause")
+	require.NoError(t, err)
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if _, err := kv.Get(ctx, messages.PauseJobKey(id)); err == nil {
+			return fmt.Errorf("the pause of the cancelled job is still there")
+		}
+		return nil
+	})
+}

@@ -224,7 +224,6 @@ func (r *jobRunner) run(ctx context.Context) {
 			}
 		}
 		r.runPending()
-		pub = r.followPause(ctx, pub)
 
 		r.mu.Lock()
 		life := r.life
@@ -251,6 +250,9 @@ func (r *jobRunner) run(ctx context.Context) {
 		if life.phase != phaseLingering && late.waiting() {
 			late.cancel() // reopened by a replay
 		}
+		// After the map-end purges: a job that ended paused drops its pause
+		// then, and its held copies are gone by then.
+		pub = r.followPause(ctx, pub)
 		tick.arm(r.needsTick())
 	}
 }

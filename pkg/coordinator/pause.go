@@ -211,13 +211,17 @@ func (r *jobRunner) followPause(ctx context.Context, pub *publishing) *publishin
 	st := &r.rec.Status
 	ended := r.life.ended() || messages.TerminalState(st.State)
 	switch {
-	case ended && st.PausedBy != "":
-		st.PausedBy = ""
-		r.dirty = true
-		r.mu.Unlock()
-		return pub
 	case ended:
+		if st.PausedBy != "" {
+			st.PausedBy = ""
+			r.dirty = true
+		}
 		r.mu.Unlock()
+		if _, paused := r.c.pauses.Job(r.id); paused {
+			// A job that ended paused (cancelled) is paused no more: a new
+			// job of the same id, after retention, starts unpaused.
+			r.c.dropPause(ctx, r.id)
+		}
 		return pub
 	case by != "" && (st.State != messages.StatePaused || st.PausedBy != by):
 		was := st.State
@@ -448,5 +452,20 @@ func (c *Coordinator) apiPoolPause(fn func(context.Context, string) (*messages.P
 			return nil, apiErr(messages.CodeInternal, err.Error())
 		}
 		return reply, nil
+	}
+}
+
+// dropPause deletes job id's pause key, if any (a delete marker, which
+// the watches see).
+func (c *Coordinator) dropPause(ctx context.Context, id string) {
+	if c.pauseKV == nil {
+		return // not running
+	}
+	key := messages.PauseJobKey(id)
+	if _, err := c.pauseKV.Get(ctx, key); err != nil {
+		return // none (or unreadable: retention tries again)
+	}
+	if err := c.pauseKV.Delete(ctx, key); err != nil && ctx.Err() == nil {
+		c.log.Warn().Err(err).Str("job_id", id).Msg("cannot delete the pause of an ended job")
 	}
 }
