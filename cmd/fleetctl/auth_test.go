@@ -107,6 +107,12 @@ func TestCommandsOnASecuredFleet(t *testing.T) {
 	code, out, errOut = cliEnvMap(t, as("operator"), "status", "secured", "--json")
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, out, `"succeeded": 3`)
+	// The operator pauses and resumes pools (the agent, watching the pause
+	// bucket with its own grants, keeps running).
+	for _, cmd := range []string{"pause", "resume"} {
+		code, _, errOut = cliEnvMap(t, as("operator"), "pool", cmd, "default")
+		require.Equal(t, exitOK, code, errOut)
+	}
 
 	for _, tc := range []struct {
 		user    string
@@ -115,6 +121,7 @@ func TestCommandsOnASecuredFleet(t *testing.T) {
 	}{
 		{auth.AgentUser("default"), []string{"submit", path}, "fleet.api.jobs.submit"},
 		{"submitter", []string{"cancel", "secured"}, "fleet.api.jobs.cancel"},
+		{"submitter", []string{"pause", "secured"}, "fleet.api.jobs.pause"},
 		{"operator", []string{"submit", path}, "fleet.api.jobs.submit"},
 	} {
 		t.Run(tc.user+" "+tc.args[0], func(t *testing.T) {

@@ -181,6 +181,9 @@ func printSummary(out io.Writer, st *messages.JobStatus, elapsed time.Duration) 
 	w := newTable(out)
 	defer w.Flush()
 	fmt.Fprintf(w, "job %s: %s", st.ID, st.State)
+	if st.PausedBy != "" {
+		fmt.Fprintf(w, " (by its %s)", st.PausedBy)
+	}
 	if st.CompletionReason != "" {
 		fmt.Fprintf(w, " (%s)", st.CompletionReason)
 	}

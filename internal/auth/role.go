@@ -276,6 +276,10 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			pub = append(pub, j.kvRead(b)...)
 			pub = append(pub, j.watch(kvStream(b))...)
 		}
+		// What is paused (pause bucket), read only: a watch that keeps
+		// each agent's view current, so that it holds paused items.
+		pub = append(pub, j.kvRead(names.PauseBucket())...)
+		pub = append(pub, j.watch(kvStream(names.PauseBucket()))...)
 		// The agent's presence (agents bucket): its own pool's keys only.
 		pub = append(pub, "$KV."+names.AgentsBucket()+"."+pool+".>")
 		pub = append(pub, j.kvRead(names.AgentsBucket())...)
@@ -322,7 +326,8 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		}
 	case RoleOperator:
 		dlqStream := names.DLQStream()
-		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel, messages.EndpointJobsPrune),
+		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel, messages.EndpointJobsPrune,
+			messages.EndpointJobsPause, messages.EndpointJobsResume, messages.EndpointPoolsPause, messages.EndpointPoolsResume),
 			names.Prefix+".api.dlq.>",
 			// Schedules: every schedules.* endpoint (add, list, get, pause,
 			// resume, trigger, rm).
@@ -349,6 +354,7 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		// agents' presence, and reads of the events (a breaker's history)
 		// and results (a job's histograms).
 		pub = append(pub, j.watch(kvStream(names.JobsBucket()))...)
+		pub = append(pub, j.kvRead(names.PauseBucket())...) // which pools are paused
 		pub = append(pub, j.kvRead(names.AgentsBucket())...)
 		pub = append(pub, j.watch(kvStream(names.AgentsBucket()))...)
 		for _, s := range []string{names.EventsStream(), names.ResultsStream()} {

@@ -246,6 +246,7 @@ func Buckets(n messages.Names, c Config) []jetstream.KeyValueConfig {
 		{Bucket: n.LimitsBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet rate and concurrency limits"},
 		{Bucket: n.AgentsBucket(), History: 1, Storage: st, Replicas: c.Replicas, TTL: AgentsTTL, Description: "jetfleet agents' presence"},
 		{Bucket: n.SchedulesBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet schedules: timing, job spec, runs and skipped ticks"},
+		{Bucket: n.PauseBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet paused jobs and pools"},
 		{Bucket: n.ControlBucket(), History: 1, Storage: st, Replicas: c.Replicas, Description: "jetfleet coordinators: the leader's lease, DLQ replays, cancel requests"},
 	}
 }

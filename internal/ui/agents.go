@@ -30,6 +30,9 @@ type poolView struct {
 	Agents                           []agentView
 	Concurrency                      int
 	InFlight                         int64
+	// PausedSince is when the pool was paused (fleetctl pool pause); nil
+	// while it runs.
+	PausedSince *time.Time
 }
 
 // agentView is one agent.
@@ -90,6 +93,7 @@ func (s *Server) pageAgents(w http.ResponseWriter, r *http.Request) {
 		d.InFlight += a.InFlight
 	}
 	for _, p := range pools {
+		p.PausedSince = s.poolPausedSince(ctx, p.Pool)
 		d.Pools = append(d.Pools, *p)
 	}
 	slices.SortFunc(d.Pools, func(a, b poolView) int { return strings.Compare(a.Pool, b.Pool) })

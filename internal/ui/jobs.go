@@ -42,7 +42,7 @@ type stateCount struct {
 }
 
 var listStates = []string{
-	messages.StateRunning, messages.StatePending, messages.StateScheduled, messages.StateSucceeded, messages.StateFailed,
+	messages.StateRunning, messages.StatePending, messages.StateScheduled, messages.StatePaused, messages.StateSucceeded, messages.StateFailed,
 	messages.StateStopped, messages.StateCancelled, messages.StateRejected,
 }
 
@@ -174,9 +174,11 @@ type jobData struct {
 	CanCancel   bool
 	// CanKill offers to kill the running steps of a job cancelled
 	// without kill (they may still run).
-	CanKill      bool
-	DLQURL       string
-	ErrorsDLQURL map[string]string
+	CanKill bool
+	// CanPause and CanResume show the pause and resume buttons (pause.go).
+	CanPause, CanResume bool
+	DLQURL              string
+	ErrorsDLQURL        map[string]string
 }
 
 // stepCharts are one step's histograms.
@@ -218,6 +220,7 @@ func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
 	}
 	d.CanCancel = !s.cfg.ReadOnly && !messages.TerminalState(st.State)
 	d.CanKill = !s.cfg.ReadOnly && st.MapReason == messages.CompletionCancelled
+	d.CanPause, d.CanResume = s.pauseButtons(st)
 	d.DLQURL = "/dlq?" + url.Values{"job": {id}}.Encode()
 	d.ErrorsDLQURL = map[string]string{}
 	for _, e := range st.Errors {

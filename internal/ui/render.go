@@ -164,7 +164,7 @@ var funcs = template.FuncMap{
 			return "ok"
 		case messages.StateFailed, messages.StateRejected:
 			return "fail"
-		case messages.StateStopped, messages.StateCancelled:
+		case messages.StateStopped, messages.StateCancelled, messages.StatePaused:
 			return "warn"
 		case messages.StateRunning:
 			return "run"

@@ -228,6 +228,8 @@ func (s *Server) routes() http.Handler {
 	handle("GET /{$}", "jobs", s.pageJobs)
 	handle("GET /jobs/{id}", "job", s.pageJob)
 	handle("POST /jobs/{id}/cancel", "job_cancel", s.postCancel)
+	handle("POST /jobs/{id}/pause", "job_pause", s.postPause)
+	handle("POST /jobs/{id}/resume", "job_resume", s.postResume)
 	handle("GET /dlq", "dlq", s.pageDLQ)
 	handle("GET /dlq/{seq}", "dlq_entry", s.pageEntry)
 	handle("POST /dlq/replay", "dlq_replay", s.postReplay)
@@ -237,6 +239,9 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/replays/{id}", "api_replay", s.apiReplay)
 	handle("GET /agents", "agents", s.pageAgents)
 	handle("GET /limits", "limits", s.pageLimits)
+	handle("GET /schedules", "schedules", s.pageSchedules)
+	handle("POST /pools/{pool}/pause", "pool_pause", s.postPoolPause)
+	handle("POST /pools/{pool}/resume", "pool_resume", s.postPoolResume)
 	mux.HandleFunc("GET /events", s.live)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -19,6 +19,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/pause"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/tracing"
@@ -95,6 +96,10 @@ type Agent struct {
 	relCtx   context.Context
 	relWG    sync.WaitGroup
 	parkNext time.Time
+	// pauses is what the pause bucket says is paused (hold.go); pauseKV
+	// the bucket, followed while Run runs.
+	pauses  *pause.View
+	pauseKV jetstream.KeyValue
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -244,6 +249,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: map_ended events: %w", err)
 	}
 	defer stopEnded()
+	stopPauses, err := a.followPauses(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer stopPauses()
 	a.log.Info().Int("concurrency", a.cfg.Concurrency).Dur("heartbeat", a.hb).Msg("agent running")
 	stopPresence := a.presence.start(ctx)
 	defer stopPresence()
@@ -295,6 +308,9 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	var err error
 	if a.items, err = a.waitKV(ctx, a.names.ItemsBucket()); err != nil {
+		return err
+	}
+	if a.pauseKV, err = a.waitKV(ctx, a.names.PauseBucket()); err != nil {
 		return err
 	}
 	jobsKV, err := a.waitKV(ctx, a.names.JobsBucket())

@@ -87,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "jetfleet_agent_result_messages_total", Help: "Results messages published, each with one result or a batch of one job's results (items_total / this = results per message).",
 		}),
 		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jetfleet_agent_parked_total", Help: "Retries parked in the park stream (parked), deliveries a parked copy superseded, acked without running (superseded), and items a circuit breaker parked that were sent back to work when it closed (released).",
+			Name: "jetfleet_agent_parked_total", Help: "Retries parked in the park stream (parked), deliveries a parked copy superseded, acked without running (superseded), items a circuit breaker parked that were sent back to work when it closed (released), and items of paused jobs or pools held in the park stream without running (held).",
 		}, []string{"kind"}),
 	}
 	m.succeeded = m.items.WithLabelValues(messages.OutcomeSucceeded)

@@ -211,9 +211,14 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 		return
 	}
 
+	if a.holds(it) {
+		a.hold(ctx, it) // its job or pool is paused (hold.go)
+		return
+	}
+
 	it.st = messages.ItemState{JobID: it.wi.JobID, ItemID: it.wi.ItemID, Generation: it.wi.Generation}
 	it.carry = carriedAttempts(&it.wi)
-	if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 {
+	if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 || it.wi.Held > 0 {
 		if err := a.loadState(ctx, it); err != nil {
 			log().Warn().Err(err).Msg("cannot read item state; retrying later")
 			a.nakDelay(it, time.Second)
@@ -370,8 +375,12 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 	if it.wi.Phase != messages.PhaseReduce {
 		it.deadline = retry.NewDeadline(it.st.StartedAt, it.job.spec.AgentTimeout.D())
 	}
-	for it.st.Step < len(it.set.steps) {
+	for first := true; it.st.Step < len(it.set.steps); first = false {
 		i := it.st.Step
+		if !first && a.holds(it) {
+			a.holdBetweenSteps(ctx, it) // paused since the item started (hold.go)
+			return
+		}
 		if it.carry.ok && it.carry.step == i && it.st.StepAttempt == 0 {
 			it.st.StepAttempt = it.carry.attempts
 		}

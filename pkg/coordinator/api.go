@@ -59,10 +59,13 @@ func (c *Coordinator) safeCall(ctx context.Context, name string, fn func(context
 	return fn(ctx, data)
 }
 
-// extraEndpoints lets other files (the DLQ API, schedules) add endpoints.
+// extraEndpoints lets other files (the DLQ API, schedules, pause) add endpoints.
 func (c *Coordinator) extraEndpoints() map[string]endpointFunc {
 	m := c.dlqEndpoints()
 	for name, fn := range c.scheduleEndpoints() {
+		m[name] = fn
+	}
+	for name, fn := range c.pauseEndpoints() {
 		m[name] = fn
 	}
 	for name, fn := range c.testEndpoints {

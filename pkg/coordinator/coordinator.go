@@ -21,6 +21,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/pause"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -67,6 +68,9 @@ type Coordinator struct {
 
 	// pools knows the work stream's pools (pools.go).
 	pools poolSet
+	// priorities counts the jobs publishing in each pool by priority
+	// (priority.go).
+	priorities priorities
 
 	// breakers is the circuit-breaker bucket the agents write, read for status.
 	breakers jetstream.KeyValue
@@ -85,7 +89,12 @@ type Coordinator struct {
 	// cancel requests; itemsKV the items' retry states (the DLQ mover).
 	control jetstream.KeyValue
 	itemsKV jetstream.KeyValue
-	lease   *lease.Lease
+	// pauseKV is the pause bucket, pauses this coordinator's view of it,
+	// releaseNow the nudge of the leader's releaser (pause.go).
+	pauseKV    jetstream.KeyValue
+	pauses     *pause.View
+	releaseNow chan struct{}
+	lease      *lease.Lease
 	// fail ends Run with an error (the intake lost its connection).
 	fail context.CancelCauseFunc
 	// components run in every leadership term (OnLeader).
@@ -126,6 +135,9 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		log:     cfg.Logger.With().Str("component", "coordinator").Logger(),
 		runners: map[string]*jobRunner{},
 		ready:   make(chan struct{}),
+		pauses:  pause.NewView(),
+		// releaseNow: a resume asks the leader to move held items back.
+		releaseNow: make(chan struct{}, 1),
 	}
 	c.pools.c = c
 	c.opener = expand.NewOpener(cfg.InputDir, js)
@@ -176,6 +188,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if c.itemsKV, err = c.js.KeyValue(ctx, c.names.ItemsBucket()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
+	if c.pauseKV, err = c.js.KeyValue(ctx, c.names.PauseBucket()); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
 	if c.work, err = jspub.New(c.nc); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
@@ -199,10 +214,14 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return err
 	}
 	c.agents = newAgentDirectory()
-	c.bg.Add(4)
+	c.bg.Add(5)
 	go func() {
 		defer c.bg.Done()
 		c.index.keep(ctx, kv, c.log)
+	}()
+	go func() {
+		defer c.bg.Done()
+		c.pauses.Keep(ctx, c.pauseKV, c.log, c.pauseChanged)
 	}()
 	go func() {
 		defer c.bg.Done()

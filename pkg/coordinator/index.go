@@ -119,12 +119,13 @@ func (x *jobIndex) put(rev uint64, st *messages.JobStatus) {
 }
 
 // has reports whether the index holds revision rev of job id or a newer one.
-// unfinished returns the ids of the jobs pending, scheduled or running.
+// unfinished returns the ids of the jobs pending, scheduled, running or
+// paused.
 func (x *jobIndex) unfinished() []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	var ids []string
-	for _, state := range []string{messages.StatePending, messages.StateScheduled, messages.StateRunning} {
+	for _, state := range []string{messages.StatePending, messages.StateScheduled, messages.StateRunning, messages.StatePaused} {
 		for _, e := range x.byState[state] {
 			ids = append(ids, e.status.ID)
 		}
@@ -136,7 +137,7 @@ func (x *jobIndex) unfinished() []string {
 func (x *jobIndex) unfinishedCount() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return len(x.byState[messages.StatePending]) + len(x.byState[messages.StateRunning])
+	return len(x.byState[messages.StatePending]) + len(x.byState[messages.StateRunning]) + len(x.byState[messages.StatePaused])
 }
 
 func (x *jobIndex) has(id string, rev uint64) bool {

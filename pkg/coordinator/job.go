@@ -183,7 +183,7 @@ func (r *jobRunner) run(ctx context.Context) {
 	defer r.track(ctx, r.hub)()
 
 	pub := r.startPublishing(ctx)
-	defer pub.cancel()
+	defer func() { pub.cancel() }() // the publisher of the moment (followPause)
 	tick := newStatusTimer(r.c.cfg.StatusInterval)
 	defer tick.stop()
 	var (
@@ -259,6 +259,9 @@ func (r *jobRunner) run(ctx context.Context) {
 		if life.phase != phaseLingering && late.waiting() {
 			late.cancel() // reopened by a replay
 		}
+		// After the map-end purges: a job that ended paused drops its pause
+		// then, and its held copies are gone by then.
+		pub = r.followPause(ctx, pub)
 		tick.arm(r.needsTick())
 	}
 }

@@ -111,6 +111,10 @@ func (r *jobRunner) endMapLocked(state, reason string) {
 		return
 	}
 	st := &r.rec.Status
+	if st.State == messages.StatePaused {
+		st.State = messages.StateRunning // nothing is left to pause (pause.go)
+	}
+	st.PausedBy = ""
 	// Every item without an outcome is not run, replayed ones included:
 	// the purge that follows removes their queued messages too.
 	for i, oc := range r.outcome {

@@ -68,6 +68,9 @@ func (w window) full(inFlight, batched int64) bool {
 // asks the server again (count) at most every queueRecheck while full.
 type queue struct {
 	limit int64
+	// share, when set, is the job's share of limit now (its priority
+	// against the others', priority.go).
+	share func(limit int64) int64
 	// count asks the server for the job's messages in the work stream.
 	count func(ctx context.Context) (int64, error)
 	// known is count's last answer, taken when the job had inFlightAt
@@ -83,7 +86,14 @@ func (q *queue) bounded() bool { return q.limit > 0 }
 // full reports whether inFlight published items (of which the estimate
 // moves since the last count) and batched ones about to be fill the queue.
 func (q *queue) full(inFlight, batched int64) bool {
-	return q.bounded() && q.known+inFlight-q.inFlightAt+batched >= q.limit
+	if !q.bounded() {
+		return false
+	}
+	limit := q.limit
+	if q.share != nil {
+		limit = q.share(limit)
+	}
+	return q.known+inFlight-q.inFlightAt+batched >= limit
 }
 
 // recount asks the server for the job's messages in the work stream.
@@ -136,21 +146,29 @@ type publisher struct {
 	tr        tracing.Tracer
 	trace, tp string
 	sign      signFunc // nil: items are not signed
+	// pools and priority place the job among the others publishing to
+	// its pools (priority.go).
+	pools    []string
+	priority int
 }
 
 // newPublisher builds the runner's publisher from its record as it is now.
 func (r *jobRunner) newPublisher() *publisher {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	pools, prio := jobPools(&r.rec), r.rec.Spec.EffectivePriority()
 	return &publisher{
 		job: r.id, spec: r.rec.Spec, routes: r.rec.Routes,
 		cursor: r.rec.Cursor, items: r.rec.Status.Items,
 		batch: r.c.cfg.PublishBatch, window: window{int64(r.rec.Spec.MaxParallel)},
-		queue: queue{limit: max(r.c.cfg.JobQueue, 0), count: r.c.queued(r.id)},
-		open:  r.c.opener, names: r.c.names, send: r.c.work, maxPayload: r.c.nc.MaxPayload,
+		queue: queue{limit: max(r.c.cfg.JobQueue, 0), count: r.c.queued(r.id), share: func(limit int64) int64 {
+			return share(limit, prio, r.c.priorities.top(pools))
+		}},
+		open: r.c.opener, names: r.c.names, send: r.c.work, maxPayload: r.c.nc.MaxPayload,
 		state: r, progress: r.progress, after: time.After, log: r.log, metrics: r.c.metrics,
 		tr: r.c.tr, trace: r.rec.Trace,
-		sign: r.c.signer(),
+		sign:  r.c.signer(),
+		pools: pools, priority: prio,
 	}
 }
 
@@ -365,11 +383,28 @@ func (r *jobRunner) startPublishing(ctx context.Context) *publishing {
 			pg.result <- ctx.Err()
 			return
 		}
+		select { // what is paused (pause.go)
+		case <-r.c.pauses.Ready():
+		case <-ctx.Done():
+			pg.result <- ctx.Err()
+			return
+		}
+		if r.pausedBy() != "" {
+			r.wakeUp() // the run loop marks the job paused
+			pg.result <- nil
+			return
+		}
 		if err := r.holdNotBefore(ctx); err != nil { // not_before (notbefore.go)
 			pg.result <- err
 			return
 		}
-		pg.result <- r.newPublisher().run(ctx)
+		p := r.newPublisher()
+		if p.queue.bounded() && p.cursor < p.items {
+			// Counted while it publishes: the shares of lower-priority
+			// jobs in its pools shrink meanwhile (priority.go).
+			defer r.c.priorities.add(p.pools, p.priority)()
+		}
+		pg.result <- p.run(ctx)
 	}()
 	return pg
 }

@@ -301,6 +301,7 @@ func (c *Coordinator) purgeJobData(ctx context.Context, rec *messages.JobRecord)
 			return err
 		}
 	}
+	c.dropPause(ctx, id) // a job that ended paused (pause.go)
 	return c.deleteJobObjects(ctx, rec)
 }
 

@@ -105,6 +105,9 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 			v.addf("not_before", "%v", err)
 		}
 	}
+	if p := s.Priority; p != nil && (*p < messages.MinPriority || *p > messages.MaxPriority) {
+		v.addf("priority", "must be %d to %d (default %d), got %d", messages.MinPriority, messages.MaxPriority, messages.DefaultPriority, *p)
+	}
 	if s.GroupBy != "" {
 		v.groupBy("group_by", s.GroupBy)
 	}

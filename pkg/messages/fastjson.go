@@ -268,7 +268,7 @@ func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
 
 // workItemFields are WorkItem's JSON names.
 var workItemFields = []string{"job_id", "item_id", "index", "group", "payload", "generation", "correlation_id", "replay_count",
-	"history", "history_dropped", "reset_attempts", "phase", "reduce", "park", "sig"}
+	"history", "history_dropped", "reset_attempts", "phase", "reduce", "park", "held", "sig"}
 
 // DecodeWorkItem decodes a work message into wi, as json.Unmarshal into a
 // zero WorkItem does, faster.
@@ -317,6 +317,8 @@ func decodeWorkItem(obj []byte, wi *WorkItem) error {
 			return json.Unmarshal(v, &wi.Reduce)
 		case "park":
 			return setInt(v, &wi.Park)
+		case "held":
+			return setInt(v, &wi.Held)
 		case "sig":
 			return setString(v, &wi.Sig)
 		}
@@ -400,7 +402,7 @@ func plainJSONString(s string) bool {
 // its CPU. ok is false otherwise, and nothing is appended.
 func appendWorkItem(b []byte, wi *WorkItem) (_ []byte, ok bool) {
 	if wi.Generation != 0 || wi.ReplayCount != 0 || len(wi.History) > 0 || wi.HistoryDropped != 0 || wi.ResetAttempts ||
-		wi.Phase != "" || wi.Reduce != nil || wi.Park != 0 || !plainJSONString(wi.JobID) || !plainJSONString(wi.ItemID) ||
+		wi.Phase != "" || wi.Reduce != nil || wi.Park != 0 || wi.Held != 0 || !plainJSONString(wi.JobID) || !plainJSONString(wi.ItemID) ||
 		!plainJSONString(wi.Group) || !plainJSONString(wi.CorrelationID) || !plainJSONString(wi.Sig) || !compactPayload(wi.Payload) {
 		return b, false
 	}

@@ -140,7 +140,7 @@ func TestFastCodecsKnowEveryField(t *testing.T) {
 	zero := func(v reflect.Value) bool { return v.IsZero() }
 	full := WorkItem{JobID: "j", ItemID: "i", Index: 1, Group: "g", Payload: json.RawMessage(`{"a":1}`), Generation: 2,
 		CorrelationID: "c", ReplayCount: 3, History: []Attempt{{Attempt: 1}}, HistoryDropped: 4, ResetAttempts: true,
-		Phase: PhaseReduce, Reduce: &ReduceInput{ResultsObject: "o"}, Park: 5, Sig: "c2ln"}
+		Phase: PhaseReduce, Reduce: &ReduceInput{ResultsObject: "o"}, Park: 5, Held: 2, Sig: "c2ln"}
 	rv := reflect.ValueOf(full)
 	for i := range rv.NumField() {
 		require.False(t, zero(rv.Field(i)), "the test's WorkItem sets %s", rv.Type().Field(i).Name)

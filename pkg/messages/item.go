@@ -46,6 +46,10 @@ type WorkItem struct {
 	// delivery whose Park is below ItemState.Park is superseded by a parked
 	// copy and is not run.
 	Park int `json:"park,omitempty"`
+	// Held counts the times an agent held the item while its job or pool
+	// was paused (HeldSubject): a copy moved back on resume reads the
+	// item's state like any redelivery.
+	Held int `json:"held,omitempty"`
 	// Sig is the coordinator's signature of the item for the pool it was
 	// sent to (SignedBytes), base64url without padding; empty when the
 	// coordinator signs nothing. Agents given the coordinator's public
@@ -60,8 +64,8 @@ const signedDomain = "jetfleet work item v1"
 // SignedBytes returns what the coordinator signs for wi sent to pool:
 // the pool, the job, the item's id, index, group, generation, phase,
 // replay count, reset flag, payload (as json.Marshal writes it) and reduce input, each
-// length-prefixed. Not covered: Park (agents change it when they park
-// the item), History and HistoryDropped (what earlier generations did,
+// length-prefixed. Not covered: Park and Held (agents change them when
+// they park or hold the item), History and HistoryDropped (what earlier generations did,
 // which the replay may shorten to fit), CorrelationID and Sig itself.
 func (wi *WorkItem) SignedBytes(pool string) []byte {
 	b := make([]byte, 0, 128+len(wi.Payload))

@@ -46,6 +46,10 @@ type JobSpec struct {
 	// from its acceptance ("10m"). The coordinator stores the time it
 	// resolves to; until then the job's state is "scheduled".
 	NotBefore string `json:"not_before,omitempty"`
+	// Priority orders the jobs of one pool: 0 (lowest) to 9 (highest).
+	// A job of higher priority gets the larger share of the pool's work
+	// queue (docs/jobs.md "Priorities"). Unset: DefaultPriority (5).
+	Priority *int `json:"priority,omitempty"`
 	// AgentTemplate are the steps run, in order, for every item.
 	AgentTemplate []Step `json:"agent_template"`
 	// AgentTimeout bounds the run of one item through AgentTemplate, from
@@ -318,4 +322,20 @@ type BestEffort struct {
 	// LateResults is log (default) or update; AD-44's log_only and
 	// update_result are accepted for them.
 	LateResults string `json:"late_results,omitempty"`
+}
+
+// Bounds and default of JobSpec.Priority.
+const (
+	MinPriority     = 0
+	MaxPriority     = 9
+	DefaultPriority = 5
+)
+
+// EffectivePriority is the job's priority: Priority, or DefaultPriority
+// when unset.
+func (s *JobSpec) EffectivePriority() int {
+	if s == nil || s.Priority == nil {
+		return DefaultPriority
+	}
+	return *s.Priority
 }

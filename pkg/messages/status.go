@@ -47,10 +47,13 @@ const (
 // JobStatus is a job's status (docs/contract.md §7). When the job ends,
 // Succeeded+DeadLettered+Skipped+NotRun+Failed == Items.
 type JobStatus struct {
-	ID           string `json:"id"`
-	Name         string `json:"name,omitempty"`
-	Pool         string `json:"pool"`
-	State        string `json:"state"`
+	ID    string `json:"id"`
+	Name  string `json:"name,omitempty"`
+	Pool  string `json:"pool"`
+	State string `json:"state"`
+	// PausedBy says what paused a job whose State is paused: PausedByJob
+	// or PausedByPool.
+	PausedBy     string `json:"paused_by,omitempty"`
 	Items        int64  `json:"items"`
 	Published    int64  `json:"published"`
 	Succeeded    int64  `json:"succeeded"`
