@@ -44,9 +44,15 @@ func TestPauseCommands(t *testing.T) {
 	code, out, errOut = cli(t, url, "status", "cli-pause")
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, out, "job cli-pause: paused (by its job)")
-	code, out, errOut = cli(t, url, "list", "--state", "paused")
-	require.Equal(t, exitOK, code, errOut)
-	require.Contains(t, out, "cli-pause")
+	// The list is served from the coordinator's index of the jobs bucket,
+	// which follows the record a moment after status does.
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		code, out, errOut := cli(t, url, "list", "--state", "paused")
+		if code != exitOK || !strings.Contains(out, "cli-pause") {
+			return fmt.Errorf("list --state paused: %d %s%s", code, out, errOut)
+		}
+		return nil
+	})
 
 	code, out, errOut = cli(t, url, "pool", "pause", "default", "--json")
 	require.Equal(t, exitOK, code, errOut)

@@ -1,6 +1,11 @@
 package natstest
 
-import "go.uber.org/goleak"
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
 
 // IgnoreServerGoroutines is the goleak option for what an embedded server
 // leaves behind after Shutdown on purpose: a stream with a source (the
@@ -8,4 +13,26 @@ import "go.uber.org/goleak"
 // 30 s to set up its source consumer, and it ends on its own.
 func IgnoreServerGoroutines() goleak.Option {
 	return goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3")
+}
+
+// leakWait bounds how long VerifyNoLeaks waits for goroutines to end.
+const leakWait = 15 * time.Second
+
+// VerifyNoLeaks registers a check, run with t's cleanups (register it
+// first, so that it runs last), that no goroutine started during the test
+// outlives it, beyond what IgnoreServerGoroutines and opts allow. Servers
+// stop some goroutines of their own after Shutdown returns (a stream's
+// state flusher, the access-time service), which on a loaded machine can
+// take longer than goleak's own retries: the check waits up to leakWait
+// for them before it fails.
+func VerifyNoLeaks(t testing.TB, opts ...goleak.Option) {
+	t.Helper()
+	opts = append([]goleak.Option{goleak.IgnoreCurrent(), IgnoreServerGoroutines()}, opts...)
+	t.Cleanup(func() {
+		deadline := time.Now().Add(leakWait)
+		for goleak.Find(opts...) != nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		goleak.VerifyNone(t, opts...)
+	})
 }

@@ -18,8 +18,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
@@ -78,13 +78,7 @@ func startFleet(t testing.TB, cfg Config) *testFleet {
 	t.Helper()
 	// Registered first, so it runs after every other cleanup: the
 	// dashboard, the fleet and the server leave no goroutine behind.
-	opt := goleak.IgnoreCurrent()
-	// The server's setup of the work stream's source (the park stream)
-	// waits up to 30 s for an answer a shut-down server never gives; it
-	// ends on its own.
-	t.Cleanup(func() {
-		goleak.VerifyNone(t, opt, fleettest.IgnoreServerGoroutines())
-	})
+	natstest.VerifyNoLeaks(t)
 	f := &testFleet{broken: &brokenItems{}}
 	handlers := agent.Builtins()
 	handlers["maybe"] = f.broken.handler

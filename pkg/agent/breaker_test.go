@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
@@ -29,15 +28,7 @@ var testNames = messages.MustNames("fleet")
 
 // checkLeaks fails the test if goroutines started during it outlive it,
 // servers included: register it first so that it runs last.
-func checkLeaks(t *testing.T) {
-	opt := goleak.IgnoreCurrent()
-	// The server's setup of the work stream's source (the park stream)
-	// waits up to 30 s for an answer a shut-down server never gives; it
-	// ends on its own.
-	t.Cleanup(func() {
-		goleak.VerifyNone(t, opt, fleettest.IgnoreServerGoroutines())
-	})
-}
+func checkLeaks(t *testing.T) { fleettest.VerifyNoLeaks(t) }
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)

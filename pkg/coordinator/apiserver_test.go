@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -42,9 +41,7 @@ func startCoordConfig(t *testing.T, srv *fleettest.Server, cfg Config, prep func
 
 // checkLeaks checks, when the test ends, that it left no goroutine behind.
 func checkLeaks(t *testing.T) {
-	t.Cleanup(func() {
-		goleak.VerifyNone(t, goleak.IgnoreCurrent(), fleettest.IgnoreServerGoroutines())
-	})
+	fleettest.VerifyNoLeaks(t)
 }
 
 // blocking is an endpoint that answers only when its request's context

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
@@ -95,12 +94,7 @@ func waitEnd(t *testing.T, cl *Client, id string) *messages.JobStatus {
 // between dead_lettered and succeeded, and rebuilding them from the results
 // stream gives the same numbers.
 func TestReplayReopensAFinishedJob(t *testing.T) {
-	// The server's setup of the work stream's source (the park stream)
-	// waits up to 30 s for an answer a shut-down server never gives; it
-	// ends on its own.
-	t.Cleanup(func() {
-		goleak.VerifyNone(t, goleak.IgnoreCurrent(), fleettest.IgnoreServerGoroutines())
-	})
+	fleettest.VerifyNoLeaks(t)
 	srv := fleettest.RunServer(t)
 	// Runners stop following finished jobs at once, so each replay restarts one.
 	cfg := Config{LateResultWindow: time.Millisecond}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
@@ -127,7 +126,7 @@ func TestScheduleAddNamesTheField(t *testing.T) {
 // most recent, late, and counts the others as missed; the restarted
 // coordinators leave no goroutine of the scheduler behind.
 func TestScheduleCatchUpAfterAnOutage(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent(), fleettest.IgnoreServerGoroutines()) })
+	fleettest.VerifyNoLeaks(t)
 	srv := fleettest.RunServer(t)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clock.NewManual(t0)

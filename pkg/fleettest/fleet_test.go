@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -20,8 +20,7 @@ import (
 // noLeaks checks, after every other cleanup, that the fleet left no
 // goroutine behind.
 func noLeaks(t *testing.T) {
-	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, opt, fleettest.IgnoreServerGoroutines()) })
+	natstest.VerifyNoLeaks(t)
 }
 
 func noop(context.Context, *agent.Call) (any, error) { return nil, nil }
