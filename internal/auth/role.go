@@ -303,6 +303,9 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		// A submitter reads schedules and starts runs; adding, pausing and
 		// removing them is the operator's.
 		pub = append(pub, api(messages.EndpointSchedulesList, messages.EndpointSchedulesGet, messages.EndpointSchedulesTrigger)...)
+		// A status request not answered in time goes to every
+		// coordinator (pkg/coordinator/client_retry.go).
+		pub = append(pub, names.APIAllSubject(messages.EndpointJobsStatus))
 		p = Permissions{
 			Publish: SubjectPermission{Allow: pub},
 			// Client.Wait (fleetctl submit --wait, watch) learns of a job's
@@ -314,6 +317,7 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 	case RoleOperator:
 		dlqStream := names.DLQStream()
 		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel, messages.EndpointJobsPrune),
+			names.APIAllSubject(messages.EndpointJobsStatus),
 			names.Prefix+".api.dlq.>",
 			// Schedules: every schedules.* endpoint (add, list, get, pause,
 			// resume, trigger, rm).

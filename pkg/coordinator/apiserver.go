@@ -19,6 +19,10 @@ import (
 // endpointFunc answers one API request.
 type endpointFunc func(context.Context, []byte) (any, *messages.APIError)
 
+// allEndpoints are also served on messages.Names.APIAllSubject, where every
+// serving coordinator answers (Client's retries of a read ask there).
+var allEndpoints = []string{messages.EndpointJobsStatus}
+
 // readEndpoints answer from memory or with a few small reads: they get
 // Config.APIDeadline, the others Config.APIWriteDeadline. The DLQ's
 // list, get and stats are not among them: they scan dead letters of up to
@@ -42,7 +46,8 @@ type apiServer struct {
 	slots chan struct{}
 
 	mu      sync.Mutex
-	svc     micro.Service // nil while not serving
+	svc     micro.Service        // nil while not serving
+	all     []*nats.Subscription // the allEndpoints' subjects, while serving
 	closed  bool
 	running sync.WaitGroup // handlers in flight
 }
@@ -62,8 +67,27 @@ func (s *apiServer) start() error {
 	if err != nil {
 		return err
 	}
+	endpoints := map[string]endpointFunc{messages.EndpointJobsStatus: s.c.apiStatus}
+	for _, name := range allEndpoints {
+		h := s.serve(name, endpoints[name])
+		sub, err := s.c.nc.Subscribe(s.c.names.APIAllSubject(name), func(m *nats.Msg) { h(m.Data, m.Header, m.Reply) })
+		if err != nil {
+			s.unsubscribeAll()
+			_ = svc.Stop()
+			return fmt.Errorf("coordinator: serving %s: %w", s.c.names.APIAllSubject(name), err)
+		}
+		s.all = append(s.all, sub)
+	}
 	s.svc = svc
 	return nil
+}
+
+// unsubscribeAll drops the allEndpoints' subscriptions (s.mu held).
+func (s *apiServer) unsubscribeAll() {
+	for _, sub := range s.all {
+		_ = sub.Unsubscribe()
+	}
+	s.all = nil
 }
 
 // stop stops serving; requests in flight still get their answers.
@@ -74,6 +98,7 @@ func (s *apiServer) stop() {
 		_ = s.svc.Stop()
 		s.svc = nil
 	}
+	s.unsubscribeAll()
 }
 
 // serving says whether the API is served now.
@@ -92,18 +117,24 @@ func (s *apiServer) close() {
 	s.running.Wait()
 }
 
-// handler wraps fn: off the subscription's goroutine, bounded, with a
-// deadline.
+// handler is serve for the micro service.
 func (s *apiServer) handler(name string, fn endpointFunc) micro.Handler {
+	h := s.serve(name, fn)
+	return micro.HandlerFunc(func(req micro.Request) { h(req.Data(), nats.Header(req.Headers()), req.Reply()) })
+}
+
+// serve wraps fn: off the subscription's goroutine, bounded, with a
+// deadline; the answer goes to reply.
+func (s *apiServer) serve(name string, fn endpointFunc) func(data []byte, hdr nats.Header, reply string) {
 	deadline := s.c.cfg.APIWriteDeadline
 	if readEndpoints[name] {
 		deadline = s.c.cfg.APIDeadline
 	}
-	return micro.HandlerFunc(func(req micro.Request) {
+	return func(data []byte, hdr nats.Header, reply string) {
 		select {
 		case s.slots <- struct{}{}:
 		default:
-			s.respondError(req, apiErr(messages.CodeUnavailable, fmt.Sprintf("coordinator busy: %d requests in flight; try again", cap(s.slots))))
+			s.respondError(reply, apiErr(messages.CodeUnavailable, fmt.Sprintf("coordinator busy: %d requests in flight; try again", cap(s.slots))))
 			return
 		}
 		s.mu.Lock()
@@ -119,40 +150,47 @@ func (s *apiServer) handler(name string, fn endpointFunc) micro.Handler {
 			defer func() { <-s.slots }()
 			ctx, cancel := context.WithTimeout(s.ctx, deadline)
 			defer cancel()
-			ctx = tracing.Extract(ctx, nats.Header(req.Headers())) // the caller's trace (tracing.go)
-			reply, e := s.c.safeCall(ctx, name, fn, req.Data())
+			ctx = tracing.Extract(ctx, hdr) // the caller's trace (tracing.go)
+			answer, e := s.c.safeCall(ctx, name, fn, data)
 			if e != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				e = apiErr(messages.CodeUnavailable, fmt.Sprintf("no answer within %s: %s", deadline, e.Message))
 			}
 			if e != nil {
-				s.respondError(req, e)
+				s.respondError(reply, e)
 				return
 			}
-			s.respond(req, reply)
+			s.respond(reply, answer)
 		}()
-	})
+	}
 }
 
-// respondError answers req with e, as micro's Request.Error does.
-func (s *apiServer) respondError(req micro.Request, e *messages.APIError) {
+// respondError answers to reply with e, as micro's Request.Error does.
+func (s *apiServer) respondError(reply string, e *messages.APIError) {
+	if reply == "" {
+		return
+	}
 	body, _ := json.Marshal(messages.ErrorReply{Error: e})
-	m := nats.NewMsg(req.Reply())
+	m := nats.NewMsg(reply)
 	m.Data = body
 	m.Header.Set(micro.ErrorHeader, e.Message)
 	m.Header.Set(micro.ErrorCodeHeader, httpish(e.Code))
 	_ = s.c.nc.PublishMsg(m)
 }
 
-// respond answers req with reply as JSON. Both publish on the connection
-// rather than through req: micro reads the request's error after the
-// handler returns, and these run after it did (on their own goroutine).
-func (s *apiServer) respond(req micro.Request, reply any) {
-	body, err := json.Marshal(reply)
-	if err != nil {
-		s.respondError(req, apiErr(messages.CodeInternal, "encoding the reply: "+err.Error()))
+// respond answers to reply with answer as JSON. Both publish on the
+// connection rather than through micro's request: micro reads the
+// request's error after the handler returns, and these run after it did
+// (on their own goroutine).
+func (s *apiServer) respond(reply string, answer any) {
+	if reply == "" {
 		return
 	}
-	_ = s.c.nc.Publish(req.Reply(), body)
+	body, err := json.Marshal(answer)
+	if err != nil {
+		s.respondError(reply, apiErr(messages.CodeInternal, "encoding the reply: "+err.Error()))
+		return
+	}
+	_ = s.c.nc.Publish(reply, body)
 }
 
 // keepServing checks every Config.HealthInterval that the coordinator
