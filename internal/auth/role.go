@@ -204,6 +204,9 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			// Followers forward status requests to the leader
 			// (pkg/coordinator/apiserver.go).
 			names.Prefix + ".api._leader.>",
+			// A coordinator that cannot reach the cluster asks whether
+			// another serves before it stops (pkg/coordinator/apiserver.go).
+			"$SRV.PING." + messages.ServiceName,
 		}
 		for _, b := range ownedObjectStores(names) {
 			pub = append(pub, "$O."+b+".>")

@@ -195,8 +195,8 @@ func (s *apiServer) respond(reply string, answer any) {
 
 // keepServing checks every Config.HealthInterval that the coordinator
 // reaches the cluster, stops serving after Config.HealthFailures failed
-// checks in a row and serves again after the next good one, until ctx
-// ends. The check reads the lease key from the control bucket's stream
+// checks in a row when another coordinator serves, and serves again after
+// the next good check, until ctx ends. The check reads the lease key from the control bucket's stream
 // leader: what a coordinator cut off the cluster cannot do. Checks that
 // keep failing as a cut-off server's requests do (natsconn.CutOff) move
 // the connection to another server of its URL list.
@@ -241,9 +241,62 @@ func (s *apiServer) keepServing(ctx context.Context) {
 			continue
 		}
 		failures++
-		if failures == s.c.cfg.HealthFailures && s.serving() {
+		if failures < s.c.cfg.HealthFailures || !s.serving() {
+			continue
+		}
+		// Only for another that serves: when no coordinator reaches the
+		// cluster (a JetStream meta election, after a partition heals),
+		// one that answers "unavailable", or from its runner, is better
+		// than none.
+		if s.othersServing(ctx) {
 			s.stop()
 			s.c.log.Warn().Err(err).Int("checks", failures).Msg("cannot reach the cluster: API no longer served here until it can")
+		} else if failures == s.c.cfg.HealthFailures {
+			s.c.log.Warn().Err(err).Int("checks", failures).Msg("cannot reach the cluster, and no other coordinator serves: serving on")
+		}
+	}
+}
+
+// othersWait bounds how long othersServing waits for another
+// coordinator's answer.
+const othersWait = 500 * time.Millisecond
+
+// othersServing reports whether a coordinator other than this one serves
+// the API where this one's server can see it: one answers the micro
+// service's ping ($SRV.PING.jetfleet), which a coordinator that stopped
+// serving no longer does.
+func (s *apiServer) othersServing(ctx context.Context) bool {
+	s.mu.Lock()
+	var self string
+	if s.svc != nil {
+		self = s.svc.Info().ID
+	}
+	s.mu.Unlock()
+	inbox := s.c.nc.NewInbox()
+	answers := make(chan *nats.Msg, 16)
+	sub, err := s.c.nc.ChanSubscribe(inbox, answers)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.c.nc.PublishRequest("$SRV.PING."+messages.ServiceName, inbox, nil); err != nil {
+		return false
+	}
+	wait := time.NewTimer(othersWait)
+	defer wait.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-wait.C:
+			return false
+		case m := <-answers:
+			var ping struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(m.Data, &ping) == nil && ping.ID != "" && ping.ID != self {
+				return true
+			}
 		}
 	}
 }

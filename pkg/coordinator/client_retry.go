@@ -39,7 +39,7 @@ const FailoverAfter = 1500 * time.Millisecond
 // failoverQuiet is how long after a move a client makes no other: the new
 // server needs time to answer, and requests made at the same time must
 // not move the connection once each.
-const failoverQuiet = 10 * time.Second
+const failoverQuiet = 3 * time.Second
 
 // idleRetry is the pause before a request that found no coordinator
 // serving (or one answered "unavailable") is sent again; idleTries such
@@ -56,7 +56,7 @@ const (
 // while keeping its clients connected. The request then goes on through
 // the new server. Use it when the client owns its connection (fleetctl
 // does): a move drops what is in flight on the connection's other
-// subscriptions. At most one move every 10 s.
+// subscriptions. At most one move every 3 s.
 func WithFailover() ClientOption {
 	return func(c *Client) { c.failover = true }
 }
@@ -225,12 +225,17 @@ func withJobID(specJSON []byte) ([]byte, error) {
 	if json.Unmarshal(specJSON, &fields) != nil || fields == nil {
 		return specJSON, nil
 	}
-	if _, ok := fields["id"]; ok {
+	given, has := fields["id"]
+	if has && string(given) != `""` && string(given) != "null" {
 		return specJSON, nil
 	}
 	id, err := json.Marshal("job-" + strings.ToLower(nuid.Next()))
 	if err != nil {
 		return nil, err
+	}
+	if has { // "id": "" or null: replaced
+		fields["id"] = id
+		return json.Marshal(fields)
 	}
 	// The id goes in first, the spec's own bytes after it unchanged.
 	rest := bytes.TrimLeft(specJSON, " \t\r\n")[1:] // after the '{'

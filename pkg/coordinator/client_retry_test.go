@@ -119,7 +119,8 @@ func TestSubmitSentAgainCarriesTheSameID(t *testing.T) {
 func TestWithJobID(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"has an id", `{"id":"x","items":[]}`, `{"id":"x","items":[]}`},
-		{"empty id left to the coordinator", `{"id":"","items":[]}`, `{"id":"","items":[]}`},
+		{"empty id", `{"id":"","items":[]}`, `{"id":"ID","items":[]}`},
+		{"null id", `{"items":[],"id":null}`, `{"id":"ID","items":[]}`},
 		{"no id", ` {"items":[]}`, `{"id":"ID","items":[]}`},
 		{"empty object", `{ }`, `{"id":"ID" }`},
 		{"not an object", `[1]`, `[1]`},
