@@ -610,7 +610,9 @@ func verify(ctx context.Context, args []string) error {
 // more than --max-failures probes failed or the count went back. Its
 // client moves to another server when the one it is on finds no
 // coordinator (coordinator.WithFailover), as fleetctl's does. Each failed
-// probe is logged to stderr with the server it was on.
+// probe is logged to stderr with the server it was on. With
+// --not-while-down, a probe that failed while the connection had no server
+// (every node down) is reported apart and not counted.
 func probe(ctx context.Context, args []string) error {
 	job, rest, err := flagsAfter(args)
 	if err != nil {
@@ -622,6 +624,7 @@ func probe(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 3*time.Second, "a probe not answered within this failed")
 	maxFailures := fs.Int("max-failures", 2, "fail when more probes than this failed")
 	label := fs.String("label", "", "name of the fault, for the report")
+	whileDown := fs.Bool("not-while-down", false, "do not count probes that failed with no server to connect to (every node down)")
 	nc, _, err := connect(fs, rest)
 	if err != nil {
 		return err
@@ -632,7 +635,7 @@ func probe(ctx context.Context, args []string) error {
 		return err
 	}
 	start := time.Now()
-	var probes, failures, backwards, stale int
+	var probes, failures, backwards, stale, down int
 	var newest *time.Time // the latest as_of seen
 	var slowest time.Duration
 	var maxDone, firstDone int64 = -1, -1
@@ -649,6 +652,9 @@ func probe(ctx context.Context, args []string) error {
 		probes++
 		slowest = max(slowest, d)
 		switch {
+		case (err != nil || d > *timeout) && *whileDown && !nc.IsConnected():
+			down++
+			fmt.Fprintf(os.Stderr, "  %s probe failed at +%s with no server up (not counted): %v\n", t0.Format("15:04:05.0"), t0.Sub(start).Round(100*time.Millisecond), err)
 		case err != nil || d > *timeout:
 			failures++
 			lastErr = err
@@ -690,8 +696,12 @@ func probe(ctx context.Context, args []string) error {
 	if resumed >= 0 {
 		res = resumed.Round(100 * time.Millisecond).String()
 	}
-	fmt.Printf("%s: %d probes, %d failed (>%s or error), slowest %s, done %d..%d, went back %d times (%d older answers, by as_of), progress resumed after %s\n",
-		*label, probes, failures, *timeout, slowest.Round(10*time.Millisecond), firstDone, maxDone, backwards, stale, res)
+	downs := ""
+	if *whileDown {
+		downs = fmt.Sprintf(" (+%d while no server was up)", down)
+	}
+	fmt.Printf("%s: %d probes, %d failed (>%s or error)%s, slowest %s, done %d..%d, went back %d times (%d older answers, by as_of), progress resumed after %s\n",
+		*label, probes, failures, *timeout, downs, slowest.Round(10*time.Millisecond), firstDone, maxDone, backwards, stale, res)
 	if failures > *maxFailures {
 		return fmt.Errorf("%s: %d status probes failed (at most %d allowed); last error: %v", *label, failures, *maxFailures, lastErr)
 	}
