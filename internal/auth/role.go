@@ -205,8 +205,9 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			// (pkg/coordinator/apiserver.go).
 			names.Prefix + ".api._leader.>",
 			// A coordinator that cannot reach the cluster asks whether
-			// another serves before it stops (pkg/coordinator/apiserver.go).
-			"$SRV.PING." + messages.ServiceName,
+			// another does before it stops serving
+			// (pkg/coordinator/apiserver.go).
+			names.Prefix + ".api._healthy",
 		}
 		for _, b := range ownedObjectStores(names) {
 			pub = append(pub, "$O."+b+".>")

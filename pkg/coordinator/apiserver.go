@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,6 +45,8 @@ type apiServer struct {
 	c     *Coordinator
 	ctx   context.Context // the coordinator's; ends every request
 	slots chan struct{}
+
+	healthy atomic.Bool // the last check reached the cluster
 
 	mu      sync.Mutex
 	svc     micro.Service        // nil while not serving
@@ -195,8 +198,9 @@ func (s *apiServer) respond(reply string, answer any) {
 
 // keepServing checks every Config.HealthInterval that the coordinator
 // reaches the cluster, stops serving after Config.HealthFailures failed
-// checks in a row when another coordinator serves, and serves again after
-// the next good check, until ctx ends. The check reads the lease key from the control bucket's stream
+// checks in a row when another coordinator reaches the cluster
+// (othersServing), and serves again after the next good check, until ctx
+// ends. The check reads the lease key from the control bucket's stream
 // leader: what a coordinator cut off the cluster cannot do. Checks that
 // keep failing as a cut-off server's requests do (natsconn.CutOff) move
 // the connection to another server of its URL list.
@@ -209,6 +213,8 @@ func (s *apiServer) keepServing(ctx context.Context) {
 			return err
 		}
 	}
+	s.healthy.Store(true) // it reached the cluster to start
+	go s.answerHealthy(ctx)
 	every := s.c.cfg.HealthInterval
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -229,6 +235,7 @@ func (s *apiServer) keepServing(ctx context.Context) {
 			// A server cut off the cluster keeps its clients: leave it.
 			s.c.log.Warn().Err(err).Str("server", s.c.nc.ConnectedUrlRedacted()).Msg("the server seems cut off the cluster; reconnecting to another")
 		}
+		s.healthy.Store(err == nil)
 		if err == nil {
 			failures = 0
 			if !s.serving() {
@@ -261,17 +268,32 @@ func (s *apiServer) keepServing(ctx context.Context) {
 // coordinator's answer.
 const othersWait = 500 * time.Millisecond
 
-// othersServing reports whether a coordinator other than this one serves
-// the API where this one's server can see it: one answers the micro
-// service's ping ($SRV.PING.jetfleet), which a coordinator that stopped
-// serving no longer does.
-func (s *apiServer) othersServing(ctx context.Context) bool {
-	s.mu.Lock()
-	var self string
-	if s.svc != nil {
-		self = s.svc.Info().ID
+// healthySubject is where coordinators whose last check reached the
+// cluster answer with their holder name (not part of the public API).
+func (c *Coordinator) healthySubject() string { return c.cfg.Prefix + ".api._healthy" }
+
+// answerHealthy answers on healthySubject while the last check passed,
+// until ctx ends.
+func (s *apiServer) answerHealthy(ctx context.Context) {
+	sub, err := s.c.nc.Subscribe(s.c.healthySubject(), func(m *nats.Msg) {
+		if s.healthy.Load() {
+			_ = m.Respond([]byte(s.c.cfg.Holder))
+		}
+	})
+	if err != nil {
+		s.c.log.Warn().Err(err).Msg("cannot answer other coordinators' health questions")
+		return
 	}
-	s.mu.Unlock()
+	<-ctx.Done()
+	_ = sub.Unsubscribe()
+}
+
+// othersServing reports whether a coordinator other than this one reaches
+// the cluster (its last check passed) where this one's server can see it:
+// then it serves, and this one may stop. Two coordinators that fail their
+// checks at once (a meta election) both serve on.
+func (s *apiServer) othersServing(ctx context.Context) bool {
+	self := s.c.cfg.Holder
 	inbox := s.c.nc.NewInbox()
 	answers := make(chan *nats.Msg, 16)
 	sub, err := s.c.nc.ChanSubscribe(inbox, answers)
@@ -279,7 +301,7 @@ func (s *apiServer) othersServing(ctx context.Context) bool {
 		return false
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := s.c.nc.PublishRequest("$SRV.PING."+messages.ServiceName, inbox, nil); err != nil {
+	if err := s.c.nc.PublishRequest(s.c.healthySubject(), inbox, nil); err != nil {
 		return false
 	}
 	wait := time.NewTimer(othersWait)
@@ -291,10 +313,7 @@ func (s *apiServer) othersServing(ctx context.Context) bool {
 		case <-wait.C:
 			return false
 		case m := <-answers:
-			var ping struct {
-				ID string `json:"id"`
-			}
-			if json.Unmarshal(m.Data, &ping) == nil && ping.ID != "" && ping.ID != self {
+			if len(m.Data) > 0 && string(m.Data) != self {
 				return true
 			}
 		}

@@ -209,6 +209,42 @@ func TestCoordinatorServesOnWhenNoOtherServes(t *testing.T) {
 	require.Equal(t, "a", name)
 }
 
+// Two coordinators that both fail their checks (a JetStream meta election
+// fails everyone's) both serve on: neither stops for the other.
+func TestCoordinatorsFailingTogetherServeOn(t *testing.T) {
+	checkLeaks(t)
+	srv := fleettest.RunServer(t)
+	var checks atomic.Int64
+	for _, name := range []string{"a", "b"} {
+		cfg := Config{HealthInterval: 20 * time.Millisecond, HealthFailures: 2, Holder: name}
+		startCoordConfig(t, srv, cfg, func(c *Coordinator) {
+			c.testEndpoints = map[string]endpointFunc{"test.who": func(context.Context, []byte) (any, *messages.APIError) { return name, nil }}
+			c.probe = func(context.Context) error {
+				checks.Add(1)
+				return errors.New("JetStream system temporarily unavailable")
+			}
+		})
+	}
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if checks.Load() < 12 {
+			return errors.New("not checked enough yet")
+		}
+		return nil
+	})
+	cl, err := NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for range 40 {
+		var name string
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		require.NoError(t, cl.Call(ctx, "test.who", nil, &name))
+		cancel()
+		seen[name]++
+	}
+	require.Positive(t, seen["a"], "%v", seen)
+	require.Positive(t, seen["b"], "%v", seen)
+}
+
 // Status says where it came from and how fresh it is: the leader answers
 // from the job's runner, a follower from the record (read from the
 // stream's leader), both with as_of.

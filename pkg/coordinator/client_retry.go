@@ -145,6 +145,9 @@ func (c *Client) ask(ctx context.Context, endpoint string, data []byte, how aski
 						c.moveServer(FailoverAfter)
 					} else {
 						lastErr = ae
+						// "Unavailable" again and again: this server may
+						// be cut off, its coordinators with it.
+						c.moveServer(time.Since(start))
 					}
 					next.Stop()
 					select {
