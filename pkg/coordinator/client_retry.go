@@ -85,11 +85,18 @@ func (c *Client) ask(ctx context.Context, endpoint string, data []byte, how aski
 		return nil, fmt.Errorf("coordinator: %s: %w", endpoint, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	// A closed connection answers nothing: fail at once (fleetctl closes
+	// it when the server refuses the request for want of permission).
+	closed := c.nc.StatusChanged(nats.CLOSED)
+	defer c.nc.RemoveStatusListener(closed)
+	if c.nc.IsClosed() {
+		return nil, fmt.Errorf("coordinator: %s: %w", endpoint, nats.ErrConnectionClosed)
+	}
 
 	start := time.Now()
 	wait := how.first
 	var lastErr error // what the last attempt got, when it got something
-	idle := 0         // "no coordinator" or "unavailable" in a row
+	idle := 0         // "no coordinator" answers so far
 	all := false      // this attempt goes to every coordinator
 	for n := 0; ; n++ {
 		subject := c.names.APISubject(endpoint)
@@ -113,6 +120,9 @@ func (c *Client) ask(ctx context.Context, endpoint string, data []byte, how aski
 					return nil, lastErr
 				}
 				return nil, fmt.Errorf("coordinator: %s: %w", endpoint, ctx.Err())
+			case <-closed:
+				next.Stop()
+				return nil, fmt.Errorf("coordinator: %s: %w", endpoint, nats.ErrConnectionClosed)
 			case <-next.C:
 				// Unanswered: send again, to every coordinator.
 				c.moveServer(time.Since(start))
