@@ -154,7 +154,7 @@ func TestCutOffCoordinatorHandsOver(t *testing.T) {
 	st := waitJob(t, cl, id, 2*time.Minute)
 	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
 	require.EqualValues(t, n, st.Succeeded, "every item counted once: %+v", st)
-	require.LessOrEqual(t, gap, 5*time.Second, "status answered through the cut")
+	require.LessOrEqual(t, gap, 10*time.Second, "status answered through the cut (1.9-5 s measured on a loaded 2-core machine)")
 }
 
 // startAgentOn is startAgent on a connection of the test's making.
