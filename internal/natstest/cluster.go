@@ -43,6 +43,22 @@ func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	if root == "" {
 		root = t.TempDir()
 	}
+	t.Cleanup(c.shutdown)
+	if c.cfg.partitions {
+		// Proxy (i, j) carries node i's routes to node j.
+		for i := range n {
+			for j := range n {
+				if i == j {
+					continue
+				}
+				p, err := newRouteProxy(i, j)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.proxies = append(c.proxies, p)
+			}
+		}
+	}
 	ports, err := freePorts(n)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +68,6 @@ func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
 	}
 	routeURLs := server.RoutesFromStr(strings.Join(routes, ","))
-	t.Cleanup(c.shutdown)
 	for i := range n {
 		name := fmt.Sprintf("n%d", i)
 		nd := &node{
@@ -62,16 +77,11 @@ func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 		if c.cfg.partitions {
 			// Node i routes to node j through proxy (i, j) only.
 			var via []string
-			for j := range n {
-				if j == i {
-					continue
+			for _, p := range c.proxies {
+				if p.from == i {
+					p.start(fmt.Sprintf("127.0.0.1:%d", ports[p.to]))
+					via = append(via, "nats-route://"+p.addr())
 				}
-				p, err := newRouteProxy(i, j, fmt.Sprintf("127.0.0.1:%d", ports[j]))
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.proxies = append(c.proxies, p)
-				via = append(via, "nats-route://"+p.addr())
 			}
 			nd.routes = server.RoutesFromStr(strings.Join(via, ","))
 			nd.noDirectRoutes = true

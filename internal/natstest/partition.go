@@ -32,14 +32,20 @@ type routeProxy struct {
 	done  bool
 }
 
-func newRouteProxy(from, to int, target string) (*routeProxy, error) {
+// newRouteProxy listens; start forwards to target. The listener is made
+// before the nodes' ports are chosen, so that it cannot take one of them.
+func newRouteProxy(from, to int) (*routeProxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("fleettest: route proxy: %w", err)
 	}
-	p := &routeProxy{from: from, to: to, ln: ln, target: target, conns: map[net.Conn]bool{}}
+	return &routeProxy{from: from, to: to, ln: ln, conns: map[net.Conn]bool{}}, nil
+}
+
+// start forwards what the proxy accepts to target.
+func (p *routeProxy) start(target string) {
+	p.target = target
 	go p.accept()
-	return p, nil
 }
 
 func (p *routeProxy) addr() string { return p.ln.Addr().String() }
