@@ -319,6 +319,9 @@ func TestNATSNodeConfig(t *testing.T) {
 		require.Equal(t, "/data", o.StoreDir)
 		require.True(t, o.SyncAlways, "sync_interval: always (docs/deploy.md, Durability): a PubAck means the write is on disk")
 		require.Equal(t, "jetfleet", o.Cluster.Name)
+		require.Equal(t, 2*time.Second, o.Cluster.PingInterval, "a cut-off node's routes go within seconds (docs/deploy.md, Faults)")
+		require.True(t, o.Cluster.NoAdvertise, "clients keep to the node names they were given (docs/deploy.md, Faults)")
+		require.Equal(t, 5*time.Second, o.PingInterval, "a paused or cut-off client goes within 20 s (docs/deploy.md, Faults)")
 		require.Len(t, o.Routes, 3)
 		require.NotNil(t, o.TLSConfig, "client TLS from tls.conf")
 		var accounts []string

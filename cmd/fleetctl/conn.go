@@ -76,7 +76,9 @@ func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
 	mu.Lock()
 	conn = nc
 	mu.Unlock()
-	cl, err := coordinator.NewClient(nc, c.prefix, coordinator.WithClientTracerProvider(c.env.tracer))
+	// fleetctl owns its connection: a server cut off the cluster is left
+	// for another of the URL list.
+	cl, err := coordinator.NewClient(nc, c.prefix, coordinator.WithClientTracerProvider(c.env.tracer), coordinator.WithFailover())
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

@@ -204,6 +204,10 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			// Followers forward status requests to the leader
 			// (pkg/coordinator/apiserver.go).
 			names.Prefix + ".api._leader.>",
+			// A coordinator that cannot reach the cluster asks whether
+			// another does before it stops serving
+			// (pkg/coordinator/apiserver.go).
+			names.Prefix + ".api._healthy",
 		}
 		for _, b := range ownedObjectStores(names) {
 			pub = append(pub, "$O."+b+".>")
@@ -316,6 +320,9 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		// A submitter reads schedules and starts runs; adding, pausing and
 		// removing them is the operator's.
 		pub = append(pub, api(messages.EndpointSchedulesList, messages.EndpointSchedulesGet, messages.EndpointSchedulesTrigger)...)
+		// A status request not answered in time goes to every
+		// coordinator (pkg/coordinator/client_retry.go).
+		pub = append(pub, names.APIAllSubject(messages.EndpointJobsStatus))
 		p = Permissions{
 			Publish: SubjectPermission{Allow: pub},
 			// Client.Wait (fleetctl submit --wait, watch) learns of a job's
@@ -328,6 +335,7 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		dlqStream := names.DLQStream()
 		pub := append(api(messages.EndpointJobsStatus, messages.EndpointJobsList, messages.EndpointJobsCancel, messages.EndpointJobsPrune,
 			messages.EndpointJobsPause, messages.EndpointJobsResume, messages.EndpointPoolsPause, messages.EndpointPoolsResume),
+			names.APIAllSubject(messages.EndpointJobsStatus),
 			names.Prefix+".api.dlq.>",
 			// Schedules: every schedules.* endpoint (add, list, get, pause,
 			// resume, trigger, rm).

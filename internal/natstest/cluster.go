@@ -22,10 +22,11 @@ const ClusterName = "fleettest"
 // MetaLeader, StreamLeader) are safe for concurrent use; StopNode,
 // RestartNode and the Wait helpers are meant for the test's goroutine.
 type Cluster struct {
-	cfg   config
-	nodes []*node
-	nc    *nats.Conn
-	js    jetstream.JetStream
+	cfg     config
+	nodes   []*node
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	proxies []*routeProxy // WithPartitions
 }
 
 // RunCluster starts an n-node JetStream cluster (n ≥ 2; 3 for R3 streams)
@@ -42,6 +43,22 @@ func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	if root == "" {
 		root = t.TempDir()
 	}
+	t.Cleanup(c.shutdown)
+	if c.cfg.partitions {
+		// Proxy (i, j) carries node i's routes to node j.
+		for i := range n {
+			for j := range n {
+				if i == j {
+					continue
+				}
+				p, err := newRouteProxy(i, j)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.proxies = append(c.proxies, p)
+			}
+		}
+	}
 	ports, err := freePorts(n)
 	if err != nil {
 		t.Fatal(err)
@@ -53,12 +70,24 @@ func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	routeURLs := server.RoutesFromStr(strings.Join(routes, ","))
 	for i := range n {
 		name := fmt.Sprintf("n%d", i)
-		c.nodes = append(c.nodes, &node{
+		nd := &node{
 			t: t, cfg: &c.cfg, name: name, storeDir: nodeDir(root, name),
 			clusterName: ClusterName, clusterPort: ports[i], routes: routeURLs,
-		})
+		}
+		if c.cfg.partitions {
+			// Node i routes to node j through proxy (i, j) only.
+			var via []string
+			for _, p := range c.proxies {
+				if p.from == i {
+					p.start(fmt.Sprintf("127.0.0.1:%d", ports[p.to]))
+					via = append(via, "nats-route://"+p.addr())
+				}
+			}
+			nd.routes = server.RoutesFromStr(strings.Join(via, ","))
+			nd.noDirectRoutes = true
+		}
+		c.nodes = append(c.nodes, nd)
 	}
-	t.Cleanup(c.shutdown)
 	for _, nd := range c.nodes {
 		if err := nd.start(); err != nil {
 			t.Fatal(err)
@@ -302,5 +331,8 @@ func (c *Cluster) nodeIndex(name string) int {
 func (c *Cluster) shutdown() {
 	for _, nd := range c.nodes {
 		nd.stop()
+	}
+	for _, p := range c.proxies {
+		p.close()
 	}
 }

@@ -2,10 +2,12 @@ package natstest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -147,4 +149,42 @@ func TestClusterR3SurvivesNodeLoss(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 45, s.CachedInfo().State.Msgs)
 	require.Len(t, s.CachedInfo().Cluster.Replicas, 2) // leader + 2 replicas, all back
+}
+
+// A node cut off the cluster (WithPartitions) keeps its clients, whose
+// JetStream writes then fail; the others go on; healed, it rejoins.
+func TestCutNodeKeepsItsClientsButLosesTheCluster(t *testing.T) {
+	c := natstest.RunCluster(t, 3, natstest.WithPartitions(), natstest.WithConfig(func(o *server.Options) {
+		o.Cluster.PingInterval = 250 * time.Millisecond
+		o.Cluster.MaxPingsOut = 3
+	}))
+	ctx := ctxT(t, 90*time.Second)
+	_, err := c.JS().CreateStream(ctx, jetstream.StreamConfig{
+		Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3, Storage: jetstream.FileStorage,
+	})
+	require.NoError(t, err)
+	c.WaitForStreamLeader(t, "R3")
+	onCut, err := jetstream.New(c.ConnectNode(t, 2))
+	require.NoError(t, err)
+	onOther, err := jetstream.New(c.ConnectNode(t, 0))
+	require.NoError(t, err)
+	publish := func(js jetstream.JetStream) error {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := js.Publish(pctx, "r3.x", nil)
+		return err
+	}
+	require.NoError(t, publish(onCut))
+
+	c.Cut(2)
+	natstest.WaitFor(t, 30*time.Second, func() error {
+		if publish(onCut) == nil {
+			return errors.New("a publish through the cut-off node still succeeds")
+		}
+		return nil
+	})
+	natstest.WaitFor(t, 30*time.Second, func() error { return publish(onOther) })
+
+	c.Heal(2)
+	natstest.WaitFor(t, 30*time.Second, func() error { return publish(onCut) })
 }

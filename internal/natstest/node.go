@@ -23,6 +23,10 @@ type node struct {
 	clusterName string
 	clusterPort int
 	routes      []*url.URL
+	// noDirectRoutes: the node advertises a route address nobody listens
+	// on, so that other nodes route to it only through the proxies of
+	// WithPartitions, never directly.
+	noDirectRoutes bool
 
 	mu   sync.Mutex
 	port int // client port, fixed after the first start
@@ -40,6 +44,9 @@ func (n *node) start() error {
 	if n.clusterName != "" {
 		o.Cluster = server.ClusterOpts{Name: n.clusterName, Host: "127.0.0.1", Port: n.clusterPort}
 		o.Routes = n.routes
+		if n.noDirectRoutes {
+			o.Cluster.Advertise = "127.0.0.1:1"
+		}
 	}
 	for _, fn := range n.cfg.configure {
 		fn(o)

@@ -24,6 +24,7 @@ type config struct {
 	readyTimeout time.Duration
 	serverLogs   bool
 	account      string
+	partitions   bool
 }
 
 func (c *config) accountName() string {

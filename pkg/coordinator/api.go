@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -165,7 +166,9 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	defer span.End()
 	ack, err := c.js.PublishMsg(ctx, c.submissionMsg(ctx, body), jetstream.WithMsgID(submissionID(spec.ID, body, after)))
 	if err != nil {
-		return nil, apiErr(messages.CodeInternal, "storing the submission: "+err.Error())
+		// Unavailable when this coordinator's server is cut off the
+		// cluster: Client.Submit sends it again (the same id: one job).
+		return nil, unavailableOr(fmt.Errorf("storing the submission: %w", err))
 	}
 	state := messages.StatePending
 	if ack.Duplicate {
@@ -217,9 +220,21 @@ func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *message
 		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}
 	}
 	if err != nil {
-		return nil, apiErr(messages.CodeInternal, err.Error())
+		return nil, unavailableOr(err)
 	}
 	return messages.StatusReply{Status: st}, nil
+}
+
+// unavailableOr is the API error of a failed read or write: "unavailable" when
+// it failed as calls through a server cut off the cluster do, or while
+// JetStream elects a leader (natsconn.ClusterLoss), so that the client asks
+// again (another coordinator, or this one a moment later, can answer);
+// "internal" otherwise.
+func unavailableOr(err error) *messages.APIError {
+	if natsconn.ClusterLoss(err) {
+		return apiErr(messages.CodeUnavailable, err.Error())
+	}
+	return apiErr(messages.CodeInternal, err.Error())
 }
 
 // apiStatusHere is jobs.status answered by this coordinator, never forwarded.
@@ -233,7 +248,7 @@ func (c *Coordinator) apiStatusHere(ctx context.Context, data []byte) (any, *mes
 		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}
 	}
 	if err != nil {
-		return nil, apiErr(messages.CodeInternal, err.Error())
+		return nil, unavailableOr(err)
 	}
 	return messages.StatusReply{Status: st}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,6 +19,10 @@ import (
 
 // endpointFunc answers one API request.
 type endpointFunc func(context.Context, []byte) (any, *messages.APIError)
+
+// allEndpoints are also served on messages.Names.APIAllSubject, where every
+// serving coordinator answers (Client's retries of a read ask there).
+var allEndpoints = []string{messages.EndpointJobsStatus}
 
 // readEndpoints answer from memory or with a few small reads: they get
 // Config.APIDeadline, the others Config.APIWriteDeadline. The DLQ's
@@ -41,8 +46,11 @@ type apiServer struct {
 	ctx   context.Context // the coordinator's; ends every request
 	slots chan struct{}
 
+	healthy atomic.Bool // the last check reached the cluster
+
 	mu      sync.Mutex
-	svc     micro.Service // nil while not serving
+	svc     micro.Service        // nil while not serving
+	all     []*nats.Subscription // the allEndpoints' subjects, while serving
 	closed  bool
 	running sync.WaitGroup // handlers in flight
 }
@@ -62,8 +70,27 @@ func (s *apiServer) start() error {
 	if err != nil {
 		return err
 	}
+	endpoints := map[string]endpointFunc{messages.EndpointJobsStatus: s.c.apiStatus}
+	for _, name := range allEndpoints {
+		h := s.serve(name, endpoints[name])
+		sub, err := s.c.nc.Subscribe(s.c.names.APIAllSubject(name), func(m *nats.Msg) { h(m.Data, m.Header, m.Reply) })
+		if err != nil {
+			s.unsubscribeAll()
+			_ = svc.Stop()
+			return fmt.Errorf("coordinator: serving %s: %w", s.c.names.APIAllSubject(name), err)
+		}
+		s.all = append(s.all, sub)
+	}
 	s.svc = svc
 	return nil
+}
+
+// unsubscribeAll drops the allEndpoints' subscriptions (s.mu held).
+func (s *apiServer) unsubscribeAll() {
+	for _, sub := range s.all {
+		_ = sub.Unsubscribe()
+	}
+	s.all = nil
 }
 
 // stop stops serving; requests in flight still get their answers.
@@ -74,6 +101,7 @@ func (s *apiServer) stop() {
 		_ = s.svc.Stop()
 		s.svc = nil
 	}
+	s.unsubscribeAll()
 }
 
 // serving says whether the API is served now.
@@ -92,18 +120,24 @@ func (s *apiServer) close() {
 	s.running.Wait()
 }
 
-// handler wraps fn: off the subscription's goroutine, bounded, with a
-// deadline.
+// handler is serve for the micro service.
 func (s *apiServer) handler(name string, fn endpointFunc) micro.Handler {
+	h := s.serve(name, fn)
+	return micro.HandlerFunc(func(req micro.Request) { h(req.Data(), nats.Header(req.Headers()), req.Reply()) })
+}
+
+// serve wraps fn: off the subscription's goroutine, bounded, with a
+// deadline; the answer goes to reply.
+func (s *apiServer) serve(name string, fn endpointFunc) func(data []byte, hdr nats.Header, reply string) {
 	deadline := s.c.cfg.APIWriteDeadline
 	if readEndpoints[name] {
 		deadline = s.c.cfg.APIDeadline
 	}
-	return micro.HandlerFunc(func(req micro.Request) {
+	return func(data []byte, hdr nats.Header, reply string) {
 		select {
 		case s.slots <- struct{}{}:
 		default:
-			s.respondError(req, apiErr(messages.CodeUnavailable, fmt.Sprintf("coordinator busy: %d requests in flight; try again", cap(s.slots))))
+			s.respondError(reply, apiErr(messages.CodeUnavailable, fmt.Sprintf("coordinator busy: %d requests in flight; try again", cap(s.slots))))
 			return
 		}
 		s.mu.Lock()
@@ -119,45 +153,53 @@ func (s *apiServer) handler(name string, fn endpointFunc) micro.Handler {
 			defer func() { <-s.slots }()
 			ctx, cancel := context.WithTimeout(s.ctx, deadline)
 			defer cancel()
-			ctx = tracing.Extract(ctx, nats.Header(req.Headers())) // the caller's trace (tracing.go)
-			reply, e := s.c.safeCall(ctx, name, fn, req.Data())
+			ctx = tracing.Extract(ctx, hdr) // the caller's trace (tracing.go)
+			answer, e := s.c.safeCall(ctx, name, fn, data)
 			if e != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				e = apiErr(messages.CodeUnavailable, fmt.Sprintf("no answer within %s: %s", deadline, e.Message))
 			}
 			if e != nil {
-				s.respondError(req, e)
+				s.respondError(reply, e)
 				return
 			}
-			s.respond(req, reply)
+			s.respond(reply, answer)
 		}()
-	})
+	}
 }
 
-// respondError answers req with e, as micro's Request.Error does.
-func (s *apiServer) respondError(req micro.Request, e *messages.APIError) {
+// respondError answers to reply with e, as micro's Request.Error does.
+func (s *apiServer) respondError(reply string, e *messages.APIError) {
+	if reply == "" {
+		return
+	}
 	body, _ := json.Marshal(messages.ErrorReply{Error: e})
-	m := nats.NewMsg(req.Reply())
+	m := nats.NewMsg(reply)
 	m.Data = body
 	m.Header.Set(micro.ErrorHeader, e.Message)
 	m.Header.Set(micro.ErrorCodeHeader, httpish(e.Code))
 	_ = s.c.nc.PublishMsg(m)
 }
 
-// respond answers req with reply as JSON. Both publish on the connection
-// rather than through req: micro reads the request's error after the
-// handler returns, and these run after it did (on their own goroutine).
-func (s *apiServer) respond(req micro.Request, reply any) {
-	body, err := json.Marshal(reply)
-	if err != nil {
-		s.respondError(req, apiErr(messages.CodeInternal, "encoding the reply: "+err.Error()))
+// respond answers to reply with answer as JSON. Both publish on the
+// connection rather than through micro's request: micro reads the
+// request's error after the handler returns, and these run after it did
+// (on their own goroutine).
+func (s *apiServer) respond(reply string, answer any) {
+	if reply == "" {
 		return
 	}
-	_ = s.c.nc.Publish(req.Reply(), body)
+	body, err := json.Marshal(answer)
+	if err != nil {
+		s.respondError(reply, apiErr(messages.CodeInternal, "encoding the reply: "+err.Error()))
+		return
+	}
+	_ = s.c.nc.Publish(reply, body)
 }
 
 // keepServing checks every Config.HealthInterval that the coordinator
 // reaches the cluster, stops serving after Config.HealthFailures failed
-// checks in a row and serves again after the next good one, until ctx
+// checks in a row when another coordinator reaches the cluster
+// (othersServing), and serves again after the next good check, until ctx
 // ends. The check reads the lease key from the control bucket's stream
 // leader: what a coordinator cut off the cluster cannot do. Checks that
 // keep failing as a cut-off server's requests do (natsconn.CutOff) move
@@ -171,6 +213,8 @@ func (s *apiServer) keepServing(ctx context.Context) {
 			return err
 		}
 	}
+	s.healthy.Store(true) // it reached the cluster to start
+	go s.answerHealthy(ctx)
 	every := s.c.cfg.HealthInterval
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -191,6 +235,7 @@ func (s *apiServer) keepServing(ctx context.Context) {
 			// A server cut off the cluster keeps its clients: leave it.
 			s.c.log.Warn().Err(err).Str("server", s.c.nc.ConnectedUrlRedacted()).Msg("the server seems cut off the cluster; reconnecting to another")
 		}
+		s.healthy.Store(err == nil)
 		if err == nil {
 			failures = 0
 			if !s.serving() {
@@ -203,9 +248,74 @@ func (s *apiServer) keepServing(ctx context.Context) {
 			continue
 		}
 		failures++
-		if failures == s.c.cfg.HealthFailures && s.serving() {
+		if failures < s.c.cfg.HealthFailures || !s.serving() {
+			continue
+		}
+		// Only for another that serves: when no coordinator reaches the
+		// cluster (a JetStream meta election, after a partition heals),
+		// one that answers "unavailable", or from its runner, is better
+		// than none.
+		if s.othersServing(ctx) {
 			s.stop()
 			s.c.log.Warn().Err(err).Int("checks", failures).Msg("cannot reach the cluster: API no longer served here until it can")
+		} else if failures == s.c.cfg.HealthFailures {
+			s.c.log.Warn().Err(err).Int("checks", failures).Msg("cannot reach the cluster, and no other coordinator serves: serving on")
+		}
+	}
+}
+
+// othersWait bounds how long othersServing waits for another
+// coordinator's answer.
+const othersWait = 500 * time.Millisecond
+
+// healthySubject is where coordinators whose last check reached the
+// cluster answer with their holder name (not part of the public API).
+func (c *Coordinator) healthySubject() string { return c.cfg.Prefix + ".api._healthy" }
+
+// answerHealthy answers on healthySubject while the last check passed,
+// until ctx ends.
+func (s *apiServer) answerHealthy(ctx context.Context) {
+	sub, err := s.c.nc.Subscribe(s.c.healthySubject(), func(m *nats.Msg) {
+		if s.healthy.Load() {
+			_ = m.Respond([]byte(s.c.cfg.Holder))
+		}
+	})
+	if err != nil {
+		s.c.log.Warn().Err(err).Msg("cannot answer other coordinators' health questions")
+		return
+	}
+	<-ctx.Done()
+	_ = sub.Unsubscribe()
+}
+
+// othersServing reports whether a coordinator other than this one reaches
+// the cluster (its last check passed) where this one's server can see it:
+// then it serves, and this one may stop. Two coordinators that fail their
+// checks at once (a meta election) both serve on.
+func (s *apiServer) othersServing(ctx context.Context) bool {
+	self := s.c.cfg.Holder
+	inbox := s.c.nc.NewInbox()
+	answers := make(chan *nats.Msg, 16)
+	sub, err := s.c.nc.ChanSubscribe(inbox, answers)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.c.nc.PublishRequest(s.c.healthySubject(), inbox, nil); err != nil {
+		return false
+	}
+	wait := time.NewTimer(othersWait)
+	defer wait.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-wait.C:
+			return false
+		case m := <-answers:
+			if len(m.Data) > 0 && string(m.Data) != self {
+				return true
+			}
 		}
 	}
 }

@@ -176,6 +176,72 @@ func TestCoordinatorCutOffStopsServing(t *testing.T) {
 	})
 }
 
+// When no other coordinator serves (every one fails its checks, as in a
+// JetStream meta election), one that cannot reach the cluster serves on:
+// an answer, even "unavailable", is better than none.
+func TestCoordinatorServesOnWhenNoOtherServes(t *testing.T) {
+	checkLeaks(t)
+	srv := fleettest.RunServer(t)
+	var checks atomic.Int64
+	cfg := Config{HealthInterval: 20 * time.Millisecond, HealthFailures: 2, Holder: "a"}
+	startCoordConfig(t, srv, cfg, func(c *Coordinator) {
+		c.testEndpoints = map[string]endpointFunc{"test.who": func(context.Context, []byte) (any, *messages.APIError) { return "a", nil }}
+		c.probe = func(context.Context) error {
+			checks.Add(1)
+			return errors.New("no responders")
+		}
+	})
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if checks.Load() < 6 {
+			return errors.New("not checked enough yet")
+		}
+		return nil
+	})
+	cl, err := NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+	var name string
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, cl.Call(ctx, "test.who", nil, &name))
+	require.Equal(t, "a", name)
+}
+
+// Two coordinators that both fail their checks (a JetStream meta election
+// fails everyone's) both serve on: neither stops for the other.
+func TestCoordinatorsFailingTogetherServeOn(t *testing.T) {
+	checkLeaks(t)
+	srv := fleettest.RunServer(t)
+	var checks atomic.Int64
+	for _, name := range []string{"a", "b"} {
+		cfg := Config{HealthInterval: 20 * time.Millisecond, HealthFailures: 2, Holder: name}
+		startCoordConfig(t, srv, cfg, func(c *Coordinator) {
+			c.testEndpoints = map[string]endpointFunc{"test.who": func(context.Context, []byte) (any, *messages.APIError) { return name, nil }}
+			c.probe = func(context.Context) error {
+				checks.Add(1)
+				return errors.New("JetStream system temporarily unavailable")
+			}
+		})
+	}
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if checks.Load() < 12 {
+			return errors.New("not checked enough yet")
+		}
+		return nil
+	})
+	cl, err := NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for range 40 {
+		var name string
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		require.NoError(t, cl.Call(ctx, "test.who", nil, &name))
+		cancel()
+		seen[name]++
+	}
+	require.Positive(t, seen["a"], "%v", seen)
+	require.Positive(t, seen["b"], "%v", seen)
+}
+
 // Status says where it came from and how fresh it is: the leader answers
 // from the job's runner, a follower from the record (read from the
 // stream's leader), both with as_of.
@@ -200,8 +266,8 @@ func TestStatusSaysHowFreshItIs(t *testing.T) {
 	_, err = cl.Submit(ctx, []byte(`{"id":"fresh","items":[{"id":"a"}],"agent_template":[{"handler":"h"}]}`))
 	require.NoError(t, err)
 	fleettest.WaitFor(t, 10*time.Second, func() error {
-		if c1.runner("fresh") == nil {
-			return errors.New("no runner yet")
+		if r := c1.runner("fresh"); r == nil || !r.replayed() {
+			return errors.New("no runner that has caught up yet") // until then status comes from the record
 		}
 		return nil
 	})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,9 +20,13 @@ import (
 // NATS. It is what fleetctl uses; the nats CLI can make the same requests.
 // Safe for concurrent use.
 type Client struct {
-	nc    *nats.Conn
-	names messages.Names
-	tr    tracing.Tracer
+	nc       *nats.Conn
+	names    messages.Names
+	tr       tracing.Tracer
+	failover bool
+
+	mu    sync.Mutex
+	moved time.Time // the last move to another server (failover)
 }
 
 // ClientOption configures a Client.
@@ -76,13 +81,22 @@ func (c *Client) Call(ctx context.Context, endpoint string, req, reply any) erro
 	tracing.Inject(ctx, req0.Header)
 	msg, err := c.nc.RequestMsgWithContext(ctx, req0)
 	if errors.Is(err, nats.ErrNoResponders) {
-		// Still nats.ErrNoResponders too: on a server cut off the cluster
-		// that is what every request gets (natsconn.ClusterLoss).
-		return fmt.Errorf("%w (%w)", ErrNoCoordinator, nats.ErrNoResponders)
+		return errNoCoordinator
 	}
 	if err != nil {
 		return fmt.Errorf("coordinator: %s: %w", endpoint, err)
 	}
+	return decodeReply(endpoint, msg, reply)
+}
+
+// errNoCoordinator is ErrNoCoordinator and still nats.ErrNoResponders: on
+// a server cut off the cluster that is what every request gets
+// (natsconn.ClusterLoss).
+var errNoCoordinator = fmt.Errorf("%w (%w)", ErrNoCoordinator, nats.ErrNoResponders)
+
+// decodeReply decodes an answer of endpoint into reply; an API error
+// reply is returned as a *messages.APIError.
+func decodeReply(endpoint string, msg *nats.Msg, reply any) error {
 	var er messages.ErrorReply
 	if err := json.Unmarshal(msg.Data, &er); err == nil && er.Error != nil {
 		return er.Error
@@ -113,7 +127,7 @@ func call[R any](ctx context.Context, c *Client, endpoint string, req any) (*R, 
 // caller's trace (and a span of its own, with WithClientTracerProvider).
 func (c *Client) Submit(ctx context.Context, specJSON []byte) (*messages.SubmitReply, error) {
 	ctx, span := c.tr.Start(ctx, tracing.SpanSubmit, trace.SpanKindClient)
-	r, err := call[messages.SubmitReply](ctx, c, messages.EndpointJobsSubmit, specJSON)
+	r, err := c.submit(ctx, specJSON)
 	if span.IsRecording() {
 		if r != nil {
 			span.SetAttributes(tracing.AttrJobID.String(r.JobID), tracing.AttrExisting.Bool(r.Existing))
@@ -124,61 +138,9 @@ func (c *Client) Submit(ctx context.Context, specJSON []byte) (*messages.SubmitR
 	return r, err
 }
 
-// ReadAttempt bounds the first attempt of a read request (Status): a
-// coordinator that has not answered by then (paused, or behind a server
-// cut off the cluster) is left, and the request is sent again, to
-// whichever coordinator the queue group picks. Each attempt may take twice
-// as long as the one before, so a coordinator that is only slow answers
-// one. Reads are idempotent.
-const ReadAttempt = 750 * time.Millisecond
-
-// readCall is call for a read: attempts of ReadAttempt, doubling, each at
-// most what is left of ctx, until one is answered, an API error other than
-// "unavailable" comes back, or ctx ends.
-func readCall[R any](ctx context.Context, c *Client, endpoint string, req any) (*R, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-	}
-	idle := 0 // attempts that found no coordinator serving
-	for attempt := ReadAttempt; ; attempt = min(2*attempt, time.Minute) {
-		actx, cancel := context.WithTimeout(ctx, attempt)
-		r, err := call[R](actx, c, endpoint, req)
-		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
-		cancel()
-		var ae *messages.APIError
-		unavailable := errors.As(err, &ae) && ae.Code == messages.CodeUnavailable
-		switch {
-		case err == nil:
-			return r, nil
-		case ctx.Err() != nil:
-			return nil, err
-		case timedOut:
-			// Not answered in time: ask again at once.
-		case errors.Is(err, ErrNoCoordinator) && idle >= 5:
-			return nil, err // none runs, most likely: say so
-		case errors.Is(err, ErrNoCoordinator) || unavailable:
-			// None serves now (one stopped serving while it cannot reach
-			// the cluster, another takes over), or this one is busy: a
-			// moment before the next.
-			if !unavailable {
-				idle++
-			}
-			select {
-			case <-ctx.Done():
-				return nil, err
-			case <-time.After(100 * time.Millisecond):
-			}
-		default:
-			return nil, err
-		}
-	}
-}
-
 // Status returns a job's status. An attempt that is not answered within
-// ReadAttempt is sent again (another coordinator may answer) until ctx
-// ends.
+// ReadAttempt is sent again, to every coordinator (the first answer to any
+// attempt wins), until ctx ends.
 func (c *Client) Status(ctx context.Context, id string) (*messages.JobStatus, error) {
 	r, err := readCall[messages.StatusReply](ctx, c, messages.EndpointJobsStatus, messages.JobRequest{JobID: id})
 	if err != nil {

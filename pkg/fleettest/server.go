@@ -95,3 +95,10 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 // goroutine that waits up to 30 s to set up its source consumer, and it
 // ends on its own.
 func IgnoreServerGoroutines() goleak.Option { return natstest.IgnoreServerGoroutines() }
+
+// WithPartitions routes a cluster's traffic between nodes through proxies
+// that Cluster.Cut and Cluster.Heal take a node off the cluster network
+// with, and put it back: a cut-off node keeps its clients while its
+// routes go silent. Set the servers' Cluster.PingInterval (WithConfig) to
+// say how soon a silent route is given up.
+func WithPartitions() Option { return natstest.WithPartitions() }

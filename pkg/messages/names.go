@@ -339,6 +339,13 @@ func (n Names) EventsFilter() string { return n.Prefix + ".events.>" }
 // APISubject is the subject of an API endpoint such as "jobs.submit".
 func (n Names) APISubject(endpoint string) string { return n.Prefix + ".api." + endpoint }
 
+// APIAllSubject is where every serving coordinator answers a read
+// endpoint ("jobs.status"), not just the one the queue group picks: a
+// client that got no answer in time asks them all and takes the first
+// answer (a paused coordinator, or one behind a server cut off the
+// cluster, keeps its queue subscription).
+func (n Names) APIAllSubject(endpoint string) string { return n.Prefix + ".api._all." + endpoint }
+
 // MaxDeliveriesAdvisory is the advisory subject the server emits when a
 // message of the work stream exhausts MaxDeliver on consumer (or "*").
 func (n Names) MaxDeliveriesAdvisory(consumer string) string {

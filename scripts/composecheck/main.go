@@ -604,12 +604,15 @@ func verify(ctx context.Context, args []string) error {
 // probe asks for the job's status every --every for --for, each request
 // given --timeout (a fresh attempt each time, as `fleetctl status` is),
 // and reports: how many probes failed or took longer than --timeout,
-// whether the done count ever went back, and how long after the start the
+// whether the done count ever went back (an answer whose as_of is older
+// than one seen says how old it is: counted apart), and how long after the start the
 // count first moved past where it was (the job resumed). It fails when
-// more than --max-failures probes failed or the count went back. A
-// connection whose requests keep failing as through a server cut off the
-// cluster moves to another server (natsconn.CutOff), as the fleet's own
-// clients do.
+// more than --max-failures probes failed or the count went back. Its
+// client moves to another server when the one it is on finds no
+// coordinator (coordinator.WithFailover), as fleetctl's does. Each failed
+// probe is logged to stderr with the server it was on. With
+// --not-while-down, a probe that failed while the connection had no server
+// (every node down) is reported apart and not counted.
 func probe(ctx context.Context, args []string) error {
 	job, rest, err := flagsAfter(args)
 	if err != nil {
@@ -621,18 +624,19 @@ func probe(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 3*time.Second, "a probe not answered within this failed")
 	maxFailures := fs.Int("max-failures", 2, "fail when more probes than this failed")
 	label := fs.String("label", "", "name of the fault, for the report")
+	whileDown := fs.Bool("not-while-down", false, "do not count probes that failed with no server to connect to (every node down)")
 	nc, _, err := connect(fs, rest)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	client, err := coordinator.NewClient(nc, os.Getenv("FLEET_PREFIX"))
+	client, err := coordinator.NewClient(nc, os.Getenv("FLEET_PREFIX"), coordinator.WithFailover())
 	if err != nil {
 		return err
 	}
-	var cut natsconn.CutOff
 	start := time.Now()
-	var probes, failures, backwards int
+	var probes, failures, backwards, stale, down int
+	var newest *time.Time // the latest as_of seen
 	var slowest time.Duration
 	var maxDone, firstDone int64 = -1, -1
 	resumed := time.Duration(-1)
@@ -640,25 +644,40 @@ func probe(ctx context.Context, args []string) error {
 	ended := false
 	for time.Since(start) < *window && ctx.Err() == nil && !ended {
 		t0 := time.Now()
+		server := nc.ConnectedServerName()
 		rctx, cancel := context.WithTimeout(ctx, *timeout)
 		st, err := client.Status(rctx, job)
 		cancel()
 		d := time.Since(t0)
 		probes++
 		slowest = max(slowest, d)
-		cut.ObserveConn(nc, err)
 		switch {
+		case (err != nil || d > *timeout) && *whileDown && !nc.IsConnected():
+			down++
+			fmt.Fprintf(os.Stderr, "  %s probe failed at +%s with no server up (not counted): %v\n", t0.Format("15:04:05.0"), t0.Sub(start).Round(100*time.Millisecond), err)
 		case err != nil || d > *timeout:
 			failures++
 			lastErr = err
+			// Which server the probe was on, and what it got: a timeout
+			// (no coordinator answered through it) or an error.
+			fmt.Fprintf(os.Stderr, "  %s probe failed at +%s after %s on %s (now on %s): %v\n", t0.Format("15:04:05.0"),
+				t0.Sub(start).Round(100*time.Millisecond), d.Round(10*time.Millisecond), server, nc.ConnectedServerName(), err)
 		default:
 			done := st.Done()
 			if firstDone < 0 {
 				firstDone = done
 			}
-			if done < maxDone {
+			switch {
+			case st.AsOf != nil && newest != nil && st.AsOf.Before(*newest):
+				// Counts as of earlier than ones already shown: the status
+				// says how old it is, and Client.Wait skips it.
+				stale++
+			case done < maxDone:
 				backwards++
 				fmt.Fprintf(os.Stderr, "  %s probe: done went back from %d to %d (source %s)\n", time.Now().Format("15:04:05"), maxDone, done, st.Source)
+			}
+			if st.AsOf != nil && (newest == nil || st.AsOf.After(*newest)) {
+				newest = st.AsOf
 			}
 			maxDone = max(maxDone, done)
 			if resumed < 0 && done > firstDone {
@@ -677,8 +696,12 @@ func probe(ctx context.Context, args []string) error {
 	if resumed >= 0 {
 		res = resumed.Round(100 * time.Millisecond).String()
 	}
-	fmt.Printf("%s: %d probes, %d failed (>%s or error), slowest %s, done %d..%d, went back %d times, progress resumed after %s\n",
-		*label, probes, failures, *timeout, slowest.Round(10*time.Millisecond), firstDone, maxDone, backwards, res)
+	downs := ""
+	if *whileDown {
+		downs = fmt.Sprintf(" (+%d while no server was up)", down)
+	}
+	fmt.Printf("%s: %d probes, %d failed (>%s or error)%s, slowest %s, done %d..%d, went back %d times (%d older answers, by as_of), progress resumed after %s\n",
+		*label, probes, failures, *timeout, downs, slowest.Round(10*time.Millisecond), firstDone, maxDone, backwards, stale, res)
 	if failures > *maxFailures {
 		return fmt.Errorf("%s: %d status probes failed (at most %d allowed); last error: %v", *label, failures, *maxFailures, lastErr)
 	}

@@ -1,0 +1,198 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/lease"
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// TestCutOffCoordinatorHandsOver: the leading coordinator's node is taken
+// off the cluster network (its client connection stays up, as with
+// `docker network disconnect` of the node). The coordinator moves to
+// another server (natsconn.CutOff), the lease is written again (taken by
+// the other coordinator, or renewed by the cut-off one from its new
+// server), status keeps answering through a client with
+// WithFailover, and the job ends with every item counted once. The
+// measured times are logged (docs/deploy.md, "Faults").
+func TestCutOffCoordinatorHandsOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-node cluster and a partition")
+	}
+	const n, id = 800, "cutoff"
+	// Routes are given up after 3 missed pings 500 ms apart, as the
+	// compose cluster does after 3 missed pings 2 s apart.
+	c := fleettest.RunCluster(t, 3, fleettest.WithPartitions(), fleettest.WithConfig(func(o *server.Options) {
+		o.Cluster.PingInterval = 500 * time.Millisecond
+		o.Cluster.MaxPingsOut = 3
+	}))
+	urls := strings.Split(c.URLs(), ",")
+	// via connects to the nodes in the order given, first to the first.
+	via := func(nodes ...int) *nats.Conn {
+		var us []string
+		for _, i := range nodes {
+			us = append(us, urls[i])
+		}
+		nc, err := nats.Connect(strings.Join(us, ","), nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	prov := testProvision
+	prov.Replicas = 3
+	start := func(name string, nc *nats.Conn) *nats.Conn {
+		cfg := coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 50 * time.Millisecond, Holder: name}
+		cfg.Logger = testLogger(t).With().Str("proc", name).Logger()
+		co, err := coordinator.New(nc, cfg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- co.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("coordinator did not stop within 30s")
+			}
+		})
+		select {
+		case <-co.Ready():
+		case err := <-done:
+			t.Fatalf("coordinator %s exited early: %v", name, err)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("coordinator %s not ready", name)
+		}
+		return nc
+	}
+	// The one to be cut off leads: it starts first, on node 2.
+	ncA := start("coord-a", via(2, 0, 1))
+	// The lease is read through the nodes that stay (the cluster's own
+	// connection may be on node 2).
+	observer, err := jetstream.New(via(0, 1))
+	require.NoError(t, err)
+	ctl := func() (lease.Value, uint64, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		kv, err := observer.KeyValue(ctx, messages.MustNames("").ControlBucket())
+		if err != nil {
+			return lease.Value{}, 0, err
+		}
+		e, err := kv.Get(ctx, messages.LeaseKey)
+		if err != nil {
+			return lease.Value{}, 0, err
+		}
+		var v lease.Value
+		err = json.Unmarshal(e.Value(), &v)
+		return v, e.Revision(), err
+	}
+	holder := func(want string) func() error {
+		return func() error {
+			v, _, err := ctl()
+			if err == nil && v.Holder != want {
+				err = fmt.Errorf("lease held by %q, want %q", v.Holder, want)
+			}
+			return err
+		}
+	}
+	fleettest.WaitFor(t, 30*time.Second, holder("coord-a"))
+	start("coord-b", via(0, 1, 2))
+
+	ag := testhooks.WithAgent(agent.Config{Name: "a0", Concurrency: 4}, testhooks.Agent{Provision: prov})
+	startAgentOn(t, via(1, 0), ag, map[string]agent.HandlerFunc{"slow": sleepy(100 * time.Millisecond)})
+	cl, err := coordinator.NewClient(via(1, 0, 2), "", coordinator.WithFailover())
+	require.NoError(t, err)
+	submit(t, cl, fmt.Sprintf(`{"id": %q, "items": %s, "agent_template": [{"handler": "slow"}]}`, id,
+		itemsJSON(n, func(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("i%d", i)} })))
+	waitSucceeded(t, cl, id, 40)
+
+	stop := answerGaps(func(ctx context.Context) error { _, err := cl.Status(ctx, id); return err })
+	before := status(t, cl, id).Succeeded
+	meta := c.MetaLeader()
+	_, leaseRev, err := ctl()
+	require.NoError(t, err)
+	c.Cut(2)
+	cut := time.Now()
+	// Each outcome's time after the cut, as first seen.
+	var takeover, moved, resumed time.Duration
+	var newHolder string
+	seen := func(d *time.Duration, ok bool) {
+		if ok && *d == 0 {
+			*d = time.Since(cut).Round(10 * time.Millisecond)
+		}
+	}
+	fleettest.WaitFor(t, 60*time.Second, func() error {
+		// Led again: the lease written after the cut (taken by coord-b,
+		// or renewed by coord-a once it moved to a server that reaches
+		// the cluster, if its lease had not been taken meanwhile).
+		if v, rev, err := ctl(); err == nil && rev > leaseRev && takeover == 0 {
+			seen(&takeover, true)
+			newHolder = v.Holder
+		}
+		s := ncA.ConnectedServerName()
+		seen(&moved, s != "" && s != c.NodeName(2))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := cl.Status(ctx, id)
+		cancel()
+		seen(&resumed, err == nil && st.Succeeded > before)
+		if takeover == 0 || moved == 0 || resumed == 0 {
+			return fmt.Errorf("after %s: lease written %s, coord-a moved %s, job resumed %s", time.Since(cut), takeover, moved, resumed)
+		}
+		return nil
+	})
+	require.Less(t, status(t, cl, id).Succeeded, int64(n), "the job must still run when it resumes; slow the handler down")
+	gap := stop()
+	t.Logf("node 2 (meta leader then: node %d) cut off with the leading coordinator on it: %s wrote the lease after %s (lease TTL %s), "+
+		"coord-a moved to %s after %s, the job counted a result again after %s; status went unanswered for %s at most",
+		meta, newHolder, takeover, lease.DefaultTTL, ncA.ConnectedServerName(), moved, resumed, gap.Round(10*time.Millisecond))
+
+	c.Heal(2)
+	st := waitJob(t, cl, id, 2*time.Minute)
+	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
+	require.EqualValues(t, n, st.Succeeded, "every item counted once: %+v", st)
+	require.LessOrEqual(t, gap, 10*time.Second, "status answered through the cut (1.9-5 s measured on a loaded 2-core machine)")
+}
+
+// startAgentOn is startAgent on a connection of the test's making.
+func startAgentOn(t *testing.T, nc *nats.Conn, cfg agent.Config, handlers map[string]agent.HandlerFunc) {
+	t.Helper()
+	testhooks.UpdateAgent(&cfg, func(h *testhooks.Agent) {
+		if h.Provision == (provision.Config{}) {
+			h.Provision = testProvision
+		}
+	})
+	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.Logger = testLogger(t).With().Str("proc", cfg.Name).Logger()
+	a := agent.New(nc, cfg).HandleBuiltins()
+	for name, fn := range handlers {
+		a.Handle(name, fn)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("agent did not stop within 30s")
+		}
+	})
+}

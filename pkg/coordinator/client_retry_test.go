@@ -1,0 +1,183 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// answerStatus answers a status request for job j.
+func answerStatus(m *nats.Msg) {
+	data, _ := json.Marshal(messages.StatusReply{Status: &messages.JobStatus{ID: "j", State: messages.StateRunning}})
+	_ = m.Respond(data)
+}
+
+// A coordinator that holds the queue subscription and answers nothing
+// (paused) does not make status wait: the request is sent again to every
+// coordinator, and one that serves answers.
+func TestStatusAsksEveryCoordinatorWhenOneDoesNotAnswer(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	paused, live := srv.Connect(t), srv.Connect(t)
+	_, err := paused.QueueSubscribe("fleet.api.jobs.status", "q", func(*nats.Msg) {})
+	require.NoError(t, err)
+	require.NoError(t, paused.Flush())
+	_, err = live.Subscribe("fleet.api._all.jobs.status", answerStatus)
+	require.NoError(t, err)
+	require.NoError(t, live.Flush())
+	cl, err := NewClient(srv.Connect(t), "")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	st, err := cl.Status(ctx, "j")
+	require.NoError(t, err)
+	require.Equal(t, "j", st.ID)
+}
+
+// An answer to an earlier attempt counts: a coordinator that answers the
+// first attempt late (slow, not gone) is heard even though the request was
+// sent again meanwhile.
+func TestStatusTakesALateAnswerToAnEarlierAttempt(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	slow := srv.Connect(t)
+	var mu sync.Mutex
+	asked := 0
+	_, err := slow.QueueSubscribe("fleet.api.jobs.status", "q", func(m *nats.Msg) {
+		mu.Lock()
+		asked++
+		first := asked == 1
+		mu.Unlock()
+		if first {
+			go func() {
+				time.Sleep(ReadAttempt + 300*time.Millisecond) // a slow coordinator, by design
+				answerStatus(m)
+			}()
+		}
+	})
+	require.NoError(t, err)
+	// Later attempts go to every coordinator: none answers there.
+	_, err = slow.Subscribe("fleet.api._all.jobs.status", func(*nats.Msg) {})
+	require.NoError(t, err)
+	require.NoError(t, slow.Flush())
+	cl, err := NewClient(srv.Connect(t), "")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := cl.Status(ctx, "j")
+	require.NoError(t, err)
+	require.Equal(t, "j", st.ID)
+}
+
+// A submission is sent again while no coordinator can store it
+// ("unavailable"), with the same id: one job. A spec with no id gets one
+// from the client.
+func TestSubmitSentAgainCarriesTheSameID(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	nc := srv.Connect(t)
+	var mu sync.Mutex
+	var ids []string
+	_, err := nc.QueueSubscribe("fleet.api.jobs.submit", "q", func(m *nats.Msg) {
+		var spec struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(m.Data, &spec)
+		mu.Lock()
+		ids = append(ids, spec.ID)
+		n := len(ids)
+		mu.Unlock()
+		if n < 3 {
+			data, _ := json.Marshal(messages.ErrorReply{Error: &messages.APIError{Code: messages.CodeUnavailable, Message: "storing the submission: nats: no response from stream"}})
+			_ = m.Respond(data)
+			return
+		}
+		data, _ := json.Marshal(messages.SubmitReply{JobID: spec.ID, State: messages.StatePending})
+		_ = m.Respond(data)
+	})
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	cl, err := NewClient(srv.Connect(t), "")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := cl.Submit(ctx, []byte(` {"items": [{"id": "a"}], "agent_template": [{"handler": "noop"}]}`))
+	require.NoError(t, err)
+	require.Len(t, ids, 3)
+	require.True(t, strings.HasPrefix(ids[0], "job-"), ids[0])
+	require.Equal(t, []string{ids[0], ids[0], ids[0]}, ids)
+	require.Equal(t, ids[0], r.JobID)
+}
+
+func TestWithJobID(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"has an id", `{"id":"x","items":[]}`, `{"id":"x","items":[]}`},
+		{"empty id", `{"id":"","items":[]}`, `{"id":"ID","items":[]}`},
+		{"null id", `{"items":[],"id":null}`, `{"id":"ID","items":[]}`},
+		{"no id", ` {"items":[]}`, `{"id":"ID","items":[]}`},
+		{"empty object", `{ }`, `{"id":"ID" }`},
+		{"not an object", `[1]`, `[1]`},
+		{"not JSON", `id: x`, `id: x`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := withJobID([]byte(tc.in))
+			require.NoError(t, err)
+			var m map[string]any
+			if json.Unmarshal(out, &m) == nil {
+				if id, ok := m["id"].(string); ok && strings.HasPrefix(id, "job-") {
+					out = []byte(strings.Replace(string(out), id, "ID", 1))
+				}
+			}
+			require.Equal(t, tc.want, string(out))
+		})
+	}
+}
+
+// A client on a server cut off the cluster (its connection stays up; the
+// coordinators are on the other nodes) moves to another server and gets
+// its answer there (WithFailover).
+func TestStatusMovesOffACutOffServer(t *testing.T) {
+	c := fleettest.RunCluster(t, 3, fleettest.WithPartitions(), fleettest.WithConfig(func(o *server.Options) {
+		o.Cluster.PingInterval = 500 * time.Millisecond
+		o.Cluster.MaxPingsOut = 3
+	}))
+	coord := c.ConnectNode(t, 0)
+	_, err := coord.QueueSubscribe("fleet.api.jobs.status", "q", answerStatus)
+	require.NoError(t, err)
+	_, err = coord.Subscribe("fleet.api._all.jobs.status", answerStatus)
+	require.NoError(t, err)
+	require.NoError(t, coord.Flush())
+	onCut := c.ConnectNode(t, 2)
+	fleettest.WaitFor(t, 10*time.Second, func() error { // the subscriptions reached node 2
+		_, err := onCut.Request("fleet.api.jobs.status", nil, time.Second)
+		return err
+	})
+	urls := strings.Split(c.URLs(), ",")
+	nc, err := nats.Connect(urls[2]+","+urls[0]+","+urls[1], nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	require.NoError(t, err)
+	defer nc.Close()
+	cl, err := NewClient(nc, "", WithFailover())
+	require.NoError(t, err)
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel0()
+	_, err = cl.Status(ctx0, "j")
+	require.NoError(t, err)
+	require.Equal(t, c.NodeName(2), nc.ConnectedServerName())
+
+	c.Cut(2)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := cl.Status(ctx, "j")
+	require.NoError(t, err)
+	require.Equal(t, "j", st.ID)
+	require.NotEqual(t, c.NodeName(2), nc.ConnectedServerName())
+	t.Logf("answered through %s %s after the cut", nc.ConnectedServerName(), time.Since(start).Round(10*time.Millisecond))
+}
