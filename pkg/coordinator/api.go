@@ -290,6 +290,9 @@ func (c *Coordinator) apiCancel(ctx context.Context, data []byte) (any, *message
 		opts = append(opts, WithKill())
 	}
 	st, err := c.Cancel(ctx, req.JobID, opts...)
+	if errors.Is(err, errNoJob) && c.accepted(ctx, req.JobID) {
+		st, err = c.Cancel(ctx, req.JobID, opts...)
+	}
 	switch {
 	case errors.Is(err, errNoJob):
 		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}

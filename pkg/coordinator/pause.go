@@ -421,6 +421,9 @@ func (c *Coordinator) apiJobPause(fn func(context.Context, string) (*messages.Jo
 			return nil, e
 		}
 		st, err := fn(ctx, req.JobID)
+		if errors.Is(err, errNoJob) && c.accepted(ctx, req.JobID) {
+			st, err = fn(ctx, req.JobID)
+		}
 		switch {
 		case errors.Is(err, errNoJob):
 			return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}
