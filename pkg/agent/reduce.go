@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 

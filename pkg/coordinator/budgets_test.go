@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/budget"
+	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 

@@ -41,7 +41,6 @@ func TestCancelAndPauseWaitForTheIntake(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-
 	type answer struct {
 		st  *messages.JobStatus
 		err error
