@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
@@ -44,6 +46,24 @@ func (r *runs) of(pool string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.by[pool]...)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // counter reads a counter of reg with one label pair.
@@ -102,6 +122,13 @@ func TestForgedWorkIsRefused(t *testing.T) {
 		require.NoError(t, err)
 	}
 
+	// The agents' logs, shown if the test fails.
+	logs := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the agents' logs:\n%s", logs.String())
+		}
+	})
 	ran := &runs{by: map[string][]string{}}
 	regs := map[string]*prometheus.Registry{}
 	var aerrs []*asyncErrs
@@ -110,7 +137,8 @@ func TestForgedWorkIsRefused(t *testing.T) {
 		aerrs = append(aerrs, ae)
 		regs[pool] = prometheus.NewRegistry()
 		a := agent.New(nc, agent.Config{Pool: pool, Name: "real-" + pool, WorkVerifier: verifier,
-			Registerer: regs[pool], ShutdownTimeout: time.Second}).Handle("record", ran.handler(pool))
+			Registerer: regs[pool], ShutdownTimeout: time.Second,
+			Logger: zerolog.New(logs).With().Timestamp().Str("agent", pool).Logger()}).Handle("record", ran.handler(pool))
 		go func() { done <- a.Run(runCtx) }()
 	}
 
@@ -168,10 +196,10 @@ func TestForgedWorkIsRefused(t *testing.T) {
 	// unsigned for this pool at each delivery until their third, when they
 	// are dead-lettered as bad_signature (only the pool's agents can put
 	// them there, and they may dead-letter their pool's items anyway). The
-	// wait is long because under a loaded CI run the server
-	// may take tens of seconds to (re)establish the work stream's source of
-	// a park stream made moments before; when the source runs, this takes
-	// about a second.
+	// forgeries are published after both jobs are seen
+	// finished, so the coordinator's purge of their parked retries is done
+	// (it runs before the finished state is written) and does not remove
+	// them. This takes a few seconds; the wait is long for a loaded CI run.
 	fleettest.WaitFor(t, 90*time.Second, func() error {
 		if n := counter(t, regs["default"], "jetfleet_agent_items_total", "outcome", "refused"); n < 7 {
 			return fmt.Errorf("%v deliveries refused", n)
@@ -266,6 +294,13 @@ func TestMismatchedWorkKeysFailVisibly(t *testing.T) {
 	_, err = provision.EnsurePool(ctx, cjs, s.names, "default", provision.Config{AckWait: 5 * time.Second})
 	require.NoError(t, err)
 
+	// The agents' logs, shown if the test fails.
+	logs := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the agents' logs:\n%s", logs.String())
+		}
+	})
 	ran := &runs{by: map[string][]string{}}
 	startAgent := func(v agent.Verifier) context.CancelFunc {
 		nc, _ := s.connect(t, auth.AgentUser("default"))

@@ -246,15 +246,18 @@ func (r *jobRunner) run(ctx context.Context) {
 				reducers.Go(func() { r.startReduce(ctx) })
 			}
 		}
+		if mapEnd {
+			// Before the finished state is written: whoever sees the job
+			// finished sees its park streams without its retries, and
+			// nothing published there afterwards is purged by this job.
+			r.purgeParked(ctx)
+		}
 		if finish {
 			r.flush(ctx)
 			st := r.snapshot().Status
 			r.c.event(r.id, messages.JobCompletedEvent(st))
 			r.c.metrics.jobsFinished.WithLabelValues(st.State).Inc()
 			late.start()
-		}
-		if mapEnd {
-			r.purgeParked(ctx)
 		}
 		if life.phase != phaseLingering && late.waiting() {
 			late.cancel() // reopened by a replay
