@@ -36,7 +36,7 @@ func TestCutOffCoordinatorHandsOver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 3-node cluster and a partition")
 	}
-	const n, id = 800, "cutoff"
+	const n, id = 1600, "cutoff"
 	// Routes are given up after 3 missed pings 500 ms apart, as the
 	// compose cluster does after 3 missed pings 2 s apart.
 	c := fleettest.RunCluster(t, 3, fleettest.WithPartitions(), fleettest.WithConfig(func(o *server.Options) {

@@ -199,8 +199,8 @@ func (s *apiServer) respond(reply string, answer any) {
 // keepServing checks every Config.HealthInterval that the coordinator
 // reaches the cluster, stops serving after Config.HealthFailures failed
 // checks in a row when another coordinator reaches the cluster
-// (othersServing), and serves again after the next good check, until ctx
-// ends. The check reads the lease key from the control bucket's stream
+// (othersServing), and serves again after the next good check, or as soon
+// as no other coordinator serves, until ctx ends. The check reads the lease key from the control bucket's stream
 // leader: what a coordinator cut off the cluster cannot do. Checks that
 // keep failing as a cut-off server's requests do (natsconn.CutOff) move
 // the connection to another server of its URL list.
@@ -248,7 +248,17 @@ func (s *apiServer) keepServing(ctx context.Context) {
 			continue
 		}
 		failures++
-		if failures < s.c.cfg.HealthFailures || !s.serving() {
+		if failures < s.c.cfg.HealthFailures {
+			continue
+		}
+		if !s.serving() {
+			// Stopped for another that served: if it no longer does (it
+			// failed its own checks since), none would serve.
+			if !s.othersServing(ctx) {
+				if err := s.start(); err == nil {
+					s.c.log.Warn().Int("checks", failures).Msg("cannot reach the cluster, and no other coordinator serves any more: serving again")
+				}
+			}
 			continue
 		}
 		// Only for another that serves: when no coordinator reaches the
