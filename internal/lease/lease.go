@@ -90,7 +90,8 @@ type Lease struct {
 
 	mu     sync.Mutex
 	leader bool
-	holder string // the holder last seen (or this one)
+	holder string    // the holder last seen (or this one)
+	lastOK time.Time // when the write that last succeeded was sent (while leading)
 }
 
 // New validates cfg and returns a lease.
@@ -128,6 +129,25 @@ func (l *Lease) IsLeader() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.leader
+}
+
+// Current reports whether this process holds the lease by its own clock:
+// it leads, and its last successful write was sent less than TTL less one
+// renew interval ago, the bound at which it steps down. A process that
+// was paused past that (a stopped VM, docker pause) still says it leads
+// until its next renewal attempt finds out; Current is false at once, so
+// what only a leader may answer is not answered from its stale state.
+func (l *Lease) Current() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leader && l.cfg.Clock.Now().Sub(l.lastOK) < l.cfg.TTL-l.cfg.Renew
+}
+
+// renewed records when the write that last succeeded was sent.
+func (l *Lease) renewed(sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastOK = sent
 }
 
 // Holder is the holder last seen: this process when it leads.
@@ -254,6 +274,7 @@ func (l *Lease) read(ctx context.Context) ([]byte, uint64, error) {
 // passed since then without another success.
 func (l *Lease) hold(ctx context.Context, rev uint64, since time.Time, lead func(context.Context)) {
 	lastOK := since
+	l.renewed(since)
 	l.set(true, l.cfg.Holder)
 	l.log.Info().Msg("lease acquired: leading")
 	leadCtx, cancelCause := context.WithCancelCause(ctx)
@@ -304,6 +325,7 @@ func (l *Lease) hold(ctx context.Context, rev uint64, since time.Time, lead func
 		switch {
 		case err == nil:
 			rev, lastOK = nrev, sent
+			l.renewed(sent)
 		case kvcas.IsConflict(err):
 			stepDown("another holder wrote the lease")
 			return

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -225,4 +226,28 @@ func TestLostReplyKeepsTheLease(t *testing.T) {
 	defer tl.mu.Unlock()
 	require.Equal(t, []string{"+a"}, tl.events, "one term, never stepped down")
 	require.True(t, a.l.IsLeader())
+}
+
+// A holder whose clock jumps past its lease (a process paused, then
+// resumed) is not Current at once, though it still says it leads until
+// its next renewal attempt steps it down.
+func TestPausedHolderIsNotCurrent(t *testing.T) {
+	kv, js := setup(t)
+	clk := clock.NewManual(time.Now())
+	l, err := lease.New(lease.Config{
+		Store: kv, Reader: kvleader.New(js, kv.Bucket()), Key: "leader", Holder: "a", TTL: time.Hour, Renew: 10 * time.Minute, Clock: clk,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = l.Run(ctx, func(ctx context.Context) { <-ctx.Done() })
+	}()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, l.Current, 10*time.Second, 5*time.Millisecond)
+	require.True(t, l.IsLeader())
+	clk.Advance(50 * time.Minute) // TTL less one renew interval
+	require.False(t, l.Current(), "paused past its lease by its own clock")
+	require.True(t, l.IsLeader(), "no renewal attempt has run yet (every 10 minutes of real time)")
 }

@@ -769,7 +769,10 @@ func (c *Coordinator) Status(ctx context.Context, id string) (*messages.JobStatu
 	// counted only part of them: the record, written by the last runner
 	// that had caught up, is newer (the faults run saw a status of 0 done
 	// after 2,212 from a runner just started).
-	if r := c.runner(id); r != nil && r.replayed() {
+	// A leader paused past its lease (docker pause, a stopped VM) has a
+	// runner whose counts stopped when it did, while the next leader's
+	// moved on: until it renews, the record (with its as_of) answers.
+	if r := c.runner(id); r != nil && r.replayed() && c.lease != nil && c.lease.Current() {
 		rec := r.snapshot()
 		c.fillBudget(ctx, &rec)
 		st := rec.Status
