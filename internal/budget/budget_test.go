@@ -1,17 +1,23 @@
 package budget_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -258,11 +264,16 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // With WithLimits, a budget record rewritten by another client (any agent
 // may write the bucket) grants no more than the limits the job's record
 // holds: a job allowed 2 retries gets 2, whatever total the bucket claims.
+// The warning about the rewritten record is logged once a minute, not
+// once per claim, with the number held back.
 func TestLimitsComeFromTheJobNotTheBucket(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	ctx := testCtx(t, 10*time.Second)
 	kv := newBucket(t, srv.JS(), 1)
-	b := newBudget(t, kv, budget.WithLimits(func(job string) (int, int, bool) { return 2, 2, job == "job-1" }))
+	var logs syncBuffer
+	clk := clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	b := newBudget(t, kv, budget.WithLimits(func(job string) (int, int, bool) { return 2, 2, job == "job-1" }),
+		budget.WithLogger(zerolog.New(&logs)), budget.WithClock(clk))
 	_, _, err := b.Create(ctx, "job-1", budget.Record{Total: 2, PerItemMax: 2})
 	require.NoError(t, err)
 
@@ -282,6 +293,70 @@ func TestLimitsComeFromTheJobNotTheBucket(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, granted)
+	require.Len(t, tamperWarnings(t, &logs), 1)
+
+	// Rewritten again, exhausted by the job's limits: every claim is
+	// denied from the record read, none writes it back.
+	require.NoError(t, kv.Delete(ctx, "job-1"))
+	_, _, err = forger.Create(ctx, "job-1", budget.Record{Total: 1000, PerItemMax: 1000, Consumed: 500})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { rec, _, _ := budget.Cached(b, "job-1"); return rec.Total == 1000 }, 5*time.Second, 5*time.Millisecond)
+	for range 5 {
+		g, err := b.Claim(ctx, "job-1", 0)
+		require.NoError(t, err)
+		require.False(t, g.Granted)
+	}
+	warnings := tamperWarnings(t, &logs)
+	require.Len(t, warnings, 1, "10 claims on rewritten records within a minute: one warning")
+	require.Equal(t, 0, warnings[0].Suppressed)
+
+	clk.Advance(budget.TamperWarnInterval)
+	_, err = b.Claim(ctx, "job-1", 0)
+	require.NoError(t, err)
+	warnings = tamperWarnings(t, &logs)
+	require.Len(t, warnings, 2, "a minute later, one more")
+	require.GreaterOrEqual(t, warnings[1].Suppressed, 5, "the claims since the first warning were counted")
+	require.Equal(t, 1000, warnings[1].StoredTotal)
+}
+
+// tamperWarning is what a Budget logs about a record whose limits are not
+// the job's.
+type tamperWarning struct {
+	Message     string `json:"message"`
+	StoredTotal int    `json:"stored_total"`
+	Suppressed  int    `json:"suppressed"`
+}
+
+func tamperWarnings(t *testing.T, logs *syncBuffer) []tamperWarning {
+	t.Helper()
+	var out []tamperWarning
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var w tamperWarning
+		if line == "" || json.Unmarshal([]byte(line), &w) != nil || !strings.Contains(w.Message, "limits are not the job's") {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// syncBuffer is a bytes.Buffer that the Budget's goroutines may log to
+// while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestKeys(t *testing.T) {
