@@ -1,10 +1,10 @@
 package budget_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -270,7 +270,7 @@ func TestLimitsComeFromTheJobNotTheBucket(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	ctx := testCtx(t, 10*time.Second)
 	kv := newBucket(t, srv.JS(), 1)
-	var logs syncBuffer
+	var logs tamperLog
 	clk := clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	b := newBudget(t, kv, budget.WithLimits(func(job string) (int, int, bool) { return 2, 2, job == "job-1" }),
 		budget.WithLogger(zerolog.New(&logs)), budget.WithClock(clk))
@@ -293,7 +293,7 @@ func TestLimitsComeFromTheJobNotTheBucket(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, granted)
-	require.Len(t, tamperWarnings(t, &logs), 1)
+	require.Len(t, logs.read(), 1)
 
 	// Rewritten again, exhausted by the job's limits: every claim is
 	// denied from the record read, none writes it back.
@@ -306,14 +306,14 @@ func TestLimitsComeFromTheJobNotTheBucket(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, g.Granted)
 	}
-	warnings := tamperWarnings(t, &logs)
+	warnings := logs.read()
 	require.Len(t, warnings, 1, "10 claims on rewritten records within a minute: one warning")
 	require.Equal(t, 0, warnings[0].Suppressed)
 
 	clk.Advance(budget.TamperWarnInterval)
 	_, err = b.Claim(ctx, "job-1", 0)
 	require.NoError(t, err)
-	warnings = tamperWarnings(t, &logs)
+	warnings = logs.read()
 	require.Len(t, warnings, 2, "a minute later, one more")
 	require.GreaterOrEqual(t, warnings[1].Suppressed, 5, "the claims since the first warning were counted")
 	require.Equal(t, 1000, warnings[1].StoredTotal)
@@ -327,36 +327,27 @@ type tamperWarning struct {
 	Suppressed  int    `json:"suppressed"`
 }
 
-func tamperWarnings(t *testing.T, logs *syncBuffer) []tamperWarning {
-	t.Helper()
-	var out []tamperWarning
-	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		var w tamperWarning
-		if line == "" || json.Unmarshal([]byte(line), &w) != nil || !strings.Contains(w.Message, "limits are not the job's") {
-			continue
-		}
-		out = append(out, w)
+// tamperLog keeps the tamper warnings of the log lines written to it (one
+// a Write, as zerolog writes them), from any goroutine.
+type tamperLog struct {
+	mu       sync.Mutex
+	warnings []tamperWarning
+}
+
+func (l *tamperLog) Write(line []byte) (int, error) {
+	var w tamperWarning
+	if json.Unmarshal(line, &w) == nil && strings.Contains(w.Message, "limits are not the job's") {
+		l.mu.Lock()
+		l.warnings = append(l.warnings, w)
+		l.mu.Unlock()
 	}
-	return out
+	return len(line), nil
 }
 
-// syncBuffer is a bytes.Buffer that the Budget's goroutines may log to
-// while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+func (l *tamperLog) read() []tamperWarning {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.warnings)
 }
 
 func TestKeys(t *testing.T) {
