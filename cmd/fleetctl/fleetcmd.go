@@ -15,7 +15,9 @@ import (
 // a flag set with the connection flags (and --json when the subcommand
 // prints JSON), the argument check, the connection, and a context bounded
 // by --timeout for its requests. A subcommand adds its own flags to fs
-// between newFleetCmd and parse, and states only what is its own.
+// between newFleetCmd and parse, and states only what is its own: its
+// body with the API client (run), or one request whose answer it prints
+// (call).
 type fleetCmd struct {
 	env  *cliEnv
 	fs   *flag.FlagSet
@@ -124,6 +126,22 @@ func (c *fleetCmd) apiFailed(err error) int {
 	return exitForAPIError(err)
 }
 
+// call connects unless connected and makes one API request, bounded by
+// the request timeout. A failure is reported and mapped to the exit
+// status; code is exitOK otherwise. The caller defers c.close.
+func call[T any](ctx context.Context, c *fleetCmd, req func(context.Context, *coordinator.Client) (T, error)) (v T, code int) {
+	if !c.connect() {
+		return v, exitFailed
+	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	v, err := req(ctx, c.client)
+	if err != nil {
+		return v, c.apiFailed(err)
+	}
+	return v, exitOK
+}
+
 // family is a command with subcommands ("fleetctl limit set ..."): run
 // prints its help or hands the arguments to the subcommand they name.
 type family struct {
@@ -165,20 +183,4 @@ func (f *family) run(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	errorf(env, "%s: unknown command %q (%s)", f.name, args[0], f.names)
 	return exitUsage
-}
-
-// call connects unless connected and makes one API request, bounded by
-// the request timeout. A failure is reported and mapped to the exit
-// status; code is exitOK otherwise. The caller defers c.close.
-func call[T any](ctx context.Context, c *fleetCmd, req func(context.Context, *coordinator.Client) (T, error)) (v T, code int) {
-	if !c.connect() {
-		return v, exitFailed
-	}
-	ctx, cancel := c.bound(ctx)
-	defer cancel()
-	v, err := req(ctx, c.client)
-	if err != nil {
-		return v, c.apiFailed(err)
-	}
-	return v, exitOK
 }
