@@ -16,8 +16,7 @@
 # server's first stream writes).
 #
 # Usage: scripts/bench-latency.sh [-jobs 40] [-warmup 3]
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/bench-lib.sh"
 
 JOBS=40
 WARMUP=3
@@ -29,31 +28,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-echo "building binaries"
-ver=$(go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)
-GOBIN="$work/bin" go install "github.com/nats-io/nats-server/v2@$ver"
-for c in coordinator agent fleetctl; do go build -o "$work/bin/$c" "./cmd/$c"; done
-
-port=$((20000 + RANDOM % 20000))
-mon=$((port + 1))
-"$work/bin/nats-server" -js -a 127.0.0.1 -p "$port" -m "$mon" -sd "$work/js" >"$work/server.log" 2>&1 &
-pids+=("$!")
-export NATS_URL="nats://127.0.0.1:$port"
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mon/healthz" >/dev/null && break; sleep 0.1; done
-"$work/bin/coordinator" --log-level warn >"$work/coordinator.log" 2>&1 &
-pids+=("$!")
-"$work/bin/agent" --log-level warn --name bench-latency >"$work/agent.log" 2>&1 &
-pids+=("$!")
-for _ in $(seq 100); do "$work/bin/fleetctl" list >/dev/null 2>&1 && break; sleep 0.1; done
+bench_build
+bench_up 1 bench-latency
 
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); nats-server $ver; $JOBS jobs after $WARMUP"
 : >"$work/wall"

@@ -13,8 +13,7 @@
 # and prints the medians and "shell STEP: jetfleet/xargs ratio: X.XX".
 #
 # Usage: scripts/bench-shell.sh [-n 600] [-runs 3] [-agents 2] [-concurrency 16]
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/bench-lib.sh"
 
 N=600
 RUNS=3
@@ -31,33 +30,8 @@ while [ $# -gt 0 ]; do
 done
 SLOTS=$((AGENTS * CONC))
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-echo "building binaries"
-ver=$(go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)
-GOBIN="$work/bin" go install "github.com/nats-io/nats-server/v2@$ver"
-for c in coordinator agent fleetctl; do go build -o "$work/bin/$c" "./cmd/$c"; done
-
-port=$((20000 + RANDOM % 20000))
-mon=$((port + 1))
-"$work/bin/nats-server" -js -a 127.0.0.1 -p "$port" -m "$mon" -sd "$work/js" >"$work/server.log" 2>&1 &
-pids+=("$!")
-export NATS_URL="nats://127.0.0.1:$port"
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mon/healthz" >/dev/null && break; sleep 0.1; done
-"$work/bin/coordinator" --log-level warn >"$work/coordinator.log" 2>&1 &
-pids+=("$!")
-for i in $(seq "$AGENTS"); do
-  "$work/bin/agent" --log-level warn --name "shell-agent-$i" --concurrency "$CONC" >"$work/agent-$i.log" 2>&1 &
-  pids+=("$!")
-done
-for _ in $(seq 100); do "$work/bin/fleetctl" list >/dev/null 2>&1 && break; sleep 0.1; done
+bench_build
+bench_up "$AGENTS" shell-agent --concurrency "$CONC"
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 now() { date +%s.%N; }

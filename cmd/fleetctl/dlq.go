@@ -12,58 +12,32 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 func init() {
-	register(command{name: "dlq", summary: "dead letters: list, get, stats, export, replay, purge (fleetctl dlq -h)", run: runDLQ})
+	register(command{name: "dlq", summary: "dead letters: list, get, stats, export, replay, purge (fleetctl dlq -h)", run: dlqFamily.run})
 }
 
-// dlqCommands are the subcommands of "fleetctl dlq".
-var dlqCommands = []struct {
-	name, summary string
-	run           func(ctx context.Context, env *cliEnv, args []string) int
-}{
-	{"list", "list entries (filters, --limit, --after SEQ, --json)", runDLQList},
-	{"get", "show one entry with its whole history: get SEQ", runDLQGet},
-	{"stats", "counts by job, reason, error class and signature; oldest entry; stream fill", runDLQStats},
-	{"export", "write entries as JSON lines (--out FILE, default stdout)", runDLQExport},
-	{"replay", "republish entries to their jobs (--dry-run, --rate N, --reset-attempts); Ctrl-C cancels", runDLQReplay},
-	{"purge", "delete entries for good (needs --yes)", runDLQPurge},
-	{"retry", "retry JOB: replay the job's entries, as replay --job JOB (Prodigy's dlq retry)", runDLQRetry},
-}
-
-func runDLQ(ctx context.Context, env *cliEnv, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		w := env.stderr
-		if len(args) > 0 {
-			w = env.stdout
-		}
-		fmt.Fprintln(w, "usage: fleetctl dlq <command> [filters] [flags]")
-		fmt.Fprintln(w)
-		for _, c := range dlqCommands {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-		}
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "Filters (every command but get): --job, --reason, --error-class, --signature (or a prefix),")
-		fmt.Fprintln(w, "--text (in the error, item id, payload, attempt messages), --since/--until (RFC 3339, a date, or")
-		fmt.Fprintln(w, "a duration ago such as 90m or 2d), --limit. Run 'fleetctl dlq <command> -h' for its flags.")
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
-	}
-	for _, c := range dlqCommands {
-		if c.name == args[0] {
-			return c.run(ctx, env, args[1:])
-		}
-	}
-	errorf(env, "dlq: unknown command %q (list, get, stats, export, replay, retry, purge)", args[0])
-	return exitUsage
+// dlqFamily is "fleetctl dlq".
+var dlqFamily = &family{
+	name: "dlq", usage: "dlq <command> [filters] [flags]", width: 8, names: "list, get, stats, export, replay, retry, purge",
+	cmds: []command{
+		{name: "list", summary: "list entries (filters, --limit, --after SEQ, --json)", run: runDLQList},
+		{name: "get", summary: "show one entry with its whole history: get SEQ", run: runDLQGet},
+		{name: "stats", summary: "counts by job, reason, error class and signature; oldest entry; stream fill", run: runDLQStats},
+		{name: "export", summary: "write entries as JSON lines (--out FILE, default stdout)", run: runDLQExport},
+		{name: "replay", summary: "republish entries to their jobs (--dry-run, --rate N, --reset-attempts); Ctrl-C cancels", run: runDLQReplay},
+		{name: "purge", summary: "delete entries for good (needs --yes)", run: runDLQPurge},
+		{name: "retry", summary: "retry JOB: replay the job's entries, as replay --job JOB (Prodigy's dlq retry)", run: runDLQRetry},
+	},
+	notes: []string{
+		"Filters (every command but get): --job, --reason, --error-class, --signature (or a prefix),",
+		"--text (in the error, item id, payload, attempt messages), --since/--until (RFC 3339, a date, or",
+		"a duration ago such as 90m or 2d), --limit. Run 'fleetctl dlq <command> -h' for its flags.",
+	},
 }
 
 // filterFlags are the DLQ filters every subcommand but get takes.
@@ -121,84 +95,25 @@ func flagOfField(field string) string {
 // parseWhen reads a point in time: RFC 3339, a date, or a duration ago.
 func parseWhen(s string, now time.Time) (time.Time, error) { return dlq.ParseTime(s, now) }
 
-// dlqSetup parses a subcommand's flags and makes its requests. The
-// subcommand defers close.
+// dlqSetup is a dlq subcommand's opening (fleetCmd) with its filters.
+// The subcommand defers close.
 type dlqSetup struct {
-	fs      *flag.FlagSet
-	conn    *connFlags
+	*fleetCmd
 	filters *filterFlags
-	asJSON  *bool
-
-	nc     *nats.Conn
-	client *coordinator.Client
 }
 
 func newDLQFlags(env *cliEnv, name, usage string, defaultLimit int, withFilters bool) *dlqSetup {
-	s := &dlqSetup{fs: newFlagSet(env, "dlq "+name, "dlq "+usage)}
-	s.conn = addConnFlags(s.fs, env)
+	s := &dlqSetup{fleetCmd: newFleetCmd(env, "dlq "+name, "dlq "+usage, withJSON)}
 	if withFilters {
 		s.filters = addFilterFlags(s.fs, defaultLimit)
 	}
-	s.asJSON = s.fs.Bool("json", false, "print JSON")
 	return s
-}
-
-// connect connects once; a failure is reported.
-func (s *dlqSetup) connect(env *cliEnv) bool {
-	if s.client != nil {
-		return true
-	}
-	nc, client, err := s.conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return false
-	}
-	s.nc, s.client = nc, client
-	return true
-}
-
-func (s *dlqSetup) close() {
-	if s.nc != nil {
-		s.nc.Close()
-	}
-}
-
-// call makes one API request, bounded by --timeout unless untimed. A
-// failure is reported and mapped to the exit status; code is exitOK
-// otherwise.
-func call[T any](ctx context.Context, env *cliEnv, s *dlqSetup, untimed bool, req func(context.Context, *coordinator.Client) (T, error)) (v T, code int) {
-	if !s.connect(env) {
-		return v, exitFailed
-	}
-	if !untimed {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.conn.timeout)
-		defer cancel()
-	}
-	v, err := req(ctx, s.client)
-	if err != nil {
-		errorf(env, "%v", err)
-		return v, exitForAPIError(err)
-	}
-	return v, exitOK
-}
-
-// printedJSON prints v when --json was given.
-func (s *dlqSetup) printedJSON(env *cliEnv, v any) bool {
-	if *s.asJSON {
-		writeJSON(env.stdout, v)
-	}
-	return *s.asJSON
 }
 
 // parse parses args; ok=false means return code.
 func (s *dlqSetup) parse(env *cliEnv, args []string, positional int) (messages.DLQFilter, int, bool) {
-	if code, ok := parseFlags(s.fs, args); !ok {
+	if code, ok := s.fleetCmd.parse(args, positional); !ok {
 		return messages.DLQFilter{}, code, false
-	}
-	if s.fs.NArg() != positional {
-		s.fs.Usage()
-		return messages.DLQFilter{}, exitUsage, false
 	}
 	if s.filters == nil {
 		return messages.DLQFilter{}, 0, true
@@ -220,10 +135,11 @@ func runDLQList(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	f.AfterSeq = *after
 	defer s.close()
-	page, code := call(ctx, env, s, true, func(ctx context.Context, c *coordinator.Client) (*messages.DLQListReply, error) {
+	s.untimed = true // listEntries bounds each of its requests
+	page, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (*messages.DLQListReply, error) {
 		return listEntries(ctx, c, f, s.conn.timeout)
 	})
-	if code != exitOK || s.printedJSON(env, page) {
+	if code != exitOK || s.printedJSON(page) {
 		return code
 	}
 	if len(page.Entries) == 0 {
@@ -288,10 +204,10 @@ func runDLQGet(ctx context.Context, env *cliEnv, args []string) int {
 		return exitUsage
 	}
 	defer s.close()
-	ref, code := call(ctx, env, s, false, func(ctx context.Context, c *coordinator.Client) (*messages.DLQEntryRef, error) {
+	ref, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (*messages.DLQEntryRef, error) {
 		return c.DLQGet(ctx, seq)
 	})
-	if code != exitOK || s.printedJSON(env, ref) {
+	if code != exitOK || s.printedJSON(ref) {
 		return code
 	}
 	printEntry(env.stdout, ref)
@@ -356,10 +272,10 @@ func runDLQStats(ctx context.Context, env *cliEnv, args []string) int {
 		return code
 	}
 	defer s.close()
-	st, code := call(ctx, env, s, false, func(ctx context.Context, c *coordinator.Client) (*messages.DLQStats, error) {
+	st, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (*messages.DLQStats, error) {
 		return c.DLQStats(ctx, f)
 	})
-	if code != exitOK || s.printedJSON(env, st) {
+	if code != exitOK || s.printedJSON(st) {
 		return code
 	}
 	w := env.stdout
@@ -423,7 +339,7 @@ func runDLQExport(ctx context.Context, env *cliEnv, args []string) int {
 		return code
 	}
 	defer s.close()
-	if !s.connect(env) {
+	if !s.connect() {
 		return exitFailed
 	}
 	w := env.stdout
@@ -456,7 +372,7 @@ func runDLQPurge(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	defer s.close()
 	if !*yes {
-		st, code := call(ctx, env, s, false, func(ctx context.Context, c *coordinator.Client) (*messages.DLQStats, error) {
+		st, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (*messages.DLQStats, error) {
 			return c.DLQStats(ctx, f)
 		})
 		if code != exitOK {
@@ -465,10 +381,10 @@ func runDLQPurge(ctx context.Context, env *cliEnv, args []string) int {
 		errorf(env, "dlq purge deletes entries for good: %d match; run again with --yes to delete them", st.Total)
 		return exitUsage
 	}
-	n, code := call(ctx, env, s, false, func(ctx context.Context, c *coordinator.Client) (int64, error) {
+	n, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (int64, error) {
 		return c.DLQPurge(ctx, messages.DLQPurgeRequest{DLQFilter: f, Confirm: true})
 	})
-	if code != exitOK || s.printedJSON(env, messages.DLQPurgeReply{Purged: n}) {
+	if code != exitOK || s.printedJSON(messages.DLQPurgeReply{Purged: n}) {
 		return code
 	}
 	fmt.Fprintf(env.stdout, "purged %d entries\n", n)
@@ -511,14 +427,14 @@ func runDLQReplay(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	defer s.close()
 	req := messages.DLQReplayRequest{DLQFilter: f, Rate: *rate, DryRun: *dry, ResetAttempts: *reset}
-	st, code := call(ctx, env, s, false, func(ctx context.Context, c *coordinator.Client) (*messages.DLQReplayStatus, error) {
+	st, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (*messages.DLQReplayStatus, error) {
 		return c.DLQReplay(ctx, req)
 	})
 	if code != exitOK {
 		return code
 	}
 	if *dry {
-		if s.printedJSON(env, st) {
+		if s.printedJSON(st) {
 			return exitOK
 		}
 		w := env.stdout
@@ -532,8 +448,8 @@ func runDLQReplay(ctx context.Context, env *cliEnv, args []string) int {
 		printCounts(w, "by signature", st.BySignature, nil)
 		return exitOK
 	}
-	st, cancelled := followReplay(ctx, env, s.client, st, s.conn.timeout, !*s.asJSON)
-	if !s.printedJSON(env, st) {
+	st, cancelled := followReplay(ctx, env, s.client, st, s.conn.timeout, !s.asJSON())
+	if !s.printedJSON(st) {
 		printReplay(env.stdout, st)
 	}
 	if cancelled || st.State != messages.ReplayCompleted || st.Failed > 0 {

@@ -42,50 +42,48 @@ func exitForAPIError(err error) int {
 }
 
 func runSubmit(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "submit", "submit FILE [--wait] [--json]")
-	conn := addConnFlags(fs, env)
-	wait := fs.Bool("wait", false, "follow the job until it ends; exit 1 unless it succeeded")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseFlags(fs, args); !ok {
+	c := newFleetCmd(env, "submit", "submit FILE [--wait] [--json]", withJSON)
+	wait := c.fs.Bool("wait", false, "follow the job until it ends; exit 1 unless it succeeded")
+	if code, ok := c.parse(args, anyArgs); !ok {
 		return code
 	}
-	path, spec, ok := specArg(env, fs)
+	path, spec, ok := specArg(env, c.fs)
 	if !ok {
 		return exitUsage
 	}
-	nc, client, err := conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
-	}
-	defer nc.Close()
-	if spec.Input != "" && !strings.Contains(spec.Input, "://") {
-		ref, digest, err := uploadInput(ctx, nc, conn.prefix, localInput(path, spec.Input))
-		if err != nil {
-			errorf(env, "uploading input %s: %v", spec.Input, err)
-			return exitFailed
+	// The upload and --wait take as long as they take: only the submit
+	// request is bounded.
+	c.untimed = true
+	return c.run(ctx, func(ctx context.Context, client *coordinator.Client) int {
+		if spec.Input != "" && !strings.Contains(spec.Input, "://") {
+			ref, digest, err := uploadInput(ctx, c.nc, c.conn.prefix, localInput(path, spec.Input))
+			if err != nil {
+				errorf(env, "uploading input %s: %v", spec.Input, err)
+				return exitFailed
+			}
+			spec.Input, spec.InputDigest = ref, digest
 		}
-		spec.Input, spec.InputDigest = ref, digest
-	}
-	body, _ := json.Marshal(spec)
-	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	reply, err := client.Submit(rctx, body)
-	cancel()
-	if err != nil {
-		printProblems(env, path, err)
-		return exitForAPIError(err)
-	}
-	if !*wait {
-		if *asJSON {
-			writeJSON(env.stdout, reply)
-		} else if reply.Existing {
+		body, _ := json.Marshal(spec)
+		rctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+		reply, err := client.Submit(rctx, body)
+		cancel()
+		if err != nil {
+			printProblems(env, path, err)
+			return exitForAPIError(err)
+		}
+		if *wait {
+			return watchJob(ctx, env, client, reply.JobID, c.asJSON())
+		}
+		if c.printedJSON(reply) {
+			return exitOK
+		}
+		if reply.Existing {
 			fmt.Fprintf(env.stdout, "%s (already submitted, %s)\n", reply.JobID, reply.State)
 		} else {
 			fmt.Fprintln(env.stdout, reply.JobID)
 		}
 		return exitOK
-	}
-	return watchJob(ctx, env, client, reply.JobID, *asJSON)
+	})
 }
 
 // localInput is the file a job file's input names: an absolute path as it
@@ -134,24 +132,14 @@ type jobCall func(ctx context.Context, client *coordinator.Client, id string, as
 // runJobCommand parses "NAME JOB [--json]" plus the connection flags,
 // connects, and runs call with a request timeout.
 func runJobCommand(ctx context.Context, env *cliEnv, args []string, name string, call jobCall) int {
-	fs := newFlagSet(env, name, name+" JOB [--json]")
-	conn := addConnFlags(fs, env)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseArgs(fs, args, 1); !ok {
+	c := newFleetCmd(env, name, name+" JOB [--json]", withJSON)
+	if code, ok := c.parse(args, 1); !ok {
 		return code
 	}
-	nc, client, err := conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
-	}
-	defer nc.Close()
-	if name != "watch" { // watch follows the job for as long as it runs
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, conn.timeout)
-		defer cancel()
-	}
-	return call(ctx, client, fs.Arg(0), *asJSON)
+	c.untimed = name == "watch" // watch follows the job for as long as it runs
+	return c.run(ctx, func(ctx context.Context, client *coordinator.Client) int {
+		return call(ctx, client, c.fs.Arg(0), c.asJSON())
+	})
 }
 
 func runStatus(ctx context.Context, env *cliEnv, args []string) int {
@@ -201,63 +189,46 @@ func watchJob(ctx context.Context, env *cliEnv, client *coordinator.Client, id s
 }
 
 func runCancel(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "cancel", "cancel JOB [--kill] [--json]")
-	conn := addConnFlags(fs, env)
-	kill := fs.Bool("kill", false, "terminate the job's running steps on every agent (SIGTERM to a shell step's process group, SIGKILL after the agent's kill grace; a handler's context is cancelled) instead of letting them finish")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseArgs(fs, args, 1); !ok {
+	c := newFleetCmd(env, "cancel", "cancel JOB [--kill] [--json]", withJSON)
+	kill := c.fs.Bool("kill", false, "terminate the job's running steps on every agent (SIGTERM to a shell step's process group, SIGKILL after the agent's kill grace; a handler's context is cancelled) instead of letting them finish")
+	if code, ok := c.parse(args, 1); !ok {
 		return code
 	}
-	nc, client, err := conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
 	var opts []coordinator.CancelOption
 	if *kill {
 		opts = append(opts, coordinator.WithKill())
 	}
-	st, err := client.Cancel(ctx, fs.Arg(0), opts...)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
+	defer c.close()
+	st, code := call(ctx, c, func(ctx context.Context, client *coordinator.Client) (*messages.JobStatus, error) {
+		return client.Cancel(ctx, c.fs.Arg(0), opts...)
+	})
+	if code != exitOK {
+		return code
 	}
-	showStatus(env, st, *asJSON, 0)
+	showStatus(env, st, c.asJSON(), 0)
 	return exitOK
 }
 
 func runList(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "list", "list [--state S] [--pool P] [--text T] [--limit N] [--cursor C] [--json]")
-	conn := addConnFlags(fs, env)
+	c := newFleetCmd(env, "list", "list [--state S] [--pool P] [--text T] [--limit N] [--cursor C] [--json]", withJSON)
+	fs := c.fs
 	var req messages.ListRequest
 	fs.StringVar(&req.State, "state", "", "only jobs in this state")
 	fs.StringVar(&req.Pool, "pool", "", "only jobs of this pool")
 	fs.StringVar(&req.Text, "text", "", "only jobs whose id or name contains this (any case)")
 	fs.IntVar(&req.Limit, "limit", 50, fmt.Sprintf("at most this many jobs (1 to %d)", coordinator.MaxListLimit))
 	fs.StringVar(&req.Cursor, "cursor", "", "go on after an earlier page (the cursor it printed)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := c.parse(args, anyArgs); !ok {
 		return code
 	}
-	nc, client, err := conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
+	defer c.close()
+	page, code := call(ctx, c, func(ctx context.Context, client *coordinator.Client) (*messages.ListReply, error) {
+		return client.ListPage(ctx, req)
+	})
+	if code != exitOK {
+		return code
 	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
-	page, err := client.ListPage(rctx, req)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
-	}
-	if *asJSON {
-		writeJSON(env.stdout, page.Jobs)
-	} else {
+	if !c.printedJSON(page.Jobs) {
 		printJobList(env.stdout, page.Jobs)
 	}
 	if page.NextCursor != "" {

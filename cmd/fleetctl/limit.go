@@ -14,75 +14,53 @@ import (
 )
 
 func init() {
-	register(command{name: "limit", summary: "the fleet's rate and concurrency limits: set, get, list, rm (fleetctl limit -h)", run: runLimit})
+	register(command{name: "limit", summary: "the fleet's rate and concurrency limits: set, get, list, rm (fleetctl limit -h)", run: limitFamily.run})
 }
 
-// limitCommands are the subcommands of "fleetctl limit". They read and
-// write the limits bucket directly, with the operator's rights (docs/security.md).
-var limitCommands = []struct {
-	name, summary string
-	run           func(ctx context.Context, env *cliEnv, args []string) int
-}{
-	{"set", "create or change a named limit: set NAME --rate 40/s [--burst N] [--concurrency N] [--adaptive] [--pool P]", runLimitSet},
-	{"get", "a limit's configured and current rate, tokens, in flight, last minute's calls: get NAME [--json]", runLimitGet},
-	{"list", "every limit, named and inline: list [--json]", runLimitList},
-	{"rm", "remove a named limit: rm NAME", runLimitRm},
+// limitFamily is "fleetctl limit". Its subcommands read and write the
+// limits bucket directly, with the operator's rights (docs/security.md).
+var limitFamily = &family{
+	name: "limit", usage: "limit <command> [flags]", width: 5, names: "set, get, list, rm",
+	cmds: []command{
+		{name: "set", summary: "create or change a named limit: set NAME --rate 40/s [--burst N] [--concurrency N] [--adaptive] [--pool P]", run: runLimitSet},
+		{name: "get", summary: "a limit's configured and current rate, tokens, in flight, last minute's calls: get NAME [--json]", run: runLimitGet},
+		{name: "list", summary: "every limit, named and inline: list [--json]", run: runLimitList},
+		{name: "rm", summary: "remove a named limit: rm NAME", run: runLimitRm},
+	},
 }
 
-func runLimit(ctx context.Context, env *cliEnv, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		w := env.stderr
-		if len(args) > 0 {
-			w = env.stdout
-		}
-		fmt.Fprintln(w, "usage: fleetctl limit <command> [flags]")
-		fmt.Fprintln(w)
-		for _, c := range limitCommands {
-			fmt.Fprintf(w, "  %-5s %s\n", c.name, c.summary)
-		}
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
+// limits connects, opens the limits bucket, calls fn with its store and a
+// context bounded by --timeout, and closes both. It returns fn's exit
+// code, or 1 when the bucket could not be opened.
+func (c *fleetCmd) limits(ctx context.Context, fn func(ctx context.Context, s *limit.Store) int) int {
+	if !c.connect() {
+		return exitFailed
 	}
-	for _, c := range limitCommands {
-		if c.name == args[0] {
-			return c.run(ctx, env, args[1:])
-		}
-	}
-	errorf(env, "limit: unknown command %q (set, get, list, rm)", args[0])
-	return exitUsage
-}
-
-// limitStore connects and opens the limits bucket; close releases both.
-func limitStore(ctx context.Context, env *cliEnv, c *connFlags) (s *limit.Store, closeFn func(), ok bool) {
-	nc, _, err := c.client()
+	defer c.close()
+	names, err := messages.NewNames(c.conn.prefix)
 	if err != nil {
-		errorf(env, "%v", err)
-		return nil, nil, false
+		errorf(c.env, "%v", err)
+		return exitFailed
 	}
-	names, err := messages.NewNames(c.prefix)
-	if err != nil {
-		nc.Close()
-		errorf(env, "%v", err)
-		return nil, nil, false
-	}
-	js, err := jetstream.New(nc)
+	var s *limit.Store
+	js, err := jetstream.New(c.nc)
 	if err == nil {
 		var kv jetstream.KeyValue
-		ctx, cancel := context.WithTimeout(ctx, c.timeout)
-		kv, err = js.KeyValue(ctx, names.LimitsBucket())
+		kctx, cancel := c.bound(ctx)
+		kv, err = js.KeyValue(kctx, names.LimitsBucket())
 		cancel()
 		if err == nil {
 			s, err = limit.NewStore(js, kv, nil, zerolog.Nop())
 		}
 	}
 	if err != nil {
-		nc.Close()
-		errorf(env, "limits bucket %s: %v (is a coordinator running?)", names.LimitsBucket(), err)
-		return nil, nil, false
+		errorf(c.env, "limits bucket %s: %v (is a coordinator running?)", names.LimitsBucket(), err)
+		return exitFailed
 	}
-	return s, func() { s.Close(); nc.Close() }, true
+	defer s.Close()
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	return fn(ctx, s)
 }
 
 // rateFlag reads --rate.
@@ -97,15 +75,15 @@ func (f *rateFlag) String() string {
 func (f *rateFlag) Set(s string) error { return f.r.UnmarshalText([]byte(s)) }
 
 func runLimitSet(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "limit set", "limit set NAME --rate 40/s [--burst N] [--concurrency N] [--adaptive] [--pool P]")
-	conn := addConnFlags(fs, env)
+	c := newFleetCmd(env, "limit set", "limit set NAME --rate 40/s [--burst N] [--concurrency N] [--adaptive] [--pool P]", noJSON)
+	fs := c.fs
 	var rate rateFlag
 	fs.Var(&rate, "rate", "calls allowed per /s, /m or /h, e.g. 40/s, 600/m")
 	burst := fs.Int("burst", 0, "calls that may start at once after a quiet period (default: one second of rate)")
 	conc := fs.Int("concurrency", 0, "calls in flight across the fleet (0: no cap)")
 	adaptive := fs.Bool("adaptive", false, "halve the rate on overload failures, raise it back on successes")
 	pool := fs.String("pool", "", "only this pool's agents may use it (default: any)")
-	if code, ok := parseArgs(fs, args, 1); !ok {
+	if code, ok := c.parse(args, 1); !ok {
 		return code
 	}
 	name := fs.Arg(0)
@@ -120,20 +98,15 @@ func runLimitSet(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		return exitUsage
 	}
-	s, closeFn, ok := limitStore(ctx, env, conn)
-	if !ok {
-		return exitFailed
-	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
-	rec, err := s.Set(ctx, name, cfg.WithDefaults())
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
-	}
-	printLimit(env, name, true, rec, s.Now())
-	return exitOK
+	return c.limits(ctx, func(ctx context.Context, s *limit.Store) int {
+		rec, err := s.Set(ctx, name, cfg.WithDefaults())
+		if err != nil {
+			errorf(env, "%v", err)
+			return exitFailed
+		}
+		printLimit(env, name, true, rec, s.Now())
+		return exitOK
+	})
 }
 
 // limitView is a limit as fleetctl prints it in JSON.
@@ -193,37 +166,30 @@ func printLimit(env *cliEnv, name string, named bool, rec limit.Record, now time
 }
 
 func runLimitGet(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "limit get", "limit get NAME [--json]")
-	conn := addConnFlags(fs, env)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseArgs(fs, args, 1); !ok {
+	c := newFleetCmd(env, "limit get", "limit get NAME [--json]", withJSON)
+	if code, ok := c.parse(args, 1); !ok {
 		return code
 	}
-	s, closeFn, ok := limitStore(ctx, env, conn)
-	if !ok {
-		return exitFailed
-	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
-	name := fs.Arg(0)
-	rec, found, err := s.Get(ctx, limit.NamedKey(name))
-	if err == nil && !found {
-		// An inline limit, by its expanded key.
-		rec, found, err = s.Get(ctx, limit.InlineKey(name))
-		if found {
-			return showLimit(env, name, false, rec, s.Now(), *asJSON)
+	name := c.fs.Arg(0)
+	return c.limits(ctx, func(ctx context.Context, s *limit.Store) int {
+		rec, found, err := s.Get(ctx, limit.NamedKey(name))
+		if err == nil && !found {
+			// An inline limit, by its expanded key.
+			rec, found, err = s.Get(ctx, limit.InlineKey(name))
+			if found {
+				return showLimit(env, name, false, rec, s.Now(), c.asJSON())
+			}
 		}
-	}
-	switch {
-	case err != nil:
-		errorf(env, "%v", err)
-		return exitFailed
-	case !found:
-		errorf(env, "no limit %q", name)
-		return exitFailed
-	}
-	return showLimit(env, name, true, rec, s.Now(), *asJSON)
+		switch {
+		case err != nil:
+			errorf(env, "%v", err)
+			return exitFailed
+		case !found:
+			errorf(env, "no limit %q", name)
+			return exitFailed
+		}
+		return showLimit(env, name, true, rec, s.Now(), c.asJSON())
+	})
 }
 
 func showLimit(env *cliEnv, name string, named bool, rec limit.Record, now time.Time, asJSON bool) int {
@@ -236,19 +202,17 @@ func showLimit(env *cliEnv, name string, named bool, rec limit.Record, now time.
 }
 
 func runLimitList(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "limit list", "limit list [--json]")
-	conn := addConnFlags(fs, env)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseArgs(fs, args, 0); !ok {
+	c := newFleetCmd(env, "limit list", "limit list [--json]", withJSON)
+	if code, ok := c.parse(args, 0); !ok {
 		return code
 	}
-	s, closeFn, ok := limitStore(ctx, env, conn)
-	if !ok {
-		return exitFailed
-	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
+	return c.limits(ctx, func(ctx context.Context, s *limit.Store) int {
+		return listLimits(ctx, c, s)
+	})
+}
+
+func listLimits(ctx context.Context, c *fleetCmd, s *limit.Store) int {
+	env := c.env
 	keys, err := s.Keys(ctx)
 	if err != nil {
 		errorf(env, "%v", err)
@@ -266,8 +230,7 @@ func runLimitList(ctx context.Context, env *cliEnv, args []string) int {
 			views = append(views, viewOf(name, named, rec, s.Now()))
 		}
 	}
-	if *asJSON {
-		writeJSON(env.stdout, views)
+	if c.printedJSON(views) {
 		return exitOK
 	}
 	tw := newTable(env.stdout)
@@ -290,26 +253,21 @@ func runLimitList(ctx context.Context, env *cliEnv, args []string) int {
 }
 
 func runLimitRm(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "limit rm", "limit rm NAME")
-	conn := addConnFlags(fs, env)
-	if code, ok := parseArgs(fs, args, 1); !ok {
+	c := newFleetCmd(env, "limit rm", "limit rm NAME", noJSON)
+	if code, ok := c.parse(args, 1); !ok {
 		return code
 	}
-	s, closeFn, ok := limitStore(ctx, env, conn)
-	if !ok {
-		return exitFailed
-	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
-	if err := s.Delete(ctx, limit.NamedKey(fs.Arg(0))); err != nil {
-		if errors.Is(err, limit.ErrNotFound) {
-			errorf(env, "no limit %q", fs.Arg(0))
-		} else {
-			errorf(env, "%v", err)
+	name := c.fs.Arg(0)
+	return c.limits(ctx, func(ctx context.Context, s *limit.Store) int {
+		if err := s.Delete(ctx, limit.NamedKey(name)); err != nil {
+			if errors.Is(err, limit.ErrNotFound) {
+				errorf(env, "no limit %q", name)
+			} else {
+				errorf(env, "%v", err)
+			}
+			return exitFailed
 		}
-		return exitFailed
-	}
-	fmt.Fprintf(env.stdout, "limit %s removed; steps that name it fail until it is set again\n", fs.Arg(0))
-	return exitOK
+		fmt.Fprintf(env.stdout, "limit %s removed; steps that name it fail until it is set again\n", name)
+		return exitOK
+	})
 }

@@ -60,34 +60,22 @@ func runPool(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		return exitOK
 	}
-	call, ok := poolCommands[args[0]]
+	req, ok := poolCommands[args[0]]
 	if !ok {
 		errorf(env, "pool: unknown command %q (pause, resume)", args[0])
 		return exitUsage
 	}
 	name := "pool " + args[0]
-	fs := newFlagSet(env, name, name+" POOL [--json]")
-	conn := addConnFlags(fs, env)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseArgs(fs, args[1:], 1); !ok {
+	c := newFleetCmd(env, name, name+" POOL [--json]", withJSON)
+	if code, ok := c.parse(args[1:], 1); !ok {
 		return code
 	}
-	nc, client, err := conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
-	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
-	reply, err := call(client, rctx, fs.Arg(0))
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
-	}
-	if *asJSON {
-		writeJSON(env.stdout, reply)
-		return exitOK
+	defer c.close()
+	reply, code := call(ctx, c, func(ctx context.Context, client *coordinator.Client) (*messages.PoolPauseReply, error) {
+		return req(client, ctx, c.fs.Arg(0))
+	})
+	if code != exitOK || c.printedJSON(reply) {
+		return code
 	}
 	if reply.Paused {
 		since := ""

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -40,13 +41,12 @@ func jobsUsage(w io.Writer) {
 const pruneTimeout = 5 * time.Minute
 
 func runPrune(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "jobs prune", "jobs prune [--older-than D] [--dry-run] [--json]")
-	conn := addConnFlags(fs, env)
+	c := newFleetCmd(env, "jobs prune", "jobs prune [--older-than D] [--dry-run] [--json]", withJSON)
+	fs := c.fs
 	var olderThan messages.Duration
 	fs.TextVar(&olderThan, "older-than", messages.Duration(0), "prune jobs that finished at least this long ago: 36h, 7d (default: the coordinator's job retention)")
 	dryRun := fs.Bool("dry-run", false, "only list the jobs that would be pruned")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := c.parse(args, anyArgs); !ok {
 		return code
 	}
 	var req messages.PruneRequest
@@ -56,22 +56,15 @@ func runPrune(ctx context.Context, env *cliEnv, args []string) int {
 			req.OlderThan = &olderThan
 		}
 	})
-	nc, client, err := conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
+	c.minTimeout = pruneTimeout
+	defer c.close()
+	reply, code := call(ctx, c, func(ctx context.Context, client *coordinator.Client) (*messages.PruneReply, error) {
+		return client.Prune(ctx, req)
+	})
+	if code != exitOK {
+		return code
 	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, max(conn.timeout, pruneTimeout))
-	defer cancel()
-	reply, err := client.Prune(rctx, req)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
-	}
-	if *asJSON {
-		writeJSON(env.stdout, reply)
-	} else {
+	if !c.printedJSON(reply) {
 		verb := "pruned"
 		if reply.DryRun {
 			verb = "would prune"

@@ -8,47 +8,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 func init() {
-	register(command{name: "schedule", summary: "cron and interval schedules: add, list, get, pause, resume, trigger, rm (fleetctl schedule -h)", run: runSchedule})
+	register(command{name: "schedule", summary: "cron and interval schedules: add, list, get, pause, resume, trigger, rm (fleetctl schedule -h)", run: scheduleFamily.run})
 }
 
-// scheduleCommands are the subcommands of "fleetctl schedule".
-var scheduleCommands = []command{
-	{name: "add", summary: "add NAME JOB.yaml (--cron EXPR | --every DUR) [--tz ZONE] [--overlap skip|queue|allow] [--catchup DUR]", run: runScheduleAdd},
-	{name: "list", summary: "the schedules: timing, next run, last run, skipped ticks", run: runScheduleList},
-	{name: "get", summary: "get NAME: next run, last runs with their jobs' states, skipped ticks with reasons", run: scheduleOne("get")},
-	{name: "pause", summary: "pause NAME: its ticks stop firing", run: scheduleOne("pause")},
-	{name: "resume", summary: "resume NAME: its ticks fire again from the next one", run: scheduleOne("resume")},
-	{name: "trigger", summary: "trigger NAME: start a run now", run: scheduleOne("trigger")},
-	{name: "rm", summary: "rm NAME: delete the schedule (its runs' jobs stay)", run: scheduleOne("rm")},
-}
-
-func runSchedule(ctx context.Context, env *cliEnv, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		w := env.stderr
-		if len(args) > 0 {
-			w = env.stdout
-		}
-		fmt.Fprintln(w, "usage: fleetctl schedule <command> [flags]")
-		fmt.Fprintln(w)
-		for _, c := range scheduleCommands {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-		}
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
-	}
-	for _, c := range scheduleCommands {
-		if c.name == args[0] {
-			return c.run(ctx, env, args[1:])
-		}
-	}
-	errorf(env, "schedule: unknown command %q (add, list, get, pause, resume, trigger, rm)", args[0])
-	return exitUsage
+// scheduleFamily is "fleetctl schedule".
+var scheduleFamily = &family{
+	name: "schedule", usage: "schedule <command> [flags]", width: 8, names: "add, list, get, pause, resume, trigger, rm",
+	cmds: []command{
+		{name: "add", summary: "add NAME JOB.yaml (--cron EXPR | --every DUR) [--tz ZONE] [--overlap skip|queue|allow] [--catchup DUR]", run: runScheduleAdd},
+		{name: "list", summary: "the schedules: timing, next run, last run, skipped ticks", run: runScheduleList},
+		{name: "get", summary: "get NAME: next run, last runs with their jobs' states, skipped ticks with reasons", run: scheduleOne("get")},
+		{name: "pause", summary: "pause NAME: its ticks stop firing", run: scheduleOne("pause")},
+		{name: "resume", summary: "resume NAME: its ticks fire again from the next one", run: scheduleOne("resume")},
+		{name: "trigger", summary: "trigger NAME: start a run now", run: scheduleOne("trigger")},
+		{name: "rm", summary: "rm NAME: delete the schedule (its runs' jobs stay)", run: scheduleOne("rm")},
+	},
 }
 
 // durationFlag is an optional humantime duration flag.
@@ -73,16 +52,15 @@ func (f *optDuration) Set(s string) error {
 }
 
 func runScheduleAdd(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "schedule add", "schedule add NAME JOB.yaml (--cron EXPR | --every DUR) [--tz ZONE] [--overlap skip|queue|allow] [--catchup DUR] [--json]")
-	conn := addConnFlags(fs, env)
+	c := newFleetCmd(env, "schedule add", "schedule add NAME JOB.yaml (--cron EXPR | --every DUR) [--tz ZONE] [--overlap skip|queue|allow] [--catchup DUR] [--json]", withJSON)
+	fs := c.fs
 	cronExpr := fs.String("cron", "", "cron expression: 5 fields, 6 with seconds first, or @daily, @hourly, ...")
 	var every, catchup optDuration
 	fs.Var(&every, "every", "fixed interval (e.g. 30s, 1h), from the schedule's creation")
 	tz := fs.String("tz", "", "time zone of --cron (IANA name, e.g. Europe/Berlin); default UTC")
 	overlap := fs.String("overlap", messages.OverlapSkip, "a tick while the previous run runs: skip, queue or allow")
 	fs.Var(&catchup, "catchup", "how late a missed tick still fires (default 1h; only the most recent)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseArgs(fs, args, 2); !ok {
+	if code, ok := c.parse(args, 2); !ok {
 		return code
 	}
 	name := fs.Arg(0)
@@ -101,110 +79,76 @@ func runScheduleAdd(ctx context.Context, env *cliEnv, args []string) int {
 	if catchup.set {
 		req.Catchup = &catchup.d
 	}
-	nc, client, err := conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
-	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
-	s, err := client.ScheduleAdd(rctx, req)
-	if err != nil {
-		printProblems(env, "schedule "+name, err)
-		return exitForAPIError(err)
-	}
-	if *asJSON {
-		writeJSON(env.stdout, s)
-	} else {
-		fmt.Fprintf(env.stdout, "schedule %s added; next run %s\n", s.Name, nextRun(s))
-	}
-	return exitOK
+	return c.run(ctx, func(ctx context.Context, client *coordinator.Client) int {
+		s, err := client.ScheduleAdd(ctx, req)
+		if err != nil {
+			printProblems(env, "schedule "+name, err)
+			return exitForAPIError(err)
+		}
+		if !c.printedJSON(s) {
+			fmt.Fprintf(env.stdout, "schedule %s added; next run %s\n", s.Name, nextRun(s))
+		}
+		return exitOK
+	})
 }
 
 // scheduleOne is a subcommand on one schedule: get, pause, resume,
 // trigger, rm.
 func scheduleOne(verb string) func(ctx context.Context, env *cliEnv, args []string) int {
 	return func(ctx context.Context, env *cliEnv, args []string) int {
-		fs := newFlagSet(env, "schedule "+verb, "schedule "+verb+" NAME [--json]")
-		conn := addConnFlags(fs, env)
-		asJSON := fs.Bool("json", false, "print JSON")
-		if code, ok := parseArgs(fs, args, 1); !ok {
+		c := newFleetCmd(env, "schedule "+verb, "schedule "+verb+" NAME [--json]", withJSON)
+		if code, ok := c.parse(args, 1); !ok {
 			return code
 		}
-		nc, client, err := conn.client()
-		if err != nil {
-			errorf(env, "%v", err)
-			return exitFailed
-		}
-		defer nc.Close()
-		ctx, cancel := context.WithTimeout(ctx, conn.timeout)
-		defer cancel()
-		name := fs.Arg(0)
-		var s *messages.Schedule
-		switch verb {
-		case "get":
-			s, err = client.Schedule(ctx, name)
-		case "pause":
-			s, err = client.SchedulePause(ctx, name)
-		case "resume":
-			s, err = client.ScheduleResume(ctx, name)
-		case "trigger":
-			var id string
-			if id, err = client.ScheduleTrigger(ctx, name); err == nil {
-				if *asJSON {
-					writeJSON(env.stdout, map[string]string{"job_id": id})
-				} else {
-					fmt.Fprintln(env.stdout, id)
+		name := c.fs.Arg(0)
+		return c.run(ctx, func(ctx context.Context, client *coordinator.Client) int {
+			var s *messages.Schedule
+			var err error
+			switch verb {
+			case "get":
+				s, err = client.Schedule(ctx, name)
+			case "pause":
+				s, err = client.SchedulePause(ctx, name)
+			case "resume":
+				s, err = client.ScheduleResume(ctx, name)
+			case "trigger":
+				var id string
+				if id, err = client.ScheduleTrigger(ctx, name); err == nil {
+					if !c.printedJSON(map[string]string{"job_id": id}) {
+						fmt.Fprintln(env.stdout, id)
+					}
+					return exitOK
 				}
-				return exitOK
-			}
-		case "rm":
-			if err = client.ScheduleRemove(ctx, name); err == nil {
-				if *asJSON {
-					writeJSON(env.stdout, map[string]string{"removed": name})
-				} else {
-					fmt.Fprintf(env.stdout, "schedule %s removed\n", name)
+			case "rm":
+				if err = client.ScheduleRemove(ctx, name); err == nil {
+					if !c.printedJSON(map[string]string{"removed": name}) {
+						fmt.Fprintf(env.stdout, "schedule %s removed\n", name)
+					}
+					return exitOK
 				}
-				return exitOK
 			}
-		}
-		if err != nil {
-			errorf(env, "%v", err)
-			return exitForAPIError(err)
-		}
-		if *asJSON {
-			writeJSON(env.stdout, s)
+			if err != nil {
+				return c.apiFailed(err)
+			}
+			if !c.printedJSON(s) {
+				printSchedule(env, s)
+			}
 			return exitOK
-		}
-		printSchedule(env, s)
-		return exitOK
+		})
 	}
 }
 
 func runScheduleList(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "schedule list", "schedule list [--json]")
-	conn := addConnFlags(fs, env)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, ok := parseArgs(fs, args, 0); !ok {
+	c := newFleetCmd(env, "schedule list", "schedule list [--json]", withJSON)
+	if code, ok := c.parse(args, 0); !ok {
 		return code
 	}
-	nc, client, err := conn.client()
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitFailed
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
-	defer cancel()
-	list, err := client.Schedules(ctx)
-	if err != nil {
-		errorf(env, "%v", err)
-		return exitForAPIError(err)
-	}
-	if *asJSON {
-		writeJSON(env.stdout, list)
-		return exitOK
+	defer c.close()
+	list, code := call(ctx, c, func(ctx context.Context, client *coordinator.Client) ([]messages.Schedule, error) {
+		return client.Schedules(ctx)
+	})
+	if code != exitOK || c.printedJSON(list) {
+		return code
 	}
 	tw := newTable(env.stdout)
 	fmt.Fprintln(tw, "NAME\tTIMING\tNEXT RUN\tLAST RUN\tFIRED\tSKIPPED")

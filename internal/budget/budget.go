@@ -22,6 +22,8 @@ type Budget struct {
 	log   zerolog.Logger
 	m     *metrics
 
+	tamperWarn *warnPacer // paces trusted's warning
+
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 
@@ -65,6 +67,8 @@ func New(kv jetstream.KeyValue, opts ...Option) (*Budget, error) {
 		log:  o.log.With().Str("component", "budget").Logger(),
 		m:    m,
 		jobs: make(map[string]*jobState),
+
+		tamperWarn: newWarnPacer(o.clock, TamperWarnInterval),
 	}
 	b.store, err = kvstate.New(kvstate.Config[Record]{
 		KV:        kv,
@@ -197,6 +201,7 @@ func (b *Budget) Forget(job string) {
 	b.mu.Unlock()
 	b.store.Forget(job)
 	b.m.remaining.DeleteLabelValues(job)
+	b.tamperWarn.forget(job)
 }
 
 // Close stops the watch, fails waiting claims with ErrClosed and waits for

@@ -2,16 +2,22 @@ package budget_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -258,11 +264,16 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // With WithLimits, a budget record rewritten by another client (any agent
 // may write the bucket) grants no more than the limits the job's record
 // holds: a job allowed 2 retries gets 2, whatever total the bucket claims.
+// The warning about the rewritten record is logged once a minute, not
+// once per claim, with the number held back.
 func TestLimitsComeFromTheJobNotTheBucket(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	ctx := testCtx(t, 10*time.Second)
 	kv := newBucket(t, srv.JS(), 1)
-	b := newBudget(t, kv, budget.WithLimits(func(job string) (int, int, bool) { return 2, 2, job == "job-1" }))
+	var logs tamperLog
+	clk := clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	b := newBudget(t, kv, budget.WithLimits(func(job string) (int, int, bool) { return 2, 2, job == "job-1" }),
+		budget.WithLogger(zerolog.New(&logs)), budget.WithClock(clk))
 	_, _, err := b.Create(ctx, "job-1", budget.Record{Total: 2, PerItemMax: 2})
 	require.NoError(t, err)
 
@@ -282,6 +293,61 @@ func TestLimitsComeFromTheJobNotTheBucket(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, granted)
+	require.Len(t, logs.read(), 1)
+
+	// Rewritten again, exhausted by the job's limits: every claim is
+	// denied from the record read, none writes it back.
+	require.NoError(t, kv.Delete(ctx, "job-1"))
+	_, _, err = forger.Create(ctx, "job-1", budget.Record{Total: 1000, PerItemMax: 1000, Consumed: 500})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { rec, _, _ := budget.Cached(b, "job-1"); return rec.Total == 1000 }, 5*time.Second, 5*time.Millisecond)
+	for range 5 {
+		g, err := b.Claim(ctx, "job-1", 0)
+		require.NoError(t, err)
+		require.False(t, g.Granted)
+	}
+	warnings := logs.read()
+	require.Len(t, warnings, 1, "10 claims on rewritten records within a minute: one warning")
+	require.Equal(t, 0, warnings[0].Suppressed)
+
+	clk.Advance(budget.TamperWarnInterval)
+	_, err = b.Claim(ctx, "job-1", 0)
+	require.NoError(t, err)
+	warnings = logs.read()
+	require.Len(t, warnings, 2, "a minute later, one more")
+	require.GreaterOrEqual(t, warnings[1].Suppressed, 5, "the claims since the first warning were counted")
+	require.Equal(t, 1000, warnings[1].StoredTotal)
+}
+
+// tamperWarning is what a Budget logs about a record whose limits are not
+// the job's.
+type tamperWarning struct {
+	Message     string `json:"message"`
+	StoredTotal int    `json:"stored_total"`
+	Suppressed  int    `json:"suppressed"`
+}
+
+// tamperLog keeps the tamper warnings of the log lines written to it (one
+// a Write, as zerolog writes them), from any goroutine.
+type tamperLog struct {
+	mu       sync.Mutex
+	warnings []tamperWarning
+}
+
+func (l *tamperLog) Write(line []byte) (int, error) {
+	var w tamperWarning
+	if json.Unmarshal(line, &w) == nil && strings.Contains(w.Message, "limits are not the job's") {
+		l.mu.Lock()
+		l.warnings = append(l.warnings, w)
+		l.mu.Unlock()
+	}
+	return len(line), nil
+}
+
+func (l *tamperLog) read() []tamperWarning {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.warnings)
 }
 
 func TestKeys(t *testing.T) {

@@ -44,13 +44,17 @@ func (st *jobState) decideLocked(e kvstate.Entry[Record], known bool, itemRetrie
 
 // trusted returns rec with the limits WithLimits knows for job, and a
 // Consumed that is never negative: agents may write the budget bucket, so
-// only their spending is taken from it.
+// only their spending is taken from it. A record whose limits are not the
+// job's is warned about at most once per TamperWarnInterval per key, with
+// the number of warnings held back since the last one (suppressed).
 func (b *Budget) trusted(job string, rec Record) Record {
 	if f := b.o.limits; f != nil {
 		if total, perItem, ok := f(job); ok && (rec.Total != total || rec.PerItemMax != perItem) {
-			b.log.Warn().Str("job_id", job).Int("stored_total", rec.Total).Int("total", total).
-				Int("stored_per_item_max", rec.PerItemMax).Int("per_item_max", perItem).
-				Msg("budget record's limits are not the job's; using the job's")
+			if suppressed, ok := b.tamperWarn.allow(job); ok {
+				b.log.Warn().Str("job_id", job).Int("stored_total", rec.Total).Int("total", total).
+					Int("stored_per_item_max", rec.PerItemMax).Int("per_item_max", perItem).Int("suppressed", suppressed).
+					Msg("budget record's limits are not the job's; using the job's")
+			}
 			rec.Total, rec.PerItemMax = total, perItem
 		}
 	}

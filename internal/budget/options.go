@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvstate"
 )
 
@@ -28,6 +29,7 @@ type options struct {
 	opTimeout time.Duration
 	watch     bool
 	limits    LimitsFunc
+	clock     clock.Clock
 }
 
 // LimitsFunc returns the limits the coordinator set for a budget key
@@ -48,7 +50,20 @@ func WithLimits(fn LimitsFunc) Option {
 }
 
 func defaultOptions() options {
-	return options{log: zerolog.Nop(), opTimeout: DefaultOpTimeout, watch: true}
+	return options{log: zerolog.Nop(), opTimeout: DefaultOpTimeout, watch: true, clock: clock.Real{}}
+}
+
+// WithClock sets the clock that paces the warnings about records whose
+// limits are not the job's (TamperWarnInterval). Defaults to the system
+// clock.
+func WithClock(c clock.Clock) Option {
+	return func(o *options) error {
+		if c == nil {
+			return errors.New("budget: WithClock: nil clock")
+		}
+		o.clock = c
+		return nil
+	}
 }
 
 // WithLogger sets the logger; a child with component=budget is used.

@@ -84,21 +84,55 @@ func jobMessages(t *testing.T, js jetstream.JetStream, job string) (queued uint6
 	return queued, ci.NumAckPending
 }
 
+// step is a job step: its handler's name and what the agents run for it.
+type step struct {
+	handler string
+	run     agent.HandlerFunc
+}
+
+// pauseFleet is what each pause test starts: a server, a coordinator, its
+// agents, a client, and the job it pauses.
+type pauseFleet struct {
+	srv   *fleettest.Server
+	coord *proc
+	cl    *coordinator.Client
+	id    string
+}
+
+// startPauseFleet starts a server, a coordinator with cfg (calmProvision
+// unless cfg sets a Provision) and agents agents (a0, a1, ..., 4 slots
+// each) that handle steps, and submits job id: n inline items, each
+// running steps in order.
+func startPauseFleet(t *testing.T, cfg coordinator.Config, agents int, id string, n int, steps ...step) pauseFleet {
+	t.Helper()
+	if cfg.Provision == (coordinator.Provision{}) {
+		cfg.Provision = coordinator.Provision(calmProvision)
+	}
+	f := pauseFleet{srv: fleettest.RunServer(t)}
+	f.coord = startCoordinator(t, f.srv.URL(), cfg)
+	handlers := map[string]agent.HandlerFunc{}
+	template := make([]string, len(steps))
+	for i, s := range steps {
+		handlers[s.handler] = s.run
+		template[i] = fmt.Sprintf(`{"handler": %q}`, s.handler)
+	}
+	for i := range agents {
+		startAgent(t, f.srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 4}, handlers)
+	}
+	f.cl = client(t, f.srv)
+	f.id = submit(t, f.cl, fmt.Sprintf(`{"id": %q, "items": %s, "agent_template": [%s]}`, id, inlineItems(n), strings.Join(template, ", ")))
+	return f
+}
+
 // Pausing a running 2,000-item job: no step starts later than a second
 // after the pause returned, the job's state is paused, its items wait in
 // the park stream and none in the work stream or on the consumer; resumed,
 // the job finishes with every item run once.
 func TestPauseResumeJob(t *testing.T) {
 	const n = 2000
-	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	rec := newStarts()
-	for i := range 2 {
-		startAgent(t, srv.URL(), agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 4},
-			map[string]agent.HandlerFunc{"rec": rec.handler(10 * time.Millisecond)})
-	}
-	cl := client(t, srv)
-	id := submit(t, cl, `{"id": "pausable", "items": `+inlineItems(n)+`, "agent_template": [{"handler": "rec"}]}`)
+	f := startPauseFleet(t, coordinator.Config{}, 2, "pausable", n, step{"rec", rec.handler(10 * time.Millisecond)})
+	srv, cl, id := f.srv, f.cl, f.id
 	waitDone(t, cl, id, 200)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -152,18 +186,14 @@ func TestPauseResumeJob(t *testing.T) {
 // every item run once.
 func TestPauseSurvivesFailover(t *testing.T) {
 	const n = 600
-	srv := fleettest.RunServer(t)
 	cfg := coordinator.Config{Provision: coordinator.Provision(calmProvision), LeaseTTL: 2 * time.Second}
 	cfg.Holder = "first"
-	first := startCoordinator(t, srv.URL(), cfg)
 	rec := newStarts()
-	startAgent(t, srv.URL(), agent.Config{Name: "a", Concurrency: 4},
-		map[string]agent.HandlerFunc{"rec": rec.handler(10 * time.Millisecond)})
-	cl := client(t, srv)
-	id := submit(t, cl, `{"id": "failover", "items": `+inlineItems(n)+`, "agent_template": [{"handler": "rec"}]}`)
+	f := startPauseFleet(t, cfg, 1, "failover", n, step{"rec", rec.handler(10 * time.Millisecond)})
+	first, cl, id := f.coord, f.cl, f.id
 	waitDone(t, cl, id, 50)
 	cfg.Holder = "second"
-	startCoordinator(t, srv.URL(), cfg)
+	startCoordinator(t, f.srv.URL(), cfg)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -206,13 +236,9 @@ func TestPauseSurvivesFailover(t *testing.T) {
 // from starting anything within a second; resumed, the jobs finish.
 func TestPausePool(t *testing.T) {
 	const n = 1000
-	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	rec := newStarts()
-	startAgent(t, srv.URL(), agent.Config{Name: "a", Concurrency: 4},
-		map[string]agent.HandlerFunc{"rec": rec.handler(10 * time.Millisecond)})
-	cl := client(t, srv)
-	id := submit(t, cl, `{"id": "pooled", "items": `+inlineItems(n)+`, "agent_template": [{"handler": "rec"}]}`)
+	f := startPauseFleet(t, coordinator.Config{}, 1, "pooled", n, step{"rec", rec.handler(10 * time.Millisecond)})
+	cl, id := f.cl, f.id
 	waitDone(t, cl, id, 50)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -252,13 +278,10 @@ func TestPausePool(t *testing.T) {
 // held ones from their second step.
 func TestPauseHoldsBetweenSteps(t *testing.T) {
 	const n = 12
-	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	first, second := newStarts(), newStarts()
-	startAgent(t, srv.URL(), agent.Config{Name: "a", Concurrency: 4}, map[string]agent.HandlerFunc{
-		"first": first.handler(1500 * time.Millisecond), "second": second.handler(time.Millisecond)})
-	cl := client(t, srv)
-	id := submit(t, cl, `{"id": "twosteps", "items": `+inlineItems(n)+`, "agent_template": [{"handler": "first"}, {"handler": "second"}]}`)
+	f := startPauseFleet(t, coordinator.Config{}, 1, "twosteps", n,
+		step{"first", first.handler(1500 * time.Millisecond)}, step{"second", second.handler(time.Millisecond)})
+	cl, id := f.cl, f.id
 	fleettest.WaitFor(t, 30*time.Second, func() error {
 		if started, _ := first.after(time.Time{}); started < 4 {
 			return fmt.Errorf("%d first steps started", started)
@@ -296,13 +319,9 @@ func TestPauseHoldsBetweenSteps(t *testing.T) {
 // the same id later would not start paused.
 func TestCancelPausedJob(t *testing.T) {
 	const n = 500
-	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	rec := newStarts()
-	startAgent(t, srv.URL(), agent.Config{Name: "a", Concurrency: 4},
-		map[string]agent.HandlerFunc{"rec": rec.handler(10 * time.Millisecond)})
-	cl := client(t, srv)
-	id := submit(t, cl, `{"id": "cancelpaused", "items": `+inlineItems(n)+`, "agent_template": [{"handler": "rec"}]}`)
+	f := startPauseFleet(t, coordinator.Config{}, 1, "cancelpaused", n, step{"rec", rec.handler(10 * time.Millisecond)})
+	srv, cl, id := f.srv, f.cl, f.id
 	waitDone(t, cl, id, 20)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
