@@ -227,7 +227,7 @@ type Config struct {
 	// to 1h; at least 1s.
 	PruneMarkerTTL time.Duration
 	// SweepInterval is how often the work stream is swept for messages
-	// stranded at MaxDeliver whose advisory was lost (dlq.Sweeper).
+	// stranded at MaxDeliver whose advisory was lost.
 	// Defaults to 1m.
 	SweepInterval time.Duration
 	// SweepMinAge is how long a message must stay stranded before the

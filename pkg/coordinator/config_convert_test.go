@@ -49,6 +49,8 @@ func TestSettingsConvertFieldForField(t *testing.T) {
 	require.Equal(t, provision.Config{}.WithDefaults(), Config{}.WithDefaults().Provision.config())
 	require.Equal(t, 30*time.Second, Config{}.WithDefaults().Provision.AckWait, "the default Provision's doc states")
 
+	require.Equal(t, provision.DefaultWorkDupWindow, MinJobRetention, "a pruned id must outlive the streams' duplicate windows")
+
 	var b BudgetSettings
 	fillDistinct(t, &b)
 	bs := b.settings()
