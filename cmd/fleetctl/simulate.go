@@ -18,10 +18,10 @@ import (
 	"github.com/jetfleet/jetfleet/internal/chart"
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/simulate"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 func init() {

@@ -68,27 +68,21 @@ const (
 // stay representable.
 const MaxUnits = math.MaxInt32
 
-// Settings are the operator's retry-budget settings (AD-44). Every field is
-// a count or a percentage of the job's items; nil means "not set". The zero
+// Settings are the operator's retry-budget settings. Every field is a
+// count or a percentage of the job's items; nil means "not set". The zero
 // value is the out-of-the-box behaviour. A Settings value is immutable once
-// in use and safe to share between goroutines.
+// in use and safe to share between goroutines. Its fields are
+// pkg/coordinator's BudgetSettings's, documented there for users
+// (Config.Budget; the profiles are ProfileDefault and ProfileAD44): the
+// coordinator converts one into the other with a struct conversion, which
+// compiles only while both have the same fields, of the same types, in the
+// same order. Add a field to both.
 type Settings struct {
-	// Default is the job budget when a spec sets no retry_budget.
-	// Defaults to max(20, 10% of the items).
-	Default *messages.BudgetValue
-	// Max caps every job budget. Defaults to no cap.
-	Max *messages.BudgetValue
-	// PerItemDefault caps each item when a spec sets no
-	// retry_budget_per_item. Defaults to no per-item cap: the step's
-	// attempts bound an item.
+	Default        *messages.BudgetValue
+	Max            *messages.BudgetValue
 	PerItemDefault *messages.BudgetValue
-	// PerItemMax caps every per-item budget. Defaults to no cap.
-	PerItemMax *messages.BudgetValue
-	// Profile gives the fields left unset (nil) its values: ProfileAD44
-	// (20 / 50 / 3 / 5) or ProfileDefault. "" is ProfileDefault. A field
-	// set explicitly wins over the profile, whatever set it (environment
-	// or flag).
-	Profile string
+	PerItemMax     *messages.BudgetValue
+	Profile        string
 }
 
 // profile returns the named profile's settings.

@@ -13,13 +13,13 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Tests of docs/security.md "Limits": input that once crashed, hung or

@@ -19,12 +19,12 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // events records the events of one job, by name.

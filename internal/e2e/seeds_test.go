@@ -11,13 +11,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/seedcases"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // seedScale shrinks the documents' timelines (seconds to minutes) to run

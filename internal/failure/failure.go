@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // End is where the failure path of a failed step run ends: the one

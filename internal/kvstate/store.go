@@ -19,8 +19,8 @@ import (
 	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Defaults of [Config].

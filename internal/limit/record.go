@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // AIMD parameters of an adaptive limit.

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/jetfleet/jetfleet/pkg/retry"
+	"github.com/jetfleet/jetfleet/internal/retry"
 )
 
 // Defaults of Supervisor.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Defaults of Config.
@@ -40,40 +40,24 @@ const (
 	JobsMarkerTTL = time.Hour
 )
 
-// Config sizes the resources. The zero value is usable: WithDefaults fills it.
+// Config sizes the resources. The zero value is usable: WithDefaults fills
+// it. Its fields are pkg/coordinator's Provision's, documented there for
+// users (Config.Provision): the coordinator converts one into the other
+// with a struct conversion, which compiles only while both have the same
+// fields, of the same types, in the same order. Add a field to both.
 type Config struct {
-	// Replicas of every stream and bucket (1 or 3). Defaults to 1.
-	Replicas int
-	// AckWait is the crash-detection timeout of work consumers: an item whose
-	// agent neither acks nor sends InProgress within it is redelivered.
-	// Defaults to 30s.
-	AckWait time.Duration
-	// MaxDeliver is the backstop on deliveries of one work message, above any
-	// configured attempts (snoozes and breaker parking also count). Defaults to 100.
-	MaxDeliver int
-	// MaxAckPending bounds a pool's unacknowledged work messages, in flight
-	// and parked in a delayed nak. Defaults to 20000.
+	Replicas      int
+	AckWait       time.Duration
+	MaxDeliver    int
 	MaxAckPending int
-	// WorkMaxMsgs and WorkMaxBytes bound the work stream; publishers past the
-	// limit are refused (DiscardNew) and back off. Defaults: 2,000,000 / unlimited.
-	WorkMaxMsgs  int64
-	WorkMaxBytes int64
-	// Retention is the MaxAge of the jobs (submissions), events and
-	// advisories streams. Defaults to 7d. Results, item state and inputs
-	// have no age limit: a job's are removed when it settles (the
-	// coordinator's retention), so a long job's are kept however old.
-	Retention time.Duration
-	// DLQMaxAge, DLQMaxBytes, DLQMaxMsgs bound the dead-letter stream; when it
-	// is full publishes fail and agents retry later. Defaults: 30d / 256 MiB / unlimited. MaxBytes is reserved
-	// from the account's JetStream storage when the stream is created.
-	DLQMaxAge   time.Duration
-	DLQMaxBytes int64
-	DLQMaxMsgs  int64
-	// UploadsTTL is the MaxAge of the uploads bucket: uploads whose job was
-	// never accepted are removed after it. Defaults to 24h.
-	UploadsTTL time.Duration
-	// Memory selects memory storage (tests only). Defaults to file storage.
-	Memory bool
+	WorkMaxMsgs   int64
+	WorkMaxBytes  int64
+	Retention     time.Duration
+	DLQMaxAge     time.Duration
+	DLQMaxBytes   int64
+	DLQMaxMsgs    int64
+	UploadsTTL    time.Duration
+	Memory        bool
 }
 
 // WithDefaults returns c with zero fields set to their defaults.

@@ -3,7 +3,7 @@
 // differs from them, in docs/retries.md, "Differences from the source
 // documents"): each example's configuration in jetfleet's field names, the
 // numbers the document gives, and what jetfleet does. The same table is
-// checked against the pure plan (pkg/retry), `fleetctl backoff plan`, live
+// checked against the pure plan (internal/retry), `fleetctl backoff plan`, live
 // redeliveries on an embedded server (internal/e2e) and the differences
 // table of docs/retries.md.
 package seedcases

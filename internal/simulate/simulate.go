@@ -11,9 +11,9 @@ import (
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/failure"
 	"github.com/jetfleet/jetfleet/internal/limit"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Completion reasons of a truncated run.

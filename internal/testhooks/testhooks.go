@@ -16,7 +16,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/provision"
-	"github.com/jetfleet/jetfleet/pkg/retry"
+	"github.com/jetfleet/jetfleet/internal/retry"
 )
 
 // Agent holds an agent's hooks. The zero value is production behaviour.

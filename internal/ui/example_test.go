@@ -6,9 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
-	"testing"
 
 	"github.com/jetfleet/jetfleet/internal/ui"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -17,8 +15,8 @@ import (
 // A dashboard for a fleet: a test fleet here; in production the
 // connection's URL and credentials are the operator's.
 func Example() {
-	t := &exampleT{} // in a test: the test's *testing.T
-	defer t.cleanup()
+	t := fleettest.NewExampleTB() // in a test: the test's *testing.T
+	defer t.Close()
 	fleet := fleettest.RunFleet(t, nil) // a server, a coordinator and an agent
 	nc := fleet.Server.Conn()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -49,32 +47,4 @@ func Example() {
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Println(resp.StatusCode, strings.Contains(string(body), "No jobs"), resp.Header.Get("X-Frame-Options"))
 	// Output: 200 true DENY
-}
-
-// exampleT is the smallest testing.TB for a runnable example: it collects
-// cleanups and panics on failure.
-type exampleT struct {
-	testing.TB
-	cleanups []func()
-}
-
-func (t *exampleT) Helper()                   {}
-func (t *exampleT) Cleanup(f func())          { t.cleanups = append(t.cleanups, f) }
-func (t *exampleT) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
-func (t *exampleT) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-func (t *exampleT) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-func (t *exampleT) Logf(string, ...any)       {}
-func (t *exampleT) TempDir() string {
-	dir, err := os.MkdirTemp("", "fleettest-example-")
-	if err != nil {
-		panic(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
-func (t *exampleT) cleanup() {
-	for i := len(t.cleanups) - 1; i >= 0; i-- {
-		t.cleanups[i]()
-	}
 }

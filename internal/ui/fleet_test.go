@@ -21,12 +21,12 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // testFleet is an embedded server with a coordinator, agents and a

@@ -21,10 +21,10 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/pause"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // publishAsyncTimeout bounds the wait for an async publish's PubAck.

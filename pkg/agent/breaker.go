@@ -15,8 +15,8 @@ import (
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/failure"
 	"github.com/jetfleet/jetfleet/internal/kvstate"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // The fleet-wide circuit breaker (error_policy.circuit_breaker). A job's

@@ -19,9 +19,9 @@ import (
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 var testNames = messages.MustNames("fleet")

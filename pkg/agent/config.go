@@ -11,10 +11,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Defaults and bounds of Config.
@@ -62,7 +62,7 @@ const (
 	MinLimitLease = 100 * time.Millisecond
 	// DefaultKillGrace is how long a shell step's process group has
 	// between SIGTERM and SIGKILL when the step is ended early.
-	DefaultKillGrace = shell.DefaultKillGrace
+	DefaultKillGrace = 2 * time.Second
 )
 
 // Verifier checks a signature of input (ed25519 for an nkeys.KeyPair). It
@@ -142,8 +142,8 @@ type Config struct {
 	// DefaultStepTimeout (1h).
 	StepTimeout time.Duration
 	// StepEnv lists more variables of the agent's environment that shell
-	// steps see, on top of shell.DefaultStepEnv (PATH, HOME, LANG, LC_*,
-	// TZ, TMPDIR, USER, ...): names (AWS_REGION) or prefixes ending in "*"
+	// steps see, on top of PATH, HOME, USER, LOGNAME, SHELL, LANG,
+	// LANGUAGE, LC_* (every locale variable), TZ and TMPDIR: names (AWS_REGION) or prefixes ending in "*"
 	// (AWS_*). A step sees these, the job's env, and the item's variables,
 	// nothing else of the agent's. Names of the agent's own settings and
 	// credentials (NATS_*, FLEET_*) are refused unless StepEnvUnsafe is set.

@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // The narrow interfaces of what the agent's item path (process.go,

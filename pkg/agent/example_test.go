@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/pkg/agent"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 var errThrottled = errors.New("429 too many requests")
@@ -18,18 +17,18 @@ func ExampleHandlerFunc() {
 	upload := func(_ context.Context, c *agent.Call) (any, error) {
 		var item struct{ Path string }
 		if err := c.Decode(&item); err != nil || item.Path == "" {
-			return nil, retry.Permanent(fmt.Errorf("item %s has no path", c.ItemID))
+			return nil, agent.Permanent(fmt.Errorf("item %s has no path", c.ItemID))
 		}
 		if c.Attempt == 1 {
-			return nil, retry.After(30*time.Second, errThrottled)
+			return nil, agent.After(30*time.Second, errThrottled)
 		}
 		return "uploaded " + item.Path, nil
 	}
 
 	for attempt, raw := range []string{`{"path": "a.jpg"}`, `{"path": "a.jpg"}`, `{}`} {
 		out, err := upload(context.Background(), &agent.Call{ItemID: "x", Attempt: attempt + 1, Item: []byte(raw)})
-		d, after := retry.AfterDelay(err)
-		fmt.Printf("attempt %d: out=%v permanent=%v retry_after=%v(%s)\n", attempt+1, out, retry.IsPermanent(err), after, d)
+		d, after := agent.AfterDelay(err)
+		fmt.Printf("attempt %d: out=%v permanent=%v retry_after=%v(%s)\n", attempt+1, out, agent.IsPermanent(err), after, d)
 	}
 	// Output:
 	// attempt 1: out=<nil> permanent=false retry_after=true(30s)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/jetfleet/jetfleet/pkg/agent"
@@ -31,8 +29,8 @@ type resizeArgs struct {
 // or one the type does not declare, fails the step for good with the
 // field's path: the item is dead-lettered at once, not retried.
 func ExampleTypedWith() {
-	t := &exampleT{} // in a test: the test's *testing.T
-	defer t.cleanup()
+	t := fleettest.NewExampleTB() // in a test: the test's *testing.T
+	defer t.Close()
 	f := fleettest.RunFleet(t, map[string]agent.HandlerFunc{
 		"resize": agent.TypedWith(func(_ context.Context, _ *agent.Call, it image, with resizeArgs) (any, error) {
 			fmt.Printf("resize %s to %dpx\n", it.Path, with.Width)
@@ -59,8 +57,8 @@ func ExampleTypedWith() {
 // and its outcome. A handler's panic reaches the middleware as an error
 // (agent.ErrPanic) and fails the step; the agent goes on.
 func ExampleAgent_Use() {
-	t := &exampleT{}
-	defer t.cleanup()
+	t := fleettest.NewExampleTB()
+	defer t.Close()
 	var mu sync.Mutex
 	var calls []string
 	record := func(next agent.HandlerFunc) agent.HandlerFunc {
@@ -95,32 +93,4 @@ func ExampleAgent_Use() {
 	// shout a: out=JET err=<nil> panic=false
 	// shout b: out=<nil> err=handler panicked: no word panic=true
 	// failed: 1 succeeded, 1 dead-lettered
-}
-
-// exampleT is the smallest testing.TB for a runnable example: it collects
-// cleanups and panics on failure.
-type exampleT struct {
-	testing.TB
-	cleanups []func()
-}
-
-func (t *exampleT) Helper()                   {}
-func (t *exampleT) Cleanup(f func())          { t.cleanups = append(t.cleanups, f) }
-func (t *exampleT) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
-func (t *exampleT) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-func (t *exampleT) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-func (t *exampleT) Logf(string, ...any)       {}
-func (t *exampleT) TempDir() string {
-	dir, err := os.MkdirTemp("", "fleettest-example-")
-	if err != nil {
-		panic(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
-func (t *exampleT) cleanup() {
-	for i := len(t.cleanups) - 1; i >= 0; i-- {
-		t.cleanups[i]()
-	}
 }

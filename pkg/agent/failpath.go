@@ -7,8 +7,8 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/failure"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // The agent's failure path (docs/retries.md §1): stepFailed gathers what

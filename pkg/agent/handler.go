@@ -10,14 +10,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // HandlerFunc runs one attempt of a handler step. Its return value (if not
 // nil) is the step's output, JSON-encoded unless it is a string or []byte.
-// Steer retries with marker errors: retry.Permanent(err), retry.After(d, err),
-// retry.Snooze(d). ctx is cancelled at the step's timeout and at shutdown.
+// Steer retries with marker errors: [Permanent](err), [After](d, err),
+// [Snooze](d). ctx is cancelled at the step's timeout and at shutdown.
 // A HandlerFunc must be safe for concurrent use and idempotent.
 type HandlerFunc func(ctx context.Context, call *Call) (any, error)
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jetfleet/jetfleet/pkg/retry"
+	"github.com/jetfleet/jetfleet/internal/retry"
 )
 
 func TestFlakyFailRateIsCloseToAsked(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfleet/jetfleet/internal/pause"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Holding (docs/jobs.md "Pause and resume"): the agent follows the pause

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // HTTPHandlerName is the built-in handler that calls an HTTP endpoint:
@@ -24,7 +24,7 @@ import (
 // step's output; 429 fails as rate_limit, 5xx as server_error, 408 and
 // timeouts as timeout, connection errors as network, any other status
 // permanently; a Retry-After header (seconds or an HTTP date) becomes
-// retry.After. One http.Client is shared by every call of the agent, so
+// [After]. One http.Client is shared by every call of the agent, so
 // connections are reused. A handler registered under the same name
 // replaces it.
 const HTTPHandlerName = "http"

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // job is what an agent needs of a job, loaded once from fleet_jobs.

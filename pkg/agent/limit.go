@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/internal/limit"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Fleet limits (docs/limits.md): a step with `limit:` takes a token and a

@@ -17,10 +17,10 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/limit"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // maxMessageBytes bounds error messages kept in histories and results.

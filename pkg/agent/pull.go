@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
-	"github.com/jetfleet/jetfleet/pkg/retry"
+	"github.com/jetfleet/jetfleet/internal/retry"
 )
 
 // How an agent pulls. Messages buffered ahead of the workers cost nothing

@@ -9,9 +9,9 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/failure"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // The agent's spans (docs/tracing.md): one per delivery (jetfleet.item), a

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/failure"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // traceHooks runs every tracing hook a delivery with a failed, retried

@@ -15,7 +15,7 @@ var ErrDecode = errors.New("agent: cannot decode")
 // DecodeError says which field of an item or of a step's with: arguments
 // did not decode into the handler's type. A typed handler's decode error is
 // permanent: the same payload fails the same way on every attempt, so the
-// step gives up at once (retry.IsPermanent reports true for it).
+// step gives up at once ([IsPermanent] reports true for it).
 type DecodeError struct {
 	// Field is the path of the field: "item.word", "with.bucket", or
 	// "item" / "with" when the payload as a whole is at fault.

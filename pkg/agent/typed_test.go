@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jetfleet/jetfleet/pkg/retry"
+	"github.com/jetfleet/jetfleet/internal/retry"
 )
 
 type typedItem struct {

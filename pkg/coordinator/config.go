@@ -116,9 +116,11 @@ type Provision struct {
 	Memory bool
 }
 
-// config converts p into the provision package's settings: the two
-// structs have the same fields, so that the public Config names no
-// internal type.
+// config converts p into internal/provision's settings, whose fields are
+// these (undocumented there): the one place the two meet, a struct
+// conversion that compiles only while both have the same fields, so that
+// the public Config names no internal type and the two cannot drift
+// (TestSettingsConvertFieldForField).
 func (p Provision) config() provision.Config { return provision.Config(p) }
 
 // BudgetSettings are the operator's retry-budget settings (RETRY_BUDGET_*,
@@ -144,9 +146,8 @@ type BudgetSettings struct {
 	Profile string
 }
 
-// settings converts s into the budget package's settings: the two
-// structs have the same fields, so that the public Config names no
-// internal type.
+// settings converts s into internal/budget's settings, whose fields are
+// these (undocumented there), as Provision.config does.
 func (s BudgetSettings) settings() budget.Settings { return budget.Settings(s) }
 
 // Config configures a Coordinator. The zero value plus a connection is
@@ -226,7 +227,7 @@ type Config struct {
 	// to 1h; at least 1s.
 	PruneMarkerTTL time.Duration
 	// SweepInterval is how often the work stream is swept for messages
-	// stranded at MaxDeliver whose advisory was lost (dlq.Sweeper).
+	// stranded at MaxDeliver whose advisory was lost.
 	// Defaults to 1m.
 	SweepInterval time.Duration
 	// SweepMinAge is how long a message must stay stranded before the

@@ -23,10 +23,10 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/pause"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Version is reported by the micro service.

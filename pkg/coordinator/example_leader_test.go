@@ -12,8 +12,8 @@ import (
 // cleanup) runs with OnLeader: in every leadership term of this
 // coordinator, with a context that ends with the term.
 func ExampleCoordinator_OnLeader() {
-	t := &exampleT{} // in a test: the test's *testing.T
-	defer t.cleanup()
+	t := fleettest.NewExampleTB() // in a test: the test's *testing.T
+	defer t.Close()
 	nc := fleettest.RunServer(t).Conn()
 
 	coord, err := coordinator.New(nc, coordinator.Config{Holder: "coordinator-a"})

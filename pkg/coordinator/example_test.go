@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
-	"testing"
 
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
@@ -26,8 +24,8 @@ type Shout struct {
 // submitted through the API and followed to its end (the README's
 // example).
 func Example() {
-	t := &exampleT{} // in a test: the test's *testing.T
-	defer t.cleanup()
+	t := fleettest.NewExampleTB() // in a test: the test's *testing.T
+	defer t.Close()
 	nc := fleettest.RunServer(t).Conn()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -58,32 +56,4 @@ func Example() {
 	fmt.Printf("%s: %s, %d of %d items succeeded, %d dead-lettered\n", st.ID, st.State, st.Succeeded, st.Items, st.DeadLettered)
 	// Output:
 	// example: failed, 2 of 3 items succeeded, 1 dead-lettered
-}
-
-// exampleT is the smallest testing.TB for a runnable example: it collects
-// cleanups and panics on failure.
-type exampleT struct {
-	testing.TB
-	cleanups []func()
-}
-
-func (t *exampleT) Helper()                   {}
-func (t *exampleT) Cleanup(f func())          { t.cleanups = append(t.cleanups, f) }
-func (t *exampleT) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
-func (t *exampleT) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-func (t *exampleT) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-func (t *exampleT) Logf(string, ...any)       {}
-func (t *exampleT) TempDir() string {
-	dir, err := os.MkdirTemp("", "fleettest-example-")
-	if err != nil {
-		panic(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
-func (t *exampleT) cleanup() {
-	for i := len(t.cleanups) - 1; i >= 0; i-- {
-		t.cleanups[i]()
-	}
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Several coordinators per prefix (docs/design.md, "Several
@@ -34,8 +34,8 @@ type component struct {
 
 // OnLeader registers run to be called at the start of every leadership
 // term of this coordinator, in its own goroutine, with a context that ends
-// with the term (the lease lost, or Run ending; context.Cause is
-// lease.ErrLost for the former). The term waits for run to return. A
+// with the term (the lease lost, or Run ending; context.Cause's message
+// is "lease: lost" for the former). The term waits for run to return. A
 // returned error other than the context's is logged. Such work must be
 // idempotent and safe to repeat: a term can end anywhere, and the next
 // leader runs it again. Call OnLeader before Run.

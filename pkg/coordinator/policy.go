@@ -1,8 +1,8 @@
 package coordinator
 
 import (
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // checkLocked applies the job's policies after a result (res, nil at the

@@ -17,9 +17,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // batchSender publishes a batch of work messages and waits for their

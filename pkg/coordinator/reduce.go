@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // startReduce publishes the job's reduce item once the map phase ended:

@@ -15,10 +15,10 @@ import (
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 var testProv = provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}

@@ -16,7 +16,6 @@ import (
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
-	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -57,7 +56,7 @@ const (
 	// the id is then free, and a new job of that id must not have its
 	// submission and work messages dropped by the jobs and work streams'
 	// duplicate windows, which remember the old job's message ids.
-	MinJobRetention = provision.DefaultWorkDupWindow
+	MinJobRetention = 10 * time.Minute
 	// settleGrace is added to the late-result window: the runner times its
 	// window from when it saw the finish, a moment after FinishedAt.
 	settleGrace = 5 * time.Second

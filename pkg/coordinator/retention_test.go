@@ -14,10 +14,10 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // countSubject counts the messages of stream stored under subject (a

@@ -21,8 +21,8 @@ type word struct {
 // server, a coordinator and an agent, and Run submits a job and waits for
 // its end.
 func ExampleRunFleet() {
-	t := &exampleT{} // in a test: the test's *testing.T
-	defer t.cleanup()
+	t := fleettest.NewExampleTB() // in a test: the test's *testing.T
+	defer t.Close()
 
 	f := fleettest.RunFleet(t, map[string]agent.HandlerFunc{
 		"shout": agent.Typed(func(_ context.Context, _ *agent.Call, it word) (any, error) {

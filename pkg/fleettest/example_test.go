@@ -3,8 +3,6 @@ package fleettest_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,12 +10,10 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 )
 
-// A test that needs JetStream starts its own embedded server. In a real
-// test, t comes from the test function; here a throwaway testing.T-like
-// value stands in so the example runs.
+// A test that needs JetStream starts its own embedded server.
 func ExampleRunServer() {
-	t := &exampleT{}
-	defer t.cleanup()
+	t := fleettest.NewExampleTB() // in a test: the test's *testing.T
+	defer t.Close()
 
 	srv := fleettest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -41,30 +37,14 @@ func ExampleRunServer() {
 	// Output: color = blue (revision 1)
 }
 
-// exampleT is the smallest testing.TB for a runnable example: it collects
-// cleanups and panics on failure.
-type exampleT struct {
-	testing.TB
-	cleanups []func()
-}
-
-func (t *exampleT) Helper()                   {}
-func (t *exampleT) Cleanup(f func())          { t.cleanups = append(t.cleanups, f) }
-func (t *exampleT) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
-func (t *exampleT) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-func (t *exampleT) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-func (t *exampleT) Logf(string, ...any)       {}
-func (t *exampleT) TempDir() string {
-	dir, err := os.MkdirTemp("", "fleettest-example-")
-	if err != nil {
-		panic(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
-func (t *exampleT) cleanup() {
-	for i := len(t.cleanups) - 1; i >= 0; i-- {
-		t.cleanups[i]()
-	}
+// A runnable example has no *testing.T: an ExampleTB stands in for it,
+// and Close runs what the helpers registered with Cleanup.
+func ExampleNewExampleTB() {
+	t := fleettest.NewExampleTB()
+	t.Cleanup(func() { fmt.Println("server stopped") })
+	fmt.Println(t.Name(), "running")
+	t.Close()
+	// Output:
+	// Example running
+	// server stopped
 }

@@ -140,3 +140,11 @@ func TestRunFleetOptions(t *testing.T) {
 	st := f.Run(t, specWith("blue", messages.Step{Handler: "noop"}), time.Minute)
 	require.Equal(t, messages.StateSucceeded, st.State)
 }
+
+// TestConstantsAreNatstests keeps this package's constants equal to the
+// helpers' own, which the servers use.
+func TestConstantsAreNatstests(t *testing.T) {
+	require.Equal(t, natstest.ClusterName, fleettest.ClusterName)
+	require.Equal(t, natstest.DefaultReadyTimeout, fleettest.DefaultReadyTimeout)
+	require.Equal(t, natstest.PollInterval, fleettest.PollInterval)
+}

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Validate checks the values of a spec built in code: tokens, required

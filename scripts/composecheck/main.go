@@ -40,9 +40,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 func main() {

@@ -1,7 +1,11 @@
 // Package retry is jetfleet's retry policy as pure code (docs/contract.md §4): backoff
 // strategies, jitter, error matchers, the duration budget, decisions for a
 // failed attempt, marker errors for Go handlers, on_failure actions, the
-// circuit breaker and the workflow error policy.
+// circuit breaker and the workflow error policy. It is internal: the
+// agent, the coordinator, the outage simulator and fleetctl evaluate it; a
+// user states a policy as a [messages.RetryConfig] in a job spec, and a Go
+// handler returns the markers through package agent (agent.Permanent,
+// agent.After, agent.Snooze).
 //
 // Nothing here reads the clock or owns a random source: callers pass the
 // time and a [Rand]. The agent turns a [Decision] into NakWithDelay (retry,
@@ -99,7 +103,8 @@
 //
 // # Marker errors
 //
-// Go handlers steer retries by returning, possibly wrapped with %w:
+// Go handlers steer retries by returning (through package agent, which
+// re-exports them), possibly wrapped with %w:
 // [Permanent](err) — give up now; [After](d, err) — retry after d (e.g.
 // Retry-After), still an attempt and still spending the budget; [Snooze](d) —
 // run again after d without spending an attempt or budget.

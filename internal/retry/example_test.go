@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 func ptr[T any](v T) *T { return &v }

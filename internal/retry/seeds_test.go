@@ -5,9 +5,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/seedcases"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
-	"github.com/jetfleet/jetfleet/pkg/retry"
 )
 
 // Every worked timeline of the source documents, as the pure plan gives it

@@ -9,7 +9,7 @@ import (
 )
 
 // FuzzDelay: whatever the parameters and attempt number, a delay is in
-// [0, max_delay]. Run with: go test -fuzz FuzzDelay ./pkg/retry/
+// [0, max_delay]. Run with: go test -fuzz FuzzDelay ./internal/retry/
 func FuzzDelay(f *testing.F) {
 	f.Add(uint8(0), uint8(0), int64(time.Second), int64(30*time.Second), 2.0, int64(time.Second), 10_000, 0.3, 0.5, int64(0))
 	f.Add(uint8(3), uint8(3), int64(1), int64(math.MaxInt64), 10.0, int64(math.MaxInt64/2), math.MaxInt32, 1.0, 0.999, int64(math.MaxInt64))

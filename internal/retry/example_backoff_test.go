@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jetfleet/jetfleet/pkg/retry"
+	"github.com/jetfleet/jetfleet/internal/retry"
 )
 
 // instantClock fires at once: the example shows the waits without making them.
