@@ -34,12 +34,12 @@ var errSlowPath = errors.New("messages: decoded by encoding/json")
 // errSlowPath at anything it does not read plainly: a malformed object, a
 // name with escapes or control characters.
 func members(obj []byte, fn func(name, value []byte) error) (int, error) {
-	i := skipSpace(obj, 1)
+	i := jsonscan.SkipSpace(obj, 1)
 	if i < len(obj) && obj[i] == '}' {
 		return i + 1, nil
 	}
 	for i < len(obj) && obj[i] == '"' {
-		end := skipString(obj, i)
+		end := jsonscan.SkipString(obj, i)
 		if end > len(obj) || obj[end-1] != '"' || end-i < 2 {
 			return 0, errSlowPath
 		}
@@ -49,26 +49,26 @@ func members(obj []byte, fn func(name, value []byte) error) (int, error) {
 				return 0, errSlowPath
 			}
 		}
-		i = skipSpace(obj, end)
+		i = jsonscan.SkipSpace(obj, end)
 		if i >= len(obj) || obj[i] != ':' {
 			return 0, errSlowPath
 		}
-		i = skipSpace(obj, i+1)
-		vend := skipValue(obj, i)
+		i = jsonscan.SkipSpace(obj, i+1)
+		vend := jsonscan.SkipValue(obj, i)
 		if vend <= i || vend > len(obj) {
 			return 0, errSlowPath
 		}
 		if err := fn(name, obj[i:vend]); err != nil {
 			return 0, err
 		}
-		i = skipSpace(obj, vend)
+		i = jsonscan.SkipSpace(obj, vend)
 		switch {
 		case i >= len(obj):
 			return 0, errSlowPath
 		case obj[i] == '}':
 			return i + 1, nil
 		case obj[i] == ',':
-			i = skipSpace(obj, i+1)
+			i = jsonscan.SkipSpace(obj, i+1)
 		default:
 			return 0, errSlowPath
 		}
@@ -235,7 +235,7 @@ func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
 		into = append(into, Result{})
 		return into, decodeResult(data, &into[0])
 	}
-	i := skipSpace(data, 1)
+	i := jsonscan.SkipSpace(data, 1)
 	if i < len(data) && data[i] == ']' {
 		if i+1 != len(data) {
 			return into, errSlowPath
@@ -248,7 +248,7 @@ func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
 		if err != nil {
 			return into, err
 		}
-		i = skipSpace(data, i+end)
+		i = jsonscan.SkipSpace(data, i+end)
 		switch {
 		case i >= len(data):
 			return into, errSlowPath
@@ -258,7 +258,7 @@ func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
 			}
 			return into, nil
 		case data[i] == ',':
-			i = skipSpace(data, i+1)
+			i = jsonscan.SkipSpace(data, i+1)
 		default:
 			return into, errSlowPath
 		}

@@ -235,19 +235,19 @@ func identityValue(v []byte) (string, bool) {
 // decoding it into a map would: the last of duplicate keys, keys compared
 // once unescaped.
 func topLevelField(obj []byte, key string) (value []byte, found bool) {
-	i := skipSpace(obj, 1)
+	i := jsonscan.SkipSpace(obj, 1)
 	for i < len(obj) && obj[i] == '"' {
-		end := skipString(obj, i)
+		end := jsonscan.SkipString(obj, i)
 		k := obj[i:end]
-		i = skipSpace(obj, end)
-		i = skipSpace(obj, i+1) // past ':'
-		vend := skipValue(obj, i)
+		i = jsonscan.SkipSpace(obj, end)
+		i = jsonscan.SkipSpace(obj, i+1) // past ':'
+		vend := jsonscan.SkipValue(obj, i)
 		if keyEquals(k, key) {
 			value, found = obj[i:vend], true
 		}
-		i = skipSpace(obj, vend)
+		i = jsonscan.SkipSpace(obj, vend)
 		if i < len(obj) && obj[i] == ',' {
-			i = skipSpace(obj, i+1)
+			i = jsonscan.SkipSpace(obj, i+1)
 		}
 	}
 	return value, found
@@ -269,56 +269,6 @@ func isASCII(b []byte) bool {
 		}
 	}
 	return true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index past the string that starts at b[i].
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
-}
-
-// skipValue returns the index past the (valid) JSON value at b[i].
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
-		i++
-	}
-	return i
 }
 
 // ShellCommand is one shell command of a job spec, with its field path.

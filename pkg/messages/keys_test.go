@@ -1,0 +1,22 @@
+package messages
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestItemKeyBounded(t *testing.T) {
+	for _, id := range []string{"img/01.jpg", "a.b*>\x00 \xff", strings.Repeat("x", 96), strings.Repeat("x", 97), strings.Repeat("x", 5000), strings.Repeat("é", 1<<19)} {
+		key := ItemKey(strings.Repeat("p", MaxTokenLen), strings.Repeat("j", MaxTokenLen), id)
+		if len(key) > 2*MaxTokenLen+2+MaxEncodedItemID {
+			t.Fatalf("key of an id of %d bytes is %d bytes", len(id), len(key))
+		}
+	}
+}
+
+func TestWorkMsgID(t *testing.T) {
+	long := strings.Repeat("x", 200)
+	if got := WorkMsgID("job", long, 3); got != "job/"+EncodeItemID(long)+"/3" {
+		t.Fatalf("WorkMsgID = %q", got)
+	}
+}
