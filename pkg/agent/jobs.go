@@ -12,6 +12,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -32,7 +33,7 @@ type job struct {
 
 // pool is the pool the coordinator routed wi to: its group's route, or
 // the job's pool (the reduce item always runs on the job's pool).
-func (j *job) pool(wi *messages.WorkItem) string {
+func (j *job) pool(wi *wire.WorkItem) string {
 	if p, ok := j.routes[wi.Group]; ok && wi.Phase != messages.PhaseReduce {
 		return p
 	}
@@ -176,7 +177,7 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 
 // read reads the job's record: a direct get, and when that finds no
 // usable spec, the stream leader's answer, which alone is final.
-func (c *jobCache) read(ctx context.Context, id string) (*messages.JobRecord, error) {
+func (c *jobCache) read(ctx context.Context, id string) (*wire.JobRecord, error) {
 	e, err := c.kv.Get(ctx, id)
 	switch {
 	case err == nil:
@@ -207,8 +208,8 @@ func (c *jobCache) read(ctx context.Context, id string) (*messages.JobRecord, er
 	return rec, nil
 }
 
-func decodeRecord(id string, data []byte) (*messages.JobRecord, error) {
-	var rec messages.JobRecord
+func decodeRecord(id string, data []byte) (*wire.JobRecord, error) {
+	var rec wire.JobRecord
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return nil, fmt.Errorf("agent: job record %s: %w", id, err)
 	}

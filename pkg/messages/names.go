@@ -124,11 +124,13 @@ func (n Names) BreakerBucket() string { return n.Prefix + "_breaker" }
 func (n Names) LimitsBucket() string { return n.Prefix + "_limits" }
 
 // ControlBucket holds what coordinators share: the leader's lease (key
-// LeaseKey), DLQ replays (ReplayKey) and cancel requests (CancelKey).
+// "leader"), DLQ replays ("replay.<id>") and cancel requests
+// ("cancel.<job>"); internal/wire builds the keys.
 func (n Names) ControlBucket() string { return n.Prefix + "_control" }
 
 // AgentsBucket holds the agents' presence (AgentPresence), one key per
-// agent (AgentKey), refreshed by each agent and expiring when it stops.
+// agent ("<pool>.<base64url name>"), refreshed by each agent and expiring
+// when it stops.
 func (n Names) AgentsBucket() string { return n.Prefix + "_agents" }
 
 // AgentStatusSubject is the subject of the status endpoint of agent name

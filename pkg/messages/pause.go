@@ -8,12 +8,12 @@ import (
 // Pause and resume (docs/jobs.md "Pause and resume").
 //
 // What is paused lives in the pause bucket (Names.PauseBucket): a key per
-// paused job (PauseJobKey) or pool (PausePoolKey), deleted on resume. The
+// paused job ("job.<id>") or pool ("pool.<pool>"), deleted on resume. The
 // coordinators and the agents watch it. While a job or its pool is paused
 // the leader publishes none of the job's items, and an agent that gets an
 // item of a paused job, or any item while its pool is paused, does not run
 // it: it stores a held copy in its pool's park stream (HeldSubject, the
-// copy's WorkItem.Held one higher) and acks the delivery, so a paused item
+// work item's held count one higher) and acks the delivery, so a paused item
 // holds no slot of the consumer. On resume the leader moves the held
 // copies back onto the work stream.
 
@@ -53,7 +53,8 @@ type PoolPauseReply struct {
 	Since  *time.Time `json:"since,omitempty"`
 }
 
-// PauseBucket holds what is paused: PauseJobKey and PausePoolKey keys.
+// PauseBucket holds what is paused: a "job.<id>" key per paused job and a
+// "pool.<pool>" key per paused pool.
 func (n Names) PauseBucket() string { return n.Prefix + "_pause" }
 
 // heldSuffix ends a held copy's subject, beside the item's schedule

@@ -1,4 +1,4 @@
-package messages
+package wire
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"time"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // WorkItem is the body of a work message on fleet.work.<pool>.<job>.
@@ -26,7 +28,7 @@ type WorkItem struct {
 	// ReplayCount counts DLQ replays of this item.
 	ReplayCount int `json:"replay_count,omitempty"`
 	// History carries the attempts of earlier generations (on replay).
-	History []Attempt `json:"history,omitempty"`
+	History []messages.Attempt `json:"history,omitempty"`
 	// HistoryDropped counts earlier attempts left out of History (the
 	// oldest), to keep the message within the server's max_payload.
 	HistoryDropped int `json:"history_dropped,omitempty"`
@@ -39,7 +41,7 @@ type WorkItem struct {
 	// the single reduce item published after the map phase ends.
 	Phase string `json:"phase,omitempty"`
 	// Reduce carries what a reduce item's steps see as ${map.*}.
-	Reduce *ReduceInput `json:"reduce,omitempty"`
+	Reduce *messages.ReduceInput `json:"reduce,omitempty"`
 	// Park is 0 for a message the coordinator published and n for the copy
 	// an agent parked as the item's n-th park (a retry on a long backoff
 	// that holds no slot of the consumer; docs/retries.md "Parking"). A
@@ -129,9 +131,9 @@ type ItemState struct {
 	// jitter included: what its retry_budget bounds. (A state written by
 	// an earlier agent may also hold step_budget_expiry, a wall-clock
 	// expiry no longer kept; decoding ignores it.)
-	StepDelaySpent Duration `json:"step_delay_spent"`
+	StepDelaySpent messages.Duration `json:"step_delay_spent"`
 	// LastDelay is the previous backoff (decorrelated jitter needs it).
-	LastDelay Duration `json:"last_delay,omitempty"`
+	LastDelay messages.Duration `json:"last_delay,omitempty"`
 	// StartedAt is when the item's current run began: its first step run
 	// in this generation, or in this whole-item run (on_item_failure:
 	// retry). The job's agent_timeout counts from it.
@@ -140,16 +142,16 @@ type ItemState struct {
 	// (on_item_failure: retry or dlq; 1-based).
 	ItemRun int `json:"item_run,omitempty"`
 	// ItemDelay is the backoff before the current whole-item run.
-	ItemDelay Duration `json:"item_delay,omitempty"`
+	ItemDelay messages.Duration `json:"item_delay,omitempty"`
 	// Retries counts retry units claimed by the item (per-item budget).
 	Retries int `json:"retries"`
 	// Outputs are the outputs of the steps finished so far.
 	Outputs []string `json:"outputs,omitempty"`
 	// Ran records the successful step runs of this generation (for the
 	// result's per-step breakdown, Result.Steps).
-	Ran          []StepRun `json:"ran,omitempty"`
-	FirstFailure time.Time `json:"first_failure"`
-	History      []Attempt `json:"history"`
+	Ran          []messages.StepRun `json:"ran,omitempty"`
+	FirstFailure time.Time          `json:"first_failure"`
+	History      []messages.Attempt `json:"history"`
 	// HistoryDropped counts attempts left out of History (the oldest): it
 	// keeps at most the newest 100, within the server's max_payload.
 	HistoryDropped int `json:"history_dropped,omitempty"`

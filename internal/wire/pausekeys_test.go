@@ -1,7 +1,9 @@
-package messages
+package wire
 
 import (
 	"testing"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 func TestPauseKeys(t *testing.T) {
@@ -9,8 +11,8 @@ func TestPauseKeys(t *testing.T) {
 		key, kind, name string
 		ok              bool
 	}{
-		{PauseJobKey("nightly"), PausedByJob, "nightly", true},
-		{PausePoolKey("gpu"), PausedByPool, "gpu", true},
+		{PauseJobKey("nightly"), messages.PausedByJob, "nightly", true},
+		{PausePoolKey("gpu"), messages.PausedByPool, "gpu", true},
 		{"job.", "", "", false},
 		{"leader", "", "", false},
 	}

@@ -1,9 +1,11 @@
-package messages
+package wire
 
 import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // PauseRecord is the value of a pause key: when, and by which coordinator.
@@ -22,10 +24,10 @@ func PausePoolKey(pool string) string { return "pool." + pool }
 // PausedByPool) and name; ok is false for any other key.
 func ParsePauseKey(key string) (kind, name string, ok bool) {
 	if j, found := strings.CutPrefix(key, "job."); found && j != "" {
-		return PausedByJob, j, true
+		return messages.PausedByJob, j, true
 	}
 	if p, found := strings.CutPrefix(key, "pool."); found && p != "" {
-		return PausedByPool, p, true
+		return messages.PausedByPool, p, true
 	}
 	return "", "", false
 }

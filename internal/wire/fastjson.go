@@ -1,4 +1,4 @@
-package messages
+package wire
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/jetfleet/jetfleet/internal/jsonscan"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // Decoding of the two messages every item costs: the agent reads a work
@@ -176,12 +178,12 @@ var resultFields = []string{"job_id", "item_id", "index", "group", "outcome", "g
 	"error", "error_class", "signature", "output", "phase", "agent", "finished_at", "duration_ms", "steps"}
 
 // decodeResult decodes obj, a JSON object, into r (zero).
-func decodeResult(obj []byte, r *Result) error {
+func decodeResult(obj []byte, r *messages.Result) error {
 	return object(obj, func(name, v []byte) error { return resultMember(r, name, v) })
 }
 
 // resultMember sets the field of r that the member name: v is.
-func resultMember(r *Result, name, v []byte) error {
+func resultMember(r *messages.Result, name, v []byte) error {
 	switch string(name) {
 	case "job_id":
 		return setString(v, &r.JobID)
@@ -230,9 +232,9 @@ func resultMember(r *Result, name, v []byte) error {
 
 // decodeResultsFast is DecodeResults for data (trimmed, starting with '{'
 // or '['); any error means: decode it with encoding/json.
-func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
+func decodeResultsFast(data []byte, into []messages.Result) ([]messages.Result, error) {
 	if data[0] == '{' {
-		into = append(into, Result{})
+		into = append(into, messages.Result{})
 		return into, decodeResult(data, &into[0])
 	}
 	i := jsonscan.SkipSpace(data, 1)
@@ -243,7 +245,7 @@ func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
 		return into, nil
 	}
 	for i < len(data) && data[i] == '{' {
-		into = append(into, Result{})
+		into = append(into, messages.Result{})
 		end, err := members(data[i:], func(name, v []byte) error { return resultMember(&into[len(into)-1], name, v) })
 		if err != nil {
 			return into, err
@@ -330,7 +332,7 @@ func decodeWorkItem(obj []byte, wi *WorkItem) error {
 // to be sure of: every string plain (printable ASCII with nothing to
 // escape, for JSON or for HTML) and no steps. ok is false otherwise, and
 // nothing is appended.
-func appendResult(b []byte, r *Result) (_ []byte, ok bool) {
+func appendResult(b []byte, r *messages.Result) (_ []byte, ok bool) {
 	if len(r.Steps) > 0 || !plainJSONString(r.JobID) || !plainJSONString(r.ItemID) || !plainJSONString(r.Group) ||
 		!plainJSONString(r.Outcome) || !plainJSONString(r.Reason) || !plainJSONString(r.Error) ||
 		!plainJSONString(r.ErrorClass) || !plainJSONString(r.Signature) || !plainJSONString(r.Output) ||

@@ -1,7 +1,9 @@
-package messages
+package wire
 
 import (
 	"strconv"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // Keys of the control bucket.
@@ -15,18 +17,18 @@ func CancelKey(job string) string { return "cancel." + job }
 
 // AgentKey is an agent's key in the agents bucket: its pool and its
 // base64url-encoded name (names may hold dots and any other byte).
-func AgentKey(pool, name string) string { return pool + "." + EncodeItemID(name) }
+func AgentKey(pool, name string) string { return pool + "." + messages.EncodeItemID(name) }
 
 // ItemKey is the fleet_items KV key of an item run by pool's agents. The
 // pool comes first so that an agent can be granted its pool's keys only.
 // It is at most 2*MaxTokenLen+2+MaxEncodedItemID bytes whatever the item id.
 func ItemKey(pool, job, itemID string) string {
-	return pool + "." + job + "." + EncodeItemID(itemID)
+	return pool + "." + job + "." + messages.EncodeItemID(itemID)
 }
 
 // WorkMsgID is the de-duplication id of a work message.
 func WorkMsgID(job, itemID string, generation int) string {
-	return job + "/" + EncodeItemID(itemID) + "/" + strconv.Itoa(generation)
+	return job + "/" + messages.EncodeItemID(itemID) + "/" + strconv.Itoa(generation)
 }
 
 // ParkMsgID is the de-duplication id of the park-th parked copy of an
