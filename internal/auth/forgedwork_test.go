@@ -170,8 +170,8 @@ func TestForgedWorkIsRefused(t *testing.T) {
 		require.NoError(t, err)
 		m := nats.NewMsg(names.ParkSubject("default", wi.JobID, item))
 		m.Data = data
-		m.Header.Set(messages.HeaderSchedule, pattern)
-		m.Header.Set(messages.HeaderScheduleTarget, names.ParkDueSubject("default", wi.JobID))
+		m.Header.Set(wire.HeaderSchedule, pattern)
+		m.Header.Set(wire.HeaderScheduleTarget, names.ParkDueSubject("default", wi.JobID))
 		_, err = djs.PublishMsg(ctx, m)
 		require.NoError(t, err)
 	}

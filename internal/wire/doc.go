@@ -5,8 +5,10 @@
 // items bucket (ItemState), a job's record in the jobs bucket
 // (JobRecord), a pause key's value (PauseRecord), the encoders that fit a
 // work item, result, retry state or dead letter under the server's
-// max_payload, the results-batch codec, and the KV keys and message
-// de-duplication ids.
+// max_payload, the results-batch codec, the KV keys and message
+// de-duplication ids, the ${...} template engine of steps (ParseTemplate,
+// Template.Render) and the headers of the park streams' message
+// schedules.
 //
 // What a user of jetfleet sees — the job spec, API requests and replies,
 // job statuses, dead-letter entries, events and the names of subjects,

@@ -58,7 +58,7 @@ type command struct {
 	err    error
 }
 
-func compileCommand(t messages.Template) command {
+func compileCommand(t wire.Template) command {
 	s, err := shell.Compile(t)
 	return command{script: s, err: err}
 }
@@ -223,7 +223,7 @@ func compileJob(id string, spec *messages.JobSpec) (*job, error) {
 	}
 	j := &job{id: id, spec: spec, workflow: w, onItem: w.Action()}
 	if c := w.Custom(); c != nil && c.Shell != "" {
-		t, err := messages.ParseTemplate(c.Shell)
+		t, err := wire.ParseTemplate(c.Shell)
 		if err != nil {
 			return nil, fmt.Errorf("agent: job %s: error_policy.on_item_failure.custom.shell: %w", id, err)
 		}
@@ -251,14 +251,14 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			return nil, fmt.Errorf("agent: job %s: %s[%d].retry_config: %w", id, field, i, err)
 		}
 		s.policies = append(s.policies, p)
-		var t, fb messages.Template
+		var t, fb wire.Template
 		if st.Shell != "" {
-			if t, err = messages.ParseTemplate(st.Shell); err != nil {
+			if t, err = wire.ParseTemplate(st.Shell); err != nil {
 				return nil, fmt.Errorf("agent: job %s: %s[%d].shell: %w", id, field, i, err)
 			}
 		}
 		if fa := p.OnFailure(); fa.NeedsFallback() {
-			if fb, err = messages.ParseTemplate(fa.Fallback); err != nil {
+			if fb, err = wire.ParseTemplate(fa.Fallback); err != nil {
 				return nil, fmt.Errorf("agent: job %s: %s[%d] fallback: %w", id, field, i, err)
 			}
 		}

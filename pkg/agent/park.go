@@ -145,11 +145,11 @@ func (a *Agent) schedule(ctx context.Context, it *item) error {
 	}
 	m := nats.NewMsg(a.names.ParkSubject(a.cfg.Pool, wi.JobID, wi.ItemID))
 	m.Data = data
-	m.Header.Set(messages.HeaderSchedule, "@at "+it.st.ParkUntil.UTC().Format(time.RFC3339Nano))
-	m.Header.Set(messages.HeaderScheduleTarget, a.names.ParkDueSubject(a.cfg.Pool, wi.JobID))
+	m.Header.Set(wire.HeaderSchedule, "@at "+it.st.ParkUntil.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(wire.HeaderScheduleTarget, a.names.ParkDueSubject(a.cfg.Pool, wi.JobID))
 	m.Header.Set(messages.HeaderMsgID, wire.ParkMsgID(wi.JobID, wi.ItemID, wi.Generation, wi.Park))
 	if it.breakerParked {
-		m.Header.Set(messages.HeaderParkReason, messages.ParkReasonBreaker)
+		m.Header.Set(wire.HeaderParkReason, wire.ParkReasonBreaker)
 	}
 	if tp := it.m.Headers()[tracing.HeaderTraceparent]; len(tp) > 0 {
 		m.Header[tracing.HeaderTraceparent] = tp // the parked copy stays in the item's trace

@@ -38,8 +38,8 @@ func TestParking(t *testing.T) {
 		require.Len(t, f.pub.parks, 1)
 		s := f.pub.parks[0]
 		require.Equal(t, messages.MustNames("fleet").ParkSubject(messages.DefaultPool, "j", "i1"), s.Subject)
-		require.Equal(t, "@at "+t0.Add(10*time.Second).UTC().Format(time.RFC3339Nano), s.Header.Get(messages.HeaderSchedule))
-		require.Equal(t, "fleet.parked.default.due.j", s.Header.Get(messages.HeaderScheduleTarget))
+		require.Equal(t, "@at "+t0.Add(10*time.Second).UTC().Format(time.RFC3339Nano), s.Header.Get(wire.HeaderSchedule))
+		require.Equal(t, "fleet.parked.default.due.j", s.Header.Get(wire.HeaderScheduleTarget))
 		require.Equal(t, wire.ParkMsgID("j", "i1", 0, 1), s.Header.Get(messages.HeaderMsgID))
 		var wi wire.WorkItem
 		require.NoError(t, json.Unmarshal(s.Data, &wi))

@@ -145,7 +145,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
-	if next := m.Headers().Get(messages.HeaderScheduleNext); next != "" && next != messages.ScheduleNextPurge {
+	if next := m.Headers().Get(wire.HeaderScheduleNext); next != "" && next != wire.ScheduleNextPurge {
 		// Agents park with schedules that fire once: a repeating one
 		// was published by hand, to run the item over and over.
 		a.refuse(it, "fired by a repeating schedule")

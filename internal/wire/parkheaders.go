@@ -1,4 +1,4 @@
-package messages
+package wire
 
 // Headers of the park streams' message schedules.
 const (
