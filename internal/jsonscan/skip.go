@@ -1,10 +1,5 @@
 package jsonscan
 
-// SkipString and SkipValue skip JSON known to be valid (for instance
-// checked by Valid already) without validating it again: the fast paths
-// of package messages' item templates and of the work-item and result
-// codecs of internal/wire.
-
 // SkipString returns the index past the string that starts at b[i].
 func SkipString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
