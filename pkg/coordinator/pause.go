@@ -19,7 +19,7 @@ import (
 )
 
 // Pause and resume (docs/jobs.md "Pause and resume"; the pause bucket's
-// keys are in pkg/messages/pause.go).
+// keys are in internal/wire/pausekeys.go).
 //
 // Any coordinator answers jobs.pause and pools.pause by writing the key;
 // the leader's view of the bucket (pause.View, kept by every coordinator)
