@@ -18,6 +18,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -175,7 +176,7 @@ func TestSubmitUploadsTheInputOncePerSubmission(t *testing.T) {
 		require.NoError(t, err)
 		e, err := kv.Get(ctx, "abs-input")
 		require.NoError(t, err)
-		var rec messages.JobRecord
+		var rec wire.JobRecord
 		require.NoError(t, json.Unmarshal(e.Value(), &rec))
 		require.True(t, strings.HasPrefix(rec.Spec.Input, "objstore://fleet_inputs/"), rec.Spec.Input)
 		rc, err := expand.ObjectStoreOpener(srv.JS())(ctx, rec.Spec.Input)

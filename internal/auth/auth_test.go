@@ -23,6 +23,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/ui"
 	"github.com/jetfleet/jetfleet/internal/upload"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -303,7 +304,7 @@ func TestRolesRunAJob(t *testing.T) {
 	select {
 	case e := <-aw.Updates():
 		require.NotNil(t, e, "the agent's presence is in the bucket")
-		require.Equal(t, messages.AgentKey("default", ag.Name()), e.Key())
+		require.Equal(t, wire.AgentKey("default", ag.Name()), e.Key())
 	case <-ctx.Done():
 		t.Fatalf("no agent presence watched: %v", context.Cause(ctx))
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -163,33 +164,33 @@ func TestForgedWorkIsRefused(t *testing.T) {
 	dnc, _ := s.connect(t, auth.AgentUser("default"))
 	djs, err := jetstream.New(dnc)
 	require.NoError(t, err)
-	schedule := func(item string, wi messages.WorkItem, pattern string) {
+	schedule := func(item string, wi wire.WorkItem, pattern string) {
 		t.Helper()
 		data, err := json.Marshal(&wi)
 		require.NoError(t, err)
 		m := nats.NewMsg(names.ParkSubject("default", wi.JobID, item))
 		m.Data = data
-		m.Header.Set(messages.HeaderSchedule, pattern)
-		m.Header.Set(messages.HeaderScheduleTarget, names.ParkDueSubject("default", wi.JobID))
+		m.Header.Set(wire.HeaderSchedule, pattern)
+		m.Header.Set(wire.HeaderScheduleTarget, names.ParkDueSubject("default", wi.JobID))
 		_, err = djs.PublishMsg(ctx, m)
 		require.NoError(t, err)
 	}
 	now := "@at " + time.Now().UTC().Format(time.RFC3339)
 	// A forged item of pool gpu's job, into pool default, unsigned and
 	// claiming a replay's generation (which skips the job-ended check).
-	schedule("f1", messages.WorkItem{JobID: "victim", ItemID: "v0", Index: 0, Generation: 1,
+	schedule("f1", wire.WorkItem{JobID: "victim", ItemID: "v0", Index: 0, Generation: 1,
 		Payload: json.RawMessage(`{"id":"v0","evil":1}`)}, now)
 	// A forged item of its own pool's job, signed for pool gpu.
-	forged := messages.WorkItem{JobID: "own", ItemID: "o1", Index: 1, Generation: 1, Payload: json.RawMessage(`{"id":"o1","evil":2}`)}
+	forged := wire.WorkItem{JobID: "own", ItemID: "o1", Index: 1, Generation: 1, Payload: json.RawMessage(`{"id":"o1","evil":2}`)}
 	sig, err := signer.Sign(forged.SignedBytes("gpu"))
 	require.NoError(t, err)
-	forged.Sig = messages.EncodeSig(sig)
+	forged.Sig = wire.EncodeSig(sig)
 	schedule("f2", forged, now)
 	// A genuine, signed item of its own pool, repeated every second.
-	genuine := messages.WorkItem{JobID: "own", ItemID: "o2", Index: 2, Generation: 1, Payload: json.RawMessage(`{"id":"o2","evil":3}`)}
+	genuine := wire.WorkItem{JobID: "own", ItemID: "o2", Index: 2, Generation: 1, Payload: json.RawMessage(`{"id":"o2","evil":3}`)}
 	sig, err = signer.Sign(genuine.SignedBytes("default"))
 	require.NoError(t, err)
-	genuine.Sig = messages.EncodeSig(sig)
+	genuine.Sig = wire.EncodeSig(sig)
 	schedule("f3", genuine, "@every 1s")
 
 	// Every forgery is refused: the repeating one at every firing, the two

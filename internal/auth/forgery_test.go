@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -200,7 +201,7 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		rs, err := messages.DecodeResults(m.Data, nil)
+		rs, err := wire.DecodeResults(m.Data, nil)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/upload"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -109,8 +110,8 @@ func TestRollupsCannotWipeSharedState(t *testing.T) {
 	// A schedule aimed at pool gpu is refused: its target is not in the
 	// stream of pool default.
 	m := nats.NewMsg(names.ParkSubject("default", "victim", "y"))
-	m.Header.Set(messages.HeaderSchedule, "@every 1s")
-	m.Header.Set(messages.HeaderScheduleTarget, names.ParkDueSubject("gpu", "victim"))
+	m.Header.Set(wire.HeaderSchedule, "@every 1s")
+	m.Header.Set(wire.HeaderScheduleTarget, names.ParkDueSubject("gpu", "victim"))
 	_, err = djs.PublishMsg(ctx, m)
 	require.ErrorContains(t, err, "target is invalid", "a schedule into another pool")
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -23,7 +24,7 @@ func ExampleEntryMsgID() {
 // run again produces the same ids, and the server drops the duplicates.
 func ExampleReopenMsgID() {
 	fmt.Println(dlq.ReopenMsgID("nightly", "img/01.jpg", 1))
-	fmt.Println(messages.WorkMsgID("nightly", "img/01.jpg", 1))
+	fmt.Println(wire.WorkMsgID("nightly", "img/01.jpg", 1))
 	// Output:
 	// reopen/nightly/aW1nLzAxLmpwZw/1
 	// nightly/aW1nLzAxLmpwZw/1

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -105,7 +106,7 @@ func (f *fleet) workItems(t testing.TB) []workMsg {
 		if err != nil {
 			continue
 		}
-		var wi messages.WorkItem
+		var wi wire.WorkItem
 		require.NoError(t, json.Unmarshal(m.Data, &wi))
 		out = append(out, workMsg{subject: m.Subject, msgID: m.Header.Get(messages.HeaderMsgID), item: wi})
 	}
@@ -114,7 +115,7 @@ func (f *fleet) workItems(t testing.TB) []workMsg {
 
 type workMsg struct {
 	subject, msgID string
-	item           messages.WorkItem
+	item           wire.WorkItem
 }
 
 // results reads every message of the results stream.

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -129,9 +130,9 @@ func (m *Mover) Move(ctx context.Context, seq, deliveries uint64) error {
 		return err
 	}
 	if res != nil {
-		data, err := messages.EncodeResult(res, int(m.js.Conn().MaxPayload())-headerRoom)
+		data, err := wire.EncodeResult(res, int(m.js.Conn().MaxPayload())-headerRoom)
 		if err != nil {
-			return fmt.Errorf("dlq: result of %s/%s: %w", res.JobID, messages.ShortID(res.ItemID), err)
+			return fmt.Errorf("dlq: result of %s/%s: %w", res.JobID, wire.ShortID(res.ItemID), err)
 		}
 		if _, err := m.js.Publish(ctx, m.names.ResultSubject(messages.CoordinatorOrigin, res.JobID), data); err != nil {
 			return fmt.Errorf("dlq: result of %s/%s: %w", res.JobID, res.ItemID, err)
@@ -149,7 +150,7 @@ func (m *Mover) Move(ctx context.Context, seq, deliveries uint64) error {
 func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliveries uint64) (*messages.DLQEntry, *messages.Result) {
 	now := m.now()
 	msg := fmt.Sprintf("no outcome after %d deliveries (the agent crashed, hung, or was stopped on each)", deliveries)
-	var wi messages.WorkItem
+	var wi wire.WorkItem
 	// The subject names the job (a job id goes into KV keys and subjects);
 	// the body is data.
 	pool, job, ok := m.names.ParseWork(raw.Subject)
@@ -173,8 +174,8 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 		ReplayCount: wi.ReplayCount, DeadLetteredAt: now,
 	}
 	retries := 0
-	if e, err := m.items.Get(ctx, messages.ItemKey(entry.Pool, wi.JobID, wi.ItemID)); err == nil {
-		var st messages.ItemState
+	if e, err := m.items.Get(ctx, wire.ItemKey(entry.Pool, wi.JobID, wi.ItemID)); err == nil {
+		var st wire.ItemState
 		if json.Unmarshal(e.Value(), &st) == nil && st.Generation == wi.Generation {
 			entry.Attempts = append(entry.Attempts, st.History...)
 			entry.AttemptsDropped += st.HistoryDropped

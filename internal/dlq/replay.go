@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -44,7 +45,7 @@ const ReplayAgent = "dlq-replay"
 // writes to the results stream before it republishes generation gen of an
 // item: a resumed replay writes the same marker again, and it is dropped.
 func ReopenMsgID(job, itemID string, gen int) string {
-	return "reopen/" + messages.WorkMsgID(job, itemID, gen)
+	return "reopen/" + wire.WorkMsgID(job, itemID, gen)
 }
 
 // ReopenFunc is called after the reopen marker of generation gen of e's
@@ -96,7 +97,7 @@ func WithRoute(fn RouteFunc) ReplayerOption { return func(r *Replayer) { r.route
 
 // SignFunc signs a replayed work item for the pool it is sent to (sets
 // its Sig): the coordinator's, when it signs work items.
-type SignFunc func(pool string, wi *messages.WorkItem) error
+type SignFunc func(pool string, wi *wire.WorkItem) error
 
 // WithSigner signs every replayed item with fn (nil: items are not signed).
 func WithSigner(fn SignFunc) ReplayerOption { return func(r *Replayer) { r.sign = fn } }
@@ -322,7 +323,7 @@ func (r *Replayer) replayOne(ctx context.Context, dlqStream jetstream.Stream, re
 		}
 	}
 	err = r.try(ctx, func(ctx context.Context) error {
-		_, err := r.publish(ctx, r.names.WorkSubject(pool, e.JobID), r.names.WorkStream(), messages.WorkMsgID(e.JobID, e.ItemID, gen), wi)
+		_, err := r.publish(ctx, r.names.WorkSubject(pool, e.JobID), r.names.WorkStream(), wire.WorkMsgID(e.JobID, e.ItemID, gen), wi)
 		return err
 	})
 	if err != nil {
@@ -373,10 +374,10 @@ func (r *Replayer) retry(ctx context.Context, op func() error) error {
 func (r *Replayer) publish(ctx context.Context, subject, stream, msgID string, body any) (*jetstream.PubAck, error) {
 	var data []byte
 	var err error
-	if wi, ok := body.(*messages.WorkItem); ok {
+	if wi, ok := body.(*wire.WorkItem); ok {
 		// A replayed item carries its history: the oldest attempts give way
 		// so that the message fits the server's max_payload.
-		data, err = messages.EncodeWorkItem(wi, int(r.js.Conn().MaxPayload())-headerRoom)
+		data, err = wire.EncodeWorkItem(wi, int(r.js.Conn().MaxPayload())-headerRoom)
 	} else {
 		data, err = json.Marshal(body)
 	}
@@ -436,7 +437,7 @@ func (r *Replayer) routeOf(ctx context.Context, e *messages.DLQEntry, origin str
 
 // workItem rebuilds e's work item as generation gen: same job, item,
 // payload and correlation id; the history so far travels with it.
-func workItem(e *messages.DLQEntry, gen int, reset bool) *messages.WorkItem {
+func workItem(e *messages.DLQEntry, gen int, reset bool) *wire.WorkItem {
 	hist, dropped := e.Attempts, e.AttemptsDropped
 	if len(hist) > MaxHistory {
 		dropped += len(hist) - MaxHistory
@@ -446,7 +447,7 @@ func workItem(e *messages.DLQEntry, gen int, reset bool) *messages.WorkItem {
 	if len(payload) == 0 {
 		payload = json.RawMessage("null")
 	}
-	return &messages.WorkItem{
+	return &wire.WorkItem{
 		JobID: e.JobID, ItemID: e.ItemID, Index: e.Index, Group: e.Group, Payload: payload,
 		Generation: gen, CorrelationID: e.CorrelationID, ReplayCount: e.ReplayCount + 1,
 		History: hist, HistoryDropped: dropped, ResetAttempts: reset,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -68,7 +69,7 @@ func TestReplayRepublishesAndRemoves(t *testing.T) {
 	}
 	w := byItem["item-003"]
 	require.Equal(t, names.WorkSubject("default", "a"), w.subject, "back to the original subject")
-	require.Equal(t, messages.WorkMsgID("a", "item-003", 1), w.msgID, "a fresh msg id: the next generation's")
+	require.Equal(t, wire.WorkMsgID("a", "item-003", 1), w.msgID, "a fresh msg id: the next generation's")
 	require.Equal(t, 1, w.item.Generation)
 	require.Equal(t, 1, w.item.ReplayCount)
 	require.Equal(t, "a:3", w.item.CorrelationID, "the correlation id is kept")
@@ -203,7 +204,7 @@ func TestReplayResumesACrashedEntryWithoutDuplicates(t *testing.T) {
 	require.Empty(t, f.workItems(t))
 
 	data := `{"job_id":"c","item_id":"item-001","index":1,"payload":{},"generation":1,"correlation_id":"c:1"}`
-	_, err = f.js.Publish(ctx, names.WorkSubject("default", "c"), []byte(data), jetstreamMsgID(messages.WorkMsgID("c", "item-001", 1)))
+	_, err = f.js.Publish(ctx, names.WorkSubject("default", "c"), []byte(data), jetstreamMsgID(wire.WorkMsgID("c", "item-001", 1)))
 	require.NoError(t, err)
 
 	prog, err = dlq.NewReplayer(f.js, names, in).Replay(ctx, dlq.ReplayOptions{Filter: messages.DLQFilter{JobID: "c"}})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -49,7 +50,7 @@ func TestSweepDeadLettersStrandedMessages(t *testing.T) {
 	var seqs []uint64
 	publish := func(i int) {
 		t.Helper()
-		wi := messages.WorkItem{JobID: "sw", ItemID: fmt.Sprintf("i%d", i), Index: int64(i), Payload: json.RawMessage(`{}`)}
+		wi := wire.WorkItem{JobID: "sw", ItemID: fmt.Sprintf("i%d", i), Index: int64(i), Payload: json.RawMessage(`{}`)}
 		data, err := json.Marshal(&wi)
 		require.NoError(t, err)
 		ack, err := f.js.Publish(ctx, names.WorkSubject("default", "sw"), data)

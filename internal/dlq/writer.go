@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -41,7 +42,7 @@ const headerRoom = 1024
 // NewWriter returns a writer publishing under names on origin's subjects
 // (fleet.dlq.<origin>.<job>): an agent's pool, or
 // messages.CoordinatorOrigin for the DLQ mover. Entries are encoded to fit
-// the server's max_payload (messages.EncodeDLQEntry): the oldest attempts
+// the server's max_payload (wire.EncodeDLQEntry): the oldest attempts
 // are left out first, so an entry can always be stored.
 func NewWriter(js publisher, names messages.Names, origin string) *Writer {
 	w := &Writer{js: js, names: names, origin: origin, maxPayload: func() int { return DefaultMaxPayload }}
@@ -58,7 +59,7 @@ func NewWriter(js publisher, names messages.Names, origin string) *Writer {
 
 // EntryMsgID is the de-duplication id of an item's entry for a generation.
 func EntryMsgID(job, itemID string, generation int) string {
-	return "dlq/" + messages.WorkMsgID(job, itemID, generation)
+	return "dlq/" + wire.WorkMsgID(job, itemID, generation)
 }
 
 // Write publishes e and waits for the stream's acknowledgement. A nil error
@@ -67,7 +68,7 @@ func (w *Writer) Write(ctx context.Context, e *messages.DLQEntry) error {
 	if err := messages.ValidToken(e.JobID); err != nil {
 		return fmt.Errorf("dlq: entry's job_id: %w", err)
 	}
-	data, err := messages.EncodeDLQEntry(e, w.maxPayload()-headerRoom)
+	data, err := wire.EncodeDLQEntry(e, w.maxPayload()-headerRoom)
 	if err != nil {
 		return fmt.Errorf("dlq: encode entry: %w", err)
 	}

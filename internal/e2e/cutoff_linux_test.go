@@ -18,6 +18,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -95,7 +96,7 @@ func TestCutOffCoordinatorHandsOver(t *testing.T) {
 		if err != nil {
 			return lease.Value{}, 0, err
 		}
-		e, err := kv.Get(ctx, messages.LeaseKey)
+		e, err := kv.Get(ctx, wire.LeaseKey)
 		if err != nil {
 			return lease.Value{}, 0, err
 		}

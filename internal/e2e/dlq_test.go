@@ -16,6 +16,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -72,7 +73,7 @@ func jobResults(t *testing.T, js jetstream.JetStream, job string) []messages.Res
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			rs, err := messages.DecodeResults(m.Data(), nil)
+			rs, err := wire.DecodeResults(m.Data(), nil)
 			require.NoError(t, err)
 			out = append(out, rs...)
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -168,7 +169,7 @@ func (f *haFleet) leader() *haProc {
 	fleettest.WaitFor(f.t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		e, err := f.ctl.Get(ctx, messages.LeaseKey)
+		e, err := f.ctl.Get(ctx, wire.LeaseKey)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/internal/upload"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -142,7 +143,7 @@ func TestForgedWorkMessageJobIDIsPoison(t *testing.T) {
 	cl := client(t, srv)
 	ordinaryJob(t, cl, "creates-the-pool")
 	names := messages.MustNames("")
-	body, err := json.Marshal(messages.WorkItem{JobID: strings.Repeat("j", 5000), ItemID: "i", Payload: json.RawMessage(`{}`)})
+	body, err := json.Marshal(wire.WorkItem{JobID: strings.Repeat("j", 5000), ItemID: "i", Payload: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 	_, err = srv.JS().Publish(context.Background(), names.WorkSubject("default", "forged"), body)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -356,7 +357,7 @@ func TestCancelPausedJob(t *testing.T) {
 	kv, err := srv.JS().KeyValue(ctx, "fleet_pause")
 	require.NoError(t, err)
 	fleettest.WaitFor(t, 10*time.Second, func() error {
-		if _, err := kv.Get(ctx, messages.PauseJobKey(id)); err == nil {
+		if _, err := kv.Get(ctx, wire.PauseJobKey(id)); err == nil {
 			return fmt.Errorf("the pause of the cancelled job is still there")
 		}
 		return nil

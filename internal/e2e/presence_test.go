@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -30,7 +31,7 @@ func TestAgentPresence(t *testing.T) {
 	ctx := context.Background()
 	kv, err := srv.JS().KeyValue(ctx, messages.MustNames("").AgentsBucket())
 	require.NoError(t, err)
-	key := messages.AgentKey("default", "host.example-7")
+	key := wire.AgentKey("default", "host.example-7")
 	presence := func() (messages.AgentPresence, error) {
 		var p messages.AgentPresence
 		e, err := kv.Get(ctx, key)
@@ -93,7 +94,7 @@ func TestResultStepBreakdown(t *testing.T) {
 	require.NoError(t, err)
 	m, err := stream.GetLastMsgForSubject(ctx, messages.MustNames("").ResultSubject(messages.DefaultPool, id))
 	require.NoError(t, err)
-	rs, err := messages.DecodeResults(m.Data, nil)
+	rs, err := wire.DecodeResults(m.Data, nil)
 	require.NoError(t, err)
 	require.Len(t, rs, 1)
 	res := rs[0]

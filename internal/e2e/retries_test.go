@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -151,9 +152,9 @@ func TestStepRetryBudgetSurvivesAnAgentKill(t *testing.T) {
 	// The exact sum, jitter included, is in the item state a2 finished.
 	kv, err := srv.JS().KeyValue(context.Background(), names(t).ItemsBucket())
 	require.NoError(t, err)
-	ent, err := kv.Get(context.Background(), messages.ItemKey(messages.DefaultPool, id, "x"))
+	ent, err := kv.Get(context.Background(), wire.ItemKey(messages.DefaultPool, id, "x"))
 	require.NoError(t, err)
-	var is messages.ItemState
+	var is wire.ItemState
 	require.NoError(t, json.Unmarshal(ent.Value(), &is))
 	spent := is.StepDelaySpent.D()
 	require.LessOrEqual(t, spent, budgetMS*time.Millisecond, "never past the budget, across agents")

@@ -4,21 +4,21 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/internal/wire"
 )
 
 // grouper evaluates a spec's group_by for each item. A nil *grouper puts
 // every item in the default group "".
 type grouper struct {
 	raw  string
-	tmpl messages.Template
+	tmpl wire.Template
 }
 
 func newGrouper(groupBy string) (*grouper, error) {
 	if groupBy == "" {
 		return nil, nil
 	}
-	t, err := messages.ParseTemplate(groupBy)
+	t, err := wire.ParseTemplate(groupBy)
 	if err != nil {
 		return nil, wrapf(ErrSpec, err, "group_by %q", groupBy)
 	}
@@ -27,7 +27,7 @@ func newGrouper(groupBy string) (*grouper, error) {
 			continue
 		}
 		switch p.Ref[0] {
-		case messages.RefItem, messages.RefItemID:
+		case wire.RefItem, wire.RefItemID:
 		default:
 			return nil, errorf(ErrSpec, "group_by %q: ${%s} is not known when items are grouped (use ${item.<field>} or ${item_id})",
 				groupBy, strings.Join(p.Ref, "."))
@@ -48,10 +48,10 @@ func (g *grouper) group(raw json.RawMessage, id string) (string, error) {
 		switch {
 		case p.Ref == nil:
 			b.WriteString(p.Literal)
-		case p.Ref[0] == messages.RefItemID:
+		case p.Ref[0] == wire.RefItemID:
 			b.WriteString(id)
 		default:
-			v, err := messages.LookupItemField(raw, p.Ref[1:])
+			v, err := wire.LookupItemField(raw, p.Ref[1:])
 			if err != nil {
 				return "", wrapf(ErrGroup, err, "item %q: group_by %q", id, g.raw)
 			}

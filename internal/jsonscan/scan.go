@@ -6,6 +6,8 @@
 // It accepts exactly what encoding/json accepts (FuzzValid checks it
 // against json.Valid), including its nesting limit, and explains nothing:
 // callers that must report an error hand the bytes to encoding/json.
+// SkipString and SkipValue step over JSON already known to be valid,
+// without checking it again.
 package jsonscan
 
 // Status is the outcome of a scan.

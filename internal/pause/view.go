@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -82,7 +83,7 @@ func (v *View) Pools() []string {
 // apply applies one entry to jobs and pools; it reports the kind and
 // name it changed.
 func apply(jobs, pools map[string]time.Time, e jetstream.KeyValueEntry) (kind, name string, paused, ok bool) {
-	kind, name, ok = messages.ParsePauseKey(e.Key())
+	kind, name, ok = wire.ParsePauseKey(e.Key())
 	if !ok {
 		return "", "", false, false
 	}
@@ -94,7 +95,7 @@ func apply(jobs, pools map[string]time.Time, e jetstream.KeyValueEntry) (kind, n
 		delete(m, name)
 		return kind, name, false, true
 	}
-	var rec messages.PauseRecord
+	var rec wire.PauseRecord
 	_ = json.Unmarshal(e.Value(), &rec) // a key without a record is paused all the same
 	if rec.At.IsZero() {
 		rec.At = e.Created()

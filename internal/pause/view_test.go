@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -21,7 +22,7 @@ func TestViewFollowsTheBucket(t *testing.T) {
 	kv, err := srv.JS().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "fleet_pause"})
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC)
-	_, err = kv.Put(ctx, messages.PauseJobKey("before"), []byte(`{"at": "2026-11-27T02:00:00Z"}`))
+	_, err = kv.Put(ctx, wire.PauseJobKey("before"), []byte(`{"at": "2026-11-27T02:00:00Z"}`))
 	require.NoError(t, err)
 	_, err = kv.Put(ctx, "unrelated", []byte(`x`))
 	require.NoError(t, err)
@@ -47,7 +48,7 @@ func TestViewFollowsTheBucket(t *testing.T) {
 	require.Equal(t, messages.PausedByJob, v.By("before", "default"))
 	require.Empty(t, v.By("other", "default"))
 
-	_, err = kv.Put(ctx, messages.PausePoolKey("gpu"), []byte(`{}`))
+	_, err = kv.Put(ctx, wire.PausePoolKey("gpu"), []byte(`{}`))
 	require.NoError(t, err)
 	fleettest.WaitFor(t, 5*time.Second, func() error {
 		if v.By("other", "gpu") != messages.PausedByPool {
@@ -56,7 +57,7 @@ func TestViewFollowsTheBucket(t *testing.T) {
 		return nil
 	})
 	require.Equal(t, messages.PausedByJob, v.By("before", "gpu"), "the job's own pause comes first")
-	require.NoError(t, kv.Delete(ctx, messages.PauseJobKey("before")))
+	require.NoError(t, kv.Delete(ctx, wire.PauseJobKey("before")))
 	fleettest.WaitFor(t, 5*time.Second, func() error {
 		if _, ok := v.Job("before"); ok {
 			return errors.New("resume not seen")

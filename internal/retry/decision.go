@@ -6,11 +6,12 @@ import (
 	"math"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // State is a step's retry state, persisted between attempts (in
-// messages.ItemState, see [StateFromItem] and [State.ApplyTo]) so that any
+// wire.ItemState, see [StateFromItem] and [State.ApplyTo]) so that any
 // agent, after any restart, continues where the last one stopped. The zero
 // State is a step that has not failed yet; reset it when the item moves on
 // to another step. It marshals to JSON with snake_case names and humantime
@@ -59,7 +60,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 
 // StateFromItem reads the current step's retry state from an item's state:
 // StepAttempt, StepFirstFailure, StepDelaySpent, LastDelay.
-func StateFromItem(is *messages.ItemState) State {
+func StateFromItem(is *wire.ItemState) State {
 	if is == nil {
 		return State{}
 	}
@@ -73,7 +74,7 @@ func StateFromItem(is *messages.ItemState) State {
 }
 
 // ApplyTo writes s into the Step* fields and LastDelay of is.
-func (s State) ApplyTo(is *messages.ItemState) {
+func (s State) ApplyTo(is *wire.ItemState) {
 	is.StepAttempt = s.Attempts
 	is.StepFirstFailure = s.FirstFailure
 	is.StepDelaySpent = messages.Duration(s.DelaySpent)

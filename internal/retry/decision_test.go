@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -196,7 +197,7 @@ func TestMarkerAccessors(t *testing.T) {
 
 func TestStateItemStateRoundTrip(t *testing.T) {
 	st := State{Attempts: 2, FirstFailure: t0, DelaySpent: 3 * time.Second, LastDelay: 2 * time.Second}
-	var is messages.ItemState
+	var is wire.ItemState
 	st.ApplyTo(&is)
 	require.Equal(t, 2, is.StepAttempt)
 	require.Equal(t, t0, is.StepFirstFailure)
@@ -207,7 +208,7 @@ func TestStateItemStateRoundTrip(t *testing.T) {
 	// Through the JSON the fleet_items bucket stores.
 	b, err := json.Marshal(&is)
 	require.NoError(t, err)
-	var back messages.ItemState
+	var back wire.ItemState
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, st, StateFromItem(&back))
 
@@ -217,7 +218,7 @@ func TestStateItemStateRoundTrip(t *testing.T) {
 
 	// A state an earlier agent wrote, with the wall-clock expiry it kept
 	// then, still reads: the expiry is ignored.
-	var old messages.ItemState
+	var old wire.ItemState
 	require.NoError(t, json.Unmarshal([]byte(`{"job_id":"j","item_id":"i","step_attempt":1,"step_first_failure":"2025-01-02T03:04:05Z","step_budget_expiry":"2025-01-02T03:04:10Z","step_delay_spent":"1s"}`), &old))
 	require.Equal(t, State{Attempts: 1, FirstFailure: t0, DelaySpent: time.Second}, StateFromItem(&old))
 }
@@ -246,11 +247,11 @@ func TestDecideResumesFromPersistedState(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		p, err := NewPolicy(cfg) // a different agent each time
 		require.NoError(t, err)
-		var is messages.ItemState
+		var is wire.ItemState
 		st.ApplyTo(&is)
 		b, err := json.Marshal(&is)
 		require.NoError(t, err)
-		var loaded messages.ItemState
+		var loaded wire.ItemState
 		require.NoError(t, json.Unmarshal(b, &loaded))
 		d := p.Decide(now, StateFromItem(&loaded), Failure{Message: "boom"}, nil)
 		if d.Action != ActionRetry {

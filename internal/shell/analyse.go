@@ -8,7 +8,7 @@ import (
 
 	"mvdan.cc/sh/v3/syntax"
 
-	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/internal/wire"
 )
 
 // How Compile finds a reference's context: every reference is replaced by
@@ -32,7 +32,7 @@ type probeRef struct {
 	line     int  // 1-based line of the reference in the template
 }
 
-func newProbe(t messages.Template) *probe {
+func newProbe(t wire.Template) *probe {
 	nonce := "JFREF"
 	for _, p := range t.Parts {
 		for p.Ref == nil && strings.Contains(p.Literal, nonce) {

@@ -1,6 +1,6 @@
 // Package shell runs the shell steps of a job template safely.
 //
-// [Compile] reads a parsed template (messages.ParseTemplate) with a real
+// [Compile] reads a parsed template (wire.ParseTemplate) with a real
 // shell parser (mvdan.cc/sh), as bash and as POSIX sh, to find where each
 // ${...} reference stands, and [Script.Expand] then writes every value as
 // one literal shell word, whatever the item holds: an item value of

@@ -23,7 +23,7 @@ var (
 	// environment variable can carry.
 	ErrNUL = errors.New("shell: value contains a NUL byte")
 	// ErrUnknownRef: a reference outside the template grammar (only a
-	// Template built by hand, not by messages.ParseTemplate, has one).
+	// Template built by hand, not by wire.ParseTemplate, has one).
 	ErrUnknownRef = errors.New("shell: unknown reference")
 )
 

@@ -5,11 +5,11 @@ import (
 	"fmt"
 
 	"github.com/jetfleet/jetfleet/internal/shell"
-	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/internal/wire"
 )
 
 func ExampleExpand() {
-	t, err := messages.ParseTemplate(`convert ${item.path} "out/${item.id}.png"`)
+	t, err := wire.ParseTemplate(`convert ${item.path} "out/${item.id}.png"`)
 	if err != nil {
 		panic(err)
 	}
@@ -27,7 +27,7 @@ func ExampleExpand() {
 // Compile once, expand for every item; a position where bash would
 // evaluate the value is refused with a safe alternative.
 func ExampleCompile() {
-	t, _ := messages.ParseTemplate(`echo $(( ${attempt} * 2 )) ${item.n}`)
+	t, _ := wire.ParseTemplate(`echo $(( ${attempt} * 2 )) ${item.n}`)
 	s, err := shell.Compile(t)
 	if err != nil {
 		panic(err)
@@ -35,7 +35,7 @@ func ExampleCompile() {
 	script, _ := s.Expand(shell.Vars{Attempt: 2, Item: json.RawMessage(`{"n": "a[$(id)]"}`)})
 	fmt.Println(script)
 
-	t, _ = messages.ParseTemplate(`[[ ${item.n} -gt 5 ]] && echo big`)
+	t, _ = wire.ParseTemplate(`[[ ${item.n} -gt 5 ]] && echo big`)
 	_, err = shell.Compile(t)
 	fmt.Println(err)
 	// Output:

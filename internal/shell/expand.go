@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/internal/wire"
 )
 
 // Environment variables set for every shell step by [Vars.Environ].
@@ -106,13 +106,13 @@ func (e *RefError) Unwrap() []error { return []error{e.Kind, e.Err} }
 //
 // ${item} is the whole item: its JSON text, or the scalar itself; a string
 // field is its text, a number or bool as written, an object or array its
-// compact JSON ([messages.LookupItemField]). A missing field, an unset
+// compact JSON ([wire.LookupItemField]). A missing field, an unset
 // ${env.NAME}, a ${map.*} without v.Map, and a value holding a NUL byte
 // are errors; the returned error joins one *RefError per bad reference.
 //
 // Expand parses the template every time; compile it once with Compile to
 // expand it for many items.
-func Expand(t messages.Template, v Vars) (string, error) {
+func Expand(t wire.Template, v Vars) (string, error) {
 	s, err := Compile(t)
 	if err != nil {
 		return "", err
@@ -124,7 +124,7 @@ func Expand(t messages.Template, v Vars) (string, error) {
 // safe, and a template with references that does not parse (see
 // [Compile]), without resolving any value. Use it to reject a shell step
 // at submission rather than at run time.
-func Validate(t messages.Template) error {
+func Validate(t wire.Template) error {
 	_, err := Compile(t)
 	return err
 }
@@ -149,15 +149,15 @@ func kindOf(err error) error {
 
 func (v Vars) resolve(ref []string) (string, error) {
 	switch ref[0] {
-	case messages.RefItem:
-		return messages.LookupItemField(v.Item, ref[1:])
-	case messages.RefItemID:
+	case wire.RefItem:
+		return wire.LookupItemField(v.Item, ref[1:])
+	case wire.RefItemID:
 		return v.ItemID, nil
-	case messages.RefJobID:
+	case wire.RefJobID:
 		return v.JobID, nil
-	case messages.RefAttempt:
+	case wire.RefAttempt:
 		return strconv.Itoa(v.Attempt), nil
-	case messages.RefMap:
+	case wire.RefMap:
 		if v.Map == nil {
 			return "", &resolveError{ErrNoMap, "map values are only available in reduce steps"}
 		}
@@ -171,7 +171,7 @@ func (v Vars) resolve(ref []string) (string, error) {
 		case "total":
 			return strconv.Itoa(v.Map.Total), nil
 		}
-	case messages.RefEnv:
+	case wire.RefEnv:
 		if v.LookupEnv != nil {
 			if val, ok := v.LookupEnv(ref[1]); ok {
 				return val, nil

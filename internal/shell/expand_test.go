@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"mvdan.cc/sh/v3/syntax"
 
-	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/internal/wire"
 )
 
 // payloads are item values that must reach the command as one literal
@@ -52,9 +52,9 @@ var payloads = []string{
 	"}",
 }
 
-func mustParse(t testing.TB, s string) messages.Template {
+func mustParse(t testing.TB, s string) wire.Template {
 	t.Helper()
-	tpl, err := messages.ParseTemplate(s)
+	tpl, err := wire.ParseTemplate(s)
 	require.NoError(t, err)
 	return tpl
 }
@@ -398,7 +398,7 @@ func TestExpandRefusesEvaluatedPositions(t *testing.T) {
 
 // quotedEverywhere writes tpl with every reference replaced by Quote(v):
 // what the hand-written lexer produced for these positions.
-func quotedEverywhere(tpl messages.Template, v string) string {
+func quotedEverywhere(tpl wire.Template, v string) string {
 	var b strings.Builder
 	for _, p := range tpl.Parts {
 		if p.Ref == nil {
@@ -543,7 +543,7 @@ func FuzzExpand(f *testing.F) {
 		f.Add("x ${item.x} y \"${item.x}\" '${item.x}'", p)
 	}
 	f.Fuzz(func(t *testing.T, template, value string) {
-		tpl, err := messages.ParseTemplate(template)
+		tpl, err := wire.ParseTemplate(template)
 		if err != nil || !utf8.ValidString(template) { // specs are JSON or YAML: UTF-8
 			return
 		}
@@ -560,7 +560,7 @@ func FuzzExpand(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(tpl.Parts) == 1 && tpl.Parts[0].Ref != nil && tpl.Parts[0].Ref[0] == messages.RefItem && len(tpl.Parts[0].Ref) == 2 && tpl.Parts[0].Ref[1] == "x" {
+		if len(tpl.Parts) == 1 && tpl.Parts[0].Ref != nil && tpl.Parts[0].Ref[0] == wire.RefItem && len(tpl.Parts[0].Ref) == 2 && tpl.Parts[0].Ref[1] == "x" {
 			w, ok := unquote(got)
 			require.True(t, ok)
 			require.Equal(t, value, w)

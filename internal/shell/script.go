@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/internal/wire"
 )
 
 // Script is a template whose references have been placed: each one stands
@@ -64,7 +64,7 @@ const (
 //
 // A template with references that does not parse as a shell script is an
 // ErrSyntax error: where its references stand cannot be known.
-func Compile(t messages.Template) (*Script, error) {
+func Compile(t wire.Template) (*Script, error) {
 	s := &Script{raw: t.Raw}
 	nrefs := 0
 	for _, p := range t.Parts {
@@ -158,9 +158,9 @@ func (s *Script) Expand(v Vars) (string, error) {
 // data from the item or the environment.
 func trustedNumber(ref []string) bool {
 	switch ref[0] {
-	case messages.RefAttempt:
+	case wire.RefAttempt:
 		return true
-	case messages.RefMap:
+	case wire.RefMap:
 		return len(ref) == 2 && ref[1] != "results"
 	}
 	return false

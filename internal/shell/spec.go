@@ -3,6 +3,7 @@ package shell
 import (
 	"errors"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -15,7 +16,7 @@ import (
 func CheckSpec(spec *messages.JobSpec) []messages.FieldError {
 	var out []messages.FieldError
 	for _, c := range spec.ShellCommands() {
-		t, err := messages.ParseTemplate(c.Command)
+		t, err := wire.ParseTemplate(c.Command)
 		if err != nil {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -54,11 +55,11 @@ func (s *Server) poolPausedSince(ctx context.Context, pool string) *time.Time {
 	if err != nil {
 		return nil
 	}
-	e, err := kv.Get(ctx, messages.PausePoolKey(pool))
+	e, err := kv.Get(ctx, wire.PausePoolKey(pool))
 	if err != nil {
 		return nil
 	}
-	var rec messages.PauseRecord
+	var rec wire.PauseRecord
 	if json.Unmarshal(e.Value(), &rec) != nil || rec.At.IsZero() {
 		rec.At = e.Created()
 	}

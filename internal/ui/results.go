@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -226,7 +227,7 @@ func (c *statsCache) get(ctx context.Context, job string, start time.Time) (stat
 	var decoded []messages.Result
 	lastSeq, left, err := readSubject(ctx, stream, subject, s.upTo, last.Sequence, resultsPerRequest, deadline, func(data []byte, _ time.Time) {
 		// One result or an agent's batch; an undecodable message has none.
-		decoded, _ = messages.DecodeResults(data, decoded)
+		decoded, _ = wire.DecodeResults(data, decoded)
 		for i := range decoded {
 			s.add(&decoded[i])
 		}

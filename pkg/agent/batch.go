@@ -7,7 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/internal/wire"
 )
 
 // How results leave an agent. A worker that finishes an item hands its
@@ -49,7 +49,7 @@ type pendingAck struct {
 // resultBatch is the results of one subject gathered for one message.
 type resultBatch struct {
 	subject string
-	msg     messages.ResultBatch
+	msg     wire.ResultBatch
 	targets []ackTarget
 	since   time.Time // when its first result came in
 }

@@ -8,13 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // encoded is result i of job, as report encodes it.
 func encoded(t *testing.T, job string, i int) pendingResult {
 	t.Helper()
-	data, err := messages.EncodeResult(&messages.Result{JobID: job, ItemID: fmt.Sprintf("i%d", i), Index: int64(i), Outcome: messages.OutcomeSucceeded}, 1<<20)
+	data, err := wire.EncodeResult(&messages.Result{JobID: job, ItemID: fmt.Sprintf("i%d", i), Index: int64(i), Outcome: messages.OutcomeSucceeded}, 1<<20)
 	require.NoError(t, err)
 	return pendingResult{subject: "fleet.results.default." + job, data: data, ack: ackTarget{msg: &recMsg{}}}
 }
@@ -22,7 +23,7 @@ func encoded(t *testing.T, job string, i int) pendingResult {
 // indexes decodes a batch's message and returns the items' indexes.
 func indexes(t *testing.T, b *resultBatch) []int64 {
 	t.Helper()
-	rs, err := messages.DecodeResults(b.msg.Payload(), nil)
+	rs, err := wire.DecodeResults(b.msg.Payload(), nil)
 	require.NoError(t, err)
 	require.Len(t, b.targets, len(rs), "one work message per result")
 	var out []int64

@@ -21,6 +21,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -95,7 +96,7 @@ func breakerJob(t *testing.T, id string, cfg messages.CircuitBreakerConfig) *job
 
 func delivery(j *job, itemID string, delivered uint64) (*item, *fakeMsg) {
 	m := &fakeMsg{}
-	return &item{m: m, md: &jetstream.MsgMetadata{NumDelivered: delivered}, wi: messages.WorkItem{JobID: j.id, ItemID: itemID}, job: j}, m
+	return &item{m: m, md: &jetstream.MsgMetadata{NumDelivered: delivered}, wi: wire.WorkItem{JobID: j.id, ItemID: itemID}, job: j}, m
 }
 
 // leaderState reads the job's stored breaker state (pool default's) from

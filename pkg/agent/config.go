@@ -177,7 +177,7 @@ type Config struct {
 	// DefaultLimitWait (1s).
 	LimitWait time.Duration
 	// WorkVerifier, when set, checks the coordinator's signature of every
-	// work item (messages.WorkItem.SignedBytes for this agent's pool):
+	// work item (WorkItem.SignedBytes of internal/wire, for this agent's pool):
 	// an item without one it verifies is refused (terminated without
 	// running or reporting an outcome). An nkeys.KeyPair made with
 	// nkeys.FromPublicKey from the key `fleetctl auth init` prints is

@@ -20,6 +20,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -100,7 +101,7 @@ func (f *failureAgent) deliver(t *testing.T, j *job, n uint64) *recMsg {
 // coordinator's message).
 func (f *failureAgent) deliverPark(t *testing.T, j *job, n uint64, park int) *recMsg {
 	t.Helper()
-	data, err := json.Marshal(messages.WorkItem{JobID: j.id, ItemID: "i1", Index: 7, Payload: json.RawMessage(`{"n":1}`), Park: park})
+	data, err := json.Marshal(wire.WorkItem{JobID: j.id, ItemID: "i1", Index: 7, Payload: json.RawMessage(`{"n":1}`), Park: park})
 	require.NoError(t, err)
 	m := &recMsg{subject: testNames.WorkSubject(messages.DefaultPool, j.id), data: data,
 		md: jetstream.MsgMetadata{NumDelivered: n, Sequence: jetstream.SequencePair{Stream: 42}}}
@@ -114,24 +115,24 @@ func (f *failureAgent) deliverPark(t *testing.T, j *job, n uint64, park int) *re
 }
 
 // state is the item's stored state (nil: none).
-func (f *failureAgent) state(t *testing.T, j *job) *messages.ItemState {
+func (f *failureAgent) state(t *testing.T, j *job) *wire.ItemState {
 	t.Helper()
-	e, ok := f.items.m[messages.ItemKey(messages.DefaultPool, j.id, "i1")]
+	e, ok := f.items.m[wire.ItemKey(messages.DefaultPool, j.id, "i1")]
 	if !ok {
 		return nil
 	}
-	var st messages.ItemState
+	var st wire.ItemState
 	require.NoError(t, json.Unmarshal(e.value, &st))
 	return &st
 }
 
 // store stores st as the item's state, as an earlier delivery would have.
-func (f *failureAgent) store(t *testing.T, j *job, st messages.ItemState) {
+func (f *failureAgent) store(t *testing.T, j *job, st wire.ItemState) {
 	t.Helper()
 	st.JobID, st.ItemID = j.id, "i1"
 	data, err := json.Marshal(st)
 	require.NoError(t, err)
-	_, err = f.items.Create(context.Background(), messages.ItemKey(messages.DefaultPool, j.id, "i1"), data)
+	_, err = f.items.Create(context.Background(), wire.ItemKey(messages.DefaultPool, j.id, "i1"), data)
 	require.NoError(t, err)
 }
 
@@ -163,7 +164,7 @@ func TestFailurePath(t *testing.T) {
 		steps       string
 		errorPolicy string
 		delivery    uint64                                // NumDelivered; 1 if 0
-		before      *messages.ItemState                   // stored by an earlier delivery
+		before      *wire.ItemState                       // stored by an earlier delivery
 		setup       func(f *failureAgent)                 // breaks what the case needs broken
 		check       func(*testing.T, *failureAgent, *job) // more checks
 		want        want
@@ -174,7 +175,7 @@ func TestFailurePath(t *testing.T) {
 		},
 		{
 			name: "retry of a redelivery: the budget is asked with the item's retries", steps: `[{"handler":"fail","retry_config":{"initial_delay":"2s","attempts":5}}]`,
-			delivery: 2, before: &messages.ItemState{StepAttempt: 1, Retries: 1, StepFirstFailure: t0.Add(-time.Minute), StepDelaySpent: messages.Duration(2 * time.Second), LastDelay: messages.Duration(2 * time.Second)},
+			delivery: 2, before: &wire.ItemState{StepAttempt: 1, Retries: 1, StepFirstFailure: t0.Add(-time.Minute), StepDelaySpent: messages.Duration(2 * time.Second), LastDelay: messages.Duration(2 * time.Second)},
 			want: want{msg: "nak 4s", decisions: []string{"retry"}, attempt: 2, retries: 2, claims: []int{1}, metric: "retry"},
 		},
 		{
@@ -265,7 +266,7 @@ func TestFailurePath(t *testing.T) {
 		{
 			name: "on_item_failure retry, runs spent: dead-lettered", steps: oneStep,
 			errorPolicy: `{"on_item_failure":"retry","retry_config":{"max_attempts":2,"initial_delay":"3s"}}`,
-			delivery:    2, before: &messages.ItemState{ItemRun: 2, Retries: 1},
+			delivery:    2, before: &wire.ItemState{ItemRun: 2, Retries: 1},
 			want: want{msg: "term", result: messages.OutcomeDeadLettered, reason: messages.ReasonItemRetryExhausted,
 				dlq: true, final: messages.OutcomeDeadLettered, decisions: []string{"give_up"}, attempt: 1, retries: 1, itemRun: 2},
 		},
@@ -293,13 +294,13 @@ func TestFailurePath(t *testing.T) {
 		},
 		{
 			name: "fenced state write: another agent holds the item, this one steps aside", steps: `[{"handler":"fail"}]`,
-			delivery: 2, before: &messages.ItemState{StepAttempt: 1, Retries: 1},
+			delivery: 2, before: &wire.ItemState{StepAttempt: 1, Retries: 1},
 			setup: func(f *failureAgent) { f.items.writeErr = jetstream.ErrKeyRevisionMismatch },
 			want:  want{msg: "", claims: []int{1}},
 		},
 		{
 			name: "fenced give-up: steps aside too", steps: oneStep,
-			delivery: 2, before: &messages.ItemState{},
+			delivery: 2, before: &wire.ItemState{},
 			setup: func(f *failureAgent) { f.items.writeErr = jetstream.ErrKeyRevisionMismatch },
 			want:  want{msg: ""},
 		},
@@ -326,7 +327,7 @@ func TestFailurePath(t *testing.T) {
 		},
 		{
 			name: "a redelivery of a given-up item is finalised, not run", steps: `[{"handler":"ok"}]`,
-			delivery: 2, before: &messages.ItemState{Final: messages.OutcomeDeadLettered, Reason: messages.ReasonAttempts, Error: "boom",
+			delivery: 2, before: &wire.ItemState{Final: messages.OutcomeDeadLettered, Reason: messages.ReasonAttempts, Error: "boom",
 				History: []messages.Attempt{{Attempt: 1, Decision: "give_up"}}},
 			want: want{msg: "term", result: messages.OutcomeDeadLettered, reason: messages.ReasonAttempts, errorHas: "boom",
 				dlq: true, final: messages.OutcomeDeadLettered, decisions: []string{"give_up"}},

@@ -10,6 +10,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/pause"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -41,7 +42,7 @@ func (a *Agent) hold(ctx context.Context, it *item) {
 	if err == nil {
 		m := nats.NewMsg(a.names.HeldSubject(a.cfg.Pool, wi.JobID, wi.ItemID))
 		m.Data = data
-		m.Header.Set(messages.HeaderMsgID, messages.HeldMsgID(wi.JobID, wi.ItemID, wi.Generation, it.md.Sequence.Stream))
+		m.Header.Set(messages.HeaderMsgID, wire.HeldMsgID(wi.JobID, wi.ItemID, wi.Generation, it.md.Sequence.Stream))
 		if tp := it.m.Headers()[tracing.HeaderTraceparent]; len(tp) > 0 {
 			m.Header[tracing.HeaderTraceparent] = tp
 		}

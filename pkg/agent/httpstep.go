@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -62,13 +63,13 @@ type httpArgs struct {
 
 // parseHTTPArgs reads and expands with over the call's item.
 func parseHTTPArgs(c *Call) (httpArgs, error) {
-	vars := messages.TemplateVars{Item: c.Item, ItemID: c.ItemID, JobID: c.JobID, Attempt: c.Attempt}
+	vars := wire.TemplateVars{Item: c.Item, ItemID: c.ItemID, JobID: c.JobID, Attempt: c.Attempt}
 	render := func(field string, v any, esc func(string, string) string) (string, error) {
 		s, ok := v.(string)
 		if !ok {
 			return "", fmt.Errorf("with.%s: want a string, got %T", field, v)
 		}
-		t, err := messages.ParseTemplate(s)
+		t, err := wire.ParseTemplate(s)
 		if err != nil {
 			return "", fmt.Errorf("with.%s: %w", field, err)
 		}
@@ -83,7 +84,7 @@ func parseHTTPArgs(c *Call) (httpArgs, error) {
 		var err error
 		switch k {
 		case "url":
-			a.URL, err = render(k, v, messages.URLEscape)
+			a.URL, err = render(k, v, wire.URLEscape)
 		case "method":
 			a.Method, err = render(k, v, nil)
 		case "body":

@@ -12,6 +12,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -32,7 +33,7 @@ type job struct {
 
 // pool is the pool the coordinator routed wi to: its group's route, or
 // the job's pool (the reduce item always runs on the job's pool).
-func (j *job) pool(wi *messages.WorkItem) string {
+func (j *job) pool(wi *wire.WorkItem) string {
 	if p, ok := j.routes[wi.Group]; ok && wi.Phase != messages.PhaseReduce {
 		return p
 	}
@@ -57,7 +58,7 @@ type command struct {
 	err    error
 }
 
-func compileCommand(t messages.Template) command {
+func compileCommand(t wire.Template) command {
 	s, err := shell.Compile(t)
 	return command{script: s, err: err}
 }
@@ -176,7 +177,7 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 
 // read reads the job's record: a direct get, and when that finds no
 // usable spec, the stream leader's answer, which alone is final.
-func (c *jobCache) read(ctx context.Context, id string) (*messages.JobRecord, error) {
+func (c *jobCache) read(ctx context.Context, id string) (*wire.JobRecord, error) {
 	e, err := c.kv.Get(ctx, id)
 	switch {
 	case err == nil:
@@ -207,8 +208,8 @@ func (c *jobCache) read(ctx context.Context, id string) (*messages.JobRecord, er
 	return rec, nil
 }
 
-func decodeRecord(id string, data []byte) (*messages.JobRecord, error) {
-	var rec messages.JobRecord
+func decodeRecord(id string, data []byte) (*wire.JobRecord, error) {
+	var rec wire.JobRecord
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return nil, fmt.Errorf("agent: job record %s: %w", id, err)
 	}
@@ -222,7 +223,7 @@ func compileJob(id string, spec *messages.JobSpec) (*job, error) {
 	}
 	j := &job{id: id, spec: spec, workflow: w, onItem: w.Action()}
 	if c := w.Custom(); c != nil && c.Shell != "" {
-		t, err := messages.ParseTemplate(c.Shell)
+		t, err := wire.ParseTemplate(c.Shell)
 		if err != nil {
 			return nil, fmt.Errorf("agent: job %s: error_policy.on_item_failure.custom.shell: %w", id, err)
 		}
@@ -250,14 +251,14 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			return nil, fmt.Errorf("agent: job %s: %s[%d].retry_config: %w", id, field, i, err)
 		}
 		s.policies = append(s.policies, p)
-		var t, fb messages.Template
+		var t, fb wire.Template
 		if st.Shell != "" {
-			if t, err = messages.ParseTemplate(st.Shell); err != nil {
+			if t, err = wire.ParseTemplate(st.Shell); err != nil {
 				return nil, fmt.Errorf("agent: job %s: %s[%d].shell: %w", id, field, i, err)
 			}
 		}
 		if fa := p.OnFailure(); fa.NeedsFallback() {
-			if fb, err = messages.ParseTemplate(fa.Fallback); err != nil {
+			if fb, err = wire.ParseTemplate(fa.Fallback); err != nil {
 				return nil, fmt.Errorf("agent: job %s: %s[%d] fallback: %w", id, field, i, err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -27,7 +28,7 @@ func TestJobCacheForgetsTheEndOfAnEarlierJobOfTheSameID(t *testing.T) {
 	require.NoError(t, err)
 	put := func(state, mapReason string) {
 		t.Helper()
-		rec := messages.JobRecord{Spec: &messages.JobSpec{ID: "j", AgentTemplate: []messages.Step{{Handler: "h"}}},
+		rec := wire.JobRecord{Spec: &messages.JobSpec{ID: "j", AgentTemplate: []messages.Step{{Handler: "h"}}},
 			Status: messages.JobStatus{ID: "j", State: state, MapReason: mapReason}}
 		data, err := json.Marshal(&rec)
 		require.NoError(t, err)

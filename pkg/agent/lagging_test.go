@@ -16,6 +16,7 @@ import (
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -38,7 +39,7 @@ func staticLeader(data []byte, err error) leaderGet {
 
 func recordOf(t *testing.T, id string, spec bool) []byte {
 	t.Helper()
-	rec := messages.JobRecord{Status: messages.JobStatus{ID: id, State: messages.StateRunning}}
+	rec := wire.JobRecord{Status: messages.JobStatus{ID: id, State: messages.StateRunning}}
 	if spec {
 		rec.Spec = &messages.JobSpec{ID: id, AgentTemplate: []messages.Step{{Handler: "ok"}}}
 	} else {
@@ -106,14 +107,14 @@ func TestJobCacheAsksTheLeaderBeforeNotFound(t *testing.T) {
 func TestPoisonItemIsCounted(t *testing.T) {
 	f := newFailureAgent(t)
 	j := f.job(t, "pj", `[{"handler":"ok"}]`, "")
-	data, err := json.Marshal(messages.WorkItem{JobID: j.id, ItemID: "i1", Index: 7, Reduce: &messages.ReduceInput{}})
+	data, err := json.Marshal(wire.WorkItem{JobID: j.id, ItemID: "i1", Index: 7, Reduce: &messages.ReduceInput{}})
 	require.NoError(t, err)
 	m := f.deliverRaw(t, testNames.WorkSubject(messages.DefaultPool, j.id), data)
 	require.Equal(t, "term", m.disposition())
 	require.Len(t, f.dlq.entries, 1)
 	require.Equal(t, messages.ReasonPoison, f.dlq.entries[0].Reason)
 	require.Len(t, f.pub.results, 1, "the job must count the item")
-	res, err := messages.DecodeResults(f.pub.results[0].Data, nil)
+	res, err := wire.DecodeResults(f.pub.results[0].Data, nil)
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	require.Equal(t, messages.OutcomeDeadLettered, res[0].Outcome)
@@ -125,7 +126,7 @@ func TestPoisonItemIsCounted(t *testing.T) {
 	// it, and a later job of that id must not find one.
 	f = newFailureAgent(t)
 	f.a.jobs = newJobCache(&laggingReplica{}, staticLeader(nil, nil))
-	data, err = json.Marshal(messages.WorkItem{JobID: "gone", ItemID: "i1", Index: 7})
+	data, err = json.Marshal(wire.WorkItem{JobID: "gone", ItemID: "i1", Index: 7})
 	require.NoError(t, err)
 	m = f.deliverRaw(t, testNames.WorkSubject(messages.DefaultPool, "gone"), data)
 	require.Equal(t, "term", m.disposition())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -58,11 +59,11 @@ func (a *Agent) limitRequest(it *item, step *messages.Step) (q limit.Acquire, ok
 		q.Key, q.Label = limit.NamedKey(l.Name), l.Name
 		return q, true, nil
 	}
-	t, err := messages.ParseTemplate(l.Key)
+	t, err := wire.ParseTemplate(l.Key)
 	if err != nil {
 		return q, true, err
 	}
-	k, err := t.Render(messages.TemplateVars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID}, nil)
+	k, err := t.Render(wire.TemplateVars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID}, nil)
 	if err != nil {
 		return q, true, fmt.Errorf("limit key: %w", err)
 	}

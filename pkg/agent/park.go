@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -29,7 +30,7 @@ import (
 //     ItemState.Park = n, and the copy carries WorkItem.Park = n: a delivery
 //     whose Park is below the state's is superseded by a copy and is never
 //     run. It schedules the copy again (resumePark) and is acked;
-//   - the schedule's message id (messages.ParkMsgID) names the park, so
+//   - the schedule's message id (wire.ParkMsgID) names the park, so
 //     scheduling again what was scheduled is dropped by the park stream's
 //     duplicate window, and the schedule's subject is the item's own, so a
 //     later schedule replaces an earlier one not yet fired.
@@ -144,11 +145,11 @@ func (a *Agent) schedule(ctx context.Context, it *item) error {
 	}
 	m := nats.NewMsg(a.names.ParkSubject(a.cfg.Pool, wi.JobID, wi.ItemID))
 	m.Data = data
-	m.Header.Set(messages.HeaderSchedule, "@at "+it.st.ParkUntil.UTC().Format(time.RFC3339Nano))
-	m.Header.Set(messages.HeaderScheduleTarget, a.names.ParkDueSubject(a.cfg.Pool, wi.JobID))
-	m.Header.Set(messages.HeaderMsgID, messages.ParkMsgID(wi.JobID, wi.ItemID, wi.Generation, wi.Park))
+	m.Header.Set(wire.HeaderSchedule, "@at "+it.st.ParkUntil.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(wire.HeaderScheduleTarget, a.names.ParkDueSubject(a.cfg.Pool, wi.JobID))
+	m.Header.Set(messages.HeaderMsgID, wire.ParkMsgID(wi.JobID, wi.ItemID, wi.Generation, wi.Park))
 	if it.breakerParked {
-		m.Header.Set(messages.HeaderParkReason, messages.ParkReasonBreaker)
+		m.Header.Set(wire.HeaderParkReason, wire.ParkReasonBreaker)
 	}
 	if tp := it.m.Headers()[tracing.HeaderTraceparent]; len(tp) > 0 {
 		m.Header[tracing.HeaderTraceparent] = tp // the parked copy stays in the item's trace

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -37,10 +38,10 @@ func TestParking(t *testing.T) {
 		require.Len(t, f.pub.parks, 1)
 		s := f.pub.parks[0]
 		require.Equal(t, messages.MustNames("fleet").ParkSubject(messages.DefaultPool, "j", "i1"), s.Subject)
-		require.Equal(t, "@at "+t0.Add(10*time.Second).UTC().Format(time.RFC3339Nano), s.Header.Get(messages.HeaderSchedule))
-		require.Equal(t, "fleet.parked.default.due.j", s.Header.Get(messages.HeaderScheduleTarget))
-		require.Equal(t, messages.ParkMsgID("j", "i1", 0, 1), s.Header.Get(messages.HeaderMsgID))
-		var wi messages.WorkItem
+		require.Equal(t, "@at "+t0.Add(10*time.Second).UTC().Format(time.RFC3339Nano), s.Header.Get(wire.HeaderSchedule))
+		require.Equal(t, "fleet.parked.default.due.j", s.Header.Get(wire.HeaderScheduleTarget))
+		require.Equal(t, wire.ParkMsgID("j", "i1", 0, 1), s.Header.Get(messages.HeaderMsgID))
+		var wi wire.WorkItem
 		require.NoError(t, json.Unmarshal(s.Data, &wi))
 		require.Equal(t, 1, wi.Park)
 		require.Equal(t, "i1", wi.ItemID)
@@ -71,10 +72,10 @@ func TestParking(t *testing.T) {
 	t.Run("a superseded delivery is acked without running", func(t *testing.T) {
 		f := setup(t)
 		j := f.job(t, "j", tenSeconds, "")
-		f.store(t, j, messages.ItemState{Park: 2, ParkUntil: t0.Add(time.Minute), StepAttempt: 2})
+		f.store(t, j, wire.ItemState{Park: 2, ParkUntil: t0.Add(time.Minute), StepAttempt: 2})
 		require.Equal(t, "ack", f.deliverPark(t, j, 3, 1).disposition())
 		require.Len(t, f.pub.parks, 1, "scheduled again: a duplicate if it was stored")
-		require.Equal(t, messages.ParkMsgID("j", "i1", 0, 2), f.pub.parks[0].Header.Get(messages.HeaderMsgID))
+		require.Equal(t, wire.ParkMsgID("j", "i1", 0, 2), f.pub.parks[0].Header.Get(messages.HeaderMsgID))
 		require.Equal(t, 2, f.state(t, j).StepAttempt, "not run")
 		require.Nil(t, f.pub.result(t))
 	})
@@ -82,7 +83,7 @@ func TestParking(t *testing.T) {
 	t.Run("a superseded delivery of a finished item is only acked", func(t *testing.T) {
 		f := setup(t)
 		j := f.job(t, "j", tenSeconds, "")
-		f.store(t, j, messages.ItemState{Park: 1, Final: messages.OutcomeSucceeded})
+		f.store(t, j, wire.ItemState{Park: 1, Final: messages.OutcomeSucceeded})
 		require.Equal(t, "ack", f.deliver(t, j, 2).disposition())
 		require.Empty(t, f.pub.parks)
 		require.Nil(t, f.pub.result(t), "the copy reported it")
@@ -91,7 +92,7 @@ func TestParking(t *testing.T) {
 	t.Run("a parked copy that succeeds keeps its state, final", func(t *testing.T) {
 		f := setup(t)
 		j := f.job(t, "j", `[{"handler":"ok"}]`, "")
-		f.store(t, j, messages.ItemState{Park: 1, StepAttempt: 1})
+		f.store(t, j, wire.ItemState{Park: 1, StepAttempt: 1})
 		require.Equal(t, "ack", f.deliverPark(t, j, 1, 1).disposition())
 		require.Equal(t, messages.OutcomeSucceeded, f.pub.result(t).Outcome)
 		st := f.state(t, j)
@@ -103,7 +104,7 @@ func TestParking(t *testing.T) {
 		f := setup(t)
 		f.a.parking.Store(false)
 		j := f.job(t, "j", `[{"handler":"ok"}]`, "")
-		f.store(t, j, messages.ItemState{Park: 1})
+		f.store(t, j, wire.ItemState{Park: 1})
 		require.Equal(t, "ack", f.deliver(t, j, 2).disposition())
 		require.Equal(t, messages.OutcomeSucceeded, f.pub.result(t).Outcome)
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -113,7 +114,7 @@ func (p *presence) start(runCtx context.Context) (stop func()) {
 			}
 			return
 		}
-		key := messages.AgentKey(p.a.cfg.Pool, p.a.cfg.Name)
+		key := wire.AgentKey(p.a.cfg.Pool, p.a.cfg.Name)
 		t := time.NewTicker(p.a.cfg.PresenceInterval)
 		defer t.Stop()
 		shutdown := runCtx.Done()

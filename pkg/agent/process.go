@@ -20,11 +20,12 @@ import (
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // maxMessageBytes bounds error messages kept in histories and results.
-const maxMessageBytes = messages.MaxErrorBytes
+const maxMessageBytes = wire.MaxErrorBytes
 
 // messageRoom is kept under the server's max_payload for headers and
 // protocol overhead when an item's state or result is encoded to fit.
@@ -38,11 +39,11 @@ func (a *Agent) maxPayload() int { return int(a.maxPayloadOf()) - messageRoom }
 type item struct {
 	m   jetstream.Msg
 	md  *jetstream.MsgMetadata
-	wi  messages.WorkItem
+	wi  wire.WorkItem
 	job *job
 	set *stepSet // the job's map steps, or its reduce steps
 	mv  *shell.MapVars
-	st  messages.ItemState
+	st  wire.ItemState
 	rev uint64 // revision of the item's state key; 0 = none read or written
 	key string // the item's key in the items bucket: see itemKey
 	t0  time.Time
@@ -80,7 +81,7 @@ type carried struct {
 // exactly one more run. A replay with --reset-attempts, a first run and a
 // reduce item carry nothing. The latest attempt of an earlier generation in
 // the history says where the item stopped.
-func carriedAttempts(wi *messages.WorkItem) carried {
+func carriedAttempts(wi *wire.WorkItem) carried {
 	if wi.ResetAttempts || wi.ReplayCount == 0 || wi.Phase == messages.PhaseReduce {
 		return carried{}
 	}
@@ -136,7 +137,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 		return
 	}
 	it.md = md
-	if err := messages.DecodeWorkItem(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
+	if err := wire.DecodeWorkItem(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
@@ -144,14 +145,14 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return
 	}
-	if next := m.Headers().Get(messages.HeaderScheduleNext); next != "" && next != messages.ScheduleNextPurge {
+	if next := m.Headers().Get(wire.HeaderScheduleNext); next != "" && next != wire.ScheduleNextPurge {
 		// Agents park with schedules that fire once: a repeating one
 		// was published by hand, to run the item over and over.
 		a.refuse(it, "fired by a repeating schedule")
 		return
 	}
 	if v := a.cfg.WorkVerifier; v != nil {
-		sig, err := messages.DecodeSig(it.wi.Sig)
+		sig, err := wire.DecodeSig(it.wi.Sig)
 		if err == nil {
 			err = v.Verify(it.wi.SignedBytes(a.cfg.Pool), sig)
 		}
@@ -216,7 +217,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 		return
 	}
 
-	it.st = messages.ItemState{JobID: it.wi.JobID, ItemID: it.wi.ItemID, Generation: it.wi.Generation}
+	it.st = wire.ItemState{JobID: it.wi.JobID, ItemID: it.wi.ItemID, Generation: it.wi.Generation}
 	it.carry = carriedAttempts(&it.wi)
 	if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 || it.wi.Held > 0 {
 		if err := a.loadState(ctx, it); err != nil {
@@ -292,7 +293,7 @@ const maxObjectName = 1024
 // checkWorkItem refuses a work message whose body does not belong on its
 // subject (<prefix>.work.<pool>.<job>), or that names what no coordinator
 // would: the job id and the reduce object go into KV keys and subjects.
-func checkWorkItem(names messages.Names, subject string, wi *messages.WorkItem) error {
+func checkWorkItem(names messages.Names, subject string, wi *wire.WorkItem) error {
 	if err := messages.ValidToken(wi.JobID); err != nil {
 		return fmt.Errorf("job_id: not a job id: %w", err)
 	}
@@ -309,7 +310,7 @@ func checkWorkItem(names messages.Names, subject string, wi *messages.WorkItem) 
 // item that succeeds on its first delivery never needs it.
 func (a *Agent) itemKey(it *item) string {
 	if it.key == "" {
-		it.key = messages.ItemKey(a.cfg.Pool, it.wi.JobID, it.wi.ItemID)
+		it.key = wire.ItemKey(a.cfg.Pool, it.wi.JobID, it.wi.ItemID)
 	}
 	return it.key
 }
@@ -324,7 +325,7 @@ func (a *Agent) loadState(ctx context.Context, it *item) error {
 		return err
 	}
 	it.rev = e.Revision()
-	var st messages.ItemState
+	var st wire.ItemState
 	if err := json.Unmarshal(e.Value(), &st); err != nil {
 		a.log.Warn().Err(err).Str("item_id", it.wi.ItemID).Msg("corrupt item state replaced")
 		return nil
@@ -340,7 +341,7 @@ func (a *Agent) loadState(ctx context.Context, it *item) error {
 // saveState persists the item's state, fenced by revision: a conflict means
 // another agent now holds the item, and this one must step aside.
 func (a *Agent) saveState(ctx context.Context, it *item) error {
-	data, err := messages.EncodeItemState(&it.st, a.maxPayload())
+	data, err := wire.EncodeItemState(&it.st, a.maxPayload())
 	if err != nil {
 		return err
 	}
@@ -525,7 +526,7 @@ func stepRuns(it *item) []messages.StepRun {
 func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 	// Encoded to fit: a handler's output may be as large as MaxOutputBytes
 	// says, and the item id as large as an item may be.
-	data, err := messages.EncodeResult(res, a.maxPayload())
+	data, err := wire.EncodeResult(res, a.maxPayload())
 	if err != nil {
 		a.log.Error().Err(err).Msg("cannot encode result")
 		a.nakDelay(it, time.Second)

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -114,7 +115,7 @@ func (a *Agent) releaseParked(ctx context.Context, job string) (int, error) {
 // if it is still its subject's last message. It reports whether it did.
 func (a *Agent) release(ctx context.Context, m *jetstream.RawStreamMsg) (bool, error) {
 	h := m.Header
-	if h.Get(messages.HeaderParkReason) != messages.ParkReasonBreaker || h.Get(messages.HeaderSchedule) == "" {
+	if h.Get(wire.HeaderParkReason) != wire.ParkReasonBreaker || h.Get(wire.HeaderSchedule) == "" {
 		return false, nil
 	}
 	r := nats.NewMsg(m.Subject)
@@ -122,8 +123,8 @@ func (a *Agent) release(ctx context.Context, m *jetstream.RawStreamMsg) (bool, e
 	for k, v := range h {
 		r.Header[k] = v
 	}
-	r.Header.Del(messages.HeaderParkReason)
-	r.Header.Set(messages.HeaderSchedule, "@at "+a.cfg.hooks.Clock.Now().UTC().Format(time.RFC3339Nano))
+	r.Header.Del(wire.HeaderParkReason)
+	r.Header.Set(wire.HeaderSchedule, "@at "+a.cfg.hooks.Clock.Now().UTC().Format(time.RFC3339Nano))
 	r.Header.Set(messages.HeaderMsgID, h.Get(messages.HeaderMsgID)+".released")
 	_, err := a.js.PublishMsg(ctx, r, jetstream.WithExpectLastSequencePerSubject(m.Sequence))
 	var apiErr *jetstream.APIError

@@ -9,6 +9,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/failure"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -27,7 +28,7 @@ func traceHooks(a *Agent, it *item, f *retry.Failure) {
 
 func tracedItem() *item {
 	m := &recMsg{subject: "fleet.work.default.j"}
-	return &item{m: m, set: &stepSet{steps: []messages.Step{{Shell: "true"}}}, wi: messages.WorkItem{JobID: "j", ItemID: "a"}}
+	return &item{m: m, set: &stepSet{steps: []messages.Step{{Shell: "true"}}}, wi: wire.WorkItem{JobID: "j", ItemID: "a"}}
 }
 
 // With tracing off (no TracerProvider), the hooks on an item's path

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -44,7 +45,7 @@ func (c *Coordinator) maxPayload() int {
 
 // maxWorkBytes is the largest work message an item may make: the rest of
 // max_payload is kept for its dead-letter entry and its result.
-func (c *Coordinator) maxWorkBytes() int { return c.maxPayload() - messages.ItemHeadroom }
+func (c *Coordinator) maxWorkBytes() int { return c.maxPayload() - wire.ItemHeadroom }
 
 // statusRoom is what a job record keeps free, under the server's
 // max_payload, for its status to grow into: counts, the error report
@@ -66,7 +67,7 @@ func (c *Coordinator) admitSpec(data []byte) (spec *messages.JobSpec, problems [
 	if err != nil {
 		return nil, boundProblems(problemsOf(err))
 	}
-	rec, err := json.Marshal(messages.JobRecord{Spec: jobspec.WithDefaults(spec)})
+	rec, err := json.Marshal(wire.JobRecord{Spec: jobspec.WithDefaults(spec)})
 	if err != nil {
 		return spec, []messages.FieldError{{Message: err.Error()}}
 	}
@@ -103,17 +104,17 @@ func (c *Coordinator) countItems(ctx context.Context, eff *messages.JobSpec) (to
 }
 
 // itemCheck refuses an item whose work message would not leave room under
-// max_payload for its dead-letter entry and result (messages.ItemHeadroom),
+// max_payload for its dead-letter entry and result (wire.ItemHeadroom),
 // or whose group name is too long.
 func (c *Coordinator) itemCheck(job string) func(expand.Item) error {
 	limit := c.maxWorkBytes()
 	return func(it expand.Item) error {
 		if len(it.Group) > maxGroupBytes {
-			return fmt.Errorf("group_by gives it the group %s; the limit is %d bytes", messages.ShortID(it.Group), maxGroupBytes)
+			return fmt.Errorf("group_by gives it the group %s; the limit is %d bytes", wire.ShortID(it.Group), maxGroupBytes)
 		}
 		if n := workSize(job, it); n > limit {
 			return fmt.Errorf("its work message would be %d bytes; the limit is %d (the server's max_payload %d less %d kept for its dead-letter entry and result)",
-				n, limit, c.maxPayload(), messages.ItemHeadroom)
+				n, limit, c.maxPayload(), wire.ItemHeadroom)
 		}
 		return nil
 	}
@@ -149,7 +150,7 @@ func countProblem(eff *messages.JobSpec, err error) messages.FieldError {
 		}
 		what := "item " + strconv.FormatInt(ie.Index, 10)
 		if ie.ID != "" && ie.ID != strconv.FormatInt(ie.Index, 10) {
-			what += " (id " + messages.ShortID(ie.ID) + ")"
+			what += " (id " + wire.ShortID(ie.ID) + ")"
 		}
 		return messages.FieldError{Field: "input", Message: what + ": " + ie.Err.Error()}
 	}
@@ -220,7 +221,7 @@ func submissionID(id string, body []byte, after uint64) string {
 // signatures (counted in errors_other), the reduce outcome's texts beyond
 // 1 KiB, and problems beyond the first ten. Acceptance checks keep the
 // rest (spec, groups) within max.
-func fitRecord(rec *messages.JobRecord, max int) ([]byte, error) {
+func fitRecord(rec *wire.JobRecord, max int) ([]byte, error) {
 	r := *rec
 	st := &r.Status
 	st.Errors = append([]messages.ErrorSummary(nil), st.Errors...)

@@ -10,13 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // A record over the limit sheds its error report, least frequent
 // signatures first, and keeps every failure counted.
 func TestFitRecordShedsTheReport(t *testing.T) {
-	rec := &messages.JobRecord{Spec: &messages.JobSpec{ID: "j"}, Status: messages.JobStatus{ID: "j", State: messages.StateRunning}}
+	rec := &wire.JobRecord{Spec: &messages.JobSpec{ID: "j"}, Status: messages.JobStatus{ID: "j", State: messages.StateRunning}}
 	var total int64
 	for i := range 200 {
 		rec.Status.Errors = append(rec.Status.Errors, messages.ErrorSummary{
@@ -32,7 +33,7 @@ func TestFitRecordShedsTheReport(t *testing.T) {
 		data, err := fitRecord(rec, max)
 		require.NoError(t, err, "max %d", max)
 		require.LessOrEqual(t, len(data), max)
-		var got messages.JobRecord
+		var got wire.JobRecord
 		require.NoError(t, json.Unmarshal(data, &got))
 		sum := got.Status.ErrorsOther
 		for i, e := range got.Status.Errors {
@@ -42,7 +43,7 @@ func TestFitRecordShedsTheReport(t *testing.T) {
 		require.Equal(t, total+7, sum, "max %d: every failure still counted", max)
 	}
 	require.Len(t, rec.Status.Errors[0].Items, 1, "the record itself is not modified")
-	_, err = fitRecord(&messages.JobRecord{Spec: &messages.JobSpec{Name: strings.Repeat("n", 5000)}}, 1000)
+	_, err = fitRecord(&wire.JobRecord{Spec: &messages.JobSpec{Name: strings.Repeat("n", 5000)}}, 1000)
 	require.Error(t, err, "what cannot be shed is reported")
 }
 
@@ -85,10 +86,10 @@ func TestSubmissionID(t *testing.T) {
 
 func TestWorkSizeBoundsTheMessage(t *testing.T) {
 	it := expand.Item{Index: 123456, ID: "id \"with\" <escapes> & \x01", Group: "eu", Raw: json.RawMessage(`{"a": [1, 2, 3]}`)}
-	wi := messages.WorkItem{JobID: "job-1", ItemID: it.ID, Index: it.Index, Group: it.Group, Payload: it.Raw,
+	wi := wire.WorkItem{JobID: "job-1", ItemID: it.ID, Index: it.Index, Group: it.Group, Payload: it.Raw,
 		CorrelationID: "job-1:123456", Generation: 0}
 	body, err := json.Marshal(&wi)
 	require.NoError(t, err)
-	msgID := messages.WorkMsgID("job-1", it.ID, 0)
+	msgID := wire.WorkMsgID("job-1", it.ID, 0)
 	require.GreaterOrEqual(t, workSize("job-1", it), len(body)+len("Nats-Msg-Id: ")+len(msgID))
 }

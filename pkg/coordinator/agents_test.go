@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -29,7 +30,7 @@ func (e presenceEntry) Operation() jetstream.KeyValueOp { return e.op }
 
 func put(pool, name string, handlers ...string) presenceEntry {
 	b, _ := json.Marshal(messages.AgentPresence{Name: name, Pool: pool, Handlers: handlers})
-	return presenceEntry{key: messages.AgentKey(pool, name), value: b, op: jetstream.KeyValuePut}
+	return presenceEntry{key: wire.AgentKey(pool, name), value: b, op: jetstream.KeyValuePut}
 }
 
 func TestHandlerProblemsFollowThePresentAgents(t *testing.T) {
@@ -62,9 +63,9 @@ func TestHandlerProblemsFollowThePresentAgents(t *testing.T) {
 
 	// A stopped agent no longer counts; the last one gone leaves the pool
 	// open again.
-	d.apply(presenceEntry{key: messages.AgentKey("default", "a2"), op: jetstream.KeyValueDelete})
+	d.apply(presenceEntry{key: wire.AgentKey("default", "a2"), op: jetstream.KeyValueDelete})
 	require.Equal(t, []string{"reduce[0].handler", "error_policy.on_item_failure.custom.handler"}, fields())
-	d.apply(presenceEntry{key: messages.AgentKey("default", "a1"), op: jetstream.KeyValuePurge})
+	d.apply(presenceEntry{key: wire.AgentKey("default", "a1"), op: jetstream.KeyValuePurge})
 	require.Empty(t, fields())
 
 	// The spec's pool is the one checked.

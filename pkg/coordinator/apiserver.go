@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -209,7 +210,7 @@ func (s *apiServer) keepServing(ctx context.Context) {
 	if probe == nil {
 		r := kvleader.New(s.c.js, s.c.names.ControlBucket())
 		probe = func(ctx context.Context) error {
-			_, _, err := r.Get(ctx, messages.LeaseKey)
+			_, _, err := r.Get(ctx, wire.LeaseKey)
 			return err
 		}
 	}

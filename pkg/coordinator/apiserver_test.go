@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -397,7 +398,7 @@ func TestNoCoordinatorIsNoResponders(t *testing.T) {
 // leader's, just started) has counted only part of them: status comes
 // from the record until it has caught up.
 func TestStatusOfAReplayingRunnerComesFromTheRecord(t *testing.T) {
-	recData, err := json.Marshal(messages.JobRecord{Status: messages.JobStatus{ID: "j", State: messages.StateRunning, Items: 10, Succeeded: 7}})
+	recData, err := json.Marshal(wire.JobRecord{Status: messages.JobStatus{ID: "j", State: messages.StateRunning, Items: 10, Succeeded: 7}})
 	require.NoError(t, err)
 	c := &Coordinator{cfg: Config{}.WithDefaults(), runners: map[string]*jobRunner{},
 		store: &jobStore{leader: func(context.Context, string) ([]byte, uint64, error) { return recData, 3, nil }}}

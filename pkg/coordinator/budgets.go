@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -40,7 +41,7 @@ func poolItems(pool string, total int64, groups map[string]int64, routes map[str
 // whatever the keys held: a budget left by a rejected attempt (one that
 // died after creating it) must not stand in for this job's. It sets
 // rec.BudgetShares.
-func (c *Coordinator) createBudgets(ctx context.Context, rec *messages.JobRecord, brec budget.Record, items map[string]int64) error {
+func (c *Coordinator) createBudgets(ctx context.Context, rec *wire.JobRecord, brec budget.Record, items map[string]int64) error {
 	id := rec.Status.ID
 	rec.BudgetShares = budget.Shares(brec.Total, items)
 	for _, pool := range slices.Sorted(maps.Keys(items)) {
@@ -66,7 +67,7 @@ func poolBudget(rec budget.Record, share, consumed int) budget.Record {
 // budget is the single key <job> (its record has no BudgetShares), its
 // per-pool keys, carrying over what was spent; it returns the shares to
 // record, nil when there is nothing to do. Keys that exist are kept.
-func (c *Coordinator) migrateBudget(ctx context.Context, rec *messages.JobRecord) (map[string]int, error) {
+func (c *Coordinator) migrateBudget(ctx context.Context, rec *wire.JobRecord) (map[string]int, error) {
 	st := &rec.Status
 	if rec.BudgetShares != nil || rec.Spec == nil || messages.TerminalState(st.State) {
 		return nil, nil
@@ -96,7 +97,7 @@ func (c *Coordinator) migrateBudget(ctx context.Context, rec *messages.JobRecord
 }
 
 // forgetBudgets drops what the coordinator's Budget remembers of the job.
-func (c *Coordinator) forgetBudgets(rec *messages.JobRecord) {
+func (c *Coordinator) forgetBudgets(rec *wire.JobRecord) {
 	for _, pool := range jobPools(rec) {
 		c.budget.Forget(budget.Key(pool, rec.Status.ID))
 	}
@@ -105,7 +106,7 @@ func (c *Coordinator) forgetBudgets(rec *messages.JobRecord) {
 // fillBudget copies the job's spending (the sum of its pools' records)
 // into rec's status, and its breaker state. On a read error the status
 // keeps what it had.
-func (c *Coordinator) fillBudget(ctx context.Context, rec *messages.JobRecord) {
+func (c *Coordinator) fillBudget(ctx context.Context, rec *wire.JobRecord) {
 	st := &rec.Status
 	consumed := 0
 	for _, pool := range jobPools(rec) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -29,7 +30,7 @@ func TestMigrateBudgetMovesALegacyKey(t *testing.T) {
 	_, _, err = b.Create(ctx, "old", budget.Record{Total: 10, PerItemMax: 10, Consumed: 7})
 	require.NoError(t, err)
 
-	rec := messages.JobRecord{
+	rec := wire.JobRecord{
 		Spec: &messages.JobSpec{Pool: "a", GroupBy: "${item.g}"},
 		Status: messages.JobStatus{ID: "old", Pool: "a", State: messages.StateRunning, Items: 4,
 			Budget: messages.BudgetStatus{Total: 10, PerItemMax: 10, Consumed: 3},

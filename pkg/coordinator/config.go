@@ -260,7 +260,7 @@ type Config struct {
 	// <hostname>-<pid>-<random>.
 	Holder string
 	// WorkSigner, when set, signs every work item the coordinator
-	// publishes (messages.WorkItem.SignedBytes for the pool it goes to):
+	// publishes (WorkItem.SignedBytes of internal/wire, for the pool it goes to):
 	// agents given its public key run nothing else (docs/security.md,
 	// "Work items are signed"). An nkeys.KeyPair made from the seed
 	// `fleetctl auth init` writes (work-signing.nk) is one. Defaults to

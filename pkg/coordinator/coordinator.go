@@ -25,6 +25,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -196,7 +197,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	defer c.work.Close()
 	ls, err := lease.New(lease.Config{
-		Store: c.control, Reader: kvleader.New(c.js, c.names.ControlBucket()), Key: messages.LeaseKey,
+		Store: c.control, Reader: kvleader.New(c.js, c.names.ControlBucket()), Key: wire.LeaseKey,
 		// The lease runs on real time, never on the configured clock: a test that
 		// moves the jobs' clock must not move the leader's liveness with it.
 		Holder: c.cfg.Holder, TTL: c.cfg.LeaseTTL, Logger: c.log,
@@ -272,7 +273,7 @@ func (c *Coordinator) resume(ctx context.Context) error {
 
 // startRunner starts the runner of a job whose record is at revision rev,
 // if this coordinator leads and runs none for it.
-func (c *Coordinator) startRunner(rec messages.JobRecord, rev uint64) {
+func (c *Coordinator) startRunner(rec wire.JobRecord, rev uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ctx := c.runCtx
@@ -579,7 +580,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	if len(problems) > 0 {
 		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
-	rec := messages.JobRecord{
+	rec := wire.JobRecord{
 		Spec: eff,
 		Status: messages.JobStatus{
 			ID: spec.ID, Name: eff.Name, Pool: eff.Pool, State: messages.StatePending,
@@ -637,7 +638,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 }
 
 // recordSize is the encoded size of rec.
-func recordSize(rec *messages.JobRecord) int {
+func recordSize(rec *wire.JobRecord) int {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return 0
@@ -718,7 +719,7 @@ func (c *Coordinator) reject(ctx context.Context, seq uint64, id string, problem
 	case err != nil && !errors.Is(err, errNoJob):
 		return err
 	}
-	rec := messages.JobRecord{Status: messages.JobStatus{
+	rec := wire.JobRecord{Status: messages.JobStatus{
 		ID: id, State: messages.StateRejected, Problems: problems, SubmittedAt: now, FinishedAt: &now,
 	}, SubmitSeq: seq}
 	created, err := c.store.replace(ctx, &rec, rev)

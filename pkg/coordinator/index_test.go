@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -162,7 +163,7 @@ func TestJobsListPagesFromTheIndex(t *testing.T) {
 	kv, err := srv.JS().KeyValue(ctx, messages.MustNames("").JobsBucket())
 	require.NoError(t, err)
 	put := func(st *messages.JobStatus) {
-		data, err := json.Marshal(messages.JobRecord{Status: *st, Spec: &messages.JobSpec{ID: st.ID}})
+		data, err := json.Marshal(wire.JobRecord{Status: *st, Spec: &messages.JobSpec{ID: st.ID}})
 		require.NoError(t, err)
 		_, err = kv.Put(ctx, st.ID, data)
 		require.NoError(t, err)

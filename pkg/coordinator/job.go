@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -76,7 +77,7 @@ type jobRunner struct {
 	lateMode  string           // what results after the map phase ended do
 
 	mu       sync.Mutex
-	rec      messages.JobRecord
+	rec      wire.JobRecord
 	rev      uint64         // the record's revision in KV, written by flush only
 	outcome  []uint8        // per item index
 	gens     map[int64]int  // generation of replayed items (absent = 0)
@@ -115,7 +116,7 @@ type stopRequest struct {
 	reply         chan messages.JobStatus
 }
 
-func newJobRunner(c *Coordinator, rec messages.JobRecord, rev uint64) *jobRunner {
+func newJobRunner(c *Coordinator, rec wire.JobRecord, rev uint64) *jobRunner {
 	r := &jobRunner{
 		c:          c,
 		rev:        rev,
@@ -530,7 +531,7 @@ func (r *jobRunner) countError(res *messages.Result) {
 			r.errsOther++
 			return
 		}
-		e = &trackedError{sum: messages.ErrorSummary{Signature: res.Signature, Class: res.ErrorClass, Message: messages.Clip(res.Error, maxErrorMessage)}}
+		e = &trackedError{sum: messages.ErrorSummary{Signature: res.Signature, Class: res.ErrorClass, Message: wire.Clip(res.Error, maxErrorMessage)}}
 		r.errs[res.Signature] = e
 	}
 	e.sum.Count++
@@ -567,7 +568,7 @@ type trackedError struct {
 }
 
 // snapshot copies the record with the error report filled in.
-func (r *jobRunner) snapshot() messages.JobRecord {
+func (r *jobRunner) snapshot() wire.JobRecord {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.rec
@@ -708,7 +709,7 @@ func (r *jobRunner) purgeParked(ctx context.Context) {
 
 // jobPools are the pools rec's items run on: its spec's, and those its
 // groups are routed to. Each has its own park stream.
-func jobPools(rec *messages.JobRecord) []string {
+func jobPools(rec *wire.JobRecord) []string {
 	var pools []string
 	if rec.Spec != nil {
 		pools = append(pools, cmp.Or(rec.Spec.Pool, messages.DefaultPool))

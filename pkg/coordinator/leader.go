@@ -13,6 +13,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -236,7 +237,7 @@ func (c *Coordinator) requestCancel(ctx context.Context, req messages.CancelRequ
 		return &rec.Status, errJobFinished
 	}
 	data, _ := json.Marshal(cancelRequest{By: c.cfg.Holder, At: c.cfg.hooks.Clock.Now(), Kill: req.Kill})
-	if _, err := c.control.Put(ctx, messages.CancelKey(id), data); err != nil {
+	if _, err := c.control.Put(ctx, wire.CancelKey(id), data); err != nil {
 		return nil, fmt.Errorf("storing the cancel request: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, cancelWait)
@@ -266,12 +267,12 @@ func (c *Coordinator) requestCancel(ctx context.Context, req messages.CancelRequ
 
 // followCancels carries out cancel requests while this coordinator leads.
 func (c *Coordinator) followCancels(ctx context.Context) error {
-	w, err := c.control.Watch(ctx, messages.CancelKey("*"), jetstream.IgnoreDeletes())
+	w, err := c.control.Watch(ctx, wire.CancelKey("*"), jetstream.IgnoreDeletes())
 	if err != nil {
 		return fmt.Errorf("watching cancel requests: %w", err)
 	}
 	return kvwatch.Watch(ctx, w, nil, func(e jetstream.KeyValueEntry) {
-		id := e.Key()[len(messages.CancelKey("")):]
+		id := e.Key()[len(wire.CancelKey("")):]
 		var req cancelRequest
 		_ = json.Unmarshal(e.Value(), &req) // a bad value is a plain cancel
 		r := c.runner(id)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/lease"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -121,7 +122,7 @@ func TestFollowerAnswersAndTakesOver(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, nextMapEnded(t, ended).Kill)
 	fleettest.WaitFor(t, 10*time.Second, func() error {
-		if _, err := a.control.Get(ctx, messages.CancelKey("held")); err == nil {
+		if _, err := a.control.Get(ctx, wire.CancelKey("held")); err == nil {
 			return errors.New("the cancel request is still there")
 		}
 		return nil

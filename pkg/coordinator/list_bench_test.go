@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -35,7 +36,7 @@ func BenchmarkJobsList(b *testing.B) {
 					Items: 100, Succeeded: 100, SubmittedAt: t0.Add(time.Duration(i) * time.Second)}
 				c.index.put(1, &st)
 			}
-			rec := messages.JobRecord{Status: messages.JobStatus{ID: "raw", State: messages.StateSucceeded}}
+			rec := wire.JobRecord{Status: messages.JobStatus{ID: "raw", State: messages.StateSucceeded}}
 			require.NoError(b, c.store.put(ctx, &rec))
 			cl, err := NewClient(srv.Connect(b), "")
 			require.NoError(b, err)

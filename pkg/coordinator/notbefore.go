@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -17,7 +18,7 @@ import (
 
 // holdAtAcceptance resolves rec's not_before against now, and marks the
 // job scheduled when the time is still to come.
-func holdAtAcceptance(rec *messages.JobRecord, now time.Time) {
+func holdAtAcceptance(rec *wire.JobRecord, now time.Time) {
 	if rec.Spec == nil || rec.Spec.NotBefore == "" {
 		return
 	}
@@ -33,7 +34,7 @@ func holdAtAcceptance(rec *messages.JobRecord, now time.Time) {
 
 // dueAt is when an accepted job's items may first run: its not_before
 // time (resolved by holdAtAcceptance), or now.
-func dueAt(rec *messages.JobRecord, now time.Time) time.Time {
+func dueAt(rec *wire.JobRecord, now time.Time) time.Time {
 	if rec.Spec == nil || rec.Spec.NotBefore == "" {
 		return now
 	}

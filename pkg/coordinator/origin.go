@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -88,7 +89,7 @@ func (r *jobRunner) loadPools(ctx context.Context) {
 
 // buildItemPools returns the pools of rec's items; it reads the job's input
 // when the job routes groups to other pools.
-func buildItemPools(ctx context.Context, open expand.Opener, rec *messages.JobRecord, log zerolog.Logger) *itemPools {
+func buildItemPools(ctx context.Context, open expand.Opener, rec *wire.JobRecord, log zerolog.Logger) *itemPools {
 	spec, routes, items := rec.Spec, rec.Routes, rec.Status.Items
 	p := &itemPools{def: messages.DefaultPool, items: items, known: true}
 	if spec != nil && spec.Pool != "" {

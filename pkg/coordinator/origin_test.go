@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -22,7 +23,7 @@ func TestItemPoolsFollowTheRoutes(t *testing.T) {
 		json.RawMessage(`{"id": "c", "r": "arm"}`), json.RawMessage(`{"id": "d", "r": "gpu"}`),
 	}
 	spec := jobspec.WithDefaults(&messages.JobSpec{Pool: "cpu", GroupBy: "${item.r}", Items: items})
-	rec := &messages.JobRecord{Spec: spec, Routes: map[string]string{"gpu": "gpu", "arm": "arm"},
+	rec := &wire.JobRecord{Spec: spec, Routes: map[string]string{"gpu": "gpu", "arm": "arm"},
 		Status: messages.JobStatus{Items: 4}}
 	p := buildItemPools(context.Background(), nil, rec, zerolog.Nop())
 	require.True(t, p.known)
@@ -37,7 +38,7 @@ func TestItemPoolsFollowTheRoutes(t *testing.T) {
 	require.False(t, p.allows(-1, "cpu"))
 
 	// A job without routes needs no input: every item is on its pool.
-	plain := buildItemPools(context.Background(), nil, &messages.JobRecord{Spec: jobspec.WithDefaults(&messages.JobSpec{Pool: "cpu"})}, zerolog.Nop())
+	plain := buildItemPools(context.Background(), nil, &wire.JobRecord{Spec: jobspec.WithDefaults(&messages.JobSpec{Pool: "cpu"})}, zerolog.Nop())
 	require.Equal(t, "cpu", plain.of(123))
 	require.False(t, plain.allows(0, "gpu"))
 

@@ -14,11 +14,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // Pause and resume (docs/jobs.md "Pause and resume"; the pause bucket's
-// keys are in pkg/messages/pause.go).
+// keys are in internal/wire/pausekeys.go).
 //
 // Any coordinator answers jobs.pause and pools.pause by writing the key;
 // the leader's view of the bucket (pause.View, kept by every coordinator)
@@ -92,7 +93,7 @@ func (c *Coordinator) PauseJob(ctx context.Context, id string) (*messages.JobSta
 	if rec.Status.MapReason != "" {
 		return &rec.Status, errMapEnded
 	}
-	if err := c.putPause(ctx, messages.PauseJobKey(id)); err != nil {
+	if err := c.putPause(ctx, wire.PauseJobKey(id)); err != nil {
 		return nil, err
 	}
 	return c.waitPaused(ctx, id, func(st *messages.JobStatus) bool {
@@ -106,7 +107,7 @@ func (c *Coordinator) ResumeJob(ctx context.Context, id string) (*messages.JobSt
 	if err != nil {
 		return nil, err
 	}
-	if err := c.pauseKV.Delete(ctx, messages.PauseJobKey(id)); err != nil {
+	if err := c.pauseKV.Delete(ctx, wire.PauseJobKey(id)); err != nil {
 		return nil, fmt.Errorf("deleting the pause: %w", err)
 	}
 	if messages.TerminalState(rec.Status.State) {
@@ -119,7 +120,7 @@ func (c *Coordinator) ResumeJob(ctx context.Context, id string) (*messages.JobSt
 
 // PausePool pauses every job of pool, and what any job routes to it.
 func (c *Coordinator) PausePool(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
-	if err := c.putPause(ctx, messages.PausePoolKey(pool)); err != nil {
+	if err := c.putPause(ctx, wire.PausePoolKey(pool)); err != nil {
 		return nil, err
 	}
 	return c.poolPause(ctx, pool)
@@ -127,7 +128,7 @@ func (c *Coordinator) PausePool(ctx context.Context, pool string) (*messages.Poo
 
 // ResumePool resumes pool.
 func (c *Coordinator) ResumePool(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
-	if err := c.pauseKV.Delete(ctx, messages.PausePoolKey(pool)); err != nil {
+	if err := c.pauseKV.Delete(ctx, wire.PausePoolKey(pool)); err != nil {
 		return nil, fmt.Errorf("deleting the pause: %w", err)
 	}
 	return c.poolPause(ctx, pool)
@@ -136,14 +137,14 @@ func (c *Coordinator) ResumePool(ctx context.Context, pool string) (*messages.Po
 // poolPause reads pool's pause from the bucket.
 func (c *Coordinator) poolPause(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
 	reply := &messages.PoolPauseReply{Pool: pool}
-	e, err := c.pauseKV.Get(ctx, messages.PausePoolKey(pool))
+	e, err := c.pauseKV.Get(ctx, wire.PausePoolKey(pool))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return reply, nil
 	case err != nil:
 		return nil, err
 	}
-	var rec messages.PauseRecord
+	var rec wire.PauseRecord
 	if json.Unmarshal(e.Value(), &rec) == nil && !rec.At.IsZero() {
 		reply.Since = &rec.At
 	}
@@ -153,7 +154,7 @@ func (c *Coordinator) poolPause(ctx context.Context, pool string) (*messages.Poo
 
 // putPause creates a pause key; one that exists keeps its time.
 func (c *Coordinator) putPause(ctx context.Context, key string) error {
-	data, _ := json.Marshal(messages.PauseRecord{At: c.cfg.hooks.Clock.Now().UTC(), By: c.cfg.Holder})
+	data, _ := json.Marshal(wire.PauseRecord{At: c.cfg.hooks.Clock.Now().UTC(), By: c.cfg.Holder})
 	_, err := c.pauseKV.Create(ctx, key, data)
 	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("storing the pause: %w", err)
@@ -389,7 +390,7 @@ func (c *Coordinator) releaseJob(ctx context.Context, s jetstream.Stream, pool, 
 		out := &nats.Msg{
 			Subject: c.names.WorkSubject(pool, job),
 			Data:    m.Data,
-			Header:  nats.Header{messages.HeaderMsgID: []string{messages.ReleasedMsgID(job, pool, m.Sequence)}},
+			Header:  nats.Header{messages.HeaderMsgID: []string{wire.ReleasedMsgID(job, pool, m.Sequence)}},
 		}
 		if tp := m.Header.Get(tracing.HeaderTraceparent); tp != "" {
 			out.Header[tracing.HeaderTraceparent] = []string{tp}
@@ -464,7 +465,7 @@ func (c *Coordinator) dropPause(ctx context.Context, id string) {
 	if c.pauseKV == nil {
 		return // not running
 	}
-	key := messages.PauseJobKey(id)
+	key := wire.PauseJobKey(id)
 	if _, err := c.pauseKV.Get(ctx, key); err != nil {
 		return // none (or unreadable: retention tries again)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -349,7 +350,7 @@ func TestShutdownInEachPhase(t *testing.T) {
 func testRunnerReplaying(t *testing.T, spec *messages.JobSpec, items int64, groups map[string]int64) *jobRunner {
 	t.Helper()
 	c := &Coordinator{cfg: Config{}.WithDefaults(), metrics: newMetrics(nil, func() float64 { return 0 })}
-	rec := messages.JobRecord{Spec: spec, Status: messages.JobStatus{ID: "j", State: messages.StateRunning, Items: items}}
+	rec := wire.JobRecord{Spec: spec, Status: messages.JobStatus{ID: "j", State: messages.StateRunning, Items: items}}
 	if groups != nil {
 		rec.Status.Groups = map[string]messages.GroupStatus{}
 		for g, n := range groups {

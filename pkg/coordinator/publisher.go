@@ -19,6 +19,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -336,7 +337,7 @@ func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
 	m := &nats.Msg{
 		Subject: p.names.WorkSubject(pool, p.job),
 		Data:    data,
-		Header:  nats.Header{messages.HeaderMsgID: []string{messages.WorkMsgID(p.job, it.ID, 0)}},
+		Header:  nats.Header{messages.HeaderMsgID: []string{wire.WorkMsgID(p.job, it.ID, 0)}},
 	}
 	if p.tp != "" {
 		m.Header[tracing.HeaderTraceparent] = []string{p.tp}
@@ -348,7 +349,7 @@ func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
 // the job was accepted: no bound here.
 // sign, when not nil, signs it for pool.
 func encodeWork(job, pool string, it expand.Item, sign signFunc) ([]byte, error) {
-	wi := &messages.WorkItem{
+	wi := &wire.WorkItem{
 		JobID: job, ItemID: it.ID, Index: it.Index, Group: it.Group, Payload: it.Raw,
 		CorrelationID: job + ":" + strconv.FormatInt(it.Index, 10),
 	}
@@ -357,11 +358,11 @@ func encodeWork(job, pool string, it expand.Item, sign signFunc) ([]byte, error)
 			return nil, err
 		}
 	}
-	return messages.EncodeWorkItem(wi, math.MaxInt)
+	return wire.EncodeWorkItem(wi, math.MaxInt)
 }
 
 // signFunc sets wi.Sig for pool.
-type signFunc func(pool string, wi *messages.WorkItem) error
+type signFunc func(pool string, wi *wire.WorkItem) error
 
 // publishing is a publisher running in the background for the run loop.
 type publishing struct {

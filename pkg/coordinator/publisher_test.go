@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -67,9 +68,9 @@ func (s *fakeStream) storedItems(t *testing.T) (subjects []string, indexes []int
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range s.stored {
-		var wi messages.WorkItem
+		var wi wire.WorkItem
 		require.NoError(t, json.Unmarshal(m.Data, &wi))
-		require.Equal(t, messages.WorkMsgID("j", wi.ItemID, 0), m.Header.Get(messages.HeaderMsgID))
+		require.Equal(t, wire.WorkMsgID("j", wi.ItemID, 0), m.Header.Get(messages.HeaderMsgID))
 		subjects = append(subjects, m.Subject)
 		indexes = append(indexes, wi.Index)
 	}
@@ -296,7 +297,7 @@ func TestPublisherStopsWhenTheMapEnds(t *testing.T) {
 func TestPublisherRetriesRefusedPublishes(t *testing.T) {
 	full := errors.New("nats: maximum messages exceeded")
 	js := &fakeStream{refuse: func(m *nats.Msg, try int) error {
-		if m.Header.Get(messages.HeaderMsgID) == messages.WorkMsgID("j", "i1", 0) && try <= 7 {
+		if m.Header.Get(messages.HeaderMsgID) == wire.WorkMsgID("j", "i1", 0) && try <= 7 {
 			return full
 		}
 		return nil
@@ -357,7 +358,7 @@ func TestEncodeWorkIsJSONMarshal(t *testing.T) {
 	} {
 		got, err := encodeWork("job-1", "default", it, nil)
 		require.NoError(t, err)
-		want, err := json.Marshal(&messages.WorkItem{JobID: "job-1", ItemID: it.ID, Index: it.Index, Group: it.Group,
+		want, err := json.Marshal(&wire.WorkItem{JobID: "job-1", ItemID: it.ID, Index: it.Index, Group: it.Group,
 			Payload: it.Raw, CorrelationID: "job-1:" + strconv.FormatInt(it.Index, 10)})
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(got))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -77,7 +78,7 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
-	wi := messages.WorkItem{
+	wi := wire.WorkItem{
 		JobID: r.id, ItemID: messages.ReduceItemID, Index: -1, Payload: json.RawMessage(`{}`),
 		Generation: gen, CorrelationID: r.id + ":reduce", Phase: messages.PhaseReduce,
 		Reduce: &messages.ReduceInput{
@@ -96,7 +97,7 @@ func (r *jobRunner) publishReduce(ctx context.Context) error {
 	}
 	m := nats.NewMsg(r.c.names.WorkSubject(spec.Pool, r.id))
 	m.Data = body
-	m.Header.Set(messages.HeaderMsgID, messages.WorkMsgID(r.id, messages.ReduceItemID, gen))
+	m.Header.Set(messages.HeaderMsgID, wire.WorkMsgID(r.id, messages.ReduceItemID, gen))
 	span := r.c.traceReduce(ctx, r.id, traceparent, m)
 	defer span.End()
 	if _, err := r.c.js.PublishMsg(ctx, m); err != nil {
@@ -190,7 +191,7 @@ func (r *jobRunner) writeMapResults(ctx context.Context, w io.Writer, src result
 	// may be the one counted for its item.
 	each := func(from, to uint64, fn func(seq uint64, res *messages.Result)) error {
 		return src(ctx, from, to, func(seq uint64, subject string, data []byte) {
-			decoded, _ = messages.DecodeResults(data, decoded) // an undecodable message has none
+			decoded, _ = wire.DecodeResults(data, decoded) // an undecodable message has none
 			origin := r.c.names.Origin(subject)
 			for i := range decoded {
 				res := &decoded[i]

@@ -17,6 +17,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -270,7 +271,7 @@ func readResults(t *testing.T, js jetstream.JetStream, job string) []messages.Re
 		if err != nil || names.Origin(m.Subject) == "" || !strings.HasSuffix(m.Subject, "."+job) {
 			continue
 		}
-		rs, err := messages.DecodeResults(m.Data, nil)
+		rs, err := wire.DecodeResults(m.Data, nil)
 		require.NoError(t, err)
 		out = append(out, rs...)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -73,7 +74,7 @@ func newReplayBook() *replayBook {
 // closed watch.
 func (b *replayBook) keep(ctx context.Context, kv jetstream.KeyValue, log zerolog.Logger) {
 	for ctx.Err() == nil {
-		w, err := kv.Watch(ctx, messages.ReplayKey("*"))
+		w, err := kv.Watch(ctx, wire.ReplayKey("*"))
 		if err == nil {
 			err = kvwatch.Watch(ctx, w, func() { b.once.Do(func() { close(b.ready) }) }, b.apply)
 		}
@@ -89,7 +90,7 @@ func (b *replayBook) keep(ctx context.Context, kv jetstream.KeyValue, log zerolo
 }
 
 func (b *replayBook) apply(e jetstream.KeyValueEntry) {
-	id := e.Key()[len(messages.ReplayKey("")):]
+	id := e.Key()[len(wire.ReplayKey("")):]
 	b.mu.Lock()
 	if e.Operation() != jetstream.KeyValuePut {
 		delete(b.recs, id)
@@ -213,7 +214,7 @@ func (s *dlqService) updateReplay(ctx context.Context, id string, fn func(*repla
 // never goes back to an older revision, whichever coordinator makes it
 // (the coordinators' watches may lag one another by a write).
 func (s *dlqService) readReplay(ctx context.Context, id string) (replayRecord, uint64, error) {
-	data, rev, err := kvleader.New(s.c.js, s.c.names.ControlBucket()).Get(ctx, messages.ReplayKey(id))
+	data, rev, err := kvleader.New(s.c.js, s.c.names.ControlBucket()).Get(ctx, wire.ReplayKey(id))
 	if err != nil {
 		return replayRecord{}, 0, err
 	}
@@ -232,7 +233,7 @@ func (s *dlqService) putReplay(ctx context.Context, rec replayRecord, rev uint64
 	if err != nil {
 		return 0, err
 	}
-	return kvcas.Write(ctx, s.c.control, messages.ReplayKey(rec.Status.ReplayID), data, rev)
+	return kvcas.Write(ctx, s.c.control, wire.ReplayKey(rec.Status.ReplayID), data, rev)
 }
 
 var errNoReplay = errors.New("coordinator: no such replay")
@@ -494,7 +495,7 @@ func (s *dlqService) forgetOld(ctx context.Context) {
 			continue
 		}
 		if kept++; kept > keptReplays {
-			_ = s.c.control.Delete(ctx, messages.ReplayKey(rec.Status.ReplayID))
+			_ = s.c.control.Delete(ctx, wire.ReplayKey(rec.Status.ReplayID))
 		}
 	}
 }

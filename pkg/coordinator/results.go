@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -315,7 +316,7 @@ func (h *resultsHub) wait(ctx context.Context, fails *int, log zerolog.Logger, e
 }
 
 // applyMsg applies one message of the results stream: one result, or an
-// agent's batch of them (messages.DecodeResults), decoded into *buf. A
+// agent's batch of them (wire.DecodeResults), decoded into *buf. A
 // panic (a bug some result found) skips the rest of that message rather
 // than end the coordinator, which would replay the same result and panic
 // again after every restart.
@@ -326,7 +327,7 @@ func (r *jobRunner) applyMsg(subject string, data []byte, buf *[]messages.Result
 		}
 	}()
 	var err error
-	*buf, err = messages.DecodeResults(data, *buf)
+	*buf, err = wire.DecodeResults(data, *buf)
 	if err != nil {
 		r.log.Warn().Err(err).Msg("undecodable results message ignored")
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -277,7 +278,7 @@ func (c *Coordinator) cleanupJob(ctx context.Context, id string, force bool) (bo
 // purgeJobData purges what a job left in JetStream besides its record,
 // events and submission. Each purge is by subject: no delete markers, and
 // harmless to repeat.
-func (c *Coordinator) purgeJobData(ctx context.Context, rec *messages.JobRecord) error {
+func (c *Coordinator) purgeJobData(ctx context.Context, rec *wire.JobRecord) error {
 	id, n := rec.Status.ID, c.names
 	purges := []struct{ stream, subject string }{
 		{kvStreamName(n.ItemsBucket()), kvSubject(n.ItemsBucket(), "*."+id+".>")},
@@ -330,7 +331,7 @@ func (c *Coordinator) purgeSubject(ctx context.Context, stream, subject string) 
 // deleteJobObjects deletes the job's objects: its adopted input in the
 // inputs bucket, the map results of each reduce generation in its pool's
 // reduce store, and their meta messages, which a delete leaves as markers.
-func (c *Coordinator) deleteJobObjects(ctx context.Context, rec *messages.JobRecord) error {
+func (c *Coordinator) deleteJobObjects(ctx context.Context, rec *wire.JobRecord) error {
 	inputs := c.names.InputsBucket()
 	byBucket := map[string][]string{}
 	if rec.Spec != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/kvcas"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -34,13 +35,13 @@ type jobStore struct {
 
 var errNoJob = errors.New("coordinator: no such job")
 
-func (s *jobStore) get(ctx context.Context, id string) (*messages.JobRecord, error) {
+func (s *jobStore) get(ctx context.Context, id string) (*wire.JobRecord, error) {
 	rec, _, err := s.getRev(ctx, id)
 	return rec, err
 }
 
 // getRev returns a job's record and its revision.
-func (s *jobStore) getRev(ctx context.Context, id string) (*messages.JobRecord, uint64, error) {
+func (s *jobStore) getRev(ctx context.Context, id string) (*wire.JobRecord, uint64, error) {
 	if messages.ValidToken(id) != nil {
 		// Not a job id (so no job), and not a key to send to the server: a
 		// long one would exceed its control line and close the connection.
@@ -53,7 +54,7 @@ func (s *jobStore) getRev(ctx context.Context, id string) (*messages.JobRecord, 
 	if err != nil {
 		return nil, 0, err
 	}
-	var rec messages.JobRecord
+	var rec wire.JobRecord
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
 		return nil, 0, fmt.Errorf("job record %s: %w", id, err)
 	}
@@ -63,7 +64,7 @@ func (s *jobStore) getRev(ctx context.Context, id string) (*messages.JobRecord, 
 // getFromLeader is get from the bucket's stream leader, which has applied
 // every acknowledged write: never older than a record a client was shown.
 // Without a leader reader (tests) it is get.
-func (s *jobStore) getFromLeader(ctx context.Context, id string) (*messages.JobRecord, error) {
+func (s *jobStore) getFromLeader(ctx context.Context, id string) (*wire.JobRecord, error) {
 	if s.leader == nil {
 		return s.get(ctx, id)
 	}
@@ -77,7 +78,7 @@ func (s *jobStore) getFromLeader(ctx context.Context, id string) (*messages.JobR
 	if data == nil {
 		return nil, errNoJob
 	}
-	var rec messages.JobRecord
+	var rec wire.JobRecord
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return nil, fmt.Errorf("job record %s: %w", id, err)
 	}
@@ -88,13 +89,13 @@ func (s *jobStore) getFromLeader(ctx context.Context, id string) (*messages.JobR
 // none); replaced=false when the key changed meanwhile (another write won).
 // Intake replaces only a rejected record (its id is free again); retention
 // marks a settled job's cleanup.
-func (s *jobStore) replace(ctx context.Context, rec *messages.JobRecord, rev uint64) (replaced bool, err error) {
+func (s *jobStore) replace(ctx context.Context, rec *wire.JobRecord, rev uint64) (replaced bool, err error) {
 	_, replaced, err = s.update(ctx, rec, rev)
 	return replaced, err
 }
 
 // update is replace, returning the new revision.
-func (s *jobStore) update(ctx context.Context, rec *messages.JobRecord, rev uint64) (newRev uint64, ok bool, err error) {
+func (s *jobStore) update(ctx context.Context, rec *wire.JobRecord, rev uint64) (newRev uint64, ok bool, err error) {
 	data, err := s.encode(rec)
 	if err != nil {
 		return 0, false, err
@@ -130,17 +131,17 @@ func (s *jobStore) remove(ctx context.Context, id string, rev uint64, markerTTL 
 }
 
 // create stores a new record; created=false when the id already exists.
-func (s *jobStore) create(ctx context.Context, rec *messages.JobRecord) (created bool, err error) {
+func (s *jobStore) create(ctx context.Context, rec *wire.JobRecord) (created bool, err error) {
 	return s.replace(ctx, rec, 0)
 }
 
-func (s *jobStore) put(ctx context.Context, rec *messages.JobRecord) error {
+func (s *jobStore) put(ctx context.Context, rec *wire.JobRecord) error {
 	_, err := s.putRev(ctx, rec)
 	return err
 }
 
 // putRev writes rec whatever the key holds and returns the new revision.
-func (s *jobStore) putRev(ctx context.Context, rec *messages.JobRecord) (uint64, error) {
+func (s *jobStore) putRev(ctx context.Context, rec *wire.JobRecord) (uint64, error) {
 	data, err := s.encode(rec)
 	if err != nil {
 		return 0, err
@@ -154,14 +155,14 @@ func (s *jobStore) putRev(ctx context.Context, rec *messages.JobRecord) (uint64,
 
 // storedRecord is a job record and its revision.
 type storedRecord struct {
-	messages.JobRecord
+	wire.JobRecord
 	rev uint64
 }
 
 // encode encodes rec within the server's max_payload: a record that would
 // be larger (which acceptance checks prevent) sheds its error report and
 // problems' detail rather than fail to be written (see fitRecord).
-func (s *jobStore) encode(rec *messages.JobRecord) ([]byte, error) {
+func (s *jobStore) encode(rec *wire.JobRecord) ([]byte, error) {
 	data, err := json.Marshal(rec)
 	if err != nil || s.maxBytes == nil || len(data) <= s.maxBytes() {
 		return data, err

@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfleet/jetfleet/internal/tracing"
-	"github.com/jetfleet/jetfleet/pkg/messages"
+	"github.com/jetfleet/jetfleet/internal/wire"
 )
 
 // The coordinator's spans (docs/tracing.md): the API's submit, the
@@ -40,7 +40,7 @@ func (c *Coordinator) traceAccept(ctx context.Context, h nats.Header) (context.C
 
 // traceAccepted records the accepted job on the acceptance span and in
 // its record.
-func traceAccepted(ctx context.Context, rec *messages.JobRecord) {
+func traceAccepted(ctx context.Context, rec *wire.JobRecord) {
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrJobID.String(rec.Status.ID), tracing.AttrItems.Int64(rec.Status.Items), tracing.AttrPool.String(rec.Status.Pool))

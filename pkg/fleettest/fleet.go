@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -291,7 +292,7 @@ func (f *Fleet) waitPresent(t testing.TB, names messages.Names) {
 			if f.silent[a.Name()] {
 				continue
 			}
-			if _, err := kv.Get(ctx, messages.AgentKey(f.Pool, a.Name())); err != nil {
+			if _, err := kv.Get(ctx, wire.AgentKey(f.Pool, a.Name())); err != nil {
 				return fmt.Errorf("agent %s: %w", a.Name(), err)
 			}
 		}

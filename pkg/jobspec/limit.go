@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -75,11 +76,11 @@ func (v *validator) limit(p string, l *messages.StepLimit) {
 	kp := messages.JoinPath(p, "key")
 	if strings.TrimSpace(l.Key) == "" {
 		v.addf(kp, `an inline limit needs a key, e.g. "api:${item.host}"`)
-	} else if t, err := messages.ParseTemplate(l.Key); err != nil {
+	} else if t, err := wire.ParseTemplate(l.Key); err != nil {
 		v.addf(kp, "%v", err)
 	} else {
 		for _, part := range t.Parts {
-			if r := part.Ref; r != nil && r[0] != messages.RefItem && r[0] != messages.RefItemID && r[0] != messages.RefJobID {
+			if r := part.Ref; r != nil && r[0] != wire.RefItem && r[0] != wire.RefItemID && r[0] != wire.RefJobID {
 				v.addf(kp, "${%s} is not allowed in a limit's key (use ${item.<field>}, ${item_id} or ${job_id})", strings.Join(r, "."))
 				break
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -275,7 +276,7 @@ func (v *validator) step(p string, st *messages.Step, reduce bool) {
 }
 
 func (v *validator) template(p, s string, allowMap bool) {
-	t, err := messages.ParseTemplate(s)
+	t, err := wire.ParseTemplate(s)
 	if err != nil {
 		v.addf(p, "%v", err)
 		return
@@ -288,13 +289,13 @@ func (v *validator) template(p, s string, allowMap bool) {
 // groupBy checks a group_by template: items are grouped when the job is
 // expanded, so only ${item...} and ${item_id} are known then.
 func (v *validator) groupBy(p, s string) {
-	t, err := messages.ParseTemplate(s)
+	t, err := wire.ParseTemplate(s)
 	if err != nil {
 		v.addf(p, "%v", err)
 		return
 	}
 	for _, part := range t.Parts {
-		if part.Ref != nil && part.Ref[0] != messages.RefItem && part.Ref[0] != messages.RefItemID {
+		if part.Ref != nil && part.Ref[0] != wire.RefItem && part.Ref[0] != wire.RefItemID {
 			v.addf(p, "${%s} is not known when items are grouped (use ${item.<field>} or ${item_id})", strings.Join(part.Ref, "."))
 			return
 		}

@@ -1,6 +1,9 @@
-// Package messages holds jetfleet's wire contract: the job spec, work items,
-// results, dead-letter entries, job status, API requests and replies, and the
-// subject, stream, bucket and header names they travel under.
+// Package messages holds jetfleet's wire contract as its users see it: the
+// job spec, API requests and replies, job status, results, dead-letter
+// entries, events, and the subject, stream, bucket and header names they
+// travel under. What only jetfleet's own processes read or write (the work
+// message, an item's retry state, the job record, KV keys, the template
+// engine) is not part of it.
 //
 // It depends on the standard library only (and internal/jsonscan, a JSON
 // validator of jetfleet's that itself imports nothing), like River's

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"strconv"
 	"strings"
 )
@@ -192,59 +191,4 @@ func (l *StepLimit) UnmarshalJSON(b []byte) error {
 	}
 	*l = StepLimit(p)
 	return nil
-}
-
-// TemplateVars are the values Render resolves ${...} references to.
-type TemplateVars struct {
-	Item    json.RawMessage
-	ItemID  string
-	JobID   string
-	Attempt int
-}
-
-// Render expands t with plain text for each reference: ${item.x} is the
-// field's text (LookupItemField), ${item_id}, ${job_id}, ${attempt}; esc,
-// when set, escapes every reference's value given the text rendered
-// before it (URLEscape), never the literal text. ${env.*} and ${map.*}
-// are errors.
-func (t Template) Render(v TemplateVars, esc func(before, value string) string) (string, error) {
-	var b strings.Builder
-	for _, p := range t.Parts {
-		if p.Ref == nil {
-			b.WriteString(p.Literal)
-			continue
-		}
-		var val string
-		switch p.Ref[0] {
-		case RefItem:
-			s, err := LookupItemField(v.Item, p.Ref[1:])
-			if err != nil {
-				return "", fmt.Errorf("${%s}: %w", strings.Join(p.Ref, "."), err)
-			}
-			val = s
-		case RefItemID:
-			val = v.ItemID
-		case RefJobID:
-			val = v.JobID
-		case RefAttempt:
-			val = strconv.Itoa(v.Attempt)
-		default:
-			return "", fmt.Errorf("${%s} is not available here (use item, item.<field>, item_id, job_id or attempt)", strings.Join(p.Ref, "."))
-		}
-		if esc != nil {
-			val = esc(b.String(), val)
-		}
-		b.WriteString(val)
-	}
-	return b.String(), nil
-}
-
-// URLEscape escapes a value landing in a URL after before: in the query
-// or fragment (after '?' or '#') with url.QueryEscape, in the path with
-// url.PathEscape.
-func URLEscape(before, value string) string {
-	if strings.ContainsAny(before, "?#") {
-		return url.QueryEscape(value)
-	}
-	return url.PathEscape(value)
 }

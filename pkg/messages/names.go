@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -20,24 +19,6 @@ const DefaultPool = "default"
 const (
 	// HeaderMsgID is JetStream's de-duplication header.
 	HeaderMsgID = "Nats-Msg-Id"
-	// HeaderSchedule and HeaderScheduleTarget make a message a schedule
-	// (nats-server 2.12+, a stream with AllowMsgSchedules): "@at <RFC
-	// 3339 time>" publishes the message's body and headers on the target
-	// subject, of the same stream, once, at that time, and removes the
-	// schedule. Parked retries use them (docs/jetstream.md §16).
-	HeaderSchedule       = "Nats-Schedule"
-	HeaderScheduleTarget = "Nats-Schedule-Target"
-	// HeaderScheduleNext is set by the server on a message a schedule
-	// fired: ScheduleNextPurge for a schedule that fires once, the next
-	// time for one that repeats ("@every", cron).
-	HeaderScheduleNext = "Nats-Schedule-Next"
-	ScheduleNextPurge  = "purge"
-	// HeaderParkReason marks a parked item's schedule with why it was
-	// parked: ParkReasonBreaker for an item its job's circuit breaker
-	// refused, which the pool's agents release at once when the breaker
-	// closes (a retry's backoff is never cut short).
-	HeaderParkReason  = "Fleet-Park-Reason"
-	ParkReasonBreaker = "breaker"
 	// HeaderJobID carries the job id on DLQ and event messages (work and
 	// result messages carry it in the body and subject only).
 	HeaderJobID = "Fleet-Job-Id"
@@ -125,25 +106,14 @@ func (n Names) BreakerBucket() string { return n.Prefix + "_breaker" }
 func (n Names) LimitsBucket() string { return n.Prefix + "_limits" }
 
 // ControlBucket holds what coordinators share: the leader's lease (key
-// LeaseKey), DLQ replays (ReplayKey) and cancel requests (CancelKey).
+// "leader"), DLQ replays ("replay.<id>") and cancel requests
+// ("cancel.<job>"); internal/wire builds the keys.
 func (n Names) ControlBucket() string { return n.Prefix + "_control" }
 
-// Keys of the control bucket.
-const LeaseKey = "leader"
-
-// ReplayKey is a DLQ replay's key in the control bucket.
-func ReplayKey(id string) string { return "replay." + id }
-
-// CancelKey is a job's cancel request's key in the control bucket.
-func CancelKey(job string) string { return "cancel." + job }
-
 // AgentsBucket holds the agents' presence (AgentPresence), one key per
-// agent (AgentKey), refreshed by each agent and expiring when it stops.
+// agent ("<pool>.<base64url name>"), refreshed by each agent and expiring
+// when it stops.
 func (n Names) AgentsBucket() string { return n.Prefix + "_agents" }
-
-// AgentKey is an agent's key in the agents bucket: its pool and its
-// base64url-encoded name (names may hold dots and any other byte).
-func AgentKey(pool, name string) string { return pool + "." + EncodeItemID(name) }
 
 // AgentStatusSubject is the subject of the status endpoint of agent name
 // in pool (AgentServiceName): <prefix>.agent.<pool>.<base64url name>.status.
@@ -454,23 +424,4 @@ func ValidDigest(d string) error {
 		return fmt.Errorf(`%q: want "SHA-256=" and the base64url encoding of 32 bytes`, d)
 	}
 	return nil
-}
-
-// ItemKey is the fleet_items KV key of an item run by pool's agents. The
-// pool comes first so that an agent can be granted its pool's keys only.
-// It is at most 2*MaxTokenLen+2+MaxEncodedItemID bytes whatever the item id.
-func ItemKey(pool, job, itemID string) string {
-	return pool + "." + job + "." + EncodeItemID(itemID)
-}
-
-// WorkMsgID is the de-duplication id of a work message.
-func WorkMsgID(job, itemID string, generation int) string {
-	return job + "/" + EncodeItemID(itemID) + "/" + strconv.Itoa(generation)
-}
-
-// ParkMsgID is the de-duplication id of the park-th parked copy of an
-// item's work message (in the park stream): scheduling it again, after a
-// crash, is a no-op.
-func ParkMsgID(job, itemID string, generation, park int) string {
-	return WorkMsgID(job, itemID, generation) + "/p" + strconv.Itoa(park)
 }

@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"strconv"
 	"strings"
 	"time"
 )
@@ -9,12 +8,12 @@ import (
 // Pause and resume (docs/jobs.md "Pause and resume").
 //
 // What is paused lives in the pause bucket (Names.PauseBucket): a key per
-// paused job (PauseJobKey) or pool (PausePoolKey), deleted on resume. The
+// paused job ("job.<id>") or pool ("pool.<pool>"), deleted on resume. The
 // coordinators and the agents watch it. While a job or its pool is paused
 // the leader publishes none of the job's items, and an agent that gets an
 // item of a paused job, or any item while its pool is paused, does not run
 // it: it stores a held copy in its pool's park stream (HeldSubject, the
-// copy's WorkItem.Held one higher) and acks the delivery, so a paused item
+// work item's held count one higher) and acks the delivery, so a paused item
 // holds no slot of the consumer. On resume the leader moves the held
 // copies back onto the work stream.
 
@@ -54,32 +53,9 @@ type PoolPauseReply struct {
 	Since  *time.Time `json:"since,omitempty"`
 }
 
-// PauseRecord is the value of a pause key: when, and by which coordinator.
-type PauseRecord struct {
-	At time.Time `json:"at"`
-	By string    `json:"by,omitempty"`
-}
-
-// PauseBucket holds what is paused: PauseJobKey and PausePoolKey keys.
+// PauseBucket holds what is paused: a "job.<id>" key per paused job and a
+// "pool.<pool>" key per paused pool.
 func (n Names) PauseBucket() string { return n.Prefix + "_pause" }
-
-// PauseJobKey is a paused job's key in the pause bucket.
-func PauseJobKey(job string) string { return "job." + job }
-
-// PausePoolKey is a paused pool's key in the pause bucket.
-func PausePoolKey(pool string) string { return "pool." + pool }
-
-// ParsePauseKey tells a pause bucket key's kind (PausedByJob or
-// PausedByPool) and name; ok is false for any other key.
-func ParsePauseKey(key string) (kind, name string, ok bool) {
-	if j, found := strings.CutPrefix(key, "job."); found && j != "" {
-		return PausedByJob, j, true
-	}
-	if p, found := strings.CutPrefix(key, "pool."); found && p != "" {
-		return PausedByPool, p, true
-	}
-	return "", "", false
-}
 
 // heldSuffix ends a held copy's subject, beside the item's schedule
 // subject (ParkSubject), so that the pool's agents may publish it and a
@@ -110,19 +86,4 @@ func (n Names) ParseHeld(pool, subject string) (job string, ok bool) {
 	}
 	job, _, ok = strings.Cut(rest, ".")
 	return job, ok && job != ""
-}
-
-// HeldMsgID is the de-duplication id of an item's held copy made from the
-// work message at stream sequence workSeq: an agent that holds the same
-// delivery twice (a crash before its ack) stores one copy.
-func HeldMsgID(job, itemID string, generation int, workSeq uint64) string {
-	return WorkMsgID(job, itemID, generation) + "/h" + strconv.FormatUint(workSeq, 10)
-}
-
-// ReleasedMsgID is the de-duplication id of the work message a held copy
-// (at sequence heldSeq of pool's park stream) is moved back as: a leader
-// that moves it twice (a failover before the copy was deleted) publishes
-// it once.
-func ReleasedMsgID(job, pool string, heldSeq uint64) string {
-	return job + "/released/" + pool + "/" + strconv.FormatUint(heldSeq, 10)
 }

@@ -4,24 +4,6 @@ import (
 	"testing"
 )
 
-func TestPauseKeys(t *testing.T) {
-	tests := []struct {
-		key, kind, name string
-		ok              bool
-	}{
-		{PauseJobKey("nightly"), PausedByJob, "nightly", true},
-		{PausePoolKey("gpu"), PausedByPool, "gpu", true},
-		{"job.", "", "", false},
-		{"leader", "", "", false},
-	}
-	for _, tt := range tests {
-		kind, name, ok := ParsePauseKey(tt.key)
-		if kind != tt.kind || name != tt.name || ok != tt.ok {
-			t.Errorf("ParsePauseKey(%q) = %q, %q, %v; want %q, %q, %v", tt.key, kind, name, ok, tt.kind, tt.name, tt.ok)
-		}
-	}
-}
-
 func TestHeldSubjects(t *testing.T) {
 	n := MustNames("fleet")
 	subj := n.HeldSubject("gpu", "job-1", "a.b/c")

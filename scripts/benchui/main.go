@@ -29,6 +29,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/ui"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -264,7 +265,7 @@ func loadJobs(ctx context.Context, js jetstream.JetStream, names messages.Names,
 			state = messages.StateFailed
 		}
 		started, finished := now.Add(-time.Duration(n-i)*time.Minute), now.Add(-time.Duration(n-i)*time.Minute+30*time.Second)
-		rec := messages.JobRecord{
+		rec := wire.JobRecord{
 			Spec: &messages.JobSpec{ID: id, Name: fmt.Sprintf("nightly-%04d", i%2000), Pool: messages.DefaultPool,
 				AgentTemplate: []messages.Step{{Handler: "resize", With: map[string]any{"bucket": "photos"}}}},
 			Status: messages.JobStatus{ID: id, Name: fmt.Sprintf("nightly-%04d", i%2000), Pool: messages.DefaultPool, State: state,

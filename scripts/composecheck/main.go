@@ -41,6 +41,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -100,7 +101,7 @@ func holder(ctx context.Context, args []string) error {
 		var last error
 		if kv, err := js.KeyValue(ctx, names.ControlBucket()); err != nil {
 			last = err
-		} else if e, err := kv.Get(ctx, messages.LeaseKey); err != nil {
+		} else if e, err := kv.Get(ctx, wire.LeaseKey); err != nil {
 			last = err
 		} else {
 			var v struct {

@@ -1,13 +1,17 @@
-package messages
+package wire
 
-import "time"
+import (
+	"time"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
 
 // JobRecord is the value of a job's key in the fleet_jobs bucket: the spec
 // as accepted (effective values), the status, and the coordinator's
 // publishing cursor. Agents read the spec from it; status readers the status.
 type JobRecord struct {
-	Spec   *JobSpec  `json:"spec,omitempty"`
-	Status JobStatus `json:"status"`
+	Spec   *messages.JobSpec  `json:"spec,omitempty"`
+	Status messages.JobStatus `json:"status"`
 	// Cursor is the number of input items (in input order) whose publication
 	// has been acknowledged by the work stream.
 	Cursor int64 `json:"cursor"`

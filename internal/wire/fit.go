@@ -1,10 +1,12 @@
-package messages
+package wire
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // The server refuses a message larger than its max_payload (1 MiB by
@@ -42,7 +44,7 @@ const shortTextBytes = 256
 // texts of errors beyond their last 256 bytes, every attempt, and the
 // payload, replaced by a JSON string of its start (PayloadTruncated: such
 // an entry cannot be replayed). e is not modified.
-func EncodeDLQEntry(e *DLQEntry, max int) ([]byte, error) {
+func EncodeDLQEntry(e *messages.DLQEntry, max int) ([]byte, error) {
 	data, err := json.Marshal(e)
 	if err != nil || len(data) <= max {
 		return data, err
@@ -146,7 +148,7 @@ func EncodeItemState(st *ItemState, max int) ([]byte, error) {
 
 // EncodeResult encodes r as JSON in at most max bytes, keeping the tails
 // of its output and error as long as they fit. r is not modified.
-func EncodeResult(r *Result, max int) ([]byte, error) {
+func EncodeResult(r *messages.Result, max int) ([]byte, error) {
 	if data, ok := appendResult(nil, r); ok && len(data) <= max {
 		return data, nil
 	}
@@ -172,7 +174,7 @@ func EncodeResult(r *Result, max int) ([]byte, error) {
 // dropOldest drops the oldest attempts until their encoded sizes add up to
 // at least over bytes, keeping at least keep of them; it returns what is
 // left and how many it dropped.
-func dropOldest(as []Attempt, over, keep int) ([]Attempt, int) {
+func dropOldest(as []messages.Attempt, over, keep int) ([]messages.Attempt, int) {
 	drop := 0
 	for drop < len(as)-keep && over > 0 {
 		over -= attemptSize(&as[drop]) + 1
@@ -183,8 +185,8 @@ func dropOldest(as []Attempt, over, keep int) ([]Attempt, int) {
 
 // shortMessages returns a copy of as with every message cut to its last
 // shortTextBytes bytes.
-func shortMessages(as []Attempt) []Attempt {
-	out := append([]Attempt(nil), as...)
+func shortMessages(as []messages.Attempt) []messages.Attempt {
+	out := append([]messages.Attempt(nil), as...)
 	for i := range out {
 		out[i].Message = tail(out[i].Message, shortTextBytes)
 	}
@@ -192,7 +194,7 @@ func shortMessages(as []Attempt) []Attempt {
 }
 
 // attemptSize is the encoded size of a history attempt.
-func attemptSize(a *Attempt) int {
+func attemptSize(a *messages.Attempt) int {
 	b, err := json.Marshal(a)
 	if err != nil {
 		return 0

@@ -1,10 +1,11 @@
-package messages_test
+package wire_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -23,7 +24,7 @@ func TestDecodeResults(t *testing.T) {
 		{"broken", `[{"index":1}`, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rs, err := messages.DecodeResults([]byte(tc.data), nil)
+			rs, err := wire.DecodeResults([]byte(tc.data), nil)
 			if tc.wantErr {
 				require.Error(t, err)
 				require.Empty(t, rs)
@@ -41,25 +42,25 @@ func TestDecodeResults(t *testing.T) {
 
 // A reused slice never lends one result's fields to the next.
 func TestDecodeResultsZeroesWhatItReuses(t *testing.T) {
-	rs, err := messages.DecodeResults([]byte(`[{"index":1,"group":"g","error":"boom"},{"index":2,"reason":"r"}]`), nil)
+	rs, err := wire.DecodeResults([]byte(`[{"index":1,"group":"g","error":"boom"},{"index":2,"reason":"r"}]`), nil)
 	require.NoError(t, err)
-	rs, err = messages.DecodeResults([]byte(`[{"index":5},{"index":6}]`), rs)
+	rs, err = wire.DecodeResults([]byte(`[{"index":5},{"index":6}]`), rs)
 	require.NoError(t, err)
 	require.Equal(t, []messages.Result{{Index: 5}, {Index: 6}}, rs)
-	rs, err = messages.DecodeResults([]byte(`{"index":7}`), rs)
+	rs, err = wire.DecodeResults([]byte(`{"index":7}`), rs)
 	require.NoError(t, err)
 	require.Equal(t, []messages.Result{{Index: 7}}, rs)
 }
 
 func TestResultBatch(t *testing.T) {
-	var b messages.ResultBatch
+	var b wire.ResultBatch
 	require.True(t, b.Fits(1000, 10), "an empty batch takes any result")
 	b.Add([]byte(`{"index":1}`))
 	require.False(t, b.Fits(11, 24), `[{"index":1},{"index":2}] is 25 bytes`)
 	require.True(t, b.Fits(11, 25))
 	b.Add([]byte(`{"index":2}`))
 	require.Equal(t, 2, b.Len())
-	rs, err := messages.DecodeResults(b.Payload(), nil)
+	rs, err := wire.DecodeResults(b.Payload(), nil)
 	require.NoError(t, err)
 	require.Equal(t, []messages.Result{{Index: 1}, {Index: 2}}, rs)
 }

@@ -1,8 +1,10 @@
-package messages
+package wire
 
 import (
 	"encoding/json"
 	"errors"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // A message of the results stream holds one Result (a JSON object), or a
@@ -20,7 +22,7 @@ var errNotResults = errors.New("messages: a results message is a JSON object or 
 // DecodeResults decodes a results message, a single Result or a batch,
 // appending to into[:0] (whose elements are zeroed first, so that a field
 // one result omits never keeps another's value) and returning the slice.
-func DecodeResults(data []byte, into []Result) ([]Result, error) {
+func DecodeResults(data []byte, into []messages.Result) ([]messages.Result, error) {
 	clear(into[:cap(into)])
 	into = into[:0]
 	data = trimJSONSpace(data)
@@ -32,7 +34,7 @@ func DecodeResults(data []byte, into []Result) ([]Result, error) {
 	}
 	clear(into[:cap(into)])
 	if data[0] == '{' {
-		into = append(into[:0], Result{})
+		into = append(into[:0], messages.Result{})
 		if err := json.Unmarshal(data, &into[0]); err != nil {
 			return into[:0], err
 		}

@@ -1,4 +1,4 @@
-package messages
+package wire
 
 import (
 	"encoding/json"
@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-func attempts(n, msgBytes int) []Attempt {
-	out := make([]Attempt, n)
+func attempts(n, msgBytes int) []messages.Attempt {
+	out := make([]messages.Attempt, n)
 	for i := range out {
-		out[i] = Attempt{Attempt: i + 1, Time: time.Unix(int64(i), 0).UTC(), ErrorClass: "error",
+		out[i] = messages.Attempt{Attempt: i + 1, Time: time.Unix(int64(i), 0).UTC(), ErrorClass: "error",
 			Message: fmt.Sprintf("attempt %d %s", i+1, strings.Repeat("m", msgBytes))}
 	}
 	return out
@@ -20,8 +22,8 @@ func attempts(n, msgBytes int) []Attempt {
 
 func TestEncodeDLQEntryFits(t *testing.T) {
 	payload := json.RawMessage(`{"blob":"` + strings.Repeat("x", 900_000) + `"}`)
-	e := &DLQEntry{JobID: "j", ItemID: "i", Payload: payload, Attempts: attempts(100, 2000),
-		Reason: ReasonAttempts, Error: strings.Repeat("e", 2000)}
+	e := &messages.DLQEntry{JobID: "j", ItemID: "i", Payload: payload, Attempts: attempts(100, 2000),
+		Reason: messages.ReasonAttempts, Error: strings.Repeat("e", 2000)}
 	for _, tc := range []struct {
 		name        string
 		max         int
@@ -43,7 +45,7 @@ func TestEncodeDLQEntryFits(t *testing.T) {
 			if len(data) > tc.max {
 				t.Fatalf("%d bytes, limit %d", len(data), tc.max)
 			}
-			var got DLQEntry
+			var got messages.DLQEntry
 			if err := json.Unmarshal(data, &got); err != nil {
 				t.Fatal(err)
 			}
@@ -130,12 +132,12 @@ func TestEncodeItemStateFits(t *testing.T) {
 }
 
 func TestEncodeResultKeepsTails(t *testing.T) {
-	r := &Result{JobID: "j", ItemID: "i", Outcome: OutcomeSucceeded, Output: strings.Repeat("o", 1<<20) + "END", Error: "boom"}
+	r := &messages.Result{JobID: "j", ItemID: "i", Outcome: messages.OutcomeSucceeded, Output: strings.Repeat("o", 1<<20) + "END", Error: "boom"}
 	data, err := EncodeResult(r, 10_000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got Result
+	var got messages.Result
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package messages_test
+package wire_test
 
 import (
 	"crypto/ed25519"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -16,18 +17,18 @@ import (
 func TestSignedBytesSurviveTheWire(t *testing.T) {
 	pub, priv, err := ed25519.GenerateKey(nil)
 	require.NoError(t, err)
-	for _, wi := range []messages.WorkItem{
+	for _, wi := range []wire.WorkItem{
 		{JobID: "j", ItemID: "a", Index: 3, Payload: json.RawMessage(`{"x":1}`), CorrelationID: "j:3"},
 		{JobID: "j", ItemID: "b", Index: 4, Group: "eu", Payload: json.RawMessage(`{ "x" : "<&>" }`), Generation: 2,
 			History: []messages.Attempt{{Step: 0}}, Reduce: &messages.ReduceInput{ResultsObject: "o"}},
 	} {
-		wi.Sig = messages.EncodeSig(ed25519.Sign(priv, wi.SignedBytes("gpu")))
-		data, err := messages.EncodeWorkItem(&wi, 1<<20)
+		wi.Sig = wire.EncodeSig(ed25519.Sign(priv, wi.SignedBytes("gpu")))
+		data, err := wire.EncodeWorkItem(&wi, 1<<20)
 		require.NoError(t, err)
-		var got messages.WorkItem
-		require.NoError(t, messages.DecodeWorkItem(data, &got))
+		var got wire.WorkItem
+		require.NoError(t, wire.DecodeWorkItem(data, &got))
 		got.Park = 7 // an agent parked it
-		sig, err := messages.DecodeSig(got.Sig)
+		sig, err := wire.DecodeSig(got.Sig)
 		require.NoError(t, err)
 		require.True(t, ed25519.Verify(pub, got.SignedBytes("gpu"), sig), "%s", data)
 		require.False(t, ed25519.Verify(pub, got.SignedBytes("default"), sig), "another pool")

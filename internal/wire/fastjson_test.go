@@ -1,4 +1,4 @@
-package messages
+package wire
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 var fastSeeds = []string{
@@ -25,12 +27,12 @@ func FuzzDecodeResults(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data string) {
-		got, err := DecodeResults([]byte(data), make([]Result, 0, 1))
-		var want []Result
+		got, err := DecodeResults([]byte(data), make([]messages.Result, 0, 1))
+		var want []messages.Result
 		var wantErr error
 		switch t := trimmed(data); {
 		case len(t) > 0 && t[0] == '{':
-			want = []Result{{}}
+			want = []messages.Result{{}}
 			wantErr = json.Unmarshal([]byte(data), &want[0])
 		case len(t) > 0 && t[0] == '[':
 			wantErr = json.Unmarshal([]byte(data), &want)
@@ -84,7 +86,7 @@ func benchBatch() []byte {
 
 func BenchmarkDecodeResults(b *testing.B) {
 	data := benchBatch()
-	var into []Result
+	var into []messages.Result
 	b.ReportAllocs()
 	for b.Loop() {
 		into, _ = DecodeResults(data, into)
@@ -95,7 +97,7 @@ func BenchmarkDecodeResultsByUnmarshal(b *testing.B) {
 	data := benchBatch()
 	b.ReportAllocs()
 	for b.Loop() {
-		var into []Result
+		var into []messages.Result
 		_ = json.Unmarshal(data, &into)
 	}
 }
@@ -106,11 +108,11 @@ func FuzzEncodeResult(f *testing.F) {
 	f.Add("j", "<&>", int64(-1), "g", "failed", 2, 3, 4, "boom \"x\"", "é", "", "", int64(0), int64(-5), true)
 	f.Fuzz(func(t *testing.T, job, item string, index int64, group, outcome string, gen, attempts, retries int,
 		errMsg, output, phase, agent string, finished, dur int64, steps bool) {
-		r := &Result{JobID: job, ItemID: item, Index: index, Group: group, Outcome: outcome, Generation: gen,
+		r := &messages.Result{JobID: job, ItemID: item, Index: index, Group: group, Outcome: outcome, Generation: gen,
 			Attempts: attempts, Retries: retries, Error: errMsg, Reason: phase, Output: output, Phase: phase, Agent: agent,
 			FinishedAt: time.Unix(0, finished).UTC(), DurationMS: dur}
 		if steps {
-			r.Steps = []StepRun{{Step: 1, Runs: 2, DurationMS: 3}}
+			r.Steps = []messages.StepRun{{Step: 1, Runs: 2, DurationMS: 3}}
 		}
 		want, wantErr := json.Marshal(r)
 		got, err := EncodeResult(r, 1<<30)
@@ -135,12 +137,12 @@ func jsonNames(v any) []string {
 // would be dropped silently).
 func TestFastCodecsKnowEveryField(t *testing.T) {
 	require.ElementsMatch(t, jsonNames(WorkItem{}), workItemFields)
-	require.ElementsMatch(t, jsonNames(Result{}), resultFields)
+	require.ElementsMatch(t, jsonNames(messages.Result{}), resultFields)
 
 	zero := func(v reflect.Value) bool { return v.IsZero() }
 	full := WorkItem{JobID: "j", ItemID: "i", Index: 1, Group: "g", Payload: json.RawMessage(`{"a":1}`), Generation: 2,
-		CorrelationID: "c", ReplayCount: 3, History: []Attempt{{Attempt: 1}}, HistoryDropped: 4, ResetAttempts: true,
-		Phase: PhaseReduce, Reduce: &ReduceInput{ResultsObject: "o"}, Park: 5, Held: 2, Sig: "c2ln"}
+		CorrelationID: "c", ReplayCount: 3, History: []messages.Attempt{{Attempt: 1}}, HistoryDropped: 4, ResetAttempts: true,
+		Phase: messages.PhaseReduce, Reduce: &messages.ReduceInput{ResultsObject: "o"}, Park: 5, Held: 2, Sig: "c2ln"}
 	rv := reflect.ValueOf(full)
 	for i := range rv.NumField() {
 		require.False(t, zero(rv.Field(i)), "the test's WorkItem sets %s", rv.Type().Field(i).Name)
@@ -151,9 +153,9 @@ func TestFastCodecsKnowEveryField(t *testing.T) {
 	require.NoError(t, DecodeWorkItem(data, &got))
 	require.Equal(t, full, got)
 
-	res := Result{JobID: "j", ItemID: "i", Index: 1, Group: "g", Outcome: "failed", Generation: 2, Attempts: 3, Retries: 4, ItemRuns: 2,
-		Reason: "r", Error: "e", ErrorClass: "c", Signature: "s", Output: "o", Phase: PhaseReduce, Agent: "a",
-		FinishedAt: time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC), DurationMS: 6, Steps: []StepRun{{Step: 1, Runs: 2, DurationMS: 3}}}
+	res := messages.Result{JobID: "j", ItemID: "i", Index: 1, Group: "g", Outcome: "failed", Generation: 2, Attempts: 3, Retries: 4, ItemRuns: 2,
+		Reason: "r", Error: "e", ErrorClass: "c", Signature: "s", Output: "o", Phase: messages.PhaseReduce, Agent: "a",
+		FinishedAt: time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC), DurationMS: 6, Steps: []messages.StepRun{{Step: 1, Runs: 2, DurationMS: 3}}}
 	rv = reflect.ValueOf(res)
 	for i := range rv.NumField() {
 		require.False(t, zero(rv.Field(i)), "the test's Result sets %s", rv.Type().Field(i).Name)
@@ -162,7 +164,7 @@ func TestFastCodecsKnowEveryField(t *testing.T) {
 	require.NoError(t, err)
 	rs, err := DecodeResults(data, nil)
 	require.NoError(t, err)
-	require.Equal(t, []Result{res}, rs)
+	require.Equal(t, []messages.Result{res}, rs)
 	res.Steps = nil // what appendResult writes directly
 	direct, ok := appendResult(nil, &res)
 	require.True(t, ok)

@@ -1,4 +1,4 @@
-package messages
+package wire
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/jetfleet/jetfleet/internal/jsonscan"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // Decoding of the two messages every item costs: the agent reads a work
@@ -34,12 +36,12 @@ var errSlowPath = errors.New("messages: decoded by encoding/json")
 // errSlowPath at anything it does not read plainly: a malformed object, a
 // name with escapes or control characters.
 func members(obj []byte, fn func(name, value []byte) error) (int, error) {
-	i := skipSpace(obj, 1)
+	i := jsonscan.SkipSpace(obj, 1)
 	if i < len(obj) && obj[i] == '}' {
 		return i + 1, nil
 	}
 	for i < len(obj) && obj[i] == '"' {
-		end := skipString(obj, i)
+		end := jsonscan.SkipString(obj, i)
 		if end > len(obj) || obj[end-1] != '"' || end-i < 2 {
 			return 0, errSlowPath
 		}
@@ -49,26 +51,26 @@ func members(obj []byte, fn func(name, value []byte) error) (int, error) {
 				return 0, errSlowPath
 			}
 		}
-		i = skipSpace(obj, end)
+		i = jsonscan.SkipSpace(obj, end)
 		if i >= len(obj) || obj[i] != ':' {
 			return 0, errSlowPath
 		}
-		i = skipSpace(obj, i+1)
-		vend := skipValue(obj, i)
+		i = jsonscan.SkipSpace(obj, i+1)
+		vend := jsonscan.SkipValue(obj, i)
 		if vend <= i || vend > len(obj) {
 			return 0, errSlowPath
 		}
 		if err := fn(name, obj[i:vend]); err != nil {
 			return 0, err
 		}
-		i = skipSpace(obj, vend)
+		i = jsonscan.SkipSpace(obj, vend)
 		switch {
 		case i >= len(obj):
 			return 0, errSlowPath
 		case obj[i] == '}':
 			return i + 1, nil
 		case obj[i] == ',':
-			i = skipSpace(obj, i+1)
+			i = jsonscan.SkipSpace(obj, i+1)
 		default:
 			return 0, errSlowPath
 		}
@@ -176,12 +178,12 @@ var resultFields = []string{"job_id", "item_id", "index", "group", "outcome", "g
 	"error", "error_class", "signature", "output", "phase", "agent", "finished_at", "duration_ms", "steps"}
 
 // decodeResult decodes obj, a JSON object, into r (zero).
-func decodeResult(obj []byte, r *Result) error {
+func decodeResult(obj []byte, r *messages.Result) error {
 	return object(obj, func(name, v []byte) error { return resultMember(r, name, v) })
 }
 
 // resultMember sets the field of r that the member name: v is.
-func resultMember(r *Result, name, v []byte) error {
+func resultMember(r *messages.Result, name, v []byte) error {
 	switch string(name) {
 	case "job_id":
 		return setString(v, &r.JobID)
@@ -230,12 +232,12 @@ func resultMember(r *Result, name, v []byte) error {
 
 // decodeResultsFast is DecodeResults for data (trimmed, starting with '{'
 // or '['); any error means: decode it with encoding/json.
-func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
+func decodeResultsFast(data []byte, into []messages.Result) ([]messages.Result, error) {
 	if data[0] == '{' {
-		into = append(into, Result{})
+		into = append(into, messages.Result{})
 		return into, decodeResult(data, &into[0])
 	}
-	i := skipSpace(data, 1)
+	i := jsonscan.SkipSpace(data, 1)
 	if i < len(data) && data[i] == ']' {
 		if i+1 != len(data) {
 			return into, errSlowPath
@@ -243,12 +245,12 @@ func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
 		return into, nil
 	}
 	for i < len(data) && data[i] == '{' {
-		into = append(into, Result{})
+		into = append(into, messages.Result{})
 		end, err := members(data[i:], func(name, v []byte) error { return resultMember(&into[len(into)-1], name, v) })
 		if err != nil {
 			return into, err
 		}
-		i = skipSpace(data, i+end)
+		i = jsonscan.SkipSpace(data, i+end)
 		switch {
 		case i >= len(data):
 			return into, errSlowPath
@@ -258,7 +260,7 @@ func decodeResultsFast(data []byte, into []Result) ([]Result, error) {
 			}
 			return into, nil
 		case data[i] == ',':
-			i = skipSpace(data, i+1)
+			i = jsonscan.SkipSpace(data, i+1)
 		default:
 			return into, errSlowPath
 		}
@@ -330,7 +332,7 @@ func decodeWorkItem(obj []byte, wi *WorkItem) error {
 // to be sure of: every string plain (printable ASCII with nothing to
 // escape, for JSON or for HTML) and no steps. ok is false otherwise, and
 // nothing is appended.
-func appendResult(b []byte, r *Result) (_ []byte, ok bool) {
+func appendResult(b []byte, r *messages.Result) (_ []byte, ok bool) {
 	if len(r.Steps) > 0 || !plainJSONString(r.JobID) || !plainJSONString(r.ItemID) || !plainJSONString(r.Group) ||
 		!plainJSONString(r.Outcome) || !plainJSONString(r.Reason) || !plainJSONString(r.Error) ||
 		!plainJSONString(r.ErrorClass) || !plainJSONString(r.Signature) || !plainJSONString(r.Output) ||
