@@ -23,27 +23,27 @@ import (
 )
 
 // minPercent is Go's default GOGC, what the tuner sets once the live heap
-// is half the floor or more; maxPercent bounds GOGC for a nearly empty
-// heap (a goal of 101 × live).
-const (
-	minPercent = 100
-	maxPercent = 10000
-)
+// is half the floor or more.
+const minPercent = 100
+
+// heapMinimum is the runtime's smallest heap goal at GOGC=100; it scales
+// with GOGC (at GOGC=p it is heapMinimum × p/100, whatever the live heap),
+// so a GOGC above floor/heapMinimum × 100 would put the goal above the
+// floor for a nearly empty heap: before the first collection, 400 MB at
+// GOGC=10000.
+const heapMinimum = 4 << 20
 
 // Percent is the GOGC that makes the heap goal max(floor, 2 × live) for a
-// live heap of live bytes.
+// live heap of live bytes (0: none marked yet).
 func Percent(floor, live uint64) int {
+	maxPercent := max(floor*100/heapMinimum, minPercent)
 	if live == 0 {
-		return maxPercent
+		return int(maxPercent)
 	}
 	if floor <= 2*live {
 		return minPercent
 	}
-	p := (floor - live) * 100 / live
-	if p > maxPercent {
-		return maxPercent
-	}
-	return int(p)
+	return int(min((floor-live)*100/live, maxPercent))
 }
 
 type tuner struct {
