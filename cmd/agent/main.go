@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -17,7 +18,6 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/jetfleet/jetfleet/internal/envflag"
-	"github.com/jetfleet/jetfleet/internal/gctune"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/internal/tracing"
@@ -34,16 +34,15 @@ func main() {
 	}
 }
 
-// heapFloor is the agent's heap floor unless the environment sets GOGC
-// (internal/gctune): its live heap is small (buffered messages, items in
-// flight) while it allocates for every item, and Go's default of 100 spent
-// a sixth of its CPU on collection in the daemon benchmark (GOGC=400, used
-// before the floor, still collected every dozen megabytes).
-const heapFloor = 64 << 20
+// gcPercent is the agent's GOGC unless the environment sets one: its live
+// heap is small (buffered messages, items in flight) while it allocates
+// for every item, and Go's default of 100 spent a sixth of its CPU on
+// collection in the daemon benchmark.
+const gcPercent = 400
 
 func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if getenv("GOGC") == "" {
-		defer gctune.Start(heapFloor)()
+		debug.SetGCPercent(gcPercent)
 	}
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	var conn natsconn.Options
