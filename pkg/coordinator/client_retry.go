@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -82,12 +83,61 @@ type asking struct {
 // coordinator has been serving for NoCoordinatorWait (every attempt since
 // found none), or ctx ends. An attempt unanswered for its wait is sent
 // again; with WithFailover the connection may move first (moveServer).
+//
+// ask returns by ctx's end even while the connection is blocked: nats.go
+// holds the connection's lock while it dials a server to reconnect to (up
+// to its Timeout for each, 2 s by default), and every publish or
+// subscribe waits for it. All the servers killed at once did that to a
+// status request for 6.5 s, its timeout 3 s. The attempts then go on
+// alone until the lock is free, and end at once.
 func (c *Client) ask(ctx context.Context, endpoint string, data []byte, how asking) (*nats.Msg, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
+	type answer struct {
+		msg *nats.Msg
+		err error
+	}
+	done := make(chan answer, 1)
+	var last lastError
+	go func() {
+		msg, err := c.attempts(ctx, endpoint, data, how, &last)
+		done <- answer{msg, err}
+	}()
+	select {
+	case a := <-done:
+		return a.msg, a.err
+	case <-ctx.Done():
+		if err := last.get(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("coordinator: %s: %w", endpoint, ctx.Err())
+	}
+}
+
+// lastError is what the last attempt got, when it got something: shared
+// by ask and its attempts. Safe for concurrent use.
+type lastError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (l *lastError) set(err error) {
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+}
+
+func (l *lastError) get() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// attempts is ask's loop, on a goroutine of its own; last follows lastErr.
+func (c *Client) attempts(ctx context.Context, endpoint string, data []byte, how asking, last *lastError) (*nats.Msg, error) {
 	inbox := c.nc.NewInbox()
 	answers := make(chan *nats.Msg, 64)
 	sub, err := c.nc.ChanSubscribe(inbox+".*", answers)
@@ -158,6 +208,7 @@ func (c *Client) ask(ctx context.Context, endpoint string, data []byte, how aski
 					// busy: a moment before the next attempt.
 					if noResponders {
 						lastErr = errNoCoordinator
+						last.set(lastErr)
 						if idleSince.IsZero() {
 							idleSince = time.Now()
 						} else if time.Since(idleSince) >= NoCoordinatorWait {
@@ -170,6 +221,7 @@ func (c *Client) ask(ctx context.Context, endpoint string, data []byte, how aski
 						c.moveServer(FailoverAfter)
 					} else {
 						lastErr = ae
+						last.set(lastErr)
 						idleSince, pause = time.Time{}, idleRetry
 						// "Unavailable" again and again: this server may
 						// be cut off, its coordinators with it.

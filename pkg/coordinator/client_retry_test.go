@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -240,4 +241,52 @@ func TestStatusWaitsForTheRoutesToForm(t *testing.T) {
 	require.Equal(t, "j", st.ID)
 	require.Equal(t, c.NodeName(2), nc.ConnectedServerName())
 	t.Logf("answered %s after the request, the routes healed 1 s into it", time.Since(start).Round(10*time.Millisecond))
+}
+
+// A connection that is reconnecting holds its lock while it dials a server
+// (nats.go), up to its Timeout: Status still returns by the end of its
+// context, not once the dial gives up.
+func TestStatusReturnsByItsDeadlineWhileTheConnectionDials(t *testing.T) {
+	fleettest.VerifyNoLeaks(t)
+	srv := fleettest.RunServer(t)
+	// A server that takes connections and never says a word (a node
+	// being restarted, a silent network).
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var held sync.WaitGroup
+	conns := make(chan net.Conn, 16)
+	held.Add(1)
+	go func() {
+		defer held.Done()
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			conns <- conn
+		}
+	}()
+	t.Cleanup(func() {
+		_ = silent.Close()
+		held.Wait()
+		close(conns)
+		for conn := range conns {
+			_ = conn.Close()
+		}
+	})
+	const dial = 3 * time.Second
+	nc, err := nats.Connect(srv.URL()+",nats://"+silent.Addr().String(), nats.DontRandomize(),
+		nats.Timeout(dial), nats.ReconnectWait(time.Millisecond), nats.MaxReconnects(-1))
+	require.NoError(t, err)
+	defer nc.Close()
+	cl, err := NewClient(nc, "")
+	require.NoError(t, err)
+
+	require.NoError(t, nc.ForceReconnect()) // to the silent one first
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = cl.Status(ctx, "j")
+	require.Error(t, err)
+	require.Less(t, time.Since(start), dial/2, "returned once the dial gave up, not at its deadline: %v", err)
 }
