@@ -70,7 +70,11 @@ func ClusterLoss(err error) bool {
 // the connection should now move to another server. A success, or an
 // error that says nothing of the cluster (a conflict, a missing key), ends
 // a run of failures.
-func (c *CutOff) Observe(err error) bool {
+func (c *CutOff) Observe(err error) bool { return c.observe(err, true) }
+
+// observe is Observe; with canMove false it counts the run but never says
+// to move.
+func (c *CutOff) observe(err error, canMove bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !ClusterLoss(err) {
@@ -82,7 +86,7 @@ func (c *CutOff) Observe(err error) bool {
 		c.first = now
 	}
 	c.run++
-	if c.run < c.failures() || now.Sub(c.first) < c.span() {
+	if !canMove || c.run < c.failures() || now.Sub(c.first) < c.span() {
 		return false
 	}
 	if !c.forced.IsZero() && now.Sub(c.forced) < c.quiet() {
@@ -93,9 +97,12 @@ func (c *CutOff) Observe(err error) bool {
 }
 
 // ObserveConn is Observe that also moves nc to another server when it is
-// time to, and reports whether it did.
+// time to, and reports whether it did. A connection that knows a single
+// server (one URL, none discovered) never moves: a reconnect would land on
+// the same server and only drop what is in flight on the connection (a
+// loaded single-node deployment whose calls time out is not cut off).
 func (c *CutOff) ObserveConn(nc *nats.Conn, err error) bool {
-	if !c.Observe(err) {
+	if !c.observe(err, len(nc.Servers()) > 1) {
 		return false
 	}
 	return nc.ForceReconnect() == nil

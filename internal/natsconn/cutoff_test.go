@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/natstest"
 )
 
 func TestClusterLoss(t *testing.T) {
@@ -87,4 +89,41 @@ func TestCutOffDefaults(t *testing.T) {
 		now = now.Add(DefaultCutOffSpan)
 	}
 	require.Equal(t, 1, fired)
+}
+
+// A connection that knows one server has nowhere to move: calls that keep
+// failing (a loaded single node whose calls time out) never reconnect it,
+// which would only drop what is in flight. One that knows the cluster's
+// other nodes moves.
+func TestCutOffMovesOnlyWhereItCan(t *testing.T) {
+	natstest.VerifyNoLeaks(t)
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	fail := func(c *CutOff, nc *nats.Conn) (moved int) {
+		for range 10 {
+			if c.ObserveConn(nc, context.DeadlineExceeded) {
+				moved++
+			}
+			now = now.Add(time.Second)
+		}
+		return moved
+	}
+
+	srv := natstest.RunServer(t)
+	single := srv.Connect(t)
+	require.Len(t, single.Servers(), 1)
+	require.Zero(t, fail(&CutOff{Failures: 2, Span: time.Second, Quiet: time.Second, Now: clock}, single))
+	require.NoError(t, single.Flush())
+	require.Zero(t, single.Stats().Reconnects)
+
+	cl := natstest.RunCluster(t, 3)
+	nc := cl.Connect(t)
+	require.Greater(t, len(nc.Servers()), 1)
+	require.Positive(t, fail(&CutOff{Failures: 2, Span: time.Second, Quiet: time.Minute, Now: clock}, nc))
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		if nc.Stats().Reconnects == 0 {
+			return errors.New("not reconnected yet")
+		}
+		return nil
+	})
 }

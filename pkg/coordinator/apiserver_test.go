@@ -381,8 +381,10 @@ func TestStatusAsksAgainWhenACoordinatorDoesNotAnswer(t *testing.T) {
 	require.Less(t, time.Since(start), 3*time.Second)
 }
 
-// With no coordinator serving, a request says so at once, and the error
-// is also a no-responders one, which natsconn.ClusterLoss counts.
+// With no coordinator serving, a request says so after NoCoordinatorWait
+// (not at the end of its 30 s default), or at the end of a shorter
+// context, and the error is also a no-responders one, which
+// natsconn.ClusterLoss counts.
 func TestNoCoordinatorIsNoResponders(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	cl, err := NewClient(srv.Conn(), "")
@@ -391,7 +393,13 @@ func TestNoCoordinatorIsNoResponders(t *testing.T) {
 	_, err = cl.Status(context.Background(), "j")
 	require.ErrorIs(t, err, ErrNoCoordinator)
 	require.ErrorIs(t, err, nats.ErrNoResponders)
-	require.Less(t, time.Since(start), 5*time.Second)
+	require.GreaterOrEqual(t, time.Since(start), NoCoordinatorWait)
+	require.Less(t, time.Since(start), NoCoordinatorWait+5*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = cl.Status(ctx, "j")
+	require.ErrorIs(t, err, ErrNoCoordinator, "the last answer, not the deadline")
 }
 
 // A runner that has not replayed the job's results to the end (a new
@@ -409,4 +417,47 @@ func TestStatusOfAReplayingRunnerComesFromTheRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, messages.StatusFromRecord, st.Source)
 	require.EqualValues(t, 7, st.Succeeded)
+}
+
+// A coordinator on a single server (one URL) whose health checks time out
+// (a loaded node) stays on its server: reconnecting to the same server
+// would only drop the API requests in flight. A request made before the
+// checks failed is answered after they did.
+func TestSingleServerCoordinatorStaysOnItsServer(t *testing.T) {
+	checkLeaks(t)
+	srv := fleettest.RunServer(t)
+	var checks atomic.Int64
+	// Checks, past the cut-off detector's run (each failed check after
+	// the second also asks the other coordinators, for othersWait).
+	const enough = 6
+	failed := make(chan struct{}) // closed at the enough-th failed check
+	var coord *Coordinator
+	startCoordConfig(t, srv, Config{HealthInterval: 20 * time.Millisecond, HealthFailures: 2, Holder: "a"}, func(c *Coordinator) {
+		coord = c
+		c.cutOff.Failures, c.cutOff.Span = 2, 40*time.Millisecond
+		c.probe = func(context.Context) error {
+			if checks.Add(1) == enough {
+				close(failed)
+			}
+			return context.DeadlineExceeded
+		}
+		c.testEndpoints = map[string]endpointFunc{"test.slow": func(ctx context.Context, _ []byte) (any, *messages.APIError) {
+			select {
+			case <-ctx.Done():
+				return nil, apiErr(messages.CodeUnavailable, "the checks did not fail")
+			case <-failed:
+				return "done", nil
+			}
+		}}
+	})
+	require.Len(t, coord.nc.Servers(), 1)
+	cl, err := NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var got string
+	require.NoError(t, cl.Call(ctx, "test.slow", nil, &got))
+	require.Equal(t, "done", got)
+	require.GreaterOrEqual(t, checks.Load(), int64(enough))
+	require.Zero(t, coord.nc.Stats().Reconnects)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,12 +42,22 @@ const FailoverAfter = 1500 * time.Millisecond
 // not move the connection once each.
 const failoverQuiet = 3 * time.Second
 
-// idleRetry is the pause before a request that found no coordinator
-// serving (or one answered "unavailable") is sent again; idleTries such
-// answers in a row mean none runs.
+// NoCoordinatorWait is how long a request (Status, Submit) that finds no
+// coordinator serving keeps being sent again before it returns
+// ErrNoCoordinator, within its context. A cluster whose nodes all started
+// again (after a power cut, or all killed at once) takes clients before
+// its routes have formed: a coordinator's subscriptions do not reach the
+// other nodes for some seconds, and requests through them find no one.
+// The same happens for a moment while one coordinator stops serving and
+// another takes over.
+const NoCoordinatorWait = 5 * time.Second
+
+// idleRetry is the first pause before a request that found no coordinator
+// serving (or one answered "unavailable") is sent again; the pause doubles
+// up to idleRetryMax while no coordinator is found.
 const (
-	idleRetry = 100 * time.Millisecond
-	idleTries = 5
+	idleRetry    = 100 * time.Millisecond
+	idleRetryMax = 500 * time.Millisecond
 )
 
 // WithFailover lets the client move its connection to another server of
@@ -69,15 +80,64 @@ type asking struct {
 
 // ask sends data to endpoint until an answer comes back (the first answer
 // to any attempt), or an API error other than "unavailable", or no
-// coordinator is serving idleTries times in a row, or ctx ends. An
-// attempt unanswered for its wait is sent again; with WithFailover the
-// connection may move first (moveServer).
+// coordinator has been serving for NoCoordinatorWait (every attempt since
+// found none), or ctx ends. An attempt unanswered for its wait is sent
+// again; with WithFailover the connection may move first (moveServer).
+//
+// ask returns by ctx's end even while the connection is blocked: nats.go
+// holds the connection's lock while it dials a server to reconnect to (up
+// to its Timeout for each, 2 s by default), and every publish or
+// subscribe waits for it. All the servers killed at once did that to a
+// status request for 6.5 s, its timeout 3 s. The attempts then go on
+// alone until the lock is free, and end at once.
 func (c *Client) ask(ctx context.Context, endpoint string, data []byte, how asking) (*nats.Msg, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
+	type answer struct {
+		msg *nats.Msg
+		err error
+	}
+	done := make(chan answer, 1)
+	var last lastError
+	go func() {
+		msg, err := c.attempts(ctx, endpoint, data, how, &last)
+		done <- answer{msg, err}
+	}()
+	select {
+	case a := <-done:
+		return a.msg, a.err
+	case <-ctx.Done():
+		if err := last.get(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("coordinator: %s: %w", endpoint, ctx.Err())
+	}
+}
+
+// lastError is what the last attempt got, when it got something: shared
+// by ask and its attempts. Safe for concurrent use.
+type lastError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (l *lastError) set(err error) {
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+}
+
+func (l *lastError) get() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// attempts is ask's loop, on a goroutine of its own; last follows lastErr.
+func (c *Client) attempts(ctx context.Context, endpoint string, data []byte, how asking, last *lastError) (*nats.Msg, error) {
 	inbox := c.nc.NewInbox()
 	answers := make(chan *nats.Msg, 64)
 	sub, err := c.nc.ChanSubscribe(inbox+".*", answers)
@@ -95,9 +155,10 @@ func (c *Client) ask(ctx context.Context, endpoint string, data []byte, how aski
 
 	start := time.Now()
 	wait := how.first
-	var lastErr error // what the last attempt got, when it got something
-	idle := 0         // "no coordinator" answers so far
-	all := false      // this attempt goes to every coordinator
+	var lastErr error       // what the last attempt got, when it got something
+	var idleSince time.Time // the first of the "no coordinator" answers in a row
+	pause := idleRetry      // before an attempt that follows such an answer
+	all := false            // this attempt goes to every coordinator
 	for n := 0; ; n++ {
 		subject := c.names.APISubject(endpoint)
 		if all {
@@ -147,23 +208,35 @@ func (c *Client) ask(ctx context.Context, endpoint string, data []byte, how aski
 					// busy: a moment before the next attempt.
 					if noResponders {
 						lastErr = errNoCoordinator
-						idle++
-						if idle >= idleTries {
+						last.set(lastErr)
+						if idleSince.IsZero() {
+							idleSince = time.Now()
+						} else if time.Since(idleSince) >= NoCoordinatorWait {
 							next.Stop()
 							return nil, lastErr
 						}
+						// Through another server the coordinators may be
+						// there (this one is cut off, or its routes are
+						// not up yet).
 						c.moveServer(FailoverAfter)
 					} else {
 						lastErr = ae
+						last.set(lastErr)
+						idleSince, pause = time.Time{}, idleRetry
 						// "Unavailable" again and again: this server may
 						// be cut off, its coordinators with it.
 						c.moveServer(time.Since(start))
 					}
 					next.Stop()
+					paused := time.NewTimer(pause)
 					select {
 					case <-ctx.Done():
+						paused.Stop()
 						return nil, lastErr
-					case <-time.After(idleRetry):
+					case <-paused.C:
+					}
+					if noResponders {
+						pause = min(2*pause, idleRetryMax)
 					}
 					resend = true
 				default:

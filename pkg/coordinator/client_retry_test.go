@@ -3,6 +3,9 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -180,4 +183,110 @@ func TestStatusMovesOffACutOffServer(t *testing.T) {
 	require.Equal(t, "j", st.ID)
 	require.NotEqual(t, c.NodeName(2), nc.ConnectedServerName())
 	t.Logf("answered through %s %s after the cut", nc.ConnectedServerName(), time.Since(start).Round(10*time.Millisecond))
+}
+
+// A server whose routes to the coordinators' servers are not up (every
+// node started again at once, or one cut off and healed) takes requests
+// and finds no coordinator for a few seconds: Status keeps asking within
+// its context (NoCoordinatorWait) instead of giving up, and is answered
+// once the routes are back. The client knows only that server, so moving
+// is no way out here.
+func TestStatusWaitsForTheRoutesToForm(t *testing.T) {
+	fleettest.VerifyNoLeaks(t)
+	c := fleettest.RunCluster(t, 3, fleettest.WithPartitions(), fleettest.WithConfig(func(o *server.Options) {
+		o.Cluster.PingInterval = 500 * time.Millisecond
+		o.Cluster.MaxPingsOut = 3
+	}))
+	coord := c.ConnectNode(t, 0)
+	_, err := coord.QueueSubscribe("fleet.api.jobs.status", "q", answerStatus)
+	require.NoError(t, err)
+	_, err = coord.Subscribe("fleet.api._all.jobs.status", answerStatus)
+	require.NoError(t, err)
+	require.NoError(t, coord.Flush())
+	nc := c.ConnectNode(t, 2, nats.IgnoreDiscoveredServers())
+	fleettest.WaitFor(t, 10*time.Second, func() error { // the subscriptions reached node 2
+		_, err := nc.Request("fleet.api.jobs.status", nil, time.Second)
+		return err
+	})
+	require.Len(t, nc.Servers(), 1)
+
+	// Node 2 off the cluster until its routes are given up: requests
+	// through it find no one.
+	c.Cut(2)
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		_, err := nc.Request("fleet.api.jobs.status", nil, time.Second)
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil
+		}
+		return fmt.Errorf("still routed: %v", err)
+	})
+	// Back on the network a second into the request: the routes form
+	// again while it is being asked.
+	healed := make(chan struct{})
+	heal := time.AfterFunc(time.Second, func() { c.Heal(2); close(healed) })
+	defer func() {
+		if heal.Stop() {
+			c.Heal(2)
+		} else {
+			<-healed
+		}
+	}()
+	cl, err := NewClient(nc, "", WithFailover())
+	require.NoError(t, err)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := cl.Status(ctx, "j")
+	require.NoError(t, err, "after %s", time.Since(start).Round(10*time.Millisecond))
+	require.Equal(t, "j", st.ID)
+	require.Equal(t, c.NodeName(2), nc.ConnectedServerName())
+	t.Logf("answered %s after the request, the routes healed 1 s into it", time.Since(start).Round(10*time.Millisecond))
+}
+
+// A connection that is reconnecting holds its lock while it dials a server
+// (nats.go), up to its Timeout: Status still returns by the end of its
+// context, not once the dial gives up.
+func TestStatusReturnsByItsDeadlineWhileTheConnectionDials(t *testing.T) {
+	fleettest.VerifyNoLeaks(t)
+	srv := fleettest.RunServer(t)
+	// A server that takes connections and never says a word (a node
+	// being restarted, a silent network).
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var held sync.WaitGroup
+	conns := make(chan net.Conn, 16)
+	held.Add(1)
+	go func() {
+		defer held.Done()
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			conns <- conn
+		}
+	}()
+	t.Cleanup(func() {
+		_ = silent.Close()
+		held.Wait()
+		close(conns)
+		for conn := range conns {
+			_ = conn.Close()
+		}
+	})
+	const dial = 3 * time.Second
+	nc, err := nats.Connect(srv.URL()+",nats://"+silent.Addr().String(), nats.DontRandomize(),
+		nats.Timeout(dial), nats.ReconnectWait(time.Millisecond), nats.MaxReconnects(-1))
+	require.NoError(t, err)
+	defer nc.Close()
+	cl, err := NewClient(nc, "")
+	require.NoError(t, err)
+
+	require.NoError(t, nc.ForceReconnect()) // to the silent one first
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = cl.Status(ctx, "j")
+	require.Error(t, err)
+	require.Less(t, time.Since(start), dial/2, "returned once the dial gave up, not at its deadline: %v", err)
 }
