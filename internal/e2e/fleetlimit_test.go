@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
@@ -449,8 +450,12 @@ func BenchmarkLimitOverhead(b *testing.B) {
 	require.NoError(b, err)
 	_, err = store.Set(context.Background(), "roomy-capped", messages.LimitConfig{Rate: 1_000_000, Concurrency: 1000})
 	require.NoError(b, err)
+	// The agents' limit metrics: KV takes and calls that waited in the
+	// agent, per limit, over the whole benchmark.
+	reg := prometheus.NewRegistry()
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(b, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
+		startAgent(b, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, reg)},
+			testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(b, srv)
 	payload := itemsJSON(items, func(i int) map[string]any { return map[string]any{"i": i} })
@@ -483,4 +488,22 @@ func BenchmarkLimitOverhead(b *testing.B) {
 	rec, _, err := store.Get(context.Background(), limit.NamedKey("roomy"))
 	require.NoError(b, err)
 	b.Logf("limit roomy: %d calls in its last minutes", rec.Stats.Calls+rec.Stats.PrevCalls)
+	mfs, err := reg.Gather()
+	require.NoError(b, err)
+	counts := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "limit" {
+					counts[mf.GetName()+" "+lp.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	for _, lim := range []string{"roomy", "roomy-capped"} {
+		grants := counts["jetfleet_limit_grants_total "+lim]
+		b.Logf("limit %s: %.0f calls, %.0f takes (%.1f calls a take), %.0f calls waited in the agent",
+			lim, grants, counts["jetfleet_limit_takes_total "+lim], grants/max(1, counts["jetfleet_limit_takes_total "+lim]),
+			counts["jetfleet_limit_waited_total "+lim])
+	}
 }

@@ -21,8 +21,10 @@ const (
 	// one of a limit below 200/s a single token.
 	BatchWindow = 10 * time.Millisecond
 	// batchTTL is how long leased tokens stay usable: tokens not used by
-	// then are dropped, so that a batch never adds to a later burst.
-	batchTTL = 2 * BatchWindow
+	// then are dropped, so that a batch never adds to a later burst. It
+	// is well within the bucket's TransitMargin, which absorbs the calls
+	// of tokens taken before a second that start in it.
+	batchTTL = 5 * BatchWindow
 	// SlotPoll is how long an agent waits before asking again for a slot
 	// of a full limit, unless one of its own calls releases one first.
 	// Each ask reads the record: another agent's release is seen within it.
@@ -80,6 +82,10 @@ type local struct {
 	// while a take runs in the background for the callers to come.
 	batch     int
 	refilling bool
+	// latency is a moving average of the takes' round trips: a batch
+	// leases tokens for the callers expected until the next take can land
+	// (lookahead).
+	latency time.Duration
 	// rate is the limit's rate at the last take; capped that it has a
 	// concurrency cap (each call then takes its own slot, and no batch).
 	rate     float64
@@ -222,15 +228,35 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			lk.mu.Unlock()
 			l.metrics.granted(q.Label, waited)
 			return &Ticket{key: q.Key, label: q.Label, slot: true, adaptive: adaptive, lease: q.Lease}, 0, nil
+		case !spare && lk.refilling:
+			// The leased tokens ran out while a refill is on its way: wait
+			// for it (it wakes the callers when it lands) rather than race
+			// it with a take of the same record. Like a take in flight, it
+			// is not bounded by MaxWait.
+			wake := lk.waker()
+			lk.mu.Unlock()
+			waited = true
+			t := time.NewTimer(releaseTimeout)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, 0, ctx.Err()
+			case <-t.C:
+			case <-wake:
+				t.Stop()
+			}
+			continue
 		case now.Before(lk.notBefore):
 			wait = lk.notBefore.Sub(now)
 		default:
 			batch := 1
 			if lk.rate > 0 && !lk.capped {
-				batch = max(1, min(lk.waiting+lk.lastDemand, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
+				batch = lk.batchSize()
 			}
 			// With a spare slot only a token is asked for.
+			took := time.Now()
 			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease, More: lk.waiting > 1})
+			lk.observe(time.Since(took))
 			l.metrics.take(q.Label)
 			if err != nil {
 				lk.mu.Unlock()
@@ -291,19 +317,42 @@ func (l *Limiter) refillAhead(q Acquire, lk *local) {
 	if lk.refilling || lk.rate <= 0 || lk.capped || lk.tokens*2 >= lk.batch {
 		return
 	}
-	n := max(1, min(lk.waiting+lk.lastDemand, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
+	n := lk.batchSize()
 	lk.refilling = true
 	go l.refill(q, lk, n)
 }
 
+// batchSize is how many tokens a take leases: one for each caller waiting
+// and for each expected before another take could land (the callers of
+// the last BatchWindow, scaled to twice the takes' round trip, within
+// batchTTL), at most BatchWindow of the limit's rate, so that an agent
+// does not lease the tokens of a limit that binds. lk.mu is held.
+func (lk *local) batchSize() int {
+	ahead := min(max(2*lk.latency, BatchWindow), batchTTL)
+	expected := int(math.Ceil(float64(lk.lastDemand) * float64(ahead) / float64(BatchWindow)))
+	return max(1, min(lk.waiting+expected, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
+}
+
+// observe adds a take's round trip d to the moving average. lk.mu is held.
+func (lk *local) observe(d time.Duration) {
+	if lk.latency == 0 {
+		lk.latency = d
+		return
+	}
+	lk.latency += (d - lk.latency) / 4
+}
+
 // refill takes n tokens for lk's callers to come and adds them to the
-// lease, which it renews for batchTTL.
+// lease, which it renews for batchTTL. It wakes the callers waiting for
+// it whatever its outcome.
 func (l *Limiter) refill(q Acquire, lk *local, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
+	took := time.Now()
 	g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: n, Lease: q.Lease})
 	l.metrics.take(q.Label)
 	lk.mu.Lock()
+	lk.observe(time.Since(took))
 	lk.refilling = false
 	granted := err == nil && g.Granted()
 	if err == nil {
@@ -317,9 +366,7 @@ func (l *Limiter) refill(q Acquire, lk *local, n int) {
 		lk.tokens, lk.expires, lk.batch = lk.tokens+g.Tokens, now.Add(batchTTL), g.Tokens
 	}
 	lk.mu.Unlock()
-	if granted {
-		lk.kick()
-	}
+	lk.kick()
 }
 
 // done ends a caller's wait on lk: the last waiter gives back the spare
@@ -479,6 +526,10 @@ func (l *Limiter) Renew(ctx context.Context, t *Ticket) error {
 	}
 	return l.store.Renew(ctx, t.key, l.agent, t.lease)
 }
+
+// HoldsSlot reports whether the ticket holds a concurrency slot (whose
+// lease Renew extends); a ticket of a limit without a cap holds none.
+func (t *Ticket) HoldsSlot() bool { return t != nil && t.slot }
 
 // Label is the ticket's limit name in metrics and logs.
 func (t *Ticket) Label() string { return t.label }
