@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
@@ -187,11 +186,10 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 	require.Equal(t, 600, n, "every item called once; called twice: %v", ds.repeated())
 	require.LessOrEqual(t, ds.maxWindow("", time.Second), 50, "rate + burst per second")
 	require.LessOrEqual(t, ds.maxInFlight, 6, "concurrency")
-	// Asserted under load too: a freed slot wakes the waiting agents
-	// through the watch, so the rate binds, not the agents' own speed.
-	if !raceEnabled {
-		require.GreaterOrEqual(t, float64(n-1)/elapsed.Seconds(), 0.75*40, "the jobs get at least 75%% of the limit")
-	}
+	// Asserted under load and -race too: a freed slot goes to the agent's
+	// next call or wakes the waiting agents, so the rate binds, not the
+	// agents' own speed.
+	require.GreaterOrEqual(t, float64(n-1)/elapsed.Seconds(), 0.75*40, "the jobs get at least 75%% of the limit")
 	rec, ok, err := store.Get(context.Background(), limit.NamedKey("api"))
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -385,40 +383,93 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 		simHealthy, healthy, simDuring, during, simAfter, afterCalls)
 	require.LessOrEqual(t, simDuring, 0.25*simHealthy)
 	require.InDelta(t, during, simDuring, 0.1*healthy, "the outage's rates agree within a tenth of the healthy rate")
-	if !raceEnabled {
-		// Relative to the healthy rate of the same run: held at load
-		// averages near 20 on 2 CPUs.
-		require.GreaterOrEqual(t, best, 0.8*healthy, "the rate comes back after the outage")
-	}
-	if timingReliable(t) {
-		require.GreaterOrEqual(t, healthy, 0.75*40, "the limit lets the job use it")
-		require.InEpsilon(t, healthy, simHealthy, 0.1, "the simulator agrees on the healthy rate")
+	// Asserted whatever the machine's load, and under -race: the agents
+	// lease enough tokens per take to carry the limit's rate however long
+	// a take's round trip (limit.Limiter), so the limit binds, not the
+	// agents' speed, and the simulator's agents, which take no time,
+	// are a fair model.
+	require.GreaterOrEqual(t, healthy, 0.75*40, "the limit lets the job use it")
+	require.GreaterOrEqual(t, best, 0.8*healthy, "the rate comes back after the outage")
+	require.InEpsilon(t, healthy, simHealthy, 0.1, "the simulator agrees on the healthy rate")
+	if raceEnabled {
+		// The recovery's additive raises wait for the runs' outcome
+		// writes, whose round trips -race slows and the simulator does not
+		// model (no latency): 408 calls against 471 in one run, 448 without
+		// -race.
+		t.Log("the calls after the outage not compared with the simulator under -race")
+	} else {
 		require.InEpsilon(t, afterCalls, simAfter, 0.1, "and on the calls after the outage")
 	}
 	_ = waitJob(t, c, id, 120*time.Second)
 }
 
-// timingReliable reports whether the lower bounds on throughput can be
-// asserted: not under -race, and not on a machine whose load average is
-// above its CPU count. There the agents' own work per call (a KV take, the
-// step, a KV release) stretches how long a call holds its slot so far that
-// 6 slots cannot carry 30 calls a second; the upper bounds hold whatever
-// the load, and are always asserted.
-func timingReliable(t *testing.T) bool {
-	if raceEnabled {
-		t.Log("throughput lower bound not asserted under -race")
-		return false
+// A limit with only a concurrency cap binds the fleet to cap / call
+// duration, and the simulator, given the same job, fleet and limit, agrees
+// on the rate within 10 %.
+func TestLimitConcurrencyAgreesWithSimulator(t *testing.T) {
+	const (
+		items   = 240
+		cap     = 4
+		latency = 100 * time.Millisecond
+	)
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	ds := newDownstream(t, latency)
+	store := limitStore(t, srv)
+	_, err := store.Set(context.Background(), "narrow", messages.LimitConfig{Concurrency: cap})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	for _, name := range []string{"a1", "a2"} {
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, reg)},
+			testhooks.Agent{Provision: calmProvision}), nil)
 	}
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return true
+	c := client(t, srv)
+	spec := `{"items": ` + itemsJSON(items, func(i int) map[string]any { return map[string]any{"i": i} }) + `,
+	  "agent_template": [{"handler": "http", "limit": "narrow", "with": {"url": "` + ds.URL + `/i/${item.i}"}}]}`
+	st := waitJob(t, c, submit(t, c, spec), 120*time.Second)
+	require.Equal(t, int64(items), st.Succeeded, "%+v", st)
+	n, first, last := ds.count()
+	require.Equal(t, items, n, "every item called once; called twice: %v", ds.repeated())
+	require.LessOrEqual(t, ds.maxInFlight, cap, "the cap holds")
+	fleet := float64(n-1) / last.Sub(first).Seconds()
+	// The simulator's step lasts as long as the fleet's runs of it did in
+	// this run (the agents' step duration metric): the dependency's 100 ms
+	// and the handler's own time, which grows with the machine's load.
+	// What the fleet adds between a run's end and the next run's start
+	// on the freed slot is the limiter's, and must stay small.
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var sum float64
+	var count uint64
+	for _, mf := range mfs {
+		if mf.GetName() == "jetfleet_agent_step_duration_seconds" {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetHistogram().GetSampleSum()
+				count += m.GetHistogram().GetSampleCount()
+			}
+		}
 	}
-	var load float64
-	if _, err := fmt.Sscan(string(b), &load); err != nil || load <= float64(runtime.NumCPU()) {
-		return true
-	}
-	t.Logf("throughput lower bound not asserted: load average %.1f on %d CPUs", load, runtime.NumCPU())
-	return false
+	require.Equal(t, uint64(items), count, "a duration for every run")
+	step := time.Duration(sum / float64(count) * float64(time.Second))
+	require.GreaterOrEqual(t, step, latency)
+
+	parsed, err := jobspec.Parse([]byte(spec))
+	require.NoError(t, err)
+	r, err := simulate.Run(context.Background(), simulate.Config{
+		Spec: parsed, Items: items,
+		Fleet:      simulate.Fleet{Agents: 2, Concurrency: 16, MaxDeliver: calmProvision.MaxDeliver},
+		Dependency: simulate.Dependency{StepDuration: step},
+		Limit:      messages.LimitConfig{Concurrency: cap},
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(items), r.Succeeded)
+	// The same measure as the fleet's: from the first call's start to the
+	// last one's.
+	sim := float64(r.Attempts-1) / (r.Duration - step).Seconds()
+	t.Logf("fleet %.1f calls/s, at most %d in flight, runs of %s on average; simulated %.1f calls/s; cap / run %.1f/s",
+		fleet, ds.maxInFlight, step, sim, cap/step.Seconds())
+	require.InEpsilon(t, cap/step.Seconds(), sim, 0.1, "the simulator's rate is the cap's")
+	require.InEpsilon(t, sim, fleet, 0.1, "the fleet and the simulator agree")
 }
 
 // BenchmarkLimitOverhead measures what a limit far above the fleet's speed
@@ -449,8 +500,12 @@ func BenchmarkLimitOverhead(b *testing.B) {
 	require.NoError(b, err)
 	_, err = store.Set(context.Background(), "roomy-capped", messages.LimitConfig{Rate: 1_000_000, Concurrency: 1000})
 	require.NoError(b, err)
+	// The agents' limit metrics: KV takes and calls that waited in the
+	// agent, per limit, over the whole benchmark.
+	reg := prometheus.NewRegistry()
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(b, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
+		startAgent(b, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, reg)},
+			testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(b, srv)
 	payload := itemsJSON(items, func(i int) map[string]any { return map[string]any{"i": i} })
@@ -483,4 +538,22 @@ func BenchmarkLimitOverhead(b *testing.B) {
 	rec, _, err := store.Get(context.Background(), limit.NamedKey("roomy"))
 	require.NoError(b, err)
 	b.Logf("limit roomy: %d calls in its last minutes", rec.Stats.Calls+rec.Stats.PrevCalls)
+	mfs, err := reg.Gather()
+	require.NoError(b, err)
+	counts := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "limit" {
+					counts[mf.GetName()+" "+lp.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	for _, lim := range []string{"roomy", "roomy-capped"} {
+		grants := counts["jetfleet_limit_grants_total "+lim]
+		b.Logf("limit %s: %.0f calls, %.0f takes (%.1f calls a take), %.0f calls waited in the agent",
+			lim, grants, counts["jetfleet_limit_takes_total "+lim], grants/max(1, counts["jetfleet_limit_takes_total "+lim]),
+			counts["jetfleet_limit_waited_total "+lim])
+	}
 }

@@ -21,8 +21,10 @@ const (
 	// one of a limit below 200/s a single token.
 	BatchWindow = 10 * time.Millisecond
 	// batchTTL is how long leased tokens stay usable: tokens not used by
-	// then are dropped, so that a batch never adds to a later burst.
-	batchTTL = 2 * BatchWindow
+	// then are dropped, so that a batch never adds to a later burst. It
+	// is well within the bucket's TransitMargin, which absorbs the calls
+	// of tokens taken before a second that start in it.
+	batchTTL = 5 * BatchWindow
 	// SlotPoll is how long an agent waits before asking again for a slot
 	// of a full limit, unless one of its own calls releases one first.
 	// Each ask reads the record: another agent's release is seen within it.
@@ -80,6 +82,10 @@ type local struct {
 	// while a take runs in the background for the callers to come.
 	batch     int
 	refilling bool
+	// latency is a moving average of the takes' round trips: a batch
+	// leases tokens for the callers expected until the next take can land
+	// (lookahead).
+	latency time.Duration
 	// rate is the limit's rate at the last take; capped that it has a
 	// concurrency cap (each call then takes its own slot, and no batch).
 	rate     float64
@@ -96,8 +102,11 @@ type local struct {
 	wake   chan struct{}
 	kicked atomic.Bool
 	// seen is when a newer record of the limit was last seen (Unix
-	// nanoseconds of the store's clock).
+	// nanoseconds of the store's clock), and last is that record: a
+	// release hands its slot over on it while it is recent, even after a
+	// refused take made the store forget its cached copy.
 	seen atomic.Int64
+	last atomic.Pointer[Record]
 	// users counts the callers between Acquire and Release (the entry is
 	// dropped at 0).
 	users int
@@ -124,6 +133,7 @@ func (l *Limiter) changed(key string, r Record) {
 	}
 	now := l.store.Now()
 	lk := v.(*local)
+	lk.last.Store(&r)
 	lk.seen.Store(now.UnixNano())
 	if r.Concurrency > 0 && r.InFlight(now) >= r.Concurrency {
 		return
@@ -222,15 +232,35 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			lk.mu.Unlock()
 			l.metrics.granted(q.Label, waited)
 			return &Ticket{key: q.Key, label: q.Label, slot: true, adaptive: adaptive, lease: q.Lease}, 0, nil
+		case !spare && lk.refilling:
+			// The leased tokens ran out while a refill is on its way: wait
+			// for it (it wakes the callers when it lands) rather than race
+			// it with a take of the same record. Like a take in flight, it
+			// is not bounded by MaxWait.
+			wake := lk.waker()
+			lk.mu.Unlock()
+			waited = true
+			t := time.NewTimer(releaseTimeout)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, 0, ctx.Err()
+			case <-t.C:
+			case <-wake:
+				t.Stop()
+			}
+			continue
 		case now.Before(lk.notBefore):
 			wait = lk.notBefore.Sub(now)
 		default:
 			batch := 1
 			if lk.rate > 0 && !lk.capped {
-				batch = max(1, min(lk.waiting+lk.lastDemand, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
+				batch = lk.batchSize()
 			}
 			// With a spare slot only a token is asked for.
+			took := time.Now()
 			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease, More: lk.waiting > 1})
+			lk.observe(time.Since(took))
 			l.metrics.take(q.Label)
 			if err != nil {
 				lk.mu.Unlock()
@@ -244,7 +274,7 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 					lk.spare--
 					slot = true
 				}
-				lk.tokens, lk.expires, lk.batch = g.Tokens-1, now.Add(batchTTL), g.Tokens
+				lk.tokens, lk.expires, lk.batch = g.Tokens-1, l.clock.Now().Add(batchTTL), g.Tokens // usable from the grant on
 				if slot {
 					lk.tokens = 0 // a slot per call: the batch was not asked for
 				}
@@ -291,19 +321,45 @@ func (l *Limiter) refillAhead(q Acquire, lk *local) {
 	if lk.refilling || lk.rate <= 0 || lk.capped || lk.tokens*2 >= lk.batch {
 		return
 	}
-	n := max(1, min(lk.waiting+lk.lastDemand, int(math.Floor(lk.rate*BatchWindow.Seconds()))))
+	n := lk.batchSize()
 	lk.refilling = true
 	go l.refill(q, lk, n)
 }
 
+// batchSize is how many tokens a take leases: one for each caller waiting
+// and for each expected before another take could land (the callers of
+// the last BatchWindow, scaled to twice the takes' round trip, within
+// batchTTL), at most the limit's rate over BatchWindow or over a take's
+// round trip if longer (within batchTTL): an agent does not lease the
+// tokens of a limit that binds for long, and one take at a time can still
+// carry the whole rate when KV is slow. lk.mu is held.
+func (lk *local) batchSize() int {
+	ahead := min(max(2*lk.latency, BatchWindow), batchTTL)
+	expected := int(math.Ceil(float64(lk.lastDemand) * float64(ahead) / float64(BatchWindow)))
+	span := min(max(lk.latency, BatchWindow), batchTTL)
+	return max(1, min(lk.waiting+expected, int(math.Floor(lk.rate*span.Seconds()))))
+}
+
+// observe adds a take's round trip d to the moving average. lk.mu is held.
+func (lk *local) observe(d time.Duration) {
+	if lk.latency == 0 {
+		lk.latency = d
+		return
+	}
+	lk.latency += (d - lk.latency) / 4
+}
+
 // refill takes n tokens for lk's callers to come and adds them to the
-// lease, which it renews for batchTTL.
+// lease, which it renews for batchTTL. It wakes the callers waiting for
+// it whatever its outcome.
 func (l *Limiter) refill(q Acquire, lk *local, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
+	took := time.Now()
 	g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: n, Lease: q.Lease})
 	l.metrics.take(q.Label)
 	lk.mu.Lock()
+	lk.observe(time.Since(took))
 	lk.refilling = false
 	granted := err == nil && g.Granted()
 	if err == nil {
@@ -317,9 +373,7 @@ func (l *Limiter) refill(q Acquire, lk *local, n int) {
 		lk.tokens, lk.expires, lk.batch = lk.tokens+g.Tokens, now.Add(batchTTL), g.Tokens
 	}
 	lk.mu.Unlock()
-	if granted {
-		lk.kick()
-	}
+	lk.kick()
 }
 
 // done ends a caller's wait on lk: the last waiter gives back the spare
@@ -340,47 +394,74 @@ func (l *Limiter) done(ctx context.Context, q Acquire, lk *local) {
 }
 
 // Release ends the ticket's call with outcome o. Its slot goes to a call
-// of the agent's waiting on the same limit, if any (no request), or back
-// to the limit; an adaptive limit hears the outcome. It runs even when
-// ctx has ended (bounded by its own timeout); a release that fails
-// leaves the slot to its lease's expiry. It is idempotent.
+// of the agent's waiting on the same limit, if any, or back to the limit:
+// without a request when the agent's view of the limit is recent and shows
+// no other agent waiting with fewer slots, else in the one write that
+// applies the outcome (Store.Handover), which keeps the slot for the
+// waiting call unless another agent is behind. An adaptive limit hears the
+// outcome. It runs even when ctx has ended (bounded by its own timeout); a
+// release that fails leaves the slot to its lease's expiry. It is
+// idempotent.
 func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 	if t == nil || t.released {
 		return nil
 	}
 	t.released = true
-	slots := 0
-	if t.slot {
-		slots = 1
-		l.mu.Lock()
-		lk := l.keys[t.key]
-		l.mu.Unlock()
-		// Another agent waiting with fewer slots gets this one: it goes
-		// back to the limit, not to a caller here.
-		// So does every slot when the agent's view of the limit is not
-		// recent: it may not show the other agents waiting.
-		rec, fresh := l.store.cached(t.key)
-		now := l.store.Now()
-		yield := !fresh || rec.Behind(now, l.agent) ||
-			lk != nil && now.Sub(time.Unix(0, lk.seen.Load())) > handoffFresh
-		// lk.mu may be held across a take: not under l.mu. An entry dropped
-		// meanwhile has no waiter, and the slot goes back to the limit.
-		if lk != nil && !yield {
-			lk.mu.Lock()
-			if lk.waiting > 0 {
-				lk.spare++ // handed over: the waiter's take asks only for a token
-				slots = 0
-			}
-			lk.mu.Unlock()
-			lk.kick()
-		}
-	}
-	if slots == 0 && !(t.adaptive && o != Neutral) {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	return l.store.Release(ctx, t.key, l.agent, slots, o, t.lease)
+	outcome := t.adaptive && o != Neutral
+	if !t.slot {
+		if !outcome {
+			return nil
+		}
+		return l.store.Release(ctx, t.key, l.agent, 0, o, t.lease)
+	}
+	l.mu.Lock()
+	lk := l.keys[t.key]
+	l.mu.Unlock()
+	// lk.mu may be held across a take: not under l.mu. An entry dropped
+	// meanwhile has no waiter, and the slot goes back to the limit.
+	waiting := false
+	if lk != nil {
+		lk.mu.Lock()
+		waiting = lk.waiting > 0
+		lk.mu.Unlock()
+	}
+	if !waiting {
+		return l.store.Release(ctx, t.key, l.agent, 1, o, t.lease)
+	}
+	// The view must be recent to hand over without a request: an older one
+	// may miss another agent waiting.
+	now := l.store.Now()
+	rec := lk.last.Load()
+	local := rec != nil && now.Sub(time.Unix(0, lk.seen.Load())) <= handoffFresh && !rec.Behind(now, l.agent)
+	kept := local
+	if !local {
+		var err error
+		if kept, err = l.store.Handover(ctx, t.key, l.agent, o, t.lease); err != nil {
+			return err
+		}
+		outcome = false
+	}
+	if kept {
+		lk.mu.Lock()
+		if lk.waiting > 0 {
+			lk.spare++ // the waiter's take asks only for a token
+			kept = false
+		}
+		lk.mu.Unlock()
+		lk.kick()
+	}
+	switch {
+	case kept && local && outcome:
+		// The waiters left meanwhile: the slot goes back after all.
+		return l.store.Release(ctx, t.key, l.agent, 1, o, t.lease)
+	case kept:
+		return l.store.Release(ctx, t.key, l.agent, 1, Neutral, t.lease)
+	case local && outcome:
+		return l.store.Release(ctx, t.key, l.agent, 0, o, t.lease)
+	}
+	return nil
 }
 
 // enter returns key's local state, counted in use.
@@ -479,6 +560,10 @@ func (l *Limiter) Renew(ctx context.Context, t *Ticket) error {
 	}
 	return l.store.Renew(ctx, t.key, l.agent, t.lease)
 }
+
+// HoldsSlot reports whether the ticket holds a concurrency slot (whose
+// lease Renew extends); a ticket of a limit without a cap holds none.
+func (t *Ticket) HoldsSlot() bool { return t != nil && t.slot }
 
 // Label is the ticket's limit name in metrics and logs.
 func (t *Ticket) Label() string { return t.label }

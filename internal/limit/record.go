@@ -388,6 +388,19 @@ func (r Record) Release(now time.Time, agent string, slots int, o Outcome, lease
 	return r
 }
 
+// Handover decides the end of agent's call holding a slot at now, when
+// another of its calls waits for one: the slot stays the agent's (for the
+// waiting call, its lease renewed) unless another agent waits holding
+// fewer (Behind), when it goes back to the limit. The outcome is applied
+// either way.
+func (r Record) Handover(now time.Time, agent string, o Outcome, lease time.Duration) (next Record, kept bool) {
+	r = r.Release(now, agent, 0, o, lease)
+	if r.held(now, agent) > 0 && !r.Behind(now, agent) {
+		return r.Renew(now, agent, lease), true
+	}
+	return r.Release(now, agent, 1, Neutral, lease), false
+}
+
 // withWriter records write id in the record.
 func (r Record) withWriter(id string) Record {
 	r.Writers = append(slices.Clone(r.Writers[max(0, len(r.Writers)-keepWriters+1):]), id)

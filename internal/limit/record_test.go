@@ -223,3 +223,40 @@ func TestWindowBound(t *testing.T) {
 		}
 	}
 }
+
+// A handover keeps the finished call's slot for the agent's waiting call
+// unless another agent waits holding fewer; the outcome counts either way.
+func TestHandover(t *testing.T) {
+	lease := time.Minute
+	for _, tc := range []struct {
+		name       string
+		otherWaits bool
+		want       bool
+	}{
+		{name: "no other agent waiting", want: true},
+		{name: "another agent waits with fewer slots", otherWaits: true, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Record{}.Configure(t0, cfg(0, 0, 2, true))
+			r, g := r.Take(t0, Request{Agent: "a", Slot: true, Lease: lease})
+			require.True(t, g.Slot)
+			if tc.otherWaits {
+				r, g = r.Take(t0, Request{Agent: "a", Slot: true, Lease: lease})
+				require.True(t, g.Slot)
+				r, g = r.Take(t0, Request{Agent: "b", Slot: true, Lease: lease})
+				require.True(t, g.Full, "both slots are a's")
+			}
+			now := t0.Add(WaiterTTL / 2) // b still counts as waiting
+			held := r.held(now, "a")
+			next, kept := r.Handover(now, "a", Success, lease)
+			require.Equal(t, tc.want, kept)
+			if kept {
+				require.Equal(t, held, next.held(now, "a"))
+				require.Equal(t, now.Add(lease), next.Holders["a"].Until, "the lease is renewed")
+			} else {
+				require.Equal(t, held-1, next.held(now, "a"), "the slot goes back to the limit")
+			}
+			require.Equal(t, 1, next.Stats.Successes)
+		})
+	}
+}

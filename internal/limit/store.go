@@ -133,13 +133,6 @@ func (s *Store) notify(key string, r Record) {
 // the cached one, which, unwatched, other agents' releases do not update.
 func (s *Store) reread(key string) { s.s.Forget(key) }
 
-// cached is the latest record of key seen, without a request; ok is false
-// when there is none or it may be outdated.
-func (s *Store) cached(key string) (Record, bool) {
-	e, fresh, ok := s.s.Cached(key)
-	return e.Value, ok && fresh && e.Exists
-}
-
 // Close stops the store.
 func (s *Store) Close() { s.s.Close() }
 
@@ -191,6 +184,28 @@ func (s *Store) Release(ctx context.Context, key, agent string, slots int, o Out
 		return fmt.Errorf("limit %s: %w", key, err)
 	}
 	return nil
+}
+
+// Handover ends a call of agent's holding a slot of the limit under key
+// while another of its calls waits for one (Record.Handover): kept reports
+// that the slot stays the agent's for that call. A record deleted since is
+// left deleted (nothing kept).
+func (s *Store) Handover(ctx context.Context, key, agent string, o Outcome, lease time.Duration) (kept bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
+	defer cancel()
+	_, err = s.s.Update(ctx, key, func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
+		if !cur.Exists {
+			kept = false
+			return cur.Value, false, nil
+		}
+		var next Record
+		next, kept = cur.Value.Handover(s.now(), agent, o, lease)
+		return next.withWriter(id), true, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("limit %s: %w", key, err)
+	}
+	return kept, nil
 }
 
 // Set configures the named limit name, creating it if needed; a running

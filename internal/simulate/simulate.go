@@ -78,6 +78,9 @@ type itemState struct {
 	limitSince   int64 // when the run began waiting in its agent for the step's limit + 1; 0 = not waiting
 	phases       uint8 // phases in which the item called the dependency (bit per phase)
 	flags        uint8
+	// limitWake numbers the item's waits for a slot of the step's limit:
+	// a poll (evLimit) or a handover (limitWaiter) of an older wait is stale.
+	limitWake uint8
 }
 
 // itemState flags.
@@ -145,6 +148,9 @@ type sim struct {
 	// fleet's own pure code (limit.Record); agentIDs name the agents in it.
 	lim      *limit.Record
 	agentIDs []string
+	// limitWaiters are, per agent, the runs waiting in it for a slot of
+	// the limit, oldest first (stale entries are skipped).
+	limitWaiters []ring[limitWaiter]
 
 	res       Result
 	phaseEnds [2]int64 // outage start and end (after the ramp: "after")
@@ -205,6 +211,7 @@ func newSim(cfg Config) (*sim, error) {
 		for a := range f.Agents {
 			s.agentIDs = append(s.agentIDs, "agent-"+strconv.Itoa(a))
 		}
+		s.limitWaiters = make([]ring[limitWaiter], f.Agents)
 	}
 	// Every agent starts with a request for Prefetch messages.
 	for a := range s.agents {
@@ -298,6 +305,9 @@ func (s *sim) run(ctx context.Context) error {
 		case evDone:
 			s.stepDone(&e)
 		case evLimit:
+			if e.run != s.items[e.item].limitWake {
+				break // a poll of a wait that a handover ended
+			}
 			if s.takeLimit(e.agent, e.item) {
 				s.startRun(e.agent, e.item)
 			}
@@ -479,8 +489,9 @@ const limitLease = time.Hour
 // the item's run on agent a, as the agent's limit.Limiter does; false when
 // none came: the run asks again later while it may wait in the agent
 // (Fleet.LimitWait), then waits outside it (a delayed nak, spending
-// nothing). Not modelled: an agent's batches of tokens and the handing of
-// a slot to its own next run.
+// nothing). A run refused a slot also waits for one of the agent's own
+// runs to end and hand its slot over (releaseLimit), as the agent's
+// Limiter.Release does. Not modelled: an agent's batches of tokens.
 func (s *sim) takeLimit(a, it int32) bool {
 	st := &s.items[it]
 	next, g := s.lim.Take(s.tm(s.now), limit.Request{Agent: s.agentIDs[a], Tokens: 1, Slot: true, Lease: limitLease})
@@ -501,7 +512,11 @@ func (s *sim) takeLimit(a, it int32) bool {
 	}
 	maxWait := int64(s.cfg.Fleet.LimitWait)
 	if s.now-(st.limitSince-1)+int64(wait) <= maxWait {
-		s.events.push(event{at: s.now + int64(wait), kind: evLimit, item: it, agent: a})
+		if g.Full {
+			st.limitWake++
+			s.limitWaiters[a].push(limitWaiter{item: it, wake: st.limitWake})
+		}
+		s.events.push(event{at: s.now + int64(wait), kind: evLimit, item: it, agent: a, run: st.limitWake})
 		return false
 	}
 	// The agent's limitWait: spread by up to half again, at least LimitWait.
@@ -522,6 +537,27 @@ func (s *sim) releaseLimit(a int32, st *itemState, o limit.Outcome) {
 		st.flags &^= flagSlot
 	}
 	*s.lim = s.lim.Release(s.tm(s.now), s.agentIDs[a], slots, o, limitLease)
+	if slots == 0 {
+		return
+	}
+	// The slot goes to the agent's oldest run waiting for one, which asks
+	// at once rather than at its next poll (a take that another agent
+	// waiting with fewer slots refuses, as the agent's handover yields).
+	for q := &s.limitWaiters[a]; q.n > 0; {
+		w := q.pop()
+		if ws := &s.items[w.item]; ws.limitSince != 0 && ws.limitWake == w.wake {
+			ws.limitWake++
+			s.events.push(event{at: s.now, kind: evLimit, item: w.item, agent: a, run: ws.limitWake})
+			return
+		}
+	}
+}
+
+// limitWaiter is a run waiting in its agent for a slot: the item and the
+// number of its wait.
+type limitWaiter struct {
+	item int32
+	wake uint8
 }
 
 // startRun runs the item's current step, admitted: its call, bounded by

@@ -155,6 +155,14 @@ func (a *Agent) runLimited(ctx context.Context, t *limit.Ticket, fn func() *retr
 	if t == nil {
 		return fn()
 	}
+	if !t.HoldsSlot() {
+		// A token only: no lease to renew.
+		f := fn()
+		if err := a.limits.Release(ctx, t, limitOutcome(ctx, f)); err != nil {
+			a.log.Debug().Err(err).Str("limit", t.Label()).Msg("limit outcome not recorded")
+		}
+		return f
+	}
 	done := make(chan struct{})
 	renewed := make(chan struct{})
 	go func() {
