@@ -6,10 +6,11 @@ package simulate
 
 // Event kinds.
 const (
-	evDone     uint8 = iota + 1 // a step run (or a fallback) ends
-	evReady                     // a delayed nak is due: the message is redeliverable
-	evDeadline                  // best_effort.deadline
-	evLimit                     // a run waiting in its agent for its step's limit asks again
+	evDone      uint8 = iota + 1 // a step run (or a fallback) ends
+	evReady                      // a delayed nak is due: the message is redeliverable
+	evDeadline                   // best_effort.deadline
+	evLimit                      // a run waiting in its agent for its step's limit asks again
+	evLimitKick                  // a run waiting in its agent is handed a slot another of its runs freed
 )
 
 // Outcomes of a step run, in event.run.

@@ -151,6 +151,11 @@ type sim struct {
 	// limitWaiters are, per agent, the runs waiting in it for a slot of
 	// the limit, oldest first (stale entries are skipped).
 	limitWaiters []ring[limitWaiter]
+	// limitPollAt is, per agent, when its runs waiting for the limit may
+	// ask again after a refused take: the agent's Limiter keeps one such
+	// time per limit for all its callers (one take per agent per
+	// SlotPoll while the limit is full), and a handover clears it.
+	limitPollAt []int64
 
 	res       Result
 	phaseEnds [2]int64 // outage start and end (after the ramp: "after")
@@ -212,6 +217,7 @@ func newSim(cfg Config) (*sim, error) {
 			s.agentIDs = append(s.agentIDs, "agent-"+strconv.Itoa(a))
 		}
 		s.limitWaiters = make([]ring[limitWaiter], f.Agents)
+		s.limitPollAt = make([]int64, f.Agents)
 	}
 	// Every agent starts with a request for Prefetch messages.
 	for a := range s.agents {
@@ -304,9 +310,17 @@ func (s *sim) run(ctx context.Context) error {
 			s.rdq.push(e.item)
 		case evDone:
 			s.stepDone(&e)
-		case evLimit:
+		case evLimit, evLimitKick:
 			if e.run != s.items[e.item].limitWake {
 				break // a poll of a wait that a handover ended
+			}
+			if e.kind == evLimitKick {
+				s.limitPollAt[e.agent] = 0
+			} else if at := s.limitPollAt[e.agent]; s.now < at {
+				// Another of the agent's runs asked and was refused
+				// meanwhile: this one waits as long.
+				s.events.push(event{at: at, kind: evLimit, item: e.item, agent: e.agent, run: e.run})
+				break
 			}
 			if s.takeLimit(e.agent, e.item) {
 				s.startRun(e.agent, e.item)
@@ -507,6 +521,7 @@ func (s *sim) takeLimit(a, it int32) bool {
 	if g.Full {
 		wait = limit.SlotPoll
 	}
+	s.limitPollAt[a] = s.now + int64(wait)
 	if st.limitSince == 0 {
 		st.limitSince = s.now + 1
 	}
@@ -547,7 +562,7 @@ func (s *sim) releaseLimit(a int32, st *itemState, o limit.Outcome) {
 		w := q.pop()
 		if ws := &s.items[w.item]; ws.limitSince != 0 && ws.limitWake == w.wake {
 			ws.limitWake++
-			s.events.push(event{at: s.now, kind: evLimit, item: w.item, agent: a, run: ws.limitWake})
+			s.events.push(event{at: s.now, kind: evLimitKick, item: w.item, agent: a, run: ws.limitWake})
 			return
 		}
 	}
