@@ -15,6 +15,20 @@ func IgnoreServerGoroutines() goleak.Option {
 	return goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3")
 }
 
+// ignoreOrphanedStore is what VerifyNoLeaks also allows: a clustered
+// server that shuts down while it creates a stream's replica can leave
+// that replica's file store open, and its state flusher and its
+// registration with the access-time service never end (seen once in a
+// 3-node cluster test, still there 15 s after every server had stopped).
+// Both goroutines are the server's own; a server a test forgot to shut
+// down still shows by its accept loops and connections.
+func ignoreOrphanedStore() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*fileStore).flushStreamStateLoop"),
+		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server/ats.Register.func1"),
+	}
+}
+
 // leakWait bounds how long VerifyNoLeaks waits for goroutines to end.
 const leakWait = 15 * time.Second
 
@@ -27,7 +41,7 @@ const leakWait = 15 * time.Second
 // for them before it fails.
 func VerifyNoLeaks(t testing.TB, opts ...goleak.Option) {
 	t.Helper()
-	opts = append([]goleak.Option{goleak.IgnoreCurrent(), IgnoreServerGoroutines()}, opts...)
+	opts = append(append([]goleak.Option{goleak.IgnoreCurrent(), IgnoreServerGoroutines()}, ignoreOrphanedStore()...), opts...)
 	t.Cleanup(func() {
 		deadline := time.Now().Add(leakWait)
 		for goleak.Find(opts...) != nil && time.Now().Before(deadline) {
