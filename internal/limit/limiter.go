@@ -240,14 +240,8 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			wake := lk.waker()
 			lk.mu.Unlock()
 			waited = true
-			t := time.NewTimer(releaseTimeout)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, 0, ctx.Err()
-			case <-t.C:
-			case <-wake:
-				t.Stop()
+			if err := sleepOrWake(ctx, releaseTimeout, wake); err != nil {
+				return nil, 0, err
 			}
 			continue
 		case now.Before(lk.notBefore):
@@ -300,16 +294,24 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			return nil, max(wait, time.Millisecond), nil
 		}
 		waited = true
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, 0, ctx.Err()
-		case <-t.C:
-		case <-wake:
-			t.Stop()
+		if err := sleepOrWake(ctx, wait, wake); err != nil {
+			return nil, 0, err
 		}
 	}
+}
+
+// sleepOrWake waits d, or until wake is closed; ctx ending returns its
+// error.
+func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	case <-wake:
+	}
+	return nil
 }
 
 // refillAhead starts a take in the background when the tokens leased for
