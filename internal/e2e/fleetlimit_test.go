@@ -405,7 +405,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 
 // A limit with only a concurrency cap binds the fleet to cap / call
 // duration, and the simulator, given the same job, fleet and limit, agrees
-// on the rate within 10 %.
+// on the rate: the fleet within 20 % below and 10 % above it.
 func TestLimitConcurrencyAgreesWithSimulator(t *testing.T) {
 	const (
 		items   = 240
@@ -469,7 +469,14 @@ func TestLimitConcurrencyAgreesWithSimulator(t *testing.T) {
 	t.Logf("fleet %.1f calls/s, at most %d in flight, runs of %s on average; simulated %.1f calls/s; cap / run %.1f/s",
 		fleet, ds.maxInFlight, step, sim, cap/step.Seconds())
 	require.InEpsilon(t, cap/step.Seconds(), sim, 0.1, "the simulator's rate is the cap's")
-	require.InEpsilon(t, sim, fleet, 0.1, "the fleet and the simulator agree")
+	// The fleet loses a little to each handover of a slot between agents
+	// (a KV round trip, and the other agent's next poll), which the
+	// simulator models only as the poll: under a loaded -race run the
+	// fleet fell 13 % below it (34.2 against 39.3 calls/s, CI), at rest
+	// 2-6 %. Never above the simulator by more than noise, never below by
+	// more than a fifth.
+	require.GreaterOrEqual(t, fleet, 0.8*sim, "the fleet keeps up with the simulator (the limiter does not starve it)")
+	require.LessOrEqual(t, fleet, 1.1*sim, "the fleet runs no faster than the cap allows")
 }
 
 // BenchmarkLimitOverhead measures what a limit far above the fleet's speed
