@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/jetfleet/jetfleet/internal/jsonscan"
 
@@ -273,7 +274,9 @@ var workItemFields = []string{"job_id", "item_id", "index", "group", "payload", 
 	"history", "history_dropped", "reset_attempts", "phase", "reduce", "park", "held", "sig"}
 
 // DecodeWorkItem decodes a work message into wi, as json.Unmarshal into a
-// zero WorkItem does, faster.
+// zero WorkItem does, faster. wi's payload and strings share data's memory
+// (the strings through one copy of it), so data must not change while wi
+// is in use: a delivered message's data is its own.
 func DecodeWorkItem(data []byte, wi *WorkItem) error {
 	*wi = WorkItem{}
 	t := trimJSONSpace(data)
@@ -285,26 +288,41 @@ func DecodeWorkItem(data []byte, wi *WorkItem) error {
 }
 
 func decodeWorkItem(obj []byte, wi *WorkItem) error {
+	// One string for the whole message, of which each plain string field
+	// is a piece: one allocation per message instead of one per field.
+	src := string(obj)
+	str := func(v []byte, dst *string) error {
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			// v is obj[i:j], so cap(v) = cap(obj) - i.
+			if i := cap(obj) - cap(v); i >= 0 && i+len(v) <= len(src) && plainString(v[1:len(v)-1]) {
+				if s := src[i+1 : i+len(v)-1]; s == string(v[1:len(v)-1]) {
+					*dst = s
+					return nil
+				}
+			}
+		}
+		return setString(v, dst)
+	}
 	return object(obj, func(name, v []byte) error {
 		switch string(name) {
 		case "job_id":
-			return setString(v, &wi.JobID)
+			return str(v, &wi.JobID)
 		case "item_id":
-			return setString(v, &wi.ItemID)
+			return str(v, &wi.ItemID)
 		case "index":
 			return setInt64(v, &wi.Index)
 		case "group":
-			return setString(v, &wi.Group)
+			return str(v, &wi.Group)
 		case "payload":
 			if v[0] == 'n' || !jsonscan.Valid(v) {
 				return errSlowPath
 			}
-			wi.Payload = append(json.RawMessage(nil), v...)
+			wi.Payload = json.RawMessage(v[:len(v):len(v)])
 			return nil
 		case "generation":
 			return setInt(v, &wi.Generation)
 		case "correlation_id":
-			return setString(v, &wi.CorrelationID)
+			return str(v, &wi.CorrelationID)
 		case "replay_count":
 			return setInt(v, &wi.ReplayCount)
 		case "history":
@@ -314,7 +332,7 @@ func decodeWorkItem(obj []byte, wi *WorkItem) error {
 		case "reset_attempts":
 			return json.Unmarshal(v, &wi.ResetAttempts)
 		case "phase":
-			return setString(v, &wi.Phase)
+			return str(v, &wi.Phase)
 		case "reduce":
 			return json.Unmarshal(v, &wi.Reduce)
 		case "park":
@@ -322,7 +340,7 @@ func decodeWorkItem(obj []byte, wi *WorkItem) error {
 		case "held":
 			return setInt(v, &wi.Held)
 		case "sig":
-			return setString(v, &wi.Sig)
+			return str(v, &wi.Sig)
 		}
 		return unknownMember(name, v, workItemFields)
 	})
@@ -339,50 +357,74 @@ func appendResult(b []byte, r *messages.Result) (_ []byte, ok bool) {
 		!plainJSONString(r.Phase) || !plainJSONString(r.Agent) {
 		return b, false
 	}
-	ts, err := r.FinishedAt.MarshalJSON()
-	if err != nil {
+	if !jsonTimeOK(r.FinishedAt) {
 		return b, false
-	}
-	str := func(name, v string, omitEmpty bool) {
-		if omitEmpty && v == "" {
-			return
-		}
-		b = append(b, `,"`...)
-		b = append(b, name...)
-		b = append(b, `":"`...)
-		b = append(b, v...)
-		b = append(b, '"')
-	}
-	num := func(name string, v int64) {
-		b = append(b, `,"`...)
-		b = append(b, name...)
-		b = append(b, `":`...)
-		b = strconv.AppendInt(b, v, 10)
 	}
 	b = append(b, `{"job_id":"`...)
 	b = append(b, r.JobID...)
 	b = append(b, '"')
-	str("item_id", r.ItemID, false)
-	num("index", r.Index)
-	str("group", r.Group, true)
-	str("outcome", r.Outcome, false)
-	num("generation", int64(r.Generation))
-	num("attempts", int64(r.Attempts))
-	num("retries", int64(r.Retries))
+	b = appendStrField(b, "item_id", r.ItemID, false)
+	b = appendIntField(b, "index", r.Index)
+	b = appendStrField(b, "group", r.Group, true)
+	b = appendStrField(b, "outcome", r.Outcome, false)
+	b = appendIntField(b, "generation", int64(r.Generation))
+	b = appendIntField(b, "attempts", int64(r.Attempts))
+	b = appendIntField(b, "retries", int64(r.Retries))
 	if r.ItemRuns != 0 {
-		num("item_runs", int64(r.ItemRuns))
+		b = appendIntField(b, "item_runs", int64(r.ItemRuns))
 	}
-	str("reason", r.Reason, true)
-	str("error", r.Error, true)
-	str("error_class", r.ErrorClass, true)
-	str("signature", r.Signature, true)
-	str("output", r.Output, true)
-	str("phase", r.Phase, true)
-	str("agent", r.Agent, true)
+	b = appendStrField(b, "reason", r.Reason, true)
+	b = appendStrField(b, "error", r.Error, true)
+	b = appendStrField(b, "error_class", r.ErrorClass, true)
+	b = appendStrField(b, "signature", r.Signature, true)
+	b = appendStrField(b, "output", r.Output, true)
+	b = appendStrField(b, "phase", r.Phase, true)
+	b = appendStrField(b, "agent", r.Agent, true)
 	b = append(b, `,"finished_at":`...)
-	b = append(b, ts...)
-	num("duration_ms", r.DurationMS)
+	b = appendJSONTime(b, r.FinishedAt)
+	b = appendIntField(b, "duration_ms", r.DurationMS)
 	return append(b, '}'), true
+}
+
+// appendStrField appends `,"name":"v"` (v plain), or nothing for an empty
+// v when omitEmpty. Plain functions rather than closures over b: a closure
+// that appends to b moves b to the heap on every call.
+func appendStrField(b []byte, name, v string, omitEmpty bool) []byte {
+	if omitEmpty && v == "" {
+		return b
+	}
+	b = append(b, `,"`...)
+	b = append(b, name...)
+	b = append(b, `":"`...)
+	b = append(b, v...)
+	return append(b, '"')
+}
+
+// appendIntField appends `,"name":v`.
+func appendIntField(b []byte, name string, v int64) []byte {
+	b = append(b, `,"`...)
+	b = append(b, name...)
+	b = append(b, `":`...)
+	return strconv.AppendInt(b, v, 10)
+}
+
+// appendJSONTime appends t as time.Time's MarshalJSON writes it, without
+// its allocation (callers checked jsonTimeOK).
+func appendJSONTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+// jsonTimeOK reports whether appendJSONTime writes what MarshalJSON does:
+// a four-digit year and an offset in whole minutes (MarshalJSON refuses
+// other years; RFC3339Nano is its format).
+func jsonTimeOK(t time.Time) bool {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return false
+	}
+	_, off := t.Zone()
+	return off%60 == 0 && off > -24*3600 && off < 24*3600
 }
 
 // plainJSONString reports whether json.Marshal writes s as itself in

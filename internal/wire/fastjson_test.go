@@ -104,13 +104,19 @@ func BenchmarkDecodeResultsByUnmarshal(b *testing.B) {
 
 // EncodeResult writes what json.Marshal writes, whichever way it takes.
 func FuzzEncodeResult(f *testing.F) {
-	f.Add("j", "item-1", int64(3), "", "succeeded", 0, 1, 0, "", "", "done", "a1", int64(1795691307268844802), int64(12), false)
-	f.Add("j", "<&>", int64(-1), "g", "failed", 2, 3, 4, "boom \"x\"", "é", "", "", int64(0), int64(-5), true)
+	f.Add("j", "item-1", int64(3), "", "succeeded", 0, 1, 0, "", "", "done", "a1", int64(1795691307268844802), int64(12), false, int32(0))
+	f.Add("j", "<&>", int64(-1), "g", "failed", 2, 3, 4, "boom \"x\"", "é", "", "", int64(0), int64(-5), true, int32(0))
+	f.Add("j", "i", int64(1), "", "failed", 0, 1, 0, "", "", "", "", int64(1795691307268844802), int64(1), false, int32(5*3600+1800))
+	f.Add("j", "i", int64(1), "", "failed", 0, 1, 0, "", "", "", "", int64(1795691307268844802), int64(1), false, int32(-3600-7))
 	f.Fuzz(func(t *testing.T, job, item string, index int64, group, outcome string, gen, attempts, retries int,
-		errMsg, output, phase, agent string, finished, dur int64, steps bool) {
+		errMsg, output, phase, agent string, finished, dur int64, steps bool, zone int32) {
+		at := time.Unix(0, finished).UTC()
+		if zone != 0 { // a time in another zone, as a caller's clock may give it
+			at = at.In(time.FixedZone("z", int(zone)))
+		}
 		r := &messages.Result{JobID: job, ItemID: item, Index: index, Group: group, Outcome: outcome, Generation: gen,
 			Attempts: attempts, Retries: retries, Error: errMsg, Reason: phase, Output: output, Phase: phase, Agent: agent,
-			FinishedAt: time.Unix(0, finished).UTC(), DurationMS: dur}
+			FinishedAt: at, DurationMS: dur}
 		if steps {
 			r.Steps = []messages.StepRun{{Step: 1, Runs: 2, DurationMS: 3}}
 		}

@@ -149,7 +149,8 @@ func EncodeItemState(st *ItemState, max int) ([]byte, error) {
 // EncodeResult encodes r as JSON in at most max bytes, keeping the tails
 // of its output and error as long as they fit. r is not modified.
 func EncodeResult(r *messages.Result, max int) ([]byte, error) {
-	if data, ok := appendResult(nil, r); ok && len(data) <= max {
+	// 256 bytes hold a plain result: one allocation, not a growing slice.
+	if data, ok := appendResult(make([]byte, 0, 256), r); ok && len(data) <= max {
 		return data, nil
 	}
 	data, err := json.Marshal(r)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,6 +30,10 @@ type job struct {
 	routes   map[string]string     // group → pool, set at acceptance (JobRecord.Routes)
 	budget   messages.BudgetStatus // the limits the coordinator set at acceptance
 	shares   map[string]int        // each pool's share of budget.Total (JobRecord.BudgetShares)
+
+	// resultSubject is where this agent reports the job's results, made
+	// on the first report (resultSubjectOf): not a string per item.
+	resultSubject atomic.Pointer[string]
 }
 
 // pool is the pool the coordinator routed wi to: its group's route, or

@@ -65,6 +65,13 @@ type item struct {
 	hb *hbSlot
 	// trace holds the delivery's spans (tracing.go).
 	trace itemTrace
+
+	// Room for what most deliveries need, so that they need no allocation
+	// of their own: the result (result), one successful step run and one
+	// step output (runSteps, stepDone).
+	res    messages.Result
+	ranBuf [1]messages.StepRun
+	outBuf [1]string
 }
 
 // carried is the step an item gave up at in an earlier generation and the
@@ -187,9 +194,9 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 		// marks the job ended first, then kills what it tracks, so an item
 		// is either killed or never started. The reduce item is not
 		// tracked: a cancel does not stop a job's reduce phase.
-		var untrack func()
-		ctx, untrack = a.kills.track(ctx, it.wi.JobID)
-		defer untrack()
+		kctx := a.kills.track(ctx, it.wi.JobID)
+		defer a.kills.done(kctx)
+		ctx = kctx
 	}
 	if it.wi.Phase == messages.PhaseReduce {
 		if it.job.reduce == nil || it.wi.Reduce == nil {
@@ -430,6 +437,9 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 		case f == nil:
 			a.metrics.attemptOK.Inc()
 			a.settleStepBreaker(ctx, it, retry.OutcomeSuccess)
+			if it.st.Ran == nil {
+				it.st.Ran = it.ranBuf[:0]
+			}
 			it.st.Ran = append(it.st.Ran, messages.StepRun{Step: i, Runs: 1, DurationMS: dur.Milliseconds()})
 		default:
 			a.metrics.attempts.WithLabelValues("failure").Inc()
@@ -445,6 +455,9 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 
 // stepDone moves the item to its next step.
 func (a *Agent) stepDone(it *item, out string) {
+	if it.st.Outputs == nil {
+		it.st.Outputs = it.outBuf[:0]
+	}
 	it.st.Outputs = append(it.st.Outputs, truncate(out, a.cfg.MaxOutputBytes))
 	it.st.Step++
 	retry.State{}.ApplyTo(&it.st)
@@ -482,12 +495,13 @@ func (a *Agent) result(it *item, outcome string) *messages.Result {
 			attempts++
 		}
 	}
-	res := &messages.Result{
+	it.res = messages.Result{
 		JobID: it.wi.JobID, ItemID: it.wi.ItemID, Index: it.wi.Index, Group: it.wi.Group,
 		Outcome: outcome, Generation: it.wi.Generation, Phase: it.wi.Phase,
 		Attempts: attempts + boolInt(outcome == messages.OutcomeSucceeded), Retries: it.st.Retries,
 		Agent: a.cfg.Name, FinishedAt: now, DurationMS: now.Sub(it.t0).Milliseconds(),
 	}
+	res := &it.res
 	if it.set != nil && len(it.set.steps) > 1 {
 		res.Steps = stepRuns(it)
 	}
@@ -543,7 +557,22 @@ func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 	if deleteState {
 		t.key, t.rev = a.itemKey(it), it.rev
 	}
-	a.results <- pendingResult{subject: a.names.ResultSubject(a.cfg.Pool, res.JobID), data: data, ack: t}
+	a.results <- pendingResult{subject: a.resultSubjectOf(it, res.JobID), data: data, ack: t}
+}
+
+// resultSubjectOf is the subject of job's results from this agent, kept
+// on the item's job when it has one.
+func (a *Agent) resultSubjectOf(it *item, job string) string {
+	j := it.job
+	if j == nil || j.id != job {
+		return a.names.ResultSubject(a.cfg.Pool, job)
+	}
+	if s := j.resultSubject.Load(); s != nil {
+		return *s
+	}
+	s := a.names.ResultSubject(a.cfg.Pool, job)
+	j.resultSubject.Store(&s)
+	return s
 }
 
 // attempt builds the history record of a failed attempt.
