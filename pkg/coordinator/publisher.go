@@ -151,6 +151,9 @@ type publisher struct {
 	// its pools (priority.go).
 	pools    []string
 	priority int
+	// subjects holds the work subject of each pool the job publishes to,
+	// made once rather than per item.
+	subjects map[string]string
 }
 
 // newPublisher builds the runner's publisher from its record as it is now.
@@ -334,8 +337,16 @@ func (p *publisher) workMsg(it expand.Item) (*nats.Msg, error) {
 	// subject), and every header costs parsing per message on the hot path.
 	// The key is canonical already: no Header.Set, which would allocate to
 	// canonicalize it again.
+	subject, ok := p.subjects[pool]
+	if !ok {
+		if p.subjects == nil {
+			p.subjects = map[string]string{}
+		}
+		subject = p.names.WorkSubject(pool, p.job)
+		p.subjects[pool] = subject
+	}
 	m := &nats.Msg{
-		Subject: p.names.WorkSubject(pool, p.job),
+		Subject: subject,
 		Data:    data,
 		Header:  nats.Header{messages.HeaderMsgID: []string{wire.WorkMsgID(p.job, it.ID, 0)}},
 	}
