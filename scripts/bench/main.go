@@ -57,11 +57,11 @@ func main() {
 	flag.Parse()
 	profilePath = *cpuprofile
 	if *rawOnly {
-		if *rawMode != "plain" && *rawMode != "handicapped" {
-			fmt.Fprintf(os.Stderr, "bench: -raw-mode: want plain or handicapped, got %q\n", *rawMode)
+		if *rawMode != "plain" && *rawMode != "handicapped" && *rawMode != "overlapped" {
+			fmt.Fprintf(os.Stderr, "bench: -raw-mode: want plain, handicapped or overlapped, got %q\n", *rawMode)
 			os.Exit(2)
 		}
-		rate, err := raw(*server, *n, *prefetch, *replicas, int(time.Now().UnixNano()%1e6), *rawMode == "handicapped")
+		rate, err := rawPipeline(*server, *n, *prefetch, *replicas, int(time.Now().UnixNano()%1e6), *rawMode == "handicapped", *rawMode == "overlapped")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench: raw:", err)
 			os.Exit(1)
@@ -137,6 +137,13 @@ func payload(i int) []byte {
 // it in the dedupe window, as it does for jetfleet's work items) and the
 // consumer pulls prefetch messages at a time.
 func raw(url string, n, prefetch, replicas, run int, handicap bool) (float64, error) {
+	return rawPipeline(url, n, prefetch, replicas, run, handicap, false)
+}
+
+// rawPipeline is raw; with overlapped the consumer runs while the messages
+// are published, as a job's agents run while its coordinator publishes,
+// instead of after the last PubAck.
+func rawPipeline(url string, n, prefetch, replicas, run int, handicap, overlapped bool) (float64, error) {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return 0, err
@@ -157,7 +164,34 @@ func raw(url string, n, prefetch, replicas, run int, handicap bool) (float64, er
 	if err != nil {
 		return 0, err
 	}
+	var got atomic.Int64
+	done := make(chan struct{})
+	var opts []jetstream.PullConsumeOpt
+	if handicap {
+		opts = append(opts, jetstream.PullMaxMessages(prefetch))
+	}
+	var consuming jetstream.ConsumeContext
+	consume := func() error {
+		var err error
+		consuming, err = cons.Consume(func(m jetstream.Msg) {
+			_ = m.Ack()
+			if got.Add(1) == int64(n) {
+				close(done)
+			}
+		}, opts...)
+		return err
+	}
+	defer func() {
+		if consuming != nil {
+			consuming.Stop()
+		}
+	}()
 	start := time.Now()
+	if overlapped {
+		if err := consume(); err != nil {
+			return 0, err
+		}
+	}
 	for i := 0; i < n; i++ {
 		m := nats.NewMsg(fmt.Sprintf("raw%d.default.job", run))
 		m.Data = payload(i)
@@ -176,22 +210,11 @@ func raw(url string, n, prefetch, replicas, run int, handicap bool) (float64, er
 	case <-time.After(5 * time.Minute):
 		return 0, fmt.Errorf("publish did not complete")
 	}
-	var got atomic.Int64
-	done := make(chan struct{})
-	var opts []jetstream.PullConsumeOpt
-	if handicap {
-		opts = append(opts, jetstream.PullMaxMessages(prefetch))
-	}
-	consuming, err := cons.Consume(func(m jetstream.Msg) {
-		_ = m.Ack()
-		if got.Add(1) == int64(n) {
-			close(done)
+	if !overlapped {
+		if err := consume(); err != nil {
+			return 0, err
 		}
-	}, opts...)
-	if err != nil {
-		return 0, err
 	}
-	defer consuming.Stop()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Minute):
