@@ -121,6 +121,18 @@ func setString(v []byte, dst *string) error {
 	return json.Unmarshal(v, dst)
 }
 
+// setStringAs is setString that reuses same when v is that string: no
+// copy for a value that repeats.
+func setStringAs(v []byte, dst *string, same string) error {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' && len(v)-2 == len(same) {
+		if s := v[1 : len(v)-1]; string(s) == same && plainString(s) {
+			*dst = same
+			return nil
+		}
+	}
+	return setString(v, dst)
+}
+
 // plainString reports whether s, between quotes, is a JSON string that
 // means itself: printable ASCII without escapes.
 func plainString(s []byte) bool {
@@ -180,21 +192,33 @@ var resultFields = []string{"job_id", "item_id", "index", "group", "outcome", "g
 
 // decodeResult decodes obj, a JSON object, into r (zero).
 func decodeResult(obj []byte, r *messages.Result) error {
-	return object(obj, func(name, v []byte) error { return resultMember(r, name, v) })
+	return object(obj, func(name, v []byte) error { return resultMember(r, nil, name, v) })
 }
 
-// resultMember sets the field of r that the member name: v is.
-func resultMember(r *messages.Result, name, v []byte) error {
+// resultMember sets the field of r that the member name: v is. prev, when
+// not nil, is the result before r in the same batch: the fields that
+// repeat from one result to the next (the job, the outcome, the agent)
+// take its strings instead of new copies.
+func resultMember(r, prev *messages.Result, name, v []byte) error {
 	switch string(name) {
 	case "job_id":
+		if prev != nil {
+			return setStringAs(v, &r.JobID, prev.JobID)
+		}
 		return setString(v, &r.JobID)
 	case "item_id":
 		return setString(v, &r.ItemID)
 	case "index":
 		return setInt64(v, &r.Index)
 	case "group":
+		if prev != nil {
+			return setStringAs(v, &r.Group, prev.Group)
+		}
 		return setString(v, &r.Group)
 	case "outcome":
+		if prev != nil {
+			return setStringAs(v, &r.Outcome, prev.Outcome)
+		}
 		return setString(v, &r.Outcome)
 	case "generation":
 		return setInt(v, &r.Generation)
@@ -205,18 +229,30 @@ func resultMember(r *messages.Result, name, v []byte) error {
 	case "item_runs":
 		return setInt(v, &r.ItemRuns)
 	case "reason":
+		if prev != nil {
+			return setStringAs(v, &r.Reason, prev.Reason)
+		}
 		return setString(v, &r.Reason)
 	case "error":
 		return setString(v, &r.Error)
 	case "error_class":
+		if prev != nil {
+			return setStringAs(v, &r.ErrorClass, prev.ErrorClass)
+		}
 		return setString(v, &r.ErrorClass)
 	case "signature":
 		return setString(v, &r.Signature)
 	case "output":
 		return setString(v, &r.Output)
 	case "phase":
+		if prev != nil {
+			return setStringAs(v, &r.Phase, prev.Phase)
+		}
 		return setString(v, &r.Phase)
 	case "agent":
+		if prev != nil {
+			return setStringAs(v, &r.Agent, prev.Agent)
+		}
 		return setString(v, &r.Agent)
 	case "finished_at":
 		if v[0] != '"' {
@@ -245,9 +281,15 @@ func decodeResultsFast(data []byte, into []messages.Result) ([]messages.Result, 
 		}
 		return into, nil
 	}
+	first := len(into) // the batch's first result
 	for i < len(data) && data[i] == '{' {
 		into = append(into, messages.Result{})
-		end, err := members(data[i:], func(name, v []byte) error { return resultMember(&into[len(into)-1], name, v) })
+		r := &into[len(into)-1]
+		var prev *messages.Result
+		if len(into) > first+1 {
+			prev = &into[len(into)-2]
+		}
+		end, err := members(data[i:], func(name, v []byte) error { return resultMember(r, prev, name, v) })
 		if err != nil {
 			return into, err
 		}

@@ -2,10 +2,12 @@ package wire
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,6 +21,10 @@ var fastSeeds = []string{
 	`{"index":12345678901,"generation":-3,"payload":null,"finished_at":null,"\u0069ndex":4}`,
 	`{"index":1.5}`, `{"index":"1"}`, `[null]`, `[]`, `{}`, `{"index":01}`, `{"item_id":"\ud800"}`, "{\"agent\":\"\xff\"}",
 	`{"index":1,"index":2,"output":"a","output":"b"}`, `{"steps":[1]}`, `{"JOB_ID":"upper"}`, `{"finished_at":"nope"}`,
+	// Values repeated from one result to the next (reused, not copied),
+	// escaped or not.
+	`[{"job_id":"j","outcome":"a\"b","agent":"x"},{"job_id":"j","outcome":"a\"b","agent":"x\u0041"},{"job_id":"j","agent":"xA","group":"g"}]`,
+	`[{"job_id":"j","phase":"reduce","reason":"r","error_class":"c"},{"job_id":"k","phase":"reduce","reason":"r","error_class":"c"}]`,
 }
 
 // DecodeResults gives what json.Unmarshal gives.
@@ -177,4 +183,29 @@ func TestFastCodecsKnowEveryField(t *testing.T) {
 	want, err := json.Marshal(&res)
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(direct))
+}
+
+// A batch's results share the strings that repeat from one to the next
+// (the job, the outcome, the agent): what is left to allocate per result
+// is its item id.
+func TestDecodeResultsReusesRepeatedStrings(t *testing.T) {
+	var b ResultBatch
+	const n = 100
+	for i := range n {
+		data, err := EncodeResult(&messages.Result{JobID: "job-1", ItemID: fmt.Sprintf("item-%d", i), Index: int64(i),
+			Outcome: messages.OutcomeSucceeded, Agent: "agent-1", Attempts: 1, FinishedAt: time.Unix(1, 0).UTC()}, 1<<20)
+		require.NoError(t, err)
+		b.Add(data)
+	}
+	payload := b.Payload()
+	into := make([]messages.Result, 0, n)
+	rs, err := DecodeResults(payload, into)
+	require.NoError(t, err)
+	require.Len(t, rs, n)
+	require.Equal(t, unsafe.StringData(rs[0].JobID), unsafe.StringData(rs[n-1].JobID))
+	require.Equal(t, unsafe.StringData(rs[0].Agent), unsafe.StringData(rs[n-1].Agent))
+	allocs := testing.AllocsPerRun(20, func() {
+		_, _ = DecodeResults(payload, into[:0])
+	})
+	require.LessOrEqual(t, allocs, float64(n+10), "about one allocation per result (its item id)")
 }

@@ -420,7 +420,8 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 				a.presence.begin(job)
 				t0 := time.Now()
 				a.safeProcessOn(workCtx, m, slot)
-				a.prefetch.observe(time.Since(t0))
+				end := time.Now()
+				a.prefetch.observeAt(end.Sub(t0), end)
 				a.presence.end(job)
 				a.metrics.inFlight.Dec()
 			}

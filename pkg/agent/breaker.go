@@ -236,6 +236,9 @@ func (a *Agent) admitStepBreaker(ctx context.Context, it *item, i int) bool {
 // settleStepBreaker records the outcome of a run of the current step with
 // its own breaker (once per run; nothing for a step without one).
 func (a *Agent) settleStepBreaker(ctx context.Context, it *item, o retry.Outcome) {
+	if it.stepBreaker.b == nil {
+		return // no breaker: not even its key is needed (a string per item)
+	}
 	a.settle(ctx, it, &it.stepBreaker, stepBreakerKey(it.wi.JobID, it.st.Step), o)
 }
 

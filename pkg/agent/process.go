@@ -836,11 +836,12 @@ func (a *Agent) invokeHandler(ctx context.Context, it *item, step *messages.Step
 	if !ok {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("no handler %q registered on agent %s (pool %s)", step.Handler, a.cfg.Name, a.cfg.Pool))}
 	}
-	hctx, cancel := withStepDeadline(ctx, time.Now().Add(timeout))
+	now := time.Now()
+	hctx, cancel := withStepDeadline(ctx, now.Add(timeout))
 	defer cancel()
 	var v any
 	var err error
-	it.hb.begin(it.m, time.Now())
+	it.hb.begin(it.m, now)
 	v, err = fn(hctx, call)
 	it.hb.end()
 	if err != nil {
