@@ -42,7 +42,7 @@ const FailoverAfter = 1500 * time.Millisecond
 // not move the connection once each.
 const failoverQuiet = 3 * time.Second
 
-// NoCoordinatorWait is how long a request (Status, Submit) that finds no
+// NoCoordinatorWait is how long a request (every Client call) that finds no
 // coordinator serving keeps being sent again before it returns
 // ErrNoCoordinator, within its context. A cluster whose nodes all started
 // again (after a power cut, or all killed at once) takes clients before

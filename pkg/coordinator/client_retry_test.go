@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,4 +290,61 @@ func TestStatusReturnsByItsDeadlineWhileTheConnectionDials(t *testing.T) {
 	_, err = cl.Status(ctx, "j")
 	require.Error(t, err)
 	require.Less(t, time.Since(start), dial/2, "returned once the dial gave up, not at its deadline: %v", err)
+}
+
+// A call sent once (a cancel, a list: every call but Status and Submit)
+// that finds no coordinator serving is sent again until one serves, within
+// NoCoordinatorWait: no responders means no one got it, so a change is not
+// made twice. A coordinator that answers is asked once, whatever it says.
+func TestCallWaitsForACoordinatorToServe(t *testing.T) {
+	fleettest.VerifyNoLeaks(t)
+	srv := fleettest.RunServer(t)
+	cl, err := NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+
+	var asked atomic.Int32
+	serve := func(m *nats.Msg) {
+		asked.Add(1)
+		_ = m.Respond([]byte(`{"status":{"id":"j","state":"cancelled"}}`))
+	}
+	coord := srv.Conn()
+	var sub *nats.Subscription
+	var subErr error
+	// The coordinator starts serving 300 ms into the call (a takeover).
+	started := make(chan struct{})
+	late := time.AfterFunc(300*time.Millisecond, func() {
+		defer close(started)
+		sub, subErr = coord.QueueSubscribe("fleet.api.jobs.cancel", "q", serve)
+	})
+	defer func() {
+		if late.Stop() {
+			return
+		}
+		<-started
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	st, err := cl.Cancel(ctx, "j")
+	require.NoError(t, err, "after %s", time.Since(start).Round(10*time.Millisecond))
+	require.Equal(t, messages.StateCancelled, st.State)
+	require.EqualValues(t, 1, asked.Load(), "the coordinator got the cancel once")
+
+	// An API error is an answer: not sent again.
+	<-started
+	require.NoError(t, subErr)
+	require.NoError(t, sub.Unsubscribe())
+	refuse, err := coord.QueueSubscribe("fleet.api.jobs.cancel", "q", func(m *nats.Msg) {
+		asked.Add(1)
+		_ = m.Respond([]byte(`{"error":{"code":"not_found","message":"no job"}}`))
+	})
+	require.NoError(t, err)
+	defer func() { _ = refuse.Unsubscribe() }()
+	_, err = cl.Cancel(ctx, "j")
+	var ae *messages.APIError
+	require.ErrorAs(t, err, &ae)
+	require.EqualValues(t, 2, asked.Load())
 }
