@@ -71,6 +71,16 @@ done
 work=$(mktemp -d)
 pids=()
 cleanup() {
+  local status=$?
+  # A run that failed says why: the last lines of every process's log
+  # (a daemon that exited, a server that refused), before they go.
+  if [ "$status" != 0 ]; then
+    for f in "$work"/*.log; do
+      [ -s "$f" ] || continue
+      echo "== $(basename "$f") (last 20 lines)" >&2
+      tail -n 20 "$f" >&2
+    done
+  fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
@@ -157,9 +167,16 @@ done
 for _ in $(seq 100); do "$work/bin/fleetctl" list >/dev/null 2>&1 && break; sleep 0.1; done
 
 # cpu PID: user+system CPU seconds of a process so far.
-cpu() { awk -v t="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
+cpu() {
+  if [ ! -r "/proc/$1/stat" ]; then
+    echo "process $1 is gone; of those started (${pids[*]}), these still run:" >&2
+    ps -o pid=,args= -p "$(IFS=,; echo "${pids[*]}")" >&2 || true
+    return 1
+  fi
+  awk -v t="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"
+}
 varz() { curl -sf "http://127.0.0.1:$mon/varz" | jq -r "[.in_msgs, .out_msgs] | @tsv"; }
-agents_cpu() { local s=0; for p in "${agent_pids[@]}"; do s=$(echo "$s + $(cpu "$p")" | bc); done; echo "$s"; }
+agents_cpu() { local s=0 c p; for p in "${agent_pids[@]}"; do c=$(cpu "$p") || return 1; s=$(echo "$s + $c" | bc); done; echo "$s"; }
 
 cat >"$work/job.yaml" <<'YAML'
 input: items.json
