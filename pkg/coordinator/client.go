@@ -57,7 +57,9 @@ var ErrNoCoordinator = errors.New("coordinator: no coordinator answered (is one 
 
 // Call sends req (marshalled to JSON, or sent as is when it is []byte) to
 // endpoint and decodes the reply into reply. An API error reply is returned
-// as a *messages.APIError.
+// as a *messages.APIError. A request that finds no coordinator serving is
+// sent again for NoCoordinatorWait within ctx; one that reached a
+// coordinator is never sent twice.
 func (c *Client) Call(ctx context.Context, endpoint string, req, reply any) error {
 	var data []byte
 	switch r := req.(type) {
@@ -70,57 +72,13 @@ func (c *Client) Call(ctx context.Context, endpoint string, req, reply any) erro
 			return err
 		}
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-	}
-	msg, err := c.requestServed(ctx, endpoint, data)
+	// A call may be a change (a cancel, a pause): it is sent again only
+	// when no coordinator got it (ask, asking.once).
+	msg, err := c.ask(ctx, endpoint, data, asking{first: neverResend, once: true})
 	if err != nil {
 		return err
 	}
 	return decodeReply(endpoint, msg, reply)
-}
-
-// requestServed sends one request to endpoint and returns its answer.
-// While no coordinator serves the endpoint (no responders: the request
-// reached no one, so sending it again is safe even for a change such as a
-// cancel) it sends it again, 100 ms to 500 ms apart, for NoCoordinatorWait
-// within ctx, as Status and Submit do: after every node of a cluster
-// started again at once, or while one coordinator stops serving and
-// another takes over, requests find no one for some seconds. Then it
-// returns ErrNoCoordinator. With WithFailover the connection may move to
-// another server first. An answer, or any other error, ends it at once:
-// a request that reached a coordinator is never sent twice.
-func (c *Client) requestServed(ctx context.Context, endpoint string, data []byte) (*nats.Msg, error) {
-	var idleSince time.Time
-	pause := idleRetry
-	for {
-		// The request carries ctx's trace context (W3C headers), if any.
-		req := nats.NewMsg(c.names.APISubject(endpoint))
-		req.Data = data
-		tracing.Inject(ctx, req.Header)
-		msg, err := c.nc.RequestMsgWithContext(ctx, req)
-		switch {
-		case err == nil:
-			return msg, nil
-		case !errors.Is(err, nats.ErrNoResponders):
-			return nil, fmt.Errorf("coordinator: %s: %w", endpoint, err)
-		case idleSince.IsZero():
-			idleSince = time.Now()
-		case time.Since(idleSince) >= NoCoordinatorWait:
-			return nil, errNoCoordinator
-		}
-		c.moveServer(FailoverAfter)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, errNoCoordinator // what the last attempt got, not the deadline
-		case <-t.C:
-		}
-		pause = min(2*pause, idleRetryMax)
-	}
 }
 
 // errNoCoordinator is ErrNoCoordinator and still nats.ErrNoResponders: on

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -76,7 +77,16 @@ func WithFailover() ClientOption {
 type asking struct {
 	first time.Duration // the first attempt's wait; the second's too, then doubling
 	all   bool          // attempts after the first go to every coordinator
+	// once: the request is sent again only while no coordinator serves
+	// the endpoint (no responders: no one got it, so a change is not made
+	// twice); any answer ends it, "unavailable" included. Call asks so,
+	// with first neverResend.
+	once bool
 }
+
+// neverResend is the wait of a request that is not sent again for want of
+// an answer: its context ends first.
+const neverResend = time.Duration(math.MaxInt64)
 
 // ask sends data to endpoint until an answer comes back (the first answer
 // to any attempt), or an API error other than "unavailable", or no
@@ -196,6 +206,9 @@ func (c *Client) attempts(ctx context.Context, endpoint string, data []byte, how
 				var ae *messages.APIError
 				unavailable := !noResponders && errors.As(decodeReply(endpoint, msg, nil), &ae) && ae.Code == messages.CodeUnavailable
 				switch {
+				case unavailable && how.once:
+					next.Stop()
+					return msg, nil // an answer: the caller decodes its error
 				case noResponders && msg.Subject != m.Reply:
 					// An earlier attempt's: the last one may still be answered.
 				case noResponders && all:

@@ -347,4 +347,18 @@ func TestCallWaitsForACoordinatorToServe(t *testing.T) {
 	var ae *messages.APIError
 	require.ErrorAs(t, err, &ae)
 	require.EqualValues(t, 2, asked.Load())
+
+	// "Unavailable" is an answer too: a change that reached a coordinator
+	// is not sent again (Status would ask again; a cancel does not).
+	require.NoError(t, refuse.Unsubscribe())
+	busy, err := coord.QueueSubscribe("fleet.api.jobs.cancel", "q", func(m *nats.Msg) {
+		asked.Add(1)
+		_ = m.Respond([]byte(`{"error":{"code":"` + messages.CodeUnavailable + `","message":"busy"}}`))
+	})
+	require.NoError(t, err)
+	defer func() { _ = busy.Unsubscribe() }()
+	_, err = cl.Cancel(ctx, "j")
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, messages.CodeUnavailable, ae.Code)
+	require.EqualValues(t, 3, asked.Load())
 }
