@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,6 +38,7 @@ type variant struct {
 	size   int  // body bytes
 	filter bool // the consumer filters on <prefix>.work.default.>
 	fetch  int  // > 0: Fetch(fetch) loops, as an agent pulls, instead of Consume
+	fast   bool // published as one fast batch (flow-controlled acks) instead of PublishAsync
 }
 
 var variants = []variant{
@@ -47,6 +49,9 @@ var variants = []variant{
 	{name: "filtered", filter: true, size: 70},
 	{name: "fetch 256", fetch: 256, size: 70},
 	{name: "all (jetfleet-shaped)", msgID: true, size: 240, filter: true, fetch: 256},
+	{name: "fast batch", fast: true, size: 70},
+	{name: "fast batch, msg-id", fast: true, msgID: true, size: 70},
+	{name: "all, fast batch", fast: true, msgID: true, size: 240, filter: true, fetch: 256},
 }
 
 func main() {
@@ -110,6 +115,7 @@ func run(url string, n int, name string, v variant) (float64, error) {
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: name, Subjects: []string{prefix + ".work.>"},
 		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute,
+		AllowBatchPublish: v.fast,
 	})
 	if err != nil {
 		return 0, err
@@ -125,8 +131,7 @@ func run(url string, n int, name string, v variant) (float64, error) {
 	}
 	subject := prefix + ".work.default.job-0123456789abcdef01234567"
 	body := []byte(`{"x":"` + strings.Repeat("a", max(v.size-8, 0)) + `"}`)
-	start := time.Now()
-	for i := range n {
+	msg := func(i int) *nats.Msg {
 		m := nats.NewMsg(subject)
 		m.Data = body
 		// As long as a work message's id: <job>/<item>/<generation>.
@@ -137,14 +142,24 @@ func run(url string, n int, name string, v variant) (float64, error) {
 		case v.header:
 			m.Header["X-Item"] = []string{id}
 		}
-		if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(30*time.Second)); err != nil {
+		return m
+	}
+	start := time.Now()
+	if v.fast {
+		if err := publishFast(nc, n, msg); err != nil {
 			return 0, err
 		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(5 * time.Minute):
-		return 0, errors.New("publishing did not complete")
+	} else {
+		for i := range n {
+			if _, err := js.PublishMsgAsync(msg(i), jetstream.WithStallWait(30*time.Second)); err != nil {
+				return 0, err
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(5 * time.Minute):
+			return 0, errors.New("publishing did not complete")
+		}
 	}
 	var got atomic.Int64
 	if v.fetch > 0 {
@@ -185,6 +200,86 @@ func run(url string, n int, name string, v variant) (float64, error) {
 		return 0, err
 	}
 	return rate, nil
+}
+
+// publishFast publishes msg(0) … msg(n-1) as one fast batch: the batch's
+// position is in each message's reply subject, the server acknowledges
+// every few hundred messages (a flow ack) and the commit with a PubAck.
+// At most window messages are sent beyond the last flow ack.
+func publishFast(nc *nats.Conn, n int, msg func(int) *nats.Msg) error {
+	const flow, window = 500, 2000
+	inbox := nc.NewInbox()
+	batch := inbox[strings.LastIndexByte(inbox, '.')+1:]
+	replies := make(chan *nats.Msg, 4096)
+	sub, err := nc.ChanSubscribe(inbox+".>", replies)
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	var acked uint64
+	done := false
+	take := func(r *nats.Msg) error {
+		var a struct {
+			Type  string          `json:"type"`
+			Seq   uint64          `json:"seq"`
+			Batch string          `json:"batch"`
+			Count uint64          `json:"count"`
+			Error json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(r.Data, &a); err != nil {
+			return err
+		}
+		switch {
+		case len(a.Error) > 0:
+			return fmt.Errorf("batch: %s", a.Error)
+		case a.Type == "ack":
+			acked = max(acked, a.Seq)
+		case a.Type != "":
+			return fmt.Errorf("batch: %s", r.Data)
+		case a.Batch != "":
+			if a.Count != uint64(n) {
+				return fmt.Errorf("batch committed %d of %d", a.Count, n)
+			}
+			done = true
+		}
+		return nil
+	}
+	for i := range n {
+		seq := uint64(i + 1)
+		op := 1
+		switch {
+		case i == n-1:
+			op = 2
+		case i == 0:
+			op = 0
+		}
+		m := msg(i)
+		m.Reply = inbox + "." + batch + "." + strconv.Itoa(flow) + ".fail." + strconv.FormatUint(seq, 10) + "." + strconv.Itoa(op) + ".$FI"
+		if err := nc.PublishMsg(m); err != nil {
+			return err
+		}
+		for seq > acked+window {
+			select {
+			case r := <-replies:
+				if err := take(r); err != nil {
+					return err
+				}
+			case <-time.After(30 * time.Second):
+				return fmt.Errorf("no flow ack after %d", acked)
+			}
+		}
+	}
+	for !done {
+		select {
+		case r := <-replies:
+			if err := take(r); err != nil {
+				return err
+			}
+		case <-time.After(30 * time.Second):
+			return errors.New("no PubAck for the commit")
+		}
+	}
+	return nil
 }
 
 // cpuSeconds is the user and system CPU time of process pid so far.
