@@ -38,7 +38,12 @@
 # jetstream { sync_interval: always } (an fsync per write). The server
 # figures (/varz, CPU) are then the first node's.
 #
-# Usage: scripts/bench-daemons.sh [-n 100000] [-runs 3] [-agents 2] [-cluster] [-sync-always] [-coord FLAGS] [-timeline] [-pprof DIR [-pprof-seconds S]] [-- extra agent flags]
+# -pin runs the server (or the three nodes) on CPU 0 and every client
+# (the raw pipeline, the coordinator, the agents, fleetctl) on CPU 1, with
+# taskset: the closest this machine comes to a server on a machine of its
+# own, where the daemons do not take its CPU.
+#
+# Usage: scripts/bench-daemons.sh [-n 100000] [-runs 3] [-agents 2] [-cluster] [-sync-always] [-pin] [-coord FLAGS] [-timeline] [-pprof DIR [-pprof-seconds S]] [-- extra agent flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,10 +57,12 @@ PPROF_SECONDS=10
 TIMELINE=""
 CLUSTER=""
 SYNC_ALWAYS=""
+PIN=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -cluster) CLUSTER=1; shift ;;
     -sync-always) SYNC_ALWAYS=1; shift ;;
+    -pin) PIN=1; shift ;;
     -n) N=$2; shift 2 ;;
     -runs) RUNS=$2; shift 2 ;;
     -agents) AGENTS=$2; shift 2 ;;
@@ -64,7 +71,7 @@ while [ $# -gt 0 ]; do
     -pprof-seconds) PPROF_SECONDS=$2; shift 2 ;;
     -timeline) TIMELINE=1; shift ;;
     --) shift; AGENT_FLAGS=("$@"); break ;;
-    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-cluster] [-sync-always] [-coord FLAGS] [-timeline] [-pprof DIR [-pprof-seconds S]] [-- agent flags]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-cluster] [-sync-always] [-pin] [-coord FLAGS] [-timeline] [-pprof DIR [-pprof-seconds S]] [-- agent flags]" >&2; exit 2 ;;
   esac
 done
 
@@ -94,6 +101,17 @@ for c in coordinator agent fleetctl; do go build -o "$work/bin/$c" "./cmd/$c"; d
 go build -o "$work/bin/bench" ./scripts/bench
 go run ./scripts/genitems -n "$N" -o "$work/items.json"
 
+# on_server / on_client run a command on the server's CPU or the
+# clients' (-pin), or wherever the scheduler puts it.
+on_server=()
+on_client=()
+if [ -n "$PIN" ]; then
+  command -v taskset >/dev/null || { echo "-pin needs taskset (util-linux)" >&2; exit 2; }
+  [ "$(nproc)" -ge 2 ] || { echo "-pin needs two CPUs" >&2; exit 2; }
+  on_server=(taskset -c 0)
+  on_client=(taskset -c 1)
+fi
+
 port=$((20000 + RANDOM % 20000))
 mon=$((port + 1))
 # pprof ports, when -pprof: server, coordinator, agent 1, agent 2, ...
@@ -111,7 +129,7 @@ jetstream {
   $sync_conf
 }
 CONF
-  "$work/bin/nats-server" -c "$work/server.conf" -a 127.0.0.1 -p "$port" -m "$mon" "${srv_flags[@]}" >"$work/server.log" 2>&1 &
+  "${on_server[@]}" "$work/bin/nats-server" -c "$work/server.conf" -a 127.0.0.1 -p "$port" -m "$mon" "${srv_flags[@]}" >"$work/server.log" 2>&1 &
   srv_pid=$!
   pids+=("$srv_pid")
   export NATS_URL="nats://127.0.0.1:$port"
@@ -133,7 +151,7 @@ cluster { name: bench, listen: "127.0.0.1:$((port + 10 * i + 9))", routes: [$(ec
 CONF
     flags=()
     [ "$i" = 0 ] && flags=("${srv_flags[@]}")
-    "$work/bin/nats-server" -c "$work/server-$i.conf" -a 127.0.0.1 -p "$((port + 10 * i))" -m "$((port + 10 * i + 1))" "${flags[@]}" >"$work/server-$i.log" 2>&1 &
+    "${on_server[@]}" "$work/bin/nats-server" -c "$work/server-$i.conf" -a 127.0.0.1 -p "$((port + 10 * i))" -m "$((port + 10 * i + 1))" "${flags[@]}" >"$work/server-$i.log" 2>&1 &
     [ "$i" = 0 ] && srv_pid=$!
     pids+=("$!")
     urls+=("nats://127.0.0.1:$((port + 10 * i))")
@@ -154,13 +172,13 @@ pflag() { # pflag NAME: sets pflag to the --pprof-addr of process NAME when -ppr
   pp=$((pp + 1)); pprof_of[$1]=$pp; pflag=("--pprof-addr=127.0.0.1:$pp")
 }
 pflag coordinator
-"$work/bin/coordinator" --log-level warn "${pflag[@]}" "${COORD_FLAGS[@]}" >"$work/coordinator.log" 2>&1 &
+"${on_client[@]}" "$work/bin/coordinator" --log-level warn "${pflag[@]}" "${COORD_FLAGS[@]}" >"$work/coordinator.log" 2>&1 &
 coord_pid=$!
 pids+=("$coord_pid")
 agent_pids=()
 for i in $(seq "$AGENTS"); do
   pflag "agent-$i"
-  "$work/bin/agent" --log-level warn --name "bench-agent-$i" "${pflag[@]}" "${AGENT_FLAGS[@]}" >"$work/agent-$i.log" 2>&1 &
+  "${on_client[@]}" "$work/bin/agent" --log-level warn --name "bench-agent-$i" "${pflag[@]}" "${AGENT_FLAGS[@]}" >"$work/agent-$i.log" 2>&1 &
   agent_pids+=("$!")
   pids+=("$!")
 done
@@ -185,20 +203,20 @@ agent_template:
   - handler: noop
 YAML
 
-echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); N = $N; nats-server $ver${CLUSTER:+, a 3-node cluster (R3)}${SYNC_ALWAYS:+, sync_interval: always}; $AGENTS agents with default flags ${AGENT_FLAGS[*]:-}"
+echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); N = $N; nats-server $ver${CLUSTER:+, a 3-node cluster (R3)}${SYNC_ALWAYS:+, sync_interval: always}; $AGENTS agents with default flags ${AGENT_FLAGS[*]:-}${PIN:+; the server on CPU 0, the clients on CPU 1}"
 raws=()
 hands=()
 fleets=()
 for r in $(seq "$RUNS"); do
   read -r in0 out0 < <(varz)
   s0=$(cpu "$srv_pid")
-  rate=$("$work/bin/bench" -raw-only -replicas "$replicas" -server "$NATS_URL" -n "$N" | awk '{print $3}')
+  rate=$("${on_client[@]}" "$work/bin/bench" -raw-only -replicas "$replicas" -server "$NATS_URL" -n "$N" | awk '{print $3}')
   read -r in1 out1 < <(varz)
   s1=$(cpu "$srv_pid")
   printf "run %d raw JetStream: %8.0f msgs/s   server: %.1f in / %.1f out msgs per item, %.2f CPU-s\n" \
     "$r" "$rate" "$(echo "($in1 - $in0) / $N" | bc -l)" "$(echo "($out1 - $out0) / $N" | bc -l)" "$(echo "$s1 - $s0" | bc)"
   raws+=("$rate")
-  hrate=$("$work/bin/bench" -raw-only -raw-mode handicapped -replicas "$replicas" -server "$NATS_URL" -n "$N" | awk '{print $3}')
+  hrate=$("${on_client[@]}" "$work/bin/bench" -raw-only -raw-mode handicapped -replicas "$replicas" -server "$NATS_URL" -n "$N" | awk '{print $3}')
   printf "run %d raw, handicapped: %8.0f msgs/s   (a Nats-Msg-Id per message, prefetch 256)\n" "$r" "$hrate"
   hands+=("$hrate")
   # The jetfleet run's server figures start here, after both raw runs.
@@ -215,7 +233,7 @@ for r in $(seq "$RUNS"); do
     done
   fi
   t0=$(date +%s.%N)
-  "$work/bin/fleetctl" submit "$work/job-$r.yaml" --wait >"$work/submit-$r.log" 2>&1 || { cat "$work/submit-$r.log"; exit 1; }
+  "${on_client[@]}" "$work/bin/fleetctl" submit "$work/job-$r.yaml" --wait >"$work/submit-$r.log" 2>&1 || { cat "$work/submit-$r.log"; exit 1; }
   t1=$(date +%s.%N)
   read -r in2 out2 < <(varz)
   s2=$(cpu "$srv_pid"); c1=$(cpu "$coord_pid"); a1=$(agents_cpu)
