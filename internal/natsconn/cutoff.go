@@ -45,6 +45,7 @@ type CutOff struct {
 	mu     sync.Mutex
 	run    int       // failures in a row
 	first  time.Time // of the run
+	conn   uint64    // the connection's reconnects when the run began (ObserveConn)
 	forced time.Time // the last reconnect asked for
 }
 
@@ -70,16 +71,20 @@ func ClusterLoss(err error) bool {
 // the connection should now move to another server. A success, or an
 // error that says nothing of the cluster (a conflict, a missing key), ends
 // a run of failures.
-func (c *CutOff) Observe(err error) bool { return c.observe(err, true) }
+func (c *CutOff) Observe(err error) bool { return c.observe(err, true, nil) }
 
 // observe is Observe; with canMove false it counts the run but never says
-// to move.
-func (c *CutOff) observe(err error, canMove bool) bool {
+// to move. conn, when not nil, is the number of times the connection has
+// reconnected: a run counted on an earlier server starts again.
+func (c *CutOff) observe(err error, canMove bool, conn *uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !ClusterLoss(err) {
 		c.run = 0
 		return false
+	}
+	if conn != nil && *conn != c.conn {
+		c.conn, c.run = *conn, 0
 	}
 	now := c.now()
 	if c.run == 0 {
@@ -101,8 +106,21 @@ func (c *CutOff) observe(err error, canMove bool) bool {
 // server (one URL, none discovered) never moves: a reconnect would land on
 // the same server and only drop what is in flight on the connection (a
 // loaded single-node deployment whose calls time out is not cut off).
+//
+// Only failures on the server nc is on now count: one while nc has no
+// server (it is reconnecting: every node was killed, say) says nothing of
+// a server, and once nc has reconnected the run starts again. After a
+// whole cluster restarts, its JetStream takes seconds to elect its
+// leaders; calls that failed while the nodes were down would otherwise
+// move a connection that had just found a server, dropping the answers
+// in flight on it (a coordinator's API replies, refused by the new
+// server) and spending Quiet on a move that could not help.
 func (c *CutOff) ObserveConn(nc *nats.Conn, err error) bool {
-	if !c.observe(err, len(nc.Servers()) > 1) {
+	if ClusterLoss(err) && !nc.IsConnected() {
+		return false
+	}
+	conn := nc.Stats().Reconnects
+	if !c.observe(err, len(nc.Servers()) > 1, &conn) {
 		return false
 	}
 	return nc.ForceReconnect() == nil

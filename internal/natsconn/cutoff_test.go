@@ -127,3 +127,60 @@ func TestCutOffMovesOnlyWhereItCan(t *testing.T) {
 		return nil
 	})
 }
+
+// Only the server the connection is on counts: a run of failures starts
+// again once the connection has reconnected (the failures were another
+// server's), and failures while it has no server at all (every node down)
+// do not count, so a connection that has just found a server after a
+// whole cluster restarted is not moved off it while JetStream elects its
+// leaders.
+func TestCutOffCountsOnlyTheServerItIsOn(t *testing.T) {
+	natstest.VerifyNoLeaks(t)
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	reconnected := func(nc *nats.Conn, n uint64) func() error {
+		return func() error {
+			if nc.Stats().Reconnects < n || !nc.IsConnected() {
+				return fmt.Errorf("reconnects %d, connected %v", nc.Stats().Reconnects, nc.IsConnected())
+			}
+			return nil
+		}
+	}
+
+	t.Run("a reconnect starts the run again", func(t *testing.T) {
+		cl := natstest.RunCluster(t, 3)
+		nc := cl.Connect(t)
+		require.Greater(t, len(nc.Servers()), 1)
+		c := &CutOff{Failures: 2, Span: time.Second, Quiet: time.Minute, Now: clock}
+		require.False(t, c.ObserveConn(nc, context.DeadlineExceeded))
+		require.NoError(t, nc.ForceReconnect())
+		natstest.WaitFor(t, 10*time.Second, reconnected(nc, 1))
+		now = now.Add(time.Second)
+		require.False(t, c.ObserveConn(nc, context.DeadlineExceeded), "two failures over 1 s, but on two servers")
+		now = now.Add(time.Second)
+		require.True(t, c.ObserveConn(nc, context.DeadlineExceeded), "two failures over 1 s on this one")
+		natstest.WaitFor(t, 10*time.Second, reconnected(nc, 2))
+	})
+
+	t.Run("no server, no count", func(t *testing.T) {
+		srv := natstest.RunServer(t)
+		// A second URL where nothing listens: the connection knows
+		// somewhere to move to.
+		nc, err := nats.Connect(srv.URL()+",nats://127.0.0.1:1", nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		require.Len(t, nc.Servers(), 2)
+		srv.Shutdown()
+		natstest.WaitFor(t, 10*time.Second, func() error {
+			if nc.IsConnected() {
+				return errors.New("still connected")
+			}
+			return nil
+		})
+		c := &CutOff{Failures: 2, Span: time.Second, Quiet: time.Minute, Now: clock}
+		for range 5 {
+			require.False(t, c.ObserveConn(nc, context.DeadlineExceeded))
+			now = now.Add(time.Second)
+		}
+	})
+}

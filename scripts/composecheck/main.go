@@ -612,8 +612,9 @@ func verify(ctx context.Context, args []string) error {
 // client moves to another server when the one it is on finds no
 // coordinator (coordinator.WithFailover), as fleetctl's does. Each failed
 // probe is logged to stderr with the server it was on. With
-// --not-while-down, a probe that failed while the connection had no server
-// (every node down) is reported apart and not counted.
+// --not-while-down, a probe that failed and was made or ended while the
+// connection had no server (every node down, or not yet accepting
+// clients) is reported apart and not counted.
 func probe(ctx context.Context, args []string) error {
 	job, rest, err := flagsAfter(args)
 	if err != nil {
@@ -646,6 +647,7 @@ func probe(ctx context.Context, args []string) error {
 	for time.Since(start) < *window && ctx.Err() == nil && !ended {
 		t0 := time.Now()
 		server := nc.ConnectedServerName()
+		upAtStart := nc.IsConnected()
 		rctx, cancel := context.WithTimeout(ctx, *timeout)
 		st, err := client.Status(rctx, job)
 		cancel()
@@ -653,7 +655,7 @@ func probe(ctx context.Context, args []string) error {
 		probes++
 		slowest = max(slowest, d)
 		switch {
-		case (err != nil || d > *timeout) && *whileDown && !nc.IsConnected():
+		case (err != nil || d > *timeout) && *whileDown && (!upAtStart || !nc.IsConnected()):
 			down++
 			fmt.Fprintf(os.Stderr, "  %s probe failed at +%s with no server up (not counted): %v\n", t0.Format("15:04:05.0"), t0.Sub(start).Round(100*time.Millisecond), err)
 		case err != nil || d > *timeout:
