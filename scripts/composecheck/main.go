@@ -645,9 +645,13 @@ func probe(ctx context.Context, args []string) error {
 	var lastErr error
 	ended := false
 	for time.Since(start) < *window && ctx.Err() == nil && !ended {
-		t0 := time.Now()
+		// Where the client is, read before the request: both calls wait
+		// for the connection's lock, which nats.go holds while it dials a
+		// server to reconnect to (seconds, after every node was killed).
+		// The probe times the status request from when it is made.
 		server := nc.ConnectedServerName()
 		upAtStart := nc.IsConnected()
+		t0 := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, *timeout)
 		st, err := client.Status(rctx, job)
 		cancel()
