@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err := conn.ApplyContext(getenv, false); err != nil {
 		return err
 	}
+	cfg.JSDomain = conn.JSDomain
 	if k := strings.TrimSpace(*verifyKey); k != "" {
 		if data, err := os.ReadFile(k); err == nil {
 			k = strings.TrimSpace(string(data))

@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
@@ -144,6 +143,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err := conn.ApplyContext(getenv, false); err != nil {
 		return err
 	}
+	cfg.JSDomain = conn.JSDomain
 	for _, p := range strings.Split(*pools, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			cfg.Pools = append(cfg.Pools, p)
@@ -246,7 +246,7 @@ func ensurePools(ctx context.Context, nc *nats.Conn, cfg coordinator.Config, lis
 	if err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc)
+	js, err := natsconn.JetStream(nc, cfg.JSDomain)
 	if err != nil {
 		return err
 	}

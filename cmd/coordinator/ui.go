@@ -53,7 +53,7 @@ func (o *uiOptions) dashboard(conn natsconn.Options, url string, prefix string, 
 		return nil, nil
 	}
 	d := &dashboard{log: log}
-	cfg := ui.Config{Addr: o.addr, AllowRemote: o.allowRemote, ReadOnly: o.readOnly, Prefix: prefix, Logger: log, Registerer: reg, Token: o.token}
+	cfg := ui.Config{Addr: o.addr, AllowRemote: o.allowRemote, ReadOnly: o.readOnly, Prefix: prefix, JSDomain: conn.JSDomain, Logger: log, Registerer: reg, Token: o.token}
 	if err := cfg.WithDefaults().Validate(); err != nil {
 		if errors.Is(err, ui.ErrShortToken) {
 			return nil, fmt.Errorf("--ui-token: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -56,7 +57,7 @@ func runSubmit(ctx context.Context, env *cliEnv, args []string) int {
 	c.untimed = true
 	return c.run(ctx, func(ctx context.Context, client *coordinator.Client) int {
 		if spec.Input != "" && !strings.Contains(spec.Input, "://") {
-			ref, digest, err := uploadInput(ctx, c.nc, c.conn.prefix, localInput(path, spec.Input))
+			ref, digest, err := uploadInput(ctx, c.nc, c.conn.prefix, c.conn.JSDomain, localInput(path, spec.Input))
 			if err != nil {
 				errorf(env, "uploading input %s: %v", spec.Input, err)
 				return exitFailed
@@ -100,12 +101,12 @@ func localInput(specPath, input string) string {
 // digest. The coordinator copies it to a bucket only it writes when it
 // accepts the job, after checking the digest, so no later upload (with
 // the same job id or not) changes this job's items.
-func uploadInput(ctx context.Context, nc *nats.Conn, prefix, path string) (ref, digest string, err error) {
+func uploadInput(ctx context.Context, nc *nats.Conn, prefix, domain, path string) (ref, digest string, err error) {
 	names, err := messages.NewNames(prefix)
 	if err != nil {
 		return "", "", err
 	}
-	js, err := jetstream.New(nc)
+	js, err := natsconn.JetStream(nc, domain)
 	if err != nil {
 		return "", "", err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/limit"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -43,7 +44,7 @@ func (c *fleetCmd) limits(ctx context.Context, fn func(ctx context.Context, s *l
 		return exitFailed
 	}
 	var s *limit.Store
-	js, err := jetstream.New(c.nc)
+	js, err := natsconn.JetStream(c.nc, c.conn.JSDomain)
 	if err == nil {
 		var kv jetstream.KeyValue
 		kctx, cancel := c.bound(ctx)

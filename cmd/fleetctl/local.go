@@ -69,7 +69,7 @@ func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	f.cancel = cancel
-	coord, err := coordinator.New(nc, coordinator.Config{Prefix: o.conn.prefix, InputDir: o.inputDir, Logger: o.logger,
+	coord, err := coordinator.New(nc, coordinator.Config{Prefix: o.conn.prefix, JSDomain: o.conn.JSDomain, InputDir: o.inputDir, Logger: o.logger,
 		Budget: coordinator.BudgetSettings(o.budget), BestEffort: o.bestEffort, TracerProvider: o.conn.env.tracer})
 	if err != nil {
 		f.stop()
@@ -87,7 +87,7 @@ func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 	}
 	for i := 0; i < o.agents; i++ {
 		a := agent.New(nc, agent.Config{
-			Prefix: o.conn.prefix, Name: fmt.Sprintf("local-agent-%d", i+1),
+			Prefix: o.conn.prefix, JSDomain: o.conn.JSDomain, Name: fmt.Sprintf("local-agent-%d", i+1),
 			Concurrency: o.concurrency, Logger: o.logger, ShutdownTimeout: 5 * time.Second,
 			Reaper:         agent.ReaperSteps, // no step leaves processes behind
 			TracerProvider: o.conn.env.tracer,

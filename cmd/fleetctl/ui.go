@@ -68,6 +68,7 @@ func runUI(ctx context.Context, env *cliEnv, args []string) int {
 	if conn.URL == "" {
 		conn.URL = nats.DefaultURL
 	}
+	cfg.JSDomain = conn.JSDomain
 	nc, err := conn.Connect("")
 	if err != nil {
 		errorf(env, "%v", err)

@@ -16,9 +16,9 @@ var ErrContext = errors.New("natsconn: NATS context")
 // NAME`): a JSON file <config>/nats/context/NAME.json, where <config> is
 // $XDG_CONFIG_HOME or ~/.config, and the selected context's name in
 // <config>/nats/context.txt. These are the fields of that format; jetfleet
-// uses the connection settings, ignores the cosmetic ones (description,
-// color_scheme) and those only the nats CLI uses (the JetStream event
-// prefix), and refuses a context that sets one it cannot honour, naming
+// uses the connection settings and the JetStream domain, ignores the
+// cosmetic ones (description, color_scheme) and those only the nats CLI
+// uses (the JetStream event prefix), and refuses a context that sets one it cannot honour, naming
 // the field (see unsupported).
 type Context struct {
 	Description string `json:"description"`
@@ -58,8 +58,6 @@ func (c *Context) unsupported() string {
 		return "nsc"
 	case c.SocksProxy != "":
 		return "socks_proxy"
-	case c.JSDomain != "":
-		return "jetstream_domain"
 	case c.JSAPIPrefix != "":
 		return "jetstream_api_prefix"
 	case c.WinCertStore != "" || c.WinCertMatchBy != "" || c.WinCertMatch != "" || len(c.WinCertCAMatches) > 0:
@@ -135,6 +133,9 @@ func LoadContext(name string, getenv func(string) string) (*Context, error) {
 	}
 	if f := c.unsupported(); f != "" {
 		return nil, fmt.Errorf("%w: --context %q: field %s is not supported by jetfleet", ErrContext, name, f)
+	}
+	if err := ValidDomain(c.JSDomain); err != nil {
+		return nil, fmt.Errorf("%w: --context %q: field jetstream_domain: %w", ErrContext, name, err)
 	}
 	home := getenv("HOME")
 	expandPath := func(field string, p *string) error {
@@ -265,6 +266,7 @@ func (o *Options) ApplyContext(getenv func(string) string, selected bool) error 
 	fill(&o.TLSKey, c.Key)
 	fill(&o.TLSCA, c.CA)
 	fill(&o.InboxPrefix, c.InboxPrefix)
+	fill(&o.JSDomain, c.JSDomain)
 	o.TLSFirst = o.TLSFirst || c.TLSFirst
 	return nil
 }

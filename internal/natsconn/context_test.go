@@ -149,7 +149,8 @@ func TestContextErrorsNameTheField(t *testing.T) {
 	}{
 		{"unknown context", nil, "nope", `no file`},
 		{"name leaves the directory", nil, "../x", `may not hold`},
-		{"jetstream domain", map[string]any{"jetstream_domain": "hub"}, "bad", "jetstream_domain"},
+		{"jetstream domain not a token", map[string]any{"jetstream_domain": "hub.eu"}, "bad", "jetstream_domain"},
+		{"jetstream api prefix", map[string]any{"jetstream_api_prefix": "$JS.x.API"}, "bad", "jetstream_api_prefix"},
 		{"socks proxy", map[string]any{"socks_proxy": "127.0.0.1:1080"}, "bad", "socks_proxy"},
 		{"nsc lookup", map[string]any{"nsc": "nsc://op/acc/user"}, "bad", "nsc"},
 		{"1password creds", map[string]any{"creds": "op://vault/item"}, "bad", "creds"},
@@ -182,4 +183,27 @@ func TestConnectWithAContext(t *testing.T) {
 	require.NoError(t, err)
 	_, err = o.Connect("")
 	require.ErrorIs(t, err, nats.ErrAuthorization)
+}
+
+// The context's jetstream_domain is the domain unless --js-domain or
+// FLEET_JS_DOMAIN says otherwise.
+func TestContextJetStreamDomain(t *testing.T) {
+	root := writeContext(t, "site", map[string]any{"jetstream_domain": "hub"}, true)
+	o, err := parse(t, map[string]string{"XDG_CONFIG_HOME": root}, true)
+	require.NoError(t, err)
+	require.Equal(t, "hub", o.JSDomain)
+
+	o, err = parse(t, map[string]string{"XDG_CONFIG_HOME": root, "FLEET_JS_DOMAIN": "core"}, true)
+	require.NoError(t, err)
+	require.Equal(t, "core", o.JSDomain, "the environment wins over the context")
+
+	o, err = parse(t, map[string]string{"XDG_CONFIG_HOME": root, "FLEET_JS_DOMAIN": "core"}, true, "--js-domain", "edge")
+	require.NoError(t, err)
+	require.Equal(t, "edge", o.JSDomain, "the flag wins over both")
+
+	o, err = parse(t, map[string]string{"FLEET_JS_DOMAIN": "a.b"}, false, "--server", "nats://127.0.0.1:1")
+	require.NoError(t, err)
+	_, err = o.Connect("")
+	require.ErrorIs(t, err, natsconn.ErrDomain)
+	require.ErrorContains(t, err, "--js-domain")
 }

@@ -46,6 +46,10 @@ type Options struct {
 	InboxPrefix string
 	// Name of the connection, shown by the server.
 	Name string
+	// JSDomain is the JetStream domain of the fleet's streams: the hub's
+	// `jetstream { domain: … }` for a client behind a leaf node. Empty:
+	// the JetStream of the server connected to. See JetStream.
+	JSDomain string
 	// OnAsyncError, when set, receives the connection's asynchronous errors
 	// instead of nats.go's default print to stderr. A permission violation
 	// arrives only here (the denied request itself just times out): see
@@ -109,10 +113,10 @@ func InboxPrefixOfSeedFile(path string) (string, error) {
 }
 
 // Register adds --context, --server, --creds, --nkey, --user, --password,
-// --inbox-prefix and the TLS flags to fs, with defaults from getenv
-// (NATS_CONTEXT, NATS_URL, NATS_CREDS, NATS_NKEY, NATS_USER,
-// NATS_PASSWORD, NATS_INBOX_PREFIX, NATS_TLS_CERT, NATS_TLS_KEY,
-// NATS_TLS_CA). A context is read by
+// --inbox-prefix, --js-domain and the TLS flags to fs, with defaults from
+// getenv (NATS_CONTEXT, NATS_URL, NATS_CREDS, NATS_NKEY, NATS_USER,
+// NATS_PASSWORD, NATS_INBOX_PREFIX, FLEET_JS_DOMAIN, NATS_TLS_CERT,
+// NATS_TLS_KEY, NATS_TLS_CA). A context is read by
 // ApplyContext, after parsing.
 func (o *Options) Register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.Context, "context", getenv("NATS_CONTEXT"), "NATS context (the nats CLI's `nats context save`) to connect with; the flags override its fields (env NATS_CONTEXT)")
@@ -124,6 +128,7 @@ func (o *Options) Register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.InboxPrefix, "inbox-prefix", getenv("NATS_INBOX_PREFIX"), "subject prefix of this client's replies (default: _INBOX.<public key> with --nkey, _INBOX otherwise; env NATS_INBOX_PREFIX)")
 	fs.StringVar(&o.TLSCert, "tls-cert", getenv("NATS_TLS_CERT"), "TLS client certificate file, for servers that verify clients (env NATS_TLS_CERT)")
 	fs.StringVar(&o.TLSKey, "tls-key", getenv("NATS_TLS_KEY"), "TLS client key file (env NATS_TLS_KEY)")
+	fs.StringVar(&o.JSDomain, "js-domain", getenv(DomainEnv), "JetStream domain of the fleet's streams: the hub's, for a client connected to a leaf node (env "+DomainEnv+")")
 	fs.StringVar(&o.TLSCA, "tls-ca", getenv("NATS_TLS_CA"), "CA file to verify the server's TLS certificate; turns TLS on (env NATS_TLS_CA)")
 }
 
@@ -135,6 +140,9 @@ func (o Options) Connect(url string) (*nats.Conn, error) {
 	}
 	if url == "" {
 		return nil, errors.New("natsconn: no server URL (use --server, NATS_URL or --context)")
+	}
+	if err := ValidDomain(o.JSDomain); err != nil {
+		return nil, fmt.Errorf("%s: %w", DomainFlag, err)
 	}
 	opts := []nats.Option{
 		nats.Name(o.Name),

@@ -58,6 +58,9 @@ type Config struct {
 	ReadOnly bool
 	// Prefix of the fleet's subjects and resources. Defaults to "fleet".
 	Prefix string
+	// JSDomain is the JetStream domain of the fleet's streams (the hub's,
+	// through a leaf node). Defaults to none.
+	JSDomain string
 	// RequestTimeout bounds each call to the fleet. Defaults to 10s.
 	RequestTimeout time.Duration
 	// PageSize is the default number of rows on a page. Defaults to 50.

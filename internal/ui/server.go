@@ -71,7 +71,7 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 	if cfg.Token == "" {
 		cfg.Token = NewToken()
 	}
-	js, err := jetstream.New(nc)
+	js, err := natsconn.JetStream(nc, cfg.JSDomain)
 	if err != nil {
 		return nil, fmt.Errorf("ui: %w", err)
 	}

@@ -223,7 +223,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.names = names
 	// A PubAck lost in a reconnect must not leave a future pending forever:
 	// the ack loop would wait on it and shutdown with it.
-	if a.js, err = jetstream.New(a.nc, jetstream.WithPublishAsyncTimeout(publishAsyncTimeout)); err != nil {
+	if a.js, err = natsconn.JetStream(a.nc, a.cfg.JSDomain, jetstream.WithPublishAsyncTimeout(publishAsyncTimeout)); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.pub = a.js

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
@@ -102,6 +103,11 @@ type Config struct {
 	Prefix string
 	// Pool is the pool whose items the agent runs. Defaults to "default".
 	Pool string
+	// JSDomain is the JetStream domain of the fleet's streams and buckets:
+	// the hub's (its servers' `jetstream { domain: … }`) for an agent connected
+	// to a leaf node (docs/deploy.md "Agents at other sites"). Defaults to
+	// none: the JetStream of the server connected to.
+	JSDomain string
 	// Name identifies the agent in histories and logs. Defaults to host-pid.
 	Name string
 	// Concurrency is the number of items run at once. Defaults to 8.
@@ -267,6 +273,9 @@ func (c Config) Validate() error {
 	}
 	if err := messages.ValidPool(c.Pool); err != nil {
 		errs = append(errs, fmt.Errorf("pool: %w", err))
+	}
+	if err := natsconn.ValidDomain(c.JSDomain); err != nil {
+		errs = append(errs, fmt.Errorf("js_domain: %w", err))
 	}
 	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
 		errs = append(errs, fmt.Errorf("concurrency: %d, want 1..%d", c.Concurrency, MaxConcurrency))

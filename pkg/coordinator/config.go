@@ -16,6 +16,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/lease"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -155,6 +156,11 @@ func (s BudgetSettings) settings() budget.Settings { return budget.Settings(s) }
 type Config struct {
 	// Prefix of every subject and resource. Defaults to "fleet".
 	Prefix string
+	// JSDomain is the JetStream domain of the fleet's streams and buckets:
+	// the hub's (its servers' `jetstream { domain: … }`) for a coordinator connected
+	// to a leaf node (docs/deploy.md "Agents at other sites"). Defaults to
+	// none: the JetStream of the server connected to.
+	JSDomain string
 	// Provision sizes streams, consumers and buckets.
 	Provision Provision
 	// Budget holds the operator's retry-budget settings (RETRY_BUDGET_*).
@@ -329,6 +335,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if err := c.Provision.config().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := natsconn.ValidDomain(c.JSDomain); err != nil {
+		errs = append(errs, fmt.Errorf("js_domain: %w", err))
 	}
 	if err := c.BestEffort.Validate(); err != nil {
 		errs = append(errs, err)

@@ -124,7 +124,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: config: %w", err)
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(10*time.Second), jetstream.WithPublishAsyncMaxPending(4096))
+	js, err := natsconn.JetStream(nc, cfg.JSDomain, jetstream.WithPublishAsyncTimeout(10*time.Second), jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
