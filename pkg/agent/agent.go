@@ -227,7 +227,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.pub = a.js
-	cons, err := provision.WaitPool(ctx, a.js, names, a.cfg.Pool, a.cfg.hooks.Provision)
+	// No responders (a wrong --js-domain, a leaf node whose link is down)
+	// is waited out with a warning that says what to check, not an exit.
+	var cons jetstream.Consumer
+	reach := natsconn.Reacher{Logger: a.log, Domain: a.cfg.JSDomain}
+	err = reach.Reach(ctx, "work consumer "+names.AgentsConsumer(a.cfg.Pool), func(ctx context.Context) error {
+		var err error
+		cons, err = provision.WaitPool(ctx, a.js, names, a.cfg.Pool, a.cfg.hooks.Provision)
+		return err
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -372,7 +380,7 @@ func (a *Agent) waitKV(ctx context.Context, bucket string) (jetstream.KeyValue, 
 		if err == nil {
 			return kv, nil
 		}
-		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		if !errors.Is(err, jetstream.ErrBucketNotFound) && !natsconn.Unreachable(err) {
 			return nil, fmt.Errorf("agent: bucket %s: %w", bucket, err)
 		}
 		if err := b.Wait(ctx); err != nil {

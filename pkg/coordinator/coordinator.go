@@ -158,7 +158,12 @@ func (c *Coordinator) Ready() <-chan struct{} { return c.ready }
 // the DLQ mover and replays (lead, leader.go). It then stops and waits for
 // its goroutines. Unfinished jobs are resumed by the next leader.
 func (c *Coordinator) Run(ctx context.Context) error {
-	if err := provision.Ensure(ctx, c.js, c.names, c.cfg.Provision.config()); err != nil {
+	// No responders (a wrong --js-domain, JetStream not up yet) is waited
+	// out with a warning that says what to check, not an exit.
+	reach := natsconn.Reacher{Logger: c.log, Domain: c.cfg.JSDomain}
+	if err := reach.Reach(ctx, "provisioning streams and buckets", func(ctx context.Context) error {
+		return provision.Ensure(ctx, c.js, c.names, c.cfg.Provision.config())
+	}); err != nil {
 		return err
 	}
 	kv, err := c.js.KeyValue(ctx, c.names.JobsBucket())
