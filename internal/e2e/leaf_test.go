@@ -1,0 +1,247 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// hubDomain is the JetStream domain of the hub in the leaf-node tests.
+const hubDomain = "hub"
+
+// siteRuns records which agent ran which item.
+type siteRuns struct {
+	mu  sync.Mutex
+	by  map[string]map[string]int // item -> agent -> siteRuns
+	all int
+}
+
+func newSiteRuns() *siteRuns { return &siteRuns{by: map[string]map[string]int{}} }
+
+func (r *siteRuns) handler(agentName string) agent.HandlerFunc {
+	return func(ctx context.Context, c *agent.Call) (any, error) {
+		r.mu.Lock()
+		if r.by[c.ItemID] == nil {
+			r.by[c.ItemID] = map[string]int{}
+		}
+		r.by[c.ItemID][agentName]++
+		r.all++
+		r.mu.Unlock()
+		n, _ := strconv.Atoi(c.ItemID)
+		if n%10 == 9 {
+			return nil, retry.Permanent(errors.New("item " + c.ItemID + " is bad"))
+		}
+		return "ok", nil
+	}
+}
+
+func (r *siteRuns) agents() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for _, by := range r.by {
+		for a, n := range by {
+			out[a] += n
+		}
+	}
+	return out
+}
+
+// leafKinds are the two kinds of leaf server agents sit behind: one that
+// runs no JetStream, and one that runs JetStream in a domain of its own
+// (its local streams are not the fleet's: the agents still name the hub's
+// domain).
+var leafKinds = []struct {
+	name string
+	opts []fleettest.Option
+}{
+	{"leaf without JetStream", nil},
+	{"leaf with its own JetStream domain", []fleettest.Option{fleettest.WithConfig(func(o *server.Options) {
+		o.JetStream, o.JetStreamDomain = true, "site-b"
+	})}},
+}
+
+// A coordinator on the hub (JetStream domain "hub") and agents of pool
+// site-b connected only to a leaf server: the agents reach the hub's
+// streams through their JetStream domain setting, run the pool's items
+// (and only they do), report results and dead letters, keep a long step's
+// item with heartbeats, write their presence, and obey pause, resume and
+// cancel --kill.
+func TestAgentsBehindALeafNode(t *testing.T) {
+	for _, kind := range leafKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			port := fleettest.FreePort(t)
+			hub := fleettest.RunServer(t, fleettest.WithLeafHub(port, hubDomain))
+			leaf := fleettest.RunLeaf(t, fmt.Sprintf("127.0.0.1:%d", port), kind.opts...)
+			startCoordinator(t, hub.URL(), coordinator.Config{Pools: []string{"site-b"}})
+			r := newSiteRuns()
+			started := make(chan string, 16)
+			killed := make(chan error, 16)
+			gate := make(chan struct{})
+			handlers := func(name string) map[string]agent.HandlerFunc {
+				return map[string]agent.HandlerFunc{
+					"rec": r.handler(name),
+					// block runs until the gate opens or its job is killed.
+					"block": func(ctx context.Context, c *agent.Call) (any, error) {
+						started <- c.JobID
+						select {
+						case <-ctx.Done():
+							killed <- context.Cause(ctx)
+							return nil, ctx.Err()
+						case <-gate:
+							return "ok", nil
+						}
+					},
+				}
+			}
+			startAgent(t, hub.URL(), agent.Config{Name: "hub-1"}, handlers("hub-1"))
+			reg := prometheus.NewRegistry()
+			for _, name := range []string{"b1", "b2"} {
+				cfg := agent.Config{Name: name, Pool: "site-b", JSDomain: hubDomain, PresenceInterval: 100 * time.Millisecond, Heartbeat: 300 * time.Millisecond}
+				if name == "b1" {
+					cfg.Registerer = reg
+				}
+				startAgent(t, leaf.URL(), cfg, handlers(name))
+			}
+			cl := client(t, hub)
+			ctx := context.Background()
+
+			// The pool's items run behind the leaf only; results and dead
+			// letters reach the hub.
+			id := submit(t, cl, `{"id": "edge", "pool": "site-b", "items": `+itemsJSON(100, func(i int) map[string]any { return map[string]any{"id": strconv.Itoa(i)} })+`,
+				"agent_template": [{"handler": "rec"}]}`)
+			st := waitJob(t, cl, id, 60*time.Second)
+			require.EqualValues(t, 90, st.Succeeded, "%+v", st)
+			require.EqualValues(t, 10, st.DeadLettered, "%+v", st)
+			ran := r.agents()
+			require.Zero(t, ran["hub-1"], "the hub's agent of another pool ran none: %v", ran)
+			require.Equal(t, 100, ran["b1"]+ran["b2"], "each item ran once, behind the leaf: %v", ran)
+			require.Len(t, readDLQ(t, hub, id), 10)
+
+			// Presence: the hub's agents bucket holds the site's agents.
+			kv, err := hub.JS().KeyValue(ctx, messages.MustNames("").AgentsBucket())
+			require.NoError(t, err)
+			for _, name := range []string{"b1", "b2"} {
+				e, err := kv.Get(ctx, wire.AgentKey("site-b", name))
+				require.NoError(t, err, name)
+				var p messages.AgentPresence
+				require.NoError(t, json.Unmarshal(e.Value(), &p))
+				require.Equal(t, "site-b", p.Pool)
+			}
+
+			// Heartbeats: steps that outlast AckWait (2 s) are not
+			// redelivered while they run; pause holds what is queued.
+			id = submit(t, cl, `{"id": "long", "pool": "site-b", "items": [{"id": "x"}, {"id": "y"}], "agent_template": [{"handler": "block"}, {"handler": "rec"}]}`)
+			for range 2 {
+				require.Equal(t, id, <-started)
+			}
+			_, err = cl.PausePool(ctx, "site-b")
+			require.NoError(t, err)
+			<-time.After(3 * time.Second) // past AckWait: a heartbeat-less item would be redelivered
+			close(gate)                   // the steps end; their items wait for the resume
+			<-time.After(time.Second)
+			r.mu.Lock()
+			require.Zero(t, r.by["x"]["b1"]+r.by["x"]["b2"]+r.by["y"]["b1"]+r.by["y"]["b2"], "the second step waits for the resume")
+			r.mu.Unlock()
+			require.Empty(t, started, "no step ran twice")
+			_, err = cl.ResumePool(ctx, "site-b")
+			require.NoError(t, err)
+			st = waitJob(t, cl, id, 30*time.Second)
+			require.EqualValues(t, 2, st.Succeeded, "%+v", st)
+			require.Empty(t, started, "no step ran twice")
+
+			// cancel --kill reaches running steps behind the leaf.
+			gate = make(chan struct{})
+			id = submit(t, cl, `{"id": "kill", "pool": "site-b", "items": [{"id": "k1"}, {"id": "k2"}], "agent_template": [{"handler": "block"}]}`)
+			for range 2 {
+				require.Equal(t, id, <-started)
+			}
+			_, err = cl.Cancel(ctx, id, coordinator.WithKill())
+			require.NoError(t, err)
+			for range 2 {
+				select {
+				case cause := <-killed:
+					require.ErrorIs(t, cause, agent.ErrJobKilled)
+				case <-time.After(10 * time.Second):
+					t.Fatal("a step behind the leaf still runs 10 s after cancel --kill")
+				}
+			}
+			st = waitJob(t, cl, id, 10*time.Second)
+			require.EqualValues(t, 2, st.NotRun, "%+v", st)
+			close(gate)
+		})
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// An agent behind a leaf node without the hub's domain (or with a wrong
+// one) finds no JetStream: it says what to check, naming the domain
+// setting, and keeps trying instead of exiting.
+func TestAgentBehindALeafWithoutTheDomainWaits(t *testing.T) {
+	port := fleettest.FreePort(t)
+	hub := fleettest.RunServer(t, fleettest.WithLeafHub(port, hubDomain))
+	leaf := fleettest.RunLeaf(t, fmt.Sprintf("127.0.0.1:%d", port))
+	startCoordinator(t, hub.URL(), coordinator.Config{Pools: []string{"site-b"}})
+	for _, domain := range []string{"", "elsewhere"} {
+		t.Run("domain "+strconv.Quote(domain), func(t *testing.T) {
+			var logs syncBuffer
+			cfg := agent.Config{Name: "b1", Pool: "site-b", JSDomain: domain, Logger: zerolog.New(&logs)}
+			a := agent.New(leaf.Connect(t), cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx) }()
+			fleettest.WaitFor(t, 20*time.Second, func() error {
+				if !strings.Contains(logs.String(), "--js-domain") {
+					return errors.New("no warning yet")
+				}
+				return nil
+			})
+			require.Contains(t, logs.String(), "FLEET_JS_DOMAIN")
+			require.Contains(t, logs.String(), "no responders")
+			select {
+			case err := <-done:
+				t.Fatalf("the agent exited: %v", err)
+			default:
+			}
+			require.Equal(t, 1, strings.Count(logs.String(), `"level":"warn"`), "one warning, not one per try:\n%s", logs.String())
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+}
