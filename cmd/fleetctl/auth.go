@@ -60,6 +60,9 @@ func runAuthInit(env *cliEnv, args []string) int {
 	routes := fs.String("routes", strings.Join(auth.DefaultRoutes, ","), "comma-separated host:port of every NATS node's cluster listener, for routes.conf")
 	serverDir := fs.String("server-dir", "", "DIR as the nats-server sees it, for the paths in tls.conf (default: DIR's absolute path)")
 	force := fs.Bool("force", false, "replace existing files (new keys: every user needs its new seed)")
+	jsDomain := fs.String("js-domain", env.getenv(natsconn.DomainEnv), "the hub's JetStream domain: every role may also use the JetStream API in its form (clients with --js-domain; env "+natsconn.DomainEnv+")")
+	leaves := fs.String("leaf", "", "comma-separated pools whose agents run behind a leaf node: each gets a link user and a leaf configuration leaf-POOL.conf (docs/deploy.md \"Agents at other sites\")")
+	leafHub := fs.String("leaf-hub", strings.Join(auth.DefaultLeafHubURLs, ","), "comma-separated leaf-node URLs of the hub, for the leaf configurations")
 	if code, ok := parseArgs(fs, args, 1); !ok {
 		return code
 	}
@@ -67,6 +70,7 @@ func runAuthInit(env *cliEnv, args []string) int {
 	res, err := auth.Init(auth.Options{
 		Dir: dir, Prefix: *prefix, Pools: splitList(*pools), Account: *account,
 		TLS: *withTLS, TLSHosts: splitList(*hosts), ServerDir: *serverDir, Routes: splitList(*routes), Force: *force,
+		JSDomain: *jsDomain, Leaves: splitList(*leaves), LeafHubURLs: splitList(*leafHub),
 	})
 	if err != nil {
 		errorf(env, "%v", err)
@@ -78,6 +82,10 @@ func runAuthInit(env *cliEnv, args []string) int {
 	w := env.stdout
 	fmt.Fprintf(w, "wrote %d files to %s:\n", len(res.Files), dir)
 	for _, u := range res.Users {
+		if u.Role == auth.RoleLeaf {
+			fmt.Fprintf(w, "  %-18s the leaf server of pool %s's site: its agent user, and the link to the hub as user %s (secret)\n", auth.LeafConfFile(u.Pool), u.Pool, u.Name)
+			continue
+		}
 		what := "role " + string(u.Role)
 		if u.Role == auth.RoleAgent {
 			what += ", pool " + u.Pool
@@ -102,11 +110,15 @@ func runAuthInit(env *cliEnv, args []string) int {
 	nk := func(user string) string { return filepath.Join(dir, auth.SeedFile(user)) }
 	fmt.Fprintln(w, "\nnext:")
 	fmt.Fprintf(w, "  in nats-server.conf:  include %q and include %q; in its cluster {} block, include %q\n", auth.AccountsFile, auth.TLSConfFile, auth.RoutesFile)
-	pl := splitList(*pools)
+	pl := append(splitList(*pools), splitList(*leaves)...)
 	fmt.Fprintf(w, "  coordinator --server URL --nkey %s%s --pools %s --work-signing-key %s\n", nk("coordinator"), tlsFlag, strings.Join(pl, ","),
 		res.WorkSigningSeed)
-	for _, p := range pl {
+	for _, p := range splitList(*pools) {
 		fmt.Fprintf(w, "  agent --server URL --nkey %s%s --pool %s --work-verify-key %s\n", nk(auth.AgentUser(p)), tlsFlag, p, res.WorkPublicKey)
+	}
+	for _, p := range splitList(*leaves) {
+		fmt.Fprintf(w, "  at the site of %s: nats-server with include %q; agent --server LEAF-URL --js-domain %s --nkey %s --pool %s --work-verify-key %s\n",
+			p, auth.LeafConfFile(p), *jsDomain, nk(auth.AgentUser(p)), p, res.WorkPublicKey)
 	}
 	fmt.Fprintf(w, "  fleetctl submit job.yaml --server URL --nkey %s%s\n", nk("submitter"), tlsFlag)
 	fmt.Fprintf(w, "  fleetctl dlq list --server URL --nkey %s%s\n", nk("operator"), tlsFlag)

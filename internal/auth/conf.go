@@ -40,23 +40,28 @@ func WriteAccounts(w io.Writer, account string, users []User) error {
 	b.WriteString("# Include it from nats-server.conf: include \"auth.conf\"\n")
 	b.WriteString("# Only public keys are here; the seeds are in the *.nk files beside it.\n")
 	fmt.Fprintf(&b, "accounts {\n  %s {\n    jetstream: enabled\n    users: [\n", quote(account))
+	writeUsers(&b, users)
+	b.WriteString("    ]\n  }\n}\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeUsers writes the entries of an account's users list.
+func writeUsers(b *strings.Builder, users []User) {
 	for _, u := range users {
-		fmt.Fprintf(&b, "      # %s (role %s", u.Name, u.Role)
-		if u.Role == RoleAgent {
-			fmt.Fprintf(&b, ", pool %s", u.Pool)
+		fmt.Fprintf(b, "      # %s (role %s", u.Name, u.Role)
+		if u.Pool != "" {
+			fmt.Fprintf(b, ", pool %s", u.Pool)
 		}
 		b.WriteString(")\n")
-		fmt.Fprintf(&b, "      {\n        nkey: %s\n        permissions: {\n", quote(u.NKey))
-		writePerm(&b, "publish", u.Permissions.Publish)
-		writePerm(&b, "subscribe", u.Permissions.Subscribe)
+		fmt.Fprintf(b, "      {\n        nkey: %s\n        permissions: {\n", quote(u.NKey))
+		writePerm(b, "publish", u.Permissions.Publish)
+		writePerm(b, "subscribe", u.Permissions.Subscribe)
 		if u.Permissions.AllowResponses {
 			b.WriteString("          allow_responses: true\n")
 		}
 		b.WriteString("        }\n      }\n")
 	}
-	b.WriteString("    ]\n  }\n}\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 func writePerm(b *strings.Builder, name string, p SubjectPermission) {

@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -61,6 +63,17 @@ type Options struct {
 	Routes []string
 	// Force overwrites existing files; otherwise Init refuses to.
 	Force bool
+	// JSDomain is the hub's JetStream domain: every role is also granted
+	// the JetStream API in its form ($JS.<domain>.API), which clients with
+	// --js-domain use. Defaults to none.
+	JSDomain string
+	// Leaves are pools whose agents run behind a leaf node (docs/deploy.md
+	// "Agents at other sites"); each is also in Pools. Each gets a link
+	// user (LeafUser) at the hub and a leaf configuration (LeafConfFile).
+	Leaves []string
+	// LeafHubURLs are the hub's leaf-node listeners the leaf
+	// configurations link to. Defaults to DefaultLeafHubURLs.
+	LeafHubURLs []string
 }
 
 // Result describes what Init wrote.
@@ -78,6 +91,8 @@ type Result struct {
 	// key (the agents' --work-verify-key; also in WorkPublicKeyFile).
 	WorkSigningSeed string
 	WorkPublicKey   string
+	// Leaves are the leaf configurations written (Options.Leaves).
+	Leaves []string
 }
 
 // The coordinator's work-signing key: its seed, and its public key.
@@ -108,6 +123,10 @@ func Init(o Options) (*Result, error) {
 	if len(pools) == 0 {
 		pools = []string{messages.DefaultPool}
 	}
+	if err := natsconn.ValidDomain(o.JSDomain); err != nil {
+		return nil, fmt.Errorf("auth: init: js_domain: %w", err)
+	}
+	pools = append(slices.Clone(pools), o.Leaves...)
 	for _, p := range pools {
 		if err := messages.ValidPool(p); err != nil {
 			return nil, fmt.Errorf("auth: init: pool %q: %w", p, err)
@@ -155,9 +174,13 @@ func Init(o Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.Users = append(res.Users, User{Name: s.name, Role: s.role, Pool: s.pool, NKey: pub, Permissions: perms.ForUser(pub)})
+		res.Users = append(res.Users, User{Name: s.name, Role: s.role, Pool: s.pool, NKey: pub, Permissions: perms.WithDomain(o.JSDomain).ForUser(pub)})
 		add(SeedFile(s.name), append(seed, '\n'))
 		res.Seeds[s.name] = filepath.Join(o.Dir, SeedFile(s.name))
+	}
+	leafFiles, err := initLeaves(o, names, res)
+	if err != nil {
+		return nil, err
 	}
 	// The key the coordinator signs work items with; agents verify them
 	// with its public key.
@@ -218,6 +241,9 @@ func Init(o Options) (*Result, error) {
 		return nil, err
 	}
 	add(RoutesFile, routesConf.Bytes())
+	for _, f := range leafFiles {
+		add(f.name, f.data)
+	}
 
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("auth: init: %w", err)
@@ -237,7 +263,7 @@ func Init(o Options) (*Result, error) {
 	}
 	for _, name := range order {
 		mode := fs.FileMode(0o644)
-		if filepath.Ext(name) == ".nk" || name == ServerKeyFile || name == RoutesFile {
+		if filepath.Ext(name) == ".nk" || name == ServerKeyFile || name == RoutesFile || strings.HasPrefix(name, "leaf-") {
 			mode = 0o600
 		}
 		path := filepath.Join(o.Dir, name)

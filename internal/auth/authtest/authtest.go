@@ -80,3 +80,29 @@ func User(t testing.TB, res *auth.Result, user string) []nats.Option {
 	}
 	return []nats.Option{seed, nats.CustomInboxPrefix(inbox)}
 }
+
+// LoadLeaf parses the leaf configuration auth.Init wrote for pool's site
+// (auth.LeafConfFile), as the leaf's `nats-server -c` would.
+func LoadLeaf(t testing.TB, res *auth.Result, pool string) *server.Options {
+	t.Helper()
+	opts, err := server.ProcessConfigFile(filepath.Join(res.Dir, auth.LeafConfFile(pool)))
+	if err != nil {
+		t.Fatalf("authtest: %v", err)
+	}
+	return opts
+}
+
+// LeafConfig returns a fleettest option that gives a leaf server (RunLeaf)
+// the accounts, users and link credentials of parsed (LoadLeaf), keeping
+// the link's URL (RunLeaf's proxy).
+func LeafConfig(parsed *server.Options) fleettest.Option {
+	return fleettest.WithConfig(func(so *server.Options) {
+		so.Accounts, so.Nkeys, so.Users = parsed.Accounts, parsed.Nkeys, parsed.Users
+		for i, r := range so.LeafNode.Remotes {
+			if i < len(parsed.LeafNode.Remotes) {
+				p := parsed.LeafNode.Remotes[i]
+				r.Nkey, r.Credentials, r.LocalAccount = p.Nkey, p.Credentials, p.LocalAccount
+			}
+		}
+	})
+}
