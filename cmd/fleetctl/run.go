@@ -198,6 +198,9 @@ func printSummary(out io.Writer, st *messages.JobStatus, elapsed time.Duration) 
 			fmt.Fprintf(w, "  %s\t%d\t%s\n", name, v, extra)
 		}
 	}
+	for _, a := range st.Unreachable {
+		fmt.Fprintf(w, "  unreachable agent %s: not heard from since %s (%s ago)\n", a.Name, a.Since.Format(time.RFC3339), time.Since(a.Since).Round(time.Second))
+	}
 	row("items", st.Items, "")
 	row("succeeded", st.Succeeded, "")
 	row("dead-lettered", st.DeadLettered, "")

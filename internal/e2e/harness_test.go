@@ -108,6 +108,12 @@ func startCoordinator(t testing.TB, url string, cfg coordinator.Config) *proc {
 
 func startAgent(t testing.TB, url string, cfg agent.Config, handlers map[string]agent.HandlerFunc) *proc {
 	t.Helper()
+	return startAgentLogged(t, url, cfg, testLogger(t).With().Str("proc", cfg.Name).Logger(), handlers)
+}
+
+// startAgentLogged is startAgent with the agent's logger.
+func startAgentLogged(t testing.TB, url string, cfg agent.Config, log zerolog.Logger, handlers map[string]agent.HandlerFunc) *proc {
+	t.Helper()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	require.NoError(t, err)
 	testhooks.UpdateAgent(&cfg, func(h *testhooks.Agent) {
@@ -118,7 +124,7 @@ func startAgent(t testing.TB, url string, cfg agent.Config, handlers map[string]
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 5 * time.Second
 	}
-	cfg.Logger = testLogger(t).With().Str("proc", cfg.Name).Logger()
+	cfg.Logger = log
 	a := agent.New(nc, cfg).HandleBuiltins()
 	for name, fn := range handlers {
 		a.Handle(name, fn)

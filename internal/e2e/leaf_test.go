@@ -245,3 +245,126 @@ func TestAgentBehindALeafWithoutTheDomainWaits(t *testing.T) {
 		})
 	}
 }
+
+// warnings counts the warning lines in logs.
+func warnings(logs string) int { return strings.Count(logs, `"level":"warn"`) }
+
+// When the leaf's link drops mid-job, the agents behind it finish the
+// steps they run (and those they had buffered) and keep their results; they log one line for the cut,
+// not one per try; the hub goes on with another pool's job and status
+// names the unreachable agents, with when they were last heard of. When
+// the link returns after AckWait, the held results are stored and the
+// redelivered copies of their items run again: the job ends with each
+// item counted once.
+func TestLeafLinkComesAndGoes(t *testing.T) {
+	port := fleettest.FreePort(t)
+	hub := fleettest.RunServer(t, fleettest.WithLeafHub(port, hubDomain))
+	leaf := fleettest.RunLeaf(t, fmt.Sprintf("127.0.0.1:%d", port))
+	startCoordinator(t, hub.URL(), coordinator.Config{Pools: []string{"site-b"}})
+	r := newSiteRuns()
+	startAgent(t, hub.URL(), agent.Config{Name: "hub-1"}, map[string]agent.HandlerFunc{"rec": r.handler("hub-1")})
+	const concurrency, items = 4, 40
+	started := make(chan string, items*2)
+	gate := make(chan struct{})
+	logs := map[string]*syncBuffer{}
+	for _, name := range []string{"b1", "b2"} {
+		logs[name] = &syncBuffer{}
+		rec := r.handler(name)
+		startAgentLogged(t, leaf.URL(), agent.Config{Name: name, Pool: "site-b", JSDomain: hubDomain, Concurrency: concurrency, Prefetch: concurrency,
+			PresenceInterval: 100 * time.Millisecond}, zerolog.New(logs[name]).Level(zerolog.InfoLevel),
+			map[string]agent.HandlerFunc{"gated": func(ctx context.Context, c *agent.Call) (any, error) {
+				started <- c.ItemID
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return rec(ctx, c)
+			}})
+	}
+	cl := client(t, hub)
+	ctx := context.Background()
+	id := submit(t, cl, `{"id": "cut", "pool": "site-b", "items": `+itemsJSON(items, func(i int) map[string]any { return map[string]any{"id": strconv.Itoa(i*10 + 3)} })+`,
+		"agent_template": [{"handler": "gated"}]}`)
+	running := map[string]bool{}
+	for len(running) < 2*concurrency {
+		running[<-started] = true
+	}
+
+	// The link drops while 8 steps run.
+	leaf.Cut()
+	leaf.WaitUnlinked(t)
+	cutAt := time.Now()
+
+	// The hub goes on: another pool's job runs to the end, and status
+	// answers, naming the agents it no longer hears from.
+	other := submit(t, cl, `{"id": "hubside", "items": `+itemsJSON(20, func(i int) map[string]any { return map[string]any{"id": strconv.Itoa(i*10 + 1)} })+`, "agent_template": [{"handler": "rec"}]}`)
+	st := waitJob(t, cl, other, 30*time.Second)
+	require.EqualValues(t, 20, st.Succeeded)
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		st, err := cl.Status(ctx, id)
+		if err != nil {
+			return err
+		}
+		if len(st.Unreachable) != 2 {
+			return fmt.Errorf("unreachable agents %+v", st.Unreachable)
+		}
+		return nil
+	})
+	st, err := cl.Status(ctx, id)
+	require.NoError(t, err)
+	for _, a := range st.Unreachable {
+		require.Contains(t, []string{"b1", "b2"}, a.Name)
+		require.WithinDuration(t, cutAt, a.Since, 2*time.Second, "since its last presence before the cut")
+	}
+	require.Zero(t, st.Done(), "%+v", st)
+
+	// The running steps finish behind the cut link; their results wait.
+	close(gate)
+	<-time.After(3 * time.Second) // past AckWait (2 s): the hub gives the 8 items up
+	// Only what the agents had buffered before the cut (Prefetch each)
+	// started during it: no pull reached the hub.
+	require.LessOrEqual(t, len(started), 2*concurrency, "items started while the link was down")
+	st, err = cl.Status(ctx, id)
+	require.NoError(t, err)
+	require.Zero(t, st.Done(), "no result crossed the cut link: %+v", st)
+	for name, l := range logs {
+		require.LessOrEqual(t, warnings(l.String()), 2, "%s logs a line for the cut (and one for its presence), not one per try:\n%s", name, l.String())
+	}
+
+	// The link returns: the held results are stored, the redelivered
+	// copies run again, each item is counted once.
+	leaf.Heal()
+	leaf.WaitLinked(t)
+	st = waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, items, st.Succeeded, "%+v", st)
+	require.Zero(t, st.DeadLettered+st.Failed, "%+v", st)
+	r.mu.Lock()
+	runs := 0
+	for _, by := range r.by {
+		runs += by["b1"] + by["b2"]
+	}
+	r.mu.Unlock()
+	t.Logf("%d runs of %d items; b1's log:\n%s", runs, items, logs["b1"].String())
+	require.GreaterOrEqual(t, runs, items)
+	require.LessOrEqual(t, runs, items+4*concurrency, "only the items running or buffered at the cut ran twice")
+	for name, l := range logs {
+		require.Contains(t, l.String(), "answers again", name)
+	}
+	// The hub hears from them again.
+	kv, err := hub.JS().KeyValue(ctx, messages.MustNames("").AgentsBucket())
+	require.NoError(t, err)
+	healed := time.Now()
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		for _, name := range []string{"b1", "b2"} {
+			e, err := kv.Get(ctx, wire.AgentKey("site-b", name))
+			if err != nil {
+				return err
+			}
+			if !e.Created().After(healed) {
+				return fmt.Errorf("%s not heard from since %s", name, e.Created())
+			}
+		}
+		return nil
+	})
+}

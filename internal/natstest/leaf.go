@@ -27,6 +27,10 @@ const (
 func WithLeafHub(port int, domain string) Option {
 	return WithConfig(func(o *server.Options) {
 		o.LeafNode.Host, o.LeafNode.Port = "127.0.0.1", port
+		// Leaves learn the hub's leaf-node URLs from it and try them when
+		// they link again: advertise one nobody listens on, so that a
+		// leaf's link stays on its proxy (RunLeaf) and a Cut holds.
+		o.LeafNode.Advertise = "127.0.0.1:1"
 		o.JetStreamDomain = domain
 		o.PingInterval, o.MaxPingsOut = LeafPingInterval, LeafMaxPingsOut
 	})

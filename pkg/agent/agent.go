@@ -100,6 +100,10 @@ type Agent struct {
 	// the bucket, followed while Run runs.
 	pauses  *pause.View
 	pauseKV jetstream.KeyValue
+	// link says whether the hub's JetStream answers (link.go); stopHeld
+	// ends the wait of results held while it does not (shutdown).
+	link     *linkState
+	stopHeld <-chan struct{}
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -366,6 +370,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	a.metrics = newMetrics(a.cfg.Registerer)
 	a.presence = newPresence(a)
+	a.link = newLinkState(a.log, a.cfg.JSDomain)
 	a.prefetch = newPrefetch(a.cfg)
 	a.results = make(chan pendingResult, 4*a.cfg.ResultBatch)
 	a.acks = make(chan pendingAck, 64)
@@ -399,6 +404,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 	defer cancelWork()
 
 	ackDone := make(chan struct{})
+	a.stopHeld = ctx.Done()
 	go a.batchLoop()
 	go func() { defer close(ackDone); a.ackLoop() }()
 

@@ -191,6 +191,11 @@ func (a *Agent) ackLoop() {
 			_, err = a.pub.PublishMsg(ctx, p.fut.Msg())
 			cancel()
 		}
+		if err != nil && unreachable(err) {
+			// The hub does not answer (a leaf's link is down): hold the
+			// results until it does (link.go).
+			err = a.storeHeld(a.stopHeld, p, err)
+		}
 		if err != nil {
 			a.log.Warn().Err(err).Int("results", len(p.targets)).Msg("results not stored; items redelivered later")
 			for _, t := range p.targets {
@@ -198,6 +203,7 @@ func (a *Agent) ackLoop() {
 			}
 			continue
 		}
+		a.link.answered()
 		for _, t := range p.targets {
 			a.settleWork(t)
 		}

@@ -165,7 +165,10 @@ func (a *Agent) pull(ctx context.Context, cons jetstream.Consumer, buf chan<- je
 			}
 			continue
 		}
-		err := a.fetch(ctx, cons, n, buf)
+		got, err := a.fetch(ctx, cons, n, buf)
+		if got > 0 || errors.Is(err, jetstream.ErrNoMessages) {
+			a.link.answered() // the server answered the pull
+		}
 		switch {
 		case err == nil || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, context.DeadlineExceeded):
 			backoff.Reset()
@@ -181,7 +184,11 @@ func (a *Agent) pull(ctx context.Context, cons jetstream.Consumer, buf chan<- je
 		case errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound):
 			return fmt.Errorf("pull: %w", err)
 		}
-		a.log.Warn().Err(err).Msg("pull failed; pulling again")
+		if unreachable(err) {
+			a.link.lost(err, "pull") // one line while it lasts, not one per try
+		} else {
+			a.log.Warn().Err(err).Msg("pull failed; pulling again")
+		}
 		if a.cutOff.ObserveConn(a.nc, err) {
 			// A server cut off the cluster keeps its clients: leave it.
 			a.log.Warn().Str("server", a.nc.ConnectedUrlRedacted()).Msg("pulls keep failing: the server seems cut off the cluster; reconnecting to another")
@@ -197,7 +204,7 @@ func (a *Agent) pull(ctx context.Context, cons jetstream.Consumer, buf chan<- je
 // workers' buffer as they come. The request ends when n have come, after
 // its expiry (prefetch.expiry), or at once when ctx ends: messages that arrived by then are
 // given back at once.
-func (a *Agent) fetch(ctx context.Context, cons jetstream.Consumer, n int, buf chan<- jetstream.Msg) error {
+func (a *Agent) fetch(ctx context.Context, cons jetstream.Consumer, n int, buf chan<- jetstream.Msg) (got int, err error) {
 	expiry := a.prefetch.expiry(n)
 	fctx, cancel := context.WithTimeout(ctx, expiry)
 	defer cancel()
@@ -206,14 +213,15 @@ func (a *Agent) fetch(ctx context.Context, cons jetstream.Consumer, n int, buf c
 	hb := min(natsconn.PullHeartbeat, expiry/4)
 	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx), jetstream.FetchHeartbeat(hb))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for m := range batch.Messages() {
+		got++
 		if ctx.Err() != nil {
 			_ = m.Nak()
 			continue
 		}
 		buf <- m // never blocks: the pull asked for at most the room left
 	}
-	return batch.Error()
+	return got, batch.Error()
 }

@@ -24,12 +24,22 @@ import (
 type agentDirectory struct {
 	mu sync.RWMutex
 	kv jetstream.KeyValue
-	// pools maps a pool to its agents' keys and their handlers.
-	pools map[string]map[string][]string
+	// pools maps a pool to its agents' keys and what the directory knows
+	// of each.
+	pools map[string]map[string]agentEntry
+}
+
+// agentEntry is one agent's last presence as the hub stored it.
+type agentEntry struct {
+	name     string
+	handlers []string
+	interval time.Duration
+	stopping bool
+	stored   time.Time // the server's time of the presence write
 }
 
 func newAgentDirectory() *agentDirectory {
-	return &agentDirectory{pools: map[string]map[string][]string{}}
+	return &agentDirectory{pools: map[string]map[string]agentEntry{}}
 }
 
 // keep follows the agents bucket until ctx ends, watching again after a
@@ -60,7 +70,7 @@ func (d *agentDirectory) follow(ctx context.Context, js jetstream.JetStream, buc
 	}
 	d.mu.Lock()
 	d.kv = kv
-	d.pools = map[string]map[string][]string{}
+	d.pools = map[string]map[string]agentEntry{}
 	d.mu.Unlock()
 	return kvwatch.Watch(ctx, w, nil, d.apply)
 }
@@ -84,10 +94,32 @@ func (d *agentDirectory) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	if agents == nil {
-		agents = map[string][]string{}
+		agents = map[string]agentEntry{}
 		d.pools[pool] = agents
 	}
-	agents[e.Key()] = p.Handlers
+	agents[e.Key()] = agentEntry{name: p.Name, handlers: p.Handlers, interval: p.Interval.D(), stopping: p.Stopping, stored: e.Created()}
+}
+
+// unreachable lists the agents of pool whose presence the hub stored
+// last more than messages.UnreachableAfter of their intervals before now,
+// longest silent first; stopping agents are not listed.
+func (d *agentDirectory) unreachable(pool string, now time.Time) []messages.UnreachableAgent {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	var out []messages.UnreachableAgent
+	for _, a := range d.pools[pool] {
+		if a.stopping || a.interval <= 0 || now.Sub(a.stored) <= messages.UnreachableAfter*a.interval {
+			continue
+		}
+		out = append(out, messages.UnreachableAgent{Name: a.name, Since: a.stored})
+	}
+	slices.SortFunc(out, func(x, y messages.UnreachableAgent) int {
+		if c := x.Since.Compare(y.Since); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Name, y.Name)
+	})
+	return out
 }
 
 // directRead bounds the read of a pool's presences that the watch has
@@ -102,8 +134,8 @@ const directRead = 2 * time.Second
 // read).
 func (d *agentDirectory) handlers(ctx context.Context, pool string) (agents [][]string, ok bool) {
 	d.mu.RLock()
-	for _, hs := range d.pools[pool] {
-		agents = append(agents, hs)
+	for _, a := range d.pools[pool] {
+		agents = append(agents, a.handlers)
 	}
 	kv := d.kv
 	d.mu.RUnlock()

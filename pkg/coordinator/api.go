@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -222,7 +223,7 @@ func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *message
 	if err != nil {
 		return nil, unavailableOr(err)
 	}
-	return messages.StatusReply{Status: st}, nil
+	return messages.StatusReply{Status: c.withUnreachable(st)}, nil
 }
 
 // unavailableOr is the API error of a failed read or write: "unavailable" when
@@ -250,7 +251,7 @@ func (c *Coordinator) apiStatusHere(ctx context.Context, data []byte) (any, *mes
 	if err != nil {
 		return nil, unavailableOr(err)
 	}
-	return messages.StatusReply{Status: st}, nil
+	return messages.StatusReply{Status: c.withUnreachable(st)}, nil
 }
 
 func (c *Coordinator) apiList(ctx context.Context, data []byte) (any, *messages.APIError) {
@@ -322,4 +323,21 @@ func (c *Coordinator) apiPrune(ctx context.Context, data []byte) (any, *messages
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
 	return messages.PruneReply{Pruned: st.Pruned, Jobs: st.Jobs, Failed: st.Failed, DryRun: req.DryRun}, nil
+}
+
+// withUnreachable returns st, while the job is not finished, with the
+// agents of its pool the hub has not heard from lately (a site whose
+// leaf link is down): a copy, st may be shared.
+func (c *Coordinator) withUnreachable(st *messages.JobStatus) *messages.JobStatus {
+	if st == nil || st.FinishedAt != nil || c.agents == nil {
+		return st
+	}
+	// The wall clock: presences carry the server's time of their write.
+	gone := c.agents.unreachable(st.Pool, time.Now())
+	if len(gone) == 0 {
+		return st
+	}
+	out := *st
+	out.Unreachable = gone
+	return &out
 }

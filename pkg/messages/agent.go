@@ -48,3 +48,19 @@ type AgentStats struct {
 	ItemsRun int64 `json:"items_run"`
 	Failures int64 `json:"failures"`
 }
+
+// UnreachableAfter is how many of its presence intervals an agent may go
+// without a presence write stored at the hub before status calls it
+// unreachable.
+const UnreachableAfter = 3
+
+// UnreachableAgent is an agent of a job's pool the hub has not heard from
+// for UnreachableAfter of its presence intervals: it stopped without
+// saying so, or its link to the hub is down (an agent behind a leaf node,
+// docs/deploy.md "Agents at other sites"). Such an agent may hold results
+// it reports once it is reachable again.
+type UnreachableAgent struct {
+	Name string `json:"name"`
+	// Since is when the hub stored its last presence.
+	Since time.Time `json:"since"`
+}

@@ -102,6 +102,9 @@ type JobStatus struct {
 	// results its counts are rebuilt from are gone (docs/deploy.md, "Retention").
 	CleanupAt *time.Time `json:"cleanup_at,omitempty"`
 	CleanedAt *time.Time `json:"cleaned_at,omitempty"`
+	// Unreachable lists the agents of the job's pool the hub has not heard
+	// from lately, while the job is not finished (jobs.status only).
+	Unreachable []UnreachableAgent `json:"unreachable_agents,omitempty"`
 }
 
 // Summary returns s without the lists whose size grows with the job (groups,
