@@ -286,7 +286,7 @@ func TestComposeFile(t *testing.T) {
 	}
 	for _, name := range []string{"coordinator-1", "coordinator-2"} {
 		require.Equal(t, "3", svcs[name].Environment["FLEET_REPLICAS"], name)
-		require.Equal(t, "default", svcs[name].Environment["FLEET_POOLS"], name)
+		require.Equal(t, "${FLEET_POOLS:-default}", svcs[name].Environment["FLEET_POOLS"], name)
 		require.Equal(t, name, svcs[name].Hostname, "the hostname names the coordinator in the lease")
 	}
 	require.Empty(t, svcs["agent"].Ports, "agents scale: no fixed host port")
@@ -337,6 +337,11 @@ func TestNATSNodeConfig(t *testing.T) {
 		require.Equal(t, 8222, o.HTTPPort)
 		require.Equal(t, node+"-cluster", o.Cluster.Host)
 		require.Equal(t, 6222, o.Cluster.Port)
+		require.Equal(t, "hub", o.JetStreamDomain, "agents behind a leaf name the hub's domain")
+		require.Equal(t, node+"-wan", o.LeafNode.Host, "leaf links on the wan network only")
+		require.Equal(t, 7422, o.LeafNode.Port)
+		require.True(t, o.LeafNode.NoAdvertise)
+		require.NotNil(t, o.LeafNode.TLSConfig, "leaf links over TLS (leaf-tls.conf)")
 		require.Equal(t, auth.RouteUser, o.Cluster.Username)
 		require.GreaterOrEqual(t, len(o.Cluster.Password), 32)
 		require.Len(t, o.Routes, 3)
@@ -577,4 +582,66 @@ func TestPrometheusConfig(t *testing.T) {
 	readYAML(t, filepath.Join("grafana", "provisioning", "dashboards", "jetfleet.yml"), &dp)
 	require.Len(t, dp.Providers, 1)
 	require.Contains(t, svcs["grafana"].Volumes, "./deploy/grafana/dashboards:"+dp.Providers[0].Options.Path+":ro")
+}
+
+// The edge profile: site b's leaf server links to the hub from the wan
+// network and serves the site's network, where site b's agents are and
+// nothing else; they name the hub's JetStream domain.
+func TestComposeEdgeProfile(t *testing.T) {
+	svcs := loadCompose(t)
+	nets, internal := serviceNetworks(t)
+	for _, name := range []string{"leaf-site-b", "agent-site-b"} {
+		require.Equal(t, []string{"edge"}, svcs[name].Profiles, name)
+	}
+	require.True(t, internal["site-b"], "the site's network is internal")
+	require.Equal(t, map[string][]string{"site-b": nil}, nets["agent-site-b"], "site b's agents reach the leaf only")
+	require.Equal(t, map[string][]string{"wan": nil, "site-b": nil}, nets["leaf-site-b"])
+	for i := 1; i <= 3; i++ {
+		node := fmt.Sprintf("nats-%d", i)
+		require.Equal(t, []string{node + "-wan"}, nets[node]["wan"], node)
+	}
+	for name, n := range nets {
+		if name != "leaf-site-b" && name != "agent-site-b" {
+			require.NotContains(t, n, "site-b", "%s is on site b's network", name)
+		}
+	}
+	a := svcs["agent-site-b"]
+	require.Equal(t, "hub", a.Environment["FLEET_JS_DOMAIN"])
+	require.Equal(t, "nats://leaf-site-b:4222", a.Environment["NATS_URL"])
+	require.Equal(t, "site-b", a.Environment["FLEET_POOL"])
+	require.Empty(t, a.Container, "agents scale: no fixed container name")
+}
+
+// The leaf server's configuration parses with what `auth init --tls --leaf
+// site-b --js-domain hub` writes: no JetStream of its own, site b's agent
+// user, and a TLS link to the three hub nodes as leaf-site-b.
+func TestLeafConfig(t *testing.T) {
+	root := t.TempDir()
+	leafDir := filepath.Join(root, "leaf")
+	require.NoError(t, os.MkdirAll(leafDir, 0o755))
+	data, err := os.ReadFile(filepath.Join("leaf", "leaf-site-b.conf"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(leafDir, "leaf-site-b.conf"), data, 0o644))
+	res, err := auth.Init(auth.Options{Dir: filepath.Join(root, "auth"), TLS: true, Leaves: []string{"site-b"}, JSDomain: "hub"})
+	require.NoError(t, err)
+	o, err := server.ProcessConfigFile(filepath.Join(leafDir, "leaf-site-b.conf"))
+	require.NoError(t, err)
+	require.Equal(t, "leaf-site-b", o.ServerName)
+	require.False(t, o.JetStream)
+	require.Equal(t, 5*time.Second, o.PingInterval, "a silent link is given up within 20 s")
+	require.Len(t, o.LeafNode.Remotes, 1)
+	r := o.LeafNode.Remotes[0]
+	require.Len(t, r.URLs, 3)
+	require.Equal(t, "nats-1:7422", r.URLs[0].Host)
+	require.NotNil(t, r.TLSConfig, "the link is TLS, verified with the fleet's CA")
+	require.Equal(t, auth.DefaultAccount, r.LocalAccount)
+	require.NotEmpty(t, r.Nkey)
+	require.Len(t, o.Nkeys, 1, "site b's agent user only")
+	var agentKey string
+	for _, u := range res.Users {
+		if u.Name == auth.AgentUser("site-b") {
+			agentKey = u.NKey
+		}
+	}
+	require.Equal(t, agentKey, o.Nkeys[0].Nkey)
 }

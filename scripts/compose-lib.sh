@@ -2,7 +2,9 @@
 # not run): the secured docker-compose cluster they both run a job on.
 #
 # Before sourcing, set: lib_name (e2e, faults: names the project and the
-# messages) and, optionally, lib_report (a file printed after the result).
+# messages) and, optionally, lib_report (a file printed after the result),
+# lib_auth_args (more `fleetctl auth init` flags) and lib_up_args (more
+# `compose up` flags).
 # After sourcing: root, work, project, keep (--keep leaves the cluster up),
 # compose, say, elapsed; then
 #   lib_build                 images, composecheck, auth init
@@ -73,7 +75,8 @@ lib_build() {
   bash scripts/images.sh
   CGO_ENABLED=0 go build -trimpath -o "$JETFLEET_DIST/bin/composecheck" ./scripts/composecheck
   say "images built"
-  "$JETFLEET_DIST/bin/fleetctl" auth init "$FLEET_AUTH_DIR" --tls --server-dir /etc/nats/auth >/dev/null
+  # shellcheck disable=SC2086 # lib_auth_args is a list of flags
+  "$JETFLEET_DIST/bin/fleetctl" auth init "$FLEET_AUTH_DIR" --tls --server-dir /etc/nats/auth ${lib_auth_args:-} >/dev/null
   chmod -R a+rX "$FLEET_AUTH_DIR" # the containers' users need to read their nkey
 }
 
@@ -116,7 +119,8 @@ monitor() { tool_net=$mon check operator "$@"; }
 
 lib_up() {
   say "starting 3 NATS nodes, two coordinators and 3 agents"
-  if ! compose up -d --scale agent=3 >"$work/up.log" 2>&1; then
+  # shellcheck disable=SC2086 # lib_up_args is a list of flags
+  if ! compose up -d --scale agent=3 ${lib_up_args:-} >"$work/up.log" 2>&1; then
     cat "$work/up.log" >&2
     exit 1
   fi

@@ -117,7 +117,7 @@ func TestInitWritesEveryFile(t *testing.T) {
 		names = append(names, filepath.Base(f))
 	}
 	require.Equal(t, []string{"coordinator.nk", "agent-default.nk", "agent-gpu.nk", "submitter.nk", "operator.nk",
-		auth.WorkSigningFile, auth.WorkPublicKeyFile, auth.AccountsFile, auth.CAFile, auth.ServerCertFile, auth.ServerKeyFile, auth.TLSConfFile, auth.RoutesFile}, names)
+		auth.WorkSigningFile, auth.WorkPublicKeyFile, auth.AccountsFile, auth.CAFile, auth.ServerCertFile, auth.ServerKeyFile, auth.TLSConfFile, auth.LeafTLSConfFile, auth.RoutesFile}, names)
 	for _, n := range []string{"coordinator.nk", auth.WorkSigningFile, auth.ServerKeyFile, auth.RoutesFile} {
 		st, err := os.Stat(filepath.Join(dir, n))
 		require.NoError(t, err)

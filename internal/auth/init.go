@@ -25,6 +25,9 @@ const (
 	ServerCertFile = "server-cert.pem"
 	ServerKeyFile  = "server-key.pem"
 	RoutesFile     = "routes.conf"
+	// LeafTLSConfFile turns TLS on for the leaf-node listener: included
+	// inside the hub's leafnodes {} block.
+	LeafTLSConfFile = "leaf-tls.conf"
 )
 
 // DefaultRoutes are the cluster routes routes.conf lists when none are
@@ -231,6 +234,7 @@ func Init(o Options) (*Result, error) {
 		return nil, err
 	}
 	add(TLSConfFile, tlsConf.Bytes())
+	add(LeafTLSConfFile, leafTLSConf(tlsConf.Bytes()))
 
 	routes := o.Routes
 	if len(routes) == 0 {

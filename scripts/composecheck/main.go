@@ -374,6 +374,9 @@ type record struct {
 	ItemID     string `json:"item_id"`
 	Outcome    string `json:"outcome"`
 	Generation int    `json:"generation"`
+	// origin is the pool whose agent published the record: the token
+	// after "results." or "dlq." in its subject.
+	origin string
 }
 
 // decodeRecords decodes a message of the results or DLQ stream: one
@@ -423,6 +426,11 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string
 			rs, err := decodeRecords(m.Data())
 			if err != nil {
 				return nil, fmt.Errorf("%s seq %d: %w", stream, mustSeq(m), err)
+			}
+			if tokens := strings.Split(m.Subject(), "."); len(tokens) == 4 {
+				for i := range rs {
+					rs[i].origin = tokens[2] // <prefix>.results.<origin>.<job>
+				}
 			}
 			out = append(out, rs...)
 			read++
@@ -478,6 +486,7 @@ func verify(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	items := fs.Int64("items", 0, "the job's item count")
 	statusFile := fs.String("status", "", "the job's status as `fleetctl status --json` printed it")
+	origin := fs.String("origin", "", "the pool whose agents must have published every result (the job ran there only)")
 	nc, _, err := connect(fs, rest)
 	if err != nil {
 		return err
@@ -530,6 +539,17 @@ func verify(ctx context.Context, args []string) error {
 	for _, r := range results {
 		if cur, ok := final[r.ItemID]; !ok || r.Generation >= cur.Generation {
 			final[r.ItemID] = r
+		}
+	}
+	if *origin != "" {
+		others := map[string]int{}
+		for _, r := range results {
+			if r.origin != *origin {
+				others[r.origin]++
+			}
+		}
+		if len(others) > 0 {
+			fail("results from agents of other pools than %s: %v", *origin, others)
 		}
 	}
 	byOutcome := map[string]int64{}
