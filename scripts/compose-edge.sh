@@ -86,9 +86,17 @@ check operator wait "$job" --timeout 15m
 say "job ended"
 # What site b's agents logged while the link was down: a line for the cut,
 # one when the hub answers again; never one per try.
-compose logs --no-color --since "$since" agent-site-b >"$work/agents-b.log" 2>&1 || true
+: >"$work/agents-b.log"
+for id in $(compose ps -q agent-site-b); do docker logs --since "$since" "$id" >>"$work/agents-b.log" 2>&1; done
+lines=$(wc -l <"$work/agents-b.log")
 warns=$(grep -c '"level":"warn"' "$work/agents-b.log" || true)
-echo "cut: site b's 3 agents logged $warns warning line(s) since the cut; $(grep -c 'answers again' "$work/agents-b.log" || true) 'answers again'" >>"$lib_report"
+again=$(grep -c 'answers again' "$work/agents-b.log" || true)
+echo "cut: site b's 3 agents logged $lines line(s) since the cut, $warns of them warnings; $again said the hub answers again" >>"$lib_report"
+if [ "$again" -lt 3 ]; then
+  tail -20 "$work/agents-b.log" >&2
+  echo "compose-edge: not every site b agent said the hub answers again" >&2
+  exit 1
+fi
 if [ "$warns" -gt 12 ]; then
   grep '"level":"warn"' "$work/agents-b.log" | head -20 >&2
   echo "compose-edge: site b's agents logged $warns warnings during a ${cut}s cut (want a few per agent, not one per try)" >&2
