@@ -55,7 +55,7 @@ func (l *linkState) lost(err error, what string) {
 	}
 	l.downSince = l.now()
 	l.log.Warn().Err(err).Str("failed", what).
-		Msg("the hub's JetStream does not answer (its link may be down): running steps finish, their results wait here and are reported when it answers again")
+		Msg("JetStream does not answer (a leaf node's link to the hub down, a wrong --js-domain, or a server too busy to answer in time): running steps finish, their results wait here and are reported when it answers again")
 }
 
 // hold counts n results that wait for the hub.
@@ -80,7 +80,7 @@ func (l *linkState) answered() {
 		return
 	}
 	l.log.Info().Dur("down_for", l.now().Sub(l.downSince)).Int("results_held", l.held).
-		Msg("the hub's JetStream answers again: pulling, and reporting the results that waited")
+		Msg("JetStream answers again: pulling, and reporting the results that waited")
 	l.downSince, l.held = time.Time{}, 0
 }
 
