@@ -15,16 +15,17 @@ import (
 
 // presenceEntry is a watched entry of the agents bucket.
 type presenceEntry struct {
-	key   string
-	value []byte
-	op    jetstream.KeyValueOp
+	key     string
+	value   []byte
+	op      jetstream.KeyValueOp
+	created time.Time
 }
 
 func (e presenceEntry) Bucket() string                  { return "fleet_agents" }
 func (e presenceEntry) Key() string                     { return e.key }
 func (e presenceEntry) Value() []byte                   { return e.value }
 func (e presenceEntry) Revision() uint64                { return 1 }
-func (e presenceEntry) Created() time.Time              { return time.Time{} }
+func (e presenceEntry) Created() time.Time              { return e.created }
 func (e presenceEntry) Delta() uint64                   { return 0 }
 func (e presenceEntry) Operation() jetstream.KeyValueOp { return e.op }
 
@@ -71,4 +72,27 @@ func TestHandlerProblemsFollowThePresentAgents(t *testing.T) {
 	// The spec's pool is the one checked.
 	spec.Pool = "other"
 	require.Equal(t, []string{"agent_template[1].handler"}, fields())
+}
+
+// An agent is unreachable once the hub has stored no presence of it for
+// UnreachableAfter of its intervals; a stopping agent is not listed, nor
+// one of another pool. The longest silent comes first.
+func TestUnreachableAgents(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	d := newAgentDirectory()
+	at := func(pool, name string, interval, ago time.Duration, stopping bool) presenceEntry {
+		b, _ := json.Marshal(messages.AgentPresence{Name: name, Pool: pool, Interval: messages.Duration(interval), Stopping: stopping})
+		return presenceEntry{key: wire.AgentKey(pool, name), value: b, op: jetstream.KeyValuePut, created: now.Add(-ago)}
+	}
+	d.apply(at("site-b", "fresh", 5*time.Second, 15*time.Second, false)) // exactly 3 intervals: still reachable
+	d.apply(at("site-b", "b1", 5*time.Second, 16*time.Second, false))
+	d.apply(at("site-b", "b2", 5*time.Second, time.Minute, false))
+	d.apply(at("site-b", "leaving", 5*time.Second, time.Minute, true))
+	d.apply(at("site-b", "never", -1, time.Hour, false)) // writes no presence
+	d.apply(at("default", "a1", 5*time.Second, time.Hour, false))
+	require.Equal(t, []messages.UnreachableAgent{
+		{Name: "b2", Since: now.Add(-time.Minute)},
+		{Name: "b1", Since: now.Add(-16 * time.Second)},
+	}, d.unreachable("site-b", now))
+	require.Empty(t, d.unreachable("gpu", now))
 }
