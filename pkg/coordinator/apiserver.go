@@ -332,7 +332,8 @@ func (s *apiServer) othersServing(ctx context.Context) bool {
 }
 
 // LeaderStatusWait bounds how long a follower waits for the leader's
-// answer to a status request before it answers from the job record.
+// answer to a status request before it says unavailable (only the leader
+// answers status, docs/design.md "Status never goes back").
 const LeaderStatusWait = time.Second
 
 // leaderStatusSubject is where the leader answers jobs.status requests

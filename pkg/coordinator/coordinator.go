@@ -780,33 +780,17 @@ func (c *Coordinator) Status(ctx context.Context, id string) (*messages.JobStatu
 		st.Source = messages.StatusFromRunner
 		return &st, nil
 	}
-	// From the stream leader: a lagging or cut-off replica may serve
-	// counts older than what this client has seen already. Only when the
-	// leader is out of reach (cut off, or being elected) does a replica
-	// answer, with the as_of of its copy: an old answer that says how old
-	// it is beats none (Client.Wait skips it when it has seen newer).
-	lctx, cancel := context.WithTimeout(ctx, leaderReadWait(ctx))
-	rec, err := c.store.getFromLeader(lctx, id)
-	cancel()
-	if err != nil && !errors.Is(err, errNoJob) && ctx.Err() == nil && natsconn.ClusterLoss(err) {
-		rec, err = c.store.get(ctx, id)
-	}
+	// From the stream leader, never a replica: a lagging or cut-off
+	// replica may serve counts older than what a client has been shown
+	// (docs/design.md, "Status never goes back"). With the leader out of
+	// reach the read fails, and the API says unavailable: the client asks
+	// again, elsewhere.
+	rec, err := c.store.getFromLeader(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	rec.Status.Source = messages.StatusFromRecord
 	return &rec.Status, nil
-}
-
-// leaderReadWait is how long Status waits for the stream leader's copy of
-// a record: half of what is left of ctx (at most a second), so that a
-// replica can still answer in the other half.
-func leaderReadWait(ctx context.Context) time.Duration {
-	d := time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl)/2)
-	}
-	return d
 }
 
 // Cancel stops a running job: queued items are removed and counted as
