@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
@@ -210,7 +211,10 @@ func (s *apiServer) keepServing(ctx context.Context) {
 	if probe == nil {
 		r := kvleader.New(s.c.js, s.c.names.ControlBucket())
 		probe = func(ctx context.Context) error {
-			_, _, err := r.Get(ctx, wire.LeaseKey)
+			// The lease is rewritten every renewal interval: its stamp
+			// tells the server's time (docs/design.md, "Clocks").
+			_, _, stored, err := r.GetStamped(ctx, wire.LeaseKey)
+			clock.Observe(s.c.cfg.hooks.Clock, stored)
 			return err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/jspub"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
@@ -418,6 +419,7 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
 	var seq, delivered uint64 = 0, 1
 	if md, err := m.Metadata(); err == nil {
 		seq, delivered = md.Sequence.Stream, md.NumDelivered
+		clock.Observe(c.cfg.hooks.Clock, md.Timestamp)
 	}
 	stop := inProgress(m, intakeAckWait/3)
 	defer stop()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/internal/retry"
@@ -123,7 +124,8 @@ func (c *Coordinator) lead(ctx context.Context) {
 // until it starts or ctx ends: no runner can start without it.
 func (c *Coordinator) startHub(ctx context.Context) (*resultsHub, error) {
 	for fails := 0; ; fails++ {
-		hub, err := startResults(ctx, c.js, c.names, c.log)
+		clk := c.cfg.hooks.Clock
+		hub, err := startResults(ctx, c.js, c.names, c.log, func(t time.Time) { clock.Observe(clk, t) })
 		if err == nil {
 			return hub, nil
 		}
