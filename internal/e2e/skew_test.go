@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -152,4 +153,78 @@ func TestSkewedAgentsShareABreaker(t *testing.T) {
 	held := firstUp.Sub(opened)
 	require.GreaterOrEqual(t, held, timeout-time.Second, "the first probe ran %s after the breaker opened (timeout %s)", held, timeout)
 	t.Logf("breaker opened, first probe %s later (timeout %s); transitions %v", held.Round(time.Millisecond), timeout, tr.get())
+}
+
+// TestSkewedCoordinatorsTickOnce: two coordinators, one's clock 2 minutes
+// ahead and the other's 2 minutes behind, share an every-2s schedule; the
+// one ahead leads, then stops and the other takes over. Every tick is
+// fired once or skipped once, none twice, at the server's time: not 2
+// minutes early (the one ahead), and not held for 4 minutes after the
+// handover (the one behind, waiting for a tick its predecessor put 4 of
+// its minutes in the future).
+func TestSkewedCoordinatorsTickOnce(t *testing.T) {
+	const every = 2 * time.Second
+	srv := fleettest.RunServer(t)
+	coord := func(name string, by time.Duration) *proc {
+		return startCoordinator(t, srv.URL(), testhooks.WithCoordinator(coordinator.Config{Holder: name},
+			testhooks.Coordinator{Clock: clock.NewServer(clock.Offset{By: by})}))
+	}
+	ahead := coord("ahead", skew)
+	cl := client(t, srv)
+	fleettest.WaitFor(t, 30*time.Second, func() error { // the one ahead leads
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := cl.Schedules(ctx)
+		return err
+	})
+	coord("behind", -skew)
+	startAgent(t, srv.URL(), agent.Config{Name: "a0"}, map[string]agent.HandlerFunc{"quick": sleepy(10 * time.Millisecond)})
+	ctx := context.Background()
+	s, err := cl.ScheduleAdd(ctx, messages.ScheduleSpec{Name: "hb", Every: messages.Duration(every),
+		Job: json.RawMessage(`{"items":[{"id":"a"}],"agent_template":[{"handler":"quick"}]}`)})
+	require.NoError(t, err)
+	t.Logf("created at %s (the machine's clock: %s)", s.CreatedAt.Format(time.TimeOnly), time.Now().Format(time.TimeOnly))
+	// decidedTo waits until the ticks up to at least `to` are decided
+	// (fired or skipped) and their runs submitted.
+	decidedTo := func(to time.Time) *messages.Schedule {
+		t.Helper()
+		var got *messages.Schedule
+		fleettest.WaitFor(t, skew/2, func() error {
+			var err error
+			got, err = cl.Schedule(ctx, "hb")
+			if err == nil && (got.LastTick.Before(to) || unsubmittedRun(got)) {
+				err = fmt.Errorf("ticks decided to %s, waiting for %s", got.LastTick.Format(time.TimeOnly), to.Format(time.TimeOnly))
+			}
+			return err
+		})
+		// Never ahead of the server's time (this machine's).
+		require.False(t, got.LastTick.After(time.Now().Add(every)), "tick %s decided at %s", got.LastTick, time.Now())
+		return got
+	}
+	decidedTo(time.Now().Add(3 * every))
+	ahead.stop(t) // the one behind leads on
+	got := decidedTo(time.Now().Add(3 * every))
+	require.NoError(t, cl.ScheduleRemove(ctx, "hb"))
+
+	now := time.Now()
+	seen := map[time.Time]string{}
+	for _, r := range got.Runs {
+		_, dup := seen[r.Tick]
+		require.False(t, dup, "tick %s fired twice", r.Tick)
+		seen[r.Tick] = "run"
+		// At the server's time: this machine's, give or take a moment.
+		require.WithinDuration(t, now, r.Tick, skew/4, "tick %s fired at %s", r.Tick, r.Decided)
+	}
+	for _, k := range got.Skips {
+		for tick := k.First; !tick.After(k.Last); tick = tick.Add(every) {
+			_, dup := seen[tick]
+			require.False(t, dup, "tick %s both run and skipped", tick)
+			seen[tick] = "skip " + k.Reason
+		}
+	}
+	first := got.Runs[0].Tick
+	for tick := first; !tick.After(got.LastTick); tick = tick.Add(every) {
+		require.Contains(t, seen, tick, "tick %s neither fired nor skipped", tick)
+	}
+	t.Logf("%d runs, %d skips, ticks %s..%s", len(got.Runs), len(got.Skips), first.Format(time.TimeOnly), got.LastTick.Format(time.TimeOnly))
 }

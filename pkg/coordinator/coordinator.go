@@ -198,7 +198,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	defer c.work.Close()
 	ls, err := lease.New(lease.Config{
-		Store: c.control, Reader: kvleader.New(c.js, c.names.ControlBucket()), Key: wire.LeaseKey,
+		Store: c.control, Reader: stampedReader{kvleader.New(c.js, c.names.ControlBucket()), c.cfg.hooks.Clock}, Key: wire.LeaseKey,
 		// The lease runs on real time, never on the configured clock: a test that
 		// moves the jobs' clock must not move the leader's liveness with it.
 		Holder: c.cfg.Holder, TTL: c.cfg.LeaseTTL, Logger: c.log,
@@ -840,4 +840,19 @@ type CancelOption func(*messages.CancelRequest)
 // instead of letting them finish (messages.CancelRequest.Kill).
 func WithKill() CancelOption {
 	return func(r *messages.CancelRequest) { r.Kill = true }
+}
+
+// stampedReader reads the lease key from the stream leader and passes its
+// stamp to the coordinator's clock (clock.Observe): a coordinator knows the
+// server's time from its first read of the lease, before it can lead
+// (docs/design.md, "Clocks").
+type stampedReader struct {
+	r   kvleader.Reader
+	clk clock.Clock
+}
+
+func (s stampedReader) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	data, rev, stored, err := s.r.GetStamped(ctx, key)
+	clock.Observe(s.clk, stored)
+	return data, rev, err
 }
