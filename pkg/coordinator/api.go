@@ -165,6 +165,12 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	ctx, span := c.traceAPISubmit(ctx, spec.ID)
 	defer span.End()
 	ack, err := c.js.PublishMsg(ctx, c.submissionMsg(ctx, body), jetstream.WithMsgID(submissionID(spec.ID, body, after)))
+	if natsconn.StoreFull(err) {
+		// Refused, not stored: the client is told so at once (docs/deploy.md,
+		// "A full store").
+		c.metrics.storeFull.Set(1)
+		return nil, apiErr(messages.CodeStoreFull, fmt.Sprintf("store full: the submission was not stored: %v", err))
+	}
 	if err != nil {
 		// Unavailable when this coordinator's server is cut off the
 		// cluster: Client.Submit sends it again (the same id: one job).
@@ -216,9 +222,24 @@ func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *message
 		if reply, e, ok := c.askLeaderStatus(ctx, data); ok {
 			return reply, e
 		}
+		if c.lease != nil && natsconn.StoreFull(c.lease.WriteErr()) {
+			// Why no coordinator leads, and so why the job does not move.
+			return nil, apiErr(messages.CodeStoreFull, fmt.Sprintf(
+				"store full: no coordinator can lead, the lease cannot be written (%v); the jobs resume once there is room", c.lease.WriteErr()))
+		}
 		return nil, apiErr(messages.CodeUnavailable, "jobs.status: the leading coordinator does not answer")
 	}
 	return c.apiStatusHere(ctx, data)
+}
+
+// noteStoreFull sets the store-full gauge from the lease's last write: a
+// full store refuses it as it refuses every write.
+func (c *Coordinator) noteStoreFull() {
+	full := 0.0
+	if c.lease != nil && natsconn.StoreFull(c.lease.WriteErr()) {
+		full = 1
+	}
+	c.metrics.storeFull.Set(full)
 }
 
 // unavailableOr is the API error of a failed read or write: "unavailable" when

@@ -241,6 +241,7 @@ func (s *apiServer) keepServing(ctx context.Context) {
 			s.c.log.Warn().Err(err).Str("server", s.c.nc.ConnectedUrlRedacted()).Msg("the server seems cut off the cluster; reconnecting to another")
 		}
 		s.healthy.Store(err == nil)
+		s.c.noteStoreFull()
 		if err == nil {
 			failures = 0
 			if !s.serving() {
