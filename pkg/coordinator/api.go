@@ -278,6 +278,12 @@ func (c *Coordinator) apiStatusHere(ctx context.Context, data []byte) (any, *mes
 	if err != nil {
 		return nil, unavailableOr(err)
 	}
+	if st.Source == messages.StatusFromRecord && !messages.TerminalState(st.State) {
+		// An open job without a runner here yet (a new term, resuming its
+		// jobs): the record may be behind what the previous leader's runner
+		// answered, by as long as its writes failed (a fault).
+		return nil, apiErr(messages.CodeUnavailable, "jobs.status: the job's runner is catching up with its results")
+	}
 	return messages.StatusReply{Status: st}, nil
 }
 
