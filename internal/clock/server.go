@@ -2,6 +2,7 @@ package clock
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,8 +27,9 @@ const ServerWindow = time.Minute
 type Server struct {
 	local Clock
 
+	offset atomic.Int64 // the estimate, in nanoseconds: read without the lock
+
 	mu        sync.Mutex
-	offset    time.Duration // the estimate
 	cur, prev time.Duration // the greatest bound of this window and the last
 	curSet    bool
 	prevSet   bool
@@ -45,18 +47,13 @@ func NewServer(local Clock) *Server {
 // Now returns the server's time as estimated: the local clock plus the
 // offset.
 func (s *Server) Now() time.Time {
-	s.mu.Lock()
-	off := s.offset
-	s.mu.Unlock()
-	return s.local.Now().Add(off)
+	return s.local.Now().Add(time.Duration(s.offset.Load()))
 }
 
 // Offset returns how far the server's clock is estimated to be ahead of
 // the local one (negative: behind).
 func (s *Server) Offset() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.offset
+	return time.Duration(s.offset.Load())
 }
 
 // Observe takes the server's timestamp of a message that has just arrived.
@@ -77,10 +74,11 @@ func (s *Server) Observe(stamp time.Time) {
 	} else if bound > s.cur {
 		s.cur = bound
 	}
-	s.offset = s.cur
-	if s.prevSet && s.prev > s.offset {
-		s.offset = s.prev
+	off := s.cur
+	if s.prevSet && s.prev > off {
+		off = s.prev
 	}
+	s.offset.Store(int64(off))
 }
 
 // Observer is a clock that learns the server's time from its timestamps

@@ -1,6 +1,7 @@
 package clock_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -54,4 +55,20 @@ func TestOffset(t *testing.T) {
 	require.Equal(t, t0.Add(2*time.Minute), clock.Offset{Base: base, By: 2 * time.Minute}.Now())
 	require.Equal(t, t0.Add(-2*time.Minute), clock.Offset{Base: base, By: -2 * time.Minute}.Now())
 	require.WithinDuration(t, time.Now().Add(time.Hour), clock.Offset{By: time.Hour}.Now(), time.Minute)
+}
+
+// Observe and Now from many goroutines at once (run with -race).
+func TestServerConcurrent(t *testing.T) {
+	s := clock.NewServer(nil)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				s.Observe(time.Now().Add(time.Duration(i) * time.Millisecond))
+				_ = s.Now()
+			}
+		})
+	}
+	wg.Wait()
+	require.InDelta(t, 7*time.Millisecond, s.Offset(), float64(5*time.Millisecond))
 }
