@@ -18,8 +18,8 @@
 #      the job's status every 0.5 s with a 3 s timeout (through a client
 #      that leaves a server cut off the cluster, as fleetctl's does): at
 #      most 2 probes may fail per fault (killall: of those made while a
-#      node was up), and the done count must never go back (an answer that
-#      says, by its as_of, that it is older is counted apart)
+#      node was up), and the done count must never go back, whatever an
+#      answer's as_of says (only the leader answers status)
 #   4. wait for the end; check exact counts against the results, DLQ and
 #      work streams (no item lost, none counted twice) and that every node
 #      holds the same copy of every stream

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -59,24 +60,31 @@ func msgGetAPI(js jetstream.JetStream, stream string) string {
 // existed has data nil and rev 0; a deleted or purged key has data nil and
 // the revision of its marker. A present key's data is never nil.
 func (r Reader) Get(ctx context.Context, key string) (data []byte, rev uint64, err error) {
+	data, rev, _, err = r.GetStamped(ctx, key)
+	return data, rev, err
+}
+
+// GetStamped is Get, with the time the server stored the value (or marker)
+// by its own clock: zero when the key never existed.
+func (r Reader) GetStamped(ctx context.Context, key string) (data []byte, rev uint64, stored time.Time, err error) {
 	resp, err := msgGet(ctx, r.nc, r.api, msgGetRequest{LastBySubj: r.subjPre + key})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, time.Time{}, err
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrorCode == errCodeMessageNotFound:
-		return nil, 0, nil
+		return nil, 0, time.Time{}, nil
 	case resp.Error != nil:
-		return nil, 0, resp.Error
+		return nil, 0, time.Time{}, resp.Error
 	case resp.Message == nil:
-		return nil, 0, errors.New("empty STREAM.MSG.GET response")
+		return nil, 0, time.Time{}, errors.New("empty STREAM.MSG.GET response")
 	case bytes.Contains(resp.Message.Header, []byte("KV-Operation")):
-		return nil, resp.Message.Sequence, nil // a delete or purge marker
+		return nil, resp.Message.Sequence, resp.Message.Time, nil // a delete or purge marker
 	}
 	if resp.Message.Data == nil {
 		resp.Message.Data = []byte{}
 	}
-	return resp.Message.Data, resp.Message.Sequence, nil
+	return resp.Message.Data, resp.Message.Sequence, resp.Message.Time, nil
 }
 
 // AnyStored reports whether stream holds a message on subject (a filter),
@@ -106,9 +114,10 @@ type msgGetRequest struct {
 // msgGetResponse is STREAM.MSG.GET's answer: a message or an API error.
 type msgGetResponse struct {
 	Message *struct {
-		Sequence uint64 `json:"seq"`
-		Header   []byte `json:"hdrs,omitempty"`
-		Data     []byte `json:"data,omitempty"`
+		Sequence uint64    `json:"seq"`
+		Header   []byte    `json:"hdrs,omitempty"`
+		Data     []byte    `json:"data,omitempty"`
+		Time     time.Time `json:"time"`
 	} `json:"message"`
 	Error *jetstream.APIError `json:"error"`
 }

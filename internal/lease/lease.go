@@ -92,6 +92,29 @@ type Lease struct {
 	leader bool
 	holder string    // the holder last seen (or this one)
 	lastOK time.Time // when the write that last succeeded was sent (while leading)
+	// writeErr is the error of the last write of the key (a take or a
+	// renewal) that failed for another reason than a conflict; nil once
+	// one succeeds.
+	writeErr error
+}
+
+// WriteErr returns the error of the last write of the lease (a take or a
+// renewal) that failed other than by losing a race, or nil when the last
+// write succeeded: why no coordinator may lead (a full store, a cut-off
+// server).
+func (l *Lease) WriteErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.writeErr
+}
+
+func (l *Lease) wrote(err error) {
+	if kvcas.IsConflict(err) {
+		return
+	}
+	l.mu.Lock()
+	l.writeErr = err
+	l.mu.Unlock()
 }
 
 // New validates cfg and returns a lease.
@@ -233,6 +256,7 @@ func (l *Lease) take(ctx context.Context, cur uint64, free bool) (uint64, time.T
 	} else {
 		rev, err = kvcas.Write(wctx, l.cfg.Store, l.cfg.Key, data, cur)
 	}
+	l.wrote(err)
 	if err != nil {
 		if !kvcas.IsConflict(err) {
 			l.log.Debug().Err(err).Msg("taking the lease failed")
@@ -322,6 +346,7 @@ func (l *Lease) hold(ctx context.Context, rev uint64, since time.Time, lead func
 		wctx, wcancel := context.WithTimeout(ctx, min(left, l.cfg.Renew))
 		nrev, err := l.renew(wctx, rev, data)
 		wcancel()
+		l.wrote(err)
 		switch {
 		case err == nil:
 			rev, lastOK = nrev, sent

@@ -61,11 +61,38 @@ func ClusterLoss(err error) bool {
 		errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrJetStreamNotEnabled):
 		return true
+	case StoreFull(err):
+		return false // the cluster answered: it has no room
 	case errors.As(err, &apiErr):
 		return apiErr.Code == 503 // "JetStream system temporarily unavailable"
 	}
 	return false
 }
+
+// StoreFull reports whether err is JetStream refusing a write for want of
+// room: the server's max_file_store or max_memory_store reached
+// ("insufficient resources", "insufficient storage resources available"),
+// or the account's JetStream limits. A stream's own limits (max_bytes with
+// DiscardNew) are not this: they are the work stream's backpressure.
+func StoreFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case errCodeInsufficientResources, errCodeStorageExceeded, errCodeMemoryExceeded, errCodeAccountResourcesExceeded:
+		return true
+	}
+	return false
+}
+
+// JetStream's error codes of a store with no room (nats-server errors.json).
+const (
+	errCodeAccountResourcesExceeded = 10002 // resource limits exceeded for account
+	errCodeInsufficientResources    = 10023 // insufficient resources
+	errCodeMemoryExceeded           = 10028 // insufficient memory resources available
+	errCodeStorageExceeded          = 10047 // insufficient storage resources available
+)
 
 // Observe records the outcome of one JetStream call and reports whether
 // the connection should now move to another server. A success, or an

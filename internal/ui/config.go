@@ -75,7 +75,8 @@ type Config struct {
 	Logger zerolog.Logger
 	// Registerer receives the dashboard's metrics. nil = not registered.
 	Registerer prometheus.Registerer
-	// Clock defaults to the system clock.
+	// Clock defaults to the server's time (clock.Server over the system
+	// clock).
 	Clock clock.Clock
 }
 
@@ -103,7 +104,7 @@ func (c Config) WithDefaults() Config {
 		c.MaxClients = DefaultMaxClients
 	}
 	if c.Clock == nil {
-		c.Clock = clock.Real{}
+		c.Clock = clock.NewServer(nil) // the server's time (docs/design.md, "Clocks")
 	}
 	return c
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -439,6 +440,9 @@ func (h *hub) followAgents(ctx context.Context, js jetstream.JetStream, names me
 	}
 	h.setSource("agents", nil)
 	return kvwatch.Watch(ctx, w, nil, func(e jetstream.KeyValueEntry) {
+		// Agents' last_seen is compared with this clock: the server's time,
+		// learnt from the entries' stamps (docs/design.md, "Clocks").
+		clock.Observe(h.cfg.Clock, e.Created())
 		if e.Operation() != jetstream.KeyValuePut {
 			h.agentUpdate(e.Key(), nil)
 			return

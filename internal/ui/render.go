@@ -71,6 +71,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, what string, err e
 			code = http.StatusBadRequest
 		case messages.CodeConflict:
 			code = http.StatusConflict
+		case messages.CodeStoreFull:
+			code = http.StatusInsufficientStorage
+			f.Hint = "JetStream has no room left (max_file_store or the account's limit): no coordinator can lead, and the jobs wait. " +
+				"Make room and they go on (docs/deploy.md, \"A full store\")."
 		}
 	case errors.Is(err, coordinator.ErrNoCoordinator):
 		code = http.StatusServiceUnavailable

@@ -257,7 +257,9 @@ func (c Config) WithDefaults() Config {
 	}
 	c.hooks.Provision = c.hooks.Provision.WithDefaults()
 	if c.hooks.Clock == nil {
-		c.hooks.Clock = clock.Real{}
+		// The server's time: park deadlines, breaker and limit times are
+		// read by other agents and by the server (docs/design.md, "Clocks").
+		c.hooks.Clock = clock.NewServer(nil)
 	}
 	if c.hooks.Rand == nil {
 		c.hooks.Rand = retry.DefaultRand

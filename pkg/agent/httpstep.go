@@ -187,7 +187,13 @@ func httpHandler(ctx context.Context, c *Call) (any, error) {
 	err = httpStatusError(resp.StatusCode, out)
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout:
-		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		// An HTTP-date is the remote server's time: measured from its own
+		// Date header when it sends one, not from this machine's clock.
+		now := time.Now()
+		if date, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+			now = date
+		}
+		if d, ok := retryAfter(resp.Header.Get("Retry-After"), now); ok {
 			return nil, retry.After(d, err)
 		}
 		return nil, err

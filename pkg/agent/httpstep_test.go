@@ -97,3 +97,21 @@ func TestRetryAfter(t *testing.T) {
 	_, ok = retryAfter("soon", now)
 	require.False(t, ok)
 }
+
+// A Retry-After date is read against the remote server's Date, not this
+// machine's clock: a server whose clock is 2 hours behind still asks for
+// 30 s, not for no wait at all.
+func TestHTTPRetryAfterDateIsTheServersTime(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		theirs := time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second)
+		w.Header().Set("Date", theirs.Format(http.TimeFormat))
+		w.Header().Set("Retry-After", theirs.Add(30*time.Second).Format(http.TimeFormat))
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	_, err := httpHandler(context.Background(), &Call{JobID: "j", ItemID: "i", Attempt: 1, Item: json.RawMessage(`{}`),
+		With: map[string]any{"url": srv.URL}})
+	d, ok := retry.AfterDelay(err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, 30*time.Second, d)
+}

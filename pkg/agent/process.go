@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/retry"
@@ -144,6 +145,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 		return
 	}
 	it.md = md
+	clock.Observe(a.cfg.hooks.Clock, md.Timestamp) // the server's time (docs/design.md, "Clocks")
 	if err := wire.DecodeWorkItem(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
 		a.poison(ctx, it, messages.ReasonPoison, err)
 		return

@@ -166,6 +166,12 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	ctx, span := c.traceAPISubmit(ctx, spec.ID)
 	defer span.End()
 	ack, err := c.js.PublishMsg(ctx, c.submissionMsg(ctx, body), jetstream.WithMsgID(submissionID(spec.ID, body, after)))
+	if natsconn.StoreFull(err) {
+		// Refused, not stored: the client is told so at once (docs/deploy.md,
+		// "A full store").
+		c.metrics.storeFull.Set(1)
+		return nil, apiErr(messages.CodeStoreFull, fmt.Sprintf("store full: the submission was not stored: %v", err))
+	}
 	if err != nil {
 		// Unavailable when this coordinator's server is cut off the
 		// cluster: Client.Submit sends it again (the same id: one job).
@@ -202,28 +208,39 @@ func decodeJobRequest(data []byte) (messages.JobRequest, *messages.APIError) {
 }
 
 func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *messages.APIError) {
-	req, e := decodeJobRequest(data)
-	if e != nil {
+	if _, e := decodeJobRequest(data); e != nil {
 		return nil, e
 	}
-	if c.runner(req.JobID) == nil && !c.IsLeader() {
-		// The leader's runner has the live counts: a follower that
-		// answered from the record (up to StatusInterval behind, more
-		// during a fault) would make counts go back between two requests
-		// that two coordinators answer. Only when the leader does not
-		// answer in time does the record (with its as_of) do.
+	if !c.IsLeader() {
+		// Only the leader answers (docs/design.md, "Status never goes
+		// back"): its runner has the live counts, and its lease puts it on
+		// the side of the cluster that takes writes. A follower that
+		// answered from the record (up to StatusInterval behind, and a
+		// whole fault behind when it comes from a cut-off node's copy)
+		// would make counts go back between two requests that two
+		// coordinators answer. With the leader out of reach, the client is
+		// told unavailable and asks again, elsewhere.
 		if reply, e, ok := c.askLeaderStatus(ctx, data); ok {
 			return reply, e
 		}
+		if c.lease != nil && natsconn.StoreFull(c.lease.WriteErr()) {
+			// Why no coordinator leads, and so why the job does not move.
+			return nil, apiErr(messages.CodeStoreFull, fmt.Sprintf(
+				"store full: no coordinator can lead, the lease cannot be written (%v); the jobs resume once there is room", c.lease.WriteErr()))
+		}
+		return nil, apiErr(messages.CodeUnavailable, "jobs.status: the leading coordinator does not answer")
 	}
-	st, err := c.Status(ctx, req.JobID)
-	if errors.Is(err, errNoJob) {
-		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}
+	return c.apiStatusHere(ctx, data)
+}
+
+// noteStoreFull sets the store-full gauge from the lease's last write: a
+// full store refuses it as it refuses every write.
+func (c *Coordinator) noteStoreFull() {
+	full := 0.0
+	if c.lease != nil && natsconn.StoreFull(c.lease.WriteErr()) {
+		full = 1
 	}
-	if err != nil {
-		return nil, unavailableOr(err)
-	}
-	return messages.StatusReply{Status: c.withUnreachable(st)}, nil
+	c.metrics.storeFull.Set(full)
 }
 
 // unavailableOr is the API error of a failed read or write: "unavailable" when
@@ -238,11 +255,22 @@ func unavailableOr(err error) *messages.APIError {
 	return apiErr(messages.CodeInternal, err.Error())
 }
 
-// apiStatusHere is jobs.status answered by this coordinator, never forwarded.
+// apiStatusHere is jobs.status answered by this coordinator, never
+// forwarded: by the leader only, while its lease is current (a leader that
+// has not renewed it may have a successor whose counts moved on).
 func (c *Coordinator) apiStatusHere(ctx context.Context, data []byte) (any, *messages.APIError) {
 	req, e := decodeJobRequest(data)
 	if e != nil {
 		return nil, e
+	}
+	if c.lease == nil || !c.lease.Current() {
+		return nil, apiErr(messages.CodeUnavailable, "jobs.status: this coordinator does not lead now")
+	}
+	if r := c.runner(req.JobID); r != nil && !r.replayed() {
+		// A new leader's runner still counting the job's results again: its
+		// counts are partial, and the record may be up to a status interval
+		// behind what the previous leader's runner answered.
+		return nil, apiErr(messages.CodeUnavailable, "jobs.status: the job's runner is catching up with its results")
 	}
 	st, err := c.Status(ctx, req.JobID)
 	if errors.Is(err, errNoJob) {
@@ -250,6 +278,12 @@ func (c *Coordinator) apiStatusHere(ctx context.Context, data []byte) (any, *mes
 	}
 	if err != nil {
 		return nil, unavailableOr(err)
+	}
+	if st.Source == messages.StatusFromRecord && !messages.TerminalState(st.State) {
+		// An open job without a runner here yet (a new term, resuming its
+		// jobs): the record may be behind what the previous leader's runner
+		// answered, by as long as its writes failed (a fault).
+		return nil, apiErr(messages.CodeUnavailable, "jobs.status: the job's runner is catching up with its results")
 	}
 	return messages.StatusReply{Status: c.withUnreachable(st)}, nil
 }

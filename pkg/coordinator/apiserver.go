@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
@@ -210,7 +211,10 @@ func (s *apiServer) keepServing(ctx context.Context) {
 	if probe == nil {
 		r := kvleader.New(s.c.js, s.c.names.ControlBucket())
 		probe = func(ctx context.Context) error {
-			_, _, err := r.Get(ctx, wire.LeaseKey)
+			// The lease is rewritten every renewal interval: its stamp
+			// tells the server's time (docs/design.md, "Clocks").
+			_, _, stored, err := r.GetStamped(ctx, wire.LeaseKey)
+			clock.Observe(s.c.cfg.hooks.Clock, stored)
 			return err
 		}
 	}
@@ -237,6 +241,7 @@ func (s *apiServer) keepServing(ctx context.Context) {
 			s.c.log.Warn().Err(err).Str("server", s.c.nc.ConnectedUrlRedacted()).Msg("the server seems cut off the cluster; reconnecting to another")
 		}
 		s.healthy.Store(err == nil)
+		s.c.noteStoreFull()
 		if err == nil {
 			failures = 0
 			if !s.serving() {
@@ -332,7 +337,8 @@ func (s *apiServer) othersServing(ctx context.Context) bool {
 }
 
 // LeaderStatusWait bounds how long a follower waits for the leader's
-// answer to a status request before it answers from the job record.
+// answer to a status request before it says unavailable (only the leader
+// answers status, docs/design.md "Status never goes back").
 const LeaderStatusWait = time.Second
 
 // leaderStatusSubject is where the leader answers jobs.status requests

@@ -81,6 +81,11 @@ func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, on
 			}
 		case errors.As(err, &apiErr) && apiErr.Code == messages.CodeNotFound:
 			// A durable submission not yet taken in: keep waiting.
+		case errors.As(err, &apiErr) && (apiErr.Code == messages.CodeStoreFull || apiErr.Code == messages.CodeUnavailable):
+			// No coordinator leads now (a failover, a partition, a full
+			// store: only the leader answers status). The job resumes once
+			// one does. Keep waiting; say why at the end.
+			lastErr = err
 		case ctx.Err() != nil:
 			return st, ctx.Err()
 		case errors.As(err, &apiErr):

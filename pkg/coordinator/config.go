@@ -325,7 +325,10 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.SweepInterval, DefaultSweepInterval)
 	orDefault(&c.SweepMinAge, dlq.DefaultSweepMinAge)
 	if c.hooks.Clock == nil {
-		c.hooks.Clock = clock.Real{}
+		// The server's time: schedule ticks, not_before, deadlines and
+		// retention compare times other processes wrote (docs/design.md,
+		// "Clocks").
+		c.hooks.Clock = clock.NewServer(nil)
 	}
 	return c
 }

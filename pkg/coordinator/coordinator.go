@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/jspub"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
@@ -202,7 +203,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	defer c.work.Close()
 	ls, err := lease.New(lease.Config{
-		Store: c.control, Reader: kvleader.New(c.js, c.names.ControlBucket()), Key: wire.LeaseKey,
+		Store: c.control, Reader: stampedReader{kvleader.New(c.js, c.names.ControlBucket()), c.cfg.hooks.Clock}, Key: wire.LeaseKey,
 		// The lease runs on real time, never on the configured clock: a test that
 		// moves the jobs' clock must not move the leader's liveness with it.
 		Holder: c.cfg.Holder, TTL: c.cfg.LeaseTTL, Logger: c.log,
@@ -423,6 +424,7 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
 	var seq, delivered uint64 = 0, 1
 	if md, err := m.Metadata(); err == nil {
 		seq, delivered = md.Sequence.Stream, md.NumDelivered
+		clock.Observe(c.cfg.hooks.Clock, md.Timestamp)
 	}
 	stop := inProgress(m, intakeAckWait/3)
 	defer stop()
@@ -785,33 +787,17 @@ func (c *Coordinator) Status(ctx context.Context, id string) (*messages.JobStatu
 		st.Source = messages.StatusFromRunner
 		return &st, nil
 	}
-	// From the stream leader: a lagging or cut-off replica may serve
-	// counts older than what this client has seen already. Only when the
-	// leader is out of reach (cut off, or being elected) does a replica
-	// answer, with the as_of of its copy: an old answer that says how old
-	// it is beats none (Client.Wait skips it when it has seen newer).
-	lctx, cancel := context.WithTimeout(ctx, leaderReadWait(ctx))
-	rec, err := c.store.getFromLeader(lctx, id)
-	cancel()
-	if err != nil && !errors.Is(err, errNoJob) && ctx.Err() == nil && natsconn.ClusterLoss(err) {
-		rec, err = c.store.get(ctx, id)
-	}
+	// From the stream leader, never a replica: a lagging or cut-off
+	// replica may serve counts older than what a client has been shown
+	// (docs/design.md, "Status never goes back"). With the leader out of
+	// reach the read fails, and the API says unavailable: the client asks
+	// again, elsewhere.
+	rec, err := c.store.getFromLeader(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	rec.Status.Source = messages.StatusFromRecord
 	return &rec.Status, nil
-}
-
-// leaderReadWait is how long Status waits for the stream leader's copy of
-// a record: half of what is left of ctx (at most a second), so that a
-// replica can still answer in the other half.
-func leaderReadWait(ctx context.Context) time.Duration {
-	d := time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl)/2)
-	}
-	return d
 }
 
 // Cancel stops a running job: queued items are removed and counted as
@@ -859,4 +845,19 @@ type CancelOption func(*messages.CancelRequest)
 // instead of letting them finish (messages.CancelRequest.Kill).
 func WithKill() CancelOption {
 	return func(r *messages.CancelRequest) { r.Kill = true }
+}
+
+// stampedReader reads the lease key from the stream leader and passes its
+// stamp to the coordinator's clock (clock.Observe): a coordinator knows the
+// server's time from its first read of the lease, before it can lead
+// (docs/design.md, "Clocks").
+type stampedReader struct {
+	r   kvleader.Reader
+	clk clock.Clock
+}
+
+func (s stampedReader) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	data, rev, stored, err := s.r.GetStamped(ctx, key)
+	clock.Observe(s.clk, stored)
+	return data, rev, err
 }

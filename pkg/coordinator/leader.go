@@ -10,7 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/wire"
@@ -67,6 +69,12 @@ func (c *Coordinator) lead(ctx context.Context) {
 	c.log.Info().Msg("leading: resuming jobs, replays and the intake")
 	c.metrics.leader.Set(1)
 	defer c.metrics.leader.Set(0)
+	// The server's time before anything is timed (schedule ticks,
+	// not_before, deadlines): the lease key this leader has just written
+	// carries the server's stamp (docs/design.md, "Clocks").
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.HealthInterval)
+	_, _, _ = stampedReader{kvleader.New(c.js, c.names.ControlBucket()), c.cfg.hooks.Clock}.Get(rctx, wire.LeaseKey)
+	cancel()
 	hub, err := c.startHub(ctx)
 	if err != nil {
 		return // the term ended first
@@ -123,7 +131,8 @@ func (c *Coordinator) lead(ctx context.Context) {
 // until it starts or ctx ends: no runner can start without it.
 func (c *Coordinator) startHub(ctx context.Context) (*resultsHub, error) {
 	for fails := 0; ; fails++ {
-		hub, err := startResults(ctx, c.js, c.names, c.log)
+		clk := c.cfg.hooks.Clock
+		hub, err := startResults(ctx, c.js, c.names, c.log, func(t time.Time) { clock.Observe(clk, t) })
 		if err == nil {
 			return hub, nil
 		}

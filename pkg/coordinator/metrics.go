@@ -10,6 +10,7 @@ type metrics struct {
 	jobsFinished   *prometheus.CounterVec
 	activeJobs     prometheus.Gauge
 	leader         prometheus.Gauge
+	storeFull      prometheus.Gauge
 	inFlight       prometheus.GaugeFunc
 
 	bestEffort      *prometheus.CounterVec
@@ -43,6 +44,10 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jetfleet_coordinator_leader", Help: "1 while this coordinator leads its prefix (holds the lease), else 0.",
 		}),
+		storeFull: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jetfleet_coordinator_store_full",
+			Help: "1 while JetStream refuses this coordinator's writes for want of room (max_file_store or the account's limit reached: submissions refused, the lease not written), else 0.",
+		}),
 		inFlight: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "jetfleet_coordinator_publish_window", Help: "Published items without an outcome, over all active jobs.",
 		}, inFlight),
@@ -68,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.publishRetries, m.jobsAccepted, m.jobsRejected, m.jobsFinished, m.activeJobs, m.inFlight,
-			m.bestEffort, m.bestEffortRatio, m.lateResults, m.resultsRefused, m.jobsCleaned, m.jobsPruned)
+			m.bestEffort, m.bestEffortRatio, m.lateResults, m.resultsRefused, m.jobsCleaned, m.jobsPruned, m.storeFull)
 	}
 	return m
 }

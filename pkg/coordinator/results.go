@@ -58,6 +58,10 @@ type resultsHub struct {
 
 	mu   sync.Mutex
 	jobs map[string]*tracked
+
+	// observe takes the server's timestamp of each result as it arrives
+	// (the coordinator's clock, clock.Observe).
+	observe func(time.Time)
 }
 
 // tracked is one runner's place in the hub.
@@ -75,12 +79,12 @@ type tracked struct {
 }
 
 // startResults starts a hub at the results stream's end.
-func startResults(ctx context.Context, js jetstream.JetStream, names messages.Names, log zerolog.Logger) (*resultsHub, error) {
+func startResults(ctx context.Context, js jetstream.JetStream, names messages.Names, log zerolog.Logger, observe func(time.Time)) (*resultsHub, error) {
 	stream, err := js.Stream(ctx, names.ResultsStream())
 	if err != nil {
 		return nil, err
 	}
-	h := &resultsHub{js: js, names: names, log: log, stream: stream,
+	h := &resultsHub{js: js, names: names, log: log, stream: stream, observe: observe,
 		sem: make(chan struct{}, resultsCatchUps), jobs: map[string]*tracked{}}
 	// Every message stored from here on reaches the hub (an ordered
 	// consumer that resets resumes after the last one it delivered).
@@ -130,6 +134,9 @@ func (h *resultsHub) dispatch(m jetstream.Msg) {
 		return
 	}
 	seq := md.Sequence.Stream
+	if h.observe != nil {
+		h.observe(md.Timestamp)
+	}
 	_, job, ok := h.names.ParseResult(m.Subject())
 	if !ok {
 		return

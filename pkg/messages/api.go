@@ -52,6 +52,10 @@ const (
 	CodeUnavailable = "unavailable"
 	// CodeTooMany: a limit on open jobs is reached; try again later.
 	CodeTooMany = "too_many"
+	// CodeStoreFull: JetStream has no room to store what the request would
+	// write (its max_file_store or the account's limit is reached); nothing
+	// was stored. Try again once an operator has made room.
+	CodeStoreFull = "store_full"
 )
 
 // APIError is the body of an API error reply.

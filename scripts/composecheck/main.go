@@ -625,8 +625,8 @@ func verify(ctx context.Context, args []string) error {
 // probe asks for the job's status every --every for --for, each request
 // given --timeout (a fresh attempt each time, as `fleetctl status` is),
 // and reports: how many probes failed or took longer than --timeout,
-// whether the done count ever went back (an answer whose as_of is older
-// than one seen says how old it is: counted apart), and how long after the start the
+// whether the done count ever went back (and how many answers had an as_of
+// older than one seen), and how long after the start the
 // count first moved past where it was (the job resumed). It fails when
 // more than --max-failures probes failed or the count went back. Its
 // client moves to another server when the one it is on finds no
@@ -694,14 +694,15 @@ func probe(ctx context.Context, args []string) error {
 			if firstDone < 0 {
 				firstDone = done
 			}
-			switch {
-			case st.AsOf != nil && newest != nil && st.AsOf.Before(*newest):
-				// Counts as of earlier than ones already shown: the status
-				// says how old it is, and Client.Wait skips it.
+			// Only the leader answers status, from state at least as new
+			// as any answer given (docs/design.md, "Status never goes
+			// back"): an older answer is a fault, whatever its as_of says.
+			if st.AsOf != nil && newest != nil && st.AsOf.Before(*newest) {
 				stale++
-			case done < maxDone:
+			}
+			if done < maxDone {
 				backwards++
-				fmt.Fprintf(os.Stderr, "  %s probe: done went back from %d to %d (source %s)\n", time.Now().Format("15:04:05"), maxDone, done, st.Source)
+				fmt.Fprintf(os.Stderr, "  %s probe: done went back from %d to %d (source %s, as_of %v)\n", time.Now().Format("15:04:05"), maxDone, done, st.Source, st.AsOf)
 			}
 			if st.AsOf != nil && (newest == nil || st.AsOf.After(*newest)) {
 				newest = st.AsOf
