@@ -1,0 +1,38 @@
+package coordinator
+
+import "github.com/jetfleet/jetfleet/pkg/messages"
+
+// unrunProblems refuses, at submission, the fields of Prodigy's workflows
+// that pkg/jobspec reads and validates but that this fleet does not run:
+// a job that uses one would otherwise run without it, or not at all
+// (docs/job-spec.md, "Prodigy's workflows": the feature table says what
+// each field does).
+func unrunProblems(spec *messages.JobSpec) []messages.FieldError {
+	var problems []messages.FieldError
+	add := func(field, msg string) {
+		problems = append(problems, messages.FieldError{Field: field, Message: msg})
+	}
+	if spec.Setup != nil {
+		add("setup", "setup phases are not run by this fleet yet: generate the items before submitting (fleetctl submit uploads the input file)")
+	}
+	if spec.InputCommand != "" {
+		add("input_command", "input commands are not run by this fleet yet: run the command and submit its output as the input file")
+	}
+	steps := func(list string, ss []messages.Step) {
+		for i, st := range ss {
+			p := messages.IndexPath(list, i)
+			if st.Claude != "" {
+				add(messages.JoinPath(p, "claude"), "claude steps are not run by this fleet yet: no agent runs Claude Code's CLI")
+			}
+			if st.WorkingDir != "" {
+				add(messages.JoinPath(p, "working_dir"), "working_dir is not applied by this fleet yet: cd in the shell command")
+			}
+			if st.CommitRequired {
+				add(messages.JoinPath(p, "commit_required"), "commit_required is not checked by this fleet yet: check the commit in the shell command")
+			}
+		}
+	}
+	steps("agent_template", spec.AgentTemplate)
+	steps("reduce", spec.Reduce)
+	return problems
+}
