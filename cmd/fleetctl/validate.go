@@ -161,6 +161,8 @@ func validateItemsProblem(spec *messages.JobSpec, err error) messages.FieldError
 		return messages.FieldError{Field: messages.IndexPath("items", int(ie.Index)), Message: ie.Err.Error()}
 	case errors.Is(err, expand.ErrGroup) || errors.Is(err, expand.ErrTooManyGroups):
 		return messages.FieldError{Field: "group_by", Message: msg}
+	case errors.Is(err, expand.ErrSortTooLarge):
+		return messages.FieldError{Field: "sort_by", Message: msg}
 	case errors.Is(err, expand.ErrJSONPath) || errors.Is(err, expand.ErrPathNotFound) ||
 		errors.Is(err, expand.ErrNotArray) || errors.Is(err, expand.ErrDuplicateField):
 		return messages.FieldError{Field: "json_path", Message: msg}

@@ -163,6 +163,8 @@ func countProblem(eff *messages.JobSpec, err error) messages.FieldError {
 		field = "json_path"
 	case errors.Is(err, expand.ErrTooManyGroups):
 		field = "group_by"
+	case errors.Is(err, expand.ErrSortTooLarge):
+		field = "sort_by"
 	case eff.Input != "":
 		field = "input"
 	}
