@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -513,7 +514,12 @@ func (rw *rewrite) timeoutConfig(m, mm map[string]any, p string, val any) {
 			st["timeout"] = d
 		}
 	}
-	for _, k := range sortedKeys(tc) {
+	// command_timeouts first: a step's own timeout wins over per_command's.
+	keys := sortedKeys(tc)
+	slices.SortStableFunc(keys, func(a, b string) int {
+		return cmp.Compare(boolInt(a != "command_timeouts"), boolInt(b != "command_timeouts"))
+	})
+	for _, k := range keys {
 		kp := messages.JoinPath(p, k)
 		v := tc[k]
 		switch k {
@@ -599,6 +605,13 @@ func (rw *rewrite) timeoutConfig(m, mm map[string]any, p string, val any) {
 			rw.addf(kp, "unknown field in timeout_config (it takes agent_timeout_secs, timeout_policy, command_timeouts, timeout_action, cleanup_grace_period_secs, enable_monitoring)")
 		}
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func parseIndex(s string) (int, error) {
