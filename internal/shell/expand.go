@@ -33,6 +33,8 @@ type Vars struct {
 	JobID string
 	// Attempt is ${attempt}, 1-based.
 	Attempt int
+	// ItemWorkdir is ${item_workdir}: the directory the step runs in.
+	ItemWorkdir string
 	// LookupEnv resolves ${env.NAME} in the step's environment (the agent
 	// passes one that looks in Command.Env). Nil: no variable is set, so
 	// that a template never reads the agent's own environment.
@@ -157,6 +159,8 @@ func (v Vars) resolve(ref []string) (string, error) {
 		return v.JobID, nil
 	case wire.RefAttempt:
 		return strconv.Itoa(v.Attempt), nil
+	case wire.RefItemWorkdir:
+		return v.ItemWorkdir, nil
 	case wire.RefMap:
 		if v.Map == nil {
 			return "", &resolveError{ErrNoMap, "map values are only available in reduce steps"}

@@ -100,6 +100,8 @@ type Agent struct {
 	// the bucket, followed while Run runs.
 	pauses  *pause.View
 	pauseKV jetstream.KeyValue
+	// dirs are the items' directories (itemdir.go).
+	dirs *itemDirs
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -112,6 +114,7 @@ func New(nc *nats.Conn, cfg Config) *Agent {
 		log:      cfg.Logger.With().Str("component", "agent").Str("pool", cfg.Pool).Str("agent", cfg.Name).Logger(),
 		handlers: map[string]HandlerFunc{},
 		kills:    newKillSwitch(),
+		dirs:     newItemDirs(cfg.WorkDir, cfg.KeepFailed, cfg.KeepFailedBytes),
 		// A method value: New(nil, cfg) is fine until Run.
 		maxPayloadOf: nc.MaxPayload,
 	}

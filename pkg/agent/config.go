@@ -23,6 +23,10 @@ const (
 	MaxConcurrency         = 4096
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultMaxOutputBytes  = 4 << 10
+	// DefaultKeepFailed and DefaultKeepFailedBytes bound the directories
+	// of failed deliveries kept (Config.KeepFailed, KeepFailedBytes).
+	DefaultKeepFailed      = 16
+	DefaultKeepFailedBytes = 64 << 20
 	// DefaultStepTimeout bounds a step that sets no timeout of its own, so
 	// that a hung step never holds an item forever.
 	DefaultStepTimeout = time.Hour
@@ -133,8 +137,18 @@ type Config struct {
 	// cancel with kill (fleetctl cancel --kill), or shutdown. Defaults to
 	// DefaultKillGrace (2s).
 	KillGrace time.Duration
-	// WorkDir is the working directory of shell steps. Defaults to the agent's.
+	// WorkDir holds the directories of the items' shell steps: each
+	// delivery of a map item runs in a fresh directory under
+	// WorkDir/jetfleet-items, removed when it ends (docs/job-spec.md, "A
+	// directory per item"). Defaults to the agent's working directory.
 	WorkDir string
+	// KeepFailed is how many directories of failed deliveries are kept
+	// for inspection (WorkDir/jetfleet-failed), the most recent. Defaults
+	// to DefaultKeepFailed; negative keeps none.
+	KeepFailed int
+	// KeepFailedBytes is the largest directory of a failed delivery that
+	// is kept. Defaults to DefaultKeepFailedBytes (64 MiB).
+	KeepFailedBytes int64
 	// MaxOutputBytes bounds the output kept per step. Defaults to 4 KiB.
 	MaxOutputBytes int
 	// StepTimeout bounds one run of a step (shell or handler) whose spec
@@ -230,6 +244,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxOutputBytes == 0 {
 		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.KeepFailed == 0 {
+		c.KeepFailed = DefaultKeepFailed
+	}
+	if c.KeepFailedBytes == 0 {
+		c.KeepFailedBytes = DefaultKeepFailedBytes
 	}
 	if c.StepTimeout == 0 {
 		c.StepTimeout = DefaultStepTimeout

@@ -61,6 +61,8 @@ type stepSet struct {
 type command struct {
 	script *shell.Script
 	err    error
+	// workingDir is the step's working_dir (the fallback's is its step's).
+	workingDir string
 }
 
 func compileCommand(t wire.Template) command {
@@ -270,9 +272,11 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 		var cmd, fbCmd command
 		if st.Shell != "" {
 			cmd = compileCommand(t)
+			cmd.workingDir = st.WorkingDir
 		}
 		if fb.Raw != "" {
 			fbCmd = compileCommand(fb)
+			fbCmd.workingDir = st.WorkingDir
 		}
 		s.commands = append(s.commands, cmd)
 		s.fallbacks = append(s.fallbacks, fbCmd)

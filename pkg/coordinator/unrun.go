@@ -24,9 +24,6 @@ func unrunProblems(spec *messages.JobSpec) []messages.FieldError {
 			if st.Claude != "" {
 				add(messages.JoinPath(p, "claude"), "claude steps are not run by this fleet yet: no agent runs Claude Code's CLI")
 			}
-			if st.WorkingDir != "" {
-				add(messages.JoinPath(p, "working_dir"), "working_dir is not applied by this fleet yet: cd in the shell command")
-			}
 			if st.CommitRequired {
 				add(messages.JoinPath(p, "commit_required"), "commit_required is not checked by this fleet yet: check the commit in the shell command")
 			}

@@ -1,0 +1,51 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+)
+
+// Each item runs in a directory of its own: six items on one agent, all
+// in flight at once (each waits until all six have written their
+// out.json), each read back its own file; $PWD, $ITEM_WORKDIR and
+// ${item_workdir} name the directory; a step's working_dir is under it.
+// The directories are gone when the items end, except the failed item's,
+// kept for inspection.
+func TestItemDirectories(t *testing.T) {
+	work, shared := t.TempDir(), t.TempDir()
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a", Concurrency: 8, WorkDir: work}, testhooks.Agent{Provision: calmProvision}), nil)
+	cl := client(t, srv)
+	spec := `{"id": "item-dirs", "items": [{"id": "i1"}, {"id": "i2"}, {"id": "i3"}, {"id": "i4"}, {"id": "i5"}, {"id": "bad"}],
+		"agent_template": [
+			{"shell": "echo ${item_id} > out.json && mkdir sub && touch ` + shared + `/${item_id} && n=0 && while [ $(ls ` + shared + ` | wc -l) -lt 6 ]; do n=$((n+1)); [ $n -lt 600 ] || exit 9; sleep 0.05; done"},
+			{"shell": "test \"$(cat out.json)\" = ${item_id} && test \"$PWD\" = ${item_workdir} && test \"$ITEM_WORKDIR\" = \"$PWD\""},
+			{"shell": "test \"$(cat ../out.json)\" = ${item_id} && echo here > mark", "working_dir": "sub"},
+			{"shell": "test -f sub/mark && test ${item_id} != bad", "retry_config": {"attempts": 1}}
+		]}`
+	id := submit(t, cl, spec)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 5, st.Succeeded, "%+v", st)
+	require.EqualValues(t, 1, st.DeadLettered)
+
+	left, err := os.ReadDir(filepath.Join(work, "jetfleet-items"))
+	require.NoError(t, err)
+	require.Empty(t, left, "every item's directory is removed when it ends")
+	kept, err := os.ReadDir(filepath.Join(work, "jetfleet-failed"))
+	require.NoError(t, err)
+	require.Len(t, kept, 1, "the failed item's directory is kept")
+	out, err := os.ReadFile(filepath.Join(work, "jetfleet-failed", kept[0].Name(), "out.json"))
+	require.NoError(t, err)
+	require.Equal(t, "bad\n", string(out))
+	require.FileExists(t, filepath.Join(work, "jetfleet-failed", kept[0].Name(), "sub", "mark"))
+}
