@@ -122,6 +122,33 @@ func Expand(t wire.Template, v Vars) (string, error) {
 	return s.Expand(v)
 }
 
+// Text renders t as plain text, each reference its value unquoted, for a
+// value that reaches no shell (a claude step's prompt, one argument of
+// its command). The references and their errors are Expand's.
+func (v Vars) Text(t wire.Template) (string, error) {
+	var b strings.Builder
+	var errs []error
+	for _, p := range t.Parts {
+		if p.Ref == nil {
+			b.WriteString(p.Literal)
+			continue
+		}
+		val, err := v.resolve(p.Ref)
+		if err == nil && strings.IndexByte(val, 0) >= 0 {
+			err = errors.New("the value holds a NUL byte")
+		}
+		if err != nil {
+			errs = append(errs, &RefError{Ref: refText(p.Ref), Kind: kindOf(err), Err: err})
+			continue
+		}
+		b.WriteString(val)
+	}
+	if len(errs) > 0 {
+		return "", errors.Join(errs...)
+	}
+	return b.String(), nil
+}
+
 // Validate reports every reference of t that stands where no quoting is
 // safe, and a template with references that does not parse (see
 // [Compile]), without resolving any value. Use it to reject a shell step

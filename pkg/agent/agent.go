@@ -102,6 +102,9 @@ type Agent struct {
 	pauseKV jetstream.KeyValue
 	// dirs are the items' directories (itemdir.go).
 	dirs *itemDirs
+	// claude is the script that runs Claude Code's CLI (at claudePath)
+	// for a claude step, "" when the agent has no CLI (claude.go).
+	claude, claudePath string
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -213,6 +216,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: config: step_env: %w", err)
 	}
 	a.stepEnv = filter.Filter(a.cfg.Environ())
+	a.claudePath, a.claude = claudeScript(a.cfg.ClaudeCommand, a.cfg.ClaudeArgs)
 	stopReaper, err := a.startReaper()
 	if err != nil {
 		return err

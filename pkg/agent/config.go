@@ -17,6 +17,10 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
+// DefaultClaudeArgs are Config.ClaudeArgs' default: Claude Code's headless
+// mode, the reply on stdout.
+var DefaultClaudeArgs = []string{"--print"}
+
 // Defaults and bounds of Config.
 const (
 	DefaultConcurrency     = 8
@@ -27,6 +31,8 @@ const (
 	// of failed deliveries kept (Config.KeepFailed, KeepFailedBytes).
 	DefaultKeepFailed      = 16
 	DefaultKeepFailedBytes = 64 << 20
+	// DefaultClaudeCommand is Config.ClaudeCommand's default.
+	DefaultClaudeCommand = "claude"
 	// DefaultStepTimeout bounds a step that sets no timeout of its own, so
 	// that a hung step never holds an item forever.
 	DefaultStepTimeout = time.Hour
@@ -142,6 +148,14 @@ type Config struct {
 	// WorkDir/jetfleet-items, removed when it ends (docs/job-spec.md, "A
 	// directory per item"). Defaults to the agent's working directory.
 	WorkDir string
+	// ClaudeCommand is Claude Code's CLI, which runs claude steps
+	// headless: a path, or a name looked up on the agent's PATH when Run
+	// starts. An agent that finds it announces CapabilityClaude in its
+	// presence. Defaults to "claude".
+	ClaudeCommand string
+	// ClaudeArgs are the arguments before the prompt. Defaults to
+	// DefaultClaudeArgs ("--print": headless, the reply on stdout).
+	ClaudeArgs []string
 	// KeepFailed is how many directories of failed deliveries are kept
 	// for inspection (WorkDir/jetfleet-failed), the most recent. Defaults
 	// to DefaultKeepFailed; negative keeps none.
@@ -244,6 +258,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxOutputBytes == 0 {
 		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.ClaudeCommand == "" {
+		c.ClaudeCommand = DefaultClaudeCommand
+	}
+	if c.ClaudeArgs == nil {
+		c.ClaudeArgs = DefaultClaudeArgs
 	}
 	if c.KeepFailed == 0 {
 		c.KeepFailed = DefaultKeepFailed

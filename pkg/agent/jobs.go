@@ -63,6 +63,8 @@ type command struct {
 	err    error
 	// workingDir is the step's working_dir (the fallback's is its step's).
 	workingDir string
+	// claude is a claude step's prompt (claude.go); script is nil then.
+	claude *wire.Template
 }
 
 func compileCommand(t wire.Template) command {
@@ -273,6 +275,13 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 		if st.Shell != "" {
 			cmd = compileCommand(t)
 			cmd.workingDir = st.WorkingDir
+		}
+		if st.Claude != "" {
+			pt, err := wire.ParseTemplate(st.Claude)
+			if err != nil {
+				return nil, fmt.Errorf("agent: job %s: %s[%d].claude: %w", id, field, i, err)
+			}
+			cmd = command{claude: &pt, workingDir: st.WorkingDir}
 		}
 		if fb.Raw != "" {
 			fbCmd = compileCommand(fb)

@@ -692,7 +692,7 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	obs := a.metrics.handlerSteps
 	start := a.cfg.hooks.Clock.Now()
 	timeout := it.deadline.Bound(start, a.stepTimeout(step.Timeout.D())) // no run outlasts agent_timeout
-	if step.Shell != "" {
+	if step.Shell != "" || step.Claude != "" {
 		obs = a.metrics.shellSteps
 		out, f = a.runShell(ctx, it, it.set.commands[i], timeout, attempt)
 	} else {
@@ -741,8 +741,18 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 	env = append(env, extraEnv...)
 	env = append(env, tracing.Env(ctx)...) // TRACEPARENT of the step's span
 	vars.LookupEnv = lookupIn(env)
-	script, err := c.script.Expand(vars)
-	if err != nil {
+	var script string
+	if c.claude != nil {
+		if a.claude == "" {
+			return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("this agent cannot run claude steps: no %q on its PATH (--claude-command)", a.cfg.ClaudeCommand))}
+		}
+		prompt, err := claudePrompt(c.claude, vars)
+		if err != nil {
+			return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("the prompt: %w", err))}
+		}
+		script = a.claude
+		env = append(env, claudeEnvCommand+"="+a.claudePath, claudeEnvPrompt+"="+prompt)
+	} else if script, err = c.script.Expand(vars); err != nil {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("expanding the command: %w", err))}
 	}
 	res := shell.Run(ctx, shell.Command{

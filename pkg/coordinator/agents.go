@@ -24,12 +24,21 @@ import (
 type agentDirectory struct {
 	mu sync.RWMutex
 	kv jetstream.KeyValue
-	// pools maps a pool to its agents' keys and their handlers.
-	pools map[string]map[string][]string
+	// pools maps a pool to its agents' keys and what they run.
+	pools map[string]map[string]agentRuns
+}
+
+// agentRuns is what one agent runs: its handlers and capabilities.
+type agentRuns struct {
+	handlers, capabilities []string
+}
+
+func runsOf(p *messages.AgentPresence) agentRuns {
+	return agentRuns{handlers: p.Handlers, capabilities: p.Capabilities}
 }
 
 func newAgentDirectory() *agentDirectory {
-	return &agentDirectory{pools: map[string]map[string][]string{}}
+	return &agentDirectory{pools: map[string]map[string]agentRuns{}}
 }
 
 // keep follows the agents bucket until ctx ends, watching again after a
@@ -60,7 +69,7 @@ func (d *agentDirectory) follow(ctx context.Context, js jetstream.JetStream, buc
 	}
 	d.mu.Lock()
 	d.kv = kv
-	d.pools = map[string]map[string][]string{}
+	d.pools = map[string]map[string]agentRuns{}
 	d.mu.Unlock()
 	return kvwatch.Watch(ctx, w, nil, d.apply)
 }
@@ -84,10 +93,10 @@ func (d *agentDirectory) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	if agents == nil {
-		agents = map[string][]string{}
+		agents = map[string]agentRuns{}
 		d.pools[pool] = agents
 	}
-	agents[e.Key()] = p.Handlers
+	agents[e.Key()] = runsOf(&p)
 }
 
 // directRead bounds the read of a pool's presences that the watch has
@@ -100,10 +109,10 @@ const directRead = 2 * time.Second
 // the bucket, so that an agent present before a submission is never
 // missed. ok is false when pool's agents are unknown (the bucket cannot be
 // read).
-func (d *agentDirectory) handlers(ctx context.Context, pool string) (agents [][]string, ok bool) {
+func (d *agentDirectory) handlers(ctx context.Context, pool string) (agents []agentRuns, ok bool) {
 	d.mu.RLock()
-	for _, hs := range d.pools[pool] {
-		agents = append(agents, hs)
+	for _, a := range d.pools[pool] {
+		agents = append(agents, a)
 	}
 	kv := d.kv
 	d.mu.RUnlock()
@@ -130,15 +139,16 @@ func (d *agentDirectory) handlers(ctx context.Context, pool string) (agents [][]
 		}
 		var p messages.AgentPresence
 		if json.Unmarshal(e.Value(), &p) == nil {
-			agents = append(agents, p.Handlers)
+			agents = append(agents, runsOf(&p))
 		}
 	}
 	return agents, ctx.Err() == nil
 }
 
 // handlerProblems lists the steps of spec naming a handler that no present
-// agent of the job's pool registers: agent_template, reduce and a custom
-// on_item_failure step. A pool with no agent present accepts any handler:
+// agent of the job's pool registers (agent_template, reduce and a custom
+// on_item_failure step), and the claude steps when none of them has
+// Claude Code's CLI (messages.CapabilityClaude). A pool with no agent present accepts any handler:
 // the job waits for agents to come. Items routed to a group's pool
 // (group_by) may run elsewhere, so only the job's own pool is checked.
 func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpec) []messages.FieldError {
@@ -146,11 +156,11 @@ func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpe
 	if pool == "" {
 		pool = messages.DefaultPool
 	}
-	var agents [][]string
+	var agents []agentRuns
 	known := false
 	var problems []messages.FieldError
 	check := func(field string, s *messages.Step) {
-		if s == nil || s.Handler == "" {
+		if s == nil || s.Handler == "" && s.Claude == "" {
 			return
 		}
 		if !known {
@@ -163,8 +173,18 @@ func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpe
 		if len(agents) == 0 {
 			return
 		}
-		for _, hs := range agents {
-			if slices.Contains(hs, s.Handler) {
+		if s.Claude != "" {
+			for _, a := range agents {
+				if slices.Contains(a.capabilities, messages.CapabilityClaude) {
+					return
+				}
+			}
+			problems = append(problems, messages.FieldError{Field: field + ".claude",
+				Message: fmt.Sprintf("no agent of pool %q runs claude steps (an agent does when Claude Code's CLI is on its PATH, or at its --claude-command)", pool)})
+			return
+		}
+		for _, a := range agents {
+			if slices.Contains(a.handlers, s.Handler) {
 				return
 			}
 		}

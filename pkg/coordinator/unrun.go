@@ -21,9 +21,6 @@ func unrunProblems(spec *messages.JobSpec) []messages.FieldError {
 	steps := func(list string, ss []messages.Step) {
 		for i, st := range ss {
 			p := messages.IndexPath(list, i)
-			if st.Claude != "" {
-				add(messages.JoinPath(p, "claude"), "claude steps are not run by this fleet yet: no agent runs Claude Code's CLI")
-			}
 			if st.CommitRequired {
 				add(messages.JoinPath(p, "commit_required"), "commit_required is not checked by this fleet yet: check the commit in the shell command")
 			}
