@@ -49,3 +49,27 @@ func TestItemDirectories(t *testing.T) {
 	require.Equal(t, "bad\n", string(out))
 	require.FileExists(t, filepath.Join(work, "jetfleet-failed", kept[0].Name(), "sub", "mark"))
 }
+
+// commit_required where the item's directory is a git checkout: a step
+// that commits passes, one that does not fails with the reason; a step
+// outside any checkout is not checked.
+func TestCommitRequired(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a", Concurrency: 4, WorkDir: t.TempDir()}, testhooks.Agent{Provision: calmProvision}), nil)
+	cl := client(t, srv)
+	const git = "git -c user.email=fleet@example.com -c user.name=fleet"
+	id := submit(t, cl, `{"id": "commits", "items": [{"id": "a"}, {"id": "b"}],
+		"agent_template": [
+			{"shell": "true", "commit_required": true},
+			{"shell": "git init -q . && `+git+` commit -q --allow-empty -m init"},
+			{"shell": "if [ ${item_id} = a ]; then `+git+` commit -q --allow-empty -m work; fi", "commit_required": true, "retry_config": {"attempts": 1}}
+		]}`)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 1, st.Succeeded, "%+v", st)
+	require.EqualValues(t, 1, st.DeadLettered)
+	entries := dlqEntries(t, cl, id)
+	require.Len(t, entries, 1)
+	require.Equal(t, "b", entries[0].Entry.ItemID)
+	require.Contains(t, entries[0].Entry.Error, "commit_required: the step made no new commit")
+}

@@ -65,6 +65,8 @@ type command struct {
 	workingDir string
 	// claude is a claude step's prompt (claude.go); script is nil then.
 	claude *wire.Template
+	// commitRequired: the step must leave a new commit (commit.go).
+	commitRequired bool
 }
 
 func compileCommand(t wire.Template) command {
@@ -287,6 +289,7 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			fbCmd = compileCommand(fb)
 			fbCmd.workingDir = st.WorkingDir
 		}
+		cmd.commitRequired = st.CommitRequired
 		s.commands = append(s.commands, cmd)
 		s.fallbacks = append(s.fallbacks, fbCmd)
 	}

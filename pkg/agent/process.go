@@ -755,6 +755,10 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 	} else if script, err = c.script.Expand(vars); err != nil {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("expanding the command: %w", err))}
 	}
+	var head0 string
+	if c.commitRequired {
+		head0, _ = gitHead(ctx, dir, env)
+	}
 	res := shell.Run(ctx, shell.Command{
 		Script: script, Env: env, Dir: dir, Timeout: a.stepTimeout(timeout), KillGrace: a.cfg.KillGrace,
 		Heartbeat: func() { _ = it.m.InProgress() }, HeartbeatInterval: a.hb,
@@ -765,6 +769,11 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 			Msg("killed the processes a shell step left running")
 	}
 	if !res.Failed() {
+		if c.commitRequired {
+			if f := commitMade(ctx, dir, env, head0); f != nil {
+				return res.Stdout, f
+			}
+		}
 		return res.Stdout, nil
 	}
 	f := &retry.Failure{Message: res.Message(), Stderr: res.Stderr, TimedOut: res.TimedOut}

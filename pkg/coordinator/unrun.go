@@ -18,15 +18,5 @@ func unrunProblems(spec *messages.JobSpec) []messages.FieldError {
 	if spec.InputCommand != "" {
 		add("input_command", "input commands are not run by this fleet yet: run the command and submit its output as the input file")
 	}
-	steps := func(list string, ss []messages.Step) {
-		for i, st := range ss {
-			p := messages.IndexPath(list, i)
-			if st.CommitRequired {
-				add(messages.JoinPath(p, "commit_required"), "commit_required is not checked by this fleet yet: check the commit in the shell command")
-			}
-		}
-	}
-	steps("agent_template", spec.AgentTemplate)
-	steps("reduce", spec.Reduce)
 	return problems
 }

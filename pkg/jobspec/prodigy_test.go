@@ -53,9 +53,11 @@ func TestProdigyWorkflowForms(t *testing.T) {
 		require.Equal(t, sec(300), spec.AgentTemplate[0].Timeout)
 		require.Equal(t, "crate", spec.AgentTemplate[1].WorkingDir)
 		w := jobspec.Warnings(data)
-		require.Len(t, w, 1)
+		require.Len(t, w, 2)
 		require.Equal(t, "setup.capture_outputs", w[0].Field)
 		require.Contains(t, w[0].Message, "has no effect")
+		require.Equal(t, "map.agent_template[0].commit_required", w[1].Field)
+		require.Contains(t, w[1].Message, "checked only where the step runs in a git checkout")
 	})
 	t.Run("map.input as a command, timeout_config", func(t *testing.T) {
 		data := readProdigy(t, "input-command.yaml")

@@ -299,6 +299,9 @@ func (v *validator) step(p string, st *messages.Step, reduce bool) {
 
 // stepRest checks the fields every kind of step has.
 func (v *validator) stepRest(p string, st *messages.Step, reduce bool) {
+	if st.CommitRequired {
+		v.warnf(messages.JoinPath(p, "commit_required"), "is checked only where the step runs in a git checkout: each item's directory starts empty (an earlier step clones into it, or working_dir names a checkout); elsewhere it has no effect")
+	}
 	if st.WorkingDir != "" && strings.TrimSpace(st.WorkingDir) == "" {
 		v.addf(messages.JoinPath(p, "working_dir"), "must not be blank (omit it for the item's directory)")
 	}
