@@ -38,12 +38,18 @@ func TestItemDirectories(t *testing.T) {
 	require.EqualValues(t, 5, st.Succeeded, "%+v", st)
 	require.EqualValues(t, 1, st.DeadLettered)
 
-	left, err := os.ReadDir(filepath.Join(work, "jetfleet-items"))
-	require.NoError(t, err)
-	require.Empty(t, left, "every item's directory is removed when it ends")
-	kept, err := os.ReadDir(filepath.Join(work, "jetfleet-failed"))
-	require.NoError(t, err)
-	require.Len(t, kept, 1, "the failed item's directory is kept")
+	// The agent removes a directory after the item's result is sent: the
+	// job may be seen done a moment before.
+	require.Eventually(t, func() bool {
+		left, err := os.ReadDir(filepath.Join(work, "jetfleet-items"))
+		return err == nil && len(left) == 0
+	}, 10*time.Second, 10*time.Millisecond, "every item's directory is removed when it ends")
+	var kept []os.DirEntry
+	require.Eventually(t, func() bool {
+		var err error
+		kept, err = os.ReadDir(filepath.Join(work, "jetfleet-failed"))
+		return err == nil && len(kept) == 1
+	}, 10*time.Second, 10*time.Millisecond, "the failed item's directory is kept")
 	out, err := os.ReadFile(filepath.Join(work, "jetfleet-failed", kept[0].Name(), "out.json"))
 	require.NoError(t, err)
 	require.Equal(t, "bad\n", string(out))
