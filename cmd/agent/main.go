@@ -55,7 +55,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.Prefetch, "prefetch", envflag.Int(getenv, "FLEET_PREFETCH", 0), "work messages buffered ahead of the workers (default: adaptive, env FLEET_PREFETCH)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", agent.DefaultShutdownTimeout, "how long in-flight items may finish at shutdown")
 	fs.DurationVar(&cfg.KillGrace, "kill-grace", envDuration(getenv, "FLEET_KILL_GRACE", agent.DefaultKillGrace), "a shell step ended early (its timeout, cancel --kill, shutdown) has this long between SIGTERM and SIGKILL to its process group (env FLEET_KILL_GRACE)")
-	fs.StringVar(&cfg.WorkDir, "work-dir", "", "working directory of shell steps")
+	fs.StringVar(&cfg.WorkDir, "work-dir", "", "where items' shell steps run: each item delivery in a fresh directory under <work-dir>/jetfleet-items, removed when it ends (default: the agent's working directory)")
+	fs.StringVar(&cfg.ClaudeCommand, "claude-command", envflag.String(getenv, "FLEET_CLAUDE_COMMAND", agent.DefaultClaudeCommand), "Claude Code's CLI, which runs claude steps headless: a path or a name on the PATH; an agent without it announces no claude capability (env FLEET_CLAUDE_COMMAND)")
+	claudeArgs := fs.String("claude-args", envflag.String(getenv, "FLEET_CLAUDE_ARGS", strings.Join(agent.DefaultClaudeArgs, " ")), "arguments of --claude-command before the prompt, separated by spaces (env FLEET_CLAUDE_ARGS)")
+	fs.IntVar(&cfg.KeepFailed, "keep-failed", agent.DefaultKeepFailed, "directories of failed item deliveries kept in <work-dir>/jetfleet-failed, the most recent; negative = none")
 	fs.DurationVar(&cfg.StepTimeout, "step-timeout", envDuration(getenv, "FLEET_STEP_TIMEOUT", agent.DefaultStepTimeout), "timeout of a step that sets none (env FLEET_STEP_TIMEOUT)")
 	stepEnv := fs.String("step-env", getenv("FLEET_STEP_ENV"), "more of the agent's environment variables that shell steps see, comma-separated names or prefixes ending in * (env FLEET_STEP_ENV); PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ and TMPDIR always")
 	fs.BoolVar(&cfg.StepEnvUnsafe, "step-env-unsafe", getenv("FLEET_STEP_ENV_UNSAFE") == "true", "let --step-env pass NATS_* and FLEET_* variables, and the credentials they hold, to every job (env FLEET_STEP_ENV_UNSAFE=true)")
@@ -92,6 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			cfg.StepEnv = append(cfg.StepEnv, e)
 		}
 	}
+	cfg.ClaudeArgs = strings.Fields(*claudeArgs)
 	// Every child process of this program is a step: it reaps them all, and
 	// whatever is orphaned in its container when it is PID 1.
 	cfg.Reaper = agent.ReaperAll

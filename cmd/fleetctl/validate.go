@@ -49,8 +49,9 @@ type validateReport struct {
 	// block's steps and retry_config are written so. It validates, with a
 	// warning; a submission still needs items or an input.
 	Template bool `json:"template,omitempty"`
-	// remote is set when the items are in the object store, not counted.
-	remote bool
+	// remote says where the items are when they are not counted: the
+	// object store, a command's output, the setup phase's file.
+	remote string
 }
 
 // runValidate checks a job spec file: the strict decoding and validation
@@ -126,9 +127,16 @@ func validateFile(ctx context.Context, path string) *validateReport {
 	if data, err := os.ReadFile(path); err == nil {
 		rep.Warnings = jobspec.Warnings(data)
 	}
-	if strings.HasPrefix(spec.Input, expand.ObjectStoreScheme) {
-		// Only the coordinator can read it.
-		rep.Valid, rep.remote = true, true
+	if strings.HasPrefix(spec.Input, expand.ObjectStoreScheme) || spec.InputCommand != "" || spec.Setup != nil && spec.Input != "" {
+		// Only the coordinator can read it: an upload, or what a command
+		// or the setup phase will produce on an agent.
+		rep.Valid, rep.remote = true, "items in the object store"
+		switch {
+		case spec.InputCommand != "":
+			rep.remote = "items from input_command, run on an agent"
+		case spec.Setup != nil && !strings.HasPrefix(spec.Input, expand.ObjectStoreScheme):
+			rep.remote = "items from the file setup leaves at " + spec.Input
+		}
 		return rep
 	}
 	total, groups, err := expand.Count(ctx, spec, expand.FileOpener(filepath.Dir(path)))
@@ -153,6 +161,8 @@ func validateItemsProblem(spec *messages.JobSpec, err error) messages.FieldError
 		return messages.FieldError{Field: messages.IndexPath("items", int(ie.Index)), Message: ie.Err.Error()}
 	case errors.Is(err, expand.ErrGroup) || errors.Is(err, expand.ErrTooManyGroups):
 		return messages.FieldError{Field: "group_by", Message: msg}
+	case errors.Is(err, expand.ErrSortTooLarge):
+		return messages.FieldError{Field: "sort_by", Message: msg}
 	case errors.Is(err, expand.ErrJSONPath) || errors.Is(err, expand.ErrPathNotFound) ||
 		errors.Is(err, expand.ErrNotArray) || errors.Is(err, expand.ErrDuplicateField):
 		return messages.FieldError{Field: "json_path", Message: msg}
@@ -184,8 +194,8 @@ func validateSummary(rep *validateReport) string {
 		return fmt.Sprintf("%d %ss", n, word)
 	}
 	items := plural(rep.Items, "item")
-	if rep.remote {
-		items = "items in the object store"
+	if rep.remote != "" {
+		items = rep.remote
 	}
 	if rep.Groups > 0 {
 		items += " in " + plural(int64(rep.Groups), "group")

@@ -198,8 +198,8 @@ func TestValidateWarnsOfACappedInitialDelay(t *testing.T) {
 
 // The source documents' job examples (pkg/jobspec/testdata/seeds) through
 // `fleetctl validate`, as a Prodigy user pastes them: the jobs are valid,
-// with the items of the input files they name counted; the claude example
-// is refused by field; --explain says what Prodigy's layout means.
+// with the items of the input files they name counted; the claude
+// fallback of 001's example is refused by field; --explain says what Prodigy's layout means.
 func TestValidateSeedExamples(t *testing.T) {
 	dir := filepath.Join("..", "..", "pkg", "jobspec", "testdata", "seeds")
 	for _, name := range []string{
@@ -238,8 +238,8 @@ func TestValidateSeedExamples(t *testing.T) {
 
 	code, out, _ = runValidateCLI(t, filepath.Join(dir, "001-mapreduce-integration.yaml"))
 	require.Equal(t, exitUsage, code)
-	require.Contains(t, out, "map.agent_template[0].claude (line 17): claude steps")
-	require.Contains(t, out, "map.agent_template[1].on_failure.claude (line 20): claude steps")
+	require.NotContains(t, out, "map.agent_template[0].claude", "a claude step is accepted")
+	require.Contains(t, out, "map.agent_template[1].on_failure.claude (line 20): a claude command as a step's on_failure handler is not supported")
 
 	code, out, errOut := runValidateCLI(t, "--explain", filepath.Join(dir, "003-example-1-standard.yaml"))
 	require.Equal(t, exitOK, code, errOut)

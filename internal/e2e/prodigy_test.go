@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
@@ -26,11 +25,11 @@ import (
 // on_item_failure: dlq with retry_config max_attempts: 3, exponential),
 // pasted as written in Prodigy's layout, run on a server with 20 items of
 // which 5 always fail. Its durations are scaled down 100 times, as the seed
-// timelines are (the step's default 1s and 2s retries, the item retries'
-// 1s and 2s, the breaker's 30s). Each failing item runs 3 times as a whole
-// item (each run its one step's 3 attempts), then is dead-lettered; the
-// status counts the re-runs, and each DLQ entry holds all 9 attempts, each
-// with its item run.
+// timelines are (the item retries' 1s and 2s, the breaker's 30s). Its
+// command has no retry_config, so each run of it is one attempt, as in
+// Prodigy: each failing item runs exactly 3 times in total (the workflow's
+// max_attempts), then is dead-lettered; the status counts the re-runs, and
+// each DLQ entry holds the 3 attempts, each with its item run.
 func TestSeed003WorkflowRetryConfig(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "pkg", "jobspec", "testdata", "seeds", "003-workflow-level-configuration.yaml"))
 	require.NoError(t, err)
@@ -38,7 +37,7 @@ func TestSeed003WorkflowRetryConfig(t *testing.T) {
 	require.NoError(t, err)
 	ms := func(n int) *messages.Duration { d := messages.Duration(time.Duration(n) * time.Millisecond); return &d }
 	spec.ID = "seed-003"
-	spec.AgentTemplate[0].RetryConfig = &messages.RetryConfig{InitialDelay: ms(10), MaxDelay: ms(300)}
+	require.Equal(t, 1, *spec.AgentTemplate[0].RetryConfig.Attempts, "no retry_config: the command runs once")
 	wrc := spec.ErrorPolicy.RetryConfig
 	wrc.InitialDelay, wrc.MaxDelay = ms(10), ms(300)
 	spec.ErrorPolicy.CircuitBreaker.Timeout = *ms(300)
@@ -70,9 +69,9 @@ func TestSeed003WorkflowRetryConfig(t *testing.T) {
 	}
 
 	srv := fleettest.RunServer(t)
-	// Each failing item spends 8 retries (2 step retries in each of its 3
-	// runs, and 2 re-runs): more than the default job budget of 20 for 5.
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), InputDir: dir, Budget: coordinator.BudgetSettings{Default: budget.Count(100)}})
+	// Each failing item spends 2 retries (its 2 re-runs), within the
+	// default job budget.
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), InputDir: dir})
 	for _, name := range []string{"a1", "a2"} {
 		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, Environ: environ}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
@@ -86,14 +85,14 @@ func TestSeed003WorkflowRetryConfig(t *testing.T) {
 	require.EqualValues(t, 15, st.Succeeded)
 	require.EqualValues(t, 5, st.DeadLettered)
 	require.EqualValues(t, 10, st.ItemRetries, "2 re-runs of each failing item")
-	require.EqualValues(t, 40, st.Retries, "8 of each failing item's")
+	require.EqualValues(t, 10, st.Retries, "the 10 re-runs, and no step retries")
 
 	for _, it := range items {
 		got, err := os.ReadFile(filepath.Join(runs, it["id"]))
 		require.NoError(t, err)
 		want := 1
 		if strings.HasPrefix(it["id"], "bad-") {
-			want = 9 // 3 whole-item runs of 3 step attempts
+			want = 3 // 3 whole-item runs of 1 attempt
 		}
 		require.Equal(t, want, strings.Count(string(got), "run"), it["id"])
 	}
@@ -109,8 +108,8 @@ func TestSeed003WorkflowRetryConfig(t *testing.T) {
 			runsOf = append(runsOf, fmt.Sprint(a.ItemRun))
 			decisions = append(decisions, a.Decision)
 		}
-		require.Equal(t, "1 1 1 2 2 2 3 3 3", strings.Join(runsOf, " "), e.ItemID)
-		require.Equal(t, "retry retry item_retry retry retry item_retry retry retry give_up", strings.Join(decisions, " "), e.ItemID)
+		require.Equal(t, "1 2 3", strings.Join(runsOf, " "), e.ItemID)
+		require.Equal(t, "item_retry item_retry give_up", strings.Join(decisions, " "), e.ItemID)
 	}
 }
 

@@ -74,6 +74,18 @@ func TestBigInputMemory(t *testing.T) {
 	require.Equal(t, n, read)
 	require.Less(t, countPeak, uint64(bigHeapLimit), "Count peak heap")
 	require.Less(t, nextPeak, uint64(bigHeapLimit), "Open/Next peak heap")
+
+	// Item selection without sort_by streams too: filter, offset and
+	// max_items hold one item.
+	sel := *spec
+	sel.Filter, sel.Offset = "region != 'nowhere' && is_string(id)", 10
+	var selected int64
+	selPeak := measurePeak(t, "Count with filter and offset", func() {
+		selected, _, err = Count(ctx, &sel, open)
+		require.NoError(t, err)
+	})
+	require.Equal(t, int64(n-10), selected)
+	require.Less(t, selPeak, uint64(bigHeapLimit), "Count with selection peak heap")
 }
 
 // measurePeak runs f while sampling the heap every millisecond and returns

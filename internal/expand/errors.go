@@ -46,6 +46,11 @@ var (
 	ErrTooManyGroups = errors.New("expand: too many groups")
 	// ErrTooManyItems: the spec has more items than the configured maximum.
 	ErrTooManyItems = errors.New("expand: too many items")
+	// ErrSelection: filter, sort_by or distinct does not parse.
+	ErrSelection = errors.New("expand: invalid item selection")
+	// ErrSortTooLarge: the items sort_by must hold in memory take more
+	// than the configured maximum.
+	ErrSortTooLarge = errors.New("expand: too many items to sort")
 	// ErrPathTooCostly: a json_path that cannot be streamed selects or
 	// visits more nodes than the configured maximum.
 	ErrPathTooCostly = errors.New("expand: json_path selects or visits too many nodes")

@@ -18,6 +18,7 @@ const DefaultMaxPathNodes = 20_000_000
 
 type config struct {
 	maxDocumentBytes int64
+	maxSortBytes     int64
 	maxGroups        int
 	maxItems         int64
 	maxPathNodes     int64
@@ -26,7 +27,7 @@ type config struct {
 }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{maxDocumentBytes: DefaultMaxDocumentBytes, maxGroups: DefaultMaxGroups,
+	c := config{maxDocumentBytes: DefaultMaxDocumentBytes, maxSortBytes: DefaultMaxSortBytes, maxGroups: DefaultMaxGroups,
 		maxItems: DefaultMaxItems, maxPathNodes: DefaultMaxPathNodes}
 	for _, o := range opts {
 		if o == nil {
@@ -112,6 +113,20 @@ func WithMaxPathNodes(n int64) Option {
 func WithItemCheck(check func(Item) error) Option {
 	return func(c *config) error {
 		c.check = check
+		return nil
+	}
+}
+
+// WithMaxSortBytes bounds what a spec with sort_by holds in memory to
+// sort its items: the selected items' JSON (after filter) plus their sort
+// keys. Next fails with ErrSortTooLarge beyond it, before any item is
+// yielded. Defaults to DefaultMaxSortBytes (64 MiB); n must be positive.
+func WithMaxSortBytes(n int64) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: WithMaxSortBytes(%d): must be positive", ErrSpec, n)
+		}
+		c.maxSortBytes = n
 		return nil
 	}
 }

@@ -114,7 +114,7 @@ func openSource(ctx context.Context, spec *messages.JobSpec, open Opener, cfg co
 			return nil, errorf(ErrSpec, "json_path %s applies to input, and the spec has no input (inline items are used as they are)", spec.JSONPath)
 		}
 		s.it = &inlineIter{items: spec.Items}
-		return s, nil
+		return s.selection()
 	}
 	if len(spec.Items) > 0 {
 		return nil, errorf(ErrSpec, "items and input are mutually exclusive; the spec has both")
@@ -145,6 +145,17 @@ func openSource(ctx context.Context, spec *messages.JobSpec, open Opener, cfg co
 		}
 		s.it = it
 	}
+	return s.selection()
+}
+
+// selection wraps the source's iterator in the spec's item selection.
+func (s *Source) selection() (*Source, error) {
+	it, err := newSelection(s.spec, s.it, s.cfg)
+	if err != nil {
+		s.it.close()
+		return nil, err
+	}
+	s.it = it
 	return s, nil
 }
 

@@ -33,6 +33,8 @@ type Vars struct {
 	JobID string
 	// Attempt is ${attempt}, 1-based.
 	Attempt int
+	// ItemWorkdir is ${item_workdir}: the directory the step runs in.
+	ItemWorkdir string
 	// LookupEnv resolves ${env.NAME} in the step's environment (the agent
 	// passes one that looks in Command.Env). Nil: no variable is set, so
 	// that a template never reads the agent's own environment.
@@ -120,6 +122,33 @@ func Expand(t wire.Template, v Vars) (string, error) {
 	return s.Expand(v)
 }
 
+// Text renders t as plain text, each reference its value unquoted, for a
+// value that reaches no shell (a claude step's prompt, one argument of
+// its command). The references and their errors are Expand's.
+func (v Vars) Text(t wire.Template) (string, error) {
+	var b strings.Builder
+	var errs []error
+	for _, p := range t.Parts {
+		if p.Ref == nil {
+			b.WriteString(p.Literal)
+			continue
+		}
+		val, err := v.resolve(p.Ref)
+		if err == nil && strings.IndexByte(val, 0) >= 0 {
+			err = errors.New("the value holds a NUL byte")
+		}
+		if err != nil {
+			errs = append(errs, &RefError{Ref: refText(p.Ref), Kind: kindOf(err), Err: err})
+			continue
+		}
+		b.WriteString(val)
+	}
+	if len(errs) > 0 {
+		return "", errors.Join(errs...)
+	}
+	return b.String(), nil
+}
+
 // Validate reports every reference of t that stands where no quoting is
 // safe, and a template with references that does not parse (see
 // [Compile]), without resolving any value. Use it to reject a shell step
@@ -157,6 +186,8 @@ func (v Vars) resolve(ref []string) (string, error) {
 		return v.JobID, nil
 	case wire.RefAttempt:
 		return strconv.Itoa(v.Attempt), nil
+	case wire.RefItemWorkdir:
+		return v.ItemWorkdir, nil
 	case wire.RefMap:
 		if v.Map == nil {
 			return "", &resolveError{ErrNoMap, "map values are only available in reduce steps"}

@@ -37,8 +37,10 @@ const (
 	RefItemID  = "item_id"
 	RefJobID   = "job_id"
 	RefAttempt = "attempt"
-	RefMap     = "map"
-	RefEnv     = "env"
+	// RefItemWorkdir is the directory the item's shell steps run in.
+	RefItemWorkdir = "item_workdir"
+	RefMap         = "map"
+	RefEnv         = "env"
 )
 
 var mapRefs = map[string]bool{"results": true, "successful": true, "failed": true, "total": true}
@@ -94,7 +96,7 @@ func parseRef(expr string) ([]string, error) {
 	switch segs[0] {
 	case RefItem:
 		return segs, nil
-	case RefItemID, RefJobID, RefAttempt:
+	case RefItemID, RefJobID, RefAttempt, RefItemWorkdir:
 		if len(segs) != 1 {
 			return nil, fmt.Errorf("%s takes no field", segs[0])
 		}
@@ -110,7 +112,7 @@ func parseRef(expr string) ([]string, error) {
 		}
 		return segs, nil
 	}
-	return nil, fmt.Errorf("unknown reference %q (use item, item.<field>, item_id, job_id, attempt, env.<NAME> or map.<results|successful|failed|total>)", segs[0])
+	return nil, fmt.Errorf("unknown reference %q (use item, item.<field>, item_id, job_id, attempt, item_workdir, env.<NAME> or map.<results|successful|failed|total>)", segs[0])
 }
 
 // UsesMap reports whether t references ${map.*}.

@@ -104,6 +104,11 @@ type Agent struct {
 	// ends the wait of results held while it does not (shutdown).
 	link     *linkState
 	stopHeld <-chan struct{}
+	// dirs are the items' directories (itemdir.go).
+	dirs *itemDirs
+	// claude is the script that runs Claude Code's CLI (at claudePath)
+	// for a claude step, "" when the agent has no CLI (claude.go).
+	claude, claudePath string
 }
 
 // New returns an agent for nc. Configuration errors are reported by Run.
@@ -116,6 +121,7 @@ func New(nc *nats.Conn, cfg Config) *Agent {
 		log:      cfg.Logger.With().Str("component", "agent").Str("pool", cfg.Pool).Str("agent", cfg.Name).Logger(),
 		handlers: map[string]HandlerFunc{},
 		kills:    newKillSwitch(),
+		dirs:     newItemDirs(cfg.WorkDir, cfg.KeepFailed, cfg.KeepFailedBytes),
 		// A method value: New(nil, cfg) is fine until Run.
 		maxPayloadOf: nc.MaxPayload,
 	}
@@ -214,6 +220,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: config: step_env: %w", err)
 	}
 	a.stepEnv = filter.Filter(a.cfg.Environ())
+	a.claudePath, a.claude = claudeScript(a.cfg.ClaudeCommand, a.cfg.ClaudeArgs)
 	stopReaper, err := a.startReaper()
 	if err != nil {
 		return err

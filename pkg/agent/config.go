@@ -18,12 +18,22 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
+// DefaultClaudeArgs are Config.ClaudeArgs' default: Claude Code's headless
+// mode, the reply on stdout.
+var DefaultClaudeArgs = []string{"--print"}
+
 // Defaults and bounds of Config.
 const (
 	DefaultConcurrency     = 8
 	MaxConcurrency         = 4096
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultMaxOutputBytes  = 4 << 10
+	// DefaultKeepFailed and DefaultKeepFailedBytes bound the directories
+	// of failed deliveries kept (Config.KeepFailed, KeepFailedBytes).
+	DefaultKeepFailed      = 16
+	DefaultKeepFailedBytes = 64 << 20
+	// DefaultClaudeCommand is Config.ClaudeCommand's default.
+	DefaultClaudeCommand = "claude"
 	// DefaultStepTimeout bounds a step that sets no timeout of its own, so
 	// that a hung step never holds an item forever.
 	DefaultStepTimeout = time.Hour
@@ -139,8 +149,26 @@ type Config struct {
 	// cancel with kill (fleetctl cancel --kill), or shutdown. Defaults to
 	// DefaultKillGrace (2s).
 	KillGrace time.Duration
-	// WorkDir is the working directory of shell steps. Defaults to the agent's.
+	// WorkDir holds the directories of the items' shell steps: each
+	// delivery of a map item runs in a fresh directory under
+	// WorkDir/jetfleet-items, removed when it ends (docs/job-spec.md, "A
+	// directory per item"). Defaults to the agent's working directory.
 	WorkDir string
+	// ClaudeCommand is Claude Code's CLI, which runs claude steps
+	// headless: a path, or a name looked up on the agent's PATH when Run
+	// starts. An agent that finds it announces CapabilityClaude in its
+	// presence. Defaults to "claude".
+	ClaudeCommand string
+	// ClaudeArgs are the arguments before the prompt. Defaults to
+	// DefaultClaudeArgs ("--print": headless, the reply on stdout).
+	ClaudeArgs []string
+	// KeepFailed is how many directories of failed deliveries are kept
+	// for inspection (WorkDir/jetfleet-failed), the most recent. Defaults
+	// to DefaultKeepFailed; negative keeps none.
+	KeepFailed int
+	// KeepFailedBytes is the largest directory of a failed delivery that
+	// is kept. Defaults to DefaultKeepFailedBytes (64 MiB).
+	KeepFailedBytes int64
 	// MaxOutputBytes bounds the output kept per step. Defaults to 4 KiB.
 	MaxOutputBytes int
 	// StepTimeout bounds one run of a step (shell or handler) whose spec
@@ -236,6 +264,18 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxOutputBytes == 0 {
 		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.ClaudeCommand == "" {
+		c.ClaudeCommand = DefaultClaudeCommand
+	}
+	if c.ClaudeArgs == nil {
+		c.ClaudeArgs = DefaultClaudeArgs
+	}
+	if c.KeepFailed == 0 {
+		c.KeepFailed = DefaultKeepFailed
+	}
+	if c.KeepFailedBytes == 0 {
+		c.KeepFailedBytes = DefaultKeepFailedBytes
 	}
 	if c.StepTimeout == 0 {
 		c.StepTimeout = DefaultStepTimeout

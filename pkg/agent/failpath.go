@@ -142,6 +142,7 @@ func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e failu
 	}
 	att.Decision, att.ItemRun = string(e.Kind), itemRun(it) // the run it ended, before an item retry moves on
 	a.traceDecision(it, e)
+	it.failedRun = e.Kind == failure.EndRetry || e.Kind == failure.EndItemRetry || e.Kind == failure.EndGiveUp
 	switch e.Kind {
 	case failure.EndLater:
 		a.nakDelay(it, laterDelay)

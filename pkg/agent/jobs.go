@@ -61,6 +61,12 @@ type stepSet struct {
 type command struct {
 	script *shell.Script
 	err    error
+	// workingDir is the step's working_dir (the fallback's is its step's).
+	workingDir string
+	// claude is a claude step's prompt (claude.go); script is nil then.
+	claude *wire.Template
+	// commitRequired: the step must leave a new commit (commit.go).
+	commitRequired bool
 }
 
 func compileCommand(t wire.Template) command {
@@ -270,10 +276,20 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 		var cmd, fbCmd command
 		if st.Shell != "" {
 			cmd = compileCommand(t)
+			cmd.workingDir = st.WorkingDir
+		}
+		if st.Claude != "" {
+			pt, err := wire.ParseTemplate(st.Claude)
+			if err != nil {
+				return nil, fmt.Errorf("agent: job %s: %s[%d].claude: %w", id, field, i, err)
+			}
+			cmd = command{claude: &pt, workingDir: st.WorkingDir}
 		}
 		if fb.Raw != "" {
 			fbCmd = compileCommand(fb)
+			fbCmd.workingDir = st.WorkingDir
 		}
+		cmd.commitRequired = st.CommitRequired
 		s.commands = append(s.commands, cmd)
 		s.fallbacks = append(s.fallbacks, fbCmd)
 	}

@@ -82,6 +82,9 @@ func (p *presence) value() messages.AgentPresence {
 		Interval: messages.Duration(p.a.cfg.PresenceInterval), Stopping: p.stopping,
 		Handlers: p.handlers,
 	}
+	if p.a.claude != "" {
+		v.Capabilities = []string{messages.CapabilityClaude}
+	}
 	if len(p.jobs) > 0 {
 		// The busiest first, then by id.
 		ids := slices.SortedFunc(maps.Keys(p.jobs), func(x, y string) int {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -62,6 +63,10 @@ type item struct {
 
 	// carry is what a replay continues from (see carriedAttempts).
 	carry carried
+	// dir is the delivery's own directory (itemdir.go), made by its first
+	// shell step; failedRun keeps it for inspection when it ends.
+	dir       string
+	failedRun bool
 	// hb is the worker's heartbeat slot (heartbeat.go).
 	hb *hbSlot
 	// trace holds the delivery's spans (tracing.go).
@@ -246,6 +251,7 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
 	if !a.admitBreaker(ctx, it) {
 		return // parked by the job's circuit breaker
 	}
+	defer func() { a.dirs.done(it.dir, it.failedRun) }()
 	a.runSteps(ctx, it)
 }
 
@@ -688,7 +694,7 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	obs := a.metrics.handlerSteps
 	start := a.cfg.hooks.Clock.Now()
 	timeout := it.deadline.Bound(start, a.stepTimeout(step.Timeout.D())) // no run outlasts agent_timeout
-	if step.Shell != "" {
+	if step.Shell != "" || step.Claude != "" {
 		obs = a.metrics.shellSteps
 		out, f = a.runShell(ctx, it, it.set.commands[i], timeout, attempt)
 	} else {
@@ -721,20 +727,42 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 	if c.err != nil {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("the command cannot run safely: %w", c.err))}
 	}
+	dir, err := a.stepDir(it, c.workingDir)
+	if err != nil {
+		return "", &retry.Failure{Err: fmt.Errorf("the item's directory: %w", err)}
+	}
 	vars := a.shellVars(it, attempt)
-	env := make([]string, 0, len(a.stepEnv)+len(it.job.env)+8+len(extraEnv))
+	vars.ItemWorkdir = cmp.Or(it.dir, dir)
+	env := make([]string, 0, len(a.stepEnv)+len(it.job.env)+9+len(extraEnv))
 	env = append(env, a.stepEnv...)
 	env = append(env, it.job.env...)
 	env = append(env, vars.Environ()...)
+	if it.dir != "" {
+		env = append(env, "ITEM_WORKDIR="+it.dir)
+	}
 	env = append(env, extraEnv...)
 	env = append(env, tracing.Env(ctx)...) // TRACEPARENT of the step's span
 	vars.LookupEnv = lookupIn(env)
-	script, err := c.script.Expand(vars)
-	if err != nil {
+	var script string
+	if c.claude != nil {
+		if a.claude == "" {
+			return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("this agent cannot run claude steps: no %q on its PATH (--claude-command)", a.cfg.ClaudeCommand))}
+		}
+		prompt, err := claudePrompt(c.claude, vars)
+		if err != nil {
+			return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("the prompt: %w", err))}
+		}
+		script = a.claude
+		env = append(env, claudeEnvCommand+"="+a.claudePath, claudeEnvPrompt+"="+prompt)
+	} else if script, err = c.script.Expand(vars); err != nil {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("expanding the command: %w", err))}
 	}
+	var head0 string
+	if c.commitRequired {
+		head0, _ = gitHead(ctx, dir, env)
+	}
 	res := shell.Run(ctx, shell.Command{
-		Script: script, Env: env, Dir: a.cfg.WorkDir, Timeout: a.stepTimeout(timeout), KillGrace: a.cfg.KillGrace,
+		Script: script, Env: env, Dir: dir, Timeout: a.stepTimeout(timeout), KillGrace: a.cfg.KillGrace,
 		Heartbeat: func() { _ = it.m.InProgress() }, HeartbeatInterval: a.hb,
 	})
 	if res.Killed > 0 {
@@ -743,6 +771,11 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 			Msg("killed the processes a shell step left running")
 	}
 	if !res.Failed() {
+		if c.commitRequired {
+			if f := commitMade(ctx, dir, env, head0); f != nil {
+				return res.Stdout, f
+			}
+		}
 		return res.Stdout, nil
 	}
 	f := &retry.Failure{Message: res.Message(), Stderr: res.Stderr, TimedOut: res.TimedOut}
@@ -751,6 +784,30 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 		f.ExitCode = &code
 	}
 	return "", f
+}
+
+// stepDir is the directory a shell step runs in: the map item's own
+// (made on its first step), or under it (or elsewhere, absolute) the
+// step's working_dir; a reduce item's steps run in WorkDir.
+func (a *Agent) stepDir(it *item, workingDir string) (string, error) {
+	if it.wi.Phase == messages.PhaseReduce {
+		return joinDir(a.cfg.WorkDir, workingDir), nil
+	}
+	if it.dir == "" {
+		d, err := a.dirs.make(it.wi.JobID, it.wi.ItemID)
+		if err != nil {
+			return "", err
+		}
+		it.dir = d
+	}
+	return joinDir(it.dir, workingDir), nil
+}
+
+func joinDir(base, dir string) string {
+	if dir == "" || filepath.IsAbs(dir) {
+		return cmp.Or(dir, base)
+	}
+	return filepath.Join(base, dir)
 }
 
 // lookupIn resolves ${env.NAME} in a step's environment: the last entry

@@ -67,6 +67,9 @@ func (c *Coordinator) admitSpec(data []byte) (spec *messages.JobSpec, problems [
 	if err != nil {
 		return nil, boundProblems(problemsOf(err))
 	}
+	if p := unrunProblems(spec); len(p) > 0 {
+		return spec, boundProblems(p)
+	}
 	rec, err := json.Marshal(wire.JobRecord{Spec: jobspec.WithDefaults(spec)})
 	if err != nil {
 		return spec, []messages.FieldError{{Message: err.Error()}}
@@ -160,6 +163,8 @@ func countProblem(eff *messages.JobSpec, err error) messages.FieldError {
 		field = "json_path"
 	case errors.Is(err, expand.ErrTooManyGroups):
 		field = "group_by"
+	case errors.Is(err, expand.ErrSortTooLarge):
+		field = "sort_by"
 	case eff.Input != "":
 		field = "input"
 	}

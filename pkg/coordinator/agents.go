@@ -32,10 +32,19 @@ type agentDirectory struct {
 // agentEntry is one agent's last presence as the hub stored it.
 type agentEntry struct {
 	name     string
-	handlers []string
+	runs     agentRuns
 	interval time.Duration
 	stopping bool
 	stored   time.Time // the server's time of the presence write
+}
+
+// agentRuns is what one agent runs: its handlers and capabilities.
+type agentRuns struct {
+	handlers, capabilities []string
+}
+
+func runsOf(p *messages.AgentPresence) agentRuns {
+	return agentRuns{handlers: p.Handlers, capabilities: p.Capabilities}
 }
 
 func newAgentDirectory() *agentDirectory {
@@ -97,7 +106,7 @@ func (d *agentDirectory) apply(e jetstream.KeyValueEntry) {
 		agents = map[string]agentEntry{}
 		d.pools[pool] = agents
 	}
-	agents[e.Key()] = agentEntry{name: p.Name, handlers: p.Handlers, interval: p.Interval.D(), stopping: p.Stopping, stored: e.Created()}
+	agents[e.Key()] = agentEntry{name: p.Name, runs: runsOf(&p), interval: p.Interval.D(), stopping: p.Stopping, stored: e.Created()}
 }
 
 // unreachable lists the agents of pool whose presence the hub stored
@@ -132,10 +141,10 @@ const directRead = 2 * time.Second
 // the bucket, so that an agent present before a submission is never
 // missed. ok is false when pool's agents are unknown (the bucket cannot be
 // read).
-func (d *agentDirectory) handlers(ctx context.Context, pool string) (agents [][]string, ok bool) {
+func (d *agentDirectory) handlers(ctx context.Context, pool string) (agents []agentRuns, ok bool) {
 	d.mu.RLock()
 	for _, a := range d.pools[pool] {
-		agents = append(agents, a.handlers)
+		agents = append(agents, a.runs)
 	}
 	kv := d.kv
 	d.mu.RUnlock()
@@ -162,15 +171,16 @@ func (d *agentDirectory) handlers(ctx context.Context, pool string) (agents [][]
 		}
 		var p messages.AgentPresence
 		if json.Unmarshal(e.Value(), &p) == nil {
-			agents = append(agents, p.Handlers)
+			agents = append(agents, runsOf(&p))
 		}
 	}
 	return agents, ctx.Err() == nil
 }
 
 // handlerProblems lists the steps of spec naming a handler that no present
-// agent of the job's pool registers: agent_template, reduce and a custom
-// on_item_failure step. A pool with no agent present accepts any handler:
+// agent of the job's pool registers (agent_template, reduce and a custom
+// on_item_failure step), and the claude steps when none of them has
+// Claude Code's CLI (messages.CapabilityClaude). A pool with no agent present accepts any handler:
 // the job waits for agents to come. Items routed to a group's pool
 // (group_by) may run elsewhere, so only the job's own pool is checked.
 func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpec) []messages.FieldError {
@@ -178,11 +188,11 @@ func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpe
 	if pool == "" {
 		pool = messages.DefaultPool
 	}
-	var agents [][]string
+	var agents []agentRuns
 	known := false
 	var problems []messages.FieldError
 	check := func(field string, s *messages.Step) {
-		if s == nil || s.Handler == "" {
+		if s == nil || s.Handler == "" && s.Claude == "" {
 			return
 		}
 		if !known {
@@ -195,8 +205,18 @@ func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpe
 		if len(agents) == 0 {
 			return
 		}
-		for _, hs := range agents {
-			if slices.Contains(hs, s.Handler) {
+		if s.Claude != "" {
+			for _, a := range agents {
+				if slices.Contains(a.capabilities, messages.CapabilityClaude) {
+					return
+				}
+			}
+			problems = append(problems, messages.FieldError{Field: field + ".claude",
+				Message: fmt.Sprintf("no agent of pool %q runs claude steps (an agent does when Claude Code's CLI is on its PATH, or at its --claude-command)", pool)})
+			return
+		}
+		for _, a := range agents {
+			if slices.Contains(a.handlers, s.Handler) {
 				return
 			}
 		}

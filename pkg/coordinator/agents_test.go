@@ -96,3 +96,21 @@ func TestUnreachableAgents(t *testing.T) {
 	}, d.unreachable("site-b", now))
 	require.Empty(t, d.unreachable("gpu", now))
 }
+
+// A claude step needs an agent of the pool that announces the claude
+// capability (Claude Code's CLI).
+func TestClaudeStepsFollowTheAgentsCapabilities(t *testing.T) {
+	d := newAgentDirectory()
+	c := &Coordinator{agents: d}
+	spec := &messages.JobSpec{AgentTemplate: []messages.Step{{Shell: "true"}, {Claude: "/fix ${item.path}"}}}
+	require.Empty(t, c.handlerProblems(context.Background(), spec), "no agent yet: the job waits for one")
+
+	d.apply(put("default", "a1"))
+	ps := c.handlerProblems(context.Background(), spec)
+	require.Len(t, ps, 1)
+	require.Equal(t, "agent_template[1].claude", ps[0].Field)
+
+	b, _ := json.Marshal(messages.AgentPresence{Name: "a2", Pool: "default", Capabilities: []string{messages.CapabilityClaude}})
+	d.apply(presenceEntry{key: wire.AgentKey("default", "a2"), value: b, op: jetstream.KeyValuePut})
+	require.Empty(t, c.handlerProblems(context.Background(), spec))
+}

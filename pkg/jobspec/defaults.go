@@ -38,6 +38,11 @@ func WithDefaults(s *messages.JobSpec) *messages.JobSpec {
 	for i := range c.Reduce {
 		stepDefaults(&c.Reduce[i], "reduce-"+strconv.Itoa(i+1))
 	}
+	if c.Setup != nil {
+		for i := range c.Setup.Commands {
+			stepDefaults(&c.Setup.Commands[i], "setup-"+strconv.Itoa(i+1))
+		}
+	}
 	setDefault(&c.ErrorPolicy, messages.ErrorPolicy{})
 	ep := c.ErrorPolicy
 	setDefault(&ep.OnItemFailure, messages.ItemFailureAction{Action: messages.ItemFailureDLQ})

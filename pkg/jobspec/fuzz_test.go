@@ -23,11 +23,17 @@ func FuzzParseYAML(f *testing.F) {
 	for _, s := range fuzzYAMLSeeds() {
 		f.Add(s)
 	}
-	// The source documents' job examples, in Prodigy's layout.
+	// The source documents' job examples and the fixtures of Prodigy's
+	// workflow forms, in Prodigy's layout.
 	seeds, err := filepath.Glob("testdata/seeds/*.yaml")
 	if err != nil {
 		f.Fatal(err)
 	}
+	forms, err := filepath.Glob("testdata/prodigy/*.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	seeds = append(seeds, forms...)
 	for _, name := range seeds {
 		data, err := os.ReadFile(name)
 		if err != nil {

@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -42,20 +43,12 @@ const (
 const StandardItemID = "standard"
 
 // mapFields are the fields a `map:` block may hold, as jetfleet names them.
-var mapFields = []string{"input", "json_path", "id_field", "agent_template", "max_parallel", "agent_timeout", "error_policy", "items", "group_by"}
+var mapFields = []string{"input", "json_path", "id_field", "agent_template", "max_parallel", "agent_timeout", "error_policy", "items", "group_by",
+	"filter", "sort_by", "distinct", "offset", "max_items", "input_command"}
 
-// prodigyUnsupported are fields of Prodigy's map phase jetfleet has no
-// counterpart for, with what to do instead.
-var prodigyUnsupported = map[string]string{
-	"filter":    "not supported: jetfleet runs every item json_path selects (filter the input file)",
-	"sort_by":   "not supported: items run in input order",
-	"max_items": "not supported: items run in input order, all of them (cut the input file)",
-	"offset":    "not supported: items run in input order, all of them (cut the input file)",
-	"distinct":  "not supported: item ids must be unique (id_field)",
-}
-
-// claudeRefusal is the problem of a `claude:` step.
-const claudeRefusal = "claude steps (Prodigy's Claude Code commands) cannot run on jetfleet: its agents run shell commands (shell:) and Go handlers registered on the agent (handler:); write the step as one of those"
+// claudeFallback is the problem of an on_failure handler that is a claude
+// command.
+const claudeFallback = "a claude command as a step's on_failure handler is not supported: a fallback is a shell command (on_failure: {shell: \"...\"}); run claude's CLI from it"
 
 // rename maps a path of the rewritten tree (from, and everything under it)
 // to the path it was written at (to).
@@ -76,6 +69,9 @@ type rewrite struct {
 	warnings []messages.FieldError
 	// problems are the rewrite's own, as written.
 	problems []messages.FieldError
+	// prodigy is set for a document in Prodigy's layout (mode, map or
+	// commands): its commands without a retry_config run once.
+	prodigy bool
 }
 
 // written returns the path p of the rewritten tree as it was written.
@@ -118,6 +114,11 @@ func (rw *rewrite) warnf(path, format string, args ...any) {
 // layout and returns what it did.
 func rewriteLayout(t *tree) *rewrite {
 	rw := &rewrite{}
+	bare := false
+	if list, ok := t.value.([]any); ok && len(list) > 0 && allObjects(list) {
+		// A standard workflow written as its list of commands.
+		t.value, bare = map[string]any{"commands": list}, true
+	}
 	m, ok := t.value.(map[string]any)
 	if !ok {
 		return rw
@@ -143,15 +144,24 @@ func rewriteLayout(t *tree) *rewrite {
 		rw.hoistMap(m)
 	}
 	if hasCommands {
-		rw.standard(m)
+		rw.standard(m, bare)
 	}
-	for _, list := range []string{"agent_template", "reduce"} {
-		rw.unwrapCommands(m, list)
-		if steps, ok := m[list].([]any); ok {
-			for i, st := range steps {
-				if sm, ok := st.(map[string]any); ok {
-					rw.step(messages.IndexPath(list, i), sm)
-				}
+	rw.prodigy = mode != "" || hasMap || hasCommands
+	if _, ok := m["setup"]; ok {
+		rw.setup(m)
+	}
+	for _, list := range []string{"agent_template", "reduce", "setup.commands"} {
+		var steps []any
+		if list == "setup.commands" {
+			sm, _ := m["setup"].(map[string]any)
+			steps, _ = sm["commands"].([]any)
+		} else {
+			rw.unwrapCommands(m, list)
+			steps, _ = m[list].([]any)
+		}
+		for i, st := range steps {
+			if sm, ok := st.(map[string]any); ok {
+				rw.step(messages.IndexPath(list, i), sm)
 			}
 		}
 	}
@@ -205,10 +215,15 @@ func (rw *rewrite) hoistMap(m map[string]any) {
 			to, val = "agent_timeout", secondsValue(f)
 			rw.notef(p, "is agent_timeout: %s", messages.Duration(f*1e9))
 		}
-		switch {
-		case prodigyUnsupported[k] != "":
-			rw.addf(p, "%s", prodigyUnsupported[k])
+		if k == "timeout_config" {
+			rw.timeoutConfig(m, mm, p, val)
 			continue
+		}
+		if k == "input" && isInputCommand(val) {
+			to = "input_command"
+			rw.notef(p, "is a command (it names no file): it runs on an agent of the job's pool before the map phase, and its output is the items (JSON through json_path, else one item per line)")
+		}
+		switch {
 		case !slices.Contains(mapFields, to):
 			rw.addf(p, "unknown field in map (it takes %s)%s", strings.Join(mapFields, ", "), suggestion(k, mapFields))
 			if s := closest(k, mapFields); s != "" && mm[s] == nil {
@@ -223,14 +238,14 @@ func (rw *rewrite) hoistMap(m map[string]any) {
 		m[to] = val
 		rw.blocks = append(rw.blocks, rename{from: to, to: p})
 	}
-	if m["items"] == nil && m["input"] == nil {
+	if m["items"] == nil && m["input"] == nil && m["input_command"] == nil {
 		rw.blocks = append(rw.blocks, rename{from: "items", to: "map.input"})
 	}
 	rw.notef("map", "its fields are the job's own (map.input is input, map.agent_template is agent_template, ...)")
 }
 
 // standard turns `commands:` into agent_template and one implicit item.
-func (rw *rewrite) standard(m map[string]any) {
+func (rw *rewrite) standard(m map[string]any, bare bool) {
 	v := m["commands"]
 	delete(m, "commands")
 	if _, dup := m["agent_template"]; dup {
@@ -238,13 +253,18 @@ func (rw *rewrite) standard(m map[string]any) {
 		return
 	}
 	m["agent_template"] = v
-	rw.blocks = append(rw.blocks, rename{from: "agent_template", to: "commands"})
+	written := "commands"
+	if bare {
+		written = ""
+		rw.notef("", "a list of commands is a standard workflow (mode: standard, commands: the list)")
+	}
+	rw.blocks = append(rw.blocks, rename{from: "agent_template", to: written})
 	if m["items"] == nil && m["input"] == nil {
 		m["items"] = []any{json.RawMessage(`{"id":"` + StandardItemID + `"}`)}
-		rw.notef("commands", "are agent_template, run in order as one item (id %q): a step gives up under its retry_config, on_failure: continue goes on with the next command, and a failed item goes to the DLQ (error_policy.on_item_failure)", StandardItemID)
+		rw.notef(written, "are agent_template, run in order as one item (id %q): a step gives up under its retry_config, on_failure: continue goes on with the next command, and a failed item goes to the DLQ (error_policy.on_item_failure)", StandardItemID)
 		return
 	}
-	rw.notef("commands", "are agent_template")
+	rw.notef(written, "are agent_template")
 }
 
 // unwrapCommands accepts Prodigy's older `agent_template: {commands: [...]}`
@@ -260,13 +280,29 @@ func (rw *rewrite) unwrapCommands(m map[string]any, list string) {
 	rw.notef(written+".commands", "are %s", list)
 }
 
-// step rewrites one step: a claude step is refused, and a step's own
-// on_failure holding a command becomes its fallback.
+// step rewrites one step of Prodigy's layout: without a retry_config it
+// runs once, as Prodigy runs it; an integer timeout is seconds; and a
+// step's own on_failure holding a command becomes its fallback.
 func (rw *rewrite) step(p string, st map[string]any) {
-	if _, ok := st["claude"]; ok {
-		delete(st, "claude")
-		rw.addf(rw.written(messages.JoinPath(p, "claude")), "%s", claudeRefusal)
-		rw.bad = append(rw.bad, p)
+	if _, has := st["retry_config"]; !has && !rw.prodigy && !strings.HasPrefix(p, "setup") {
+		rw.notef(rw.written(p), "has no retry_config: jetfleet's default applies, %d attempts with exponential backoff from %s to %s (a command in Prodigy's layout runs once)", messages.DefaultAttempts, messages.DefaultInitialDelay, messages.DefaultMaxDelay)
+	}
+	if rw.prodigy {
+		if _, has := st["retry_config"]; !has {
+			st["retry_config"] = map[string]any{"attempts": json.Number("1")}
+			rw.notef(rw.written(p), "has no retry_config: it runs once, as Prodigy runs a command without one (a step in jetfleet's layout gets 3 attempts); a failed item is then handled by error_policy")
+		}
+		if n, isNum := st["timeout"].(json.Number); isNum {
+			tp := rw.written(messages.JoinPath(p, "timeout"))
+			if f, err := asFloat(n); err != nil || f <= 0 || f > math.MaxInt64/1e9 {
+				rw.addf(tp, "expected a number of seconds greater than 0, got %s", n)
+				rw.bad = append(rw.bad, messages.JoinPath(p, "timeout"))
+				delete(st, "timeout")
+			} else {
+				st["timeout"] = secondsValue(f)
+				rw.notef(tp, "%s seconds: timeout %s", n, messages.Duration(f*1e9))
+			}
+		}
 	}
 	of, ok := st["on_failure"]
 	if !ok {
@@ -278,7 +314,7 @@ func (rw *rewrite) step(p string, st map[string]any) {
 	cmd, isObj := of.(map[string]any)
 	switch {
 	case isObj && cmd["claude"] != nil:
-		rw.addf(messages.JoinPath(wp, "claude"), "%s", claudeRefusal)
+		rw.addf(messages.JoinPath(wp, "claude"), "%s", claudeFallback)
 		return
 	case !isObj || cmd["shell"] == nil:
 		rw.addf(wp, `a step's on_failure is a command run when the step gives up, {shell: "..."}; stop, continue and {fallback: {command: "..."}} go in retry_config.on_failure`)
@@ -396,4 +432,207 @@ func isZero(v any) bool {
 	}
 	f, err := asFloat(n)
 	return err == nil && f == 0
+}
+
+// inputCommandChars are the characters that make map.input a command: a
+// file name (items.json, objstore://fleet_uploads/x) has none of them.
+const inputCommandChars = " \t\n|;&<>$`'\"(){}*?"
+
+// isInputCommand reports whether Prodigy's map.input is a command rather
+// than a file: Prodigy runs it when no file of that name exists; jetfleet
+// decides by its text, before anything runs.
+func isInputCommand(v any) bool {
+	s, ok := v.(string)
+	return ok && strings.ContainsAny(strings.TrimSpace(s), inputCommandChars)
+}
+
+// setup reads Prodigy's setup phase: a list of steps, or the block form
+// {commands, timeout (seconds), capture_outputs}.
+func (rw *rewrite) setup(m map[string]any) {
+	switch v := m["setup"].(type) {
+	case []any:
+		m["setup"] = map[string]any{"commands": v}
+		rw.blocks = append(rw.blocks, rename{from: "setup.commands", to: "setup"})
+	case map[string]any:
+		if n, isNum := v["timeout"].(json.Number); isNum {
+			f, err := asFloat(n)
+			if err != nil || f <= 0 || f > math.MaxInt64/1e9 {
+				rw.addf("setup.timeout", "expected a number of seconds greater than 0, got %s", n)
+				rw.bad = append(rw.bad, "setup.timeout")
+				delete(v, "timeout")
+			} else {
+				v["timeout"] = secondsValue(f)
+				rw.notef("setup.timeout", "%s seconds: the setup phase's bound, %s", n, messages.Duration(f*1e9))
+			}
+		}
+		if v["capture_outputs"] != nil {
+			rw.warnf("setup.capture_outputs", "has no effect: setup's outputs are not captured into variables")
+		}
+	default:
+		return // the decoder reports the type
+	}
+	rw.notef("setup", "runs once, before the map phase, on an agent of the job's pool; a file it leaves at map.input is the job's input")
+}
+
+// timeoutConfig reads Prodigy's map.timeout_config (p its path, val its
+// value): agent_timeout_secs is the job's agent_timeout (with
+// timeout_policy per_agent, the default, or hybrid) or each step's timeout
+// (per_command); command_timeouts set the timeouts of the steps that have
+// none (claude: and shell: for every step of the kind, claude_0 for the
+// first claude step).
+func (rw *rewrite) timeoutConfig(m, mm map[string]any, p string, val any) {
+	tc, ok := val.(map[string]any)
+	if !ok {
+		rw.addf(p, "expected an object (agent_timeout_secs, timeout_policy, command_timeouts, timeout_action, ...), got %s", describe(val))
+		return
+	}
+	seconds := func(k string, v any) (any, bool) {
+		n, isNum := v.(json.Number)
+		f, err := asFloat(n)
+		if !isNum || err != nil || f <= 0 || f > math.MaxInt64/1e9 {
+			rw.addf(messages.JoinPath(p, k), "expected a number of seconds greater than 0, got %s", describe(v))
+			return nil, false
+		}
+		return secondsValue(f), true
+	}
+	policy, _ := tc["timeout_policy"].(string)
+	switch policy {
+	case "", "per_agent", "hybrid", "per_command":
+	default:
+		rw.addf(messages.JoinPath(p, "timeout_policy"), "unknown policy %s (use per_agent, per_command or hybrid)", describe(tc["timeout_policy"]))
+		return
+	}
+	var steps []any
+	switch at := m["agent_template"].(type) {
+	case []any:
+		steps = at
+	case map[string]any:
+		steps, _ = at["commands"].([]any)
+	}
+	setStep := func(st map[string]any, d any) {
+		if _, has := st["timeout"]; !has {
+			st["timeout"] = d
+		}
+	}
+	// command_timeouts first: a step's own timeout wins over per_command's.
+	keys := sortedKeys(tc)
+	slices.SortStableFunc(keys, func(a, b string) int {
+		return cmp.Compare(boolInt(a != "command_timeouts"), boolInt(b != "command_timeouts"))
+	})
+	for _, k := range keys {
+		kp := messages.JoinPath(p, k)
+		v := tc[k]
+		switch k {
+		case "agent_timeout_secs":
+			d, ok := seconds(k, v)
+			if !ok {
+				continue
+			}
+			if policy == "per_command" {
+				for _, st := range steps {
+					if sm, ok := st.(map[string]any); ok {
+						setStep(sm, d)
+					}
+				}
+				rw.notef(kp, "with timeout_policy: per_command: each map step without a timeout gets %s seconds", v)
+				continue
+			}
+			if _, dup := m["agent_timeout"]; dup || mm["agent_timeout_secs"] != nil {
+				rw.addf(kp, "the agent timeout is set in map too: set it once")
+				continue
+			}
+			m["agent_timeout"] = d
+			rw.blocks = append(rw.blocks, rename{from: "agent_timeout", to: kp})
+			rw.notef(kp, "is agent_timeout: %s seconds for each item's run through its steps", v)
+		case "timeout_policy":
+			rw.notef(kp, "%s", map[string]string{
+				"per_agent":   "per_agent: agent_timeout_secs bounds an item's run (agent_timeout)",
+				"hybrid":      "hybrid: agent_timeout_secs bounds an item's run (agent_timeout), command_timeouts its steps",
+				"per_command": "per_command: agent_timeout_secs bounds each step",
+			}[policy])
+		case "command_timeouts":
+			ct, ok := v.(map[string]any)
+			if !ok {
+				rw.addf(kp, "expected an object of seconds by command kind (claude, shell, claude_0, ...), got %s", describe(v))
+				continue
+			}
+			// Specific keys (claude_0) first, then the kind's.
+			keys := sortedKeys(ct)
+			slices.SortStableFunc(keys, func(a, b string) int { return strings.Count(b, "_") - strings.Count(a, "_") })
+			for _, ck := range keys {
+				d, ok := seconds(messages.JoinPath("command_timeouts", ck), ct[ck])
+				if !ok {
+					continue
+				}
+				kind, nth, hasN := strings.Cut(ck, "_")
+				if kind != "claude" && kind != "shell" {
+					rw.addf(messages.JoinPath(kp, ck), "unknown command kind (use claude, shell, claude_N or shell_N)")
+					continue
+				}
+				n := -1
+				if hasN {
+					var err error
+					if n, err = parseIndex(nth); err != nil {
+						rw.addf(messages.JoinPath(kp, ck), "unknown command kind (use claude, shell, claude_N or shell_N)")
+						continue
+					}
+				}
+				seen := 0
+				for _, st := range steps {
+					sm, ok := st.(map[string]any)
+					if !ok || sm[kind] == nil {
+						continue
+					}
+					if n < 0 || seen == n {
+						setStep(sm, d)
+					}
+					seen++
+				}
+			}
+			rw.notef(kp, "set the timeouts of the map steps that have none")
+		case "timeout_action":
+			switch v {
+			case "dlq":
+				rw.notef(kp, "dlq: a timed-out item fails (reason agent_timeout) and goes to the DLQ, as jetfleet does")
+			case "skip", "fail", "graceful_terminate":
+				rw.warnf(kp, "%s has no effect: a timed-out item fails (reason agent_timeout) and error_policy.on_item_failure decides what follows", v)
+			default:
+				rw.addf(kp, "unknown action %s (use dlq, skip, fail or graceful_terminate)", describe(v))
+			}
+		case "cleanup_grace_period_secs", "enable_monitoring":
+			rw.warnf(kp, "has no effect: a timed-out step gets the agent's --kill-grace, and timeouts are always counted (metrics, events)")
+		default:
+			rw.addf(kp, "unknown field in timeout_config (it takes agent_timeout_secs, timeout_policy, command_timeouts, timeout_action, cleanup_grace_period_secs, enable_monitoring)")
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func parseIndex(s string) (int, error) {
+	n := 0
+	if s == "" || len(s) > 6 {
+		return 0, fmt.Errorf("not an index")
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("not an index")
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, nil
+}
+
+func allObjects(list []any) bool {
+	for _, v := range list {
+		if _, ok := v.(map[string]any); !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -75,11 +75,17 @@ func TestProdigyLayoutProblems(t *testing.T) {
 		{"commands in mapreduce mode", "mode: mapreduce\ncommands: [{shell: x}]\nitems: [a]\nagent_template: [{shell: x}]\n", "commands", "only in mode: standard", 2},
 		{"map in standard mode", "mode: standard\nmap: {input: i.json}\ncommands: [{shell: x}]\n", "map", "only in mode: mapreduce", 2},
 		{"a field twice", "input: a.json\nmap:\n  input: b.json\n  agent_template: [{shell: x}]\n", "map.input", "set it once", 3},
-		{"a Prodigy field jetfleet lacks", "map:\n  input: a.json\n  filter: \"item.score >= 5\"\n  agent_template: [{shell: x}]\n", "map.filter", "not supported", 3},
+		{"a filter that does not parse", "map:\n  input: a.json\n  filter: \"item.score >=\"\n  agent_template: [{shell: x}]\n", "map.filter", "expected a field, a value", 3},
+		{"a sort_by that does not parse", "map:\n  input: a.json\n  sort_by: \"score DOWN\"\n  agent_template: [{shell: x}]\n", "map.sort_by", `unexpected "DOWN"`, 3},
+		{"max_items 0", "map:\n  input: a.json\n  max_items: 0\n  agent_template: [{shell: x}]\n", "map.max_items", "must be >= 1", 3},
+		{"a bad timeout_config", "map:\n  input: a.json\n  timeout_config: {timeout_policy: sometimes}\n  agent_template: [{shell: x}]\n", "map.timeout_config.timeout_policy", "unknown policy", 3},
+		{"a negative integer timeout", "commands:\n  - shell: x\n    timeout: -5\n", "commands[0].timeout", "seconds greater than 0", 3},
+		{"a claude step beside shell", "commands:\n  - claude: /fix\n    shell: x\n", "commands[0].claude", "set only one of shell, handler or claude", 2},
+		{"a claude fallback", "commands:\n  - shell: x\n    on_failure:\n      claude: /fix\n", "commands[0].on_failure.claude", "a fallback is a shell command", 4},
+		{"an empty setup", "setup: []\nmap:\n  input: a.json\n  agent_template: [{shell: x}]\n", "setup", "at least one step", 1},
 		{"an unknown map field", "map:\n  input: a.json\n  agent_templat: [{shell: x}]\n", "map.agent_templat", `did you mean "agent_template"`, 3},
 		{"a step problem inside map", "map:\n  input: a.json\n  agent_template:\n    - shell: x\n      timeout: 5 seconds\n", "map.agent_template[0].timeout", "invalid duration", 5},
 		{"a step problem in commands", "commands:\n  - shell: x\n    retry_config: {attempts: 0}\n", "commands[0].retry_config.attempts", "between 1 and", 3},
-		{"a claude step", "commands:\n  - claude: /fix\n", "commands[0].claude", "cannot run on jetfleet", 2},
 		{"a step's on_failure in another form", "commands:\n  - shell: x\n    on_failure: continue\n", "commands[0].on_failure", "retry_config.on_failure", 3},
 		{"a step's on_failure twice", "commands:\n  - shell: x\n    on_failure: {shell: y}\n    retry_config: {on_failure: continue}\n", "commands[0].on_failure", "set once", 3},
 		{"a fallback with a bad reference", "commands:\n  - shell: x\n    on_failure:\n      shell: \"fix ${map.results}\"\n", "commands[0].on_failure.shell", "only allowed in reduce", 4},
@@ -113,7 +119,7 @@ func TestProdigyLayoutForms(t *testing.T) {
 	t.Run("the same spec in both layouts", func(t *testing.T) {
 		prodigy, err := jobspec.Parse([]byte("name: n\nmode: mapreduce\nerror_policy: {on_item_failure: dlq}\nmap:\n  input: a.json\n  json_path: \"$.items[*]\"\n  max_parallel: 4\n  agent_template:\n    - shell: x\n      on_failure:\n        shell: y\nreduce: [{shell: z}]\n"))
 		require.NoError(t, err)
-		own, err := jobspec.Parse([]byte("name: n\nerror_policy: {on_item_failure: dlq}\ninput: a.json\njson_path: \"$.items[*]\"\nmax_parallel: 4\nagent_template:\n  - shell: x\n    retry_config: {on_failure: {fallback: {command: y}}}\nreduce: [{shell: z}]\n"))
+		own, err := jobspec.Parse([]byte("name: n\nerror_policy: {on_item_failure: dlq}\ninput: a.json\njson_path: \"$.items[*]\"\nmax_parallel: 4\nagent_template:\n  - shell: x\n    retry_config: {attempts: 1, on_failure: {fallback: {command: y}}}\nreduce: [{shell: z, retry_config: {attempts: 1}}]\n"))
 		require.NoError(t, err)
 		require.Equal(t, own, prodigy)
 	})

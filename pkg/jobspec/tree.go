@@ -194,7 +194,7 @@ func (c *converter) node(path string, n *yaml.Node, depth int, record bool) any 
 			if record {
 				c.record(ip, e.Line, depth+1)
 			}
-			if path == "items" {
+			if path == "items" || path == "map.items" { // inline items keep their bytes
 				s = append(s, c.item(ip, e, depth+1))
 				continue
 			}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/expr"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -114,7 +115,15 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	}
 	hasItems := len(s.Items) > 0 || v.isBad("items")
 	hasInput := s.Input != "" || v.isBad("input")
+	hasCommand := s.InputCommand != "" || v.isBad("input_command")
 	switch {
+	case hasCommand && (hasItems || hasInput):
+		v.addf("input_command", "set one of items, input and input_command")
+	case hasCommand:
+		if strings.TrimSpace(s.InputCommand) == "" {
+			v.addf("input_command", "must not be empty")
+		}
+		hasInput = true // json_path applies to its output
 	case hasItems && hasInput:
 		v.addf("input", "set either items or input, not both")
 	case !hasItems && !hasInput:
@@ -145,6 +154,18 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	}
 	if s.MaxParallel < 0 {
 		v.addf("max_parallel", "must be >= 0 (0 = no cap), got %d", s.MaxParallel)
+	}
+	v.selection(s)
+	if st := s.Setup; st != nil {
+		if len(st.Commands) == 0 && !v.isBad("setup.commands") {
+			v.addf("setup.commands", "required: at least one step")
+		}
+		for i := range st.Commands {
+			v.step(messages.IndexPath("setup.commands", i), &st.Commands[i], false)
+		}
+		if st.Timeout < 0 {
+			v.addf("setup.timeout", "must not be negative, got %s", st.Timeout)
+		}
 	}
 	if len(s.AgentTemplate) == 0 && !v.isBad("agent_template") {
 		v.addf("agent_template", "required: at least one step")
@@ -244,6 +265,18 @@ func (v *validator) step(p string, st *messages.Step, reduce bool) {
 	shellP, handlerP := messages.JoinPath(p, "shell"), messages.JoinPath(p, "handler")
 	hasShell := st.Shell != "" || v.isBad(shellP)
 	hasHandler := st.Handler != "" || v.isBad(handlerP)
+	if claudeP := messages.JoinPath(p, "claude"); st.Claude != "" || v.isGiven(claudeP) || v.isBad(claudeP) {
+		switch {
+		case hasShell || hasHandler:
+			v.addf(claudeP, "set only one of shell, handler or claude")
+		case strings.TrimSpace(st.Claude) == "" && !v.isBad(claudeP):
+			v.addf(claudeP, "must not be empty")
+		default:
+			v.template(claudeP, st.Claude, reduce)
+		}
+		v.stepRest(p, st, reduce)
+		return
+	}
 	if st.Shell != "" && strings.TrimSpace(st.Shell) == "" || st.Shell == "" && v.isGiven(shellP) {
 		v.addf(shellP, "must not be empty")
 		hasShell = true
@@ -260,6 +293,17 @@ func (v *validator) step(p string, st *messages.Step, reduce bool) {
 	}
 	if strings.TrimSpace(st.Shell) != "" {
 		v.template(shellP, st.Shell, reduce)
+	}
+	v.stepRest(p, st, reduce)
+}
+
+// stepRest checks the fields every kind of step has.
+func (v *validator) stepRest(p string, st *messages.Step, reduce bool) {
+	if st.CommitRequired {
+		v.warnf(messages.JoinPath(p, "commit_required"), "is checked only where the step runs in a git checkout: each item's directory starts empty (an earlier step clones into it, or working_dir names a checkout); elsewhere it has no effect")
+	}
+	if st.WorkingDir != "" && strings.TrimSpace(st.WorkingDir) == "" {
+		v.addf(messages.JoinPath(p, "working_dir"), "must not be blank (omit it for the item's directory)")
 	}
 	if len(st.With) > 0 && st.Handler == "" && st.Shell != "" {
 		v.addf(messages.JoinPath(p, "with"), "only allowed with handler (shell steps use ${item.<field>} references)")
@@ -653,5 +697,31 @@ func (v *validator) bestEffort(p string, be *messages.BestEffort) {
 	default:
 		v.addf(messages.JoinPath(p, "late_results"), "unknown policy %q (use log or update; AD-44's log_only and update_result are accepted too)%s",
 			be.LateResults, suggestion(be.LateResults, []string{messages.LateResultsLog, messages.LateResultsUpdate, messages.LateResultsLogOnly, messages.LateResultsUpdateResult}))
+	}
+}
+
+// selection checks the item selection fields: filter, sort_by and distinct
+// parse, offset and max_items are in range.
+func (v *validator) selection(s *messages.JobSpec) {
+	if s.Filter != "" {
+		if _, err := expr.Parse(s.Filter); err != nil {
+			v.addf("filter", "%v", err)
+		}
+	}
+	if s.SortBy != "" {
+		if _, err := expr.ParseSortBy(s.SortBy); err != nil {
+			v.addf("sort_by", "%v", err)
+		}
+	}
+	if s.Distinct != "" {
+		if _, err := expr.ParsePath(s.Distinct); err != nil {
+			v.addf("distinct", "a field path such as id or location.file: %v", err)
+		}
+	}
+	if s.Offset < 0 {
+		v.addf("offset", "must be >= 0, got %d", s.Offset)
+	}
+	if s.MaxItems != nil && *s.MaxItems < 1 {
+		v.addf("max_items", "must be >= 1 (omit it for every item), got %d", *s.MaxItems)
 	}
 }

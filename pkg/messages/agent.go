@@ -33,7 +33,15 @@ type AgentPresence struct {
 	// sorted. The coordinator refuses a job whose steps name a handler
 	// that no present agent of the pool registers.
 	Handlers []string `json:"handlers,omitempty"`
+	// Capabilities are the kinds of step the agent runs besides shell and
+	// its handlers: CapabilityClaude when it has Claude Code's CLI. The
+	// coordinator refuses a job with claude steps when no present agent of
+	// its pool has it.
+	Capabilities []string `json:"capabilities,omitempty"`
 }
+
+// CapabilityClaude is the capability of an agent that runs claude steps.
+const CapabilityClaude = "claude"
 
 // AgentStats is the data of an agent's status endpoint in its micro
 // service's stats (`nats micro stats jetfleet-agent`): its counters since

@@ -40,6 +40,18 @@ type JobSpec struct {
 	// IDField is the item field used as item id. Defaults to "id"; items
 	// without it are identified by their index.
 	IDField string `json:"id_field,omitempty"`
+	// Filter keeps the items for which this expression (Prodigy's filter
+	// grammar, docs/job-spec.md "Item selection") is true.
+	Filter string `json:"filter,omitempty"`
+	// SortBy orders the items: "field [ASC|DESC] [NULLS FIRST|LAST], ...".
+	// Unset: input order.
+	SortBy string `json:"sort_by,omitempty"`
+	// Distinct keeps the first item of each value of this field path.
+	Distinct string `json:"distinct,omitempty"`
+	// Offset skips this many items (after filter, sort_by and distinct).
+	Offset int `json:"offset,omitempty"`
+	// MaxItems keeps at most this many items (after Offset). Unset: all.
+	MaxItems *int `json:"max_items,omitempty"`
 	// MaxParallel caps the job's in-flight items across the fleet. 0 = no cap.
 	MaxParallel int `json:"max_parallel,omitempty"`
 	// NotBefore holds the job until a time: an RFC 3339 time, or a duration
@@ -66,6 +78,12 @@ type JobSpec struct {
 	RetryBudgetPerItem *BudgetValue `json:"retry_budget_per_item,omitempty"`
 	// BestEffort enables completion with partial results over groups.
 	BestEffort *BestEffort `json:"best_effort,omitempty"`
+	// Setup runs once, before the map phase.
+	Setup *Setup `json:"setup,omitempty"`
+	// InputCommand is a shell command whose output is the job's items
+	// (Prodigy's map.input naming a command): JSON read through JSONPath,
+	// or else one item per line. Mutually exclusive with Items and Input.
+	InputCommand string `json:"input_command,omitempty"`
 	// Reduce steps run once, on one agent, after the map phase ends.
 	Reduce []Step `json:"reduce,omitempty"`
 	// Env is added to the environment of every shell step.
@@ -78,6 +96,9 @@ type Step struct {
 	Name string `json:"name,omitempty"`
 	// Shell is run with "sh -c"; ${item.field} values are shell-quoted.
 	Shell string `json:"shell,omitempty"`
+	// Claude is a prompt run by Claude Code's CLI in headless mode on an
+	// agent that has it (Prodigy's claude: steps).
+	Claude string `json:"claude,omitempty"`
 	// Handler names a Go function registered on the agent.
 	Handler string `json:"handler,omitempty"`
 	// With are the arguments passed to Handler.
@@ -90,6 +111,25 @@ type Step struct {
 	// Limit names the fleet-wide rate and concurrency limit every run of
 	// the step takes a token and a slot of (docs/limits.md).
 	Limit *StepLimit `json:"limit,omitempty"`
+	// WorkingDir is the directory the step runs in, relative to the item's
+	// own directory (or absolute). Unset: the item's directory.
+	WorkingDir string `json:"working_dir,omitempty"`
+	// CommitRequired makes the step fail unless it leaves a new commit in
+	// the item's directory, when that is a git checkout (Prodigy's
+	// commit_required).
+	CommitRequired bool `json:"commit_required,omitempty"`
+}
+
+// Setup is a job's setup phase: steps run once, before any item, on one
+// agent of the job's pool (Prodigy's setup:).
+type Setup struct {
+	// Commands are the steps, run in order.
+	Commands []Step `json:"commands"`
+	// Timeout bounds the whole phase. 0 = no bound.
+	Timeout Duration `json:"timeout,omitempty"`
+	// CaptureOutputs names variables set from the steps' output
+	// (Prodigy's capture_outputs).
+	CaptureOutputs map[string]any `json:"capture_outputs,omitempty"`
 }
 
 // Retry-config defaults (docs/contract.md §4): what an unset field means.
