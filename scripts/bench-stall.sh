@@ -12,8 +12,9 @@
 # + 2 s; the last line says how many fleets had one ("stalled fleets: K of
 # F"), and the script exits 1 when any had. -idle S leaves each fleet idle
 # for S seconds before its first job (agents waiting in pull requests). With -logs DIR each fleet's
-# logs are kept in DIR/fleet-<f>/ (the agents log at info, so their pull
-# warnings show).
+# logs are kept in DIR/fleet-<f>/. Each fleet's line also counts the
+# agents' failed pulls and the pull requests they gave up (they log at
+# info).
 #
 # Usage: scripts/bench-stall.sh [-fleets 20] [-n 30000] [-agents 2] [-concurrency 64] [-idle S] [-logs DIR]
 source "$(dirname "$0")/bench-lib.sh"
@@ -77,8 +78,9 @@ YAML
     verdict=STALLED
     stalled=$((stalled + 1))
   fi
-  warns=$(cat "$work"/agent-*.log | grep -c '"pull failed' || true)
-  printf "fleet %2d: job 1 %6.2f s   job 2 %6.2f s   %s   (agents' pull warnings: %d)\n" "$f" "${times[0]}" "${times[1]}" "$verdict" "$warns"
+  failed=$(cat "$work"/agent-*.log | grep -c '"pull failed' || true)
+  givenup=$(cat "$work"/agent-*.log | grep -c '"pull request' || true)
+  printf "fleet %2d: job 1 %6.2f s   job 2 %6.2f s   %s   (agents' pulls failed: %d, given up: %d)\n" "$f" "${times[0]}" "${times[1]}" "$verdict" "$failed" "$givenup"
   all+=("${times[@]}")
   if [ -n "$LOGS" ]; then
     mkdir -p "$LOGS/fleet-$f"
