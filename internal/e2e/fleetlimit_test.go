@@ -229,6 +229,7 @@ func TestLimitKeyedPerTenant(t *testing.T) {
 // the slots come back when its lease ends, and another agent finishes the
 // items.
 func TestLimitSlotsOfAKilledAgentExpire(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{}) // a short crash timeout: the victim's items come back soon
 	store := limitStore(t, srv)
