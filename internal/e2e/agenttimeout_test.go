@@ -21,6 +21,7 @@ import (
 // then a run that hangs is cut when the item's time is up, however long the
 // step's own timeout, and the item fails with agent_timeout.
 func TestAgentTimeoutCutsARunAndCountsTheDelays(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	var (
@@ -70,6 +71,7 @@ func TestAgentTimeoutCutsARunAndCountsTheDelays(t *testing.T) {
 // another, which finds its time up (the crash redelivery comes after
 // AckWait, 2s here) and fails it without running it again.
 func TestAgentTimeoutHoldsAcrossAgents(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	second := make(chan struct{})

@@ -19,6 +19,7 @@ import (
 // items are not run again, the unpublished ones are (after AckWait), and
 // every item is counted exactly once.
 func TestAgentKilledWithBatchedResultsPending(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	const n, batch = 25, 10

@@ -23,6 +23,7 @@ import (
 // completion counts in jetfleet_best_effort_completions_total{reason} and
 // sets jetfleet_best_effort_completion_ratio.
 func TestBestEffortDefaultDeadlineAndMetrics(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	groupPools(t, srv)
 	clk := clock.NewManual(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
@@ -80,6 +81,7 @@ func TestBestEffortDefaultDeadlineAndMetrics(t *testing.T) {
 // leaves unset and cap what it asks; the status records the clamp as the
 // budget's does.
 func TestBestEffortOperatorSettings(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	groupPools(t, srv)
 	clk := clock.NewManual(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))

@@ -147,6 +147,7 @@ func breakerJobSpec(id string, n int, cb string) string {
 // after the timeout exactly 2 probes run while the other deliveries stay
 // parked, and their successes close the breaker.
 func TestBreakerOpensParksProbesAndCloses(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	const job, n = "breaker", 20
@@ -232,6 +233,7 @@ func TestBreakerOpensParksProbesAndCloses(t *testing.T) {
 // A probe that fails re-opens the breaker for another timeout; the next
 // half-open period's probe succeeds and closes it.
 func TestBreakerProbeFailureReopens(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	const job, n = "reopen", 6
@@ -258,6 +260,7 @@ func TestBreakerProbeFailureReopens(t *testing.T) {
 // errors are the item's fault, not the dependency's, and count as neither
 // failures nor successes. Transient failures of the same job still open it.
 func TestBreakerIgnoresTheItemsOwnFaults(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	reg := prometheus.NewRegistry()
@@ -300,6 +303,7 @@ func plainItem(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("
 // closed (its key written closed, as an agent of the pool writes it when
 // the probes succeed) and every item runs within seconds.
 func TestBreakerClosingReleasesParkedItems(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	const job, n = "released", 8

@@ -18,6 +18,7 @@ import (
 // A downstream that is down: every item fails every attempt. The job's
 // shared budget caps the retries the whole fleet sends into the outage.
 func TestBudgetCapsAFailureStorm(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	for i := range 3 {
@@ -47,6 +48,7 @@ func TestBudgetCapsAFailureStorm(t *testing.T) {
 // gauge goes (STYLE: job ids only on gauges removed when the job ends),
 // and a replay afterwards still finds its budget.
 func TestAgentForgetsAnEndedJob(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	reg := prometheus.NewRegistry()

@@ -87,6 +87,7 @@ func jobResults(t *testing.T, js jetstream.JetStream, job string) []messages.Res
 // the DLQ with their full history; once the command is fixed one replay
 // brings all 30 back and the job ends with 200 succeeded and no entries.
 func TestDLQThirtyOfTwoHundredReplayed(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	reg := prometheus.NewRegistry()
 	startCoordinator(t, srv.URL(), coordinator.Config{Registerer: reg})
@@ -168,6 +169,7 @@ func TestDLQThirtyOfTwoHundredReplayed(t *testing.T) {
 // matching entries; a dry run changes nothing; a replay cancelled halfway
 // and run again replays each entry once.
 func TestDLQFilteredDryRunAndInterruptedReplays(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 8}, nil)
@@ -287,6 +289,7 @@ func TestDLQFilteredDryRunAndInterruptedReplays(t *testing.T) {
 // An agent that dies after the DLQ PubAck and before Term leaves one entry
 // (the next agent's publish is de-duplicated) and one outcome.
 func TestAgentKilledBetweenDLQPublishAndTerm(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	permanent := map[string]agent.HandlerFunc{"doomed": func(context.Context, *agent.Call) (any, error) {
@@ -326,6 +329,7 @@ func TestAgentKilledBetweenDLQPublishAndTerm(t *testing.T) {
 // nothing is lost; once there is room every item lands. The monitor warns
 // once the DLQ passes 80% of its limit.
 func TestFullDLQBacksOffAndLosesNothing(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	prov := testProvision
 	prov.DLQMaxMsgs = 3
@@ -480,6 +484,7 @@ func counterWith(t *testing.T, reg *prometheus.Registry, name, label, value stri
 // DLQ with that run in its history. --reset-attempts gives it all of its
 // attempts again.
 func TestReplayContinuesAttemptsUnlessReset(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1"}, nil)

@@ -46,6 +46,7 @@ const envHA, envHAName = "JETFLEET_E2E_HA_URL", "JETFLEET_E2E_HA_NAME"
 // TestHACoordinatorProcess is a coordinator when the test binary is run by
 // startHACoordinator; otherwise it does nothing.
 func TestHACoordinatorProcess(t *testing.T) {
+	t.Parallel()
 	url := os.Getenv(envHA)
 	if url == "" {
 		t.Skip("run as a coordinator process by the HA tests")
@@ -329,6 +330,7 @@ func haJob(t *testing.T, id string, n int, handlers map[string]agent.HandlerFunc
 // too): the job succeeds with every item counted once, and status is
 // answered throughout.
 func TestHAJobSurvivesKilledCoordinators(t *testing.T) {
+	t.Parallel()
 	const n, id = 3000, "ha-map"
 	f := haJob(t, id, n, map[string]agent.HandlerFunc{"slow": sleepy(15 * time.Millisecond)}, "slow", "")
 	stop := answerGaps(func(ctx context.Context) error { _, err := f.cl.Status(ctx, id); return err })
@@ -369,6 +371,7 @@ func requireExactResults(t *testing.T, srv *fleettest.Server, id string, n int) 
 // ends succeeded with exact counts; dlq.replays answers throughout and
 // its progress never goes back.
 func TestHAReplaySurvivesKilledCoordinators(t *testing.T) {
+	t.Parallel()
 	const n, id = 500, "ha-replay"
 	var broken atomic.Bool
 	broken.Store(true)
@@ -475,6 +478,7 @@ func TestHAReplaySurvivesKilledCoordinators(t *testing.T) {
 // (an absolute time in the job record), and the counts add up exactly,
 // through a second failover during the late-result window too.
 func TestHADeadlineDuringFailover(t *testing.T) {
+	t.Parallel()
 	const n, id = 3000, "ha-deadline"
 	f := haJob(t, id, n, map[string]agent.HandlerFunc{"slow": sleepy(20 * time.Millisecond)}, "slow",
 		`, "best_effort": {"min_groups": 1, "deadline": "5s"}`)
@@ -514,6 +518,7 @@ func TestHADeadlineDuringFailover(t *testing.T) {
 // publishing the reduce item again (it runs once), and the job ends with
 // its reduce output and exact counts.
 func TestHAReduceSurvivesKilledCoordinator(t *testing.T) {
+	t.Parallel()
 	const n, id = 300, "ha-reduce"
 	out := t.TempDir()
 	runs := filepath.Join(out, "runs")

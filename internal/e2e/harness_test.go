@@ -192,3 +192,16 @@ func itemsJSON(n int, mk func(i int) map[string]any) string {
 	b, _ := json.Marshal(items)
 	return string(b)
 }
+
+// scaleEnv, set to 1, runs the multi-minute scale cases (.ci/run sets it);
+// go test ./... skips them, as -race and -short do.
+const scaleEnv = "JETFLEET_SCALE"
+
+// skipScale skips a multi-minute scale case unless scaleEnv is set, and
+// always under -race or -short.
+func skipScale(t *testing.T, what string) {
+	t.Helper()
+	if testing.Short() || raceEnabled || os.Getenv(scaleEnv) != "1" {
+		t.Skipf("%s: a scale case; run with %s=1, without -race and -short (.ci/run does)", what, scaleEnv)
+	}
+}

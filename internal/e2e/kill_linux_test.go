@@ -29,6 +29,7 @@ import (
 // its counts stay exact: 8 not_run, nothing failed, retried or
 // dead-lettered, no late result.
 func TestCancelKillStopsShellSteps(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
@@ -92,6 +93,7 @@ func TestCancelKillStopsShellSteps(t *testing.T) {
 // kill before; a cancel without kill lets running handlers finish, and
 // their late results amend the counts.
 func TestCancelKillCancelsHandlerContext(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	reg := prometheus.NewRegistry()

@@ -64,6 +64,7 @@ func survived(t testing.TB, cl *coordinator.Client, coord, ag *proc, id string) 
 // every agent that ran the item (and of the coordinator's DLQ mover after
 // MaxDeliver), and both binaries exited.
 func TestLongItemIDNeitherKillsAgentNorCoordinator(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	prov := testProvision
 	prov.AckWait, prov.MaxDeliver = time.Second, 2
@@ -120,6 +121,7 @@ func TestLongItemIDNeitherKillsAgentNorCoordinator(t *testing.T) {
 // to the server as a KV key, closing the coordinator's connection) is
 // refused with the field.
 func TestStatusOfLongJobIDRefused(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	coord := startCoordinator(t, srv.URL(), coordinator.Config{})
 	ag := startAgent(t, srv.URL(), agent.Config{Name: "a1"}, nil)
@@ -137,6 +139,7 @@ func TestStatusOfLongJobIDRefused(t *testing.T) {
 // A forged work message naming a long job id in its body is dead-lettered
 // as poison, not passed to the server as a KV key.
 func TestForgedWorkMessageJobIDIsPoison(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	coord := startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision{}})
 	ag := startAgent(t, srv.URL(), agent.Config{Name: "a1"}, nil)
@@ -196,6 +199,7 @@ func rejected(t testing.TB, cl *coordinator.Client, id string) []messages.FieldE
 // its publish forever (job running, published 0, nothing logged); now the
 // job is refused when accepted, with the item's path, size and the limit.
 func TestItemOverMaxPayloadRefused(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t, smallPayload())
 	coord := startCoordinator(t, srv.URL(), coordinator.Config{})
 	ag := startAgent(t, srv.URL(), agent.Config{Name: "a1"}, nil)
@@ -227,6 +231,7 @@ func TestItemOverMaxPayloadRefused(t *testing.T) {
 // made a DLQ entry (payload and history) over the limit, which the agent
 // retried forever. The entry now drops its oldest attempts to fit.
 func TestDeadLetterOfANearMaxPayloadItemFits(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t, smallPayload())
 	coord := startCoordinator(t, srv.URL(), coordinator.Config{})
 	longErr := strings.Repeat("e", 3000)
@@ -253,6 +258,7 @@ func TestDeadLetterOfANearMaxPayloadItemFits(t *testing.T) {
 // whose record exceeded max_payload was NAKed every 2 s forever. It now
 // applies every check the API applies and rejects with the reason.
 func TestDurableIntakeAppliesTheAPIChecks(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	coord := startCoordinator(t, srv.URL(), coordinator.Config{MaxSpecBytes: 64 << 10})
 	ag := startAgent(t, srv.URL(), agent.Config{Name: "a1"}, nil)
@@ -281,6 +287,7 @@ func TestDurableIntakeAppliesTheAPIChecks(t *testing.T) {
 // record (the spec as accepted, plus its status) would not fit the
 // server's max_payload.
 func TestDurableSpecOverMaxPayloadRejected(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t, smallPayload())
 	coord := startCoordinator(t, srv.URL(), coordinator.Config{})
 	cl := client(t, srv)
@@ -299,6 +306,7 @@ func TestDurableSpecOverMaxPayloadRejected(t *testing.T) {
 // too large to write: the job never ended and jobs.status failed. The
 // report keeps the most frequent signatures and counts the rest.
 func TestErrorReportIsBounded(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t, smallPayload())
 	coord := startCoordinator(t, srv.URL(), coordinator.Config{})
 	word := func(i int) string { // letters only: signatures ignore numbers
@@ -338,6 +346,7 @@ func TestErrorReportIsBounded(t *testing.T) {
 // recursive path over a 120-byte document once selected 455,000 nodes and
 // took 230 MB), are refused with the field.
 func TestExpansionLimits(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	coord := startCoordinator(t, srv.URL(), coordinator.Config{MaxItems: 100, MaxPathNodes: 100_000})
 	ag := startAgent(t, srv.URL(), agent.Config{Name: "a1"}, nil)
@@ -383,6 +392,7 @@ func waitReplaced(t testing.TB, cl *coordinator.Client, id string) *messages.Job
 // through the API and the durable intake, and an identical resubmission
 // stays idempotent.
 func TestRejectedIDCanBeSubmittedAgain(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	coord := startCoordinator(t, srv.URL(), coordinator.Config{})
 	ag := startAgent(t, srv.URL(), agent.Config{Name: "a1"}, nil)

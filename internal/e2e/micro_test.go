@@ -50,6 +50,7 @@ func discover[T any](t *testing.T, nc *nats.Conn, verb micro.Verb, wait time.Dur
 // (jetfleet-agent) with its pool, handlers and concurrency in its
 // metadata, and its items run and failures in its stats.
 func TestFleetIsVisibleToMicroTools(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	boom := map[string]agent.HandlerFunc{"boom": func(_ context.Context, call *agent.Call) (any, error) {

@@ -36,6 +36,7 @@ import (
 // 30,000 items made the second job wait behind the returning ones).
 // Everything else is waited for by polling, not timed.
 func TestParkedRetriesLeaveThePoolFree(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		maxAckPending int // 0: the default, 20,000
@@ -45,10 +46,10 @@ func TestParkedRetriesLeaveThePoolFree(t *testing.T) {
 		{"default flags, 30000 parked", 0, 30000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if (testing.Short() || raceEnabled) && tc.parked > 3000 {
+			if tc.parked > 3000 {
 				// Measured: parking 30,000 items takes 9 s here, over
 				// 3 minutes under -race on 2 cores.
-				t.Skip("30,000 parked items: run without -race and -short")
+				skipScale(t, "30,000 parked items")
 			}
 			srv := fleettest.RunServer(t)
 			prov := calmProvision
@@ -98,6 +99,7 @@ func TestParkedRetriesLeaveThePoolFree(t *testing.T) {
 // deliveries delayed naks, they would hold every slot and the second job
 // would wait the hour.
 func TestBreakerParkedItemsLeaveThePoolFree(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	prov := calmProvision
 	prov.MaxAckPending = 2000
@@ -190,6 +192,7 @@ func jobQueued(t *testing.T, srv *fleettest.Server, job string) uint64 {
 // (1000) of a job's messages in the work stream, so the small job starts
 // behind at most that many no-op items.
 func TestSmallJobBesideAMillionItems(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("counts a 1,000,000-item input")
 	}
@@ -279,6 +282,7 @@ func parkOnce(id string, n int, delay string) string {
 // is acked without running; the copy runs the retry. Each item runs twice
 // (its failure and its retry) and is counted once.
 func TestAgentKilledBetweenParkAndAck(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	var r runs
@@ -321,6 +325,7 @@ func TestAgentKilledBetweenParkAndAck(t *testing.T) {
 // stream's store. Every item runs its failure and its retry, and is
 // counted once.
 func TestParkedItemsSurviveAServerRestart(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	var r runs
@@ -379,6 +384,7 @@ func parkState(t *testing.T, srv *fleettest.Server) jetstream.StreamState {
 // minutes: JETFLEET_MEASURE=1 go test ./internal/e2e -run TestMeasure -v.
 // docs/retries.md "Parking" reports the numbers.
 func TestMeasureDelayedNakFreeze(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("JETFLEET_MEASURE") == "" {
 		t.Skip("a measurement: set JETFLEET_MEASURE=1")
 	}
@@ -430,6 +436,7 @@ func TestMeasureDelayedNakFreeze(t *testing.T) {
 // runs after its 2 s delay. JETFLEET_MEASURE=1 go test ./internal/e2e -run
 // TestMeasureParkCost -v; docs/retries.md "Parking" reports the numbers.
 func TestMeasureParkCost(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("JETFLEET_MEASURE") == "" {
 		t.Skip("a measurement: set JETFLEET_MEASURE=1")
 	}
@@ -483,6 +490,7 @@ func cpuTime(t *testing.T) time.Duration {
 // items, at whatever point each one is: every item still ends exactly once,
 // succeeded, and the park stream is left empty.
 func TestAgentKilledWhileParking(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	var r runs

@@ -130,6 +130,7 @@ func startPauseFleet(t *testing.T, cfg coordinator.Config, agents int, id string
 // the park stream and none in the work stream or on the consumer; resumed,
 // the job finishes with every item run once.
 func TestPauseResumeJob(t *testing.T) {
+	t.Parallel()
 	const n = 2000
 	rec := newStarts()
 	f := startPauseFleet(t, coordinator.Config{}, 2, "pausable", n, step{"rec", rec.handler(10 * time.Millisecond)})
@@ -186,6 +187,7 @@ func TestPauseResumeJob(t *testing.T) {
 // the items the agents held in the dead leader's term; the job ends with
 // every item run once.
 func TestPauseSurvivesFailover(t *testing.T) {
+	t.Parallel()
 	const n = 600
 	cfg := coordinator.Config{Provision: coordinator.Provision(calmProvision), LeaseTTL: 2 * time.Second}
 	cfg.Holder = "first"
@@ -236,6 +238,7 @@ func TestPauseSurvivesFailover(t *testing.T) {
 // Pausing a pool pauses its jobs (paused_by pool) and stops its agents
 // from starting anything within a second; resumed, the jobs finish.
 func TestPausePool(t *testing.T) {
+	t.Parallel()
 	const n = 1000
 	rec := newStarts()
 	f := startPauseFleet(t, coordinator.Config{}, 1, "pooled", n, step{"rec", rec.handler(10 * time.Millisecond)})
@@ -278,6 +281,7 @@ func TestPausePool(t *testing.T) {
 // a second after the pause; resumed, each item runs each step once, the
 // held ones from their second step.
 func TestPauseHoldsBetweenSteps(t *testing.T) {
+	t.Parallel()
 	const n = 12
 	first, second := newStarts(), newStarts()
 	f := startPauseFleet(t, coordinator.Config{}, 1, "twosteps", n,
@@ -319,6 +323,7 @@ func TestPauseHoldsBetweenSteps(t *testing.T) {
 // not_run), purges its held copies and drops its pause, so that a job of
 // the same id later would not start paused.
 func TestCancelPausedJob(t *testing.T) {
+	t.Parallel()
 	const n = 500
 	rec := newStarts()
 	f := startPauseFleet(t, coordinator.Config{}, 1, "cancelpaused", n, step{"rec", rec.handler(10 * time.Millisecond)})

@@ -90,6 +90,7 @@ func checkHandler(_ context.Context, c *agent.Call) (any, error) {
 var checkHandlers = map[string]agent.HandlerFunc{"check": checkHandler}
 
 func TestMaxFailuresStopsTheJobAtExactlyN(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 1}, checkHandlers)
@@ -134,6 +135,7 @@ func gatedCheck(open int, release <-chan struct{}) agent.HandlerFunc {
 }
 
 func TestFailureThresholdStopsAfterTenItems(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	// Items 0..19 run freely: 6 of them fail (30%), so the threshold trips
@@ -172,6 +174,7 @@ func TestFailureThresholdStopsAfterTenItems(t *testing.T) {
 }
 
 func TestContinueOnFailureFalseStopsAtTheFirstFailure(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 1}, checkHandlers)
@@ -188,6 +191,7 @@ func TestContinueOnFailureFalseStopsAtTheFirstFailure(t *testing.T) {
 }
 
 func TestOnItemFailureStopSkipAndCustom(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	var customCalls atomic.Int64
@@ -254,6 +258,7 @@ func TestOnItemFailureStopSkipAndCustom(t *testing.T) {
 }
 
 func TestOnItemFailureRetryRunsTheWholeItemAgain(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	var mu sync.Mutex
@@ -332,6 +337,7 @@ func readDLQ(t *testing.T, srv *fleettest.Server, job string) []messages.DLQEntr
 }
 
 func TestErrorCollectionEvents(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 4}, checkHandlers)
@@ -400,6 +406,7 @@ func groupedItemsC(perGroup, inC int) string {
 }
 
 func TestBestEffortMinGroupsReached(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	groupPools(t, srv)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
@@ -433,6 +440,7 @@ func TestBestEffortMinGroupsReached(t *testing.T) {
 }
 
 func TestBestEffortDeadlineExpiredAndClamp(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	groupPools(t, srv)
 	clk := clock.NewManual(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
@@ -467,6 +475,7 @@ func TestBestEffortDeadlineExpiredAndClamp(t *testing.T) {
 }
 
 func TestBestEffortLateResults(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{messages.LateResultsLog, messages.LateResultsUpdate} {
 		t.Run(policy, func(t *testing.T) {
 			srv := fleettest.RunServer(t)
@@ -541,6 +550,7 @@ func TestBestEffortLateResults(t *testing.T) {
 }
 
 func TestReduceSeesTheMapResults(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	out := t.TempDir()
@@ -576,6 +586,7 @@ func TestReduceSeesTheMapResults(t *testing.T) {
 }
 
 func TestReduceFailureFailsTheJobAndCancelSkipsIt(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 2}, nil)
@@ -620,6 +631,7 @@ func waitRunning(t *testing.T, cl *coordinator.Client, id string) {
 // spend only their share, so each pool retries exactly two of its items,
 // which fail once, and dead-letters the other two.
 func TestBudgetSplitBetweenPools(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	groupPools(t, srv)
 	startCoordinator(t, srv.URL(), coordinator.Config{})

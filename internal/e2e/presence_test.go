@@ -21,6 +21,7 @@ import (
 // pulls and which items it runs, refreshed every interval; it is gone
 // once the agent stops.
 func TestAgentPresence(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	a := startAgent(t, srv.URL(), agent.Config{Name: "host.example-7", Concurrency: 3, PresenceInterval: 100 * time.Millisecond}, nil)
@@ -78,6 +79,7 @@ func TestAgentPresence(t *testing.T) {
 // A result of a job with several steps says what each step took: a step
 // retried once ran twice; the steps done in earlier deliveries are kept.
 func TestResultStepBreakdown(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{}, nil)

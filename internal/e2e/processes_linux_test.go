@@ -23,6 +23,7 @@ import (
 // daemonises a grandchild (setsid and a double fork) leaves nothing behind
 // when it ends, whether it succeeds, fails or times out, and no zombie.
 func TestStepLeavesNoProcess(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Reaper: agent.ReaperSteps}, nil)

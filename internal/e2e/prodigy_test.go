@@ -31,6 +31,7 @@ import (
 // max_attempts), then is dead-lettered; the status counts the re-runs, and
 // each DLQ entry holds the 3 attempts, each with its item run.
 func TestSeed003WorkflowRetryConfig(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("..", "..", "pkg", "jobspec", "testdata", "seeds", "003-workflow-level-configuration.yaml"))
 	require.NoError(t, err)
 	spec, err := jobspec.Parse(data)
@@ -118,6 +119,7 @@ func TestSeed003WorkflowRetryConfig(t *testing.T) {
 // best-effort settings they name. The item of dc-east always fails; its
 // per-workflow cap of 2 ends its retries, inside the job budget of 4.
 func TestAD44Submission(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	errDown := errors.New("dc-east unreachable")

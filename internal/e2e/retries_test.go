@@ -42,6 +42,7 @@ func budgetEvents(t *testing.T, ev *events) []messages.BudgetExhaustedEvent {
 // its dead letter and in a RetryBudgetExhausted event naming the item,
 // the scope and the cap. A job budget of 1, shared, denies the job scope.
 func TestBudgetDenialsPerItemAndPerJob(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 4}, map[string]agent.HandlerFunc{"call": fails})
@@ -109,6 +110,7 @@ func TestBudgetDenialsPerItemAndPerJob(t *testing.T) {
 // next delay would take the sum past the budget, however long the runs and
 // the crash took.
 func TestStepRetryBudgetSurvivesAnAgentKill(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	hung := make(chan struct{})
@@ -168,6 +170,7 @@ func TestStepRetryBudgetSurvivesAnAgentKill(t *testing.T) {
 // output as the step's; a fallback that fails fails the item with both
 // errors.
 func TestOnFailureContinueAndFallback(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	var nextRan atomic.Int64

@@ -63,6 +63,7 @@ func (r *recorder) count(item string) int {
 }
 
 func TestItemsFailTwiceThenSucceed(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	first, flaky := newRecorder(), newRecorder()
@@ -96,6 +97,7 @@ func TestItemsFailTwiceThenSucceed(t *testing.T) {
 }
 
 func TestAgentKilledMidItemIsRedelivered(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	started := make(chan string, 10)
@@ -128,6 +130,7 @@ func TestAgentKilledMidItemIsRedelivered(t *testing.T) {
 }
 
 func TestCoordinatorRestartMidJob(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	coord := startCoordinator(t, srv.URL(), coordinator.Config{PublishBatch: 16})
 	cl := client(t, srv)
@@ -163,6 +166,7 @@ func TestCoordinatorRestartMidJob(t *testing.T) {
 }
 
 func TestServerRestartMidJob(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	cl := client(t, srv)
@@ -186,6 +190,7 @@ func TestServerRestartMidJob(t *testing.T) {
 }
 
 func TestShellInjectionIsInert(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", Concurrency: 2}, nil)
@@ -218,6 +223,7 @@ func TestShellInjectionIsInert(t *testing.T) {
 }
 
 func TestMalformedSubmissions(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1"}, nil)
@@ -273,6 +279,7 @@ func TestMalformedSubmissions(t *testing.T) {
 // An item whose retries would outlast the consumer's MaxDeliver gives up on
 // its last delivery with reason max_deliveries instead of vanishing.
 func TestLastDeliveryGivesUp(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	prov := testProvision
 	prov.MaxDeliver = 3
@@ -293,6 +300,7 @@ func TestLastDeliveryGivesUp(t *testing.T) {
 // outcome; the server's advisory brings it to the DLQ mover, which
 // dead-letters it so the job still ends with counts that add up.
 func TestCrashOnLastDeliveryReachesTheDLQ(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	prov := testProvision
 	prov.MaxDeliver = 2

@@ -27,11 +27,10 @@ import (
 // CPU at rest (coordinator and embedded server together;
 // docs/benchmarks.md).
 func TestTenThousandOpenJobs(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		// Measured: opening 10,000 jobs takes about a minute here; several
-		// times that under -race on 2 shared cores.
-		t.Skip("10,000 open jobs: run without -race and -short")
-	}
+	t.Parallel()
+	// Measured: opening 10,000 jobs takes about a minute here; several
+	// times that under -race on 2 shared cores.
+	skipScale(t, "10,000 open jobs")
 	const jobs, pools = 10_000, 20
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), StatusInterval: coordinator.DefaultStatusInterval})

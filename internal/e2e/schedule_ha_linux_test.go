@@ -21,6 +21,7 @@ import (
 // failover costs at most one missed tick (the most recent tick of the gap
 // is fired late, the catch-up rule).
 func TestHAScheduleTicksOnceAcrossKilledLeaders(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills coordinator processes")
 	}

@@ -74,6 +74,7 @@ type runLog struct {
 // the item runs once per planned retry plus once, and gives up for the
 // planned reason.
 func TestSeedTimelinesLive(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	logs := &runLog{starts: map[string][]time.Time{}, ends: map[string][]time.Time{}}

@@ -21,6 +21,7 @@ import (
 // refused at submission with their field paths, on the API and on the
 // durable intake; an ordinary job submitted afterwards succeeds.
 func TestUnsafeShellStepsRefused(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1"}, nil)
@@ -133,6 +134,7 @@ func TestStepEnvironmentClean(t *testing.T) {
 // TestStepEnvRefusesAgentSecrets: an agent told to pass its NATS settings
 // to steps refuses to start unless the operator insists.
 func TestStepEnvRefusesAgentSecrets(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	nc := srv.Conn()
 	err := agent.New(nc, agent.Config{StepEnv: []string{"NATS_*"}}).Run(context.Background())
@@ -150,6 +152,7 @@ func readFile(t *testing.T, path string) string {
 // the agent's StepTimeout, so a hung step does not hold its item forever;
 // a step's own timeout overrides it.
 func TestStepDefaultTimeout(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	startAgent(t, srv.URL(), agent.Config{Name: "a1", StepTimeout: 300 * time.Millisecond}, nil)

@@ -25,6 +25,7 @@ import (
 // stop, so dead letters with reason circuit_open). Other steps and jobs are
 // not affected.
 func TestStepBreakerFailsFastAcrossTheFleet(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	var calls atomic.Int64
@@ -90,6 +91,7 @@ func TestStepBreakerFailsFastAcrossTheFleet(t *testing.T) {
 // timeout has passed, the next run is a half-open probe, whose success
 // closes it again.
 func TestStepBreakerFallbackAndRecovery(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{})
 	cl := client(t, srv)

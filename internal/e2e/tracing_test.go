@@ -97,6 +97,7 @@ func eventAttr(e sdktrace.Event, key attribute.Key) attribute.Value {
 // dead_letter events of the failed run; the reduce under the acceptance.
 // A shell step sees its span as TRACEPARENT, a Go handler in its ctx.
 func TestJobTrace(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })

@@ -37,6 +37,26 @@ type testFleet struct {
 	ui     *Server
 	base   string // http://127.0.0.1:port
 	broken *brokenItems
+	gate   *gate
+}
+
+// gate holds the "gated" handler's items until the test opens it (or the
+// test ends), so that a test never depends on an item still running after
+// some time.
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+func (g *gate) handler(ctx context.Context, _ *agent.Call) (any, error) {
+	select {
+	case <-g.ch:
+		return "ok", nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // brokenItems is the set of item ids the "maybe" handler fails for good.
@@ -79,9 +99,10 @@ func startFleet(t testing.TB, cfg Config) *testFleet {
 	// Registered first, so it runs after every other cleanup: the
 	// dashboard, the fleet and the server leave no goroutine behind.
 	natstest.VerifyNoLeaks(t)
-	f := &testFleet{broken: &brokenItems{}}
+	f := &testFleet{broken: &brokenItems{}, gate: &gate{ch: make(chan struct{})}}
 	handlers := agent.Builtins()
 	handlers["maybe"] = f.broken.handler
+	handlers["gated"] = f.gate.handler
 	fleet := fleettest.RunFleet(t, handlers,
 		fleettest.WithAgents(2), fleettest.WithConcurrency(4), fleettest.WithLogger(testLogger(t)),
 		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) {
@@ -93,6 +114,7 @@ func startFleet(t testing.TB, cfg Config) *testFleet {
 			c.ShutdownTimeout, c.PresenceInterval = time.Second, 200*time.Millisecond
 		}))
 	f.srv, f.client = fleet.Server, fleet.Client
+	t.Cleanup(f.gate.open) // before the agents stop
 	// The dashboard stops before its connection closes (cleanups run
 	// last-registered first).
 	uiConn := f.srv.Connect(t)

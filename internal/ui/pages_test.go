@@ -192,8 +192,9 @@ func TestReadOnlyHidesAndRefusesActions(t *testing.T) {
 func TestCancelFromThePage(t *testing.T) {
 	f := startFleet(t, Config{})
 	ctx := t.Context()
+	// Its items wait at the gate, never opened: the job runs until cancelled.
 	_, err := f.client.Submit(ctx, []byte(`{"id": "slow", "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
-		"max_parallel": 1, "agent_template": [{"handler": "sleep", "with": {"duration": "1m"}}]}`))
+		"max_parallel": 1, "agent_template": [{"handler": "gated"}]}`))
 	require.NoError(t, err)
 	f.waitState(t, "slow", messages.StateRunning)
 	b := f.browser(t)

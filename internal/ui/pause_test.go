@@ -13,8 +13,10 @@ import (
 func TestPauseAndResumeFromThePage(t *testing.T) {
 	f := startFleet(t, Config{})
 	ctx := t.Context()
+	// The items wait at the gate until the job is resumed: the pause never
+	// races their end.
 	_, err := f.client.Submit(ctx, []byte(`{"id": "pausable", "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
-		"max_parallel": 1, "agent_template": [{"handler": "sleep", "with": {"duration": "200ms"}}]}`))
+		"max_parallel": 1, "agent_template": [{"handler": "gated"}]}`))
 	require.NoError(t, err)
 	f.waitState(t, "pausable", messages.StateRunning)
 	b := f.browser(t)
@@ -35,6 +37,8 @@ func TestPauseAndResumeFromThePage(t *testing.T) {
 
 	code, _, _ = b.post("/jobs/pausable/resume", url.Values{"csrf": {csrf(t, body)}})
 	require.Equal(t, http.StatusSeeOther, code)
+	f.waitState(t, "pausable", messages.StateRunning)
+	f.gate.open()
 	f.waitState(t, "pausable", messages.StateSucceeded)
 	_, body, _ = b.get("/jobs/pausable")
 	require.NotContains(t, body, ">Pause</button>", "a finished job cannot be paused")

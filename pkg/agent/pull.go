@@ -147,43 +147,54 @@ func (p *prefetch) request(buffered int) int {
 	return n
 }
 
-// pullBackoff spaces pulls after a pull failed: 100ms doubling to 2s.
+// pullBackoff spaces pull requests after one failed: 100ms doubling to 2s.
 var pullBackoff = retry.Exponential(100*time.Millisecond, 2*time.Second)
+
+// How the pull loop keeps from waiting on a request that cannot deliver
+// (pullRequest.lost, pullRequest.quiet).
+const (
+	// pullHeartbeat is the most a request's heartbeats are apart (a
+	// quarter of its expiry when that is less).
+	pullHeartbeat = time.Second
+	// pullQuiet is how long a request may deliver nothing before the
+	// consumer's state is checked (pullStuck), and the least silence
+	// after which it is given up.
+	pullQuiet = time.Second
+	// pullGrace is how long after its expiry a request the server has not
+	// ended is given up, and how long stopping waits for the server to
+	// stop delivering.
+	pullGrace = time.Second
+	// pullTick is how often the loop looks at the request in flight.
+	pullTick = 100 * time.Millisecond
+)
 
 // pull fills buf (a channel of capacity p.max at least, which the workers
 // read) until ctx ends; taken says a worker took a message. It returns nil
 // when ctx ends, an error when pulling cannot go on (the connection is
 // closed for good, the consumer is gone).
+//
+// One pull request is in flight at a time, on the agent's pull
+// subscription (pullSub). A request ends when it has delivered its batch,
+// when the server ends it (its expiry), or when the loop gives it up: no
+// heartbeat for two heartbeats, no end pullGrace after its expiry, or,
+// once it has delivered nothing for pullQuiet, a consumer that has messages
+// for it or holds no request at all (pullStuck). Then the loop pulls again
+// at once. Giving up loses nothing: messages the server still sends for a
+// request given up arrive on the same subscription, and are held until the
+// buffer has room.
 func (a *Agent) pull(ctx context.Context, cons jetstream.Consumer, buf chan<- jetstream.Msg, taken <-chan struct{}) error {
+	ps, err := newPullSub(a.nc, apiPrefix(a.js.Options()), cons)
+	if err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	var held []jetstream.Msg // arrived while buf was full
+	defer func() { ps.close(held) }()
 	backoff := retry.NewBackoff(pullBackoff, nil, nil)
-	for ctx.Err() == nil {
-		n := a.prefetch.request(len(buf))
-		if n == 0 {
-			select {
-			case <-taken:
-			case <-ctx.Done():
-			}
-			continue
-		}
-		got, err := a.fetch(ctx, cons, n, buf)
-		if got > 0 || errors.Is(err, jetstream.ErrNoMessages) {
-			a.link.answered() // the server answered the pull
-		}
-		switch {
-		case err == nil || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, context.DeadlineExceeded):
-			backoff.Reset()
-			a.cutOff.Observe(nil)
-			continue
-		case ctx.Err() != nil:
-			return nil
-		case a.nc.IsClosed():
-			// The server closed the connection for good (nats.go does not
-			// reconnect after a protocol error): say so, rather than end
-			// as if stopped.
-			return natsconn.Lost(a.nc)
-		case errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound):
-			return fmt.Errorf("pull: %w", err)
-		}
+	var (
+		cur     *pullRequest
+		retryAt time.Time // no request before, after a failure
+	)
+	failed := func(now time.Time, err error) {
 		if unreachable(err) {
 			a.link.lost(err, "pull") // one line while it lasts, not one per try
 		} else {
@@ -193,35 +204,106 @@ func (a *Agent) pull(ctx context.Context, cons jetstream.Consumer, buf chan<- je
 			// A server cut off the cluster keeps its clients: leave it.
 			a.log.Warn().Str("server", a.nc.ConnectedUrlRedacted()).Msg("pulls keep failing: the server seems cut off the cluster; reconnecting to another")
 		}
-		if backoff.Wait(ctx) != nil {
+		retryAt = now.Add(backoff.Next())
+	}
+	ended := func() {
+		cur = nil
+		a.link.answered() // the server answered the pull
+		backoff.Reset()
+		a.cutOff.Observe(nil)
+	}
+	tick := time.NewTicker(pullTick)
+	defer tick.Stop()
+	for {
+		if cur == nil {
+			if now := time.Now(); !now.Before(retryAt) {
+				if n := a.prefetch.request(len(buf) + len(held)); n > 0 {
+					if cur, err = ps.request(n, a.prefetch.expiry(n), now); err != nil {
+						if a.nc.IsClosed() {
+							// The server closed the connection for good
+							// (nats.go does not reconnect after a protocol
+							// error): say so, rather than end as if stopped.
+							return natsconn.Lost(a.nc)
+						}
+						failed(now, err)
+					}
+				}
+			}
+		}
+		var (
+			out   chan<- jetstream.Msg
+			first jetstream.Msg
+		)
+		if len(held) > 0 {
+			out, first = buf, held[0]
+		}
+		select {
+		case <-ctx.Done():
 			return nil
+		case out <- first:
+			held[0] = nil
+			held = held[1:]
+		case <-taken:
+		case m := <-ps.in:
+			if !isStatus(m) {
+				// A work message says nothing of the request it answers (its
+				// subject is the work subject): count it against the one in
+				// flight. One from a request given up ends the request in
+				// flight early, which costs a request, and no message.
+				if cur != nil && cur.delivered(time.Now()) {
+					ended()
+				}
+				jm := newPulledMsg(a.nc, m)
+				if len(held) > 0 {
+					held = append(held, jm)
+					break
+				}
+				select {
+				case buf <- jm:
+				default:
+					held = append(held, jm)
+				}
+				break
+			}
+			err := statusErr(m)
+			if errors.Is(err, jetstream.ErrConsumerDeleted) {
+				return fmt.Errorf("pull: %w", err)
+			}
+			switch {
+			case cur == nil || ps.of(m) != cur.id: // a request given up
+			case m.Header.Get("Status") == "100":
+				cur.heard = time.Now()
+			case err == nil || errors.Is(err, jetstream.ErrConsumerLeadershipChanged):
+				ended()
+			default:
+				cur = nil
+				failed(time.Now(), err)
+			}
+		case now := <-tick.C:
+			if cur == nil {
+				break
+			}
+			if why := cur.lost(now); why != "" {
+				a.log.Info().Str("reason", why).Int("left", cur.left).Msg("pull request given up; pulling again")
+				cur = nil
+				break
+			}
+			if cur.quiet(now) {
+				cur.checked = true
+				if ci, err := a.consumerState(ctx, cons); err == nil && pullStuck(ci) {
+					a.log.Info().Uint64("num_pending", ci.NumPending).Int("num_waiting", ci.NumWaiting).
+						Msg("pull request delivers nothing while the consumer has work; pulling again")
+					cur = nil
+				}
+			}
 		}
 	}
-	return nil
 }
 
-// fetch makes one pull request for n messages and hands them to the
-// workers' buffer as they come. The request ends when n have come, after
-// its expiry (prefetch.expiry), or at once when ctx ends: messages that arrived by then are
-// given back at once.
-func (a *Agent) fetch(ctx context.Context, cons jetstream.Consumer, n int, buf chan<- jetstream.Msg) (got int, err error) {
-	expiry := a.prefetch.expiry(n)
-	fctx, cancel := context.WithTimeout(ctx, expiry)
+// consumerState asks the server for cons's state, waiting at most
+// pullQuiet.
+func (a *Agent) consumerState(ctx context.Context, cons jetstream.Consumer) (*jetstream.ConsumerInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, pullQuiet)
 	defer cancel()
-	// The server sends heartbeats only while it has nothing to deliver; the
-	// request's expiry must be at least twice the heartbeat.
-	hb := min(natsconn.PullHeartbeat, expiry/4)
-	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx), jetstream.FetchHeartbeat(hb))
-	if err != nil {
-		return 0, err
-	}
-	for m := range batch.Messages() {
-		got++
-		if ctx.Err() != nil {
-			_ = m.Nak()
-			continue
-		}
-		buf <- m // never blocks: the pull asked for at most the room left
-	}
-	return got, batch.Error()
+	return cons.Info(ctx)
 }

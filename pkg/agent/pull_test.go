@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
@@ -103,4 +105,99 @@ func TestConfigPrefetchBounds(t *testing.T) {
 			require.ErrorContains(t, err, "prefetch:", "prefetch %d", tc.prefetch)
 		}
 	}
+}
+
+// A request is given up when the server has said nothing of it for two
+// heartbeats (at least pullQuiet), or has not ended it pullGrace after its
+// expiry; its messages and heartbeats keep it.
+func TestPullRequestLost(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := &pullRequest{left: 2, expires: t0.Add(10 * time.Second), silence: 2 * time.Second, heard: t0, got: t0}
+	require.Empty(t, r.lost(t0.Add(2*time.Second)))
+	require.Equal(t, "no heartbeat", r.lost(t0.Add(2*time.Second+time.Millisecond)))
+
+	r.heard = t0.Add(9 * time.Second) // a heartbeat
+	require.Empty(t, r.lost(t0.Add(10*time.Second+pullGrace)))
+	require.Equal(t, "the server did not end it", r.lost(t0.Add(10*time.Second+pullGrace+time.Millisecond)))
+
+	r = &pullRequest{left: 2, expires: t0.Add(10 * time.Second), silence: 2 * time.Second, heard: t0, got: t0}
+	require.False(t, r.delivered(t0.Add(3*time.Second)))
+	require.Empty(t, r.lost(t0.Add(5*time.Second)), "a message is heard too")
+	require.True(t, r.delivered(t0.Add(4*time.Second)), "its batch is complete")
+}
+
+// The consumer's state is checked once per request, after pullQuiet
+// without a message (heartbeats do not count).
+func TestPullRequestQuiet(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := &pullRequest{left: 5, expires: t0.Add(10 * time.Second), silence: 2 * time.Second, heard: t0, got: t0}
+	require.False(t, r.quiet(t0.Add(pullQuiet-time.Millisecond)))
+	r.heard = t0.Add(pullQuiet) // a heartbeat
+	require.True(t, r.quiet(t0.Add(pullQuiet)))
+	r.checked = true
+	require.False(t, r.quiet(t0.Add(5*time.Second)), "once per request")
+}
+
+func TestPullStuck(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		pending             uint64
+		ackPending, waiting int
+		maxAckPending       int
+		want                bool
+	}{
+		{"no request at the server: ours is gone", 0, 0, 0, 100, true},
+		{"work and room while ours waits", 5, 10, 1, 100, true},
+		{"no work", 0, 10, 2, 100, false},
+		{"work, but MaxAckPending reached: pulling again would not help", 5, 100, 1, 100, false},
+		{"no MaxAckPending", 5, 100, 1, -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ci := &jetstream.ConsumerInfo{NumPending: tc.pending, NumAckPending: tc.ackPending, NumWaiting: tc.waiting}
+			ci.Config.MaxAckPending = tc.maxAckPending
+			require.Equal(t, tc.want, pullStuck(ci))
+		})
+	}
+}
+
+func TestPullStatusErr(t *testing.T) {
+	status := func(code, descr string) *nats.Msg {
+		m := nats.NewMsg("_INBOX.x.1")
+		m.Header.Set("Status", code)
+		if descr != "" {
+			m.Header.Set("Description", descr)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		code, descr string
+		want        error // nil: ended as asked, or a heartbeat
+	}{
+		{"100", "Idle Heartbeat", nil},
+		{"404", "No Messages", nil},
+		{"408", "Request Timeout", nil},
+		{"409", "Batch Completed", nil},
+		{"409", "Consumer Deleted", jetstream.ErrConsumerDeleted},
+		{"409", "Leadership Change", jetstream.ErrConsumerLeadershipChanged},
+		{"503", "", nats.ErrNoResponders},
+		{"409", "Exceeded MaxWaiting", errPullRefused},
+		{"400", "Bad Request", errPullRefused},
+	} {
+		m := status(tc.code, tc.descr)
+		require.True(t, isStatus(m))
+		err := statusErr(m)
+		if tc.want == nil {
+			require.NoError(t, err, tc.code+" "+tc.descr)
+		} else {
+			require.ErrorIs(t, err, tc.want, tc.code+" "+tc.descr)
+		}
+	}
+	require.False(t, isStatus(&nats.Msg{Subject: "fleet.work.x", Data: []byte("{}")}))
+}
+
+func TestPullAPIPrefix(t *testing.T) {
+	require.Equal(t, "$JS.API.", apiPrefix(jetstream.JetStreamOptions{}))
+	require.Equal(t, "$JS.hub.API.", apiPrefix(jetstream.JetStreamOptions{Domain: "hub"}))
+	require.Equal(t, "tenant.API.", apiPrefix(jetstream.JetStreamOptions{APIPrefix: "tenant.API"}))
+	require.Equal(t, "tenant.API.", apiPrefix(jetstream.JetStreamOptions{APIPrefix: "tenant.API."}))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -60,8 +61,8 @@ func streamSizes(t testing.TB, js jetstream.JetStream, n messages.Names) map[str
 // through them meanwhile. The late-result window is real (and short); the
 // retention decisions read the coordinator's manual clock.
 func TestSoakRetentionReturnsToBaseline(t *testing.T) {
-	if testing.Short() {
-		t.Skip("soak")
+	if testing.Short() || os.Getenv("JETFLEET_SCALE") != "1" {
+		t.Skip("a soak: run with JETFLEET_SCALE=1 (.ci/run does), without -short")
 	}
 	srv := fleettest.RunServer(t)
 	names := messages.MustNames("")
