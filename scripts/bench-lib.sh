@@ -8,7 +8,9 @@
 #                                 the agent and fleetctl, into $work/bin
 #   bench_up AGENTS NAME [FLAGS]  nats-server with JetStream on a random port (exports NATS_URL),
 #                                 one coordinator and AGENTS agents named NAME-1, NAME-2, ...
-#                                 with FLAGS; returns once fleetctl list answers
+#                                 with FLAGS; returns once fleetctl list answers. With
+#                                 BENCH_PPROF set, the server serves its profiles on port
+#                                 $pprof_port, the coordinator on +1, agent i on +1+i
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -33,14 +35,18 @@ bench_up() {
   shift 2
   local port=$((20000 + RANDOM % 20000))
   local mon=$((port + 1))
-  "$work/bin/nats-server" -js -a 127.0.0.1 -p "$port" -m "$mon" -sd "$work/js" >"$work/server.log" 2>&1 &
+  pprof_port=$((port + 2))
+  local sp=() cp=() ap=()
+  if [ -n "${BENCH_PPROF:-}" ]; then sp=(-profile "$pprof_port"); cp=(--pprof-addr "127.0.0.1:$((pprof_port + 1))"); fi
+  "$work/bin/nats-server" -js -a 127.0.0.1 -p "$port" -m "$mon" -sd "$work/js" "${sp[@]}" >"$work/server.log" 2>&1 &
   pids+=("$!")
   export NATS_URL="nats://127.0.0.1:$port"
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mon/healthz" >/dev/null && break; sleep 0.1; done
-  "$work/bin/coordinator" --log-level warn >"$work/coordinator.log" 2>&1 &
+  "$work/bin/coordinator" --log-level warn "${cp[@]}" >"$work/coordinator.log" 2>&1 &
   pids+=("$!")
   for i in $(seq "$agents"); do
-    "$work/bin/agent" --log-level warn --name "$name-$i" "$@" >"$work/agent-$i.log" 2>&1 &
+    if [ -n "${BENCH_PPROF:-}" ]; then ap=(--pprof-addr "127.0.0.1:$((pprof_port + 1 + i))"); fi
+    "$work/bin/agent" --log-level warn --name "$name-$i" "${ap[@]}" "$@" >"$work/agent-$i.log" 2>&1 &
     pids+=("$!")
   done
   for _ in $(seq 100); do "$work/bin/fleetctl" list >/dev/null 2>&1 && break; sleep 0.1; done

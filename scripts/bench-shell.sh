@@ -10,7 +10,9 @@
 #   jetfleet  fleetctl submit --wait of an N-item job whose one step is
 #             `shell: STEP` (inline items), timed end to end.
 #
-# and prints the medians and "shell STEP: jetfleet/xargs ratio: X.XX".
+# and prints the medians, "shell STEP: jetfleet/xargs ratio: X.XX" and the
+# overhead per item: how much longer than xargs a slot spends on each item
+# (slots/rate, jetfleet's less xargs', in milliseconds).
 #
 # Usage: scripts/bench-shell.sh [-n 600] [-runs 3] [-agents 2] [-concurrency 16]
 source "$(dirname "$0")/bench-lib.sh"
@@ -35,6 +37,9 @@ bench_up "$AGENTS" shell-agent --concurrency "$CONC"
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 now() { date +%s.%N; }
+# overhead XARGS JETFLEET: the milliseconds a slot spends per item beyond
+# what xargs' slots spend, at these rates (items/s over SLOTS slots).
+overhead() { echo "1000 * $SLOTS / $2 - 1000 * $SLOTS / $1" | bc -l; }
 
 echo "machine: $(nproc) CPUs; N = $N; $AGENTS agents x $CONC slots = xargs -P $SLOTS; nats-server $ver"
 for step in "true" "sleep 0.05"; do
@@ -55,9 +60,10 @@ for step in "true" "sleep 0.05"; do
     t1=$(now)
     f=$(echo "$N / ($t1 - $t0)" | bc -l)
     fs+=("$f")
-    printf "%-11s run %d: xargs -P %d %6.1f/s   jetfleet %6.1f/s\n" "$step" "$r" "$SLOTS" "$x" "$f"
+    printf "%-11s run %d: xargs -P %d %6.1f/s   jetfleet %6.1f/s   overhead %5.1f ms/item\n" "$step" "$r" "$SLOTS" "$x" "$f" "$(overhead "$x" "$f")"
   done
   xm=$(median "${xs[@]}")
   fm=$(median "${fs[@]}")
-  printf "shell %s: median xargs %.1f/s, jetfleet %.1f/s; jetfleet/xargs ratio: %.2f\n" "$step" "$xm" "$fm" "$(echo "$fm / $xm" | bc -l)"
+  printf "shell %s: median xargs %.1f/s, jetfleet %.1f/s; jetfleet/xargs ratio: %.2f; overhead %.1f ms/item\n" \
+    "$step" "$xm" "$fm" "$(echo "$fm / $xm" | bc -l)" "$(overhead "$xm" "$fm")"
 done

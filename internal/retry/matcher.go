@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -212,7 +213,7 @@ func (m Matcher) Match(f Failure) bool {
 		return true
 	}
 	if m.re != nil {
-		return m.re.MatchString(f.Text())
+		return matchText(m.re, f.Text())
 	}
 	if len(m.codes) > 0 {
 		return f.ExitCode != nil && slices.Contains(m.codes, *f.ExitCode)
@@ -263,4 +264,48 @@ func Classify(f Failure) string {
 		}
 	}
 	return ClassError
+}
+
+// Matching a failure's text against the built-in patterns costs tens of
+// microseconds (they backtrack over every word), and a step that fails
+// often fails with the same text: every retried failure is matched against
+// up to four of them (Classify) and its retry_on. matchText remembers the
+// answers for texts up to memoTextBytes, memoEntries of them at most (all
+// forgotten at once when full): a pure function of the pattern and the
+// text, so nothing it returns differs from MatchString.
+const (
+	memoTextBytes = 2048
+	memoEntries   = 4096
+)
+
+type memoKey struct {
+	re   *regexp.Regexp
+	text string
+}
+
+var (
+	memoMu sync.Mutex
+	memo   = make(map[memoKey]bool)
+)
+
+// matchText is re.MatchString(text), remembered (see above).
+func matchText(re *regexp.Regexp, text string) bool {
+	if len(text) > memoTextBytes {
+		return re.MatchString(text)
+	}
+	k := memoKey{re, text}
+	memoMu.Lock()
+	ok, known := memo[k]
+	memoMu.Unlock()
+	if known {
+		return ok
+	}
+	ok = re.MatchString(text)
+	memoMu.Lock()
+	if len(memo) >= memoEntries {
+		clear(memo)
+	}
+	memo[k] = ok
+	memoMu.Unlock()
+	return ok
 }

@@ -3,6 +3,9 @@ package retry
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -169,4 +172,24 @@ func TestSignature(t *testing.T) {
 	require.Equal(t, Signature("stable"), Signature("stable"))
 	require.Equal(t, "open <path>: no such file", Normalize("open /tmp/a/1.txt: no such file"))
 	require.Equal(t, "can't read <q>", Normalize("can't read 'x.txt'"))
+}
+
+// matchText answers as MatchString does, remembered or not, for texts
+// under and over the remembered size, and keeps at most memoEntries.
+func TestMatchTextRemembers(t *testing.T) {
+	long := strings.Repeat("x", memoTextBytes) + " connection reset"
+	for _, text := range []string{"connection reset by peer", "all fine", long, "HTTP/1.1 502"} {
+		for _, re := range []*regexp.Regexp{networkRE, timeoutRE, serverErrorRE} {
+			for range 2 {
+				require.Equal(t, re.MatchString(text), matchText(re, text), "%s on %q", re, text)
+			}
+		}
+	}
+	for i := range memoEntries + 10 {
+		matchText(timeoutRE, strconv.Itoa(i))
+	}
+	memoMu.Lock()
+	n := len(memo)
+	memoMu.Unlock()
+	require.LessOrEqual(t, n, memoEntries)
 }

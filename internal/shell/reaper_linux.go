@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,12 +45,20 @@ type reaper struct {
 	// shell, not yet exec'd, for a child of no step.
 	starting sync.RWMutex
 
-	mu      sync.Mutex
-	mode    ReapMode
-	self    int
-	shells  map[int]int       // pids of running steps' shells (os/exec waits for them): count
-	active  map[string]bool   // tokens of running steps
-	adopted map[procID]string // orphans seen alive: the token of their step ("" = none)
+	// starts holds, under mu, a channel for each step whose shell is
+	// being started, closed once its pid is recorded or the start failed
+	// (leftNothing waits on them).
+	starts map[chan struct{}]struct{}
+
+	mu   sync.Mutex
+	mode ReapMode
+	self int
+	// childrenPath is the main thread's children file, "" when the
+	// kernel has none (see leftNothing).
+	childrenPath string
+	shells       map[int]int       // pids of running steps' shells (os/exec waits for them): count
+	active       map[string]bool   // tokens of running steps
+	adopted      map[procID]string // orphans seen alive: the token of their step ("" = none)
 
 	// Steps that end together share one pass over /proc (collectShared):
 	// pend holds the requests waiting for the next pass, passing is set
@@ -56,6 +66,8 @@ type reaper struct {
 	passMu  sync.Mutex
 	pend    []*collectReq
 	passing bool
+	// collects counts the collect passes run (tests).
+	collects atomic.Int64
 }
 
 // collectReq is one step's request for a collect pass, and its answer.
@@ -98,7 +110,12 @@ func EnableSubreaper(mode ReapMode) error {
 		// A token inherited from a step that started this process would
 		// mark every child it starts as that (ended) step's leftover.
 		_ = os.Unsetenv(EnvStepToken)
-		theReap = &reaper{self: os.Getpid(), shells: map[int]int{}, active: map[string]bool{}, adopted: map[procID]string{}}
+		self := os.Getpid()
+		theReap = &reaper{self: self, shells: map[int]int{}, starts: map[chan struct{}]struct{}{}, active: map[string]bool{}, adopted: map[procID]string{}}
+		path := "/proc/" + strconv.Itoa(self) + "/task/" + strconv.Itoa(self) + "/children"
+		if _, ok := readChildren(path, nil); ok {
+			theReap.childrenPath = path
+		}
 	}
 	theReap.mu.Lock()
 	theReap.mode = max(theReap.mode, mode)
@@ -168,6 +185,25 @@ func (r *reaper) beginStep() string {
 	return token
 }
 
+// startBegins is called before a step's shell is started, startEnds once
+// its pid is recorded (started) or the start failed.
+func (r *reaper) startBegins() (done chan struct{}) {
+	r.starting.RLock()
+	done = make(chan struct{})
+	r.mu.Lock()
+	r.starts[done] = struct{}{}
+	r.mu.Unlock()
+	return done
+}
+
+func (r *reaper) startEnds(done chan struct{}) {
+	r.mu.Lock()
+	delete(r.starts, done)
+	r.mu.Unlock()
+	close(done)
+	r.starting.RUnlock()
+}
+
 // started records the pid of a step's shell, which os/exec waits for.
 func (r *reaper) started(pid int) {
 	r.mu.Lock()
@@ -208,6 +244,9 @@ type proc struct {
 // processes that the step with token and process group pgid left behind.
 // It returns how many it killed.
 func (r *reaper) cleanup(token string, pgid int, grace time.Duration) int {
+	if r.leftNothing(token, pgid) {
+		return 0
+	}
 	deadline := time.Now().Add(grace)
 	killed := map[procID]bool{}
 	for {
@@ -217,6 +256,148 @@ func (r *reaper) cleanup(token string, pgid int, grace time.Duration) int {
 		}
 		time.Sleep(2 * time.Millisecond) // SIGKILLed processes finish dying
 	}
+}
+
+// Telling that a step left nothing, without a pass over /proc. A step's
+// shell is waited for by os/exec, but when it exits the kernel hands what
+// it leaves running to this process before the exit can be waited for:
+// exit_notify reparents the dying shell's children (forget_original_parent)
+// before it marks the shell a zombie. A child subreaper takes orphans on
+// its first live thread (find_new_reaper, find_alive_thread, kernel/exit.c),
+// the main one, whose children /proc/<pid>/task/<pid>/children lists. A
+// tree of processes left behind keeps its root there until the root is
+// reaped. So once a step's shell has exited, the step's cleanup reads that
+// list instead of every process's stat file, and goes down the pass over
+// /proc (a few system calls per process on the machine, and the lock that
+// holds every step's start back) only when a child there is the step's by
+// the pass's own rules: in its process group, adopted for it, or with its
+// token. With ReapAll, an orphan no running step owns is the step's too,
+// and a child whose start is not yet recorded looks like one: the cleanup
+// waits for the starts under way to end, then asks again.
+
+// leftNothing reports that the step with token and process group pgid left
+// no process that its cleanup would act on; false when that cannot be told
+// without a pass (the kernel has no children file). With token "" (a
+// sweep) it reports that no child but running steps' shells is there.
+func (r *reaper) leftNothing(token string, pgid int) bool {
+	if r.childrenPath == "" {
+		return false
+	}
+	var buf [childrenBufSize]byte
+	unknown, ok := r.notShells(buf[:0], nil)
+	switch {
+	case !ok:
+		return false
+	case len(unknown) == 0:
+		return true
+	}
+	r.mu.Lock()
+	mode := r.mode
+	r.mu.Unlock()
+	if mode == ReapSteps && token != "" {
+		return !r.anyOfStep(unknown, token, pgid)
+	}
+	r.mu.Lock()
+	starting := make([]chan struct{}, 0, len(r.starts))
+	for done := range r.starts {
+		starting = append(starting, done)
+	}
+	r.mu.Unlock()
+	if len(starting) == 0 {
+		return false
+	}
+	for _, done := range starting {
+		<-done
+	}
+	again, ok := r.notShells(buf[:0], unknown)
+	return ok && len(again) == 0
+}
+
+// anyOfStep reports whether one of pids is a child of this process that
+// collectLocked, with ReapSteps, counts as the step's. A shell whose start
+// is not yet recorded is not: it has its own step's token, or before its
+// exec this process's environment (which has none) and process group.
+func (r *reaper) anyOfStep(pids []int, token string, pgid int) bool {
+	for _, pid := range pids {
+		p, ok := readProc(pid)
+		if !ok || p.ppid != r.self {
+			continue // reaped since, or no longer this process's child
+		}
+		if p.pgrp == pgid {
+			return true
+		}
+		r.mu.Lock()
+		owner, adopted := r.adopted[p.id]
+		r.mu.Unlock()
+		if adopted && owner == token || !p.zombie && stepToken(pid) == token {
+			return true
+		}
+	}
+	return false
+}
+
+// notShells reads the main thread's children twice and returns those
+// that are not running steps' shells (only those among only, when only is
+// not nil). Two reads: the kernel builds the list a child at a time and may
+// skip one when another is reaped in between (get_children_pid,
+// fs/proc/array.c), which two reads together do not.
+func (r *reaper) notShells(buf []byte, only []int) (unknown []int, ok bool) {
+	for range 2 {
+		pids, ok := readChildren(r.childrenPath, buf)
+		if !ok {
+			return nil, false
+		}
+		r.mu.Lock()
+		for _, pid := range pids {
+			if r.shells[pid] == 0 && !slices.Contains(unknown, pid) && (only == nil || slices.Contains(only, pid)) {
+				unknown = append(unknown, pid)
+			}
+		}
+		r.mu.Unlock()
+	}
+	return unknown, true
+}
+
+// childrenBufSize holds the children file of a main thread with some
+// hundred children without growing.
+const childrenBufSize = 4096
+
+// readChildren reads a children file (pids separated by spaces) with plain
+// system calls, appending to buf, and returns the pids.
+func readChildren(path string, buf []byte) ([]int, bool) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	for errors.Is(err, syscall.EINTR) {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, false
+	}
+	defer func() { _ = syscall.Close(fd) }()
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, false
+		}
+		if n == 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
+	}
+	var pids []int
+	for _, f := range bytes.Fields(buf) {
+		pid, ok := atoi(f)
+		if !ok {
+			return nil, false
+		}
+		pids = append(pids, pid)
+	}
+	return pids, true
 }
 
 // collectShared kills the live processes of the step with token and
@@ -255,6 +436,7 @@ func (r *reaper) passes() {
 	r.pend = nil
 	r.passMu.Unlock()
 
+	r.collects.Add(1)
 	procs, children, unlock := r.lockChildren()
 	for _, q := range batch {
 		q.left = r.collectLocked(procs, children, q.token, q.pgid, q.killed)
@@ -313,6 +495,9 @@ func (r *reaper) collectLocked(procs []proc, children []child, token string, pgi
 
 // sweep reaps dead orphans and kills leftovers of ended steps.
 func (r *reaper) sweep() {
+	if r.quiet() {
+		return
+	}
 	procs, children, unlock := r.lockChildren()
 	defer unlock()
 	seen := make(map[procID]bool, len(children))
@@ -348,6 +533,17 @@ func (r *reaper) sweep() {
 			delete(r.adopted, id)
 		}
 	}
+}
+
+// quiet reports that a sweep has nothing to do: with ReapSteps, its
+// work is on the orphans of steps, which are the main thread's children
+// (see leftNothing), and on the ones it has adopted. With ReapAll it also
+// reaps children that other threads started, so it always looks.
+func (r *reaper) quiet() bool {
+	r.mu.Lock()
+	steps := r.mode == ReapSteps && len(r.adopted) == 0
+	r.mu.Unlock()
+	return steps && r.leftNothing("", 0)
 }
 
 // lockChildren reads /proc, then stops steps from starting and returns

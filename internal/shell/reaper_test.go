@@ -177,3 +177,50 @@ func TestReadProcSelf(t *testing.T) {
 	require.False(t, p.zombie)
 	require.NotZero(t, p.id.start)
 }
+
+// TestCleanupWithoutAPass: steps that leave nothing behind end without a
+// pass over /proc (the main thread's children say so), while the escapes
+// of escapes are still found, killed and reaped by the step's own cleanup
+// before Run returns, not left to the sweep. In a process of its own, so
+// that no other test's steps are running.
+func TestCleanupWithoutAPass(t *testing.T) {
+	if os.Getenv(envReapMode) == "" {
+		t.Parallel()
+		runHelper(t, "TestCleanupWithoutAPass", "steps")
+		return
+	}
+	r := currentReaper()
+	require.NotNil(t, r)
+	if r.childrenPath == "" {
+		t.Skip("no /proc/<pid>/task/<tid>/children on this kernel: every cleanup makes a pass")
+	}
+	var steps sync.WaitGroup
+	for i := range 32 {
+		steps.Go(func() {
+			script := "true"
+			if i%2 == 1 {
+				script = "sleep 0.01"
+			}
+			if res := Run(t.Context(), Command{Script: script}); res.Failed() {
+				t.Errorf("step %d: %s", i, res.Message())
+			}
+		})
+	}
+	steps.Wait()
+	require.Zero(t, r.collects.Load(), "a step that left nothing made a pass over /proc")
+
+	for _, esc := range escapes {
+		t.Run(esc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			before := r.collects.Load()
+			res := Run(t.Context(), Command{
+				Script: esc.script, Env: []string{"DIR=" + dir, "PATH=" + os.Getenv("PATH")}, KillGrace: time.Minute,
+			})
+			require.False(t, res.Failed(), res.Message())
+			require.Greater(t, r.collects.Load(), before, "the escape went unseen")
+			for _, f := range esc.pids {
+				require.True(t, reaped(readPid(t, filepath.Join(dir, f))), "%s survived the step", f)
+			}
+		})
+	}
+}

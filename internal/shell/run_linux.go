@@ -60,10 +60,11 @@ func Run(ctx context.Context, c Command) Result {
 
 	r := currentReaper()
 	var token string
+	var starting chan struct{}
 	if r != nil {
 		token = r.beginStep()
 		cmd.Env = append(cmd.Env, EnvStepToken+"="+token)
-		r.starting.RLock()
+		starting = r.startBegins()
 	}
 	start := time.Now()
 	err := cmd.Start()
@@ -71,7 +72,7 @@ func Run(ctx context.Context, c Command) Result {
 		if err == nil {
 			r.started(cmd.Process.Pid)
 		}
-		r.starting.RUnlock()
+		r.startEnds(starting)
 	}
 	if err != nil {
 		if r != nil {

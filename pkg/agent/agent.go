@@ -52,6 +52,7 @@ type Agent struct {
 	pub     publisher // results, events
 	names   messages.Names
 	items   itemStore
+	states  *stateCache // states written before a delayed nak (statecache.go); nil in unit tests
 	jobs    *jobCache
 	kills   *killSwitch // the map items in flight, for a cancel with kill
 	budget  retryBudget
@@ -379,6 +380,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	a.presence = newPresence(a)
 	a.link = newLinkState(a.log, a.cfg.JSDomain)
 	a.prefetch = newPrefetch(a.cfg)
+	a.states = newStateCache(stateCacheSize)
 	a.results = make(chan pendingResult, 4*a.cfg.ResultBatch)
 	a.acks = make(chan pendingAck, 64)
 	return nil
@@ -404,7 +406,12 @@ func (a *Agent) waitKV(ctx context.Context, bucket string) (jetstream.KeyValue, 
 // waitKVBackoff spaces waitKV's tries: 100ms doubling to 2s.
 var waitKVBackoff = retry.Exponential(100*time.Millisecond, 2*time.Second)
 
-// consume runs the pull loop (pull.go) with Concurrency workers.
+// bookkeepingWorkers is how many workers an agent runs per slot (see
+// consume): room for the items whose runs have ended and whose
+// bookkeeping waits on KV round trips.
+const bookkeepingWorkers = 4
+
+// consume runs the pull loop (pull.go) with Concurrency slots.
 func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 	// workCtx outlives ctx by up to ShutdownTimeout so in-flight items can finish.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -417,16 +424,30 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 
 	buf := make(chan jetstream.Msg, a.prefetch.max)
 	taken := make(chan struct{}, 1)
-	slots := make([]hbSlot, a.cfg.Concurrency)
+	// Concurrency slots run items; a worker holds one from taking a
+	// message until no more of the item's steps can run in the delivery
+	// (process frees it), then finishes the item's bookkeeping (budget
+	// claim, state write and delayed nak, result) without it, while
+	// another worker takes the slot. So there are more workers than
+	// slots: bookkeepingWorkers per slot.
+	n := a.cfg.Concurrency * bookkeepingWorkers
+	free := make(chan struct{}, a.cfg.Concurrency)
+	slots := make([]hbSlot, n)
 	stopHB := a.heartbeats(slots)
 	defer stopHB()
 	var workers sync.WaitGroup
-	for i := 0; i < a.cfg.Concurrency; i++ {
+	for i := 0; i < n; i++ {
 		workers.Add(1)
 		slot := &slots[i]
 		go func() {
 			defer workers.Done()
-			for m := range buf {
+			for {
+				free <- struct{}{}
+				m, ok := <-buf
+				if !ok {
+					<-free
+					return
+				}
 				select {
 				case taken <- struct{}{}:
 				default:
@@ -434,13 +455,21 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 				if ctx.Err() != nil {
 					// Buffered when shutdown began: give it back at once.
 					_ = m.Nak()
+					<-free
 					continue
 				}
 				_, job, _ := a.names.ParseWork(m.Subject())
 				a.metrics.inFlight.Inc()
 				a.presence.begin(job)
 				t0 := time.Now()
-				a.safeProcessOn(workCtx, m, slot)
+				held := true
+				a.safeProcessOn(workCtx, m, slot, func() {
+					held = false
+					<-free
+				})
+				if held {
+					<-free
+				}
 				end := time.Now()
 				a.prefetch.observeAt(end.Sub(t0), end)
 				a.presence.end(job)

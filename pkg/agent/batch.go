@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -204,20 +205,38 @@ func (a *Agent) ackLoop() {
 			continue
 		}
 		a.link.answered()
-		for _, t := range p.targets {
-			a.settleWork(t)
-		}
+		a.settleWork(p.targets)
 	}
 }
 
-// settleWork acks or terms a work message whose result is stored, deleting
-// the item's retry state first if it had one.
-func (a *Agent) settleWork(t ackTarget) {
-	if t.key != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = a.items.Delete(ctx, t.key, jetstream.LastRevision(t.rev))
-		cancel()
+// settleWork acks or terms the work messages whose results are stored,
+// deleting first the retry states of the items that had one. The deletes
+// go out together, each on its own goroutine, so that a batch costs one
+// round trip however many of its items were retried: one after the other
+// they held the ack loop, and every item's ack behind them, for a round
+// trip per retried item.
+func (a *Agent) settleWork(targets []ackTarget) {
+	var deletes sync.WaitGroup
+	for i := range targets {
+		if targets[i].key == "" {
+			continue
+		}
+		t := &targets[i]
+		deletes.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = a.items.Delete(ctx, t.key, jetstream.LastRevision(t.rev))
+			cancel()
+		})
 	}
+	deletes.Wait()
+	for _, t := range targets {
+		a.settleOne(t)
+	}
+}
+
+// settleOne acks or terms a work message whose result and state are
+// settled.
+func (a *Agent) settleOne(t ackTarget) {
 	var err error
 	if t.term {
 		err = t.msg.Term()

@@ -201,6 +201,9 @@ func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, 
 		a.park(ctx, it)
 		return
 	}
+	if saved && a.states != nil {
+		a.states.put(it.md.Sequence.Stream, cachedState{key: it.key, rev: it.rev, delivered: it.md.NumDelivered, st: it.st})
+	}
 	a.nakDelay(it, delay)
 }
 

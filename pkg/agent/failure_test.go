@@ -107,7 +107,7 @@ func (f *failureAgent) deliverPark(t *testing.T, j *job, n uint64, park int) *re
 		md: jetstream.MsgMetadata{NumDelivered: n, Sequence: jetstream.SequencePair{Stream: 42}}}
 	f.a.results = make(chan pendingResult, 16)
 	f.a.acks = make(chan pendingAck, 16)
-	f.a.safeProcessOn(context.Background(), m, &hbSlot{})
+	f.a.safeProcessOn(context.Background(), m, &hbSlot{}, nil)
 	close(f.a.results)
 	f.a.batchLoop() // publishes what it holds at once, the input being closed
 	f.a.ackLoop()   // the fake PubAcks are in: acks or terms at once
@@ -523,9 +523,11 @@ func (m *recMsg) TermWithReason(string) error               { return m.record("t
 // fakeItems is the items bucket: compare-and-set on revisions, and writeErr
 // (when set) failing every write.
 type fakeItems struct {
+	mu       sync.Mutex // the ack loop deletes a batch's states at once
 	m        map[string]fakeEntry
 	rev      uint64
 	writeErr error
+	gets     int
 }
 
 type fakeEntry struct {
@@ -543,6 +545,9 @@ func (e fakeEntry) Delta() uint64                   { return 0 }
 func (e fakeEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
 
 func (s *fakeItems) Get(_ context.Context, key string) (jetstream.KeyValueEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gets++
 	e, ok := s.m[key]
 	if !ok {
 		return nil, jetstream.ErrKeyNotFound
@@ -557,6 +562,8 @@ func (s *fakeItems) put(key string, value []byte) uint64 {
 }
 
 func (s *fakeItems) Create(_ context.Context, key string, value []byte, _ ...jetstream.KVCreateOpt) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.writeErr != nil {
 		return 0, s.writeErr
 	}
@@ -567,6 +574,8 @@ func (s *fakeItems) Create(_ context.Context, key string, value []byte, _ ...jet
 }
 
 func (s *fakeItems) Update(_ context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.writeErr != nil {
 		return 0, s.writeErr
 	}
@@ -577,6 +586,8 @@ func (s *fakeItems) Update(_ context.Context, key string, value []byte, rev uint
 }
 
 func (s *fakeItems) Delete(_ context.Context, key string, _ ...jetstream.KVDeleteOpt) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	delete(s.m, key)
 	return nil
 }

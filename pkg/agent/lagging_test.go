@@ -142,7 +142,7 @@ func (f *failureAgent) deliverRaw(t *testing.T, subject string, data []byte) *re
 	m := &recMsg{subject: subject, data: data, md: jetstream.MsgMetadata{NumDelivered: 1, Sequence: jetstream.SequencePair{Stream: 42}}}
 	f.a.results = make(chan pendingResult, 16)
 	f.a.acks = make(chan pendingAck, 16)
-	f.a.safeProcessOn(context.Background(), m, &hbSlot{})
+	f.a.safeProcessOn(context.Background(), m, &hbSlot{}, nil)
 	close(f.a.results)
 	f.a.batchLoop()
 	f.a.ackLoop()

@@ -69,6 +69,8 @@ type item struct {
 	failedRun bool
 	// hb is the worker's heartbeat slot (heartbeat.go).
 	hb *hbSlot
+	// free gives the worker's slot back (freeSlot); nil once given.
+	free func()
 	// trace holds the delivery's spans (tracing.go).
 	trace itemTrace
 
@@ -110,7 +112,12 @@ func carriedAttempts(wi *wire.WorkItem) carried {
 // heartbeats through slot. A panic there (a bug some message found) would
 // end the agent, and the message, redelivered, would end the next one: the
 // message is dead-lettered as poison instead, and the agent goes on.
-func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
+//
+// free, when not nil, gives the worker's slot back to the pool (see
+// consume): called once no more of the item's steps can run in this
+// delivery, so that its bookkeeping (the budget claim, the state write
+// and the delayed nak, the result) holds no slot.
+func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot, free func()) {
 	defer func() {
 		p := recover()
 		if p == nil {
@@ -133,14 +140,14 @@ func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot
 		_ = json.Unmarshal(m.Data(), &it.wi)
 		a.poison(ctx, it, messages.ReasonPoison, fmt.Errorf("the agent panicked handling this message: %v", p))
 	}()
-	a.process(ctx, m, slot)
+	a.process(ctx, m, slot, free)
 }
 
 // process handles one delivery end to end. It never returns an error: every
 // path ends in an ack, a term, a delayed nak or (for a fenced-off zombie)
 // nothing, leaving the message to its current holder.
-func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot) {
-	it := &item{m: m, t0: a.cfg.hooks.Clock.Now(), hb: slot}
+func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot, free func()) {
+	it := &item{m: m, t0: a.cfg.hooks.Clock.Now(), hb: slot, free: free}
 	ctx = a.traceItem(ctx, it)
 	defer a.endItemTrace(it)
 	md, err := m.Metadata()
@@ -332,6 +339,17 @@ func (a *Agent) itemKey(it *item) string {
 
 // loadState reads the item's persisted retry state for this generation.
 func (a *Agent) loadState(ctx context.Context, it *item) error {
+	if a.states != nil {
+		if c, ok := a.states.take(it.md.Sequence.Stream, a.itemKey(it), it.md.NumDelivered); ok {
+			// This agent wrote it before the delayed nak of the delivery
+			// just before this one (statecache.go).
+			it.rev = c.rev
+			if c.st.Generation == it.wi.Generation {
+				it.st = c.st
+			}
+			return nil
+		}
+	}
 	e, err := a.items.Get(ctx, a.itemKey(it))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil
@@ -451,14 +469,37 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			it.st.Ran = append(it.st.Ran, messages.StepRun{Step: i, Runs: 1, DurationMS: dur.Milliseconds()})
 		default:
 			a.metrics.attempts.WithLabelValues("failure").Inc()
+			if a.failureEnds(it, i) {
+				it.freeSlot()
+			}
 			if next, out = a.stepFailed(ctx, it, i, attempt, f, dur); !next {
 				return
 			}
 		}
 		a.stepDone(it, out)
 	}
+	it.freeSlot()
 	a.settleBreaker(ctx, it, retry.OutcomeSuccess)
 	a.succeed(ctx, it)
+}
+
+// freeSlot gives the item's worker slot back, once.
+func (it *item) freeSlot() {
+	if f := it.free; f != nil {
+		it.free = nil
+		f()
+	}
+}
+
+// failureEnds reports whether a failed run of step i ends what this
+// delivery runs of the item: its on_failure neither continues nor runs a
+// fallback, and its job's on_item_failure runs no custom step. What
+// follows (the verdict, the budget claim, the state write and the delayed
+// nak, or the dead letter and the result) is bookkeeping.
+func (a *Agent) failureEnds(it *item, i int) bool {
+	fa := it.set.policies[i].OnFailure()
+	return fa.Action != messages.OnFailureContinue && !fa.NeedsFallback() &&
+		(it.wi.Phase == messages.PhaseReduce || it.job.onItem != messages.ItemFailureCustom)
 }
 
 // stepDone moves the item to its next step.
