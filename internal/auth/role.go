@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -270,11 +271,12 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		// Retry budgets and circuit breakers are kept per pool (keys
 		// <pool>.<job>[.<step>]): compare-and-set writes of the pool's own
 		// keys only, so that no other pool's agent can spend a job's retries
-		// or open its breakers. Limits are shared by the fleet. Reads: leader
-		// reads after a lost race, and a watch that keeps each agent's cache
-		// current.
+		// or open its breakers. Of the limits, an agent writes its pool's
+		// shares only (limit.ShareKey), never a limit's configuration nor
+		// another pool's share. Reads: leader reads after a lost race, and
+		// watches (a limit's shares, each agent's cache).
 		pub = append(pub, "$KV."+names.BudgetBucket()+"."+pool+".>", "$KV."+names.BreakerBucket()+"."+pool+".>",
-			"$KV."+names.LimitsBucket()+".>")
+			"$KV."+names.LimitsBucket()+"."+limit.ShareKey(pool, ">"))
 		for _, b := range []string{names.BudgetBucket(), names.BreakerBucket(), names.LimitsBucket()} {
 			pub = append(pub, j.api("STREAM.MSG.GET", kvStream(b)))
 			pub = append(pub, j.kvRead(b)...)

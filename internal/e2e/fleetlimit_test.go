@@ -161,8 +161,9 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			if rec, ok, err := store.Get(context.Background(), limit.NamedKey("api")); err == nil && ok {
+			if rec, ok, err := store.View(context.Background(), limit.NamedKey("api")); err == nil && ok {
 				for a, h := range rec.Holders {
+					_, a, _ = strings.Cut(a, "/") // <pool>/<agent>
 					held[strings.SplitN(a, ".", 2)[0]] += h.Slots
 				}
 			}
@@ -190,7 +191,7 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 	// next call or wakes the waiting agents, so the rate binds, not the
 	// agents' own speed.
 	require.GreaterOrEqual(t, float64(n-1)/elapsed.Seconds(), 0.75*40, "the jobs get at least 75%% of the limit")
-	rec, ok, err := store.Get(context.Background(), limit.NamedKey("api"))
+	rec, ok, err := store.View(context.Background(), limit.NamedKey("api"))
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, 600, rec.Stats.Calls+rec.Stats.PrevCalls)
@@ -252,7 +253,7 @@ func TestLimitSlotsOfAKilledAgentExpire(t *testing.T) {
 		}
 	}
 	inFlight := func() int {
-		rec, _, err := store.Get(context.Background(), limit.NamedKey("slow"))
+		rec, _, err := store.View(context.Background(), limit.NamedKey("slow"))
 		require.NoError(t, err)
 		return rec.InFlight(time.Now())
 	}
@@ -349,7 +350,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 			best, bestAt = r, off
 		}
 	}
-	rec, _, err := store.Get(ctx, limit.NamedKey("flaky"))
+	rec, _, err := store.View(ctx, limit.NamedKey("flaky"))
 	require.NoError(t, err)
 	n, first, last := ds.count()
 	st, _ := c.Status(ctx, id)
@@ -542,7 +543,7 @@ func BenchmarkLimitOverhead(b *testing.B) {
 		slices.Sort(ratios[v])
 		b.ReportMetric(ratios[v][len(ratios[v])/2], variants[v].name+"/none")
 	}
-	rec, _, err := store.Get(context.Background(), limit.NamedKey("roomy"))
+	rec, _, err := store.View(context.Background(), limit.NamedKey("roomy"))
 	require.NoError(b, err)
 	b.Logf("limit roomy: %d calls in its last minutes", rec.Stats.Calls+rec.Stats.PrevCalls)
 	mfs, err := reg.Gather()
