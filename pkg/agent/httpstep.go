@@ -84,7 +84,19 @@ func parseHTTPArgs(c *Call) (httpArgs, error) {
 		var err error
 		switch k {
 		case "url":
-			a.URL, err = render(k, v, wire.URLEscape)
+			// The scheme, host and port are the template's own; values
+			// fill path segments and query values only.
+			s, ok := v.(string)
+			if !ok {
+				return a, fmt.Errorf("with.url: want a string, got %T", v)
+			}
+			t, perr := wire.ParseTemplate(s)
+			if perr != nil {
+				return a, fmt.Errorf("with.url: %w", perr)
+			}
+			if a.URL, err = wire.RenderURL(t, vars); err != nil {
+				err = fmt.Errorf("with.url: %w", err)
+			}
 		case "method":
 			a.Method, err = render(k, v, nil)
 		case "body":
