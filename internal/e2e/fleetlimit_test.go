@@ -129,6 +129,10 @@ func limitStore(t *testing.T, srv *fleettest.Server) *limit.Store {
 
 func testNames() messages.Names { return messages.MustNames("fleet") }
 
+// loopback lets the agents' http steps reach the tests' servers, which the
+// default refuses (agent.Config.HTTPAllow).
+var loopback = []string{"127.0.0.0/8"}
+
 // Two jobs of 300 items share a named limit of 40/s, burst 10, 6 in
 // flight, through the http handler, on two agents of 16 slots each.
 func TestLimitSharedByTwoJobs(t *testing.T) {
@@ -139,7 +143,7 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 	_, err := store.Set(context.Background(), "api", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
 	require.NoError(t, err)
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, HTTPAllow: loopback}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(t, srv)
 	spec := func(job string) string {
@@ -203,7 +207,7 @@ func TestLimitKeyedPerTenant(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 5*time.Millisecond)
-	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 16, HTTPAllow: loopback}, testhooks.Agent{Provision: calmProvision}), nil)
 	c := client(t, srv)
 	tenants := []string{"red", "green", "blue"}
 	id := submit(t, c, `{"items": `+itemsJSON(90, func(i int) map[string]any { return map[string]any{"tenant": tenants[i%3]} })+`,
@@ -310,7 +314,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 	_, err := store.Set(context.Background(), "flaky", messages.LimitConfig{Rate: 40, Burst: 10, Adaptive: true})
 	require.NoError(t, err)
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, HTTPAllow: loopback}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(t, srv)
 	spec := `{"items": ` + itemsJSON(1200, func(i int) map[string]any { return map[string]any{"i": i} }) + `,
@@ -421,7 +425,7 @@ func TestLimitConcurrencyAgreesWithSimulator(t *testing.T) {
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, reg)},
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, HTTPAllow: loopback, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, reg)},
 			testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(t, srv)
@@ -512,7 +516,7 @@ func BenchmarkLimitOverhead(b *testing.B) {
 	// agent, per limit, over the whole benchmark.
 	reg := prometheus.NewRegistry()
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(b, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, reg)},
+		startAgent(b, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, HTTPAllow: loopback, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, reg)},
 			testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(b, srv)
