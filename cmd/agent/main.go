@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	claudeArgs := fs.String("claude-args", envflag.String(getenv, "FLEET_CLAUDE_ARGS", strings.Join(agent.DefaultClaudeArgs, " ")), "arguments of --claude-command before the prompt, separated by spaces (env FLEET_CLAUDE_ARGS)")
 	fs.IntVar(&cfg.KeepFailed, "keep-failed", agent.DefaultKeepFailed, "directories of failed item deliveries kept in <work-dir>/jetfleet-failed, the most recent; negative = none")
 	fs.DurationVar(&cfg.StepTimeout, "step-timeout", envDuration(getenv, "FLEET_STEP_TIMEOUT", agent.DefaultStepTimeout), "timeout of a step that sets none (env FLEET_STEP_TIMEOUT)")
+	httpAllow := fs.String("http-allow", getenv("FLEET_HTTP_ALLOW"), "comma-separated IP addresses and CIDR networks the http step may connect to, and no other (env FLEET_HTTP_ALLOW); default: any but loopback, link-local and the agent's NATS servers")
 	stepEnv := fs.String("step-env", getenv("FLEET_STEP_ENV"), "more of the agent's environment variables that shell steps see, comma-separated names or prefixes ending in * (env FLEET_STEP_ENV); PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ and TMPDIR always")
 	fs.BoolVar(&cfg.StepEnvUnsafe, "step-env-unsafe", getenv("FLEET_STEP_ENV_UNSAFE") == "true", "let --step-env pass NATS_* and FLEET_* variables, and the credentials they hold, to every job (env FLEET_STEP_ENV_UNSAFE=true)")
 	fs.DurationVar(&cfg.PresenceInterval, "presence-interval", agent.DefaultPresenceInterval, "how often the agent writes its presence (pool, items in flight) to the agents bucket; negative = never")
@@ -89,6 +90,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			return fmt.Errorf("--work-verify-key: %w", err)
 		}
 		cfg.WorkVerifier = kp
+	}
+	for _, e := range strings.Split(*httpAllow, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			cfg.HTTPAllow = append(cfg.HTTPAllow, e)
+		}
 	}
 	for _, e := range strings.Split(*stepEnv, ",") {
 		if e = strings.TrimSpace(e); e != "" {

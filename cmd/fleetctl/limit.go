@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -75,8 +79,35 @@ func (f *rateFlag) String() string {
 }
 func (f *rateFlag) Set(s string) error { return f.r.UnmarshalText([]byte(s)) }
 
+// parseShares parses --share: "pool=weight,..."; "" keeps the weights
+// (nil), "-" clears them (an empty map).
+func parseShares(v string) (map[string]int, error) {
+	switch strings.TrimSpace(v) {
+	case "":
+		return nil, nil
+	case "-":
+		return map[string]int{}, nil
+	}
+	out := map[string]int{}
+	for _, part := range strings.Split(v, ",") {
+		p, w, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want pool=weight", part)
+		}
+		if err := messages.ValidPool(p); err != nil {
+			return nil, fmt.Errorf("pool %q: %w", p, err)
+		}
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 1 || n > limit.MaxShareWeight {
+			return nil, fmt.Errorf("pool %s: weight %q, want 1 to %d", p, w, limit.MaxShareWeight)
+		}
+		out[p] = n
+	}
+	return out, nil
+}
+
 func runLimitSet(ctx context.Context, env *cliEnv, args []string) int {
-	c := newFleetCmd(env, "limit set", "limit set NAME --rate 40/s [--burst N] [--concurrency N] [--adaptive] [--pool P]", noJSON)
+	c := newFleetCmd(env, "limit set", "limit set NAME --rate 40/s [--burst N] [--concurrency N] [--adaptive] [--pool P] [--share P=W,...]", noJSON)
 	fs := c.fs
 	var rate rateFlag
 	fs.Var(&rate, "rate", "calls allowed per /s, /m or /h, e.g. 40/s, 600/m")
@@ -84,8 +115,14 @@ func runLimitSet(ctx context.Context, env *cliEnv, args []string) int {
 	conc := fs.Int("concurrency", 0, "calls in flight across the fleet (0: no cap)")
 	adaptive := fs.Bool("adaptive", false, "halve the rate on overload failures, raise it back on successes")
 	pool := fs.String("pool", "", "only this pool's agents may use it (default: any)")
+	shares := fs.String("share", "", "the pools' weights in the limit's division between the pools that use it, e.g. gpu=3,cpu=1 (default: 1 each; \"-\" clears them; docs/limits.md)")
 	if code, ok := c.parse(args, 1); !ok {
 		return code
+	}
+	weights, err := parseShares(*shares)
+	if err != nil {
+		errorf(env, "--share: %v", err)
+		return exitUsage
 	}
 	name := fs.Arg(0)
 	if err := messages.ValidLimitName(name); err != nil {
@@ -100,7 +137,7 @@ func runLimitSet(ctx context.Context, env *cliEnv, args []string) int {
 		return exitUsage
 	}
 	return c.limits(ctx, func(ctx context.Context, s *limit.Store) int {
-		rec, err := s.Set(ctx, name, cfg.WithDefaults())
+		rec, err := s.SetShares(ctx, name, cfg.WithDefaults(), weights)
 		if err != nil {
 			errorf(env, "%v", err)
 			return exitFailed
@@ -122,6 +159,9 @@ type limitView struct {
 	InFlight    int           `json:"in_flight"`
 	Adaptive    bool          `json:"adaptive,omitempty"`
 	Pool        string        `json:"pool,omitempty"`
+	// Shares are the pools' weights in the limit's division (1 each
+	// unless set).
+	Shares map[string]int `json:"shares,omitempty"`
 	// LastMinute counts calls and outcomes in the last full minute, or
 	// the current one while the limit is younger.
 	Calls     int `json:"calls_last_minute"`
@@ -139,7 +179,7 @@ func viewOf(name string, named bool, rec limit.Record, now time.Time) limitView 
 	return limitView{
 		Name: name, Named: named, Rate: cfg.Rate, CurrentRate: rec.Rate(), Burst: cfg.Burst, Tokens: rec.TokensAt(now),
 		Concurrency: cfg.Concurrency, InFlight: rec.InFlight(now), Adaptive: cfg.Adaptive, Pool: cfg.Pool,
-		Calls: calls, Successes: succ, Overloads: over,
+		Calls: calls, Successes: succ, Overloads: over, Shares: rec.Shares,
 	}
 }
 
@@ -162,6 +202,14 @@ func printLimit(env *cliEnv, name string, named bool, rec limit.Record, now time
 	if v.Pool != "" {
 		fmt.Fprintf(tw, "  pool\t%s\n", v.Pool)
 	}
+	if len(v.Shares) > 0 {
+		pools := slices.Sorted(maps.Keys(v.Shares))
+		parts := make([]string, len(pools))
+		for i, p := range pools {
+			parts[i] = fmt.Sprintf("%s=%d", p, v.Shares[p])
+		}
+		fmt.Fprintf(tw, "  shares\t%s (other pools 1)\n", strings.Join(parts, ", "))
+	}
 	fmt.Fprintf(tw, "  last minute\t%d calls, %d successes, %d overload failures\n", v.Calls, v.Successes, v.Overloads)
 	_ = tw.Flush()
 }
@@ -173,10 +221,11 @@ func runLimitGet(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	name := c.fs.Arg(0)
 	return c.limits(ctx, func(ctx context.Context, s *limit.Store) int {
-		rec, found, err := s.Get(ctx, limit.NamedKey(name))
+		// The limit with what the pools' shares of it hold.
+		rec, found, err := s.View(ctx, limit.NamedKey(name))
 		if err == nil && !found {
 			// An inline limit, by its expanded key.
-			rec, found, err = s.Get(ctx, limit.InlineKey(name))
+			rec, found, err = s.View(ctx, limit.InlineKey(name))
 			if found {
 				return showLimit(env, name, false, rec, s.Now(), c.asJSON())
 			}
@@ -220,8 +269,16 @@ func listLimits(ctx context.Context, c *fleetCmd, s *limit.Store) int {
 		return exitFailed
 	}
 	views := []limitView{}
+	seen := map[string]bool{}
 	for _, k := range keys {
-		rec, found, err := s.Get(ctx, k)
+		if _, key, ok := limit.SplitShareKey(k); ok {
+			k = key // a pool's share: shown with its limit
+		}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		rec, found, err := s.View(ctx, k)
 		if err != nil {
 			errorf(env, "%v", err)
 			return exitFailed

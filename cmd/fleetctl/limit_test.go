@@ -60,3 +60,29 @@ func TestLimitCommands(t *testing.T) {
 	code, _, _ = cliCtx(ctx, url, "limit", "rm", "api")
 	require.Equal(t, exitFailed, code)
 }
+
+func TestParseShares(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     map[string]int
+		wantErr  string
+	}{
+		{name: "unset keeps them", in: "", want: nil},
+		{name: "dash clears them", in: "-", want: map[string]int{}},
+		{name: "weights", in: "gpu=3, cpu=1", want: map[string]int{"gpu": 3, "cpu": 1}},
+		{name: "no weight", in: "gpu", wantErr: `"gpu": want pool=weight`},
+		{name: "zero", in: "gpu=0", wantErr: `pool gpu: weight "0", want 1 to 1000`},
+		{name: "bad pool", in: "a.b=2", wantErr: `pool "a.b"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseShares(tt.in)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}

@@ -67,6 +67,13 @@ var forbiddenOps = map[string][]forbidden{
 		request("fleet.api.dlq.replay").named("replay dead letters"),
 		request("$SRV.INFO").named("query the micro service"),
 		subscribe("$SRV.INFO.jetfleet").named("answer for the coordinator's micro service"),
+		subscribe("$SRV.>").named("answer every micro service's requests"),
+		subscribe("$SRV.*.>").named("answer every micro service's named requests"),
+		subscribe("$SRV.PING.jetfleet.*").named("answer pings for a coordinator"),
+		// Limits: its own pool's shares only.
+		publish("$KV.fleet_limits.n.victim").named("configure a limit"),
+		publish("$KV.fleet_limits.k.dmljdGlt").named("configure an inline limit"),
+		publish("$KV.fleet_limits.p.gpu.n.victim").named("write another pool's share of a limit"),
 		subscribe("fleet.agent.gpu.*.status").named("answer for another pool's agents"),
 		// Work: only its pool's consumer, and only to pull and ack.
 		publish("fleet.work.default.victim").named("inject work into its own pool"),

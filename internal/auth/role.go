@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -270,11 +271,12 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		// Retry budgets and circuit breakers are kept per pool (keys
 		// <pool>.<job>[.<step>]): compare-and-set writes of the pool's own
 		// keys only, so that no other pool's agent can spend a job's retries
-		// or open its breakers. Limits are shared by the fleet. Reads: leader
-		// reads after a lost race, and a watch that keeps each agent's cache
-		// current.
+		// or open its breakers. Of the limits, an agent writes its pool's
+		// shares only (limit.ShareKey), never a limit's configuration nor
+		// another pool's share. Reads: leader reads after a lost race, and
+		// watches (a limit's shares, each agent's cache).
 		pub = append(pub, "$KV."+names.BudgetBucket()+"."+pool+".>", "$KV."+names.BreakerBucket()+"."+pool+".>",
-			"$KV."+names.LimitsBucket()+".>")
+			"$KV."+names.LimitsBucket()+"."+limit.ShareKey(pool, ">"))
 		for _, b := range []string{names.BudgetBucket(), names.BreakerBucket(), names.LimitsBucket()} {
 			pub = append(pub, j.api("STREAM.MSG.GET", kvStream(b)))
 			pub = append(pub, j.kvRead(b)...)
@@ -293,16 +295,16 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		pub = append(pub, j.browse(objStream(names.ReduceBucket(pool)))...)
 		p = Permissions{
 			Publish: SubjectPermission{Allow: pub},
-			Subscribe: SubjectPermission{Allow: []string{
+			Subscribe: SubjectPermission{Allow: append(append([]string{
 				inboxes,
 				// Agents drop a job's queued items when its map phase ends.
 				names.EventSubject("*", messages.EventMapEnded),
 				// The agent's micro service (nats micro ls/info/stats):
-				// the discovery subjects of its own service name, and
-				// its pool's status endpoints; replies go to the asker.
-				"$SRV.*", "$SRV.*." + messages.AgentServiceName, "$SRV.*." + messages.AgentServiceName + ".*",
-				names.AgentStatusFilter(pool),
-			}},
+				// the discovery subjects of its own service name, each
+				// verb written out (a wildcard verb would also let it
+				// subscribe to $SRV.>, every service's requests), and its
+				// pool's status endpoints; replies go to the asker.
+			}, srvSubjects(messages.AgentServiceName)...), names.AgentStatusFilter(pool))},
 			AllowResponses: true,
 		}
 	case RoleSubmitter:
@@ -379,6 +381,17 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 	}
 	p.Publish.Allow = dedupe(p.Publish.Allow)
 	return p, nil
+}
+
+// srvSubjects are the micro-service discovery subjects a service named
+// name listens on: each verb's, for every service, for the name, and for
+// the name and an instance id.
+func srvSubjects(name string) []string {
+	var s []string
+	for _, verb := range []string{"PING", "INFO", "STATS"} {
+		s = append(s, "$SRV."+verb, "$SRV."+verb+"."+name, "$SRV."+verb+"."+name+".*")
+	}
+	return s
 }
 
 // ownedStreams are the streams the coordinator creates (docs/contract.md §2), as

@@ -129,6 +129,10 @@ func limitStore(t *testing.T, srv *fleettest.Server) *limit.Store {
 
 func testNames() messages.Names { return messages.MustNames("fleet") }
 
+// loopback lets the agents' http steps reach the tests' servers, which the
+// default refuses (agent.Config.HTTPAllow).
+var loopback = []string{"127.0.0.0/8"}
+
 // Two jobs of 300 items share a named limit of 40/s, burst 10, 6 in
 // flight, through the http handler, on two agents of 16 slots each.
 func TestLimitSharedByTwoJobs(t *testing.T) {
@@ -140,7 +144,7 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 	_, err := store.Set(context.Background(), "api", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
 	require.NoError(t, err)
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, HTTPAllow: loopback}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(t, srv)
 	spec := func(job string) string {
@@ -162,8 +166,9 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			if rec, ok, err := store.Get(context.Background(), limit.NamedKey("api")); err == nil && ok {
+			if rec, ok, err := store.View(context.Background(), limit.NamedKey("api")); err == nil && ok {
 				for a, h := range rec.Holders {
+					_, a, _ = strings.Cut(a, "/") // <pool>/<agent>
 					held[strings.SplitN(a, ".", 2)[0]] += h.Slots
 				}
 			}
@@ -191,7 +196,7 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 	// next call or wakes the waiting agents, so the rate binds, not the
 	// agents' own speed.
 	require.GreaterOrEqual(t, float64(n-1)/elapsed.Seconds(), 0.75*40, "the jobs get at least 75%% of the limit")
-	rec, ok, err := store.Get(context.Background(), limit.NamedKey("api"))
+	rec, ok, err := store.View(context.Background(), limit.NamedKey("api"))
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, 600, rec.Stats.Calls+rec.Stats.PrevCalls)
@@ -204,7 +209,7 @@ func TestLimitKeyedPerTenant(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 5*time.Millisecond)
-	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 16, HTTPAllow: loopback}, testhooks.Agent{Provision: calmProvision}), nil)
 	c := client(t, srv)
 	tenants := []string{"red", "green", "blue"}
 	id := submit(t, c, `{"items": `+itemsJSON(90, func(i int) map[string]any { return map[string]any{"tenant": tenants[i%3]} })+`,
@@ -255,7 +260,7 @@ func TestLimitSlotsOfAKilledAgentExpire(t *testing.T) {
 		}
 	}
 	inFlight := func() int {
-		rec, _, err := store.Get(context.Background(), limit.NamedKey("slow"))
+		rec, _, err := store.View(context.Background(), limit.NamedKey("slow"))
 		require.NoError(t, err)
 		return rec.InFlight(time.Now())
 	}
@@ -312,7 +317,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 	_, err := store.Set(context.Background(), "flaky", messages.LimitConfig{Rate: 40, Burst: 10, Adaptive: true})
 	require.NoError(t, err)
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16}, testhooks.Agent{Provision: calmProvision}), nil)
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, HTTPAllow: loopback}, testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(t, srv)
 	spec := `{"items": ` + itemsJSON(1200, func(i int) map[string]any { return map[string]any{"i": i} }) + `,
@@ -352,7 +357,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 			best, bestAt = r, off
 		}
 	}
-	rec, _, err := store.Get(ctx, limit.NamedKey("flaky"))
+	rec, _, err := store.View(ctx, limit.NamedKey("flaky"))
 	require.NoError(t, err)
 	n, first, last := ds.count()
 	st, _ := c.Status(ctx, id)
@@ -423,7 +428,7 @@ func TestLimitConcurrencyAgreesWithSimulator(t *testing.T) {
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, reg)},
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, HTTPAllow: loopback, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, reg)},
 			testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(t, srv)
@@ -514,7 +519,7 @@ func BenchmarkLimitOverhead(b *testing.B) {
 	// agent, per limit, over the whole benchmark.
 	reg := prometheus.NewRegistry()
 	for _, name := range []string{"a1", "a2"} {
-		startAgent(b, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, reg)},
+		startAgent(b, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 16, HTTPAllow: loopback, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, reg)},
 			testhooks.Agent{Provision: calmProvision}), nil)
 	}
 	c := client(b, srv)
@@ -545,7 +550,7 @@ func BenchmarkLimitOverhead(b *testing.B) {
 		slices.Sort(ratios[v])
 		b.ReportMetric(ratios[v][len(ratios[v])/2], variants[v].name+"/none")
 	}
-	rec, _, err := store.Get(context.Background(), limit.NamedKey("roomy"))
+	rec, _, err := store.View(context.Background(), limit.NamedKey("roomy"))
 	require.NoError(b, err)
 	b.Logf("limit roomy: %d calls in its last minutes", rec.Stats.Calls+rec.Stats.PrevCalls)
 	mfs, err := reg.Gather()

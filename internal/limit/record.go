@@ -50,6 +50,12 @@ type Record struct {
 	Stats Stats `json:"stats"`
 	// Writers are the ids of the last writes (kvstate.Config.WrittenBy).
 	Writers []string `json:"writers,omitempty"`
+	// Shares weighs the pools' parts of a named limit shared by pools
+	// (share.go), by pool; a pool not named weighs 1. Configuration: only
+	// in the limit's own record.
+	Shares map[string]int `json:"shares,omitempty"`
+	// Used is when a pool's share last granted or refused a take (share.go).
+	Used time.Time `json:"used,omitzero"`
 }
 
 // Holder is one agent's concurrency slots and when its lease ends.

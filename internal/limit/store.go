@@ -43,8 +43,11 @@ func InlineKey(k string) string {
 }
 
 // KeyName is the name a bucket key stands for: the limit's name, or an
-// inline limit's expanded key.
+// inline limit's expanded key (also for a pool's share of it).
 func KeyName(key string) (name string, named bool) {
+	if _, k, ok := SplitShareKey(key); ok {
+		key = k // a pool's share of the limit
+	}
 	if n, ok := strings.CutPrefix(key, namedPrefix); ok {
 		return n, true
 	}
@@ -78,15 +81,43 @@ type Store struct {
 	// they must not block.
 	lmu       sync.RWMutex
 	listeners []func(key string, r Record)
+	// pool, when set (WithPool), makes takes, releases and renewals spend
+	// the pool's share of each limit (share.go); views caches the shares'
+	// configurations.
+	pool  string
+	vmu   sync.Mutex
+	views map[string]shareView
+}
+
+// StoreOption configures a Store.
+type StoreOption func(*Store) error
+
+// WithPool makes the store an agent's of pool: its takes, releases and
+// renewals of a limit spend the pool's share of it (ShareKey), the only
+// keys of the bucket a pool's agents may write (docs/security.md). A
+// store without it (fleetctl, the dashboard) reads and configures limits.
+func WithPool(pool string) StoreOption {
+	return func(s *Store) error {
+		if err := messages.ValidPool(pool); err != nil {
+			return fmt.Errorf("limit: pool %q: %w", pool, err)
+		}
+		s.pool = pool
+		return nil
+	}
 }
 
 // NewStore returns a store over the limits bucket kv; js, when set, sends
 // reads to the stream's leader. Close it when done.
-func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger) (*Store, error) {
+func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, log zerolog.Logger, opts ...StoreOption) (*Store, error) {
 	if clk == nil {
 		clk = clock.Real{}
 	}
 	st := &Store{kv: kv, clock: clk}
+	for _, o := range opts {
+		if err := o(st); err != nil {
+			return nil, err
+		}
+	}
 	s, err := kvstate.New(kvstate.Config[Record]{
 		KV:        kv,
 		JetStream: js,
@@ -96,7 +127,7 @@ func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, lo
 		// again (Limiter.Acquire), since a refusal writes nothing.
 		Observe: func(key string, e kvstate.Entry[Record]) {
 			if e.Exists {
-				st.notify(key, e.Value)
+				st.notify(st.limitKey(key), e.Value)
 			}
 		},
 		WrittenBy:       func(r Record, id string) bool { return slices.Contains(r.Writers, id) },
@@ -131,7 +162,27 @@ func (s *Store) notify(key string, r Record) {
 
 // reread makes the next take of key read the record rather than decide on
 // the cached one, which, unwatched, other agents' releases do not update.
-func (s *Store) reread(key string) { s.s.Forget(key) }
+func (s *Store) reread(key string) { s.s.Forget(s.spentKey(key)) }
+
+// spentKey is the key a take of the limit under key writes: the pool's
+// share of it, or, without a pool, the limit's own record.
+func (s *Store) spentKey(key string) string {
+	if s.pool == "" {
+		return key
+	}
+	return ShareKey(s.pool, key)
+}
+
+// limitKey is the limit key of a key the store wrote (spentKey's inverse).
+func (s *Store) limitKey(k string) string {
+	if s.pool == "" {
+		return k
+	}
+	if pool, key, ok := SplitShareKey(k); ok && pool == s.pool {
+		return key
+	}
+	return k
+}
 
 // Close stops the store.
 func (s *Store) Close() { s.s.Close() }
@@ -143,11 +194,24 @@ func (s *Store) now() time.Time { return s.clock.Now().Round(0) }
 // step's configuration of an inline limit, which creates the record or
 // replaces its configuration; nil for a named limit, which must exist
 // (ErrNotFound) and belong to pool when it names one (ErrWrongPool).
+//
+// A store of a pool (WithPool) spends the pool's share of the limit: its
+// record is configured with the pool's part of the limit's configuration
+// (Store.share), read from the named limit's record, which the store
+// never writes.
 func (s *Store) Take(ctx context.Context, key, pool string, inline *messages.LimitConfig, q Request) (Grant, Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
+	used := false
+	if s.pool != "" {
+		cfg, err := s.share(ctx, key, inline)
+		if err != nil {
+			return Grant{}, Record{}, fmt.Errorf("limit %s: %w", key, err)
+		}
+		inline, used = &cfg, true
+	}
 	var g Grant
-	c, err := s.s.Update(ctx, key, func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
+	c, err := s.s.Update(ctx, s.spentKey(key), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
 		now := s.now()
 		rec, changed := cur.Value, false
 		switch {
@@ -160,6 +224,9 @@ func (s *Store) Take(ctx context.Context, key, pool string, inline *messages.Lim
 		}
 		next, grant := rec.Take(now, q)
 		g = grant
+		if used && (grant.Granted() || grant.changed) {
+			next.Used = now
+		}
 		return next.withWriter(id), grant.Granted() || grant.changed || changed, nil
 	})
 	if err != nil {
@@ -174,7 +241,7 @@ func (s *Store) Take(ctx context.Context, key, pool string, inline *messages.Lim
 func (s *Store) Release(ctx context.Context, key, agent string, slots int, o Outcome, lease time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
-	_, err := s.s.Update(ctx, key, func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
+	_, err := s.s.Update(ctx, s.spentKey(key), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
 		if !cur.Exists {
 			return cur.Value, false, nil
 		}
@@ -193,7 +260,7 @@ func (s *Store) Release(ctx context.Context, key, agent string, slots int, o Out
 func (s *Store) Handover(ctx context.Context, key, agent string, o Outcome, lease time.Duration) (kept bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
-	_, err = s.s.Update(ctx, key, func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
+	_, err = s.s.Update(ctx, s.spentKey(key), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
 		if !cur.Exists {
 			kept = false
 			return cur.Value, false, nil
@@ -211,10 +278,32 @@ func (s *Store) Handover(ctx context.Context, key, agent string, o Outcome, leas
 // Set configures the named limit name, creating it if needed; a running
 // limit keeps its tokens, leases and adaptive rate (within the new bounds).
 func (s *Store) Set(ctx context.Context, name string, cfg messages.LimitConfig) (Record, error) {
+	return s.SetShares(ctx, name, cfg, nil)
+}
+
+// SetShares is Set, also setting the pools' weights in the limit's
+// division between pools (share.go; nil keeps them, an empty map clears
+// them).
+func (s *Store) SetShares(ctx context.Context, name string, cfg messages.LimitConfig, weights map[string]int) (Record, error) {
+	for p, w := range weights {
+		if err := messages.ValidPool(p); err != nil {
+			return Record{}, fmt.Errorf("limit %s: shares: pool %q: %w", name, p, err)
+		}
+		if w < 1 || w > MaxShareWeight {
+			return Record{}, fmt.Errorf("limit %s: shares: pool %s: weight %d, want 1 to %d", name, p, w, MaxShareWeight)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
 	c, err := s.s.Update(ctx, NamedKey(name), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
-		return cur.Value.Configure(s.now(), cfg).withWriter(id), true, nil
+		r := cur.Value.Configure(s.now(), cfg)
+		if weights != nil {
+			r.Shares = nil
+			if len(weights) > 0 {
+				r.Shares = weights
+			}
+		}
+		return r.withWriter(id), true, nil
 	})
 	if err != nil {
 		return Record{}, fmt.Errorf("limit %s: %w", name, err)
@@ -240,7 +329,22 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return ErrNotFound
 	}
 	s.s.Forget(key)
-	return s.kv.Delete(ctx, key)
+	if err := s.kv.Delete(ctx, key); err != nil {
+		return err
+	}
+	// The pools' shares go with it.
+	shares, err := s.Shares(ctx, key)
+	if err != nil {
+		return err
+	}
+	for pool := range shares {
+		k := ShareKey(pool, key)
+		s.s.Forget(k)
+		if err := s.kv.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Keys lists the bucket's keys, sorted.
@@ -267,7 +371,7 @@ func (s *Store) Now() time.Time { return s.now() }
 func (s *Store) Renew(ctx context.Context, key, agent string, lease time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
-	_, err := s.s.Update(ctx, key, func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
+	_, err := s.s.Update(ctx, s.spentKey(key), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
 		if _, held := cur.Value.Holders[agent]; !cur.Exists || !held {
 			return cur.Value, false, nil
 		}

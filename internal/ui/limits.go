@@ -67,7 +67,10 @@ func (s *Server) limits(ctx context.Context) ([]limitView, error) {
 		return nil, err
 	}
 	now := s.cfg.Clock.Now()
-	var out []limitView
+	// A limit's own record (a named limit's configuration) and the pools'
+	// shares of it (internal/limit, share.go), by limit key.
+	confs := map[string]*limit.Record{}
+	shares := map[string]map[string]limit.Record{}
 	for key := range keys.Keys() {
 		e, err := kv.Get(ctx, key)
 		if err != nil {
@@ -77,6 +80,25 @@ func (s *Server) limits(ctx context.Context) ([]limitView, error) {
 		if json.Unmarshal(e.Value(), &rec) != nil {
 			continue
 		}
+		if pool, k, ok := limit.SplitShareKey(key); ok {
+			if shares[k] == nil {
+				shares[k] = map[string]limit.Record{}
+			}
+			shares[k][pool] = rec
+			continue
+		}
+		confs[key] = &rec
+	}
+	all := map[string]bool{}
+	for k := range confs {
+		all[k] = true
+	}
+	for k := range shares {
+		all[k] = true
+	}
+	var out []limitView
+	for key := range all {
+		rec := limit.Combine(confs[key], shares[key], now)
 		name, named := limit.KeyName(key)
 		st := rec.Stats
 		v := limitView{

@@ -230,9 +230,14 @@ func (t Template) Render(v TemplateVars, esc func(before, value string) string) 
 // URLEscape escapes a value landing in a URL after before: in the query
 // or fragment (after '?' or '#') with url.QueryEscape, in the path with
 // url.PathEscape.
+// A whole path segment "." or ".." is escaped too, so that a value
+// never climbs the path.
 func URLEscape(before, value string) string {
 	if strings.ContainsAny(before, "?#") {
 		return url.QueryEscape(value)
+	}
+	if value == "." || value == ".." {
+		return strings.ReplaceAll(value, ".", "%2E")
 	}
 	return url.PathEscape(value)
 }

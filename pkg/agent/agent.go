@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,10 @@ type Agent struct {
 	nc  *nats.Conn
 	log zerolog.Logger
 	tr  tracing.Tracer // spans (tracing.go); off when zero
+
+	// httpc is the http steps' client, made on first use (httpguard.go).
+	httpOnce sync.Once
+	httpc    *http.Client
 
 	mu         sync.RWMutex
 	handlers   map[string]HandlerFunc
@@ -159,7 +164,7 @@ func (a *Agent) handler(name string) (HandlerFunc, bool) {
 	}
 	fn, ok := a.handlers[name]
 	if !ok && name == HTTPHandlerName {
-		fn, ok = httpHandler, true // built in, unless the agent registers its own
+		fn, ok = a.httpStep, true // built in, unless the agent registers its own
 	}
 	if !ok {
 		return nil, false
@@ -212,7 +217,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.wrapped[name] = a.wrapLocked(fn)
 	}
 	if _, ok := a.wrapped[HTTPHandlerName]; !ok {
-		a.wrapped[HTTPHandlerName] = a.wrapLocked(httpHandler) // built in (http.go)
+		a.wrapped[HTTPHandlerName] = a.wrapLocked(a.httpStep) // built in (httpstep.go)
 	}
 	a.mu.Unlock()
 

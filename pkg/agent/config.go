@@ -189,6 +189,12 @@ type Config struct {
 	// what they hold (credentials, server URLs with passwords) to every job
 	// submitter. Defaults to false.
 	StepEnvUnsafe bool
+	// HTTPAllow lists the IP addresses and CIDR networks the built-in http
+	// step may connect to ("10.0.0.0/8", "127.0.0.1"); when set, no other.
+	// Defaults to none: any address but loopback, link-local, unspecified
+	// and multicast ones and the agent's own NATS servers (docs/limits.md,
+	// "The http handler").
+	HTTPAllow []string
 	// Environ is the agent's environment that StepEnv selects from.
 	// Defaults to os.Environ.
 	Environ func() []string
@@ -360,6 +366,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := shell.NewEnvFilter(c.StepEnv, c.StepEnvUnsafe); err != nil {
 		errs = append(errs, fmt.Errorf("step_env: %w", err))
+	}
+	if _, err := parseHTTPAllow(c.HTTPAllow); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Reaper > ReaperAll {
 		errs = append(errs, fmt.Errorf("reaper: unknown mode %d", c.Reaper))

@@ -84,7 +84,19 @@ func parseHTTPArgs(c *Call) (httpArgs, error) {
 		var err error
 		switch k {
 		case "url":
-			a.URL, err = render(k, v, wire.URLEscape)
+			// The scheme, host and port are the template's own; values
+			// fill path segments and query values only.
+			s, ok := v.(string)
+			if !ok {
+				return a, fmt.Errorf("with.url: want a string, got %T", v)
+			}
+			t, perr := wire.ParseTemplate(s)
+			if perr != nil {
+				return a, fmt.Errorf("with.url: %w", perr)
+			}
+			if a.URL, err = wire.RenderURL(t, vars); err != nil {
+				err = fmt.Errorf("with.url: %w", err)
+			}
 		case "method":
 			a.Method, err = render(k, v, nil)
 		case "body":
@@ -142,8 +154,13 @@ func parseHTTPArgs(c *Call) (httpArgs, error) {
 	return a, nil
 }
 
-// httpHandler is the built-in http handler.
-func httpHandler(ctx context.Context, c *Call) (any, error) {
+// httpHandler is the built-in http handler with the package's client,
+// which reaches any address (tests); an agent's http steps use
+// Agent.httpStep, whose client its httpGuard checks.
+func httpHandler(ctx context.Context, c *Call) (any, error) { return httpDo(ctx, httpClient, c) }
+
+// httpDo makes an http step's call with client.
+func httpDo(ctx context.Context, client *http.Client, c *Call) (any, error) {
 	a, err := parseHTTPArgs(c)
 	if err != nil {
 		return nil, retry.Permanent(err)
@@ -168,7 +185,10 @@ func httpHandler(ctx context.Context, c *Call) (any, error) {
 	if a.Body != "" && req.Header.Get("Content-Type") == "" && json.Valid([]byte(a.Body)) {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := client.Do(req)
+	if errors.Is(err, ErrHTTPAddressRefused) {
+		return nil, retry.Permanent(fmt.Errorf("http %s %s: %w", a.Method, req.URL.Redacted(), err))
+	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 			return nil, fmt.Errorf("http %s %s: timeout after %s", a.Method, req.URL.Redacted(), timeout)

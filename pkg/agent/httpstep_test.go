@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +115,54 @@ func TestHTTPRetryAfterDateIsTheServersTime(t *testing.T) {
 	d, ok := retry.AfterDelay(err)
 	require.True(t, ok, "%v", err)
 	require.Equal(t, 30*time.Second, d)
+}
+
+// A value fills a path segment or a query value, never the scheme, host or
+// port: the issue's attack (a value "@127.0.0.1:<port>" standing where the
+// host ends) sends nothing, with its Authorization header, to the other
+// server; a template that leaves the host to a value is refused, and so is
+// any scheme but http and https.
+func TestHTTPValuesStayInPathAndQuery(t *testing.T) {
+	leaked := make(chan string, 4)
+	attacker := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		leaked <- r.Header.Get("Authorization")
+	}))
+	defer attacker.Close()
+	var paths []string
+	api := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.URL.EscapedPath()+"?"+r.URL.RawQuery)
+	}))
+	defer api.Close()
+	call := func(url, item string) error {
+		_, err := httpHandler(context.Background(), &Call{JobID: "j", ItemID: "i", Attempt: 1, Item: json.RawMessage(item),
+			With: map[string]any{"url": url, "headers": map[string]any{"Authorization": "Bearer secret"}}})
+		return err
+	}
+	hostOnly := strings.TrimPrefix(api.URL, "http://")
+	attackerHost := strings.TrimPrefix(attacker.URL, "http://")
+	for _, tc := range []struct{ url, item string }{
+		{"http://" + hostOnly + "${item.p}/leak", `{"p": "@` + attackerHost + `"}`},
+		{"http://api.example.invalid${item.p}/leak", `{"p": "@` + attackerHost + `"}`},
+		{"${item.u}", `{"u": "` + attacker.URL + `/"}`},
+		{"http://${item.h}/", `{"h": "` + attackerHost + `"}`},
+		{"file:///etc/passwd", `{}`},
+		{"http://user:pw@" + hostOnly + "/", `{}`},
+	} {
+		err := call(tc.url, tc.item)
+		require.Error(t, err, tc.url)
+		require.True(t, retry.IsPermanent(err), "%s: %v", tc.url, err)
+	}
+	select {
+	case auth := <-leaked:
+		t.Fatalf("the attacker's server was called, with Authorization %q", auth)
+	default:
+	}
+
+	// Values land in their own path segment and query value.
+	require.NoError(t, call(api.URL+"/v1/${item.a}/x?q=${item.b}", `{"a": "@`+attackerHost+`/..", "b": "1&admin=true#x"}`))
+	require.NoError(t, call(api.URL+"/v1/${item.a}/x", `{"a": ".."}`))
+	require.Equal(t, []string{
+		"/v1/@" + attackerHost + "%2F../x?q=1%26admin%3Dtrue%23x",
+		"/v1/%2E%2E/x?",
+	}, paths)
 }

@@ -34,7 +34,9 @@ func (a *Agent) openLimits(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store, err := limit.NewStore(a.js, kv, a.cfg.hooks.Clock, a.log)
+	// The pool's share of each limit is the only part the agent writes
+	// (docs/limits.md, "Shares between pools").
+	store, err := limit.NewStore(a.js, kv, a.cfg.hooks.Clock, a.log, limit.WithPool(a.cfg.Pool))
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

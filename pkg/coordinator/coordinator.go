@@ -48,13 +48,16 @@ type Coordinator struct {
 	// cutOff notices, from failing health checks, a server cut off the
 	// cluster (apiserver.go).
 	cutOff natsconn.CutOff
-	cfg    Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	names  messages.Names
-	log    zerolog.Logger
-	store  *jobStore
-	index  *jobIndex // job summaries for jobs.list (index.go)
+	// denials turns the server's refusals of the coordinator's requests
+	// into answers (pools.go).
+	denials *natsconn.Denials
+	cfg     Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	names   messages.Names
+	log     zerolog.Logger
+	store   *jobStore
+	index   *jobIndex // job summaries for jobs.list (index.go)
 	// agents are the handlers present agents announce (agents.go).
 	agents *agentDirectory
 	budget *budget.Budget
@@ -70,6 +73,8 @@ type Coordinator struct {
 
 	// pools knows the work stream's pools (pools.go).
 	pools poolSet
+	// slots counts the durable submissions being accepted (pools.go).
+	slots openSlots
 	// priorities counts the jobs publishing in each pool by priority
 	// (priority.go).
 	priorities priorities
@@ -142,6 +147,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		releaseNow: make(chan struct{}, 1),
 	}
 	c.pools.c = c
+	c.denials = natsconn.WatchDenials(nc)
 	c.opener = expand.NewOpener(cfg.InputDir, js)
 	c.tr = tracing.New(cfg.TracerProvider)
 	c.metrics = newMetrics(cfg.Registerer, c.totalInFlight)
@@ -378,7 +384,14 @@ func (c *Coordinator) totalInFlight() float64 {
 // a long acceptance alive). A variable for tests.
 var intakeAckWait = 30 * time.Second
 
-// intake consumes the durable jobs stream, one submission at a time.
+// intakeWorkers is how many durable submissions the intake accepts at
+// once: a slow submission (a large input to count) or a burst of bad
+// ones holds back no other.
+const intakeWorkers = 64
+
+// intake consumes the durable jobs stream, up to intakeWorkers
+// submissions at a time; submissions that name the same job id are
+// accepted one after the other (intakeLocks).
 func (c *Coordinator) intake(ctx context.Context) error {
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.names.JobsStream(), jetstream.ConsumerConfig{
 		Durable:     intakeConsumer,
@@ -389,15 +402,27 @@ func (c *Coordinator) intake(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: intake consumer: %w", err)
 	}
-	it, err := cons.Messages(natsconn.PullOptions(1)...)
+	it, err := cons.Messages(natsconn.PullOptions(intakeWorkers)...)
 	if err != nil {
 		return fmt.Errorf("coordinator: intake: %w", err)
 	}
 	defer it.Stop()
 	defer context.AfterFunc(ctx, it.Stop)()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var locks intakeLocks
+	workers := make(chan struct{}, intakeWorkers)
 	for {
+		// A worker first, then a message: a submission taken from the
+		// iterator is worked on at once (its AckWait runs).
+		select {
+		case workers <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
 		m, err := it.Next()
 		if err != nil {
+			<-workers
 			switch {
 			case ctx.Err() != nil:
 				return nil
@@ -409,7 +434,67 @@ func (c *Coordinator) intake(ctx context.Context) error {
 			c.log.Warn().Err(err).Msg("intake pull failed")
 			continue
 		}
-		c.intakeOne(ctx, m)
+		wg.Add(1)
+		t := c.slots.ticket()
+		go func() {
+			defer wg.Done()
+			defer func() { <-workers }()
+			defer c.slots.drop(t) // let the next in, whatever happened
+			c.intakeOne(ctx, m, t, &locks)
+		}()
+	}
+}
+
+// intakeKey is the job id a durable submission names, or its stream
+// sequence when it names none: submissions with the same key are accepted
+// one at a time.
+func intakeKey(m jetstream.Msg) string {
+	var probe struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(m.Data(), &probe) == nil && probe.ID != "" {
+		return probe.ID
+	}
+	if md, err := m.Metadata(); err == nil {
+		return "#" + strconv.FormatUint(md.Sequence.Stream, 10)
+	}
+	return ""
+}
+
+// intakeLocks serialises the acceptance of submissions that share a key.
+// Safe for concurrent use.
+type intakeLocks struct {
+	mu   sync.Mutex
+	held map[string]*intakeLock
+}
+
+type intakeLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lock waits until no other submission with key is being accepted; the
+// returned func lets the next one go.
+func (l *intakeLocks) lock(key string) (unlock func()) {
+	l.mu.Lock()
+	if l.held == nil {
+		l.held = map[string]*intakeLock{}
+	}
+	e := l.held[key]
+	if e == nil {
+		e = &intakeLock{}
+		l.held[key] = e
+	}
+	e.users++
+	l.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		l.mu.Lock()
+		if e.users--; e.users == 0 {
+			delete(l.held, key)
+		}
+		l.mu.Unlock()
 	}
 }
 
@@ -418,7 +503,11 @@ func (c *Coordinator) intake(ctx context.Context) error {
 // time, or a coordinator that died while accepting it (out of memory, a
 // crash), which would otherwise repeat after every restart — is recorded
 // as rejected with the reason, and never tried again.
-func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
+//
+// t is the submission's place in the intake's queue (openSlots.ticket);
+// submissions that name the same job id (locks) are accepted one at a
+// time.
+func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg, t uint64, locks *intakeLocks) {
 	ctx, span := c.traceAccept(ctx, m.Headers())
 	defer span.End()
 	var seq, delivered uint64 = 0, 1
@@ -429,10 +518,12 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
 	stop := inProgress(m, intakeAckWait/3)
 	defer stop()
 	maxTries := uint64(c.cfg.IntakeMaxDeliveries)
-	var err error
-	if err := c.waitOpenSlot(ctx); err != nil {
+	release, err := c.waitOpenSlot(ctx, t)
+	if err != nil {
 		return // shutting down: the submission waits for the next leader
 	}
+	defer release()
+	defer locks.lock(intakeKey(m))()
 	if delivered <= maxTries {
 		if err = c.safeAccept(ctx, m.Data(), seq); err == nil {
 			c.intakeErrs.forget(seq)
@@ -547,6 +638,14 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	if spec.ID == "" {
 		spec.ID = "job-" + strconv.FormatUint(seq, 10)
 	}
+	// A pool the job may not use is refused first: it needs no read of
+	// the job's record (reject makes sure it overwrites no accepted job).
+	eff := jobspec.WithDefaults(spec)
+	if fe, err := c.pools.check(ctx, eff.Pool); err != nil {
+		return err
+	} else if fe != nil {
+		return c.reject(ctx, seq, spec.ID, []messages.FieldError{*fe}, now)
+	}
 	// An existing job makes this an idempotent resubmission, unless it was
 	// rejected: then the id is free and this submission replaces it.
 	prev, rev, err := c.store.getRev(ctx, spec.ID)
@@ -559,12 +658,6 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 		return nil
 	case err != nil && !errors.Is(err, errNoJob):
 		return err
-	}
-	eff := jobspec.WithDefaults(spec)
-	if fe, err := c.pools.check(ctx, eff.Pool); err != nil {
-		return err
-	} else if fe != nil {
-		return c.reject(ctx, seq, spec.ID, []messages.FieldError{*fe}, now)
 	}
 	if problems := c.checkInput(eff); len(problems) > 0 {
 		return c.reject(ctx, seq, spec.ID, problems, now)
@@ -719,19 +812,26 @@ func (c *Coordinator) ensurePools(ctx context.Context, pool string, routes map[s
 // overwrites a job that was accepted; it replaces an earlier rejection.
 func (c *Coordinator) reject(ctx context.Context, seq uint64, id string, problems []messages.FieldError, now time.Time) error {
 	problems = boundProblems(problems)
-	prev, rev, err := c.store.getRev(ctx, id)
-	switch {
-	case err == nil && prev.Status.State != messages.StateRejected:
-		return nil
-	case err != nil && !errors.Is(err, errNoJob):
-		return err
-	}
 	rec := wire.JobRecord{Status: messages.JobStatus{
 		ID: id, State: messages.StateRejected, Problems: problems, SubmittedAt: now, FinishedAt: &now,
 	}, SubmitSeq: seq}
-	created, err := c.store.replace(ctx, &rec, rev)
+	// Most rejected ids are new: one write, and a read only when the id
+	// is taken.
+	created, err := c.store.replace(ctx, &rec, 0)
 	if err != nil {
 		return err
+	}
+	if !created {
+		prev, rev, err := c.store.getRev(ctx, id)
+		switch {
+		case err == nil && prev.Status.State != messages.StateRejected:
+			return nil
+		case err != nil && !errors.Is(err, errNoJob):
+			return err
+		}
+		if created, err = c.store.replace(ctx, &rec, rev); err != nil {
+			return err
+		}
 	}
 	if created {
 		c.metrics.jobsRejected.Inc()

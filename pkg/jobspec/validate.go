@@ -305,6 +305,9 @@ func (v *validator) stepRest(p string, st *messages.Step, reduce bool) {
 	if st.WorkingDir != "" && strings.TrimSpace(st.WorkingDir) == "" {
 		v.addf(messages.JoinPath(p, "working_dir"), "must not be blank (omit it for the item's directory)")
 	}
+	if st.Handler == httpHandler {
+		v.httpURL(messages.JoinPath(messages.JoinPath(p, "with"), "url"), st.With["url"])
+	}
 	if len(st.With) > 0 && st.Handler == "" && st.Shell != "" {
 		v.addf(messages.JoinPath(p, "with"), "only allowed with handler (shell steps use ${item.<field>} references)")
 	}
@@ -316,6 +319,27 @@ func (v *validator) stepRest(p string, st *messages.Step, reduce bool) {
 	}
 	if lp := messages.JoinPath(p, "limit"); st.Limit != nil && !v.isBad(lp) {
 		v.limit(lp, st.Limit)
+	}
+}
+
+// httpHandler is the built-in http handler's name (pkg/agent.HTTPHandlerName).
+const httpHandler = "http"
+
+// httpURL checks an http step's url at submission: a template whose
+// values cannot change the scheme, host or port, of an http or https URL
+// (file:// and the like are refused here, not when the step runs).
+func (v *validator) httpURL(p string, u any) {
+	s, ok := u.(string)
+	if !ok {
+		return // the agent reports a missing or mistyped url with the step
+	}
+	t, err := wire.ParseTemplate(s)
+	if err != nil {
+		v.addf(p, "%v", err)
+		return
+	}
+	if _, err := wire.URLOrigin(t); err != nil {
+		v.addf(p, "%s", strings.TrimPrefix(err.Error(), wire.ErrURLTemplate.Error()+": "))
 	}
 }
 
