@@ -30,9 +30,6 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Version is reported by the micro service.
-const Version = messages.Version
-
 // intakeConsumer is the durable consumer of the jobs stream.
 const intakeConsumer = "coordinator"
 

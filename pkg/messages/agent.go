@@ -33,6 +33,9 @@ type AgentPresence struct {
 	// sorted. The coordinator refuses a job whose steps name a handler
 	// that no present agent of the pool registers.
 	Handlers []string `json:"handlers,omitempty"`
+	// Version is the agent's build ("v0.4.0 (commit …, go1.26.8)" as
+	// `agent --version` prints it); empty from agents before v0.4.0.
+	Version string `json:"version,omitempty"`
 }
 
 // AgentStats is the data of an agent's status endpoint in its micro

@@ -17,9 +17,6 @@ const AgentServiceName = "jetfleet-agent"
 // the agent's AgentPresence.
 const EndpointAgentStatus = "status"
 
-// Version is jetfleet's version, reported by its micro services.
-const Version = "0.1.0"
-
 // API endpoints, relative to "<prefix>.api.".
 const (
 	EndpointJobsSubmit = "jobs.submit"
