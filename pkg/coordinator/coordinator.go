@@ -410,6 +410,9 @@ func (c *Coordinator) intake(ctx context.Context) error {
 // crash), which would otherwise repeat after every restart — is recorded
 // as rejected with the reason, and never tried again.
 func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg) {
+	if c.leaveNewerSubmission(m) {
+		return
+	}
 	ctx, span := c.traceAccept(ctx, m.Headers())
 	defer span.End()
 	var seq, delivered uint64 = 0, 1

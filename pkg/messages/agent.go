@@ -7,6 +7,8 @@ import "time"
 // interval and deletes it when it stops; the bucket's max age removes the
 // key of an agent that died.
 type AgentPresence struct {
+	// V is the schema version (docs/contract.md §8).
+	V    Schema `json:"v"`
 	Name string `json:"name"`
 	Pool string `json:"pool"`
 	Host string `json:"host,omitempty"`

@@ -352,6 +352,8 @@ const (
 
 // Event is the body of a FLEET_EVENTS message.
 type Event struct {
+	// V is the schema version (docs/contract.md §8).
+	V Schema `json:"v"`
 	// Type is the event's name, e.g. "RetryBudgetExhausted", "JobCompleted".
 	Type  string          `json:"type"`
 	JobID string          `json:"job_id"`
