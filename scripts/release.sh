@@ -5,7 +5,8 @@
 #     jetfleet_VERSION_<os>_<arch>.tar.gz   agent, coordinator, fleetctl, LICENSE,
 #                                           README.md, CHANGELOG.md (linux and
 #                                           darwin, amd64 and arm64)
-#     jetfleet_VERSION_<os>_<arch>.cdx.json the archive's SBOM (CycloneDX)
+#     jetfleet_VERSION_<os>_<arch>_<cmd>.cdx.json
+#                                           each binary's SBOM (CycloneDX)
 #     SHA256SUMS                            checksums of the archives and SBOMs
 #     RELEASE_NOTES.md                      CHANGELOG.md's section for VERSION
 #   images jetfleet/{nats-server,coordinator,agent,fleetctl}:VERSION
@@ -16,18 +17,20 @@
 # nothing else that depends on when or where it ran; archives with sorted
 # names, the commit's time and no owner; SBOMs without serial or timestamp.
 # Two builds of one commit give the same SHA256SUMS (--check builds twice
-# and compares).
+# and compares: from a copy of the commit's tree at another path, and with
+# JETFLEET_CHECK_COLD=1 with an empty build cache too).
 #
 # The SBOM comes from CycloneDX's Go generator (cyclonedx-gomod), run with
 # `go run module@version` through the Go module proxy: nothing to install.
 #
 # Usage: scripts/release.sh VERSION [--check] [--no-images] [--allow-dirty]
 # Env:   JETFLEET_RELEASE_DIST (default dist/release), CYCLONEDX_GOMOD
-#        (default github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0)
+#        (default github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0),
+#        JETFLEET_TARGETS (default "linux/amd64 linux/arm64 darwin/amd64 darwin/arm64")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,27p' "$0"; }
+usage() { sed -n '2,31p' "$0"; }
 version=""
 check=false
 images=true
@@ -67,7 +70,7 @@ if [ -z "$notes" ]; then
 fi
 
 sbom_tool=${CYCLONEDX_GOMOD:-github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0}
-targets="linux/amd64 linux/arm64 darwin/amd64 darwin/arm64"
+targets=${JETFLEET_TARGETS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
 cmds="agent coordinator fleetctl"
 pkg=github.com/jetfleet/jetfleet/internal/version
 ldflags="-s -w -buildid= -X $pkg.Version=$version -X $pkg.Commit=$commit"
@@ -90,14 +93,13 @@ build() {
     touch -d "@$SOURCE_DATE_EPOCH" "$dir" "$dir"/*
     tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
       --format=gnu -C "$work" -cf - "$name" | gzip -n -9 >"$out/$name.tar.gz"
-    # One SBOM per archive: the build constraints (GOOS, GOARCH,
-    # CGO_ENABLED) select the modules, as the build's did. The binaries
-    # share their modules but for the main package: the SBOM describes
-    # the fleetctl main, which imports the agent and the coordinator.
-    CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOFLAGS=-buildvcs=false \
-      go run "$sbom_tool" app -json -noserial -notimestamp -licenses \
-      -main cmd/fleetctl -output "$out/$name.cdx.json" . 2>"$work/sbom.log" ||
-      { cat "$work/sbom.log" >&2; return 1; }
+    # One SBOM per binary, from the module list the build embedded in
+    # it (cyclonedx-gomod bin): exactly what was linked, for this target.
+    for cmd in $cmds; do
+      go run "$sbom_tool" bin -json -noserial -notimestamp -licenses -version "$version" \
+        -output "$out/${name}_$cmd.cdx.json" "$dir/$cmd" 2>"$work/sbom.log" ||
+        { cat "$work/sbom.log" >&2; return 1; }
+    done
   done
   (cd "$out" && sha256sum -- *.tar.gz *.cdx.json >SHA256SUMS)
   rm -rf "$work"
@@ -113,10 +115,19 @@ log "built in $(( $(date +%s) - start ))s"
 cat "$dist/SHA256SUMS"
 
 if $check; then
+  # The second build runs in a copy of the commit's tree at another path
+  # (what -trimpath must hide), and with JETFLEET_CHECK_COLD=1 with an
+  # empty build cache (what reuse of compiled packages could hide).
   again=$(mktemp -d)
-  log "--check: building again into $again"
-  build "$again"
-  if diff -u "$dist/SHA256SUMS" "$again/SHA256SUMS"; then
+  mkdir "$again/src" "$again/out"
+  git archive --format=tar HEAD | tar -x -C "$again/src"
+  log "--check: building again in $again/src"
+  (
+    cd "$again/src"
+    if [ "${JETFLEET_CHECK_COLD:-0}" = 1 ]; then export GOCACHE="$again/gocache"; fi
+    build "$again/out"
+  )
+  if diff -u "$dist/SHA256SUMS" "$again/out/SHA256SUMS"; then
     log "--check: the two builds have identical checksums"
     rm -rf "$again"
   else
