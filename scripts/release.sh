@@ -120,7 +120,7 @@ if $check; then
   # empty build cache (what reuse of compiled packages could hide).
   again=$(mktemp -d)
   mkdir "$again/src" "$again/out"
-  git archive --format=tar HEAD | tar -x -C "$again/src"
+  git archive --format=tar "$commit" | tar -x -C "$again/src"
   log "--check: building again in $again/src"
   (
     cd "$again/src"
