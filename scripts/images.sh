@@ -9,7 +9,9 @@
 #                                  its applets for shell steps
 #
 # Usage: scripts/images.sh [--tag TAG] [--binaries-only]
-# Env:   JETFLEET_TAG (default dev), JETFLEET_DIST (default dist/images)
+# Env:   JETFLEET_TAG (default dev), JETFLEET_DIST (default dist/images),
+#        JETFLEET_VERSION and JETFLEET_COMMIT: stamped into the binaries
+#        (scripts/release.sh sets them; `--version` prints them)
 # Images: jetfleet/{nats-server,coordinator,agent,fleetctl}:TAG
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +23,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --tag) tag=$2; shift 2 ;;
     --binaries-only) binaries_only=true; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "images.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -57,8 +59,12 @@ fi
 
 mkdir -p "$dist/bin"
 export CGO_ENABLED=0 GOOS=linux GOFLAGS="${GOFLAGS:--buildvcs=false}"
+ldflags="-s -w -buildid="
+vpkg=github.com/jetfleet/jetfleet/internal/version
+[ -z "${JETFLEET_VERSION:-}" ] || ldflags="$ldflags -X $vpkg.Version=$JETFLEET_VERSION"
+[ -z "${JETFLEET_COMMIT:-}" ] || ldflags="$ldflags -X $vpkg.Commit=$JETFLEET_COMMIT"
 build() { # output, package
-  go build -trimpath -ldflags='-s -w' -o "$dist/bin/$1" "$2"
+  go build -trimpath -ldflags="$ldflags" -o "$dist/bin/$1" "$2"
 }
 start=$(date +%s)
 log "building static binaries into $dist/bin"

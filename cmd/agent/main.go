@@ -21,6 +21,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 )
 
@@ -69,6 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.DurationVar(&cfg.ParkAfter, "park-after", agent.DefaultParkAfter, "retries and snoozes with at least this delay wait in the park stream (holding no MaxAckPending slot) instead of a delayed nak; negative = never park")
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9091 (env FLEET_METRICS_ADDR)")
 	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6061; off by default (env FLEET_PPROF_ADDR)")
+	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
 	verifyKey := fs.String("work-verify-key", getenv("FLEET_WORK_VERIFY_KEY"), "the coordinator's work-signing public key, or a file holding it (fleetctl auth init prints it and writes work-signing.pub): run only work items it signed for this pool (env FLEET_WORK_VERIFY_KEY)")
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +78,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			return nil
 		}
 		os.Exit(2)
+	}
+	if *showVersion {
+		fmt.Println("agent", version.Get())
+		return nil
 	}
 	if err := conn.ApplyContext(getenv, false); err != nil {
 		return err

@@ -44,6 +44,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -112,6 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	listen := fs.String("listen", "127.0.0.1:4222", "embedded server address when no --server is given; beyond loopback it needs --auth-dir")
 	authDir := fs.String("auth-dir", "", "embedded server: admit only the users `fleetctl auth init DIR` wrote (and TLS if generated); the coordinator connects as DIR/coordinator.nk")
 	dataDir := fs.String("data-dir", "jetfleet-data", "embedded server's JetStream directory")
+	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
 	signingKey := fs.String("work-signing-key", getenv("FLEET_WORK_SIGNING_KEY"), "sign every work item with the nkey seed in this file (fleetctl auth init writes work-signing.nk; agents verify with --work-verify-key); with --auth-dir, DIR/work-signing.nk when present (env FLEET_WORK_SIGNING_KEY)")
 	var uiFlags uiOptions
@@ -121,6 +123,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			return nil
 		}
 		os.Exit(2)
+	}
+	if *showVersion {
+		fmt.Println("coordinator", version.Get())
+		return nil
 	}
 	cfg.Budget = coordinator.BudgetSettings(budgetSettings)
 	if *signingKey == "" && *authDir != "" {

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -72,6 +73,10 @@ func runCLI(ctx context.Context, env *cliEnv, args []string) int {
 		if len(args) == 0 {
 			return exitUsage
 		}
+		return exitOK
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprintln(env.stdout, "fleetctl", version.Get())
 		return exitOK
 	}
 	c, ok := commands[args[0]]

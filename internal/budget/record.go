@@ -25,6 +25,8 @@ const (
 // bucket. A Record is a plain value, safe to copy; it is not safe to mutate
 // one from several goroutines.
 type Record struct {
+	// V is the schema version (docs/contract.md §8).
+	V messages.Schema `json:"v"`
 	// Total is the effective job budget: retries all items may claim together.
 	Total int
 	// PerItemMax is the effective cap of one item. Without a per-item

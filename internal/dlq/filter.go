@@ -78,8 +78,29 @@ func plainJSON(s string) bool {
 	return true
 }
 
-// entryMark is how every entry jetfleet writes begins: its job id.
-var entryMark = []byte(`{"job_id":"`)
+// entryMark is how every entry jetfleet writes begins, after its schema
+// version ({"v":1,) and before v0.4.0 at once: its job id.
+var entryMark = []byte(`"job_id":"`)
+
+// entryBody returns body from its job id member on when it starts as
+// jetfleet's entries do: {"job_id":" or {"v":<digits>,"job_id":".
+func entryBody(body []byte) ([]byte, bool) {
+	rest, ok := bytes.CutPrefix(body, []byte(`{`))
+	if !ok {
+		return nil, false
+	}
+	if v, ok := bytes.CutPrefix(rest, []byte(`"v":`)); ok {
+		i := 0
+		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+			i++
+		}
+		if i == 0 || i == len(v) || v[i] != ',' {
+			return nil, false
+		}
+		rest = v[i+1:]
+	}
+	return rest, bytes.HasPrefix(rest, entryMark)
+}
 
 // rejectRaw reports, from a DLQ message's raw body, that the entry cannot
 // match the text filter, so that a scan skips decoding it (decoding costs
@@ -90,7 +111,11 @@ var entryMark = []byte(`{"job_id":"`)
 // jetfleet's entries do: anything else is decoded (it may list as
 // undecodable, with a synthesised error the text could match).
 func (m *Matcher) rejectRaw(body []byte) bool {
-	if !m.rawText || !bytes.HasPrefix(body, entryMark) || len(body) == len(entryMark) || body[len(entryMark)] == '"' {
+	if !m.rawText {
+		return false
+	}
+	rest, ok := entryBody(body)
+	if !ok || len(rest) == len(entryMark) || rest[len(entryMark)] == '"' {
 		return false
 	}
 	return !bytes.Contains(bytes.ToLower(body), []byte(m.text))

@@ -44,4 +44,8 @@ func TestRejectRaw(t *testing.T) {
 	require.False(t, NewMatcher(messages.DLQFilter{Text: "a<b"}).rejectRaw(body), "not plain: decoded")
 	require.False(t, NewMatcher(messages.DLQFilter{}).rejectRaw(body), "no text filter")
 	require.False(t, NewMatcher(messages.DLQFilter{Text: "needle"}).rejectRaw([]byte(`garbage`)), "not an entry: decoded, listed as undecodable")
+	old := []byte(`{"job_id":"j","item_id":"img-7","error":"disk full"}`) // before v0.4.0: no "v"
+	require.True(t, NewMatcher(messages.DLQFilter{Text: "needle"}).rejectRaw(old))
+	require.False(t, NewMatcher(messages.DLQFilter{Text: "disk"}).rejectRaw(old))
+	require.False(t, NewMatcher(messages.DLQFilter{Text: "needle"}).rejectRaw([]byte(`{"v":x,"job_id":"j"}`)), "not as jetfleet writes: decoded")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -93,7 +94,7 @@ func TestFleetIsVisibleToMicroTools(t *testing.T) {
 	require.Equal(t, "2", a1.Metadata["concurrency"])
 	require.Equal(t, "3", agents["a2.example"].Metadata["concurrency"])
 	require.Contains(t, a1.Metadata["handlers"], "boom")
-	require.Equal(t, messages.Version, a1.Version)
+	require.Equal(t, version.Get().Semver(), a1.Version)
 	require.Len(t, a1.Endpoints, 1)
 	require.Equal(t, messages.MustNames("").AgentStatusSubject(messages.DefaultPool, "a1.example"), a1.Endpoints[0].Subject)
 

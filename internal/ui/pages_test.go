@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -333,7 +335,9 @@ func TestLiveUpdatesAndAgents(t *testing.T) {
 	b := f.browser(t)
 	fleettest.WaitFor(t, 20*time.Second, func() error {
 		_, body, _ := b.get("/agents")
-		for _, want := range []string{"agent-0", "agent-1", "Pool <code>default</code>"} {
+		// Each agent's build (its presence), and the dashboard's own.
+		build := template.HTMLEscapeString(version.Get().String())
+		for _, want := range []string{"agent-0", "agent-1", "Pool <code>default</code>", `<td class="version"><code>` + build + `</code></td>`, "jetfleet dashboard " + build} {
 			if !strings.Contains(body, want) {
 				return fmt.Errorf("agents page lacks %q", want)
 			}

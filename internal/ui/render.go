@@ -16,6 +16,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/chart"
 	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -31,14 +32,20 @@ type page struct {
 	Live   string
 	Notice string
 	Now    time.Time
-	Data   any
+	// Build is the dashboard's own build (internal/version).
+	Build string
+	Data  any
 }
+
+// dashboardBuild is the build the dashboard's footer names.
+var dashboardBuild = version.Get().String()
 
 // render writes template name with p.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name string, p *page) {
 	p.ReadOnly = s.cfg.ReadOnly
 	p.CSRF = s.guard.token(s.guard.session(w, r))
 	p.Now = s.cfg.Clock.Now()
+	p.Build = dashboardBuild
 	var buf bytes.Buffer
 	if err := s.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
 		s.log.Error().Err(err).Str("page", name).Msg("template failed")

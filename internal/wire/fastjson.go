@@ -110,6 +110,15 @@ func otherCase(name []byte, names []string) bool {
 	return false
 }
 
+// setSchema sets *dst to the JSON number v.
+func setSchema(v []byte, dst *messages.Schema) error {
+	if n, ok := smallInt(v); ok {
+		*dst = messages.Schema(n)
+		return nil
+	}
+	return json.Unmarshal(v, dst)
+}
+
 // setString sets *dst to the JSON string v.
 func setString(v []byte, dst *string) error {
 	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
@@ -187,7 +196,7 @@ func smallInt(v []byte) (int64, bool) {
 }
 
 // resultFields are Result's JSON names.
-var resultFields = []string{"job_id", "item_id", "index", "group", "outcome", "generation", "attempts", "retries", "item_runs", "reason",
+var resultFields = []string{"v", "job_id", "item_id", "index", "group", "outcome", "generation", "attempts", "retries", "item_runs", "reason",
 	"error", "error_class", "signature", "output", "phase", "agent", "finished_at", "duration_ms", "steps"}
 
 // decodeResult decodes obj, a JSON object, into r (zero).
@@ -201,6 +210,8 @@ func decodeResult(obj []byte, r *messages.Result) error {
 // take its strings instead of new copies.
 func resultMember(r, prev *messages.Result, name, v []byte) error {
 	switch string(name) {
+	case "v":
+		return setSchema(v, &r.V)
 	case "job_id":
 		if prev != nil {
 			return setStringAs(v, &r.JobID, prev.JobID)
@@ -312,7 +323,7 @@ func decodeResultsFast(data []byte, into []messages.Result) ([]messages.Result, 
 }
 
 // workItemFields are WorkItem's JSON names.
-var workItemFields = []string{"job_id", "item_id", "index", "group", "payload", "generation", "correlation_id", "replay_count",
+var workItemFields = []string{"v", "job_id", "item_id", "index", "group", "payload", "generation", "correlation_id", "replay_count",
 	"history", "history_dropped", "reset_attempts", "phase", "reduce", "park", "held", "sig"}
 
 // DecodeWorkItem decodes a work message into wi, as json.Unmarshal into a
@@ -347,6 +358,8 @@ func decodeWorkItem(obj []byte, wi *WorkItem) error {
 	}
 	return object(obj, func(name, v []byte) error {
 		switch string(name) {
+		case "v":
+			return setSchema(v, &wi.V)
 		case "job_id":
 			return str(v, &wi.JobID)
 		case "item_id":
@@ -402,7 +415,9 @@ func appendResult(b []byte, r *messages.Result) (_ []byte, ok bool) {
 	if !jsonTimeOK(r.FinishedAt) {
 		return b, false
 	}
-	b = append(b, `{"job_id":"`...)
+	b = append(b, `{"v":`...)
+	b = appendSchema(b, r.V)
+	b = append(b, `,"job_id":"`...)
 	b = append(b, r.JobID...)
 	b = append(b, '"')
 	b = appendStrField(b, "item_id", r.ItemID, false)
@@ -426,6 +441,14 @@ func appendResult(b []byte, r *messages.Result) (_ []byte, ok bool) {
 	b = appendJSONTime(b, r.FinishedAt)
 	b = appendIntField(b, "duration_ms", r.DurationMS)
 	return append(b, '}'), true
+}
+
+// appendSchema appends v as messages.Schema.MarshalJSON writes it.
+func appendSchema(b []byte, v messages.Schema) []byte {
+	if v == 0 {
+		v = messages.SchemaVersion
+	}
+	return strconv.AppendInt(b, int64(v), 10)
 }
 
 // appendStrField appends `,"name":"v"` (v plain), or nothing for an empty
@@ -492,7 +515,9 @@ func appendWorkItem(b []byte, wi *WorkItem) (_ []byte, ok bool) {
 		!plainJSONString(wi.Group) || !plainJSONString(wi.CorrelationID) || !plainJSONString(wi.Sig) || !compactPayload(wi.Payload) {
 		return b, false
 	}
-	b = append(b, `{"job_id":"`...)
+	b = append(b, `{"v":`...)
+	b = appendSchema(b, wi.V)
+	b = append(b, `,"job_id":"`...)
 	b = append(b, wi.JobID...)
 	b = append(b, `","item_id":"`...)
 	b = append(b, wi.ItemID...)

@@ -152,7 +152,7 @@ func TestFastCodecsKnowEveryField(t *testing.T) {
 	require.ElementsMatch(t, jsonNames(messages.Result{}), resultFields)
 
 	zero := func(v reflect.Value) bool { return v.IsZero() }
-	full := WorkItem{JobID: "j", ItemID: "i", Index: 1, Group: "g", Payload: json.RawMessage(`{"a":1}`), Generation: 2,
+	full := WorkItem{V: 1, JobID: "j", ItemID: "i", Index: 1, Group: "g", Payload: json.RawMessage(`{"a":1}`), Generation: 2,
 		CorrelationID: "c", ReplayCount: 3, History: []messages.Attempt{{Attempt: 1}}, HistoryDropped: 4, ResetAttempts: true,
 		Phase: messages.PhaseReduce, Reduce: &messages.ReduceInput{ResultsObject: "o"}, Park: 5, Held: 2, Sig: "c2ln"}
 	rv := reflect.ValueOf(full)
@@ -165,7 +165,7 @@ func TestFastCodecsKnowEveryField(t *testing.T) {
 	require.NoError(t, DecodeWorkItem(data, &got))
 	require.Equal(t, full, got)
 
-	res := messages.Result{JobID: "j", ItemID: "i", Index: 1, Group: "g", Outcome: "failed", Generation: 2, Attempts: 3, Retries: 4, ItemRuns: 2,
+	res := messages.Result{V: 1, JobID: "j", ItemID: "i", Index: 1, Group: "g", Outcome: "failed", Generation: 2, Attempts: 3, Retries: 4, ItemRuns: 2,
 		Reason: "r", Error: "e", ErrorClass: "c", Signature: "s", Output: "o", Phase: messages.PhaseReduce, Agent: "a",
 		FinishedAt: time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC), DurationMS: 6, Steps: []messages.StepRun{{Step: 1, Runs: 2, DurationMS: 3}}}
 	rv = reflect.ValueOf(res)

@@ -10,6 +10,8 @@ import (
 // as accepted (effective values), the status, and the coordinator's
 // publishing cursor. Agents read the spec from it; status readers the status.
 type JobRecord struct {
+	// V is the schema version (docs/contract.md §8).
+	V      messages.Schema    `json:"v"`
 	Spec   *messages.JobSpec  `json:"spec,omitempty"`
 	Status messages.JobStatus `json:"status"`
 	// Cursor is the number of input items (in input order) whose publication

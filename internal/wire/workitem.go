@@ -12,8 +12,10 @@ import (
 
 // WorkItem is the body of a work message on fleet.work.<pool>.<job>.
 type WorkItem struct {
-	JobID  string `json:"job_id"`
-	ItemID string `json:"item_id"`
+	// V is the schema version (docs/contract.md §8).
+	V      messages.Schema `json:"v"`
+	JobID  string          `json:"job_id"`
+	ItemID string          `json:"item_id"`
 	// Index is the item's 0-based position in the job's input.
 	Index int64 `json:"index"`
 	// Group is the item's best-effort group ("" = the single default group).
@@ -118,9 +120,11 @@ func DecodeSig(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeSt
 // ItemState is an item's retry state in the fleet_items bucket, created at
 // its first failure. Any agent resumes the item from it.
 type ItemState struct {
-	JobID      string `json:"job_id"`
-	ItemID     string `json:"item_id"`
-	Generation int    `json:"generation"`
+	// V is the schema version (docs/contract.md §8).
+	V          messages.Schema `json:"v"`
+	JobID      string          `json:"job_id"`
+	ItemID     string          `json:"item_id"`
+	Generation int             `json:"generation"`
 	// Step is the 0-based step to resume at.
 	Step int `json:"step"`
 	// StepAttempt is the number of failed runs of Step so far.
@@ -169,4 +173,16 @@ type ItemState struct {
 	// a redelivery of the message it replaced recognises itself as stale.
 	Park      int       `json:"park,omitempty"`
 	ParkUntil time.Time `json:"park_until,omitzero"`
+}
+
+// PeekSchema reads only the "v" member of a message or record: the schema
+// version of a body that does not decode otherwise (a newer schema may
+// change what a member holds). It is 0 when data has none or is not a
+// JSON object.
+func PeekSchema(data []byte) messages.Schema {
+	var v struct {
+		V messages.Schema `json:"v"`
+	}
+	_ = json.Unmarshal(data, &v)
+	return v.V
 }

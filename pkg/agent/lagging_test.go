@@ -139,7 +139,13 @@ func TestPoisonItemIsCounted(t *testing.T) {
 // through process and the ack loop.
 func (f *failureAgent) deliverRaw(t *testing.T, subject string, data []byte) *recMsg {
 	t.Helper()
-	m := &recMsg{subject: subject, data: data, md: jetstream.MsgMetadata{NumDelivered: 1, Sequence: jetstream.SequencePair{Stream: 42}}}
+	return f.deliverRawN(t, subject, data, 1)
+}
+
+// deliverRawN is deliverRaw of delivery n.
+func (f *failureAgent) deliverRawN(t *testing.T, subject string, data []byte, n uint64) *recMsg {
+	t.Helper()
+	m := &recMsg{subject: subject, data: data, md: jetstream.MsgMetadata{NumDelivered: n, Sequence: jetstream.SequencePair{Stream: 42}}}
 	f.a.results = make(chan pendingResult, 16)
 	f.a.acks = make(chan pendingAck, 16)
 	f.a.safeProcessOn(context.Background(), m, &hbSlot{}, nil)

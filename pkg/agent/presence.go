@@ -13,9 +13,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
+
+// buildVersion is the agent's build as its presence names it.
+var buildVersion = version.Get().String()
 
 // presenceJobs bounds the jobs listed in an agent's presence value.
 const presenceJobs = 20
@@ -80,7 +84,7 @@ func (p *presence) value() messages.AgentPresence {
 		Concurrency: p.a.cfg.Concurrency, InFlight: p.inFlight, Finished: p.finished, Failed: p.failed,
 		StartedAt: p.started, LastSeen: p.a.cfg.hooks.Clock.Now(),
 		Interval: messages.Duration(p.a.cfg.PresenceInterval), Stopping: p.stopping,
-		Handlers: p.handlers,
+		Handlers: p.handlers, Version: buildVersion,
 	}
 	if p.a.claude != "" {
 		v.Capabilities = []string{messages.CapabilityClaude}

@@ -159,7 +159,14 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot, free
 	it.md = md
 	clock.Observe(a.cfg.hooks.Clock, md.Timestamp) // the server's time (docs/design.md, "Clocks")
 	if err := wire.DecodeWorkItem(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
+		// A newer release's item may not decode here: it is left, not poison.
+		if a.leaveNewer(it, wire.PeekSchema(m.Data()).Check("the work item")) {
+			return
+		}
 		a.poison(ctx, it, messages.ReasonPoison, err)
+		return
+	}
+	if a.leaveNewer(it, it.wi.V.Check("the work item")) {
 		return
 	}
 	if err := checkWorkItem(a.names, m.Subject(), &it.wi); err != nil {
@@ -242,6 +249,9 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot, free
 	it.carry = carriedAttempts(&it.wi)
 	if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 || it.wi.Held > 0 {
 		if err := a.loadState(ctx, it); err != nil {
+			if a.leaveNewer(it, err) {
+				return
+			}
 			log().Warn().Err(err).Msg("cannot read item state; retrying later")
 			a.nakDelay(it, time.Second)
 			return
@@ -360,8 +370,14 @@ func (a *Agent) loadState(ctx context.Context, it *item) error {
 	it.rev = e.Revision()
 	var st wire.ItemState
 	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		if err := wire.PeekSchema(e.Value()).Check("the item's retry state"); err != nil {
+			return err // an agent of a newer release wrote it: not corrupt
+		}
 		a.log.Warn().Err(err).Str("item_id", it.wi.ItemID).Msg("corrupt item state replaced")
 		return nil
+	}
+	if err := st.V.Check("the item's retry state"); err != nil {
+		return err
 	}
 	// A replay's first delivery with --reset-attempts starts afresh; its
 	// parked copies do not.

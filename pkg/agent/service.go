@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -25,9 +26,10 @@ func (a *Agent) serve() (stop func(), err error) {
 	a.mu.RLock()
 	handlers := slices.Sorted(maps.Keys(a.handlers))
 	a.mu.RUnlock()
+	build := version.Get()
 	svc, err := micro.AddService(a.nc, micro.Config{
 		Name:        messages.AgentServiceName,
-		Version:     messages.Version,
+		Version:     build.Semver(),
 		Description: "jetfleet agent of pool " + a.cfg.Pool,
 		Metadata: map[string]string{
 			"agent":       a.cfg.Name,
@@ -37,6 +39,8 @@ func (a *Agent) serve() (stop func(), err error) {
 			"pid":         strconv.Itoa(os.Getpid()),
 			"concurrency": strconv.Itoa(a.cfg.Concurrency),
 			"handlers":    strings.Join(handlers, ","),
+			"build":       build.String(),
+			"go":          build.Go,
 		},
 		// Each agent answers on its own subject: no queue group.
 		QueueGroupDisabled: true,

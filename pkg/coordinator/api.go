@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -21,10 +22,13 @@ import (
 // serveAPI registers the jetfleet micro service, each endpoint's handler
 // made by wrap (apiServer.handler).
 func (c *Coordinator) serveAPI(wrap func(name string, fn endpointFunc) micro.Handler) (micro.Service, error) {
+	build := version.Get()
 	svc, err := micro.AddService(c.nc, micro.Config{
 		Name:        messages.ServiceName,
-		Version:     Version,
+		Version:     build.Semver(),
 		Description: "jetfleet coordinator API",
+		// fleetctl version reads the build and tells fleets apart.
+		Metadata: map[string]string{"prefix": c.cfg.Prefix, "build": build.String(), "go": build.Go},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: micro service: %w", err)

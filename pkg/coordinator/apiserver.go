@@ -136,6 +136,10 @@ func (s *apiServer) serve(name string, fn endpointFunc) func(data []byte, hdr na
 		deadline = s.c.cfg.APIDeadline
 	}
 	return func(data []byte, hdr nats.Header, reply string) {
+		if e := requestSchema(hdr); e != nil {
+			s.respondError(reply, e)
+			return
+		}
 		select {
 		case s.slots <- struct{}{}:
 		default:

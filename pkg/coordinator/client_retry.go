@@ -177,6 +177,7 @@ func (c *Client) attempts(ctx context.Context, endpoint string, data []byte, how
 		m := nats.NewMsg(subject)
 		m.Reply = fmt.Sprintf("%s.%d", inbox, n)
 		m.Data = data
+		m.Header.Set(messages.HeaderSchema, schemaHeader)
 		tracing.Inject(ctx, m.Header)
 		if err := c.nc.PublishMsg(m); err != nil {
 			return nil, fmt.Errorf("coordinator: %s: %w", endpoint, err)

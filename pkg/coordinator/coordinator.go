@@ -31,9 +31,6 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Version is reported by the micro service.
-const Version = messages.Version
-
 // intakeConsumer is the durable consumer of the jobs stream.
 const intakeConsumer = "coordinator"
 
@@ -508,6 +505,9 @@ func (l *intakeLocks) lock(key string) (unlock func()) {
 // submissions that name the same job id (locks) are accepted one at a
 // time.
 func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg, t uint64, locks *intakeLocks) {
+	if c.leaveNewerSubmission(m) {
+		return
+	}
 	ctx, span := c.traceAccept(ctx, m.Headers())
 	defer span.End()
 	var seq, delivered uint64 = 0, 1

@@ -97,6 +97,9 @@ type jobRunner struct {
 	// completeGroups counts the groups whose GroupStatus.Complete() holds,
 	// kept by count so a result costs O(1) however many groups there are.
 	completeGroups int
+	// leftNewer is set once a result of a newer schema version was left
+	// uncounted (schema.go).
+	leftNewer bool
 
 	// pools says which pool may report each item's outcome (origin.go);
 	// set once by loadPools, then read without the lock.

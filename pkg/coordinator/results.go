@@ -336,12 +336,21 @@ func (r *jobRunner) applyMsg(subject string, data []byte, buf *[]messages.Result
 	var err error
 	*buf, err = wire.DecodeResults(data, *buf)
 	if err != nil {
+		if err := wire.PeekSchema(data).Check("a results message"); err != nil {
+			r.leaveNewer(err)
+			return
+		}
 		r.log.Warn().Err(err).Msg("undecodable results message ignored")
 		return
 	}
 	origin := r.c.names.Origin(subject)
 	for i := range *buf {
-		if res := &(*buf)[i]; r.admits(res, origin) {
+		res := &(*buf)[i]
+		if err := res.V.Check("the result of item " + res.ItemID); err != nil {
+			r.leaveNewer(err)
+			continue
+		}
+		if r.admits(res, origin) {
 			r.apply(res)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // The coordinator's spans (docs/tracing.md): the API's submit, the
@@ -28,6 +29,7 @@ func (c *Coordinator) traceAPISubmit(ctx context.Context, job string) (context.C
 func (c *Coordinator) submissionMsg(ctx context.Context, body []byte) *nats.Msg {
 	m := nats.NewMsg(c.names.JobsSubmitSubject())
 	m.Data = body
+	m.Header.Set(messages.HeaderSchema, schemaHeader)
 	tracing.Inject(ctx, m.Header)
 	return m
 }

@@ -7,6 +7,8 @@ import "time"
 // interval and deletes it when it stops; the bucket's max age removes the
 // key of an agent that died.
 type AgentPresence struct {
+	// V is the schema version (docs/contract.md §8).
+	V    Schema `json:"v"`
 	Name string `json:"name"`
 	Pool string `json:"pool"`
 	Host string `json:"host,omitempty"`
@@ -38,6 +40,9 @@ type AgentPresence struct {
 	// coordinator refuses a job with claude steps when no present agent of
 	// its pool has it.
 	Capabilities []string `json:"capabilities,omitempty"`
+	// Version is the agent's build ("v0.4.0 (commit …, go1.26.8)" as
+	// `agent --version` prints it); empty from agents before v0.4.0.
+	Version string `json:"version,omitempty"`
 }
 
 // CapabilityClaude is the capability of an agent that runs claude steps.

@@ -17,9 +17,6 @@ const AgentServiceName = "jetfleet-agent"
 // the agent's AgentPresence.
 const EndpointAgentStatus = "status"
 
-// Version is jetfleet's version, reported by its micro services.
-const Version = "0.1.0"
-
 // API endpoints, relative to "<prefix>.api.".
 const (
 	EndpointJobsSubmit = "jobs.submit"
@@ -359,6 +356,8 @@ const (
 
 // Event is the body of a FLEET_EVENTS message.
 type Event struct {
+	// V is the schema version (docs/contract.md §8).
+	V Schema `json:"v"`
 	// Type is the event's name, e.g. "RetryBudgetExhausted", "JobCompleted".
 	Type  string          `json:"type"`
 	JobID string          `json:"job_id"`

@@ -115,6 +115,8 @@ const (
 
 // Result is the outcome of one item run, on fleet.results.<job>.
 type Result struct {
+	// V is the schema version (docs/contract.md §8).
+	V      Schema `json:"v"`
 	JobID  string `json:"job_id"`
 	ItemID string `json:"item_id"`
 	Index  int64  `json:"index"`
@@ -156,6 +158,8 @@ type StepRun struct {
 
 // DLQEntry is a dead-lettered item on fleet.dlq.<job> (docs/contract.md §5).
 type DLQEntry struct {
+	// V is the schema version (docs/contract.md §8).
+	V             Schema          `json:"v"`
 	JobID         string          `json:"job_id"`
 	ItemID        string          `json:"item_id"`
 	Index         int64           `json:"index"`
