@@ -20,7 +20,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
-	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/tracing/otlp"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 )
 
@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	cfg.Logger = log
-	tp, shutdown, err := tracing.Setup(ctx, "jetfleet-agent", getenv)
+	tp, shutdown, err := otlp.Setup(ctx, "jetfleet-agent", getenv)
 	if err != nil {
 		return err
 	}

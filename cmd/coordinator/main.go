@@ -44,7 +44,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/internal/provision"
-	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/tracing/otlp"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	cfg.Logger = log
-	tp, shutdown, err := tracing.Setup(ctx, "jetfleet-coordinator", getenv)
+	tp, shutdown, err := otlp.Setup(ctx, "jetfleet-coordinator", getenv)
 	if err != nil {
 		return err
 	}

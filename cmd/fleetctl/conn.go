@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 )
 
 // connFlags are the connection flags of every command that talks to a fleet.
@@ -38,7 +38,7 @@ func addConnFlags(fs *flag.FlagSet, env *cliEnv) *connFlags {
 // A request the user's permissions refuse does not hang until the timeout:
 // the server's verdict (which arrives asynchronously) is printed and the
 // connection closed, so the pending call fails at once.
-func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
+func (c *connFlags) client() (*nats.Conn, *client.Client, error) {
 	c.Name = "fleetctl"
 	if err := c.ApplyContext(c.env.getenv, true); err != nil {
 		return nil, nil, err
@@ -78,7 +78,7 @@ func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
 	mu.Unlock()
 	// fleetctl owns its connection: a server cut off the cluster is left
 	// for another of the URL list.
-	cl, err := coordinator.NewClient(nc, c.prefix, coordinator.WithClientTracerProvider(c.env.tracer), coordinator.WithFailover())
+	cl, err := client.New(nc, c.prefix, client.WithTracerProvider(c.env.tracer), client.WithFailover())
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

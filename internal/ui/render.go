@@ -16,7 +16,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/chart"
 	"github.com/jetfleet/jetfleet/internal/dlq"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	apiclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -72,7 +72,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, what string, err e
 		case messages.CodeConflict:
 			code = http.StatusConflict
 		}
-	case errors.Is(err, coordinator.ErrNoCoordinator):
+	case errors.Is(err, apiclient.ErrNoCoordinator):
 		code = http.StatusServiceUnavailable
 		f.Hint = "No coordinator answers on this prefix. Is one running, and is the dashboard's --prefix right?"
 	case errors.Is(err, context.DeadlineExceeded):

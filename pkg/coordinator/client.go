@@ -3,186 +3,172 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/jetfleet/jetfleet/internal/tracing"
-
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Client calls the jetfleet API (the coordinator's micro service) over
-// NATS. It is what fleetctl uses; the nats CLI can make the same requests.
-// Safe for concurrent use.
-type Client struct {
-	nc       *nats.Conn
-	names    messages.Names
-	tr       tracing.Tracer
-	failover bool
+// The client moved to package client, whose names follow the API's
+// (JobCancel for jobs.cancel, PoolPause for pools.pause). What follows
+// keeps the old names working.
 
-	mu    sync.Mutex
-	moved time.Time // the last move to another server (failover)
-}
+// Client is a [client.Client] that also answers to the old method names.
+//
+// Deprecated: use client.Client.
+type Client struct{ *client.Client }
 
 // ClientOption configures a Client.
-type ClientOption func(*Client)
-
-// WithClientTracerProvider makes Submit record a span (jetfleet.submit)
-// with tp, the root of the job's trace or a child of ctx's span. Without
-// it, a span in ctx is still passed on to the coordinator.
-func WithClientTracerProvider(tp trace.TracerProvider) ClientOption {
-	return func(c *Client) { c.tr = tracing.New(tp) }
-}
+//
+// Deprecated: use client.Option.
+type ClientOption = client.Option
 
 // NewClient returns a client for the fleet under prefix ("" = "fleet").
+//
+// Deprecated: use client.New.
 func NewClient(nc *nats.Conn, prefix string, opts ...ClientOption) (*Client, error) {
-	names, err := messages.NewNames(prefix)
+	c, err := client.New(nc, prefix, opts...)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{nc: nc, names: names}
-	for _, o := range opts {
-		o(c)
-	}
-	return c, nil
+	return &Client{c}, nil
 }
 
-// ErrNoCoordinator is returned when no coordinator answers a request.
-var ErrNoCoordinator = errors.New("coordinator: no coordinator answered (is one running with this --prefix?)")
-
-// Call sends req (marshalled to JSON, or sent as is when it is []byte) to
-// endpoint and decodes the reply into reply. An API error reply is returned
-// as a *messages.APIError. A request that finds no coordinator serving is
-// sent again for NoCoordinatorWait within ctx; one that reached a
-// coordinator is never sent twice.
-func (c *Client) Call(ctx context.Context, endpoint string, req, reply any) error {
-	var data []byte
-	switch r := req.(type) {
-	case []byte:
-		data = r
-	case nil:
-	default:
-		var err error
-		if data, err = json.Marshal(req); err != nil {
-			return err
-		}
-	}
-	// A call may be a change (a cancel, a pause): it is sent again only
-	// when no coordinator got it (ask, asking.once).
-	msg, err := c.ask(ctx, endpoint, data, asking{first: neverResend, once: true})
-	if err != nil {
-		return err
-	}
-	return decodeReply(endpoint, msg, reply)
+// WithClientTracerProvider is client.WithTracerProvider.
+//
+// Deprecated: use client.WithTracerProvider.
+func WithClientTracerProvider(tp trace.TracerProvider) ClientOption {
+	return client.WithTracerProvider(tp)
 }
 
-// errNoCoordinator is ErrNoCoordinator and still nats.ErrNoResponders: on
-// a server cut off the cluster that is what every request gets
-// (natsconn.ClusterLoss).
-var errNoCoordinator = fmt.Errorf("%w (%w)", ErrNoCoordinator, nats.ErrNoResponders)
+// WithFailover is client.WithFailover.
+//
+// Deprecated: use client.WithFailover.
+func WithFailover() ClientOption { return client.WithFailover() }
 
-// decodeReply decodes an answer of endpoint into reply; an API error
-// reply is returned as a *messages.APIError.
-func decodeReply(endpoint string, msg *nats.Msg, reply any) error {
-	var er messages.ErrorReply
-	if err := json.Unmarshal(msg.Data, &er); err == nil && er.Error != nil {
-		return er.Error
-	}
-	if msg.Header.Get("Nats-Service-Error-Code") != "" {
-		return &messages.APIError{Code: messages.CodeInternal, Message: msg.Header.Get("Nats-Service-Error")}
-	}
-	if reply == nil {
-		return nil
-	}
-	if err := json.Unmarshal(msg.Data, reply); err != nil {
-		return fmt.Errorf("coordinator: %s: bad reply: %w", endpoint, err)
-	}
-	return nil
-}
+// WithKill is client.WithKill.
+//
+// Deprecated: use client.WithKill.
+func WithKill() CancelOption { return client.WithKill() }
 
-// call sends req to endpoint and decodes the reply into a new R.
-func call[R any](ctx context.Context, c *Client, endpoint string, req any) (*R, error) {
-	var r R
-	if err := c.Call(ctx, endpoint, req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
+// ItemsOf is client.ItemsOf.
+//
+// Deprecated: use client.ItemsOf.
+func ItemsOf[T any](items ...T) ([]json.RawMessage, error) { return client.ItemsOf(items...) }
 
-// Submit submits a spec (JSON) and returns the reply.
-// The request carries ctx's trace context: the job's spans join the
-// caller's trace (and a span of its own, with WithClientTracerProvider).
+// ErrNoCoordinator is client.ErrNoCoordinator.
+//
+// Deprecated: use client.ErrNoCoordinator.
+var ErrNoCoordinator = client.ErrNoCoordinator
+
+// The client's timing, now package client's.
+//
+// Deprecated: use client.ReadAttempt, client.SubmitAttempt,
+// client.FailoverAfter and client.NoCoordinatorWait.
+const (
+	ReadAttempt       = client.ReadAttempt
+	SubmitAttempt     = client.SubmitAttempt
+	FailoverAfter     = client.FailoverAfter
+	NoCoordinatorWait = client.NoCoordinatorWait
+)
+
+// Submit is JobSubmit.
+//
+// Deprecated: use client.Client.JobSubmit.
 func (c *Client) Submit(ctx context.Context, specJSON []byte) (*messages.SubmitReply, error) {
-	ctx, span := c.tr.Start(ctx, tracing.SpanSubmit, trace.SpanKindClient)
-	r, err := c.submit(ctx, specJSON)
-	if span.IsRecording() {
-		if r != nil {
-			span.SetAttributes(tracing.AttrJobID.String(r.JobID), tracing.AttrExisting.Bool(r.Existing))
-		}
-		tracing.Fail(span, err)
-		span.End()
-	}
-	return r, err
+	return c.JobSubmit(ctx, specJSON)
 }
 
-// Status returns a job's status. An attempt that is not answered within
-// ReadAttempt is sent again, to every coordinator (the first answer to any
-// attempt wins), until ctx ends.
+// SubmitSpec is JobSubmitSpec.
+//
+// Deprecated: use client.Client.JobSubmitSpec.
+func (c *Client) SubmitSpec(ctx context.Context, spec *messages.JobSpec) (*messages.SubmitReply, error) {
+	return c.JobSubmitSpec(ctx, spec)
+}
+
+// Status is JobStatus.
+//
+// Deprecated: use client.Client.JobStatus.
 func (c *Client) Status(ctx context.Context, id string) (*messages.JobStatus, error) {
-	r, err := readCall[messages.StatusReply](ctx, c, messages.EndpointJobsStatus, messages.JobRequest{JobID: id})
-	if err != nil {
-		return nil, err
-	}
-	if r.Status == nil {
-		return nil, fmt.Errorf("coordinator: empty status for %s", id)
-	}
-	return r.Status, nil
+	return c.JobStatus(ctx, id)
 }
 
-// List returns the first page of the jobs req selects, newest first.
+// List is JobList.
+//
+// Deprecated: use client.Client.JobList.
 func (c *Client) List(ctx context.Context, req messages.ListRequest) ([]messages.JobStatus, error) {
-	r, err := c.ListPage(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return r.Jobs, nil
+	return c.JobList(ctx, req)
 }
 
-// ListPage returns one page of job summaries (jobs.list); when the reply's
-// NextCursor is set, req.Cursor = NextCursor asks for the next.
+// ListPage is JobListPage.
+//
+// Deprecated: use client.Client.JobListPage.
 func (c *Client) ListPage(ctx context.Context, req messages.ListRequest) (*messages.ListReply, error) {
-	return call[messages.ListReply](ctx, c, messages.EndpointJobsList, req)
+	return c.JobListPage(ctx, req)
 }
 
-// Cancel cancels a running job (jobs.cancel): its running steps finish,
-// or with WithKill are terminated on every agent.
+// Wait is JobWait.
+//
+// Deprecated: use client.Client.JobWait.
+func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, onUpdate func(*messages.JobStatus)) (*messages.JobStatus, error) {
+	return c.JobWait(ctx, id, interval, onUpdate)
+}
+
+// Cancel is JobCancel.
+//
+// Deprecated: use client.Client.JobCancel.
 func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) (*messages.JobStatus, error) {
-	req := messages.CancelRequest{JobID: id}
-	for _, o := range opts {
-		o(&req)
-	}
-	r, err := call[messages.StatusReply](ctx, c, messages.EndpointJobsCancel, req)
-	if err != nil {
-		return nil, err
-	}
-	return r.Status, nil
+	return c.JobCancel(ctx, id, opts...)
 }
 
-// Prune deletes the records and what is left of the data of jobs that
-// finished at least req.OlderThan ago (unset: the coordinator's job
-// retention); with req.DryRun it only lists them.
+// Pause is JobPause.
+//
+// Deprecated: use client.Client.JobPause.
+func (c *Client) Pause(ctx context.Context, id string) (*messages.JobStatus, error) {
+	return c.JobPause(ctx, id)
+}
+
+// Resume is JobResume.
+//
+// Deprecated: use client.Client.JobResume.
+func (c *Client) Resume(ctx context.Context, id string) (*messages.JobStatus, error) {
+	return c.JobResume(ctx, id)
+}
+
+// Prune is JobPrune.
+//
+// Deprecated: use client.Client.JobPrune.
 func (c *Client) Prune(ctx context.Context, req messages.PruneRequest) (*messages.PruneReply, error) {
-	return call[messages.PruneReply](ctx, c, messages.EndpointJobsPrune, req)
+	return c.JobPrune(ctx, req)
 }
 
-// older reports whether status a is older than b: both say when their
-// counts were true (JobStatus.AsOf) and a's is earlier. A status without
-// AsOf (a coordinator older than it) is never older.
-func older(a, b *messages.JobStatus) bool {
-	return a != nil && b != nil && a.AsOf != nil && b.AsOf != nil && a.AsOf.Before(*b.AsOf)
+// PausePool is PoolPause.
+//
+// Deprecated: use client.Client.PoolPause.
+func (c *Client) PausePool(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
+	return c.PoolPause(ctx, pool)
+}
+
+// ResumePool is PoolResume.
+//
+// Deprecated: use client.Client.PoolResume.
+func (c *Client) ResumePool(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
+	return c.PoolResume(ctx, pool)
+}
+
+// Schedules is ScheduleList.
+//
+// Deprecated: use client.Client.ScheduleList.
+func (c *Client) Schedules(ctx context.Context) ([]messages.Schedule, error) {
+	return c.ScheduleList(ctx)
+}
+
+// Schedule is ScheduleGet.
+//
+// Deprecated: use client.Client.ScheduleGet.
+func (c *Client) Schedule(ctx context.Context, name string) (*messages.Schedule, error) {
+	return c.ScheduleGet(ctx, name)
 }

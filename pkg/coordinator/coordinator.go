@@ -26,6 +26,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -847,11 +848,5 @@ func (c *Coordinator) killRunning(id string, st *messages.JobStatus) {
 	c.event(id, messages.MapPhaseEndedEvent{State: st.MapState, Reason: st.MapReason, Kill: true})
 }
 
-// CancelOption changes what Cancel does.
-type CancelOption func(*messages.CancelRequest)
-
-// WithKill makes a cancel terminate the job's running steps on every agent
-// instead of letting them finish (messages.CancelRequest.Kill).
-func WithKill() CancelOption {
-	return func(r *messages.CancelRequest) { r.Kill = true }
-}
+// CancelOption changes what Cancel does: [WithKill].
+type CancelOption = client.CancelOption

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/pkg/agent"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/dlq"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -36,7 +36,7 @@ func ExampleReader() {
 			return it.Path, nil
 		}),
 	})
-	items, _ := coordinator.ItemsOf(image{"a", "a.jpg"}, image{"b", "b.jpg"}, image{"c", "c.jpg"})
+	items, _ := client.ItemsOf(image{"a", "a.jpg"}, image{"b", "b.jpg"}, image{"c", "c.jpg"})
 	f.Run(t, &messages.JobSpec{ID: "thumbs", Items: items, AgentTemplate: []messages.Step{{Handler: "resize"}}}, time.Minute)
 
 	ctx := context.Background()
