@@ -810,12 +810,12 @@ func leaderReadWait(ctx context.Context) time.Duration {
 	return d
 }
 
-// Cancel stops a running job: queued items are removed and counted as
+// JobCancel stops a running job: queued items are removed and counted as
 // not_run; in-flight ones may still finish, unless WithKill is given: then
 // the agents terminate them, and they stay not_run. The state becomes
 // cancelled. With WithKill, a job that was cancelled before is not an
 // error: its running steps are killed.
-func (c *Coordinator) Cancel(ctx context.Context, id string, opts ...CancelOption) (*messages.JobStatus, error) {
+func (c *Coordinator) JobCancel(ctx context.Context, id string, opts ...CancelOption) (*messages.JobStatus, error) {
 	req := messages.CancelRequest{JobID: id}
 	for _, o := range opts {
 		o(&req)

@@ -130,7 +130,7 @@ func (h *resultsHub) dispatch(m jetstream.Msg) {
 		return
 	}
 	seq := md.Sequence.Stream
-	_, job, ok := h.names.ParseResult(m.Subject())
+	_, job, ok := wire.ParseResult(h.names, m.Subject())
 	if !ok {
 		return
 	}
@@ -332,7 +332,7 @@ func (r *jobRunner) applyMsg(subject string, data []byte, buf *[]messages.Result
 		r.log.Warn().Err(err).Msg("undecodable results message ignored")
 		return
 	}
-	origin := r.c.names.Origin(subject)
+	origin := wire.Origin(r.c.names, subject)
 	for i := range *buf {
 		if res := &(*buf)[i]; r.admits(res, origin) {
 			r.apply(res)

@@ -12,9 +12,9 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// The client moved to package client, whose names follow the API's
-// (JobCancel for jobs.cancel, PoolPause for pools.pause). What follows
-// keeps the old names working.
+// Old names, kept working. The client moved to package client, whose
+// names follow the API's (JobCancel for jobs.cancel, PoolPause for
+// pools.pause), and the Coordinator's methods follow them too.
 
 // Client is a [client.Client] that also answers to the old method names.
 //
@@ -171,4 +171,47 @@ func (c *Client) Schedules(ctx context.Context) ([]messages.Schedule, error) {
 // Deprecated: use client.Client.ScheduleGet.
 func (c *Client) Schedule(ctx context.Context, name string) (*messages.Schedule, error) {
 	return c.ScheduleGet(ctx, name)
+}
+
+// PauseJob is JobPause.
+//
+// Deprecated: use Coordinator.JobPause.
+func (c *Coordinator) PauseJob(ctx context.Context, id string) (*messages.JobStatus, error) {
+	return c.JobPause(ctx, id)
+}
+
+// ResumeJob is JobResume.
+//
+// Deprecated: use Coordinator.JobResume.
+func (c *Coordinator) ResumeJob(ctx context.Context, id string) (*messages.JobStatus, error) {
+	return c.JobResume(ctx, id)
+}
+
+// PausePool is PoolPause.
+//
+// Deprecated: use Coordinator.PoolPause.
+func (c *Coordinator) PausePool(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
+	return c.PoolPause(ctx, pool)
+}
+
+// ResumePool is PoolResume.
+//
+// Deprecated: use Coordinator.PoolResume.
+func (c *Coordinator) ResumePool(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
+	return c.PoolResume(ctx, pool)
+}
+
+// Cancel is JobCancel.
+//
+// Deprecated: use Coordinator.JobCancel.
+func (c *Coordinator) Cancel(ctx context.Context, id string, opts ...CancelOption) (*messages.JobStatus, error) {
+	return c.JobCancel(ctx, id, opts...)
+}
+
+// Prune deletes the records of jobs that finished at least olderThan ago;
+// with dryRun it only counts them.
+//
+// Deprecated: use Coordinator.JobPrune, which takes the API's request.
+func (c *Coordinator) Prune(ctx context.Context, olderThan time.Duration, dryRun bool) (RetentionStats, error) {
+	return c.prune(ctx, olderThan, dryRun)
 }
