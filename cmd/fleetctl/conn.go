@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
@@ -86,14 +87,14 @@ func (c *connFlags) client() (*nats.Conn, *client.Client, error) {
 	return nc, cl, nil
 }
 
-// isTerminal reports whether w is a character device (a TTY).
+// isTerminal reports whether w is a terminal: a file the terminal ioctl
+// answers for (go-isatty), so /dev/null, a character device too, is not.
 func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
 }
 
 func errorf(env *cliEnv, format string, args ...any) {
