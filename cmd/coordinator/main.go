@@ -43,7 +43,8 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/obs"
 	"github.com/jetfleet/jetfleet/internal/provision"
-	"github.com/jetfleet/jetfleet/internal/tracing"
+
+	"github.com/jetfleet/jetfleet/internal/tracing/otlp"
 	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -76,10 +77,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	cfg := coordinator.Config{}
 	fs.StringVar(&cfg.Prefix, "prefix", envflag.String(getenv, "FLEET_PREFIX", "fleet"), "subject and resource prefix (env FLEET_PREFIX)")
 	fs.IntVar(&cfg.Provision.Replicas, "replicas", envflag.Int(getenv, "FLEET_REPLICAS", 1), "replicas of every stream and bucket: 1, or 3 on a 3-node cluster (env FLEET_REPLICAS)")
-	fs.DurationVar(&cfg.Provision.AckWait, "ack-wait", 0, "work consumers' AckWait, the crash-detection timeout (default 30s)")
-	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", 0, "work consumers' MaxDeliver backstop (default 100)")
-	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", 0, "work consumers' MaxAckPending: items in flight plus retries waiting in a delayed nak, i.e. shorter than the agents' --park-after (default 20000)")
-	fs.Int64Var(&cfg.JobQueue, "job-queue", coordinator.DefaultJobQueue, "fair share: most messages of one job in the work stream at once (queued or running; parked retries excluded), so a new job starts behind at most this many items of each running job; negative = unbounded")
+	fs.DurationVar(&cfg.Provision.AckWait, "ack-wait", envflag.Duration(getenv, "FLEET_ACK_WAIT", 0), "work consumers' AckWait, the crash-detection timeout (default 30s) (env FLEET_ACK_WAIT)")
+	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", envflag.Int(getenv, "FLEET_MAX_DELIVER", 0), "work consumers' MaxDeliver backstop (default 100) (env FLEET_MAX_DELIVER)")
+	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", envflag.Int(getenv, "FLEET_MAX_ACK_PENDING", 0), "work consumers' MaxAckPending: items in flight plus retries waiting in a delayed nak, i.e. shorter than the agents' --park-after (default 20000) (env FLEET_MAX_ACK_PENDING)")
+	fs.Int64Var(&cfg.JobQueue, "job-queue", envflag.Int64(getenv, "FLEET_JOB_QUEUE", coordinator.DefaultJobQueue), "fair share: most messages of one job in the work stream at once (queued or running; parked retries excluded), so a new job starts behind at most this many items of each running job; negative = unbounded (env FLEET_JOB_QUEUE)")
 	fs.StringVar(&cfg.InputDir, "input-dir", getenv("FLEET_INPUT_DIR"), "serve file inputs from this directory, and nowhere else (default: none, file inputs are refused; env FLEET_INPUT_DIR)")
 	// Limits on what a submission may ask of the fleet (docs/security.md).
 	fs.IntVar(&cfg.MaxSpecBytes, "max-spec-bytes", envflag.Int(getenv, "FLEET_MAX_SPEC_BYTES", coordinator.DefaultMaxSpecBytes), "largest job spec accepted, through the API and the durable intake (env FLEET_MAX_SPEC_BYTES)")
@@ -101,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		retention = d
 	}
 	fs.TextVar(&retention, "job-retention", retention, "how long a finished job's record is kept before it is deleted with the rest of the job's data, e.g. 7d, 36h (env FLEET_JOB_RETENTION)")
-	fs.DurationVar(&cfg.LateResultWindow, "late-result-window", coordinator.DefaultLateResultWindow, "how long a finished job still counts late results; its data is cleaned up after it (and after its dead letters have left the DLQ)")
+	fs.DurationVar(&cfg.LateResultWindow, "late-result-window", envflag.Duration(getenv, "FLEET_LATE_RESULT_WINDOW", coordinator.DefaultLateResultWindow), "how long a finished job still counts late results; its data is cleaned up after it (and after its dead letters have left the DLQ) (env FLEET_LATE_RESULT_WINDOW)")
 	// AD-44's settings: the environment, then the flags over it.
 	var budgetSettings budget.Settings
 	if err := envflag.Policy(fs, getenv, &budgetSettings, &cfg.BestEffort); err != nil {
@@ -110,11 +111,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
 	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default (env FLEET_PPROF_ADDR)")
 	pools := fs.String("pools", getenv("FLEET_POOLS"), "comma-separated pools whose work consumers are created at start, so agents that may only bind to theirs (least privilege) find them (env FLEET_POOLS)")
-	listen := fs.String("listen", "127.0.0.1:4222", "embedded server address when no --server is given; beyond loopback it needs --auth-dir")
-	authDir := fs.String("auth-dir", "", "embedded server: admit only the users `fleetctl auth init DIR` wrote (and TLS if generated); the coordinator connects as DIR/coordinator.nk")
-	dataDir := fs.String("data-dir", "jetfleet-data", "embedded server's JetStream directory")
+	listen := fs.String("listen", envflag.String(getenv, "FLEET_LISTEN", "127.0.0.1:4222"), "embedded server address when no --server is given; beyond loopback it needs --auth-dir (env FLEET_LISTEN)")
+	authDir := fs.String("auth-dir", getenv("FLEET_AUTH_DIR"), "embedded server: admit only the users `fleetctl auth init DIR` wrote (and TLS if generated); the coordinator connects as DIR/coordinator.nk (env FLEET_AUTH_DIR)")
+	dataDir := fs.String("data-dir", envflag.String(getenv, "FLEET_DATA_DIR", "jetfleet-data"), "embedded server's JetStream directory (env FLEET_DATA_DIR)")
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
-	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level")
+	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env FLEET_LOG_LEVEL)")
 	signingKey := fs.String("work-signing-key", getenv("FLEET_WORK_SIGNING_KEY"), "sign every work item with the nkey seed in this file (fleetctl auth init writes work-signing.nk; agents verify with --work-verify-key); with --auth-dir, DIR/work-signing.nk when present (env FLEET_WORK_SIGNING_KEY)")
 	var uiFlags uiOptions
 	uiFlags.register(fs, getenv)
@@ -160,7 +161,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	cfg.Logger = log
-	tp, shutdown, err := tracing.Setup(ctx, "jetfleet-coordinator", getenv)
+	tp, shutdown, err := otlp.Setup(ctx, "jetfleet-coordinator", getenv)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -14,8 +14,8 @@ func init() {
 }
 
 func runBudget(ctx context.Context, env *cliEnv, args []string) int {
-	return runJobCommand(ctx, env, args, "budget", func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int {
-		st, err := client.Status(ctx, id)
+	return runJobCommand(ctx, env, args, "budget", func(ctx context.Context, client *client.Client, id string, asJSON bool) int {
+		st, err := client.JobStatus(ctx, id)
 		if err != nil {
 			errorf(env, "%v", err)
 			return exitForAPIError(err)

@@ -8,10 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 )
 
 // connFlags are the connection flags of every command that talks to a fleet.
@@ -38,7 +39,7 @@ func addConnFlags(fs *flag.FlagSet, env *cliEnv) *connFlags {
 // A request the user's permissions refuse does not hang until the timeout:
 // the server's verdict (which arrives asynchronously) is printed and the
 // connection closed, so the pending call fails at once.
-func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
+func (c *connFlags) client() (*nats.Conn, *client.Client, error) {
 	c.Name = "fleetctl"
 	if err := c.ApplyContext(c.env.getenv, true); err != nil {
 		return nil, nil, err
@@ -78,7 +79,7 @@ func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
 	mu.Unlock()
 	// fleetctl owns its connection: a server cut off the cluster is left
 	// for another of the URL list.
-	cl, err := coordinator.NewClient(nc, c.prefix, coordinator.WithClientTracerProvider(c.env.tracer), coordinator.WithFailover())
+	cl, err := client.New(nc, c.prefix, client.WithTracerProvider(c.env.tracer), client.WithFailover())
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
@@ -86,14 +87,14 @@ func (c *connFlags) client() (*nats.Conn, *coordinator.Client, error) {
 	return nc, cl, nil
 }
 
-// isTerminal reports whether w is a character device (a TTY).
+// isTerminal reports whether w is a terminal: a file the terminal ioctl
+// answers for (go-isatty), so /dev/null, a character device too, is not.
 func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
 }
 
 func errorf(env *cliEnv, format string, args ...any) {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -62,11 +63,11 @@ func TestStatusWithANatsContext(t *testing.T) {
 	go func() { _ = coord.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	<-coord.Ready()
-	cl, err := coordinator.NewClient(srv.Conn(), "")
+	cl, err := client.New(srv.Conn(), "")
 	require.NoError(t, err)
-	_, err = cl.Submit(ctx, []byte(`{"id": "ctx-job", "items": [1], "agent_template": [{"handler": "noop"}]}`))
+	_, err = cl.JobSubmit(ctx, []byte(`{"id": "ctx-job", "items": [1], "agent_template": [{"handler": "noop"}]}`))
 	require.NoError(t, err)
-	fleettest.WaitFor(t, 20*time.Second, func() error { _, err := cl.Status(ctx, "ctx-job"); return err })
+	fleettest.WaitFor(t, 20*time.Second, func() error { _, err := cl.JobStatus(ctx, "ctx-job"); return err })
 
 	root := t.TempDir()
 	dir := filepath.Join(root, "nats", "context")

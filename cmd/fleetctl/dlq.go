@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -136,7 +136,7 @@ func runDLQList(ctx context.Context, env *cliEnv, args []string) int {
 	f.AfterSeq = *after
 	defer s.close()
 	s.untimed = true // listEntries bounds each of its requests
-	page, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (*messages.DLQListReply, error) {
+	page, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *client.Client) (*messages.DLQListReply, error) {
 		return listEntries(ctx, c, f, s.conn.timeout)
 	})
 	if code != exitOK || s.printedJSON(page) {
@@ -169,7 +169,7 @@ func printDLQList(w io.Writer, page *messages.DLQListReply, now time.Time) {
 // one. The coordinator bounds the entries a request examines, so a rare
 // filter's page can come back short: requests go on until the page is
 // full or the DLQ has no more.
-func listEntries(ctx context.Context, client *coordinator.Client, f messages.DLQFilter, timeout time.Duration) (*messages.DLQListReply, error) {
+func listEntries(ctx context.Context, client *client.Client, f messages.DLQFilter, timeout time.Duration) (*messages.DLQListReply, error) {
 	want := f.Limit
 	out := &messages.DLQListReply{Entries: []messages.DLQEntryRef{}}
 	for {
@@ -204,7 +204,7 @@ func runDLQGet(ctx context.Context, env *cliEnv, args []string) int {
 		return exitUsage
 	}
 	defer s.close()
-	ref, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (*messages.DLQEntryRef, error) {
+	ref, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *client.Client) (*messages.DLQEntryRef, error) {
 		return c.DLQGet(ctx, seq)
 	})
 	if code != exitOK || s.printedJSON(ref) {
@@ -272,7 +272,7 @@ func runDLQStats(ctx context.Context, env *cliEnv, args []string) int {
 		return code
 	}
 	defer s.close()
-	st, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (*messages.DLQStats, error) {
+	st, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *client.Client) (*messages.DLQStats, error) {
 		return c.DLQStats(ctx, f)
 	})
 	if code != exitOK || s.printedJSON(st) {
@@ -372,7 +372,7 @@ func runDLQPurge(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	defer s.close()
 	if !*yes {
-		st, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (*messages.DLQStats, error) {
+		st, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *client.Client) (*messages.DLQStats, error) {
 			return c.DLQStats(ctx, f)
 		})
 		if code != exitOK {
@@ -381,7 +381,7 @@ func runDLQPurge(ctx context.Context, env *cliEnv, args []string) int {
 		errorf(env, "dlq purge deletes entries for good: %d match; run again with --yes to delete them", st.Total)
 		return exitUsage
 	}
-	n, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (int64, error) {
+	n, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *client.Client) (int64, error) {
 		return c.DLQPurge(ctx, messages.DLQPurgeRequest{DLQFilter: f, Confirm: true})
 	})
 	if code != exitOK || s.printedJSON(messages.DLQPurgeReply{Purged: n}) {
@@ -427,7 +427,7 @@ func runDLQReplay(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	defer s.close()
 	req := messages.DLQReplayRequest{DLQFilter: f, Rate: *rate, DryRun: *dry, ResetAttempts: *reset}
-	st, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *coordinator.Client) (*messages.DLQReplayStatus, error) {
+	st, code := call(ctx, s.fleetCmd, func(ctx context.Context, c *client.Client) (*messages.DLQReplayStatus, error) {
 		return c.DLQReplay(ctx, req)
 	})
 	if code != exitOK {
@@ -461,7 +461,7 @@ func runDLQReplay(ctx context.Context, env *cliEnv, args []string) int {
 // followReplay polls a replay until it ends, drawing progress on stderr.
 // When ctx ends (Ctrl-C) it cancels the replay on the coordinator and
 // returns the final counts it replies with.
-func followReplay(ctx context.Context, env *cliEnv, client *coordinator.Client, st *messages.DLQReplayStatus, timeout time.Duration, draw bool) (*messages.DLQReplayStatus, bool) {
+func followReplay(ctx context.Context, env *cliEnv, client *client.Client, st *messages.DLQReplayStatus, timeout time.Duration, draw bool) (*messages.DLQReplayStatus, bool) {
 	var prog *replayProgress
 	if draw {
 		prog = newReplayProgress(env.stderr)

@@ -16,6 +16,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -23,7 +24,7 @@ import (
 
 // dlqFleet is a server, a coordinator and two agents; it returns the URL
 // and an API client.
-func dlqFleet(t *testing.T) (string, *coordinator.Client) {
+func dlqFleet(t *testing.T) (string, *client.Client) {
 	t.Helper()
 	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}
 	f := fleettest.RunFleet(t, nil, fleettest.WithAgents(2), fleettest.WithConcurrency(8),
@@ -169,7 +170,7 @@ func TestDLQReplayThroughTheCLI(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	final, err := client.Wait(ctx, "cli-thirty", 20*time.Millisecond, nil)
+	final, err := client.JobWait(ctx, "cli-thirty", 20*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateSucceeded, final.State, "%+v", final)
 	require.EqualValues(t, n, final.Succeeded)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 )
 
 // fleetCmd is the opening every subcommand that talks to a fleet shares:
@@ -31,7 +31,7 @@ type fleetCmd struct {
 	minTimeout time.Duration
 
 	nc     *nats.Conn // set by connect
-	client *coordinator.Client
+	client *client.Client
 }
 
 // jsonFlag says whether a subcommand takes --json.
@@ -110,7 +110,7 @@ func (c *fleetCmd) bound(ctx context.Context) (context.Context, context.CancelFu
 // run connects, calls fn with the API client and a context bounded by
 // the request timeout, and closes the connection. It returns fn's exit
 // code, or 1 when it could not connect.
-func (c *fleetCmd) run(ctx context.Context, fn func(ctx context.Context, client *coordinator.Client) int) int {
+func (c *fleetCmd) run(ctx context.Context, fn func(ctx context.Context, client *client.Client) int) int {
 	if !c.connect() {
 		return exitFailed
 	}
@@ -129,7 +129,7 @@ func (c *fleetCmd) apiFailed(err error) int {
 // call connects unless connected and makes one API request, bounded by
 // the request timeout. A failure is reported and mapped to the exit
 // status; code is exitOK otherwise. The caller defers c.close.
-func call[T any](ctx context.Context, c *fleetCmd, req func(context.Context, *coordinator.Client) (T, error)) (v T, code int) {
+func call[T any](ctx context.Context, c *fleetCmd, req func(context.Context, *client.Client) (T, error)) (v T, code int) {
 	if !c.connect() {
 		return v, exitFailed
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/upload"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -55,7 +56,7 @@ func runSubmit(ctx context.Context, env *cliEnv, args []string) int {
 	// The upload and --wait take as long as they take: only the submit
 	// request is bounded.
 	c.untimed = true
-	return c.run(ctx, func(ctx context.Context, client *coordinator.Client) int {
+	return c.run(ctx, func(ctx context.Context, client *client.Client) int {
 		if spec.Input != "" && !strings.Contains(spec.Input, "://") {
 			ref, digest, err := uploadInput(ctx, c.nc, c.conn.prefix, c.conn.JSDomain, localInput(path, spec.Input))
 			if err != nil {
@@ -66,7 +67,7 @@ func runSubmit(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		body, _ := json.Marshal(spec)
 		rctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-		reply, err := client.Submit(rctx, body)
+		reply, err := client.JobSubmit(rctx, body)
 		cancel()
 		if err != nil {
 			printProblems(env, path, err)
@@ -128,7 +129,7 @@ func uploadInput(ctx context.Context, nc *nats.Conn, prefix, domain, path string
 
 // jobCall is what a one-job command does once connected: it returns the
 // exit code.
-type jobCall func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int
+type jobCall func(ctx context.Context, client *client.Client, id string, asJSON bool) int
 
 // runJobCommand parses "NAME JOB [--json]" plus the connection flags,
 // connects, and runs call with a request timeout.
@@ -138,14 +139,14 @@ func runJobCommand(ctx context.Context, env *cliEnv, args []string, name string,
 		return code
 	}
 	c.untimed = name == "watch" // watch follows the job for as long as it runs
-	return c.run(ctx, func(ctx context.Context, client *coordinator.Client) int {
+	return c.run(ctx, func(ctx context.Context, client *client.Client) int {
 		return call(ctx, client, c.fs.Arg(0), c.asJSON())
 	})
 }
 
 func runStatus(ctx context.Context, env *cliEnv, args []string) int {
-	return runJobCommand(ctx, env, args, "status", func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int {
-		st, err := client.Status(ctx, id)
+	return runJobCommand(ctx, env, args, "status", func(ctx context.Context, client *client.Client, id string, asJSON bool) int {
+		st, err := client.JobStatus(ctx, id)
 		if err != nil {
 			errorf(env, "%v", err)
 			return exitForAPIError(err)
@@ -163,7 +164,7 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) int {
 }
 
 func runWatch(ctx context.Context, env *cliEnv, args []string) int {
-	return runJobCommand(ctx, env, args, "watch", func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int {
+	return runJobCommand(ctx, env, args, "watch", func(ctx context.Context, client *client.Client, id string, asJSON bool) int {
 		return watchJob(ctx, env, client, id, asJSON)
 	})
 }
@@ -173,10 +174,10 @@ func runWatch(ctx context.Context, env *cliEnv, args []string) int {
 // completed event and reports the end at once.
 const watchInterval = 500 * time.Millisecond
 
-func watchJob(ctx context.Context, env *cliEnv, client *coordinator.Client, id string, asJSON bool) int {
+func watchJob(ctx context.Context, env *cliEnv, client *client.Client, id string, asJSON bool) int {
 	start := time.Now()
 	prog := newProgress(env.stderr)
-	st, err := client.Wait(ctx, id, watchInterval, prog.update)
+	st, err := client.JobWait(ctx, id, watchInterval, prog.update)
 	prog.finish()
 	if err != nil {
 		errorf(env, "watching %s: %v", id, err)
@@ -195,13 +196,13 @@ func runCancel(ctx context.Context, env *cliEnv, args []string) int {
 	if code, ok := c.parse(args, 1); !ok {
 		return code
 	}
-	var opts []coordinator.CancelOption
+	var opts []client.CancelOption
 	if *kill {
-		opts = append(opts, coordinator.WithKill())
+		opts = append(opts, client.WithKill())
 	}
 	defer c.close()
-	st, code := call(ctx, c, func(ctx context.Context, client *coordinator.Client) (*messages.JobStatus, error) {
-		return client.Cancel(ctx, c.fs.Arg(0), opts...)
+	st, code := call(ctx, c, func(ctx context.Context, client *client.Client) (*messages.JobStatus, error) {
+		return client.JobCancel(ctx, c.fs.Arg(0), opts...)
 	})
 	if code != exitOK {
 		return code
@@ -223,8 +224,8 @@ func runList(ctx context.Context, env *cliEnv, args []string) int {
 		return code
 	}
 	defer c.close()
-	page, code := call(ctx, c, func(ctx context.Context, client *coordinator.Client) (*messages.ListReply, error) {
-		return client.ListPage(ctx, req)
+	page, code := call(ctx, c, func(ctx context.Context, client *client.Client) (*messages.ListReply, error) {
+		return client.JobListPage(ctx, req)
 	})
 	if code != exitOK {
 		return code

@@ -13,6 +13,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 )
@@ -22,7 +23,7 @@ import (
 type localFleet struct {
 	srv    *embedded.Server
 	nc     *nats.Conn
-	client *coordinator.Client
+	client *client.Client
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	errMu  sync.Mutex
@@ -63,7 +64,7 @@ func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 		return nil, err
 	}
 	f.nc = nc
-	if f.client, err = coordinator.NewClient(nc, o.conn.prefix, coordinator.WithClientTracerProvider(o.conn.env.tracer)); err != nil {
+	if f.client, err = client.New(nc, o.conn.prefix, client.WithTracerProvider(o.conn.env.tracer)); err != nil {
 		f.stop()
 		return nil, err
 	}

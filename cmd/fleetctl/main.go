@@ -20,7 +20,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/tracing/otlp"
 	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -85,7 +85,7 @@ func runCLI(ctx context.Context, env *cliEnv, args []string) int {
 		usage(env.stderr)
 		return exitUsage
 	}
-	tp, shutdown, err := tracing.Setup(ctx, "fleetctl", env.getenv)
+	tp, shutdown, err := otlp.Setup(ctx, "fleetctl", env.getenv)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "fleetctl: %v\n", err)
 		return exitUsage

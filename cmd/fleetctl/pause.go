@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -16,14 +16,14 @@ func init() {
 }
 
 func runPause(ctx context.Context, env *cliEnv, args []string) int {
-	return runJobCommand(ctx, env, args, "pause", func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int {
-		return showPaused(env, asJSON)(client.Pause(ctx, id))
+	return runJobCommand(ctx, env, args, "pause", func(ctx context.Context, client *client.Client, id string, asJSON bool) int {
+		return showPaused(env, asJSON)(client.JobPause(ctx, id))
 	})
 }
 
 func runResume(ctx context.Context, env *cliEnv, args []string) int {
-	return runJobCommand(ctx, env, args, "resume", func(ctx context.Context, client *coordinator.Client, id string, asJSON bool) int {
-		return showPaused(env, asJSON)(client.Resume(ctx, id))
+	return runJobCommand(ctx, env, args, "resume", func(ctx context.Context, client *client.Client, id string, asJSON bool) int {
+		return showPaused(env, asJSON)(client.JobResume(ctx, id))
 	})
 }
 
@@ -40,9 +40,9 @@ func showPaused(env *cliEnv, asJSON bool) func(*messages.JobStatus, error) int {
 }
 
 // poolCommands are the subcommands of "fleetctl pool".
-var poolCommands = map[string]func(*coordinator.Client, context.Context, string) (*messages.PoolPauseReply, error){
-	"pause":  (*coordinator.Client).PausePool,
-	"resume": (*coordinator.Client).ResumePool,
+var poolCommands = map[string]func(*client.Client, context.Context, string) (*messages.PoolPauseReply, error){
+	"pause":  (*client.Client).PoolPause,
+	"resume": (*client.Client).PoolResume,
 }
 
 func runPool(ctx context.Context, env *cliEnv, args []string) int {
@@ -71,7 +71,7 @@ func runPool(ctx context.Context, env *cliEnv, args []string) int {
 		return code
 	}
 	defer c.close()
-	reply, code := call(ctx, c, func(ctx context.Context, client *coordinator.Client) (*messages.PoolPauseReply, error) {
+	reply, code := call(ctx, c, func(ctx context.Context, client *client.Client) (*messages.PoolPauseReply, error) {
 		return req(client, ctx, c.fs.Arg(0))
 	})
 	if code != exitOK || c.printedJSON(reply) {

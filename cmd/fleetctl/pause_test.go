@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -72,11 +73,11 @@ func TestPauseCommands(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	require.Equal(t, "pool default: running\n", out)
 
-	cl, err := coordinator.NewClient(f.Server.Conn(), "")
+	cl, err := client.New(f.Server.Conn(), "")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	end, err := cl.Wait(ctx, "cli-pause", 20*time.Millisecond, nil)
+	end, err := cl.JobWait(ctx, "cli-pause", 20*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateSucceeded, end.State)
 	require.EqualValues(t, 200, end.Succeeded)

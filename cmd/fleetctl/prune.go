@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -58,8 +58,8 @@ func runPrune(ctx context.Context, env *cliEnv, args []string) int {
 	})
 	c.minTimeout = pruneTimeout
 	defer c.close()
-	reply, code := call(ctx, c, func(ctx context.Context, client *coordinator.Client) (*messages.PruneReply, error) {
-		return client.Prune(ctx, req)
+	reply, code := call(ctx, c, func(ctx context.Context, client *client.Client) (*messages.PruneReply, error) {
+		return client.JobPrune(ctx, req)
 	})
 	if code != exitOK {
 		return code

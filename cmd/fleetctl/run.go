@@ -125,7 +125,7 @@ func hostAndRun(ctx context.Context, env *cliEnv, spec *messages.JobSpec, o loca
 			errorf(env, "shutdown: %v", err)
 		}
 	}()
-	reply, err := fleet.client.SubmitSpec(ctx, spec)
+	reply, err := fleet.client.JobSubmitSpec(ctx, spec)
 	if err != nil {
 		printProblems(env, "job", err)
 		return exitUsage
@@ -134,7 +134,7 @@ func hostAndRun(ctx context.Context, env *cliEnv, spec *messages.JobSpec, o loca
 	if !asJSON {
 		prog = newProgress(env.stderr)
 	}
-	st, err := fleet.client.Wait(ctx, reply.JobID, watchInterval, func(st *messages.JobStatus) {
+	st, err := fleet.client.JobWait(ctx, reply.JobID, watchInterval, func(st *messages.JobStatus) {
 		if prog != nil {
 			prog.update(st)
 		}

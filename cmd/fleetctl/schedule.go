@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -79,7 +79,7 @@ func runScheduleAdd(ctx context.Context, env *cliEnv, args []string) int {
 	if catchup.set {
 		req.Catchup = &catchup.d
 	}
-	return c.run(ctx, func(ctx context.Context, client *coordinator.Client) int {
+	return c.run(ctx, func(ctx context.Context, client *client.Client) int {
 		s, err := client.ScheduleAdd(ctx, req)
 		if err != nil {
 			printProblems(env, "schedule "+name, err)
@@ -101,12 +101,12 @@ func scheduleOne(verb string) func(ctx context.Context, env *cliEnv, args []stri
 			return code
 		}
 		name := c.fs.Arg(0)
-		return c.run(ctx, func(ctx context.Context, client *coordinator.Client) int {
+		return c.run(ctx, func(ctx context.Context, client *client.Client) int {
 			var s *messages.Schedule
 			var err error
 			switch verb {
 			case "get":
-				s, err = client.Schedule(ctx, name)
+				s, err = client.ScheduleGet(ctx, name)
 			case "pause":
 				s, err = client.SchedulePause(ctx, name)
 			case "resume":
@@ -144,8 +144,8 @@ func runScheduleList(ctx context.Context, env *cliEnv, args []string) int {
 		return code
 	}
 	defer c.close()
-	list, code := call(ctx, c, func(ctx context.Context, client *coordinator.Client) ([]messages.Schedule, error) {
-		return client.Schedules(ctx)
+	list, code := call(ctx, c, func(ctx context.Context, client *client.Client) ([]messages.Schedule, error) {
+		return client.ScheduleList(ctx)
 	})
 	if code != exitOK || c.printedJSON(list) {
 		return code

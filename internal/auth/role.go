@@ -8,6 +8,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -227,7 +228,7 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			pub = append(pub, "$O."+names.ReduceBucket(pool)+".>")
 			pub = append(pub, j.own(objStream(names.ReduceBucket(pool)))...)
 		}
-		pub = append(pub, j.api("STREAM.NAMES"), j.api("STREAM.INFO", names.LegacyParkStream()))
+		pub = append(pub, j.api("STREAM.NAMES"), j.api("STREAM.INFO", wire.LegacyParkStream(names)))
 		p = Permissions{
 			Publish:        SubjectPermission{Allow: pub},
 			Subscribe:      SubjectPermission{Allow: []string{inboxes, names.Prefix + ".api.>", "$SRV.>"}},

@@ -110,3 +110,17 @@ func (o Offset) Now() time.Time {
 	}
 	return o.Base.Now().Add(o.By)
 }
+
+// After waits d on the local clock: the offset moves the time read, not
+// how long a wait lasts.
+func (s *Server) After(d time.Duration) <-chan time.Time {
+	return s.local.After(d)
+}
+
+// After waits d on Base.
+func (o Offset) After(d time.Duration) <-chan time.Time {
+	if o.Base == nil {
+		return time.After(d)
+	}
+	return o.Base.After(d)
+}

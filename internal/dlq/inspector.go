@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -296,7 +297,7 @@ func msgSize(m jetstream.Msg) int {
 // entry's pool, whatever the body claims: an agent may publish only on its
 // own pool's subjects.
 func (in *Inspector) decode(subject string, data []byte, ref *messages.DLQEntryRef) {
-	origin, job, ok := in.names.ParseDLQ(subject)
+	origin, job, ok := wire.ParseDLQ(in.names, subject)
 	if !ok {
 		job = "unknown"
 	}

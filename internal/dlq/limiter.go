@@ -3,6 +3,7 @@ package dlq
 import (
 	"context"
 	"fmt"
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"math"
 	"sync"
 	"time"
@@ -14,23 +15,6 @@ type Limiter interface {
 	Wait(ctx context.Context) error
 }
 
-// Clock is the time a TokenBucket (and the replayer's retry backoff) uses:
-// the current time, and a channel that fires once d has passed. Tests
-// inject a fake one so pacing is checked without sleeping.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-// SystemClock is the real clock.
-type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
-
-// After returns time.After(d).
-func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // MaxRate bounds a replay's items per second; above it pacing is pointless
 // (one item every microsecond).
 const MaxRate = 1e6
@@ -38,7 +22,7 @@ const MaxRate = 1e6
 // TokenBucket lets rate items through per second, with bursts of up to
 // burst items after an idle period. Safe for concurrent use.
 type TokenBucket struct {
-	clk      Clock
+	clk      clock.Clock
 	interval time.Duration
 	burst    int
 
@@ -48,7 +32,7 @@ type TokenBucket struct {
 
 // NewTokenBucket returns a bucket of rate items/s (0 < rate <= MaxRate) and
 // burst >= 1 on clk (nil = the system clock).
-func NewTokenBucket(rate float64, burst int, clk Clock) (*TokenBucket, error) {
+func NewTokenBucket(rate float64, burst int, clk clock.Clock) (*TokenBucket, error) {
 	if !(rate > 0) || rate > MaxRate || math.IsInf(rate, 0) {
 		return nil, fmt.Errorf("dlq: rate %v, want 0 < rate <= %v", rate, MaxRate)
 	}
@@ -56,7 +40,7 @@ func NewTokenBucket(rate float64, burst int, clk Clock) (*TokenBucket, error) {
 		return nil, fmt.Errorf("dlq: burst %d, want >= 1", burst)
 	}
 	if clk == nil {
-		clk = SystemClock{}
+		clk = clock.Real{}
 	}
 	return &TokenBucket{clk: clk, interval: time.Duration(float64(time.Second) / rate), burst: burst}, nil
 }
@@ -98,7 +82,7 @@ func (b *TokenBucket) Wait(ctx context.Context) error {
 
 // LimiterFor returns the limiter of a replay at rate items/s: nil (unpaced)
 // for rate 0.
-func LimiterFor(rate float64, clk Clock) (Limiter, error) {
+func LimiterFor(rate float64, clk clock.Clock) (Limiter, error) {
 	if rate == 0 {
 		return nil, nil
 	}

@@ -153,7 +153,7 @@ func (m *Mover) entryFor(ctx context.Context, raw *jetstream.RawStreamMsg, deliv
 	var wi wire.WorkItem
 	// The subject names the job (a job id goes into KV keys and subjects);
 	// the body is data.
-	pool, job, ok := m.names.ParseWork(raw.Subject)
+	pool, job, ok := wire.ParseWork(m.names, raw.Subject)
 	known := ok && messages.ValidToken(job) == nil
 	if err := json.Unmarshal(raw.Data, &wi); err != nil || wi.ItemID == "" || !known || wi.JobID != job {
 		if !known {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -71,7 +72,7 @@ type Replayer struct {
 	route       RouteFunc
 	sign        SignFunc
 	concurrency int
-	clock       Clock
+	clock       clock.Clock
 	log         zerolog.Logger
 }
 
@@ -113,7 +114,7 @@ func WithConcurrency(n int) ReplayerOption {
 }
 
 // WithClock sets the clock of retry backoffs and marker times.
-func WithClock(c Clock) ReplayerOption { return func(r *Replayer) { r.clock = c } }
+func WithClock(c clock.Clock) ReplayerOption { return func(r *Replayer) { r.clock = c } }
 
 // WithLogger sets the replayer's logger (default zerolog.Nop()).
 func WithLogger(l zerolog.Logger) ReplayerOption {
@@ -122,7 +123,7 @@ func WithLogger(l zerolog.Logger) ReplayerOption {
 
 // NewReplayer returns a replayer; insp scans the entries.
 func NewReplayer(js jetstream.JetStream, names messages.Names, insp *Inspector, opts ...ReplayerOption) *Replayer {
-	r := &Replayer{js: js, names: names, insp: insp, concurrency: DefaultReplayConcurrency, clock: SystemClock{}, log: zerolog.Nop()}
+	r := &Replayer{js: js, names: names, insp: insp, concurrency: DefaultReplayConcurrency, clock: clock.Real{}, log: zerolog.Nop()}
 	for _, o := range opts {
 		o(r)
 	}

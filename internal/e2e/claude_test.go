@@ -70,7 +70,7 @@ map:
 func TestClaudeStepsNeedAnAgentWithTheCLI(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-claude")
 	f := fleettest.RunFleet(t, nil, fleettest.WithAgentConfig(func(_ int, cfg *agent.Config) { cfg.ClaudeCommand = missing }))
-	_, err := f.Client.Submit(t.Context(), []byte(`{"items": [{"id": "x"}], "agent_template": [{"shell": "true"}, {"claude": "/fix"}]}`))
+	_, err := f.Client.JobSubmit(t.Context(), []byte(`{"items": [{"id": "x"}], "agent_template": [{"shell": "true"}, {"claude": "/fix"}]}`))
 	var apiErr *messages.APIError
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "agent_template[1].claude", apiErr.Field)

@@ -31,3 +31,21 @@ func Duration(getenv func(string) string, key string, def time.Duration) time.Du
 	}
 	return def
 }
+
+// Int64 returns getenv(key) as an int64, or def when it is empty or not a
+// number.
+func Int64(getenv func(string) string, key string, def int64) int64 {
+	if v, err := strconv.ParseInt(getenv(key), 10, 64); err == nil {
+		return v
+	}
+	return def
+}
+
+// Bool returns getenv(key) as a bool ("true", "1", "false", "0", …), or
+// def when it is empty or not a bool.
+func Bool(getenv func(string) string, key string, def bool) bool {
+	if v, err := strconv.ParseBool(getenv(key)); err == nil {
+		return v
+	}
+	return def
+}

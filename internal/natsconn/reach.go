@@ -6,6 +6,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/retry"
 )
 
@@ -31,7 +32,7 @@ type Reacher struct {
 	// Domain is the JetStream domain the calls go to, for the warning.
 	Domain string
 	// Clock spaces the tries. Defaults to the system clock.
-	Clock retry.Clock
+	Clock clock.Clock
 	// Now is the clock of the repeated warning. Defaults to time.Now.
 	Now func() time.Time
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
-	"github.com/jetfleet/jetfleet/internal/retry"
 )
 
 // fakeTime is a clock whose pauses pass at once and move now by their
@@ -23,6 +23,8 @@ type fakeTime struct {
 	now    time.Time
 	pauses []time.Duration
 }
+
+func (f *fakeTime) Now() time.Time { return f.now }
 
 func (f *fakeTime) After(d time.Duration) <-chan time.Time {
 	f.pauses = append(f.pauses, d)
@@ -64,7 +66,7 @@ func TestReachWaitsOutNoResponders(t *testing.T) {
 func TestReachReturnsOtherErrors(t *testing.T) {
 	boom := errors.New("boom")
 	tries := 0
-	err := natsconn.Reacher{Clock: retry.ClockFunc(func(time.Duration) <-chan time.Time { t.Fatal("no pause"); return nil })}.
+	err := natsconn.Reacher{Clock: clock.AfterFunc(func(time.Duration) <-chan time.Time { t.Fatal("no pause"); return nil })}.
 		Reach(context.Background(), "x", func(context.Context) error { tries++; return boom })
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, 1, tries)

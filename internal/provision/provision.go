@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -170,7 +171,7 @@ func Streams(n messages.Names, c Config) []jetstream.StreamConfig {
 			Description: "jetfleet job lifecycle events",
 		},
 		{
-			Name: n.AdvisoriesStream(), Subjects: []string{n.MaxDeliveriesAdvisory("*")},
+			Name: n.AdvisoriesStream(), Subjects: []string{wire.MaxDeliveriesAdvisory(n, "*")},
 			Retention: jetstream.LimitsPolicy, Storage: st, Replicas: c.Replicas,
 			MaxAge:      c.Retention,
 			Description: "jetfleet MAX_DELIVERIES advisories of the work stream",
@@ -199,7 +200,7 @@ func ParkStream(n messages.Names, pool string, c Config) jetstream.StreamConfig 
 
 // parkSource is the work stream's source of pool's parked items that are due.
 func parkSource(n messages.Names, pool string) *jetstream.StreamSource {
-	src, dest := n.ParkDueTransform(pool)
+	src, dest := wire.ParkDueTransform(n, pool)
 	return &jetstream.StreamSource{
 		Name:              n.ParkStream(pool),
 		SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: src, Destination: dest}},
@@ -209,9 +210,9 @@ func parkSource(n messages.Names, pool string) *jetstream.StreamSource {
 // legacyParkSource is the work stream's source of the park stream that
 // earlier versions shared by every pool.
 func legacyParkSource(n messages.Names) *jetstream.StreamSource {
-	src, dest := n.LegacyParkDueTransform()
+	src, dest := wire.LegacyParkDueTransform(n)
 	return &jetstream.StreamSource{
-		Name:              n.LegacyParkStream(),
+		Name:              wire.LegacyParkStream(n),
 		SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: src, Destination: dest}},
 	}
 }
@@ -404,7 +405,7 @@ func workSources(ctx context.Context, js jetstream.JetStream, n messages.Names) 
 			srcs = append(srcs, s)
 		}
 	}
-	if _, err := js.Stream(ctx, n.LegacyParkStream()); err == nil {
+	if _, err := js.Stream(ctx, wire.LegacyParkStream(n)); err == nil {
 		add(legacyParkSource(n))
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -132,7 +133,7 @@ func TestEnsureTurnsRollupsOffInExistingDeployment(t *testing.T) {
 		require.NoError(t, err)
 	}
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: names.LegacyParkStream(), Subjects: []string{names.Prefix + ".park.>"},
+		Name: wire.LegacyParkStream(names), Subjects: []string{names.Prefix + ".park.>"},
 		Retention: jetstream.WorkQueuePolicy, AllowMsgSchedules: true, AllowRollup: true,
 	})
 	require.NoError(t, err)
@@ -170,7 +171,7 @@ func TestEnsureTurnsRollupsOffInExistingDeployment(t *testing.T) {
 	for _, src := range work.CachedInfo().Config.Sources {
 		sources = append(sources, src.Name)
 	}
-	require.ElementsMatch(t, []string{names.LegacyParkStream(), names.ParkStream("gpu")}, sources)
+	require.ElementsMatch(t, []string{wire.LegacyParkStream(names), names.ParkStream("gpu")}, sources)
 
 	// A later Ensure keeps both sources.
 	require.NoError(t, provision.Ensure(ctx, js, names, cfg))

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -45,33 +46,14 @@ func (p *Policy) WithJitter(m messages.JitterMode, factor float64) *Policy {
 	return &q
 }
 
-// Clock is what a [Backoff] waits with: After returns a channel that
-// receives once d has passed. Tests pass one that fires at once and
-// records d, so a retry loop is tested without sleeping.
-type Clock interface {
-	After(d time.Duration) <-chan time.Time
-}
-
-// ClockFunc adapts a function such as time.After to [Clock].
-type ClockFunc func(d time.Duration) <-chan time.Time
-
-// After calls f.
-func (f ClockFunc) After(d time.Duration) <-chan time.Time { return f(d) }
-
-// SystemClock waits in real time. It is safe for concurrent use.
-type SystemClock struct{}
-
-// After returns time.After(d).
-func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-// Sleep waits d on clk (nil: [SystemClock]), or until ctx ends, and then
+// Sleep waits d on clk (nil: the system clock), or until ctx ends, and then
 // returns ctx's error.
-func Sleep(ctx context.Context, clk Clock, d time.Duration) error {
+func Sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if clk == nil {
-		clk = SystemClock{}
+		clk = clock.Real{}
 	}
 	select {
 	case <-clk.After(d):
@@ -86,7 +68,7 @@ func Sleep(ctx context.Context, clk Clock, d time.Duration) error {
 // without end, jittered from its Rand and capped at max_delay — Wait
 // waits it out, and Reset starts again from the first delay (after a
 // success, or a healthy stretch). The [Policy] computes; only Wait sleeps,
-// on the [Clock] it was given.
+// on the clock.Clock it was given.
 //
 //	b := retry.NewBackoff(retry.Exponential(100*time.Millisecond, 2*time.Second), nil, nil)
 //	for {
@@ -102,16 +84,16 @@ func Sleep(ctx context.Context, clk Clock, d time.Duration) error {
 type Backoff struct {
 	policy *Policy
 	rand   Rand
-	clock  Clock
+	clock  clock.Clock
 	n      int
 	prev   time.Duration
 }
 
 // NewBackoff returns a Backoff over p that jitters from r (nil:
-// [DefaultRand]) and waits on clk (nil: [SystemClock]).
-func NewBackoff(p *Policy, r Rand, clk Clock) *Backoff {
+// [DefaultRand]) and waits on clk (nil: the system clock).
+func NewBackoff(p *Policy, r Rand, clk clock.Clock) *Backoff {
 	if clk == nil {
-		clk = SystemClock{}
+		clk = clock.Real{}
 	}
 	return &Backoff{policy: p, rand: r, clock: clk}
 }

@@ -19,6 +19,9 @@ type recordingClock struct {
 	block bool
 }
 
+// Now is the zero time: a Backoff only waits.
+func (c *recordingClock) Now() time.Time { return time.Time{} }
+
 func (c *recordingClock) After(d time.Duration) <-chan time.Time {
 	c.waits = append(c.waits, d)
 	ch := make(chan time.Time, 1)

@@ -11,7 +11,7 @@
 // time and a [Rand]. The agent turns a [Decision] into NakWithDelay (retry,
 // snooze) or into the step's on_failure (give up); the coordinator feeds item
 // failures to a [Workflow]. The one thing that sleeps is [Backoff.Wait], on
-// the [Clock] it is given: a [Backoff] drives jetfleet's own retry loops
+// the clock.Clock it is given: a [Backoff] drives jetfleet's own retry loops
 // (waiting for a bucket, a refused publish, a lost compare-and-set) with an
 // [Exponential] policy's delays.
 //

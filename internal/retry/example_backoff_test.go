@@ -12,6 +12,9 @@ import (
 // instantClock fires at once: the example shows the waits without making them.
 type instantClock struct{}
 
+// Now is the zero time: a Backoff only waits.
+func (instantClock) Now() time.Time { return time.Time{} }
+
 func (instantClock) After(d time.Duration) <-chan time.Time {
 	fmt.Println("wait", d)
 	ch := make(chan time.Time, 1)

@@ -75,7 +75,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	require.Equal(t, messages.StateFailed, st.State, "%+v", st)
 	require.EqualValues(t, 3, st.DeadLettered, "%+v", st)
 	require.Positive(t, st.Retries)
-	_, err := f.client.Submit(t.Context(), []byte(`{"id": "reindex", "name": "rebuild the search index", "items": `+itemList(400, "")+`,
+	_, err := f.client.JobSubmit(t.Context(), []byte(`{"id": "reindex", "name": "rebuild the search index", "items": `+itemList(400, "")+`,
 		"max_parallel": 3, "agent_template": [{"handler": "sleep", "with": {"duration": "200ms"}}]}`))
 	require.NoError(t, err)
 	f.waitState(t, "reindex", messages.StateRunning)

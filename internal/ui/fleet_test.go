@@ -24,6 +24,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	apiclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -33,7 +34,7 @@ import (
 // dashboard, for the dashboard's tests.
 type testFleet struct {
 	srv    *fleettest.Server
-	client *coordinator.Client
+	client *apiclient.Client
 	ui     *Server
 	base   string // http://127.0.0.1:port
 	broken *brokenItems
@@ -141,9 +142,9 @@ func (f *testFleet) runJob(t testing.TB, spec string) *messages.JobStatus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	reply, err := f.client.Submit(ctx, []byte(spec))
+	reply, err := f.client.JobSubmit(ctx, []byte(spec))
 	require.NoError(t, err)
-	st, err := f.client.Wait(ctx, reply.JobID, 20*time.Millisecond, nil)
+	st, err := f.client.JobWait(ctx, reply.JobID, 20*time.Millisecond, nil)
 	require.NoError(t, err)
 	return st
 }
@@ -222,7 +223,7 @@ func (f *testFleet) waitState(t testing.TB, id, want string) *messages.JobStatus
 	var st *messages.JobStatus
 	fleettest.WaitFor(t, 60*time.Second, func() error {
 		var err error
-		st, err = f.client.Status(context.Background(), id)
+		st, err = f.client.JobStatus(context.Background(), id)
 		if err != nil {
 			return err
 		}

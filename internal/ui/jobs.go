@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	apiclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -56,7 +56,7 @@ func (s *Server) pageJobs(w http.ResponseWriter, r *http.Request) {
 	req := messages.ListRequest{State: q.Get("state"), Pool: q.Get("pool"), Text: q.Get("q"), Cursor: q.Get("cursor"), Limit: limit}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	reply, err := s.client.ListPage(ctx, req)
+	reply, err := s.client.JobListPage(ctx, req)
 	if err != nil {
 		s.fail(w, r, "listing jobs", err)
 		return
@@ -206,7 +206,7 @@ func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	st, err := s.client.Status(ctx, id)
+	st, err := s.client.JobStatus(ctx, id)
 	if err != nil {
 		s.fail(w, r, "job "+id, err)
 		return
@@ -260,7 +260,7 @@ func (s *Server) pageJob(w http.ResponseWriter, r *http.Request) {
 }
 
 // postCancel cancels the job; with the form's kill=1 its running steps
-// are terminated too (coordinator.WithKill).
+// are terminated too (client.WithKill).
 func (s *Server) postCancel(w http.ResponseWriter, r *http.Request) {
 	id := s.jobID(w, r)
 	if id == "" {
@@ -268,12 +268,12 @@ func (s *Server) postCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	var opts []coordinator.CancelOption
+	var opts []apiclient.CancelOption
 	kill := r.PostFormValue("kill") == "1"
 	if kill {
-		opts = append(opts, coordinator.WithKill())
+		opts = append(opts, apiclient.WithKill())
 	}
-	if _, err := s.client.Cancel(ctx, id, opts...); err != nil {
+	if _, err := s.client.JobCancel(ctx, id, opts...); err != nil {
 		s.fail(w, r, "cancelling job "+id, err)
 		return
 	}

@@ -195,7 +195,7 @@ func TestCancelFromThePage(t *testing.T) {
 	f := startFleet(t, Config{})
 	ctx := t.Context()
 	// Its items wait at the gate, never opened: the job runs until cancelled.
-	_, err := f.client.Submit(ctx, []byte(`{"id": "slow", "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
+	_, err := f.client.JobSubmit(ctx, []byte(`{"id": "slow", "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
 		"max_parallel": 1, "agent_template": [{"handler": "gated"}]}`))
 	require.NoError(t, err)
 	f.waitState(t, "slow", messages.StateRunning)
@@ -304,7 +304,7 @@ func TestDashboardNeedsItsToken(t *testing.T) {
 func TestLiveUpdatesAndAgents(t *testing.T) {
 	f := startFleet(t, Config{})
 	ctx := t.Context()
-	_, err := f.client.Submit(ctx, []byte(`{"id": "livejob", "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "d"}],
+	_, err := f.client.JobSubmit(ctx, []byte(`{"id": "livejob", "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "d"}],
 		"max_parallel": 1, "agent_template": [{"handler": "sleep", "with": {"duration": "150ms"}}]}`))
 	require.NoError(t, err)
 	events, stop := sseEvents(t, f, "/events?jobs=livejob&events=all&series=1")
@@ -352,7 +352,7 @@ func TestLiveUpdatesAndAgents(t *testing.T) {
 
 func (f *testFleet) mustStatus(t testing.TB, id string) *messages.JobStatus {
 	t.Helper()
-	st, err := f.client.Status(context.Background(), id)
+	st, err := f.client.JobStatus(context.Background(), id)
 	require.NoError(t, err)
 	return st
 }

@@ -25,11 +25,11 @@ func (s *Server) pauseButtons(st *messages.JobStatus) (canPause, canResume bool)
 }
 
 func (s *Server) postPause(w http.ResponseWriter, r *http.Request) {
-	s.pauseAction(w, r, "pausing", s.client.Pause)
+	s.pauseAction(w, r, "pausing", s.client.JobPause)
 }
 
 func (s *Server) postResume(w http.ResponseWriter, r *http.Request) {
-	s.pauseAction(w, r, "resuming", s.client.Resume)
+	s.pauseAction(w, r, "resuming", s.client.JobResume)
 }
 
 // pauseAction calls pause or resume for the job of the path and shows
@@ -67,11 +67,11 @@ func (s *Server) poolPausedSince(ctx context.Context, pool string) *time.Time {
 }
 
 func (s *Server) postPoolPause(w http.ResponseWriter, r *http.Request) {
-	s.poolAction(w, r, "pausing", s.client.PausePool)
+	s.poolAction(w, r, "pausing", s.client.PoolPause)
 }
 
 func (s *Server) postPoolResume(w http.ResponseWriter, r *http.Request) {
-	s.poolAction(w, r, "resuming", s.client.ResumePool)
+	s.poolAction(w, r, "resuming", s.client.PoolResume)
 }
 
 // poolAction calls pause or resume for the pool of the path and shows the

@@ -15,7 +15,7 @@ func TestPauseAndResumeFromThePage(t *testing.T) {
 	ctx := t.Context()
 	// The items wait at the gate until the job is resumed: the pause never
 	// races their end.
-	_, err := f.client.Submit(ctx, []byte(`{"id": "pausable", "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
+	_, err := f.client.JobSubmit(ctx, []byte(`{"id": "pausable", "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
 		"max_parallel": 1, "agent_template": [{"handler": "gated"}]}`))
 	require.NoError(t, err)
 	f.waitState(t, "pausable", messages.StateRunning)
@@ -47,7 +47,7 @@ func TestPauseAndResumeFromThePage(t *testing.T) {
 func TestPausePoolFromTheAgentsPage(t *testing.T) {
 	f := startFleet(t, Config{})
 	ctx := t.Context()
-	_, err := f.client.Submit(ctx, []byte(`{"id": "pooljob", "items": [1], "agent_template": [{"handler": "noop"}]}`))
+	_, err := f.client.JobSubmit(ctx, []byte(`{"id": "pooljob", "items": [1], "agent_template": [{"handler": "noop"}]}`))
 	require.NoError(t, err)
 	f.waitState(t, "pooljob", messages.StateSucceeded) // the pool's consumer exists
 	b := f.browser(t)
@@ -56,7 +56,7 @@ func TestPausePoolFromTheAgentsPage(t *testing.T) {
 	code, _, loc := b.post("/pools/default/pause", url.Values{"csrf": {csrf(t, body)}})
 	require.Equal(t, http.StatusSeeOther, code)
 	require.Equal(t, "/agents", loc)
-	reply, err := f.client.PausePool(ctx, "default") // idempotent: still paused, same time
+	reply, err := f.client.PoolPause(ctx, "default") // idempotent: still paused, same time
 	require.NoError(t, err)
 	require.True(t, reply.Paused)
 

@@ -17,7 +17,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/chart"
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/version"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	apiclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -83,7 +83,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, what string, err e
 			f.Hint = "JetStream has no room left (max_file_store or the account's limit): no coordinator can lead, and the jobs wait. " +
 				"Make room and they go on (docs/deploy.md, \"A full store\")."
 		}
-	case errors.Is(err, coordinator.ErrNoCoordinator):
+	case errors.Is(err, apiclient.ErrNoCoordinator):
 		code = http.StatusServiceUnavailable
 		f.Hint = "No coordinator answers on this prefix. Is one running, and is the dashboard's --prefix right?"
 	case errors.Is(err, context.DeadlineExceeded):

@@ -26,7 +26,7 @@ func (s *Server) pageSchedules(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
 	d := &schedulesData{}
-	list, err := s.client.Schedules(ctx)
+	list, err := s.client.ScheduleList(ctx)
 	if err != nil {
 		d.Err = err.Error()
 	}

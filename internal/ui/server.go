@@ -18,7 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	apiclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -40,7 +40,7 @@ type Server struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	names   messages.Names
-	client  *coordinator.Client
+	client  *apiclient.Client
 	guard   *guard
 	hub     *hub
 	stats   *statsCache
@@ -75,13 +75,13 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ui: %w", err)
 	}
-	client, err := coordinator.NewClient(nc, cfg.Prefix)
+	cl, err := apiclient.New(nc, cfg.Prefix)
 	if err != nil {
 		return nil, fmt.Errorf("ui: %w", err)
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger.With().Str("component", "ui").Logger(),
-		nc: nc, js: js, names: names, client: client,
+		nc: nc, js: js, names: names, client: cl,
 		guard:   newGuard(cfg.Addr, cfg.Token, cfg.AllowRemote, cfg.ReadOnly),
 		metrics: newMetrics(cfg.Registerer),
 		hubDone: make(chan struct{}),

@@ -25,6 +25,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/tracing"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -463,7 +464,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 					<-free
 					continue
 				}
-				_, job, _ := a.names.ParseWork(m.Subject())
+				_, job, _ := wire.ParseWork(a.names, m.Subject())
 				a.metrics.inFlight.Inc()
 				a.presence.begin(job)
 				t0 := time.Now()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/pkg/agent"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -37,7 +37,7 @@ func ExampleTypedWith() {
 			return nil, nil
 		}),
 	})
-	items, _ := coordinator.ItemsOf(image{"a", "a.jpg"})
+	items, _ := client.ItemsOf(image{"a", "a.jpg"})
 	for _, with := range []map[string]any{{"width": 200}, {"width": "wide"}, {"widht": 200}} {
 		st := f.Run(t, &messages.JobSpec{Items: items,
 			AgentTemplate: []messages.Step{{Handler: "resize", With: with}}}, time.Minute)
@@ -81,7 +81,7 @@ func ExampleAgent_Use() {
 
 	one := 1
 	once := &messages.RetryConfig{Attempts: &one}
-	items, _ := coordinator.ItemsOf(map[string]string{"id": "a", "word": "jet"}, map[string]string{"id": "b"})
+	items, _ := client.ItemsOf(map[string]string{"id": "a", "word": "jet"}, map[string]string{"id": "b"})
 	st := f.Run(t, &messages.JobSpec{Items: items,
 		AgentTemplate: []messages.Step{{Name: "shout", Handler: "shout", RetryConfig: once}}}, time.Minute)
 	slices.Sort(calls)

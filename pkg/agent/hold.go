@@ -40,7 +40,7 @@ func (a *Agent) hold(ctx context.Context, it *item) {
 	wi.Held++
 	data, err := json.Marshal(&wi)
 	if err == nil {
-		m := nats.NewMsg(a.names.HeldSubject(a.cfg.Pool, wi.JobID, wi.ItemID))
+		m := nats.NewMsg(wire.HeldSubject(a.names, a.cfg.Pool, wi.JobID, wi.ItemID))
 		m.Data = data
 		m.Header.Set(messages.HeaderMsgID, wire.HeldMsgID(wi.JobID, wi.ItemID, wi.Generation, it.md.Sequence.Stream))
 		if tp := it.m.Headers()[tracing.HeaderTraceparent]; len(tp) > 0 {

@@ -329,7 +329,7 @@ func checkWorkItem(names messages.Names, subject string, wi *wire.WorkItem) erro
 	if err := messages.ValidToken(wi.JobID); err != nil {
 		return fmt.Errorf("job_id: not a job id: %w", err)
 	}
-	if _, job, ok := names.ParseWork(subject); !ok || job != wi.JobID {
+	if _, job, ok := wire.ParseWork(names, subject); !ok || job != wi.JobID {
 		return fmt.Errorf("job_id %q does not match the subject %q", wi.JobID, subject)
 	}
 	if r := wi.Reduce; r != nil && (r.ResultsObject == "" || len(r.ResultsObject) > maxObjectName) {
@@ -698,7 +698,7 @@ func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error
 	// The subject (<prefix>.work.<pool>.<job>) names the job; the body of a
 	// poison message may name anything.
 	job := it.wi.JobID
-	if _, j, ok := a.names.ParseWork(it.m.Subject()); ok {
+	if _, j, ok := wire.ParseWork(a.names, it.m.Subject()); ok {
 		job = j
 	}
 	payload := it.wi.Payload

@@ -328,9 +328,9 @@ func (c *Coordinator) apiCancel(ctx context.Context, data []byte) (any, *message
 	if req.Kill {
 		opts = append(opts, WithKill())
 	}
-	st, err := c.Cancel(ctx, req.JobID, opts...)
+	st, err := c.JobCancel(ctx, req.JobID, opts...)
 	if errors.Is(err, errNoJob) && c.accepted(ctx, req.JobID) {
-		st, err = c.Cancel(ctx, req.JobID, opts...)
+		st, err = c.JobCancel(ctx, req.JobID, opts...)
 	}
 	switch {
 	case errors.Is(err, errNoJob):
@@ -348,19 +348,15 @@ func (c *Coordinator) apiPrune(ctx context.Context, data []byte) (any, *messages
 	if e := decodeRequest(data, &req); e != nil {
 		return nil, e
 	}
-	olderThan := c.cfg.JobRetention
-	if req.OlderThan != nil {
-		olderThan = req.OlderThan.D()
-	}
-	if olderThan < MinJobRetention {
-		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "older_than", Message: fmt.Sprintf(
-			"%s, want >= %s: a new job reusing a pruned id sooner would have its messages dropped as duplicates", messages.Duration(olderThan), messages.Duration(MinJobRetention))}
-	}
-	st, err := c.Prune(ctx, olderThan, req.DryRun)
-	if err != nil {
+	r, err := c.JobPrune(ctx, req)
+	var ae *messages.APIError
+	switch {
+	case errors.As(err, &ae):
+		return nil, ae
+	case err != nil:
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
-	return messages.PruneReply{Pruned: st.Pruned, Jobs: st.Jobs, Failed: st.Failed, DryRun: req.DryRun}, nil
+	return *r, nil
 }
 
 // withUnreachable returns st, while the job is not finished, with the

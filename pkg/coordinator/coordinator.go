@@ -27,6 +27,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -900,12 +901,12 @@ func (c *Coordinator) Status(ctx context.Context, id string) (*messages.JobStatu
 	return &rec.Status, nil
 }
 
-// Cancel stops a running job: queued items are removed and counted as
+// JobCancel stops a running job: queued items are removed and counted as
 // not_run; in-flight ones may still finish, unless WithKill is given: then
 // the agents terminate them, and they stay not_run. The state becomes
 // cancelled. With WithKill, a job that was cancelled before is not an
 // error: its running steps are killed.
-func (c *Coordinator) Cancel(ctx context.Context, id string, opts ...CancelOption) (*messages.JobStatus, error) {
+func (c *Coordinator) JobCancel(ctx context.Context, id string, opts ...CancelOption) (*messages.JobStatus, error) {
 	req := messages.CancelRequest{JobID: id}
 	for _, o := range opts {
 		o(&req)
@@ -938,15 +939,6 @@ func (c *Coordinator) killRunning(id string, st *messages.JobStatus) {
 	c.event(id, messages.MapPhaseEndedEvent{State: st.MapState, Reason: st.MapReason, Kill: true})
 }
 
-// CancelOption changes what Cancel does.
-type CancelOption func(*messages.CancelRequest)
-
-// WithKill makes a cancel terminate the job's running steps on every agent
-// instead of letting them finish (messages.CancelRequest.Kill).
-func WithKill() CancelOption {
-	return func(r *messages.CancelRequest) { r.Kill = true }
-}
-
 // stampedReader reads the lease key from the stream leader and passes its
 // stamp to the coordinator's clock (clock.Observe): a coordinator knows the
 // server's time from its first read of the lease, before it can lead
@@ -961,3 +953,6 @@ func (s stampedReader) Get(ctx context.Context, key string) ([]byte, uint64, err
 	clock.Observe(s.clk, stored)
 	return data, rev, err
 }
+
+// CancelOption changes what Cancel does: [WithKill].
+type CancelOption = client.CancelOption

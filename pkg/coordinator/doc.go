@@ -8,5 +8,7 @@
 // All coordinator state lives in JetStream: the job record (spec, status and
 // publishing cursor) in KV, the outcomes in the results stream. A restarted
 // coordinator resumes every unfinished job by replaying its results, so its
-// counts stay exact. Run one coordinator per fleet prefix.
+// counts stay exact. Several coordinators of one prefix may run: one leads
+// (a lease in the control bucket), the others answer the API and take over
+// when the lease lapses (docs/design.md, "Several coordinators").
 package coordinator

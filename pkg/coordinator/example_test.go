@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -42,14 +43,14 @@ func Example() {
 	})
 	go func() { _ = a.Run(ctx) }()
 
-	cl, _ := coordinator.NewClient(nc, "")
-	items, _ := coordinator.ItemsOf(Shout{"a", "jet"}, Shout{"b", "fleet"}, Shout{"c", ""})
-	r, err := cl.SubmitSpec(ctx, &messages.JobSpec{ID: "example", Items: items,
+	cl, _ := client.New(nc, "")
+	items, _ := client.ItemsOf(Shout{"a", "jet"}, Shout{"b", "fleet"}, Shout{"c", ""})
+	r, err := cl.JobSubmitSpec(ctx, &messages.JobSpec{ID: "example", Items: items,
 		AgentTemplate: []messages.Step{{Handler: "shout"}}})
 	if err != nil {
 		panic(err)
 	}
-	st, err := cl.Wait(ctx, r.JobID, 0, nil) // returns on the job's completed event
+	st, err := cl.JobWait(ctx, r.JobID, 0, nil) // returns on the job's completed event
 	if err != nil {
 		panic(err)
 	}

@@ -257,7 +257,7 @@ func (c *Coordinator) requestCancel(ctx context.Context, req messages.CancelRequ
 			if req.Kill {
 				opts = append(opts, WithKill())
 			}
-			return c.Cancel(ctx, id, opts...)
+			return c.JobCancel(ctx, id, opts...)
 		}
 		if rec, err := c.store.get(wctx, id); err == nil && (messages.TerminalState(rec.Status.State) || rec.Status.MapReason == messages.CompletionCancelled) {
 			return &rec.Status, nil

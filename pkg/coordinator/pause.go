@@ -79,10 +79,10 @@ func (c *Coordinator) pauseChanged(kind, name string, paused bool) {
 	}
 }
 
-// PauseJob pauses job id: no new step of it starts once the agents see
+// JobPause pauses job id: no new step of it starts once the agents see
 // the pause (within a second), the steps running finish. It waits (up to
 // pauseWait) for the job's record to say paused.
-func (c *Coordinator) PauseJob(ctx context.Context, id string) (*messages.JobStatus, error) {
+func (c *Coordinator) JobPause(ctx context.Context, id string) (*messages.JobStatus, error) {
 	rec, err := c.store.get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -101,8 +101,8 @@ func (c *Coordinator) PauseJob(ctx context.Context, id string) (*messages.JobSta
 	})
 }
 
-// ResumeJob resumes job id. The job stays paused while its pool is.
-func (c *Coordinator) ResumeJob(ctx context.Context, id string) (*messages.JobStatus, error) {
+// JobResume resumes job id. The job stays paused while its pool is.
+func (c *Coordinator) JobResume(ctx context.Context, id string) (*messages.JobStatus, error) {
 	rec, err := c.store.get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -118,16 +118,16 @@ func (c *Coordinator) ResumeJob(ctx context.Context, id string) (*messages.JobSt
 	})
 }
 
-// PausePool pauses every job of pool, and what any job routes to it.
-func (c *Coordinator) PausePool(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
+// PoolPause pauses every job of pool, and what any job routes to it.
+func (c *Coordinator) PoolPause(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
 	if err := c.putPause(ctx, wire.PausePoolKey(pool)); err != nil {
 		return nil, err
 	}
 	return c.poolPause(ctx, pool)
 }
 
-// ResumePool resumes pool.
-func (c *Coordinator) ResumePool(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
+// PoolResume resumes pool.
+func (c *Coordinator) PoolResume(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
 	if err := c.pauseKV.Delete(ctx, wire.PausePoolKey(pool)); err != nil {
 		return nil, fmt.Errorf("deleting the pause: %w", err)
 	}
@@ -316,7 +316,7 @@ func (c *Coordinator) releasePool(ctx context.Context, pool string) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	filter := c.names.HeldFilter(pool, "*")
+	filter := wire.HeldFilter(c.names, pool, "*")
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
 		return 0, err
@@ -325,7 +325,7 @@ func (c *Coordinator) releasePool(ctx context.Context, pool string) (int, error)
 	// jobs not paused are read, so a long pause costs one count per round.
 	jobs := map[string]bool{}
 	for subj := range info.State.Subjects {
-		if job, ok := c.names.ParseHeld(pool, subj); ok {
+		if job, ok := wire.ParseHeld(c.names, pool, subj); ok {
 			jobs[job] = true
 		}
 	}
@@ -345,7 +345,7 @@ func (c *Coordinator) releasePool(ctx context.Context, pool string) (int, error)
 
 // releaseJob moves back job's held copies in pool's park stream s.
 func (c *Coordinator) releaseJob(ctx context.Context, s jetstream.Stream, pool, job string) (int, error) {
-	filter := c.names.HeldFilter(pool, job)
+	filter := wire.HeldFilter(c.names, pool, job)
 	moved := 0
 	var (
 		msgs []*nats.Msg
@@ -408,10 +408,10 @@ func (c *Coordinator) releaseJob(ctx context.Context, s jetstream.Stream, pool, 
 // pauseEndpoints are the API's pause and resume endpoints.
 func (c *Coordinator) pauseEndpoints() map[string]endpointFunc {
 	return map[string]endpointFunc{
-		messages.EndpointJobsPause:   c.apiJobPause(c.PauseJob),
-		messages.EndpointJobsResume:  c.apiJobPause(c.ResumeJob),
-		messages.EndpointPoolsPause:  c.apiPoolPause(c.PausePool),
-		messages.EndpointPoolsResume: c.apiPoolPause(c.ResumePool),
+		messages.EndpointJobsPause:   c.apiJobPause(c.JobPause),
+		messages.EndpointJobsResume:  c.apiJobPause(c.JobResume),
+		messages.EndpointPoolsPause:  c.apiPoolPause(c.PoolPause),
+		messages.EndpointPoolsResume: c.apiPoolPause(c.PoolResume),
 	}
 }
 

@@ -198,3 +198,7 @@ func TestRunnerReopen(t *testing.T) {
 type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) Now() time.Time { return c.t }
+
+// After waits in real time: these tests set the time they read, not the
+// waits.
+func (c *fakeClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
@@ -293,8 +294,8 @@ func (p *publisher) publishBatch(ctx context.Context, batch []expand.Item) error
 		msgs[i] = m
 	}
 	pending := msgs
-	clock := retry.ClockFunc(p.after)
-	backoff := retry.NewBackoff(publishBackoff, nil, clock)
+	clk := clock.AfterFunc(p.after)
+	backoff := retry.NewBackoff(publishBackoff, nil, clk)
 	for {
 		refused, lastErr, err := p.send.Send(ctx, pending)
 		if errors.Is(err, nats.ErrMaxPayload) {
@@ -312,7 +313,7 @@ func (p *publisher) publishBatch(ctx context.Context, batch []expand.Item) error
 		delay := backoff.Next()
 		p.log.Warn().AnErr("last_error", lastErr).Int("refused", len(refused)).Dur("delay", delay).Msg("work publishes refused; retrying")
 		p.metrics.publishRetries.Add(float64(len(refused)))
-		if err := retry.Sleep(ctx, clock, delay); err != nil {
+		if err := retry.Sleep(ctx, clk, delay); err != nil {
 			return err
 		}
 		pending = refused

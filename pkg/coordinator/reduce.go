@@ -192,7 +192,7 @@ func (r *jobRunner) writeMapResults(ctx context.Context, w io.Writer, src result
 	each := func(from, to uint64, fn func(seq uint64, res *messages.Result)) error {
 		return src(ctx, from, to, func(seq uint64, subject string, data []byte) {
 			decoded, _ = wire.DecodeResults(data, decoded) // an undecodable message has none
-			origin := r.c.names.Origin(subject)
+			origin := wire.Origin(r.c.names, subject)
 			for i := range decoded {
 				res := &decoded[i]
 				if res.Phase != "" || res.Outcome == messages.OutcomeReopened || res.Index < 0 || res.Index >= int64(n) ||

@@ -268,7 +268,7 @@ func readResults(t *testing.T, js jetstream.JetStream, job string) []messages.Re
 	var out []messages.Result
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
-		if err != nil || names.Origin(m.Subject) == "" || !strings.HasSuffix(m.Subject, "."+job) {
+		if err != nil || wire.Origin(names, m.Subject) == "" || !strings.HasSuffix(m.Subject, "."+job) {
 			continue
 		}
 		rs, err := wire.DecodeResults(m.Data, nil)

@@ -137,7 +137,7 @@ func (h *resultsHub) dispatch(m jetstream.Msg) {
 	if h.observe != nil {
 		h.observe(md.Timestamp)
 	}
-	_, job, ok := h.names.ParseResult(m.Subject())
+	_, job, ok := wire.ParseResult(h.names, m.Subject())
 	if !ok {
 		return
 	}
@@ -343,7 +343,7 @@ func (r *jobRunner) applyMsg(subject string, data []byte, buf *[]messages.Result
 		r.log.Warn().Err(err).Msg("undecodable results message ignored")
 		return
 	}
-	origin := r.c.names.Origin(subject)
+	origin := wire.Origin(r.c.names, subject)
 	for i := range *buf {
 		res := &(*buf)[i]
 		if err := res.V.Check("the result of item " + res.ItemID); err != nil {

@@ -140,10 +140,29 @@ func (c *Coordinator) RetentionPass(ctx context.Context) (RetentionStats, error)
 // at once (each is a handful of requests to the server).
 const retentionWorkers = 8
 
-// Prune deletes the records (and what is left of their data) of jobs that
-// finished at least olderThan ago (jobs.prune). With dryRun it only
-// counts them.
-func (c *Coordinator) Prune(ctx context.Context, olderThan time.Duration, dryRun bool) (RetentionStats, error) {
+// JobPrune deletes the records (and what is left of their data) of jobs
+// that finished at least req.OlderThan ago (unset: Config.JobRetention;
+// below MinJobRetention: a *messages.APIError naming older_than), as
+// jobs.prune does. With req.DryRun it only lists them.
+func (c *Coordinator) JobPrune(ctx context.Context, req messages.PruneRequest) (*messages.PruneReply, error) {
+	olderThan := c.cfg.JobRetention
+	if req.OlderThan != nil {
+		olderThan = req.OlderThan.D()
+	}
+	if olderThan < MinJobRetention {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "older_than", Message: fmt.Sprintf(
+			"%s, want >= %s: a new job reusing a pruned id sooner would have its messages dropped as duplicates", messages.Duration(olderThan), messages.Duration(MinJobRetention))}
+	}
+	st, err := c.prune(ctx, olderThan, req.DryRun)
+	if err != nil {
+		return nil, err
+	}
+	return &messages.PruneReply{Pruned: st.Pruned, Jobs: st.Jobs, Failed: st.Failed, DryRun: req.DryRun}, nil
+}
+
+// prune deletes the records (and what is left of their data) of jobs that
+// finished at least olderThan ago. With dryRun it only counts them.
+func (c *Coordinator) prune(ctx context.Context, olderThan time.Duration, dryRun bool) (RetentionStats, error) {
 	var st RetentionStats
 	if err := c.index.wait(ctx); err != nil {
 		return st, err
@@ -226,7 +245,7 @@ func (c *Coordinator) jobsWithDeadLetters(ctx context.Context) (map[string]bool,
 	}
 	jobs := map[string]bool{}
 	for subj, n := range info.State.Subjects {
-		if _, job, ok := c.names.ParseDLQ(subj); ok && n > 0 {
+		if _, job, ok := wire.ParseDLQ(c.names, subj); ok && n > 0 {
 			jobs[job] = true
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/pkg/agent"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -30,7 +30,7 @@ func ExampleRunFleet() {
 		}),
 	}, fleettest.WithAgents(2))
 
-	items, _ := coordinator.ItemsOf(word{"a", "jet"}, word{"b", "fleet"})
+	items, _ := client.ItemsOf(word{"a", "jet"}, word{"b", "fleet"})
 	st := f.Run(t, &messages.JobSpec{Items: items, AgentTemplate: []messages.Step{{Handler: "shout"}}}, time.Minute)
 	fmt.Printf("%s: %d of %d items succeeded\n", st.State, st.Succeeded, st.Items)
 	// Output: succeeded: 2 of 2 items succeeded

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -38,7 +39,7 @@ type Fleet struct {
 	// Server is the embedded server (or the one given with WithServer).
 	Server *Server
 	// Client calls the coordinator's API, on Server.Conn().
-	Client *coordinator.Client
+	Client *client.Client
 	// Coordinator is the fleet's coordinator.
 	Coordinator *coordinator.Coordinator
 	// Agents are the fleet's agents, all of Pool.
@@ -270,7 +271,7 @@ func RunFleet(t testing.TB, handlers map[string]agent.HandlerFunc, opts ...Fleet
 			t.Errorf("fleettest: %v", runErr)
 		}
 	})
-	if f.Client, err = coordinator.NewClient(srv.Conn(), ccfg.Prefix); err != nil {
+	if f.Client, err = client.New(srv.Conn(), ccfg.Prefix); err != nil {
 		t.Fatalf("fleettest: RunFleet: %v", err)
 	}
 	f.waitPresent(t, names)
@@ -308,11 +309,11 @@ func (f *Fleet) Run(t testing.TB, spec *messages.JobSpec, timeout time.Duration)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	reply, err := f.Client.SubmitSpec(ctx, spec)
+	reply, err := f.Client.JobSubmitSpec(ctx, spec)
 	if err != nil {
 		t.Fatalf("fleettest: submitting the job: %v", err)
 	}
-	st, err := f.Client.Wait(ctx, reply.JobID, 0, nil)
+	st, err := f.Client.JobWait(ctx, reply.JobID, 0, nil)
 	if err != nil {
 		t.Fatalf("fleettest: job %s did not end: %v", reply.JobID, err)
 	}

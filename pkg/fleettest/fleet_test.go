@@ -38,7 +38,7 @@ func TestSubmitRefusesUnregisteredHandler(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	_, err := f.Client.SubmitSpec(ctx, specWith("", messages.Step{Handler: "known"}, messages.Step{Handler: "missing"}))
+	_, err := f.Client.JobSubmitSpec(ctx, specWith("", messages.Step{Handler: "known"}, messages.Step{Handler: "missing"}))
 	var apiErr *messages.APIError
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, messages.CodeInvalid, apiErr.Code)
@@ -47,12 +47,12 @@ func TestSubmitRefusesUnregisteredHandler(t *testing.T) {
 
 	reduce := specWith("", messages.Step{Handler: "known"})
 	reduce.Reduce = []messages.Step{{Handler: "gone"}}
-	_, err = f.Client.SubmitSpec(ctx, reduce)
+	_, err = f.Client.JobSubmitSpec(ctx, reduce)
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "reduce[0].handler", apiErr.Field)
 
 	// A pool nobody serves yet takes the job, for agents to come.
-	reply, err := f.Client.SubmitSpec(ctx, specWith("later", messages.Step{Handler: "missing"}))
+	reply, err := f.Client.JobSubmitSpec(ctx, specWith("later", messages.Step{Handler: "missing"}))
 	require.NoError(t, err)
 	require.False(t, messages.TerminalState(reply.State))
 
@@ -65,7 +65,7 @@ func TestSubmitRefusesUnregisteredHandler(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.Server.JS().Publish(ctx, names.JobsSubmitSubject(), body)
 	require.NoError(t, err)
-	st, err := f.Client.Wait(ctx, "durable", 0, nil)
+	st, err := f.Client.JobWait(ctx, "durable", 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateRejected, st.State)
 	require.NotEmpty(t, st.Problems)
@@ -102,11 +102,11 @@ func TestWaitLearnsTheEndFromEvents(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	reply, err := f.Client.SubmitSpec(ctx, specWith("", messages.Step{Handler: "gate"}))
+	reply, err := f.Client.JobSubmitSpec(ctx, specWith("", messages.Step{Handler: "gate"}))
 	require.NoError(t, err)
 	done := make(chan *messages.JobStatus, 1)
 	go func() {
-		st, err := f.Client.Wait(ctx, reply.JobID, time.Millisecond, nil)
+		st, err := f.Client.JobWait(ctx, reply.JobID, time.Millisecond, nil)
 		if err != nil {
 			st = &messages.JobStatus{State: "wait: " + err.Error()}
 		}

@@ -35,11 +35,25 @@ const (
 
 // Names derives every subject, stream, consumer and bucket name from one
 // prefix, so that several independent fleets can share a NATS account.
-// The zero value is not usable; build one with [NewNames].
+// The zero value names the DefaultPrefix's resources, and Names{Prefix: p}
+// those of p; [NewNames] also checks that the prefix is a subject token.
+// A Names is a plain value, safe for concurrent use.
 type Names struct {
+	// Prefix is the subject prefix; the stream names are its upper case
+	// ("fleet": fleet.jobs.submit, FLEET_JOBS). "" is DefaultPrefix.
 	Prefix string
-	upper  string
 }
+
+// prefix is n.prefix(), or DefaultPrefix when it is empty.
+func (n Names) prefix() string {
+	if n.Prefix == "" {
+		return DefaultPrefix
+	}
+	return n.Prefix
+}
+
+// upper is the stem of stream names: the prefix in upper case.
+func (n Names) upper() string { return strings.ToUpper(n.prefix()) }
 
 // NewNames returns the names for prefix (DefaultPrefix when empty). The
 // prefix must be a valid subject token.
@@ -50,7 +64,7 @@ func NewNames(prefix string) (Names, error) {
 	if err := ValidToken(prefix); err != nil {
 		return Names{}, fmt.Errorf("prefix: %w", err)
 	}
-	return Names{Prefix: prefix, upper: strings.ToUpper(prefix)}, nil
+	return Names{Prefix: prefix}, nil
 }
 
 // MustNames is NewNames that panics on an invalid prefix; for constants and tests.
@@ -63,14 +77,14 @@ func MustNames(prefix string) Names {
 }
 
 // Streams.
-func (n Names) JobsStream() string    { return n.upper + "_JOBS" }
-func (n Names) WorkStream() string    { return n.upper + "_WORK" }
-func (n Names) ResultsStream() string { return n.upper + "_RESULTS" }
-func (n Names) DLQStream() string     { return n.upper + "_DLQ" }
-func (n Names) EventsStream() string  { return n.upper + "_EVENTS" }
+func (n Names) JobsStream() string    { return n.upper() + "_JOBS" }
+func (n Names) WorkStream() string    { return n.upper() + "_WORK" }
+func (n Names) ResultsStream() string { return n.upper() + "_RESULTS" }
+func (n Names) DLQStream() string     { return n.upper() + "_DLQ" }
+func (n Names) EventsStream() string  { return n.upper() + "_EVENTS" }
 
 // AdvisoriesStream captures MAX_DELIVERIES advisories of the work stream.
-func (n Names) AdvisoriesStream() string { return n.upper + "_ADVISORIES" }
+func (n Names) AdvisoriesStream() string { return n.upper() + "_ADVISORIES" }
 
 // ParkStream holds pool's parked retries: message schedules on
 // ParkSubject that the server fires, when due, onto ParkDueSubject, from
@@ -79,80 +93,74 @@ func (n Names) AdvisoriesStream() string { return n.upper + "_ADVISORIES" }
 // captures, and any client that may publish a schedule may also send a
 // rollup (schedules need AllowRollup), so a stream shared by pools would
 // let one pool's agents aim at, or wipe, another pool's parked items.
-func (n Names) ParkStream(pool string) string { return n.upper + "_PARK_" + pool }
-
-// LegacyParkStream is the single park stream of every pool that earlier
-// versions created (subjects <prefix>.park.>). Provisioning keeps sourcing
-// it while it exists, so that what it still holds comes back when due;
-// nothing writes to it any more.
-func (n Names) LegacyParkStream() string { return n.upper + "_PARK" }
+func (n Names) ParkStream(pool string) string { return n.upper() + "_PARK_" + pool }
 
 // ReduceBucket is the object store of pool's reduce inputs: the map
 // results of its jobs, which the coordinator writes and only the pool's
 // agents read (so that no agent reads another pool's data, or any job's
 // accepted input).
-func (n Names) ReduceBucket(pool string) string { return n.Prefix + "_reduce_" + pool }
+func (n Names) ReduceBucket(pool string) string { return n.prefix() + "_reduce_" + pool }
 
 // KV buckets.
-func (n Names) JobsBucket() string   { return n.Prefix + "_jobs" }
-func (n Names) BudgetBucket() string { return n.Prefix + "_budget" }
-func (n Names) ItemsBucket() string  { return n.Prefix + "_items" }
+func (n Names) JobsBucket() string   { return n.prefix() + "_jobs" }
+func (n Names) BudgetBucket() string { return n.prefix() + "_budget" }
+func (n Names) ItemsBucket() string  { return n.prefix() + "_items" }
 
 // BreakerBucket holds jobs' circuit-breaker states, one key per job.
-func (n Names) BreakerBucket() string { return n.Prefix + "_breaker" }
+func (n Names) BreakerBucket() string { return n.prefix() + "_breaker" }
 
 // LimitsBucket holds the fleet's rate and concurrency limits: named
 // limits under "n.<name>", a step's inline limits under "k.<base64url key>".
-func (n Names) LimitsBucket() string { return n.Prefix + "_limits" }
+func (n Names) LimitsBucket() string { return n.prefix() + "_limits" }
 
 // ControlBucket holds what coordinators share: the leader's lease (key
 // "leader"), DLQ replays ("replay.<id>") and cancel requests
 // ("cancel.<job>"); internal/wire builds the keys.
-func (n Names) ControlBucket() string { return n.Prefix + "_control" }
+func (n Names) ControlBucket() string { return n.prefix() + "_control" }
 
 // AgentsBucket holds the agents' presence (AgentPresence), one key per
 // agent ("<pool>.<base64url name>"), refreshed by each agent and expiring
 // when it stops.
-func (n Names) AgentsBucket() string { return n.Prefix + "_agents" }
+func (n Names) AgentsBucket() string { return n.prefix() + "_agents" }
 
 // AgentStatusSubject is the subject of the status endpoint of agent name
 // in pool (AgentServiceName): <prefix>.agent.<pool>.<base64url name>.status.
 func (n Names) AgentStatusSubject(pool, name string) string {
-	return n.Prefix + ".agent." + pool + "." + EncodeItemID(name) + "." + EndpointAgentStatus
+	return n.prefix() + ".agent." + pool + "." + EncodeItemID(name) + "." + EndpointAgentStatus
 }
 
 // AgentStatusFilter matches the status endpoints of pool's agents.
 func (n Names) AgentStatusFilter(pool string) string {
-	return n.Prefix + ".agent." + pool + ".*." + EndpointAgentStatus
+	return n.prefix() + ".agent." + pool + ".*." + EndpointAgentStatus
 }
 
 // InputsBucket is the object store bucket that holds the inputs of
 // accepted jobs and the map results of their reduce phase. Only the
 // coordinator writes it: it copies a submission's upload here when it
 // accepts the job, so nothing a submitter does later changes a job's input.
-func (n Names) InputsBucket() string { return n.Prefix + "_inputs" }
+func (n Names) InputsBucket() string { return n.prefix() + "_inputs" }
 
 // UploadsBucket is the object store bucket submitters upload inputs to
 // (fleetctl submit, under a name unique to the submission), referenced as
 // objstore://<prefix>_uploads/<name> in the spec's input.
-func (n Names) UploadsBucket() string { return n.Prefix + "_uploads" }
+func (n Names) UploadsBucket() string { return n.prefix() + "_uploads" }
 
 // AgentsConsumer is the durable pull consumer shared by a pool's agents.
 func (n Names) AgentsConsumer(pool string) string { return "agents-" + pool }
 
 // JobsSubmitSubject is the durable intake subject (stream FLEET_JOBS).
-func (n Names) JobsSubmitSubject() string { return n.Prefix + ".jobs.submit" }
+func (n Names) JobsSubmitSubject() string { return n.prefix() + ".jobs.submit" }
 
 // WorkSubject is the subject an item of job is published to for pool.
 func (n Names) WorkSubject(pool, job string) string {
-	return n.Prefix + ".work." + pool + "." + job
+	return n.prefix() + ".work." + pool + "." + job
 }
 
 // WorkPoolFilter matches every work subject of pool.
-func (n Names) WorkPoolFilter(pool string) string { return n.Prefix + ".work." + pool + ".>" }
+func (n Names) WorkPoolFilter(pool string) string { return n.prefix() + ".work." + pool + ".>" }
 
 // WorkFilter matches every work subject.
-func (n Names) WorkFilter() string { return n.Prefix + ".work.>" }
+func (n Names) WorkFilter() string { return n.prefix() + ".work.>" }
 
 // ResultSubject carries the outcomes of job's item runs reported by origin:
 // the pool whose agents ran them, or CoordinatorOrigin for outcomes the
@@ -160,120 +168,65 @@ func (n Names) WorkFilter() string { return n.Prefix + ".work.>" }
 // An agent may publish only on its own pool's subjects, and the
 // coordinator counts a result only from the pool the item was routed to.
 func (n Names) ResultSubject(origin, job string) string {
-	return n.Prefix + ".results." + origin + "." + job
+	return n.prefix() + ".results." + origin + "." + job
 }
 
 // JobResultsFilter matches every result subject of job, whatever its origin.
-func (n Names) JobResultsFilter(job string) string { return n.Prefix + ".results.*." + job }
+func (n Names) JobResultsFilter(job string) string { return n.prefix() + ".results.*." + job }
 
 // ResultsFilter matches every result subject.
-func (n Names) ResultsFilter() string { return n.Prefix + ".results.>" }
+func (n Names) ResultsFilter() string { return n.prefix() + ".results.>" }
 
 // DLQSubject carries job's dead-letter entries written by origin (a pool,
 // or CoordinatorOrigin for the DLQ mover's).
 func (n Names) DLQSubject(origin, job string) string {
-	return n.Prefix + ".dlq." + origin + "." + job
+	return n.prefix() + ".dlq." + origin + "." + job
 }
 
 // JobDLQFilter matches every dead-letter subject of job.
-func (n Names) JobDLQFilter(job string) string { return n.Prefix + ".dlq.*." + job }
+func (n Names) JobDLQFilter(job string) string { return n.prefix() + ".dlq.*." + job }
 
 // DLQFilter matches every dead-letter subject.
-func (n Names) DLQFilter() string { return n.Prefix + ".dlq.>" }
+func (n Names) DLQFilter() string { return n.prefix() + ".dlq.>" }
 
 // ParkSubject is the subject of item's message schedule in pool's park
 // stream: one per item, so that parking it again replaces its schedule.
 func (n Names) ParkSubject(pool, job, itemID string) string {
-	return n.Prefix + ".parked." + pool + ".at." + job + "." + EncodeItemID(itemID)
+	return n.prefix() + ".parked." + pool + ".at." + job + "." + EncodeItemID(itemID)
 }
 
 // JobParkSubjects matches the schedules of job's parked items in pool's
 // park stream.
 func (n Names) JobParkSubjects(pool, job string) string {
-	return n.Prefix + ".parked." + pool + ".at." + job + ".*"
+	return n.prefix() + ".parked." + pool + ".at." + job + ".*"
 }
 
 // ParkDueSubject is where the server publishes a parked item of job when
 // its schedule fires; the work stream sources it onto WorkSubject(pool, job).
 func (n Names) ParkDueSubject(pool, job string) string {
-	return n.Prefix + ".parked." + pool + ".due." + job
+	return n.prefix() + ".parked." + pool + ".due." + job
 }
 
 // ParkPoolFilter matches the schedules of pool's parked items: what the
 // pool's agents may publish.
-func (n Names) ParkPoolFilter(pool string) string { return n.Prefix + ".parked." + pool + ".at.>" }
+func (n Names) ParkPoolFilter(pool string) string { return n.prefix() + ".parked." + pool + ".at.>" }
 
 // JobParkFilters match the parked items of job in pool's park stream:
 // their schedules and their fired copies.
 func (n Names) JobParkFilters(pool, job string) []string {
-	return []string{n.Prefix + ".parked." + pool + ".at." + job + ".>", n.ParkDueSubject(pool, job)}
+	return []string{n.prefix() + ".parked." + pool + ".at." + job + ".>", n.ParkDueSubject(pool, job)}
 }
 
 // ParkFilter matches every subject of pool's park stream.
-func (n Names) ParkFilter(pool string) string { return n.Prefix + ".parked." + pool + ".>" }
+func (n Names) ParkFilter(pool string) string { return n.prefix() + ".parked." + pool + ".>" }
 
 // ParkStreamsFilter matches the subjects of every pool's park stream.
-func (n Names) ParkStreamsFilter() string { return n.Prefix + ".parked.>" }
-
-// ParkDueTransform is the work stream's source transform of pool's park
-// stream: ParkDueSubject(pool, job) becomes WorkSubject(pool, job).
-func (n Names) ParkDueTransform(pool string) (src, dest string) {
-	return n.Prefix + ".parked." + pool + ".due.*", n.Prefix + ".work." + pool + ".{{wildcard(1)}}"
-}
-
-// LegacyParkDueTransform is the work stream's source transform of
-// LegacyParkStream.
-func (n Names) LegacyParkDueTransform() (src, dest string) {
-	return n.Prefix + ".park.due.*.*", n.Prefix + ".work.{{wildcard(1)}}.{{wildcard(2)}}"
-}
-
-// ParseWork splits a subject built by WorkSubject into its pool and job;
-// ok is false for any other subject. The tokens are not validated: a
-// message's subject is data, like its body.
-func (n Names) ParseWork(subject string) (pool, job string, ok bool) {
-	return n.parse(subject, "work")
-}
-
-// ParseResult splits a subject built by ResultSubject into its origin and
-// job; ok is false for any other subject.
-func (n Names) ParseResult(subject string) (origin, job string, ok bool) {
-	return n.parse(subject, "results")
-}
-
-// ParseDLQ splits a subject built by DLQSubject into its origin and job;
-// ok is false for any other subject.
-func (n Names) ParseDLQ(subject string) (origin, job string, ok bool) {
-	return n.parse(subject, "dlq")
-}
-
-// parse splits <prefix>.<kind>.<a>.<b> into its two non-empty last tokens.
-func (n Names) parse(subject, kind string) (a, b string, ok bool) {
-	rest, ok := strings.CutPrefix(subject, n.Prefix+"."+kind+".")
-	if !ok {
-		return "", "", false
-	}
-	a, b, ok = strings.Cut(rest, ".")
-	if !ok || a == "" || b == "" || strings.Contains(b, ".") {
-		return "", "", false
-	}
-	return a, b, true
-}
-
-// Origin returns the origin token (pool or CoordinatorOrigin) of a result or
-// dead-letter subject built by ResultSubject or DLQSubject, and "" for any
-// other subject.
-func (n Names) Origin(subject string) string {
-	if origin, _, ok := n.ParseResult(subject); ok {
-		return origin
-	}
-	origin, _, _ := n.ParseDLQ(subject)
-	return origin
-}
+func (n Names) ParkStreamsFilter() string { return n.prefix() + ".parked.>" }
 
 // EventSubject carries events of type typ for job published by the
 // coordinator.
 func (n Names) EventSubject(job, typ string) string {
-	return n.Prefix + ".events." + job + "." + typ
+	return n.prefix() + ".events." + job + "." + typ
 }
 
 // AgentEventSubject carries events of type typ for job published by an
@@ -281,14 +234,14 @@ func (n Names) EventSubject(job, typ string) string {
 // agent can speak only for its own pool, and cannot publish the
 // coordinator's events (map_ended, completed, ...).
 func (n Names) AgentEventSubject(pool, job, typ string) string {
-	return n.Prefix + ".events." + job + "." + typ + "." + pool
+	return n.prefix() + ".events." + job + "." + typ + "." + pool
 }
 
 // ParseEvent splits a subject built by EventSubject (pool "") or
 // AgentEventSubject into its job, event type and pool; ok is false for any
 // other subject.
 func (n Names) ParseEvent(subject string) (job, typ, pool string, ok bool) {
-	rest, ok := strings.CutPrefix(subject, n.Prefix+".events.")
+	rest, ok := strings.CutPrefix(subject, n.prefix()+".events.")
 	if !ok {
 		return "", "", "", false
 	}
@@ -304,23 +257,17 @@ func (n Names) ParseEvent(subject string) (job, typ, pool string, ok bool) {
 }
 
 // EventsFilter matches every event subject.
-func (n Names) EventsFilter() string { return n.Prefix + ".events.>" }
+func (n Names) EventsFilter() string { return n.prefix() + ".events.>" }
 
 // APISubject is the subject of an API endpoint such as "jobs.submit".
-func (n Names) APISubject(endpoint string) string { return n.Prefix + ".api." + endpoint }
+func (n Names) APISubject(endpoint string) string { return n.prefix() + ".api." + endpoint }
 
 // APIAllSubject is where every serving coordinator answers a read
 // endpoint ("jobs.status"), not just the one the queue group picks: a
 // client that got no answer in time asks them all and takes the first
 // answer (a paused coordinator, or one behind a server cut off the
 // cluster, keeps its queue subscription).
-func (n Names) APIAllSubject(endpoint string) string { return n.Prefix + ".api._all." + endpoint }
-
-// MaxDeliveriesAdvisory is the advisory subject the server emits when a
-// message of the work stream exhausts MaxDeliver on consumer (or "*").
-func (n Names) MaxDeliveriesAdvisory(consumer string) string {
-	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + n.WorkStream() + "." + consumer
-}
+func (n Names) APIAllSubject(endpoint string) string { return n.prefix() + ".api._all." + endpoint }
 
 // CoordinatorOrigin is the origin token of results and dead letters the
 // coordinator writes itself. It is not a valid pool name (ValidPool), so no

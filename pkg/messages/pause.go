@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"strings"
 	"time"
 )
 
@@ -55,35 +54,9 @@ type PoolPauseReply struct {
 
 // PauseBucket holds what is paused: a "job.<id>" key per paused job and a
 // "pool.<pool>" key per paused pool.
-func (n Names) PauseBucket() string { return n.Prefix + "_pause" }
+func (n Names) PauseBucket() string { return n.prefix() + "_pause" }
 
 // heldSuffix ends a held copy's subject, beside the item's schedule
 // subject (ParkSubject), so that the pool's agents may publish it and a
 // job's purge of its parked items (JobParkFilters) takes it too.
 const heldSuffix = ".held"
-
-// HeldSubject is the subject of the held copy of item itemID of job in
-// pool's park stream.
-func (n Names) HeldSubject(pool, job, itemID string) string {
-	return n.ParkSubject(pool, job, itemID) + heldSuffix
-}
-
-// HeldFilter matches the held copies of job in pool's park stream ("*"
-// for every job's).
-func (n Names) HeldFilter(pool, job string) string {
-	return n.Prefix + ".parked." + pool + ".at." + job + ".*" + heldSuffix
-}
-
-// ParseHeld returns the job of a held copy's subject in pool's park stream.
-func (n Names) ParseHeld(pool, subject string) (job string, ok bool) {
-	rest, ok := strings.CutPrefix(subject, n.Prefix+".parked."+pool+".at.")
-	if !ok {
-		return "", false
-	}
-	rest, ok = strings.CutSuffix(rest, heldSuffix)
-	if !ok {
-		return "", false
-	}
-	job, _, ok = strings.Cut(rest, ".")
-	return job, ok && job != ""
-}

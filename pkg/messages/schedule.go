@@ -18,7 +18,7 @@ const (
 )
 
 // SchedulesBucket holds the schedules, one key per schedule name.
-func (n Names) SchedulesBucket() string { return n.Prefix + "_schedules" }
+func (n Names) SchedulesBucket() string { return n.prefix() + "_schedules" }
 
 // Overlap policies: what a tick does while the schedule's previous run
 // has not ended.

@@ -1,4 +1,8 @@
-package tracing
+// Package otlp sets up jetfleet's processes' trace export (OTLP over HTTP) from
+// the standard OTEL_* variables. It is apart from package tracing so that
+// what only records spans (the client) does not compile in the SDK and the
+// exporter.
+package otlp
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package coordinator
+package client
 
 import (
 	"context"
@@ -15,8 +15,8 @@ func (c *Client) ScheduleAdd(ctx context.Context, spec messages.ScheduleSpec) (*
 	return r.Schedule, nil
 }
 
-// Schedules lists the schedules (schedules.list), by name.
-func (c *Client) Schedules(ctx context.Context) ([]messages.Schedule, error) {
+// ScheduleList lists the schedules (schedules.list), by name.
+func (c *Client) ScheduleList(ctx context.Context) ([]messages.Schedule, error) {
 	r, err := call[messages.ScheduleListReply](ctx, c, messages.EndpointSchedulesList, struct{}{})
 	if err != nil {
 		return nil, err
@@ -24,9 +24,9 @@ func (c *Client) Schedules(ctx context.Context) ([]messages.Schedule, error) {
 	return r.Schedules, nil
 }
 
-// Schedule returns one schedule with its next run, last runs and skipped
+// ScheduleGet returns one schedule with its next run, last runs and skipped
 // ticks (schedules.get).
-func (c *Client) Schedule(ctx context.Context, name string) (*messages.Schedule, error) {
+func (c *Client) ScheduleGet(ctx context.Context, name string) (*messages.Schedule, error) {
 	return c.scheduleCall(ctx, messages.EndpointSchedulesGet, name)
 }
 

@@ -1,4 +1,4 @@
-package coordinator
+package client
 
 import (
 	"context"
@@ -8,18 +8,18 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// SubmitSpec submits a job built in code. It is [Client.Submit] of the
+// JobSubmitSpec submits a job built in code. It is [Client.JobSubmit] of the
 // spec's JSON form: the coordinator validates it the same way, and a bad
 // field comes back as a *messages.APIError naming it.
-func (c *Client) SubmitSpec(ctx context.Context, spec *messages.JobSpec) (*messages.SubmitReply, error) {
+func (c *Client) JobSubmitSpec(ctx context.Context, spec *messages.JobSpec) (*messages.SubmitReply, error) {
 	if spec == nil {
-		return nil, fmt.Errorf("coordinator: SubmitSpec: nil spec")
+		return nil, fmt.Errorf("client: SubmitSpec: nil spec")
 	}
 	data, err := json.Marshal(spec)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: SubmitSpec: %w", err)
+		return nil, fmt.Errorf("client: SubmitSpec: %w", err)
 	}
-	return c.Submit(ctx, data)
+	return c.JobSubmit(ctx, data)
 }
 
 // ItemsOf encodes items for JobSpec.Items: each is marshalled to JSON, so
@@ -30,7 +30,7 @@ func ItemsOf[T any](items ...T) ([]json.RawMessage, error) {
 	for i, it := range items {
 		b, err := json.Marshal(it)
 		if err != nil {
-			return nil, fmt.Errorf("coordinator: items[%d]: %w", i, err)
+			return nil, fmt.Errorf("client: items[%d]: %w", i, err)
 		}
 		out[i] = b
 	}

@@ -1,4 +1,4 @@
-package coordinator
+package client
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // so a lost one delays the end by at most this long.
 const waitCheck = 5 * time.Second
 
-// Wait returns a job's status once it is terminal, or when ctx ends. It
+// JobWait returns a job's status once it is terminal, or when ctx ends. It
 // learns of the end from the job's events, not by polling: it subscribes
 // to the job's completed and rejected events (fleet.events.<job>.completed,
 // .rejected) before it reads the status, so an end between the two is not
@@ -30,9 +30,9 @@ const waitCheck = 5 * time.Second
 // was lost. A job not known yet (a durable submission the coordinator has
 // not taken in) is waited for; a coordinator that does not answer is
 // waited for until ctx ends.
-func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, onUpdate func(*messages.JobStatus)) (*messages.JobStatus, error) {
+func (c *Client) JobWait(ctx context.Context, id string, interval time.Duration, onUpdate func(*messages.JobStatus)) (*messages.JobStatus, error) {
 	if err := messages.ValidToken(id); err != nil {
-		return nil, fmt.Errorf("coordinator: job id %q: %w", id, err)
+		return nil, fmt.Errorf("client: job id %q: %w", id, err)
 	}
 	ended := make(chan struct{}, 1)
 	notify := func(*nats.Msg) {
@@ -44,7 +44,7 @@ func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, on
 	for _, typ := range []string{messages.EventCompleted, messages.EventRejected} {
 		sub, err := c.nc.Subscribe(c.names.EventSubject(id, typ), notify)
 		if err != nil {
-			return nil, fmt.Errorf("coordinator: following job %s: %w", id, err)
+			return nil, fmt.Errorf("client: following job %s: %w", id, err)
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 	}
@@ -63,7 +63,7 @@ func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, on
 	var st *messages.JobStatus
 	var lastErr error
 	for {
-		cur, err := c.Status(ctx, id)
+		cur, err := c.JobStatus(ctx, id)
 		var apiErr *messages.APIError
 		switch {
 		case err == nil:

@@ -1,4 +1,4 @@
-package coordinator
+package client
 
 import (
 	"context"
@@ -29,18 +29,18 @@ type Client struct {
 	moved time.Time // the last move to another server (failover)
 }
 
-// ClientOption configures a Client.
-type ClientOption func(*Client)
+// Option configures a Client.
+type Option func(*Client)
 
 // WithClientTracerProvider makes Submit record a span (jetfleet.submit)
 // with tp, the root of the job's trace or a child of ctx's span. Without
 // it, a span in ctx is still passed on to the coordinator.
-func WithClientTracerProvider(tp trace.TracerProvider) ClientOption {
+func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *Client) { c.tr = tracing.New(tp) }
 }
 
 // NewClient returns a client for the fleet under prefix ("" = "fleet").
-func NewClient(nc *nats.Conn, prefix string, opts ...ClientOption) (*Client, error) {
+func New(nc *nats.Conn, prefix string, opts ...Option) (*Client, error) {
 	names, err := messages.NewNames(prefix)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func NewClient(nc *nats.Conn, prefix string, opts ...ClientOption) (*Client, err
 }
 
 // ErrNoCoordinator is returned when no coordinator answers a request.
-var ErrNoCoordinator = errors.New("coordinator: no coordinator answered (is one running with this --prefix?)")
+var ErrNoCoordinator = errors.New("client: no coordinator answered (is one running with this --prefix?)")
 
 // Call sends req (marshalled to JSON, or sent as is when it is []byte) to
 // endpoint and decodes the reply into reply. An API error reply is returned
@@ -100,7 +100,7 @@ func decodeReply(endpoint string, msg *nats.Msg, reply any) error {
 		return nil
 	}
 	if err := json.Unmarshal(msg.Data, reply); err != nil {
-		return fmt.Errorf("coordinator: %s: bad reply: %w", endpoint, err)
+		return fmt.Errorf("client: %s: bad reply: %w", endpoint, err)
 	}
 	return nil
 }
@@ -114,10 +114,10 @@ func call[R any](ctx context.Context, c *Client, endpoint string, req any) (*R, 
 	return &r, nil
 }
 
-// Submit submits a spec (JSON) and returns the reply.
+// JobSubmit submits a spec (JSON) and returns the reply.
 // The request carries ctx's trace context: the job's spans join the
 // caller's trace (and a span of its own, with WithClientTracerProvider).
-func (c *Client) Submit(ctx context.Context, specJSON []byte) (*messages.SubmitReply, error) {
+func (c *Client) JobSubmit(ctx context.Context, specJSON []byte) (*messages.SubmitReply, error) {
 	ctx, span := c.tr.Start(ctx, tracing.SpanSubmit, trace.SpanKindClient)
 	r, err := c.submit(ctx, specJSON)
 	if span.IsRecording() {
@@ -130,38 +130,38 @@ func (c *Client) Submit(ctx context.Context, specJSON []byte) (*messages.SubmitR
 	return r, err
 }
 
-// Status returns a job's status. An attempt that is not answered within
+// JobStatus returns a job's status. An attempt that is not answered within
 // ReadAttempt is sent again, to every coordinator (the first answer to any
 // attempt wins), until ctx ends.
-func (c *Client) Status(ctx context.Context, id string) (*messages.JobStatus, error) {
+func (c *Client) JobStatus(ctx context.Context, id string) (*messages.JobStatus, error) {
 	r, err := readCall[messages.StatusReply](ctx, c, messages.EndpointJobsStatus, messages.JobRequest{JobID: id})
 	if err != nil {
 		return nil, err
 	}
 	if r.Status == nil {
-		return nil, fmt.Errorf("coordinator: empty status for %s", id)
+		return nil, fmt.Errorf("client: empty status for %s", id)
 	}
 	return r.Status, nil
 }
 
-// List returns the first page of the jobs req selects, newest first.
-func (c *Client) List(ctx context.Context, req messages.ListRequest) ([]messages.JobStatus, error) {
-	r, err := c.ListPage(ctx, req)
+// JobList returns the first page of the jobs req selects, newest first.
+func (c *Client) JobList(ctx context.Context, req messages.ListRequest) ([]messages.JobStatus, error) {
+	r, err := c.JobListPage(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	return r.Jobs, nil
 }
 
-// ListPage returns one page of job summaries (jobs.list); when the reply's
+// JobListPage returns one page of job summaries (jobs.list); when the reply's
 // NextCursor is set, req.Cursor = NextCursor asks for the next.
-func (c *Client) ListPage(ctx context.Context, req messages.ListRequest) (*messages.ListReply, error) {
+func (c *Client) JobListPage(ctx context.Context, req messages.ListRequest) (*messages.ListReply, error) {
 	return call[messages.ListReply](ctx, c, messages.EndpointJobsList, req)
 }
 
-// Cancel cancels a running job (jobs.cancel): its running steps finish,
+// JobCancel cancels a running job (jobs.cancel): its running steps finish,
 // or with WithKill are terminated on every agent.
-func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) (*messages.JobStatus, error) {
+func (c *Client) JobCancel(ctx context.Context, id string, opts ...CancelOption) (*messages.JobStatus, error) {
 	req := messages.CancelRequest{JobID: id}
 	for _, o := range opts {
 		o(&req)
@@ -173,10 +173,19 @@ func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) (*
 	return r.Status, nil
 }
 
-// Prune deletes the records and what is left of the data of jobs that
+// CancelOption changes what [Client.JobCancel] does.
+type CancelOption func(*messages.CancelRequest)
+
+// WithKill makes a cancel terminate the job's running steps on every agent
+// instead of letting them finish (messages.CancelRequest.Kill).
+func WithKill() CancelOption {
+	return func(r *messages.CancelRequest) { r.Kill = true }
+}
+
+// JobPrune deletes the records and what is left of the data of jobs that
 // finished at least req.OlderThan ago (unset: the coordinator's job
 // retention); with req.DryRun it only lists them.
-func (c *Client) Prune(ctx context.Context, req messages.PruneRequest) (*messages.PruneReply, error) {
+func (c *Client) JobPrune(ctx context.Context, req messages.PruneRequest) (*messages.PruneReply, error) {
 	return call[messages.PruneReply](ctx, c, messages.EndpointJobsPrune, req)
 }
 

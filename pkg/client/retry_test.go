@@ -1,4 +1,4 @@
-package coordinator
+package client
 
 import (
 	"context"
@@ -38,11 +38,11 @@ func TestStatusAsksEveryCoordinatorWhenOneDoesNotAnswer(t *testing.T) {
 	_, err = live.Subscribe("fleet.api._all.jobs.status", answerStatus)
 	require.NoError(t, err)
 	require.NoError(t, live.Flush())
-	cl, err := NewClient(srv.Connect(t), "")
+	cl, err := New(srv.Connect(t), "")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	st, err := cl.Status(ctx, "j")
+	st, err := cl.JobStatus(ctx, "j")
 	require.NoError(t, err)
 	require.Equal(t, "j", st.ID)
 }
@@ -72,11 +72,11 @@ func TestStatusTakesALateAnswerToAnEarlierAttempt(t *testing.T) {
 	_, err = slow.Subscribe("fleet.api._all.jobs.status", func(*nats.Msg) {})
 	require.NoError(t, err)
 	require.NoError(t, slow.Flush())
-	cl, err := NewClient(srv.Connect(t), "")
+	cl, err := New(srv.Connect(t), "")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := cl.Status(ctx, "j")
+	st, err := cl.JobStatus(ctx, "j")
 	require.NoError(t, err)
 	require.Equal(t, "j", st.ID)
 }
@@ -108,11 +108,11 @@ func TestSubmitSentAgainCarriesTheSameID(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
-	cl, err := NewClient(srv.Connect(t), "")
+	cl, err := New(srv.Connect(t), "")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := cl.Submit(ctx, []byte(` {"items": [{"id": "a"}], "agent_template": [{"handler": "noop"}]}`))
+	r, err := cl.JobSubmit(ctx, []byte(` {"items": [{"id": "a"}], "agent_template": [{"handler": "noop"}]}`))
 	require.NoError(t, err)
 	require.Len(t, ids, 3)
 	require.True(t, strings.HasPrefix(ids[0], "job-"), ids[0])
@@ -167,11 +167,11 @@ func TestStatusMovesOffACutOffServer(t *testing.T) {
 	nc, err := nats.Connect(urls[2]+","+urls[0]+","+urls[1], nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	require.NoError(t, err)
 	defer nc.Close()
-	cl, err := NewClient(nc, "", WithFailover())
+	cl, err := New(nc, "", WithFailover())
 	require.NoError(t, err)
 	ctx0, cancel0 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel0()
-	_, err = cl.Status(ctx0, "j")
+	_, err = cl.JobStatus(ctx0, "j")
 	require.NoError(t, err)
 	require.Equal(t, c.NodeName(2), nc.ConnectedServerName())
 
@@ -179,7 +179,7 @@ func TestStatusMovesOffACutOffServer(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := cl.Status(ctx, "j")
+	st, err := cl.JobStatus(ctx, "j")
 	require.NoError(t, err)
 	require.Equal(t, "j", st.ID)
 	require.NotEqual(t, c.NodeName(2), nc.ConnectedServerName())
@@ -232,12 +232,12 @@ func TestStatusWaitsForTheRoutesToForm(t *testing.T) {
 			<-healed
 		}
 	}()
-	cl, err := NewClient(nc, "", WithFailover())
+	cl, err := New(nc, "", WithFailover())
 	require.NoError(t, err)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := cl.Status(ctx, "j")
+	st, err := cl.JobStatus(ctx, "j")
 	require.NoError(t, err, "after %s", time.Since(start).Round(10*time.Millisecond))
 	require.Equal(t, "j", st.ID)
 	require.Equal(t, c.NodeName(2), nc.ConnectedServerName())
@@ -280,14 +280,14 @@ func TestStatusReturnsByItsDeadlineWhileTheConnectionDials(t *testing.T) {
 		nats.Timeout(dial), nats.ReconnectWait(time.Millisecond), nats.MaxReconnects(-1))
 	require.NoError(t, err)
 	defer nc.Close()
-	cl, err := NewClient(nc, "")
+	cl, err := New(nc, "")
 	require.NoError(t, err)
 
 	require.NoError(t, nc.ForceReconnect()) // to the silent one first
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err = cl.Status(ctx, "j")
+	_, err = cl.JobStatus(ctx, "j")
 	require.Error(t, err)
 	require.Less(t, time.Since(start), dial/2, "returned once the dial gave up, not at its deadline: %v", err)
 }
@@ -299,7 +299,7 @@ func TestStatusReturnsByItsDeadlineWhileTheConnectionDials(t *testing.T) {
 func TestCallWaitsForACoordinatorToServe(t *testing.T) {
 	fleettest.VerifyNoLeaks(t)
 	srv := fleettest.RunServer(t)
-	cl, err := NewClient(srv.Conn(), "")
+	cl, err := New(srv.Conn(), "")
 	require.NoError(t, err)
 
 	var asked atomic.Int32
@@ -328,7 +328,7 @@ func TestCallWaitsForACoordinatorToServe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	st, err := cl.Cancel(ctx, "j")
+	st, err := cl.JobCancel(ctx, "j")
 	require.NoError(t, err, "after %s", time.Since(start).Round(10*time.Millisecond))
 	require.Equal(t, messages.StateCancelled, st.State)
 	require.EqualValues(t, 1, asked.Load(), "the coordinator got the cancel once")
@@ -343,7 +343,7 @@ func TestCallWaitsForACoordinatorToServe(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer func() { _ = refuse.Unsubscribe() }()
-	_, err = cl.Cancel(ctx, "j")
+	_, err = cl.JobCancel(ctx, "j")
 	var ae *messages.APIError
 	require.ErrorAs(t, err, &ae)
 	require.EqualValues(t, 2, asked.Load())
@@ -357,7 +357,7 @@ func TestCallWaitsForACoordinatorToServe(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer func() { _ = busy.Unsubscribe() }()
-	_, err = cl.Cancel(ctx, "j")
+	_, err = cl.JobCancel(ctx, "j")
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, messages.CodeUnavailable, ae.Code)
 	require.EqualValues(t, 3, asked.Load())

@@ -1,4 +1,4 @@
-package coordinator
+package client
 
 import (
 	"bufio"
@@ -23,7 +23,7 @@ func (c *Client) DLQGet(ctx context.Context, seq uint64) (*messages.DLQEntryRef,
 		return nil, err
 	}
 	if r.Entry == nil {
-		return nil, fmt.Errorf("coordinator: empty reply for DLQ entry %d", seq)
+		return nil, fmt.Errorf("client: empty reply for DLQ entry %d", seq)
 	}
 	return r.Entry, nil
 }

@@ -1,4 +1,4 @@
-package coordinator
+package client
 
 import (
 	"context"
@@ -6,10 +6,10 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Pause pauses a job: no new step of it starts within a second, the steps
+// JobPause pauses a job: no new step of it starts within a second, the steps
 // running finish (docs/jobs.md "Pause and resume"). It returns the job's
 // status once it says paused (or after a few seconds, as it is then).
-func (c *Client) Pause(ctx context.Context, id string) (*messages.JobStatus, error) {
+func (c *Client) JobPause(ctx context.Context, id string) (*messages.JobStatus, error) {
 	r, err := call[messages.StatusReply](ctx, c, messages.EndpointJobsPause, messages.JobRequest{JobID: id})
 	if err != nil {
 		return nil, err
@@ -17,8 +17,8 @@ func (c *Client) Pause(ctx context.Context, id string) (*messages.JobStatus, err
 	return r.Status, nil
 }
 
-// Resume resumes a paused job; it stays paused while its pool is.
-func (c *Client) Resume(ctx context.Context, id string) (*messages.JobStatus, error) {
+// JobResume resumes a paused job; it stays paused while its pool is.
+func (c *Client) JobResume(ctx context.Context, id string) (*messages.JobStatus, error) {
 	r, err := call[messages.StatusReply](ctx, c, messages.EndpointJobsResume, messages.JobRequest{JobID: id})
 	if err != nil {
 		return nil, err
@@ -26,12 +26,12 @@ func (c *Client) Resume(ctx context.Context, id string) (*messages.JobStatus, er
 	return r.Status, nil
 }
 
-// PausePool pauses every job of a pool and every item routed to it.
-func (c *Client) PausePool(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
+// PoolPause pauses every job of a pool and every item routed to it.
+func (c *Client) PoolPause(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
 	return call[messages.PoolPauseReply](ctx, c, messages.EndpointPoolsPause, messages.PoolRequest{Pool: pool})
 }
 
-// ResumePool resumes a paused pool.
-func (c *Client) ResumePool(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
+// PoolResume resumes a paused pool.
+func (c *Client) PoolResume(ctx context.Context, pool string) (*messages.PoolPauseReply, error) {
 	return call[messages.PoolPauseReply](ctx, c, messages.EndpointPoolsResume, messages.PoolRequest{Pool: pool})
 }

@@ -1,4 +1,4 @@
-package coordinator
+package client
 
 import (
 	"bytes"
@@ -69,7 +69,7 @@ const (
 // the new server. Use it when the client owns its connection (fleetctl
 // does): a move drops what is in flight on the connection's other
 // subscriptions. At most one move every 3 s.
-func WithFailover() ClientOption {
+func WithFailover() Option {
 	return func(c *Client) { c.failover = true }
 }
 
@@ -123,7 +123,7 @@ func (c *Client) ask(ctx context.Context, endpoint string, data []byte, how aski
 		if err := last.get(); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("coordinator: %s: %w", endpoint, ctx.Err())
+		return nil, fmt.Errorf("client: %s: %w", endpoint, ctx.Err())
 	}
 }
 
@@ -152,7 +152,7 @@ func (c *Client) attempts(ctx context.Context, endpoint string, data []byte, how
 	answers := make(chan *nats.Msg, 64)
 	sub, err := c.nc.ChanSubscribe(inbox+".*", answers)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: %s: %w", endpoint, err)
+		return nil, fmt.Errorf("client: %s: %w", endpoint, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	// A closed connection answers nothing: fail at once (fleetctl closes
@@ -160,7 +160,7 @@ func (c *Client) attempts(ctx context.Context, endpoint string, data []byte, how
 	closed := c.nc.StatusChanged(nats.CLOSED)
 	defer c.nc.RemoveStatusListener(closed)
 	if c.nc.IsClosed() {
-		return nil, fmt.Errorf("coordinator: %s: %w", endpoint, nats.ErrConnectionClosed)
+		return nil, fmt.Errorf("client: %s: %w", endpoint, nats.ErrConnectionClosed)
 	}
 
 	start := time.Now()
@@ -180,7 +180,7 @@ func (c *Client) attempts(ctx context.Context, endpoint string, data []byte, how
 		m.Header.Set(messages.HeaderSchema, schemaHeader)
 		tracing.Inject(ctx, m.Header)
 		if err := c.nc.PublishMsg(m); err != nil {
-			return nil, fmt.Errorf("coordinator: %s: %w", endpoint, err)
+			return nil, fmt.Errorf("client: %s: %w", endpoint, err)
 		}
 		next := time.NewTimer(wait)
 		resend := false
@@ -191,10 +191,10 @@ func (c *Client) attempts(ctx context.Context, endpoint string, data []byte, how
 				if lastErr != nil {
 					return nil, lastErr
 				}
-				return nil, fmt.Errorf("coordinator: %s: %w", endpoint, ctx.Err())
+				return nil, fmt.Errorf("client: %s: %w", endpoint, ctx.Err())
 			case <-closed:
 				next.Stop()
-				return nil, fmt.Errorf("coordinator: %s: %w", endpoint, nats.ErrConnectionClosed)
+				return nil, fmt.Errorf("client: %s: %w", endpoint, nats.ErrConnectionClosed)
 			case <-next.C:
 				// Unanswered: send again, to every coordinator.
 				c.moveServer(time.Since(start))

@@ -1,0 +1,120 @@
+package wire
+
+import (
+	"strings"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Names that only jetfleet's own processes use: the subjects they parse,
+// the source transforms of the park streams, the held copies of a paused
+// job's items and the advisory the DLQ mover captures. What users and the
+// nats CLI need stays on messages.Names.
+
+// prefix is n's subject prefix (messages.DefaultPrefix when unset).
+func prefix(n messages.Names) string {
+	if n.Prefix == "" {
+		return messages.DefaultPrefix
+	}
+	return n.Prefix
+}
+
+// LegacyParkStream is the single park stream of every pool that earlier
+// versions created (subjects <prefix>.park.>). Provisioning keeps sourcing
+// it while it exists, so that what it still holds comes back when due;
+// nothing writes to it any more.
+func LegacyParkStream(n messages.Names) string { return strings.ToUpper(prefix(n)) + "_PARK" }
+
+// ParkDueTransform is the work stream's source transform of pool's park
+// stream: ParkDueSubject(pool, job) becomes WorkSubject(pool, job).
+func ParkDueTransform(n messages.Names, pool string) (src, dest string) {
+	p := prefix(n)
+	return p + ".parked." + pool + ".due.*", p + ".work." + pool + ".{{wildcard(1)}}"
+}
+
+// LegacyParkDueTransform is the work stream's source transform of
+// LegacyParkStream.
+func LegacyParkDueTransform(n messages.Names) (src, dest string) {
+	p := prefix(n)
+	return p + ".park.due.*.*", p + ".work.{{wildcard(1)}}.{{wildcard(2)}}"
+}
+
+// MaxDeliveriesAdvisory is the advisory subject the server emits when a
+// message of the work stream exhausts MaxDeliver on consumer (or "*").
+func MaxDeliveriesAdvisory(n messages.Names, consumer string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + n.WorkStream() + "." + consumer
+}
+
+// ParseWork splits a subject built by WorkSubject into its pool and job;
+// ok is false for any other subject. The tokens are not validated: a
+// message's subject is data, like its body.
+func ParseWork(n messages.Names, subject string) (pool, job string, ok bool) {
+	return parse(n, subject, "work")
+}
+
+// ParseResult splits a subject built by ResultSubject into its origin and
+// job; ok is false for any other subject.
+func ParseResult(n messages.Names, subject string) (origin, job string, ok bool) {
+	return parse(n, subject, "results")
+}
+
+// ParseDLQ splits a subject built by DLQSubject into its origin and job;
+// ok is false for any other subject.
+func ParseDLQ(n messages.Names, subject string) (origin, job string, ok bool) {
+	return parse(n, subject, "dlq")
+}
+
+// parse splits <prefix>.<kind>.<a>.<b> into its two non-empty last tokens.
+func parse(n messages.Names, subject, kind string) (a, b string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, prefix(n)+"."+kind+".")
+	if !ok {
+		return "", "", false
+	}
+	a, b, ok = strings.Cut(rest, ".")
+	if !ok || a == "" || b == "" || strings.Contains(b, ".") {
+		return "", "", false
+	}
+	return a, b, true
+}
+
+// Origin returns the origin token (pool or messages.CoordinatorOrigin) of
+// a result or dead-letter subject built by ResultSubject or DLQSubject,
+// and "" for any other subject.
+func Origin(n messages.Names, subject string) string {
+	if origin, _, ok := ParseResult(n, subject); ok {
+		return origin
+	}
+	origin, _, _ := ParseDLQ(n, subject)
+	return origin
+}
+
+// heldSuffix ends a held copy's subject, beside the item's schedule
+// subject (ParkSubject), so that the pool's agents may publish it and a
+// job's purge of its parked items (JobParkFilters) takes it too.
+const heldSuffix = ".held"
+
+// HeldSubject is the subject of the held copy of item itemID of job in
+// pool's park stream.
+func HeldSubject(n messages.Names, pool, job, itemID string) string {
+	return n.ParkSubject(pool, job, itemID) + heldSuffix
+}
+
+// HeldFilter matches the held copies of job in pool's park stream ("*"
+// for every job's).
+func HeldFilter(n messages.Names, pool, job string) string {
+	return prefix(n) + ".parked." + pool + ".at." + job + ".*" + heldSuffix
+}
+
+// ParseHeld returns the job of a held copy's subject in pool's park stream.
+func ParseHeld(n messages.Names, pool, subject string) (job string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, prefix(n)+".parked."+pool+".at.")
+	if !ok {
+		return "", false
+	}
+	rest, ok = strings.CutSuffix(rest, heldSuffix)
+	if !ok {
+		return "", false
+	}
+	job, _, ok = strings.Cut(rest, ".")
+	return job, ok && job != ""
+}
