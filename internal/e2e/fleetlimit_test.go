@@ -132,7 +132,6 @@ func testNames() messages.Names { return messages.MustNames("fleet") }
 // Two jobs of 300 items share a named limit of 40/s, burst 10, 6 in
 // flight, through the http handler, on two agents of 16 slots each.
 func TestLimitSharedByTwoJobs(t *testing.T) {
-	t.Parallel() // upper bounds and a rate the limit, not the machine, sets
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 20*time.Millisecond)
@@ -200,7 +199,6 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 
 // An inline limit keyed by tenant gives each tenant its own rate.
 func TestLimitKeyedPerTenant(t *testing.T) {
-	t.Parallel() // upper bounds and a rate the limit, not the machine, sets
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 5*time.Millisecond)
