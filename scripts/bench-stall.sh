@@ -10,11 +10,11 @@
 #
 # A job is a straggler when it takes more than 3x the other job's time
 # + 2 s; the last line says how many fleets had one ("stalled fleets: K of
-# F"), and the script exits 1 when any had. -idle S leaves each fleet idle
-# for S seconds before its first job (agents waiting in pull requests). With -logs DIR each fleet's
-# logs are kept in DIR/fleet-<f>/. Each fleet's line also counts the
-# agents' failed pulls and the pull requests they gave up (they log at
-# info).
+# F"), and the script exits 1 when any had. Each fleet's line also counts
+# the agents' failed pulls and the pull requests they gave up (they log at
+# info). -idle S leaves each fleet idle for S seconds before its first job
+# (agents waiting in pull requests); with -logs DIR each fleet's logs are
+# kept in DIR/fleet-<f>/.
 #
 # Usage: scripts/bench-stall.sh [-fleets 20] [-n 30000] [-agents 2] [-concurrency 64] [-idle S] [-logs DIR]
 source "$(dirname "$0")/bench-lib.sh"

@@ -136,7 +136,6 @@ var loopback = []string{"127.0.0.0/8"}
 // Two jobs of 300 items share a named limit of 40/s, burst 10, 6 in
 // flight, through the http handler, on two agents of 16 slots each.
 func TestLimitSharedByTwoJobs(t *testing.T) {
-	t.Parallel() // upper bounds and a rate the limit, not the machine, sets
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 20*time.Millisecond)
@@ -205,7 +204,6 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 
 // An inline limit keyed by tenant gives each tenant its own rate.
 func TestLimitKeyedPerTenant(t *testing.T) {
-	t.Parallel() // upper bounds and a rate the limit, not the machine, sets
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	ds := newDownstream(t, 5*time.Millisecond)

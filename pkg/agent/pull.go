@@ -25,7 +25,7 @@ import (
 // that the buffer never shrinks below Concurrency (one item's time).
 //
 // The pull loop asks for what the buffer lacks once it is half empty, in
-// one pull request (Fetch), and hands the messages to the workers through
+// one pull request (see pull), and hands the messages to the workers through
 // a channel that is the buffer.
 //
 // The average is forgotten once no item has ended for prefetchStale: the
