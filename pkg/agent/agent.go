@@ -245,6 +245,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.breakers.close()
 	defer a.startReleases(ctx)() // stopped before the breakers close
 	defer a.limitStore.Close()
+	defer a.limits.Close() // before the store: the slots held for callers to come go back
 	stopEnded, err := a.watchEnded()
 	if err != nil {
 		return fmt.Errorf("agent: map_ended events: %w", err)
