@@ -442,16 +442,19 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 				a.metrics.inFlight.Inc()
 				a.presence.begin(job)
 				t0 := time.Now()
+				// The buffer is sized by how long an item holds its slot.
 				held := true
 				a.safeProcessOn(workCtx, m, slot, func() {
 					held = false
 					<-free
+					end := time.Now()
+					a.prefetch.observeAt(end.Sub(t0), end)
 				})
 				if held {
 					<-free
+					end := time.Now()
+					a.prefetch.observeAt(end.Sub(t0), end)
 				}
-				end := time.Now()
-				a.prefetch.observeAt(end.Sub(t0), end)
 				a.presence.end(job)
 				a.metrics.inFlight.Dec()
 			}
