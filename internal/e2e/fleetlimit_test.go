@@ -275,7 +275,14 @@ func TestLimitSlotsOfAKilledAgentExpire(t *testing.T) {
 	})
 	st := waitJob(t, c, id, 60*time.Second)
 	require.Equal(t, int64(3), st.Succeeded)
-	require.Zero(t, inFlight())
+	// The heir may keep a slot for calls to come: it gives it back once
+	// it idles (spareIdle in internal/limit).
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if n := inFlight(); n != 0 {
+			return fmt.Errorf("%d slots still held", n)
+		}
+		return nil
+	})
 }
 
 // windowRate is the requests per second that arrived in [from, to).

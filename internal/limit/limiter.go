@@ -37,6 +37,9 @@ const (
 	// releaseTimeout bounds a release, which runs even after the call's
 	// context has ended.
 	releaseTimeout = 5 * time.Second
+	// spareIdle is how long the agent keeps spare slots that none of its
+	// callers takes before it gives them back to the limit.
+	spareIdle = batchTTL
 )
 
 // Limiter is an agent's side of the fleet's limits: it takes tokens and
@@ -91,9 +94,21 @@ type local struct {
 	rate     float64
 	capped   bool
 	adaptive bool
-	// spare are slots the agent holds that a finished call handed over to
-	// the callers waiting here.
+	// spare are slots the agent holds for its callers: handed over by a
+	// finished call to the callers waiting here, leased with a take for
+	// the callers expected (Request.Extra), or kept by a finished call
+	// while the limit is roomy (Release). Spare slots unused for
+	// spareIdle go back to the limit in one write (returnSpare), and at
+	// once when another agent is seen waiting.
 	spare int
+	// spareUsed is when a spare slot was last taken or kept (system
+	// clock); spareTimer, when set, returns the spare slots once idle;
+	// lease is the callers' lease, for that release.
+	spareUsed  time.Time
+	spareTimer *time.Timer
+	lease      time.Duration
+	// returning is set while a return of the spare slots is on its way.
+	returning atomic.Bool
 	// wake is closed (and replaced) when a slot or a token may have
 	// become free: one of the agent's calls released a slot, or a record
 	// read or written shows one. kicked tells the next waiter to forget
@@ -135,6 +150,11 @@ func (l *Limiter) changed(key string, r Record) {
 	lk := v.(*local)
 	lk.last.Store(&r)
 	lk.seen.Store(now.UnixNano())
+	if r.held(now, l.agent) > 0 && (r.OthersWaiting(now, l.agent) || r.Roomy(now) < 0) && lk.returning.CompareAndSwap(false, true) {
+		// Another agent waits, or the limit filled up: the slots this
+		// agent holds for its callers to come go back now.
+		go l.returnSpare(key, lk, true)
+	}
 	if r.Concurrency > 0 && r.InFlight(now) >= r.Concurrency {
 		return
 	}
@@ -215,24 +235,30 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 		now := l.clock.Now()
 		var wait time.Duration
 		spare := lk.spare > 0
+		leased := lk.tokens > 0 && now.Before(lk.expires)
 		switch {
-		case !spare && lk.tokens > 0 && now.Before(lk.expires):
-			// A token the last take leased in its batch: no request. It
-			// carries no slot; a slot-capped limit leases one token a take.
+		case !lk.capped && !spare && leased:
+			// A token the last take leased in its batch: no request. A
+			// limit without a cap holds no slot.
 			lk.tokens--
 			l.refillAhead(q, lk)
 			lk.mu.Unlock()
 			l.metrics.granted(q.Label, waited)
 			return &Ticket{key: q.Key, label: q.Label, lease: q.Lease}, 0, nil
-		case spare && lk.rate == 0:
-			// A slot one of the agent's calls handed over, and no rate: no
-			// request at all.
+		case spare && (lk.rate == 0 || leased):
+			// A slot the agent holds for its callers, and a leased token
+			// when the limit has a rate: no request at all.
 			lk.spare--
+			lk.spareUsed = time.Now()
+			if lk.rate > 0 {
+				lk.tokens--
+				l.refillAhead(q, lk)
+			}
 			adaptive := lk.adaptive
 			lk.mu.Unlock()
 			l.metrics.granted(q.Label, waited)
 			return &Ticket{key: q.Key, label: q.Label, slot: true, adaptive: adaptive, lease: q.Lease}, 0, nil
-		case !spare && lk.refilling:
+		case (spare || !lk.capped) && lk.refilling:
 			// The leased tokens ran out while a refill is on its way: wait
 			// for it (it wakes the callers when it lands) rather than race
 			// it with a take of the same record. Like a take in flight, it
@@ -248,12 +274,18 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			wait = lk.notBefore.Sub(now)
 		default:
 			batch := 1
-			if lk.rate > 0 && !lk.capped {
+			if lk.rate > 0 {
 				batch = lk.batchSize()
 			}
-			// With a spare slot only a token is asked for.
+			// With a spare slot only tokens are asked for; without one, a
+			// slot and more for the callers expected (granted while the
+			// limit is roomy).
+			extra := 0
+			if lk.capped && !spare {
+				extra = lk.demandAhead() - 1
+			}
 			took := time.Now()
-			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease, More: lk.waiting > 1})
+			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease, More: lk.waiting > 1, Extra: extra})
 			lk.observe(time.Since(took))
 			l.metrics.take(q.Label)
 			if err != nil {
@@ -269,8 +301,9 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 					slot = true
 				}
 				lk.tokens, lk.expires, lk.batch = g.Tokens-1, l.clock.Now().Add(batchTTL), g.Tokens // usable from the grant on
-				if slot {
-					lk.tokens = 0 // a slot per call: the batch was not asked for
+				if g.Extra > 0 {
+					lk.spare += g.Extra
+					l.keepSpare(q.Key, lk, q.Lease)
 				}
 				lk.mu.Unlock()
 				l.metrics.granted(q.Label, waited)
@@ -317,10 +350,9 @@ func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) err
 // refillAhead starts a take in the background when the tokens leased for
 // the agent's callers fall below half of the last batch, so that a steady
 // stream of calls finds tokens leased rather than waits for a take's round
-// trip. Only for a limit with a rate and no concurrency cap (a capped one
-// takes a slot per call). lk.mu is held.
+// trip. Only for a limit with a rate. lk.mu is held.
 func (l *Limiter) refillAhead(q Acquire, lk *local) {
-	if lk.refilling || lk.rate <= 0 || lk.capped || lk.tokens*2 >= lk.batch {
+	if lk.refilling || lk.rate <= 0 || lk.tokens*2 >= lk.batch {
 		return
 	}
 	n := lk.batchSize()
@@ -336,10 +368,18 @@ func (l *Limiter) refillAhead(q Acquire, lk *local) {
 // tokens of a limit that binds for long, and one take at a time can still
 // carry the whole rate when KV is slow. lk.mu is held.
 func (lk *local) batchSize() int {
+	span := min(max(lk.latency, BatchWindow), batchTTL)
+	return max(1, min(lk.demandAhead(), int(math.Floor(lk.rate*span.Seconds()))))
+}
+
+// demandAhead is how many callers a take serves: those waiting and those
+// expected before another take could land (the callers of the last
+// BatchWindow, scaled to twice the takes' round trip, within batchTTL).
+// lk.mu is held.
+func (lk *local) demandAhead() int {
 	ahead := min(max(2*lk.latency, BatchWindow), batchTTL)
 	expected := int(math.Ceil(float64(lk.lastDemand) * float64(ahead) / float64(BatchWindow)))
-	span := min(max(lk.latency, BatchWindow), batchTTL)
-	return max(1, min(lk.waiting+expected, int(math.Floor(lk.rate*span.Seconds()))))
+	return max(1, lk.waiting+expected)
 }
 
 // observe adds a take's round trip d to the moving average. lk.mu is held.
@@ -384,8 +424,12 @@ func (l *Limiter) done(ctx context.Context, q Acquire, lk *local) {
 	lk.mu.Lock()
 	lk.waiting--
 	n := 0
-	if lk.waiting == 0 {
-		n, lk.spare = lk.spare, 0
+	if lk.waiting == 0 && lk.spare > 0 {
+		if l.mayKeep(lk) {
+			l.keepSpare(q.Key, lk, q.Lease) // for the callers to come
+		} else {
+			n, lk.spare = lk.spare, 0
+		}
 	}
 	lk.mu.Unlock()
 	if n > 0 {
@@ -430,6 +474,24 @@ func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 		lk.mu.Unlock()
 	}
 	if !waiting {
+		kept := false
+		if lk != nil {
+			lk.mu.Lock()
+			if kept = l.mayKeep(lk); kept {
+				lk.spare++
+				l.keepSpare(t.key, lk, t.lease)
+			}
+			lk.mu.Unlock()
+			if kept {
+				lk.kick() // a caller may have come meanwhile
+			}
+		}
+		switch {
+		case kept && outcome:
+			return l.store.Release(ctx, t.key, l.agent, 0, o, t.lease)
+		case kept:
+			return nil
+		}
 		return l.store.Release(ctx, t.key, l.agent, 1, o, t.lease)
 	}
 	// The view must be recent to hand over without a request: an older one
@@ -487,12 +549,86 @@ func (l *Limiter) leave(key string, lk *local) {
 	defer l.mu.Unlock()
 	if lk.users--; lk.users == 0 && l.keys[key] == lk {
 		lk.mu.Lock()
-		idle := lk.tokens == 0 || !l.clock.Now().Before(lk.expires)
+		idle := (lk.tokens == 0 || !l.clock.Now().Before(lk.expires)) && lk.spare == 0 && lk.spareTimer == nil
 		lk.mu.Unlock()
 		if idle {
 			delete(l.keys, key)
 			l.wakers.Delete(key)
 		}
+	}
+}
+
+// mayKeep reports whether a slot the agent holds may stay the agent's for
+// its callers to come rather than go back to the limit: the agent's view
+// of the limit is recent (handoffFresh) and shows it roomy (Record.Roomy)
+// with no other agent waiting. lk.mu is held.
+func (l *Limiter) mayKeep(lk *local) bool {
+	rec := lk.last.Load()
+	now := l.store.Now()
+	return rec != nil && now.Sub(time.Unix(0, lk.seen.Load())) <= handoffFresh &&
+		rec.Roomy(now) >= 0 && !rec.OthersWaiting(now, l.agent)
+}
+
+// keepSpare notes that spare slots were kept or leased now, and makes sure
+// a timer gives them back once they idle. lk.mu is held.
+func (l *Limiter) keepSpare(key string, lk *local, lease time.Duration) {
+	lk.spareUsed = time.Now()
+	lk.lease = lease
+	if lk.spareTimer == nil {
+		lk.spareTimer = time.AfterFunc(spareIdle, func() { l.returnSpare(key, lk, false) })
+	}
+}
+
+// returnSpare gives the agent's spare slots of key back to the limit in
+// one write: all of them when now is set, else once none has been used
+// for spareIdle (it waits again otherwise).
+func (l *Limiter) returnSpare(key string, lk *local, now bool) {
+	if now {
+		defer lk.returning.Store(false)
+	}
+	lk.mu.Lock()
+	if idle := time.Since(lk.spareUsed); !now && lk.spare > 0 && idle < spareIdle {
+		lk.spareTimer.Reset(spareIdle - idle)
+		lk.mu.Unlock()
+		return
+	}
+	n, lease := lk.spare, lk.lease
+	lk.spare = 0
+	if lk.spareTimer != nil {
+		lk.spareTimer.Stop()
+		lk.spareTimer = nil
+	}
+	lk.mu.Unlock()
+	if n > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		_ = l.store.Release(ctx, key, l.agent, n, Neutral, lease) // or their lease ends them
+	}
+	l.mu.Lock()
+	if lk.users == 0 && l.keys[key] == lk {
+		lk.mu.Lock()
+		gone := lk.spare == 0 && lk.spareTimer == nil && (lk.tokens == 0 || !l.clock.Now().Before(lk.expires))
+		lk.mu.Unlock()
+		if gone {
+			delete(l.keys, key)
+			l.wakers.Delete(key)
+		}
+	}
+	l.mu.Unlock()
+}
+
+// Close gives the slots the agent holds for its callers back to their
+// limits and stops their timers. Calls still running keep their slots
+// until they release them. Safe to call more than once.
+func (l *Limiter) Close() {
+	l.mu.Lock()
+	keys := make(map[string]*local, len(l.keys))
+	for k, lk := range l.keys {
+		keys[k] = lk
+	}
+	l.mu.Unlock()
+	for k, lk := range keys {
+		l.returnSpare(k, lk, true)
 	}
 }
 

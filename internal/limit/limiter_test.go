@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
@@ -90,6 +91,7 @@ func hammer(t *testing.T, srv *fleettest.Server, d, late time.Duration) (calls, 
 	var wg sync.WaitGroup
 	for a := range 2 {
 		l := limit.NewLimiter(newStore(t, srv), string(rune('a'+a)), nil, nil)
+		defer l.Close() // the slots it holds for callers to come go back
 		for range 16 {
 			wg.Add(1)
 			go func() {
@@ -119,4 +121,72 @@ func hammer(t *testing.T, srv *fleettest.Server, d, late time.Duration) (calls, 
 	}
 	wg.Wait()
 	return n.Load(), maxIn.Load(), [2]int64{perAgent[0].Load(), perAgent[1].Load()}
+}
+
+// A cap far above what two agents of 16 callers run: they take their slots
+// in batches and keep the slots of their finished calls, so that most
+// calls cost no KV request at all (one compare-and-set and one release per
+// call before slots were leased in batches); never more than the cap run
+// at once, and every slot is back once the limiters close.
+func TestLimiterLeasesSlotsOfARoomyCap(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	s := newStore(t, srv)
+	_, err := s.Set(context.Background(), "roomy", messages.LimitConfig{Concurrency: 1000})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	var inFlight, maxIn, calls atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var limiters []*limit.Limiter
+	for a := range 2 {
+		l := limit.NewLimiter(newStore(t, srv), string(rune('a'+a)), nil, limit.NewMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"agent": string(rune('a' + a))}, reg)))
+		limiters = append(limiters, l)
+		for range 16 {
+			wg.Go(func() {
+				for ctx.Err() == nil && calls.Load() < 4000 {
+					tk, _, err := l.Acquire(ctx, limit.Acquire{Key: limit.NamedKey("roomy"), Label: "roomy", Lease: 10 * time.Second, MaxWait: time.Second})
+					if err != nil || tk == nil {
+						continue
+					}
+					k := inFlight.Add(1)
+					for m := maxIn.Load(); k > m && !maxIn.CompareAndSwap(m, k); m = maxIn.Load() {
+					}
+					inFlight.Add(-1)
+					calls.Add(1)
+					require.NoError(t, l.Release(context.Background(), tk, limit.Success))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	cancel()
+	takes := counter(t, reg, "jetfleet_limit_takes_total")
+	t.Logf("%d calls, %v takes, at most %d at once", calls.Load(), takes, maxIn.Load())
+	require.LessOrEqual(t, maxIn.Load(), int64(32))
+	require.Less(t, takes, float64(calls.Load())/10, "a take per call or so: slots are not leased in batches")
+	rec, _, err := s.Get(context.Background(), limit.NamedKey("roomy"))
+	require.NoError(t, err)
+	require.LessOrEqual(t, rec.InFlight(time.Now()), 500, "more than half of the cap leased")
+	for _, l := range limiters {
+		l.Close()
+	}
+	rec, _, err = s.Get(context.Background(), limit.NamedKey("roomy"))
+	require.NoError(t, err)
+	require.Zero(t, rec.InFlight(time.Now()), "every slot back once the limiters close")
+}
+
+// counter sums a counter of reg over its labels.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

@@ -194,6 +194,29 @@ func (r Record) Behind(now time.Time, agent string) bool {
 	return false
 }
 
+// Roomy is how many more slots can be held at now while at least half of
+// the cap stays free (negative: fewer are free already). An agent leases
+// slots for its callers to come, and keeps the slots of its calls that
+// end, only while the limit is that roomy (Limiter). 0 for a limit without
+// a cap.
+func (r Record) Roomy(now time.Time) int {
+	if r.Concurrency <= 0 {
+		return 0
+	}
+	return r.Concurrency - r.InFlight(now) - (r.Concurrency+1)/2
+}
+
+// OthersWaiting reports whether an agent other than agent waits for a slot
+// at now.
+func (r Record) OthersWaiting(now time.Time, agent string) bool {
+	for w, until := range r.Waiters {
+		if w != agent && until.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
 // wants records agent as waiting for a slot at now; changed is false when
 // its entry already lasts past half of WaiterTTL (no write needed).
 func (r Record) wants(now time.Time, agent string) (next Record, changed bool) {
@@ -257,6 +280,10 @@ type Request struct {
 	// More: the agent has other callers waiting for a slot of the limit
 	// besides this one (a granted slot then leaves it among the waiters).
 	More bool
+	// Extra asks, with Slot, for up to this many more slots, leased to the
+	// agent for its callers to come: granted only while no other agent
+	// waits and at least half of the cap stays free (Record.Take).
+	Extra int
 }
 
 // Grant is a take's answer. Nothing is granted unless the first token and
@@ -272,6 +299,8 @@ type Grant struct {
 	// Full: nothing was granted because every slot is held, or because
 	// another agent waiting holds fewer (Record.Behind).
 	Full bool
+	// Extra is how many more slots than the one were leased (Request.Extra).
+	Extra int
 	// changed: a refusal that recorded the agent among the waiters.
 	changed bool
 }
@@ -300,12 +329,15 @@ func (r Record) Take(now time.Time, q Request) (Record, Grant) {
 		r = r.Renew(now, q.Agent, q.Lease) // the agent's spare slots stay leased while it takes tokens
 	}
 	if slot {
+		if q.Extra > 0 && !r.OthersWaiting(now, q.Agent) {
+			g.Extra = max(0, min(q.Extra, r.Roomy(now)-1))
+		}
 		hs := make(map[string]Holder, len(r.Holders)+1)
 		for a, h := range r.Holders {
 			hs[a] = h
 		}
 		h := hs[q.Agent]
-		h.Slots++
+		h.Slots += 1 + g.Extra
 		if until := now.Add(q.Lease); until.After(h.Until) {
 			h.Until = until
 		}

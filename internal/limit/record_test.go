@@ -260,3 +260,39 @@ func TestHandover(t *testing.T) {
 		})
 	}
 }
+
+// A take leases extra slots for the agent's callers to come only while at
+// least half of the cap stays free and no other agent waits; never past
+// the cap.
+func TestTakeLeasesExtraSlotsWhileRoomy(t *testing.T) {
+	lease := 10 * time.Second
+	r := Record{}.Configure(t0, cfg(0, 0, 10, false))
+	require.Equal(t, 5, r.Roomy(t0))
+	r, g := r.Take(t0, Request{Agent: "a", Slot: true, Lease: lease, Extra: 8})
+	require.True(t, g.Slot)
+	require.Equal(t, 4, g.Extra, "one slot and four more: half of the cap stays free")
+	require.Equal(t, 5, r.InFlight(t0))
+	require.Equal(t, 5, r.held(t0, "a"))
+	require.Zero(t, r.Roomy(t0))
+
+	r, g = r.Take(t0, Request{Agent: "b", Slot: true, Lease: lease, Extra: 8})
+	require.True(t, g.Slot)
+	require.Zero(t, g.Extra, "the limit is no longer roomy")
+
+	// Another agent waiting: no extra slots, however roomy.
+	r = Record{}.Configure(t0, cfg(0, 0, 100, false))
+	r.Waiters = map[string]time.Time{"b": t0.Add(WaiterTTL)}
+	_, g = r.Take(t0, Request{Agent: "a", Slot: true, Lease: lease, Extra: 8})
+	require.True(t, g.Slot)
+	require.Zero(t, g.Extra)
+	require.True(t, r.OthersWaiting(t0, "a"))
+	require.False(t, r.OthersWaiting(t0, "b"))
+	require.False(t, r.OthersWaiting(t0.Add(WaiterTTL), "a"), "a want lapses")
+
+	// Never past the cap, whatever is asked.
+	r = Record{}.Configure(t0, cfg(0, 0, 3, false))
+	for range 5 {
+		r, _ = r.Take(t0, Request{Agent: "a", Slot: true, Lease: lease, Extra: 100})
+		require.LessOrEqual(t, r.InFlight(t0), 3)
+	}
+}

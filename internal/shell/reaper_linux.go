@@ -535,15 +535,37 @@ func (r *reaper) sweep() {
 	}
 }
 
-// quiet reports that a sweep has nothing to do: with ReapSteps, its
-// work is on the orphans of steps, which are the main thread's children
-// (see leftNothing), and on the ones it has adopted. With ReapAll it also
-// reaps children that other threads started, so it always looks.
+// quiet reports that a sweep has nothing to do: its work is on the
+// orphans of steps, which are the main thread's children (see
+// leftNothing), on the ones it has adopted, and with ReapAll on every dead
+// child, which a wait that reaps nothing finds whatever thread started it.
 func (r *reaper) quiet() bool {
 	r.mu.Lock()
-	steps := r.mode == ReapSteps && len(r.adopted) == 0
+	all, adopted := r.mode == ReapAll, len(r.adopted)
 	r.mu.Unlock()
-	return steps && r.leftNothing("", 0)
+	if adopted > 0 || all && deadChild() {
+		return false
+	}
+	return r.leftNothing("", 0)
+}
+
+// deadChild reports whether a child of this process, of any of its
+// threads, has exited and is not reaped yet (true too when that cannot be
+// told). It reaps nothing (WNOWAIT).
+func deadChild() bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.ECHILD):
+			return false // no child at all
+		case err != nil:
+			return true
+		}
+		return info.Signo != 0 // zero: none waitable (kernel_waitid)
+	}
 }
 
 // lockChildren reads /proc, then stops steps from starting and returns

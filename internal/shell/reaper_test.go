@@ -224,3 +224,24 @@ func TestCleanupWithoutAPass(t *testing.T) {
 		})
 	}
 }
+
+// deadChild finds an exited child that no one has reaped, whichever
+// thread started it, and reaps nothing itself.
+func TestDeadChildFindsAZombie(t *testing.T) {
+	if os.Getenv(envReapMode) == "" {
+		t.Parallel()
+		runHelper(t, "TestDeadChildFindsAZombie", "steps")
+		return
+	}
+	require.False(t, deadChild(), "no child yet")
+	cmd := exec.Command("sh", "-c", "exit 3")
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool { return isZombie(cmd.Process.Pid) }, 5*time.Second, time.Millisecond)
+	require.True(t, deadChild())
+	require.True(t, deadChild(), "the first look reaped it")
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 3, ee.ExitCode(), "its status was lost")
+	require.False(t, deadChild())
+}

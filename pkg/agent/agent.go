@@ -270,6 +270,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.breakers.close()
 	defer a.startReleases(ctx)() // stopped before the breakers close
 	defer a.limitStore.Close()
+	defer a.limits.Close() // before the store: the slots held for callers to come go back
 	stopEnded, err := a.watchEnded()
 	if err != nil {
 		return fmt.Errorf("agent: map_ended events: %w", err)
@@ -412,8 +413,8 @@ func (a *Agent) waitKV(ctx context.Context, bucket string) (jetstream.KeyValue, 
 // waitKVBackoff spaces waitKV's tries: 100ms doubling to 2s.
 var waitKVBackoff = retry.Exponential(100*time.Millisecond, 2*time.Second)
 
-// bookkeepingWorkers is how many workers an agent runs per slot (see
-// consume): room for the items whose runs have ended and whose
+// bookkeepingWorkers is how many goroutines an agent runs per slot at
+// most (see consume): room for the items whose runs have ended and whose
 // bookkeeping waits on KV round trips.
 const bookkeepingWorkers = 4
 
@@ -430,58 +431,65 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 
 	buf := make(chan jetstream.Msg, a.prefetch.max)
 	taken := make(chan struct{}, 1)
-	// Concurrency slots run items; a worker holds one from taking a
-	// message until no more of the item's steps can run in the delivery
-	// (process frees it), then finishes the item's bookkeeping (budget
-	// claim, state write and delayed nak, result) without it, while
-	// another worker takes the slot. So there are more workers than
-	// slots: bookkeepingWorkers per slot.
-	n := a.cfg.Concurrency * bookkeepingWorkers
-	free := make(chan struct{}, a.cfg.Concurrency)
-	slots := make([]hbSlot, n)
+	// Concurrency workers run items, one slot each. A worker whose item
+	// can run no more of its steps in the delivery (process calls free)
+	// hands its slot to a new worker and finishes the item's bookkeeping
+	// (budget claim, state write and delayed nak, dead letter) on its own,
+	// then ends: bookkeeping waits on KV round trips, and must not keep
+	// the slot from the next item. At most (bookkeepingWorkers-1) ×
+	// Concurrency items do their bookkeeping so at once; beyond that a
+	// worker keeps its slot through it.
+	slots := make([]hbSlot, a.cfg.Concurrency)
 	stopHB := a.heartbeats(slots)
 	defer stopHB()
+	detached := make(chan struct{}, (bookkeepingWorkers-1)*a.cfg.Concurrency)
 	var workers sync.WaitGroup
-	for i := 0; i < n; i++ {
-		workers.Add(1)
-		slot := &slots[i]
-		go func() {
-			defer workers.Done()
-			for {
-				free <- struct{}{}
-				m, ok := <-buf
-				if !ok {
-					<-free
-					return
-				}
-				select {
-				case taken <- struct{}{}:
-				default:
-				}
-				if ctx.Err() != nil {
-					// Buffered when shutdown began: give it back at once.
-					_ = m.Nak()
-					<-free
-					continue
-				}
-				_, job, _ := wire.ParseWork(a.names, m.Subject())
-				a.metrics.inFlight.Inc()
-				a.presence.begin(job)
-				t0 := time.Now()
-				held := true
-				a.safeProcessOn(workCtx, m, slot, func() {
-					held = false
-					<-free
-				})
-				if held {
-					<-free
-				}
-				end := time.Now()
-				a.prefetch.observeAt(end.Sub(t0), end)
-				a.presence.end(job)
-				a.metrics.inFlight.Dec()
+	var work func(slot *hbSlot)
+	work = func(slot *hbSlot) {
+		defer workers.Done()
+		var t0 time.Time
+		gone := false
+		// free hands the slot over (see above); made once per worker.
+		free := func() {
+			select {
+			case detached <- struct{}{}:
+			default:
+				return // bookkeeping enough already: keep the slot through it
 			}
-		}()
+			gone = true
+			end := time.Now()
+			a.prefetch.observeAt(end.Sub(t0), end) // the buffer is sized by how long an item holds its slot
+			workers.Add(1)
+			go work(slot)
+		}
+		for m := range buf {
+			select {
+			case taken <- struct{}{}:
+			default:
+			}
+			if ctx.Err() != nil {
+				// Buffered when shutdown began: give it back at once.
+				_ = m.Nak()
+				continue
+			}
+			_, job, _ := wire.ParseWork(a.names, m.Subject())
+			a.metrics.inFlight.Inc()
+			a.presence.begin(job)
+			t0 = time.Now()
+			a.safeProcessOn(workCtx, m, slot, free)
+			a.presence.end(job)
+			a.metrics.inFlight.Dec()
+			if gone {
+				<-detached
+				return
+			}
+			end := time.Now()
+			a.prefetch.observeAt(end.Sub(t0), end)
+		}
+	}
+	for i := range slots {
+		workers.Add(1)
+		go work(&slots[i])
 	}
 
 	pullErr := a.pull(ctx, cons, buf, taken)

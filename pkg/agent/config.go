@@ -120,10 +120,10 @@ type Config struct {
 	JSDomain string
 	// Name identifies the agent in histories and logs. Defaults to host-pid.
 	Name string
-	// Concurrency is the number of items run at once. An item gives its
-	// slot back once no more of its steps can run in the delivery: its
+	// Concurrency is the number of items run at once. An item whose failed
+	// run ends what its delivery runs gives its slot to the next item: its
 	// bookkeeping (the budget claim, the state write and delayed nak, the
-	// dead letter, the result) holds none. Defaults to 8.
+	// dead letter) holds none. Defaults to 8.
 	Concurrency int
 	// Prefetch fixes how many work messages the agent buffers ahead of its
 	// workers. Defaults to adaptive: as many as the workers get through in

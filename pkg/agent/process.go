@@ -113,10 +113,11 @@ func carriedAttempts(wi *wire.WorkItem) carried {
 // end the agent, and the message, redelivered, would end the next one: the
 // message is dead-lettered as poison instead, and the agent goes on.
 //
-// free, when not nil, gives the worker's slot back to the pool (see
-// consume): called once no more of the item's steps can run in this
-// delivery, so that its bookkeeping (the budget claim, the state write
-// and the delayed nak, the result) holds no slot.
+// free, when not nil, hands the worker's slot to another worker (see
+// consume): called once a failed run ends what this delivery can run of
+// the item, so that its bookkeeping (the budget claim, the state write and
+// the delayed nak, or the dead letter) holds no slot. A success's
+// bookkeeping is handing the result to the batcher: it keeps the slot.
 func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot, free func()) {
 	defer func() {
 		p := recover()
@@ -494,7 +495,6 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 		}
 		a.stepDone(it, out)
 	}
-	it.freeSlot()
 	a.settleBreaker(ctx, it, retry.OutcomeSuccess)
 	a.succeed(ctx, it)
 }
