@@ -144,10 +144,14 @@ func TestPermissionsOfAgentNameOnlyItsPool(t *testing.T) {
 	require.NotContains(t, all, "fleet.api.")
 	require.NotContains(t, all, "fleet.work.")
 	require.Equal(t, []string{"_INBOX." + auth.UserKey + ".>", "fleet.events.*.map_ended",
-		"$SRV.*", "$SRV.*.jetfleet-agent", "$SRV.*.jetfleet-agent.*", "fleet.agent.gpu.*.status"}, p.Subscribe.Allow)
+		"$SRV.PING", "$SRV.PING.jetfleet-agent", "$SRV.PING.jetfleet-agent.*",
+		"$SRV.INFO", "$SRV.INFO.jetfleet-agent", "$SRV.INFO.jetfleet-agent.*",
+		"$SRV.STATS", "$SRV.STATS.jetfleet-agent", "$SRV.STATS.jetfleet-agent.*", "fleet.agent.gpu.*.status"}, p.Subscribe.Allow)
 	require.True(t, p.AllowResponses, "an agent answers micro discovery requests")
 	require.Equal(t, []string{"_INBOX.UABC.>", "fleet.events.*.map_ended",
-		"$SRV.*", "$SRV.*.jetfleet-agent", "$SRV.*.jetfleet-agent.*", "fleet.agent.gpu.*.status"}, p.ForUser("UABC").Subscribe.Allow)
+		"$SRV.PING", "$SRV.PING.jetfleet-agent", "$SRV.PING.jetfleet-agent.*",
+		"$SRV.INFO", "$SRV.INFO.jetfleet-agent", "$SRV.INFO.jetfleet-agent.*",
+		"$SRV.STATS", "$SRV.STATS.jetfleet-agent", "$SRV.STATS.jetfleet-agent.*", "fleet.agent.gpu.*.status"}, p.ForUser("UABC").Subscribe.Allow)
 
 	_, err = auth.RolePermissions("root", messages.MustNames("fleet"), "")
 	require.ErrorIs(t, err, auth.ErrUnknownRole)

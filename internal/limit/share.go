@@ -158,39 +158,72 @@ func largestRemainder(n int, pools []string, weight func(string) int) map[string
 }
 
 // shareView is a pool-scoped store's view of one limit: its pool's part
-// of the configuration, as of at, or the error that reading it gave.
+// of the configuration, as of at, or the error that reading it gave;
+// refreshing while a read runs in the background.
 type shareView struct {
-	at  time.Time
-	cfg messages.LimitConfig
-	err error
+	at         time.Time
+	cfg        messages.LimitConfig
+	err        error
+	refreshing bool
 }
 
 // share returns the configuration of s.pool's share of the limit under
 // key: inline, or the named limit's record (ErrNotFound, ErrWrongPool),
-// split between the pools that use the limit. It reads the bucket at most
-// every shareRefresh per key; a failed read keeps the last view.
+// split between the pools that use the limit. Only the first take of a
+// key reads the bucket; later ones decide on the last view while, once it
+// is shareRefresh old, a read in the background renews it, so that a
+// take never waits for it. A failed read keeps the last view.
 func (s *Store) share(ctx context.Context, key string, inline *messages.LimitConfig) (messages.LimitConfig, error) {
 	now := s.clock.Now()
 	s.vmu.Lock()
 	v, ok := s.views[key]
-	s.vmu.Unlock()
-	if ok && now.Sub(v.at) < shareRefresh && now.Sub(v.at) >= 0 {
+	if ok {
+		if stale := now.Sub(v.at) >= shareRefresh || now.Before(v.at); stale && !v.refreshing && !s.closed {
+			v.refreshing = true
+			s.views[key] = v
+			var cfg *messages.LimitConfig
+			if inline != nil {
+				c := *inline
+				cfg = &c
+			}
+			s.bg.Add(1)
+			go func() {
+				defer s.bg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				defer cancel()
+				s.readView(ctx, key, cfg)
+			}()
+		}
+		s.vmu.Unlock()
 		return v.cfg, v.err
 	}
+	s.vmu.Unlock()
+	v = s.readView(ctx, key, inline)
+	return v.cfg, v.err
+}
+
+// readView reads the view of the limit under key and keeps it; a failed
+// read keeps the last view, if any.
+func (s *Store) readView(ctx context.Context, key string, inline *messages.LimitConfig) shareView {
+	now := s.clock.Now()
 	cfg, err := s.readShare(ctx, key, inline)
-	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrWrongPool) {
-		if ok && v.err == nil {
-			return v.cfg, nil // the last view, until the bucket answers
-		}
-		return messages.LimitConfig{}, err
-	}
 	s.vmu.Lock()
+	defer s.vmu.Unlock()
 	if s.views == nil || len(s.views) >= maxViews {
 		s.views = map[string]shareView{}
 	}
-	s.views[key] = shareView{at: now, cfg: cfg, err: err}
-	s.vmu.Unlock()
-	return cfg, err
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrWrongPool) {
+		if last, ok := s.views[key]; ok && last.err == nil {
+			last.refreshing = false
+			s.views[key] = last // until the bucket answers
+			return last
+		}
+		delete(s.views, key)
+		return shareView{err: err}
+	}
+	v := shareView{at: now, cfg: cfg, err: err}
+	s.views[key] = v
+	return v
 }
 
 // maxViews bounds a store's cached share views (inline keys are many).

@@ -112,16 +112,18 @@ func TestSharesBetweenPools(t *testing.T) {
 		return g.Granted()
 	}
 	require.True(t, take(b, "b1"), "b takes a slot: b is active")
-	clk.Advance(time.Second) // past the share views' refresh
+	limit.ReadShareView(ctx, a, key) // a's view of the shares, as its refresh reads it
 	for range 2 {
 		require.True(t, take(a, "a1"))
 	}
 	require.False(t, take(a, "a1"), "a holds its half")
+	limit.ReadShareView(ctx, b, key) // b sees a busy now
 	require.True(t, take(b, "b1"), "b's own half is untouched")
 	require.False(t, take(b, "b1"))
 
 	require.NoError(t, b.Release(ctx, key, "b1", 2, limit.Neutral, time.Minute))
 	clk.Advance(limit.ShareIdle + time.Second)
+	limit.ReadShareView(ctx, a, key)
 	for range 2 {
 		require.True(t, take(a, "a1"), "b's idle share moved to a")
 	}
@@ -140,7 +142,7 @@ func TestSharesBetweenPools(t *testing.T) {
 	shares, err = ops.Shares(ctx, key)
 	require.NoError(t, err)
 	require.Empty(t, shares, "the shares go with the limit")
-	clk.Advance(time.Second) // past the share views' refresh
+	limit.ReadShareView(ctx, a, key)
 	_, _, err = a.Take(ctx, key, "", nil, limit.Request{Agent: "a1", Tokens: 1, Slot: true, Lease: time.Minute})
 	require.ErrorIs(t, err, limit.ErrNotFound)
 }

@@ -87,6 +87,9 @@ type Store struct {
 	pool  string
 	vmu   sync.Mutex
 	views map[string]shareView
+	// bg counts the views' background reads; closed stops new ones.
+	bg     sync.WaitGroup
+	closed bool
 }
 
 // StoreOption configures a Store.
@@ -184,8 +187,14 @@ func (s *Store) limitKey(k string) string {
 	return k
 }
 
-// Close stops the store.
-func (s *Store) Close() { s.s.Close() }
+// Close stops the store, after the reads it runs in the background.
+func (s *Store) Close() {
+	s.vmu.Lock()
+	s.closed = true
+	s.vmu.Unlock()
+	s.bg.Wait()
+	s.s.Close()
+}
 
 // now is the store's time without a monotonic reading: it is stored.
 func (s *Store) now() time.Time { return s.clock.Now().Round(0) }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/limit"
@@ -123,9 +124,6 @@ func (s *Server) limits(ctx context.Context) ([]limitView, error) {
 		}
 		out = append(out, v)
 	}
-	if err := keys.Stop(); err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
-		return out, err
-	}
 	slices.SortFunc(out, func(a, b limitView) int {
 		if a.Inline != b.Inline {
 			if a.Inline {
@@ -135,5 +133,10 @@ func (s *Server) limits(ctx context.Context) ([]limitView, error) {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+	// Stopped after its last key, a lister whose watch has ended says so:
+	// not a failure.
+	if err := keys.Stop(); err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) && !errors.Is(err, nats.ErrBadSubscription) {
+		return out, err
+	}
 	return out, nil
 }

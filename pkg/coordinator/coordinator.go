@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/clock"
@@ -382,10 +383,19 @@ func (c *Coordinator) totalInFlight() float64 {
 // a long acceptance alive). A variable for tests.
 var intakeAckWait = 30 * time.Second
 
-// intakeWorkers is how many durable submissions the intake accepts at
-// once: a slow submission (a large input to count) or a burst of bad
-// ones holds back no other.
-const intakeWorkers = 64
+// The intake takes in every submission it pulls, within intakeReadAhead
+// bytes (each counted as at least intakeMinWeight), so that a slow
+// submission (a large input to count) or a burst of bad ones holds back
+// no other: those refused for what they are (a bad spec, a pool they may
+// not use) are written by at most intakeRefusals at a time, leaving the
+// server's time to the good ones, and at most intakeWorkers are accepted
+// at once. The pulls ahead hold at most intakeReadAhead bytes too.
+const (
+	intakeWorkers   = 64
+	intakeRefusals  = 16
+	intakeReadAhead = 64 << 20
+	intakeMinWeight = 16 << 10
+)
 
 // intake consumes the durable jobs stream, up to intakeWorkers
 // submissions at a time; submissions that name the same job id are
@@ -400,7 +410,8 @@ func (c *Coordinator) intake(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: intake consumer: %w", err)
 	}
-	it, err := cons.Messages(natsconn.PullOptions(intakeWorkers)...)
+	// Pulled by bytes: submissions may be as large as MaxSpecBytes.
+	it, err := cons.Messages(jetstream.PullMaxBytes(intakeReadAhead), jetstream.PullExpiry(natsconn.PullExpiry), jetstream.PullHeartbeat(natsconn.PullHeartbeat))
 	if err != nil {
 		return fmt.Errorf("coordinator: intake: %w", err)
 	}
@@ -409,18 +420,12 @@ func (c *Coordinator) intake(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var locks intakeLocks
-	workers := make(chan struct{}, intakeWorkers)
+	refusals := make(chan struct{}, intakeRefusals)
+	held := semaphore.NewWeighted(intakeReadAhead)
+	accepting := make(chan struct{}, intakeWorkers)
 	for {
-		// A worker first, then a message: a submission taken from the
-		// iterator is worked on at once (its AckWait runs).
-		select {
-		case workers <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
 		m, err := it.Next()
 		if err != nil {
-			<-workers
 			switch {
 			case ctx.Err() != nil:
 				return nil
@@ -432,13 +437,20 @@ func (c *Coordinator) intake(ctx context.Context) error {
 			c.log.Warn().Err(err).Msg("intake pull failed")
 			continue
 		}
+		// The submissions being taken in hold at most intakeReadAhead
+		// bytes between them, each at least intakeMinWeight (a larger
+		// one, that much alone).
+		size := min(max(int64(len(m.Data())), intakeMinWeight), intakeReadAhead)
+		if err := held.Acquire(ctx, size); err != nil {
+			return nil // shutting down: unacknowledged, it comes back
+		}
 		wg.Add(1)
 		t := c.slots.ticket()
 		go func() {
 			defer wg.Done()
-			defer func() { <-workers }()
+			defer held.Release(size)
 			defer c.slots.drop(t) // let the next in, whatever happened
-			c.intakeOne(ctx, m, t, &locks)
+			c.intakeOne(ctx, m, t, &locks, refusals, accepting)
 		}()
 	}
 }
@@ -502,10 +514,13 @@ func (l *intakeLocks) lock(key string) (unlock func()) {
 // crash), which would otherwise repeat after every restart — is recorded
 // as rejected with the reason, and never tried again.
 //
-// t is the submission's place in the intake's queue (openSlots.ticket);
+// A submission refused for what it is (a bad spec, a pool it may not use)
+// is refused at once, with no open slot, among at most intakeRefusals
+// refusals written at a time; any other waits for its turn (intakeGate):
+// t is its place in the intake's queue (openSlots.ticket), and
 // submissions that name the same job id (locks) are accepted one at a
 // time.
-func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg, t uint64, locks *intakeLocks) {
+func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg, t uint64, locks *intakeLocks, refusals, accepting chan struct{}) {
 	if c.leaveNewerSubmission(m) {
 		return
 	}
@@ -519,14 +534,23 @@ func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg, t uint64, 
 	stop := inProgress(m, intakeAckWait/3)
 	defer stop()
 	maxTries := uint64(c.cfg.IntakeMaxDeliveries)
-	release, err := c.waitOpenSlot(ctx, t)
-	if err != nil {
-		return // shutting down: the submission waits for the next leader
-	}
-	defer release()
-	defer locks.lock(intakeKey(m))()
+	g := intakeGate{refusals: refusals, enter: func() (func(), error) {
+		release, err := c.waitOpenSlot(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case accepting <- struct{}{}:
+		case <-ctx.Done():
+			release()
+			return nil, ctx.Err()
+		}
+		unlock := locks.lock(intakeKey(m))
+		return func() { unlock(); <-accepting; release() }, nil
+	}}
 	if delivered <= maxTries {
-		if err = c.safeAccept(ctx, m.Data(), seq); err == nil {
+		err := c.safeAccept(ctx, m.Data(), seq, g)
+		if err == nil {
 			c.intakeErrs.forget(seq)
 			_ = m.Ack()
 			return
@@ -562,14 +586,36 @@ var intakeBackoff = retry.Exponential(2*time.Second, time.Minute)
 
 // safeAccept is accept; a panic there (a bug some spec found) counts as a
 // failed attempt, so the submission ends rejected with the reason.
-func (c *Coordinator) safeAccept(ctx context.Context, data []byte, seq uint64) (err error) {
+func (c *Coordinator) safeAccept(ctx context.Context, data []byte, seq uint64, g intakeGate) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Uint64("stream_seq", seq).Msg("accepting a job panicked")
 			err = fmt.Errorf("internal error: %v", p)
 		}
 	}()
-	return c.accept(ctx, data, seq)
+	return c.accept(ctx, data, seq, g)
+}
+
+// intakeGate is how a durable submission's acceptance waits: enter waits
+// for its turn (an open slot, and its job id's; the returned func ends
+// it), refusals bounds the rejections written at once. The zero gate
+// waits for nothing.
+type intakeGate struct {
+	enter    func() (leave func(), err error)
+	refusals chan struct{}
+}
+
+// refuse writes a rejection among the gate's refusals.
+func (g intakeGate) refuse(ctx context.Context, reject func() error) error {
+	if g.refusals != nil {
+		select {
+		case g.refusals <- struct{}{}:
+			defer func() { <-g.refusals }()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return reject()
 }
 
 // inProgress tells the server every interval that m is still being worked
@@ -623,18 +669,18 @@ func (e *intakeErrors) forget(seq uint64) {
 // "retry later" (NATS trouble); a submission that fails a check is
 // recorded as rejected with its problems. It applies every check the API
 // applies (admitSpec), and those only the items can answer (countItems).
-func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error {
+func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g intakeGate) error {
 	now := c.cfg.hooks.Clock.Now()
 	spec, problems := c.admitSpec(data)
 	if spec == nil {
-		return c.reject(ctx, seq, rejectedID(data, seq, c.cfg.MaxSpecBytes), problems, now)
+		return g.refuse(ctx, func() error { return c.reject(ctx, seq, rejectedID(data, seq, c.cfg.MaxSpecBytes), problems, now) })
 	}
 	if len(problems) > 0 {
 		id := spec.ID
 		if id == "" {
 			id = "rejected-" + strconv.FormatUint(seq, 10)
 		}
-		return c.reject(ctx, seq, id, problems, now)
+		return g.refuse(ctx, func() error { return c.reject(ctx, seq, id, problems, now) })
 	}
 	if spec.ID == "" {
 		spec.ID = "job-" + strconv.FormatUint(seq, 10)
@@ -645,7 +691,14 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64) error
 	if fe, err := c.pools.check(ctx, eff.Pool); err != nil {
 		return err
 	} else if fe != nil {
-		return c.reject(ctx, seq, spec.ID, []messages.FieldError{*fe}, now)
+		return g.refuse(ctx, func() error { return c.reject(ctx, seq, spec.ID, []messages.FieldError{*fe}, now) })
+	}
+	if g.enter != nil {
+		leave, err := g.enter()
+		if err != nil {
+			return err
+		}
+		defer leave()
 	}
 	// An existing job makes this an idempotent resubmission, unless it was
 	// rejected: then the id is free and this submission replaces it.

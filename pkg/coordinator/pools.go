@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -100,7 +102,7 @@ func (p *poolSet) permittedPool(ctx context.Context, pool string) (bool, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, poolProbeTimeout)
 	defer cancel()
-	_, err := p.c.denials.Request(ctx, jsAPIPrefix+"STREAM.INFO."+p.c.names.ParkStream(pool), nil)
+	_, err := p.c.denials.Request(ctx, apiPrefix(p.c.js)+"STREAM.INFO."+p.c.names.ParkStream(pool), nil)
 	switch {
 	case errors.Is(err, natsconn.ErrDenied):
 		ok = false
@@ -122,8 +124,18 @@ func (p *poolSet) permittedPool(ctx context.Context, pool string) (bool, error) 
 // answers nor refuses it (a server cut off its cluster).
 const poolProbeTimeout = 10 * time.Second
 
-// jsAPIPrefix is the JetStream API's subject prefix.
-const jsAPIPrefix = "$JS.API."
+// apiPrefix is the subject prefix of js's JetStream API requests: its
+// domain's, its own prefix, or the default.
+func apiPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	}
+	return jetstream.DefaultAPIPrefix
+}
 
 // list reads the work stream's pools from its consumers' names.
 func (p *poolSet) list(ctx context.Context) ([]string, error) {
