@@ -75,4 +75,12 @@ func TestClaudeStepsNeedAnAgentWithTheCLI(t *testing.T) {
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "agent_template[1].claude", apiErr.Field)
 	require.Contains(t, apiErr.Message, `agent_template[1].claude: no agent of pool "default" runs claude steps`)
+
+	// What this version reads but does not run is refused by field too.
+	spec, err := jobspec.ToJSON([]byte("mode: mapreduce\nsetup:\n  - shell: ./list > items.json\nmap:\n  input: items.json\n  agent_template: [{shell: \"true\"}]\n"))
+	require.NoError(t, err)
+	_, err = f.Client.Submit(t.Context(), spec)
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "setup", apiErr.Field)
+	require.Contains(t, apiErr.Message, "setup phases are not run by this version of jetfleet")
 }

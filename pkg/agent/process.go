@@ -830,7 +830,7 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 	if !res.Failed() {
 		if c.commitRequired {
 			if f := commitMade(ctx, dir, env, head0); f != nil {
-				return res.Stdout, f
+				return "", f
 			}
 		}
 		return res.Stdout, nil

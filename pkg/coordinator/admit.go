@@ -67,7 +67,7 @@ func (c *Coordinator) admitSpec(data []byte) (spec *messages.JobSpec, problems [
 	if err != nil {
 		return nil, boundProblems(problemsOf(err))
 	}
-	if p := unrunProblems(spec); len(p) > 0 {
+	if p := jobspec.NotRun(spec); len(p) > 0 {
 		return spec, boundProblems(p)
 	}
 	rec, err := json.Marshal(wire.JobRecord{Spec: jobspec.WithDefaults(spec)})

@@ -221,7 +221,7 @@ func (rw *rewrite) hoistMap(m map[string]any) {
 		}
 		if k == "input" && isInputCommand(val) {
 			to = "input_command"
-			rw.notef(p, "is a command (it names no file): it runs on an agent of the job's pool before the map phase, and its output is the items (JSON through json_path, else one item per line)")
+			rw.notef(p, "is a command (it names no file): input_command, whose output (JSON through json_path, else one item per line) is the items as Prodigy reads them")
 		}
 		switch {
 		case !slices.Contains(mapFields, to):
@@ -471,7 +471,7 @@ func (rw *rewrite) setup(m map[string]any) {
 	default:
 		return // the decoder reports the type
 	}
-	rw.notef("setup", "runs once, before the map phase, on an agent of the job's pool; a file it leaves at map.input is the job's input")
+	rw.notef("setup", "is the job's setup phase, setup.commands (with Prodigy, run once before the map phase; a file it leaves at map.input is the input)")
 }
 
 // timeoutConfig reads Prodigy's map.timeout_config (p its path, val its
