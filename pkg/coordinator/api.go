@@ -251,9 +251,12 @@ func (c *Coordinator) noteStoreFull() {
 // it failed as calls through a server cut off the cluster do, or while
 // JetStream elects a leader (natsconn.ClusterLoss), so that the client asks
 // again (another coordinator, or this one a moment later, can answer);
-// "internal" otherwise.
+// "internal" otherwise. A request cut short because this coordinator's
+// leadership term ended, or it stops, is "unavailable" too.
 func unavailableOr(err error) *messages.APIError {
-	if natsconn.ClusterLoss(err) {
+	if natsconn.ClusterLoss(err) || errors.Is(err, context.Canceled) {
+		// Canceled: this coordinator's term ended (or it stops) during the
+		// request; another may answer it.
 		return apiErr(messages.CodeUnavailable, err.Error())
 	}
 	return apiErr(messages.CodeInternal, err.Error())
