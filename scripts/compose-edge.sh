@@ -91,7 +91,8 @@ for id in $(compose ps -q agent-site-b); do docker logs --since "$since" "$id" >
 lines=$(wc -l <"$work/agents-b.log")
 warns=$(grep -c '"level":"warn"' "$work/agents-b.log" || true)
 again=$(grep -c 'answers again' "$work/agents-b.log" || true)
-echo "cut: site b's 3 agents logged $lines line(s) since the cut, $warns of them warnings; $again said the hub answers again" >>"$lib_report"
+echo "cut: site b's 3 agents logged $lines line(s) since the cut, $warns of them warnings; $again said the hub answers again:" >>"$lib_report"
+grep -o '"level":"[a-z]*".*"message":"[^"]*"' "$work/agents-b.log" | sed -E 's/"(component|pool|agent)":"[^"]*",//g' | cut -c1-220 | sed 's/^/    /' >>"$lib_report" || true
 if [ "$again" -lt 3 ]; then
   tail -20 "$work/agents-b.log" >&2
   echo "compose-edge: not every site b agent said the hub answers again" >&2

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/jetfleet/jetfleet/internal/wire"
 )
@@ -188,8 +189,18 @@ func (a *Agent) ackLoop() {
 		case err = <-p.fut.Err():
 		}
 		if err != nil {
+			// Publish again under a message id: a try whose PubAck is lost
+			// (a link that comes and goes) is then stored once, however
+			// often it is tried within the results stream's dedupe window.
+			msg := p.fut.Msg()
+			if msg.Header == nil {
+				msg.Header = nats.Header{}
+			}
+			if msg.Header.Get(jetstream.MsgIDHeader) == "" {
+				msg.Header.Set(jetstream.MsgIDHeader, a.cfg.Name+"/"+nuid.Next())
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err = a.pub.PublishMsg(ctx, p.fut.Msg())
+			_, err = a.pub.PublishMsg(ctx, msg)
 			cancel()
 		}
 		if err != nil && unreachable(err) {
