@@ -30,6 +30,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvcas"
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // ErrLost is the cause (context.Cause) of a leadership context that ended
@@ -77,9 +78,11 @@ type Config struct {
 
 // Value is what the key holds.
 type Value struct {
-	Holder string    `json:"holder"`
-	Since  time.Time `json:"since"` // when this holder acquired it
-	TTL    string    `json:"ttl"`
+	// V is the schema version (docs/contract.md §8).
+	V      messages.Schema `json:"v"`
+	Holder string          `json:"holder"`
+	Since  time.Time       `json:"since"` // when this holder acquired it
+	TTL    string          `json:"ttl"`
 }
 
 // Lease campaigns for and holds a KV lease. Build it with New and run it

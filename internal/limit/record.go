@@ -30,6 +30,8 @@ const (
 // Record is one limit's stored state. Its methods are pure: they take the
 // time and return a new value.
 type Record struct {
+	// V is the schema version (docs/contract.md §8).
+	V messages.Schema `json:"v"`
 	messages.LimitConfig
 	// Current is the adaptive current rate per second; 0 = the configured
 	// rate.

@@ -40,6 +40,8 @@ var replayWriteEvery = 250 * time.Millisecond
 
 // replayRecord is a replay's value in the control bucket.
 type replayRecord struct {
+	// V is the schema version (docs/contract.md §8).
+	V      messages.Schema          `json:"v"`
 	Status messages.DLQReplayStatus `json:"status"`
 	// UpTo is the last DLQ sequence the replay's plan counted; it never
 	// replays entries dead-lettered after it started.

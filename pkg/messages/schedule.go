@@ -92,6 +92,8 @@ type ScheduleSkip struct {
 // Schedule is a schedule's record (KV SchedulesBucket, key = name), as
 // schedules.get returns it.
 type Schedule struct {
+	// V is the schema version (docs/contract.md §8).
+	V Schema `json:"v"`
 	ScheduleSpec
 	CreatedAt time.Time `json:"created_at"`
 	Paused    bool      `json:"paused,omitempty"`
