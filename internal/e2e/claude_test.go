@@ -79,7 +79,7 @@ func TestClaudeStepsNeedAnAgentWithTheCLI(t *testing.T) {
 	// What this version reads but does not run is refused by field too.
 	spec, err := jobspec.ToJSON([]byte("mode: mapreduce\nsetup:\n  - shell: ./list > items.json\nmap:\n  input: items.json\n  agent_template: [{shell: \"true\"}]\n"))
 	require.NoError(t, err)
-	_, err = f.Client.Submit(t.Context(), spec)
+	_, err = f.Client.JobSubmit(t.Context(), spec)
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "setup", apiErr.Field)
 	require.Contains(t, apiErr.Message, "setup phases are not run by this version of jetfleet")
