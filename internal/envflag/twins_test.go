@@ -52,6 +52,9 @@ func TestEveryDaemonFlagHasItsEnvTwin(t *testing.T) {
 					return true
 				}
 				name, _ := strconv.Unquote(lit.Value)
+				if name == "version" {
+					return true // prints and exits: nothing to configure
+				}
 				usage := call.Args[len(call.Args)-1]
 				text := ""
 				if u, ok := usage.(*ast.BasicLit); ok {

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/limit"
@@ -323,6 +324,10 @@ func (a *Agent) startReaper() (stop func(), err error) {
 
 func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	info := cons.CachedInfo()
+	// The server's time when it answered for the consumer: a fresh bound
+	// for the clock, before any work message, whose stamp may be long past
+	// (a redelivery, a backlog), is seen (docs/design.md, "Clocks").
+	clock.Observe(a.cfg.hooks.Clock, info.TimeStamp)
 	if info.Config.MaxDeliver > 0 {
 		a.maxDeliver = uint64(info.Config.MaxDeliver)
 	}

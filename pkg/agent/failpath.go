@@ -38,6 +38,12 @@ func (a *Agent) stepFailed(ctx context.Context, it *item, i, attempt int, f *ret
 	// every run decides the step's own breaker's.
 	a.settleBreaker(ctx, it, sf.Breaker())
 	a.settleStepBreaker(ctx, it, sf.Breaker())
+	if a.failureEnds(it, i) {
+		// The rest is bookkeeping: the slot goes to the next item, but only
+		// once the breakers know of this failure, or the next item would
+		// call a dependency they are about to shut off.
+		it.freeSlot()
+	}
 	if sf.NeedsClaim() {
 		var ok bool
 		if sf.Grant, ok = a.claim(ctx, it); !ok {

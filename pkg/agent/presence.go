@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -128,6 +129,9 @@ func (p *presence) start(runCtx context.Context) (stop func()) {
 		failing := false
 		for {
 			err := p.put(kv, key)
+			if err == nil {
+				p.observeServerTime(ctx, kv, key)
+			}
 			switch {
 			case err != nil && !failing:
 				p.a.log.Warn().Err(err).Msg("agent presence write failed; retrying every interval")
@@ -165,4 +169,17 @@ func (p *presence) put(kv jetstream.KeyValue, key string) error {
 	defer cancel()
 	_, err = kv.Put(ctx, key, data)
 	return err
+}
+
+// observeServerTime reads the presence just written back: the server's
+// stamp on it is a fresh bound of the server's time, which the agent's
+// clock needs while the work it gets was stored long ago (a backlog,
+// redeliveries), since a work message's stamp is when it was stored
+// (docs/design.md, "Clocks").
+func (p *presence) observeServerTime(ctx context.Context, kv jetstream.KeyValue, key string) {
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if e, err := kv.Get(gctx, key); err == nil {
+		clock.Observe(p.a.cfg.hooks.Clock, e.Created())
+	}
 }

@@ -486,9 +486,6 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			it.st.Ran = append(it.st.Ran, messages.StepRun{Step: i, Runs: 1, DurationMS: dur.Milliseconds()})
 		default:
 			a.metrics.attempts.WithLabelValues("failure").Inc()
-			if a.failureEnds(it, i) {
-				it.freeSlot()
-			}
 			if next, out = a.stepFailed(ctx, it, i, attempt, f, dur); !next {
 				return
 			}
