@@ -304,6 +304,7 @@ func (rw *rewrite) step(p string, st map[string]any) {
 			}
 		}
 	}
+	rw.captureOutput(p, st)
 	of, ok := st["on_failure"]
 	if !ok {
 		return
