@@ -95,3 +95,28 @@ commands:
 	require.FileExists(t, mark)
 	require.Equal(t, messages.OutcomeSucceeded, res[0].Outcome)
 }
+
+// A capture that does not read in its format, or that passes the bound
+// on an item's captures, fails its step for good with the reason: no
+// value is cut short or passed on.
+func TestCaptureRefused(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a", Concurrency: 4, WorkDir: t.TempDir()}, testhooks.Agent{Provision: calmProvision}), nil)
+	cl := client(t, srv)
+	id := submit(t, cl, `{"id": "capture-refused", "items": [{"id": "big", "n": 70000}, {"id": "word", "n": 0}, {"id": "ok", "n": 100}],
+		"agent_template": [
+			{"shell": "if [ ${item.n} = 0 ]; then echo five; else head -c ${item.n} /dev/zero | tr '\\0' a; fi", "capture": "v", "capture_format": "number", "retry_config": {"attempts": 1}},
+			{"shell": "echo never ${v}"}
+		]}`)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 0, st.Succeeded, "%+v", st)
+	require.EqualValues(t, 3, st.DeadLettered)
+	errs := map[string]string{}
+	for _, e := range dlqEntries(t, cl, id) {
+		errs[e.Entry.ItemID] = e.Entry.Error
+	}
+	require.Contains(t, errs["big"], "capture v: the output is 70000 bytes, over the bound of 65536 bytes on an item's captures")
+	require.Contains(t, errs["word"], `capture v: capture_format number: the output "five" is not a number`)
+	require.Contains(t, errs["ok"], `capture v: capture_format number: the output "aaaa`)
+}
