@@ -113,3 +113,42 @@ func (rw *rewrite) captureOutput(p string, st map[string]any) {
 		delete(st, "capture_output")
 	}
 }
+
+// allowFailure rewrites Prodigy's allow_failure: true as retry_config's
+// on_failure: continue: when the step gives up, the item goes on with the
+// next step.
+func (rw *rewrite) allowFailure(p string, st map[string]any) {
+	af, ok := st["allow_failure"]
+	if !ok {
+		return
+	}
+	delete(st, "allow_failure")
+	ap := messages.JoinPath(p, "allow_failure")
+	wp := rw.written(ap)
+	b, isBool := af.(bool)
+	switch {
+	case !isBool:
+		rw.addf(wp, "expected true or false, got %v", af)
+		return
+	case !b:
+		return
+	case st["on_failure"] != nil:
+		rw.addf(wp, "set one of allow_failure and on_failure")
+		return
+	}
+	rc, _ := st["retry_config"].(map[string]any)
+	if st["retry_config"] != nil && rc == nil {
+		return // the decoder reports retry_config
+	}
+	if rc == nil {
+		rc = map[string]any{}
+		st["retry_config"] = rc
+	}
+	if rc["on_failure"] != nil {
+		rw.addf(wp, "set one of allow_failure and retry_config.on_failure")
+		return
+	}
+	rc["on_failure"] = messages.OnFailureContinue
+	rw.steps = append(rw.steps, rename{from: messages.JoinPath(p, "retry_config.on_failure"), to: ap})
+	rw.notef(wp, "true: retry_config.on_failure: continue, the item goes on with the next step when this one gives up (it captures nothing then)")
+}

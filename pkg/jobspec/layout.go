@@ -305,6 +305,7 @@ func (rw *rewrite) step(p string, st map[string]any) {
 		}
 	}
 	rw.captureOutput(p, st)
+	rw.allowFailure(p, st)
 	of, ok := st["on_failure"]
 	if !ok {
 		return

@@ -126,7 +126,7 @@ func TestProdigyWorkflowForms(t *testing.T) {
 // the on_failure handler forms, merge workflows, and the step kinds other
 // than shell and claude), each matched by its field and message.
 var prodigyPending = []struct{ field, message string }{
-	{`\.(capture_output|allow_failure|validate|env|clear_env|temporary|on_success|on_exit_code(\..*)?|output|outputs|id|description|analysis|analyze|write_file|foreach|goal_seek|options|args|metadata|fail_workflow|max_attempts|commit_required)$`, `unknown field|not a string|needs one of shell`},
+	{`\.(validate|env|clear_env|temporary|on_success|on_exit_code(\..*)?|output|outputs|id|description|analysis|analyze|write_file|foreach|goal_seek|options|args|metadata|fail_workflow|max_attempts|commit_required)$`, `unknown field|not a string|needs one of shell`},
 	{`^\[\d+\]$|\]$`, `needs one of shell`},
 	{`^(secrets|env_files|profiles|merge|env\..*|description|steps)$`, ``},
 	{`\.(shell|claude)$`, `unknown reference|inside a here-document`},
@@ -195,6 +195,15 @@ func TestProdigyWorkflowFiles(t *testing.T) {
 
 // Captured variables and conditions, as Prodigy writes them.
 func TestProdigyCapture(t *testing.T) {
+	bad := func(yaml string) []string {
+		_, err := jobspec.Parse([]byte(yaml))
+		require.Error(t, err)
+		var out []string
+		for _, p := range validationError(t, err).Problems {
+			out = append(out, p.Error())
+		}
+		return out
+	}
 	data := readProdigy(t, "capture.yaml")
 	spec, err := jobspec.Parse(data)
 	require.NoError(t, err)
@@ -207,16 +216,13 @@ func TestProdigyCapture(t *testing.T) {
 	require.True(t, *steps[2].CaptureStreams.Stdout)
 	require.Equal(t, "${tests_ok} && ${passed} >= 1", steps[3].When)
 	require.Empty(t, steps[3].Capture, "capture_output: true names no variable")
+	require.Equal(t, messages.OnFailureContinue, steps[0].RetryConfig.OnFailure.Action, "allow_failure: true")
+	require.Nil(t, steps[1].RetryConfig.OnFailure)
+	require.Equal(t, []string{`commands[0].allow_failure (line 3): expected true or false, got yes`},
+		bad("commands:\n  - shell: echo 1\n    allow_failure: yes\n"))
+	require.Equal(t, []string{`commands[0].allow_failure (line 3): set one of allow_failure and on_failure`},
+		bad("commands:\n  - shell: echo 1\n    allow_failure: true\n    on_failure: {shell: echo 2}\n"))
 
-	bad := func(yaml string) []string {
-		_, err := jobspec.Parse([]byte(yaml))
-		require.Error(t, err)
-		var out []string
-		for _, p := range validationError(t, err).Problems {
-			out = append(out, p.Error())
-		}
-		return out
-	}
 	require.Equal(t, []string{`commands[0].shell (line 2): ${count}: unknown reference "count": no earlier step captures it (use item, item.<field>, item_id, item_index, job_id, attempt, item_workdir, env.<NAME>, map.<field> in reduce, shell.output, or capture: on an earlier step)`},
 		bad("commands:\n  - shell: echo ${count}\n    capture: count\n"), "a step does not see its own capture")
 	require.Equal(t, []string{`commands[1].when (line 4): count: no earlier step captures "count" (a condition reads item.<field>, item_index, attempt, shell.output or a captured variable)`},
