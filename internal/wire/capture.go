@@ -145,3 +145,9 @@ func (c *Capture) Size() int {
 	b, _ := json.Marshal(c)
 	return len(b)
 }
+
+// IsOutputCapture reports a capture into shell.output or last.output,
+// Prodigy's default variable: the step's output is read there anyway.
+func IsOutputCapture(name string) bool {
+	return name == RefShell+".output" || name == RefLast+".output"
+}

@@ -10,7 +10,6 @@ import (
 	"github.com/jetfleet/jetfleet/internal/expr"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/wire"
-	"github.com/jetfleet/jetfleet/pkg/jobspec"
 )
 
 // shellRan is what a shell step's run leaves besides its output.
@@ -27,7 +26,7 @@ type shellRan struct {
 // step for good: no value is cut short.
 func (a *Agent) capture(it *item, i int, out string, dur time.Duration) *retry.Failure {
 	st := &it.set.steps[i]
-	if st.Capture == "" || jobspec.IsOutputCapture(st.Capture) {
+	if st.Capture == "" || wire.IsOutputCapture(st.Capture) {
 		return nil
 	}
 	fail := func(format string, args ...any) *retry.Failure {

@@ -21,7 +21,7 @@ func (v *validator) capture(p string, st *messages.Step) {
 		}
 		return
 	}
-	if IsOutputCapture(st.Capture) {
+	if wire.IsOutputCapture(st.Capture) {
 		return // the previous step's output is ${shell.output} in any case
 	}
 	switch t, err := wire.ParseTemplate("${" + st.Capture + "}"); {
@@ -76,12 +76,6 @@ func (v *validator) variables(p string, t wire.Template) {
 			return
 		}
 	}
-}
-
-// IsOutputCapture reports a capture into shell.output or last.output,
-// Prodigy's default variable: the step's output is read there anyway.
-func IsOutputCapture(name string) bool {
-	return name == wire.RefShell+".output" || name == wire.RefLast+".output"
 }
 
 // captureOutput rewrites Prodigy's capture_output: a name is capture: NAME;
