@@ -21,8 +21,8 @@ import (
 
 // A workflow in Prodigy's layout chaining its steps through captured
 // variables, on two agents: a stand-in cargo reports 5 passing tests; the
-// captured boolean and number let the build step run and skip the bump
-// step; a step that fails with allow_failure lets the item go on; a field of the captured JSON reaches a later step, whose first run
+// captured boolean and number let the build step run (and its
+// on_success, which reads its output) and skip the bump step; a step that fails with allow_failure lets the item go on; a field of the captured JSON reaches a later step, whose first run
 // fails, so that its retry reads the captures back from the item's state.
 func TestCaptureAndWhen(t *testing.T) {
 	bin, logDir := t.TempDir(), t.TempDir()
@@ -62,6 +62,8 @@ commands:
       exit_code: true
   - shell: "cargo build --release"
     when: "${tests_passed} && ${test_count} > 3"
+    on_success:
+      shell: "cargo package ${shell.output}"
   - shell: "cargo clippy; exit 2"
     allow_failure: true
   - shell: "test -f ` + mark + ` || { touch ` + mark + `; exit 3; }; cargo report ${pkg.packages[0].version} ${pkg.packages[0].keywords[1]} ${pkg.exit_code} ${test_count} ${item_index}"
@@ -88,8 +90,8 @@ commands:
 
 	ran, err := os.ReadFile(log)
 	require.NoError(t, err)
-	require.Equal(t, "cargo test\ncargo test\ncargo metadata --format-version 1\ncargo build --release\ncargo clippy\ncargo report 1.4.2 safe 0 5 0\n", string(ran),
-		"the build step runs, the bump step does not; the item goes on past the failed clippy step; the report reads the JSON field and the number after its retry")
+	require.Equal(t, "cargo test\ncargo test\ncargo metadata --format-version 1\ncargo build --release\ncargo package Finished release\ncargo clippy\ncargo report 1.4.2 safe 0 5 0\n", string(ran),
+		"the build step runs, then its on_success with its output, the bump step does not; the item goes on past the failed clippy step; the report reads the JSON field and the number after its retry")
 	res := jobResults(t, srv.JS(), id)
 	require.Len(t, res, 1)
 	require.Equal(t, "skipped: when: ${test_count} > 10 is false", res[0].Output, "the skipped step says so")

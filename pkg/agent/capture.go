@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -144,4 +145,24 @@ func (a *Agent) condVars(it *item) expr.Lookup {
 		}
 		return expr.Get(c.JSONValue(), p[1:])
 	}
+}
+
+// onSuccess runs step i's on_success command after the step succeeded,
+// with the step's output as ${shell.output}. Its failure is the step's.
+func (a *Agent) onSuccess(ctx context.Context, it *item, i int, out string, attempt int) *retry.Failure {
+	c := it.set.onSuccess[i]
+	if c == nil {
+		return nil
+	}
+	it.justRan = &out
+	defer func() { it.justRan = nil }()
+	timeout := it.deadline.Bound(a.cfg.hooks.Clock.Now(), a.stepTimeout(it.set.steps[i].Timeout.D()))
+	if _, f := a.runShell(ctx, it, *c, timeout, attempt); f != nil {
+		f.Message = "on_success: " + f.Message
+		if f.Err != nil {
+			f.Err = fmt.Errorf("on_success: %w", f.Err)
+		}
+		return f
+	}
+	return nil
 }

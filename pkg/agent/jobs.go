@@ -57,6 +57,8 @@ type stepSet struct {
 	fallbacks []command // per step with a fallback
 	// when are the steps' conditions (nil: none), compiled once.
 	when []*expr.Expr
+	// onSuccess are the steps' on_success commands (nil: none).
+	onSuccess []*command
 }
 
 // command is a compiled shell command: its script, or why it cannot run
@@ -304,6 +306,17 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			}
 		}
 		s.when = append(s.when, cond)
+		var ok *command
+		if st.OnSuccess != "" {
+			ot, err := wire.ParseTemplate(st.OnSuccess)
+			if err != nil {
+				return nil, fmt.Errorf("agent: job %s: %s[%d].on_success: %w", id, field, i, err)
+			}
+			c := compileCommand(ot)
+			c.workingDir = st.WorkingDir
+			ok = &c
+		}
+		s.onSuccess = append(s.onSuccess, ok)
 		s.commands = append(s.commands, cmd)
 		s.fallbacks = append(s.fallbacks, fbCmd)
 	}

@@ -78,8 +78,11 @@ type item struct {
 	ranBuf [1]messages.StepRun
 	// ran is what the latest shell step's run left besides its output,
 	// for its capture (capture.go).
-	ran    shellRan
-	outBuf [1]string
+	ran shellRan
+	// justRan is the output of the step whose on_success runs: its
+	// ${shell.output} (capture.go).
+	justRan *string
+	outBuf  [1]string
 }
 
 // carried is the step an item gave up at in an earlier generation and the
@@ -438,6 +441,9 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 				if rf == nil {
 					rf = a.capture(it, i, out, dur)
 				}
+				if rf == nil {
+					rf = a.onSuccess(ctx, it, i, out, attempt)
+				}
 				return rf
 			})
 		}
@@ -719,7 +725,10 @@ func (a *Agent) shellVars(it *item, attempt int) shell.Vars {
 	v := shell.Vars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID, Attempt: attempt, Map: it.mv,
 		ItemIndex: it.wi.Index, Captures: it.st.Captures}
 	if n := len(it.st.Outputs); n > 0 {
-		v.Last, v.HasLast = it.st.Outputs[n-1], true
+		v.Last, v.HasLast = strings.TrimRight(it.st.Outputs[n-1], "\n"), true
+	}
+	if it.justRan != nil {
+		v.Last, v.HasLast = strings.TrimRight(*it.justRan, "\n"), true
 	}
 	return v
 }

@@ -146,3 +146,21 @@ func (rw *rewrite) allowFailure(p string, st map[string]any) {
 	rw.steps = append(rw.steps, rename{from: messages.JoinPath(p, "retry_config.on_failure"), to: ap})
 	rw.notef(wp, "true: retry_config.on_failure: continue, the item goes on with the next step when this one gives up (it captures nothing then)")
 }
+
+// onSuccess rewrites Prodigy's on_success: {shell: X} as on_success: X.
+func (rw *rewrite) onSuccess(p string, st map[string]any) {
+	m, isObj := st["on_success"].(map[string]any)
+	if !isObj {
+		return // absent, or a command as jetfleet writes it (the decoder checks it)
+	}
+	wp := rw.written(messages.JoinPath(p, "on_success"))
+	for _, k := range sortedKeys(m) {
+		if k != "shell" {
+			rw.addf(messages.JoinPath(wp, k), "not yet: a step's on_success runs one shell command, {shell: \"...\"}")
+			delete(st, "on_success")
+			return
+		}
+	}
+	st["on_success"] = m["shell"]
+	rw.steps = append(rw.steps, rename{from: messages.JoinPath(p, "on_success"), to: messages.JoinPath(p, "on_success.shell")})
+}

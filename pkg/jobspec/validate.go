@@ -310,6 +310,9 @@ func (v *validator) step(p string, st *messages.Step, reduce bool) {
 func (v *validator) stepRest(p string, st *messages.Step, reduce bool) {
 	v.when(p, st)
 	defer v.capture(p, st) // after the step's own fallback: it sees only earlier captures
+	if st.OnSuccess != "" {
+		v.template(messages.JoinPath(p, "on_success"), st.OnSuccess, reduce)
+	}
 	if st.CommitRequired {
 		v.warnf(messages.JoinPath(p, "commit_required"), "is checked only where the step runs in a git checkout: each item's directory starts empty (an earlier step clones into it, or working_dir names a checkout); elsewhere it has no effect")
 	}

@@ -131,6 +131,11 @@ type Step struct {
 	// (internal/expr's grammar, ${...} around the paths allowed); the step
 	// is skipped when it is false.
 	When string `json:"when,omitempty"`
+	// OnSuccess is a shell command run after the step succeeds, in its
+	// directory, where ${shell.output} is the step's output (Prodigy's
+	// on_success: {shell: ...}). When it fails, the step has failed, under
+	// its retry_config.
+	OnSuccess string `json:"on_success,omitempty"`
 }
 
 // CaptureStreams are the streams a step's capture holds (Prodigy's
