@@ -240,3 +240,45 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestParseCondition(t *testing.T) {
+	vars := JSON(map[string]any{
+		"tests_passed": true,
+		"count":        json.Number("5"),
+		"info":         map[string]any{"version": "1.2.0", "tags": []any{"a", "b"}},
+	})
+	for src, want := range map[string]bool{
+		"${tests_passed}":                         true,
+		"${tests_passed} == false":                false,
+		"!${tests_passed}":                        false,
+		"${count} > 3":                            true,
+		"${count} > 10":                           false,
+		"${ count } >= 5 && ${tests_passed}":      true,
+		"${info.version} == '1.2.0'":              true,
+		"${info.tags[1]} == 'b'":                  true,
+		"'${count}' == '${count}'":                true, // literal text inside quotes
+		"${missing} == true || ${count} == 5":     true,
+		"tests_passed && count < 6":               true,
+		`"${info.version}" == "1.2.0"`:            false,
+		"${count} > 3 AND NOT ${tests_passed}":    false,
+		"${info.version} starts_with '1.'":        true,
+		"length(${info.tags}) == 2":               true,
+		"${info.tags} == null || ${count} != 4.0": true,
+	} {
+		e, err := ParseCondition(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if got := e.Eval(vars); got != want {
+			t.Errorf("%s: got %v, want %v", src, got, want)
+		}
+		if e.String() != src {
+			t.Errorf("String() = %q, want the source %q", e.String(), src)
+		}
+	}
+	for _, src := range []string{"${count", "${} == 1", "${count} >"} {
+		if _, err := ParseCondition(src); err == nil {
+			t.Errorf("%s: no error", src)
+		}
+	}
+}

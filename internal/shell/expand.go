@@ -41,6 +41,15 @@ type Vars struct {
 	LookupEnv func(name string) (string, bool)
 	// Map holds the ${map.*} values of a reduce step; nil elsewhere.
 	Map *MapVars
+	// ItemIndex is ${item_index}: the item's 0-based position in the input.
+	ItemIndex int64
+	// Captures are the variables earlier steps captured: ${NAME},
+	// ${NAME.field}, ${NAME.exit_code}.
+	Captures map[string]*wire.Capture
+	// Last is ${shell.output} and ${last.output}, the previous step's
+	// output; HasLast is false in a first step.
+	Last    string
+	HasLast bool
 }
 
 // MapVars are the values of a reduce step's ${map.*} references.
@@ -188,6 +197,13 @@ func (v Vars) resolve(ref []string) (string, error) {
 		return strconv.Itoa(v.Attempt), nil
 	case wire.RefItemWorkdir:
 		return v.ItemWorkdir, nil
+	case wire.RefItemIndex:
+		return strconv.FormatInt(v.ItemIndex, 10), nil
+	case wire.RefShell, wire.RefLast:
+		if !v.HasLast {
+			return "", &resolveError{ErrUnknownRef, "no step ran before this one"}
+		}
+		return v.Last, nil
 	case wire.RefMap:
 		if v.Map == nil {
 			return "", &resolveError{ErrNoMap, "map values are only available in reduce steps"}
@@ -209,6 +225,17 @@ func (v Vars) resolve(ref []string) (string, error) {
 			}
 		}
 		return "", &resolveError{ErrEnvUnset, fmt.Sprintf("environment variable %s is not set", ref[1])}
+	}
+	if wire.IsVarRef(ref) {
+		c := v.Captures[ref[0]]
+		if c == nil {
+			return "", &resolveError{ErrUnknownRef, fmt.Sprintf("no earlier step captured %q", ref[0])}
+		}
+		val, err := c.Lookup(ref[1:])
+		if err != nil {
+			return "", &resolveError{ErrUnknownRef, fmt.Sprintf("%s: %v", ref[0], err)}
+		}
+		return val, nil
 	}
 	// ParseTemplate admits no other reference; a hand-built Template might.
 	return "", &resolveError{ErrUnknownRef, fmt.Sprintf("unknown reference %q", strings.Join(ref, "."))}

@@ -155,16 +155,27 @@ func TestExpandInjection(t *testing.T) {
 			t.Parallel()
 			tpl := mustParse(t, sh.template)
 			require.NoError(t, Validate(tpl))
+			// The same shape reading captured variables (capture:): a
+			// field of a JSON capture, and a string capture.
+			field := mustParse(t, strings.ReplaceAll(sh.template, "${item.x}", "${cap.x}"))
+			whole := mustParse(t, strings.ReplaceAll(sh.template, "${item.x}", "${s}"))
 			// One run per shape and shell: every payload in sequence.
 			var script, want strings.Builder
 			for _, p := range allPayloads() {
 				if sh.name == "here-string" && strings.HasSuffix(p, "\n") {
 					continue // <<< adds a newline; the comparison would not see it
 				}
-				got, err := Expand(tpl, Vars{Item: itemWith(t, map[string]any{"x": p})})
-				require.NoError(t, err, "payload %q", p)
-				script.WriteString(got + "\nprintf '\\n---\\n'\n")
-				want.WriteString(sh.want(p) + "\n---\n")
+				obj, err := json.Marshal(map[string]string{"x": p})
+				require.NoError(t, err)
+				str, err := json.Marshal(p)
+				require.NoError(t, err)
+				caps := map[string]*wire.Capture{"cap": {Value: obj}, "s": {Value: str}}
+				for _, tp := range []wire.Template{tpl, field, whole} {
+					got, err := Expand(tp, Vars{Item: itemWith(t, map[string]any{"x": p}), Captures: caps})
+					require.NoError(t, err, "payload %q", p)
+					script.WriteString(got + "\nprintf '\\n---\\n'\n")
+					want.WriteString(sh.want(p) + "\n---\n")
+				}
 			}
 			for _, shell := range all {
 				if sh.bashOnly && !shell.bash {

@@ -19,7 +19,12 @@ import (
 //	${item_id} ${job_id} ${attempt}
 //	${map.results} ${map.successful} ${map.failed} ${map.total}   (reduce steps)
 //	${env.NAME}        a variable of the step's environment (never the agent's own)
+//	${item_index}      the item's 0-based position in the job's input
+//	${NAME} ${NAME.a}  a variable an earlier step captured (Prodigy's capture:),
+//	                   or shell.output / last.output, the previous step's output
 //	$${                a literal "${"
+//
+// A path segment may also be written as an index, a.b[0] for a.b.0.
 type Template struct {
 	Raw   string
 	Parts []TemplatePart
@@ -41,7 +46,23 @@ const (
 	RefItemWorkdir = "item_workdir"
 	RefMap         = "map"
 	RefEnv         = "env"
+	// RefItemIndex is the item's 0-based position in the job's input.
+	RefItemIndex = "item_index"
+	// RefShell and RefLast name the previous step's output:
+	// ${shell.output} and ${last.output}.
+	RefShell = "shell"
+	RefLast  = "last"
 )
+
+// IsVarRef reports whether ref names a captured variable (Prodigy's
+// capture:) rather than one of the namespaces above.
+func IsVarRef(ref []string) bool {
+	switch ref[0] {
+	case RefItem, RefItemID, RefJobID, RefAttempt, RefItemWorkdir, RefMap, RefEnv, RefItemIndex, RefShell, RefLast:
+		return false
+	}
+	return true
+}
 
 var mapRefs = map[string]bool{"results": true, "successful": true, "failed": true, "total": true}
 
@@ -87,16 +108,19 @@ func parseRef(expr string) ([]string, error) {
 	if expr == "" {
 		return nil, fmt.Errorf("empty reference")
 	}
-	segs := strings.Split(expr, ".")
-	for _, sg := range segs {
-		if sg == "" {
-			return nil, fmt.Errorf("empty path segment")
-		}
+	segs, err := splitPath(expr)
+	if err != nil {
+		return nil, err
 	}
 	switch segs[0] {
 	case RefItem:
 		return segs, nil
-	case RefItemID, RefJobID, RefAttempt, RefItemWorkdir:
+	case RefShell, RefLast:
+		if len(segs) != 2 || segs[1] != "output" {
+			return nil, fmt.Errorf("the previous step's output is ${%s.output}", segs[0])
+		}
+		return segs, nil
+	case RefItemID, RefJobID, RefAttempt, RefItemWorkdir, RefItemIndex:
 		if len(segs) != 1 {
 			return nil, fmt.Errorf("%s takes no field", segs[0])
 		}
@@ -112,7 +136,64 @@ func parseRef(expr string) ([]string, error) {
 		}
 		return segs, nil
 	}
-	return nil, fmt.Errorf("unknown reference %q (use item, item.<field>, item_id, job_id, attempt, item_workdir, env.<NAME> or map.<results|successful|failed|total>)", segs[0])
+	if validVarName(segs[0]) {
+		return segs, nil // a captured variable: whether a step captures it is the caller's check
+	}
+	return nil, fmt.Errorf("unknown reference %q (use item, item.<field>, item_id, item_index, job_id, attempt, item_workdir, env.<NAME>, map.<results|successful|failed|total>, or a variable an earlier step captures)", segs[0])
+}
+
+// splitPath splits a reference at its dots, reading a[0] as a.0.
+func splitPath(expr string) ([]string, error) {
+	var segs []string
+	for s := expr; ; {
+		n := strings.IndexAny(s, ".[")
+		name := s
+		if n >= 0 {
+			name = s[:n]
+		}
+		if name == "" {
+			return nil, fmt.Errorf("empty path segment")
+		}
+		if strings.IndexByte(name, ']') >= 0 {
+			return nil, fmt.Errorf("malformed index in %q (write a[0])", expr)
+		}
+		segs = append(segs, name)
+		if n < 0 {
+			return segs, nil
+		}
+		for s = s[n:]; strings.HasPrefix(s, "["); {
+			end := strings.IndexByte(s, ']')
+			if end < 0 {
+				return nil, fmt.Errorf("malformed index in %q (write a[0])", expr)
+			}
+			if _, err := strconv.ParseUint(s[1:end], 10, 31); err != nil {
+				return nil, fmt.Errorf("malformed index in %q: %q is not an array index", expr, s[1:end])
+			}
+			segs = append(segs, s[1:end])
+			s = s[end+1:]
+		}
+		if s == "" {
+			return segs, nil
+		}
+		if s[0] != '.' {
+			return nil, fmt.Errorf("malformed index in %q (write a[0].b)", expr)
+		}
+		s = s[1:]
+	}
+}
+
+// validVarName: a letter or _, then letters, digits, _ or -.
+func validVarName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+		case i > 0 && (c == '-' || c >= '0' && c <= '9'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // UsesMap reports whether t references ${map.*}.

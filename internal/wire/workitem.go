@@ -151,6 +151,9 @@ type ItemState struct {
 	Retries int `json:"retries"`
 	// Outputs are the outputs of the steps finished so far.
 	Outputs []string `json:"outputs,omitempty"`
+	// Captures are the variables the steps finished so far captured
+	// (capture:), by name; at most MaxCaptureBytes in all.
+	Captures map[string]*Capture `json:"captures,omitempty"`
 	// Ran records the successful step runs of this generation (for the
 	// result's per-step breakdown, Result.Steps).
 	Ran          []messages.StepRun `json:"ran,omitempty"`

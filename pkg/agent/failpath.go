@@ -164,7 +164,7 @@ func (a *Agent) act(ctx context.Context, it *item, att messages.Attempt, e failu
 	case failure.EndItemRetry:
 		it.st.ItemRun = max(it.st.ItemRun, 1) + 1
 		it.st.ItemDelay = messages.Duration(e.Delay)
-		it.st.Step, it.st.Outputs = 0, nil
+		it.st.Step, it.st.Outputs, it.st.Captures = 0, nil, nil
 		it.st.StartedAt = time.Time{} // a new run: agent_timeout counts afresh
 		retry.State{}.ApplyTo(&it.st)
 		it.st.Retries++

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jetfleet/jetfleet/internal/expr"
 	"sync"
 	"sync/atomic"
 
@@ -54,6 +55,10 @@ type stepSet struct {
 	policies  []*retry.Policy
 	commands  []command // per step; zero for handler steps
 	fallbacks []command // per step with a fallback
+	// when are the steps' conditions (nil: none), compiled once.
+	when []*expr.Expr
+	// onSuccess are the steps' on_success commands (nil: none).
+	onSuccess []*command
 }
 
 // command is a compiled shell command: its script, or why it cannot run
@@ -67,6 +72,9 @@ type command struct {
 	claude *wire.Template
 	// commitRequired: the step must leave a new commit (commit.go).
 	commitRequired bool
+	// capture: the step captures its output (capture.go), so up to
+	// wire.MaxCaptureBytes of it is kept.
+	capture bool
 }
 
 func compileCommand(t wire.Template) command {
@@ -290,6 +298,25 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			fbCmd.workingDir = st.WorkingDir
 		}
 		cmd.commitRequired = st.CommitRequired
+		cmd.capture = st.Capture != ""
+		var cond *expr.Expr
+		if st.When != "" {
+			if cond, err = expr.ParseCondition(st.When); err != nil {
+				return nil, fmt.Errorf("agent: job %s: %s[%d].when: %w", id, field, i, err)
+			}
+		}
+		s.when = append(s.when, cond)
+		var ok *command
+		if st.OnSuccess != "" {
+			ot, err := wire.ParseTemplate(st.OnSuccess)
+			if err != nil {
+				return nil, fmt.Errorf("agent: job %s: %s[%d].on_success: %w", id, field, i, err)
+			}
+			c := compileCommand(ot)
+			c.workingDir = st.WorkingDir
+			ok = &c
+		}
+		s.onSuccess = append(s.onSuccess, ok)
 		s.commands = append(s.commands, cmd)
 		s.fallbacks = append(s.fallbacks, fbCmd)
 	}

@@ -79,7 +79,13 @@ type item struct {
 	// step output (runSteps, stepDone).
 	res    messages.Result
 	ranBuf [1]messages.StepRun
-	outBuf [1]string
+	// ran is what the latest shell step's run left besides its output,
+	// for its capture (capture.go).
+	ran shellRan
+	// justRan is the output of the step whose on_success runs: its
+	// ${shell.output} (capture.go).
+	justRan *string
+	outBuf  [1]string
 }
 
 // carried is the step an item gave up at in an earlier generation and the
@@ -442,6 +448,10 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			dur  time.Duration
 			next bool
 		)
+		if skip, why := a.skipped(it, i); skip {
+			a.stepDone(it, why)
+			continue
+		}
 		switch {
 		case it.deadline.Passed(a.cfg.hooks.Clock.Now()):
 			if next, out = a.stepRefused(ctx, it, i, attempt, false); !next {
@@ -465,6 +475,12 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			f = a.runLimited(ctx, lt, func() *retry.Failure {
 				var rf *retry.Failure
 				out, rf, dur = a.runStep(ctx, it, i, attempt)
+				if rf == nil {
+					rf = a.capture(it, i, out, dur)
+				}
+				if rf == nil {
+					rf = a.onSuccess(ctx, it, i, out, attempt)
+				}
 				return rf
 			})
 		}
@@ -744,6 +760,7 @@ func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error
 // attempt's duration on the agent's clock.
 func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out string, f *retry.Failure, dur time.Duration) {
 	step := &it.set.steps[i]
+	it.ran = shellRan{}
 	ctx = a.traceStep(ctx, it, i, attempt)
 	obs := a.metrics.handlerSteps
 	start := a.cfg.hooks.Clock.Now()
@@ -761,7 +778,15 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 }
 
 func (a *Agent) shellVars(it *item, attempt int) shell.Vars {
-	return shell.Vars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID, Attempt: attempt, Map: it.mv}
+	v := shell.Vars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID, Attempt: attempt, Map: it.mv,
+		ItemIndex: it.wi.Index, Captures: it.st.Captures}
+	if n := len(it.st.Outputs); n > 0 {
+		v.Last, v.HasLast = strings.TrimRight(it.st.Outputs[n-1], "\n"), true
+	}
+	if it.justRan != nil {
+		v.Last, v.HasLast = strings.TrimRight(*it.justRan, "\n"), true
+	}
+	return v
 }
 
 // stepTimeout is a step's own timeout, or the agent's default.
@@ -815,10 +840,15 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 	if c.commitRequired {
 		head0, _ = gitHead(ctx, dir, env)
 	}
-	res := shell.Run(ctx, shell.Command{
+	sc := shell.Command{
 		Script: script, Env: env, Dir: dir, Timeout: a.stepTimeout(timeout), KillGrace: a.cfg.KillGrace,
 		Heartbeat: func() { _ = it.m.InProgress() }, HeartbeatInterval: a.hb,
-	})
+	}
+	if c.capture {
+		sc.TailBytes = wire.MaxCaptureBytes + 1 // one more: a capture over the bound is seen, never cut
+	}
+	res := shell.Run(ctx, sc)
+	it.ran = shellRan{stderr: res.Stderr, exitCode: res.ExitCode, stdoutBytes: res.StdoutBytes}
 	if res.Killed > 0 {
 		a.metrics.leftoversKilled.Add(float64(res.Killed))
 		a.log.Info().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Int("processes", res.Killed).

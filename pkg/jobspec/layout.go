@@ -304,6 +304,9 @@ func (rw *rewrite) step(p string, st map[string]any) {
 			}
 		}
 	}
+	rw.captureOutput(p, st)
+	rw.allowFailure(p, st)
+	rw.onSuccess(p, st)
 	of, ok := st["on_failure"]
 	if !ok {
 		return

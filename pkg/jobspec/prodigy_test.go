@@ -126,10 +126,11 @@ func TestProdigyWorkflowForms(t *testing.T) {
 // the on_failure handler forms, merge workflows, and the step kinds other
 // than shell and claude), each matched by its field and message.
 var prodigyPending = []struct{ field, message string }{
-	{`\.(capture|capture_format|capture_output|capture_streams|allow_failure|when|validate|env|clear_env|temporary|on_success|on_exit_code(\..*)?|output|outputs|id|description|analysis|analyze|write_file|foreach|goal_seek|options|args|metadata|fail_workflow|max_attempts|commit_required)$`, `unknown field|not a string|needs one of shell`},
+	{`\.(validate|env|clear_env|temporary|on_exit_code(\..*)?|output|outputs|id|description|analysis|analyze|write_file|foreach|goal_seek|options|args|metadata|fail_workflow|max_attempts|commit_required)$`, `unknown field|not a string|needs one of shell`},
 	{`^\[\d+\]$|\]$`, `needs one of shell`},
 	{`^(secrets|env_files|profiles|merge|env\..*|description|steps)$`, ``},
-	{`\.(shell|claude)$`, `unknown reference`},
+	{`\.(shell|claude)$`, `unknown reference|inside a here-document`},
+	{`\.on_success\.[a-z_]+$`, `not yet: a step's on_success runs one shell command`},
 	{`\.on_failure(\.claude)?$`, `a claude command as a step's on_failure|a step's on_failure is a command`},
 	{`^map\.max_parallel$`, `got string "\$\{`},
 	{`^agent_template$`, `required`},
@@ -191,4 +192,52 @@ func TestProdigyWorkflowFiles(t *testing.T) {
 	for _, name := range []string{"examples/standard-workflow.yml", "examples/mapreduce-command-input.yml", "workflows/test-mapreduce.yml", "workflows/tests/minimal-mapreduce.yml"} {
 		require.Contains(t, valid, name)
 	}
+}
+
+// Captured variables and conditions, as Prodigy writes them.
+func TestProdigyCapture(t *testing.T) {
+	bad := func(yaml string) []string {
+		_, err := jobspec.Parse([]byte(yaml))
+		require.Error(t, err)
+		var out []string
+		for _, p := range validationError(t, err).Problems {
+			out = append(out, p.Error())
+		}
+		return out
+	}
+	data := readProdigy(t, "capture.yaml")
+	spec, err := jobspec.Parse(data)
+	require.NoError(t, err)
+	steps := spec.AgentTemplate
+	require.Equal(t, "tests_ok", steps[0].Capture)
+	require.Equal(t, "boolean", steps[0].CaptureFormat)
+	require.Equal(t, "passed", steps[1].Capture, "capture_output: NAME is capture: NAME")
+	require.Equal(t, "number", steps[1].CaptureFormat)
+	require.True(t, steps[2].CaptureStreams.ExitCode)
+	require.True(t, *steps[2].CaptureStreams.Stdout)
+	require.Equal(t, "${tests_ok} && ${passed} >= 1", steps[3].When)
+	require.Empty(t, steps[3].Capture, "capture_output: true names no variable")
+	require.Equal(t, messages.OnFailureContinue, steps[0].RetryConfig.OnFailure.Action, "allow_failure: true")
+	require.Nil(t, steps[1].RetryConfig.OnFailure)
+	require.Equal(t, "cargo package ${shell.output}", steps[3].OnSuccess, "on_success: {shell} is its command")
+	require.Equal(t, []string{`commands[0].on_success.claude (line 3): not yet: a step's on_success runs one shell command, {shell: "..."}`},
+		bad("commands:\n  - shell: echo 1\n    on_success: {claude: /lint}\n"))
+	require.Equal(t, []string{`commands[1].on_success.shell (line 5): ${nope}: unknown reference "nope": no earlier step captures it (use item, item.<field>, item_id, item_index, job_id, attempt, item_workdir, env.<NAME>, map.<field> in reduce, shell.output, or capture: on an earlier step)`},
+		bad("commands:\n  - shell: echo 1\n  - shell: echo 2\n    on_success:\n      shell: echo ${nope}\n"))
+	require.Equal(t, []string{`commands[0].allow_failure (line 3): expected true or false, got yes`},
+		bad("commands:\n  - shell: echo 1\n    allow_failure: yes\n"))
+	require.Equal(t, []string{`commands[0].allow_failure (line 3): set one of allow_failure and on_failure`},
+		bad("commands:\n  - shell: echo 1\n    allow_failure: true\n    on_failure: {shell: echo 2}\n"))
+
+	require.Equal(t, []string{`commands[0].shell (line 2): ${count}: unknown reference "count": no earlier step captures it (use item, item.<field>, item_id, item_index, job_id, attempt, item_workdir, env.<NAME>, map.<field> in reduce, shell.output, or capture: on an earlier step)`},
+		bad("commands:\n  - shell: echo ${count}\n    capture: count\n"), "a step does not see its own capture")
+	require.Equal(t, []string{`commands[1].when (line 4): count: no earlier step captures "count" (a condition reads item.<field>, item_index, attempt, shell.output or a captured variable)`},
+		bad("commands:\n  - shell: echo 1\n  - shell: echo 2\n    when: \"${count} > 1\"\n"))
+	require.Contains(t, bad("commands:\n  - shell: echo 1\n    when: \"${count} >\"\n")[0], "commands[0].when (line 3): ")
+	require.Equal(t, []string{`commands[0].capture_format (line 3): unknown format "bool" (use string, number, json, lines, boolean)`},
+		bad("commands:\n  - shell: echo 1\n    capture_format: bool\n    capture: ok\n"))
+	require.Equal(t, []string{`commands[0].capture (line 3): "item" is a reference of its own (${item}): name the variable otherwise`},
+		bad("commands:\n  - shell: echo 1\n    capture: item\n"))
+	require.Equal(t, []string{`commands[0].capture_output (line 3): expected true, false or a variable's name, got 3`},
+		bad("commands:\n  - shell: echo 1\n    capture_output: 3\n"))
 }

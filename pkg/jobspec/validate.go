@@ -59,6 +59,9 @@ type validator struct {
 	warnings []messages.FieldError
 	bad      map[string]bool
 	given    map[string]bool
+	// captured are the variables the earlier steps of the step list being
+	// checked capture (capture.go); nil before its first step.
+	captured map[string]bool
 }
 
 func (v *validator) warnf(path, format string, args ...any) {
@@ -163,6 +166,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 		if len(st.Commands) == 0 && !v.isBad("setup.commands") {
 			v.addf("setup.commands", "required: at least one step")
 		}
+		v.captured = nil
 		for i := range st.Commands {
 			v.step(messages.IndexPath("setup.commands", i), &st.Commands[i], false)
 		}
@@ -173,6 +177,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	if len(s.AgentTemplate) == 0 && !v.isBad("agent_template") {
 		v.addf("agent_template", "required: at least one step")
 	}
+	v.captured = nil
 	for i := range s.AgentTemplate {
 		v.step(messages.IndexPath("agent_template", i), &s.AgentTemplate[i], false)
 	}
@@ -195,6 +200,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	if s.BestEffort != nil {
 		v.bestEffort("best_effort", s.BestEffort)
 	}
+	v.captured = nil
 	for i := range s.Reduce {
 		v.step(messages.IndexPath("reduce", i), &s.Reduce[i], true)
 	}
@@ -302,6 +308,11 @@ func (v *validator) step(p string, st *messages.Step, reduce bool) {
 
 // stepRest checks the fields every kind of step has.
 func (v *validator) stepRest(p string, st *messages.Step, reduce bool) {
+	v.when(p, st)
+	defer v.capture(p, st) // after the step's own fallback: it sees only earlier captures
+	if st.OnSuccess != "" {
+		v.template(messages.JoinPath(p, "on_success"), st.OnSuccess, reduce)
+	}
 	if st.CommitRequired {
 		v.warnf(messages.JoinPath(p, "commit_required"), "is checked only where the step runs in a git checkout: each item's directory starts empty (an earlier step clones into it, or working_dir names a checkout); elsewhere it has no effect")
 	}
@@ -355,6 +366,7 @@ func (v *validator) template(p, s string, allowMap bool) {
 	if !allowMap && t.UsesMap() {
 		v.addf(p, "${map.*} references are only allowed in reduce steps")
 	}
+	v.variables(p, t)
 }
 
 // groupBy checks a group_by template: items are grouped when the job is
@@ -613,6 +625,7 @@ func (v *validator) errorPolicy(p string, ep *messages.ErrorPolicy) {
 			if a.Custom == nil {
 				v.addf(ap, "custom needs a step: %s", customStepForm)
 			} else {
+				v.captured = nil
 				v.step(messages.JoinPath(ap, "custom"), a.Custom, false)
 			}
 		default:

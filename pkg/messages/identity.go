@@ -121,6 +121,9 @@ func (s *JobSpec) ShellCommands() []ShellCommand {
 		if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil && rc.OnFailure.Fallback != "" {
 			out = append(out, ShellCommand{Field: JoinPath(p, "retry_config.on_failure.fallback.command"), Command: rc.OnFailure.Fallback})
 		}
+		if st.OnSuccess != "" {
+			out = append(out, ShellCommand{Field: JoinPath(p, "on_success"), Command: st.OnSuccess})
+		}
 	}
 	for i := range s.AgentTemplate {
 		step(IndexPath("agent_template", i), &s.AgentTemplate[i])

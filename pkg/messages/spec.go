@@ -118,6 +118,37 @@ type Step struct {
 	// the item's directory, when that is a git checkout (Prodigy's
 	// commit_required).
 	CommitRequired bool `json:"commit_required,omitempty"`
+	// Capture names a variable set from the step's output when the step
+	// succeeds (Prodigy's capture:); later steps of the item read it as
+	// ${NAME}, ${NAME.field} and, with CaptureStreams, ${NAME.exit_code}.
+	Capture string `json:"capture,omitempty"`
+	// CaptureFormat reads the output: string (the default), number, json,
+	// lines or boolean.
+	CaptureFormat string `json:"capture_format,omitempty"`
+	// CaptureStreams picks what the capture holds. Unset: stdout only.
+	CaptureStreams *CaptureStreams `json:"capture_streams,omitempty"`
+	// When is a condition over the item and the captured variables
+	// (internal/expr's grammar, ${...} around the paths allowed); the step
+	// is skipped when it is false.
+	When string `json:"when,omitempty"`
+	// OnSuccess is a shell command run after the step succeeds, in its
+	// directory, where ${shell.output} is the step's output (Prodigy's
+	// on_success: {shell: ...}). When it fails, the step has failed, under
+	// its retry_config.
+	OnSuccess string `json:"on_success,omitempty"`
+}
+
+// CaptureStreams are the streams a step's capture holds (Prodigy's
+// capture_streams).
+type CaptureStreams struct {
+	// Stdout is the value, read in capture_format. Unset: true.
+	Stdout *bool `json:"stdout,omitempty"`
+	// Stderr, ExitCode, Success and Duration (seconds) are read as
+	// ${NAME.stderr}, ${NAME.exit_code}, ${NAME.success}, ${NAME.duration}.
+	Stderr   bool `json:"stderr,omitempty"`
+	ExitCode bool `json:"exit_code,omitempty"`
+	Success  bool `json:"success,omitempty"`
+	Duration bool `json:"duration,omitempty"`
 }
 
 // Setup is a job's setup phase: steps run once, before any item, on one
