@@ -32,7 +32,7 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
-		os.Exit(1)
+		os.Exit(envflag.ExitCode(err))
 	}
 }
 
@@ -47,32 +47,33 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		debug.SetGCPercent(gcPercent)
 	}
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	env := envflag.New(getenv)
 	var conn natsconn.Options
 	conn.Register(fs, getenv)
 	cfg := agent.Config{}
-	fs.StringVar(&cfg.Prefix, "prefix", envflag.String(getenv, "FLEET_PREFIX", "fleet"), "subject and resource prefix (env FLEET_PREFIX)")
-	fs.StringVar(&cfg.Pool, "pool", envflag.String(getenv, "FLEET_POOL", "default"), "pool whose items this agent runs (env FLEET_POOL)")
+	fs.StringVar(&cfg.Prefix, "prefix", env.String("FLEET_PREFIX", "fleet"), "subject and resource prefix (env FLEET_PREFIX)")
+	fs.StringVar(&cfg.Pool, "pool", env.String("FLEET_POOL", "default"), "pool whose items this agent runs (env FLEET_POOL)")
 	fs.StringVar(&cfg.Name, "name", getenv("FLEET_AGENT_NAME"), "agent name in histories (default host-pid; env FLEET_AGENT_NAME)")
-	fs.IntVar(&cfg.Concurrency, "concurrency", envflag.Int(getenv, "FLEET_CONCURRENCY", agent.DefaultConcurrency), "items run at once (env FLEET_CONCURRENCY)")
-	fs.IntVar(&cfg.Prefetch, "prefetch", envflag.Int(getenv, "FLEET_PREFETCH", 0), "work messages buffered ahead of the workers (default: adaptive, env FLEET_PREFETCH)")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envflag.Duration(getenv, "FLEET_SHUTDOWN_TIMEOUT", agent.DefaultShutdownTimeout), "how long in-flight items may finish at shutdown (env FLEET_SHUTDOWN_TIMEOUT)")
-	fs.DurationVar(&cfg.KillGrace, "kill-grace", envDuration(getenv, "FLEET_KILL_GRACE", agent.DefaultKillGrace), "a shell step ended early (its timeout, cancel --kill, shutdown) has this long between SIGTERM and SIGKILL to its process group (env FLEET_KILL_GRACE)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", env.Int("FLEET_CONCURRENCY", agent.DefaultConcurrency), "items run at once (env FLEET_CONCURRENCY)")
+	fs.IntVar(&cfg.Prefetch, "prefetch", env.Int("FLEET_PREFETCH", 0), "work messages buffered ahead of the workers (default: adaptive, env FLEET_PREFETCH)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", env.Duration("FLEET_SHUTDOWN_TIMEOUT", agent.DefaultShutdownTimeout), "how long in-flight items may finish at shutdown (env FLEET_SHUTDOWN_TIMEOUT)")
+	fs.DurationVar(&cfg.KillGrace, "kill-grace", env.Duration("FLEET_KILL_GRACE", agent.DefaultKillGrace), "a shell step ended early (its timeout, cancel --kill, shutdown) has this long between SIGTERM and SIGKILL to its process group (env FLEET_KILL_GRACE)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", getenv("FLEET_WORK_DIR"), "where items' shell steps run: each item delivery in a fresh directory under <work-dir>/jetfleet-items, removed when it ends (default: the agent's working directory; env FLEET_WORK_DIR)")
-	fs.StringVar(&cfg.ClaudeCommand, "claude-command", envflag.String(getenv, "FLEET_CLAUDE_COMMAND", agent.DefaultClaudeCommand), "Claude Code's CLI, which runs claude steps headless: a path or a name on the PATH; an agent without it announces no claude capability (env FLEET_CLAUDE_COMMAND)")
-	claudeArgs := fs.String("claude-args", envflag.String(getenv, "FLEET_CLAUDE_ARGS", strings.Join(agent.DefaultClaudeArgs, " ")), "arguments of --claude-command before the prompt, separated by spaces (env FLEET_CLAUDE_ARGS)")
-	fs.IntVar(&cfg.KeepFailed, "keep-failed", envflag.Int(getenv, "FLEET_KEEP_FAILED", agent.DefaultKeepFailed), "directories of failed item deliveries kept in <work-dir>/jetfleet-failed, the most recent; negative = none (env FLEET_KEEP_FAILED)")
-	fs.DurationVar(&cfg.StepTimeout, "step-timeout", envDuration(getenv, "FLEET_STEP_TIMEOUT", agent.DefaultStepTimeout), "timeout of a step that sets none (env FLEET_STEP_TIMEOUT)")
+	fs.StringVar(&cfg.ClaudeCommand, "claude-command", env.String("FLEET_CLAUDE_COMMAND", agent.DefaultClaudeCommand), "Claude Code's CLI, which runs claude steps headless: a path or a name on the PATH; an agent without it announces no claude capability (env FLEET_CLAUDE_COMMAND)")
+	claudeArgs := fs.String("claude-args", env.String("FLEET_CLAUDE_ARGS", strings.Join(agent.DefaultClaudeArgs, " ")), "arguments of --claude-command before the prompt, separated by spaces (env FLEET_CLAUDE_ARGS)")
+	fs.IntVar(&cfg.KeepFailed, "keep-failed", env.Int("FLEET_KEEP_FAILED", agent.DefaultKeepFailed), "directories of failed item deliveries kept in <work-dir>/jetfleet-failed, the most recent; negative = none (env FLEET_KEEP_FAILED)")
+	fs.DurationVar(&cfg.StepTimeout, "step-timeout", env.Duration("FLEET_STEP_TIMEOUT", agent.DefaultStepTimeout), "timeout of a step that sets none (env FLEET_STEP_TIMEOUT)")
 	httpAllow := fs.String("http-allow", getenv("FLEET_HTTP_ALLOW"), "comma-separated IP addresses and CIDR networks the http step may connect to, and no other (env FLEET_HTTP_ALLOW); default: any but loopback, link-local and the agent's NATS servers")
 	stepEnv := fs.String("step-env", getenv("FLEET_STEP_ENV"), "more of the agent's environment variables that shell steps see, comma-separated names or prefixes ending in * (env FLEET_STEP_ENV); PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ and TMPDIR always")
-	fs.BoolVar(&cfg.StepEnvUnsafe, "step-env-unsafe", getenv("FLEET_STEP_ENV_UNSAFE") == "true", "let --step-env pass NATS_* and FLEET_* variables, and the credentials they hold, to every job (env FLEET_STEP_ENV_UNSAFE=true)")
-	fs.DurationVar(&cfg.PresenceInterval, "presence-interval", envflag.Duration(getenv, "FLEET_PRESENCE_INTERVAL", agent.DefaultPresenceInterval), "how often the agent writes its presence (pool, items in flight) to the agents bucket; negative = never (env FLEET_PRESENCE_INTERVAL)")
-	fs.DurationVar(&cfg.LimitLease, "limit-lease", envflag.Duration(getenv, "FLEET_LIMIT_LEASE", agent.DefaultLimitLease), "a step limit's concurrency slot comes back this long after its agent stops renewing it (it died) (env FLEET_LIMIT_LEASE)")
-	fs.DurationVar(&cfg.LimitWait, "limit-wait", envflag.Duration(getenv, "FLEET_LIMIT_WAIT", agent.DefaultLimitWait), "a run waits this long in the agent for its step's limit before it waits outside (delayed nak or parked) (env FLEET_LIMIT_WAIT)")
-	fs.DurationVar(&cfg.ParkAfter, "park-after", envflag.Duration(getenv, "FLEET_PARK_AFTER", agent.DefaultParkAfter), "retries and snoozes with at least this delay wait in the park stream (holding no MaxAckPending slot) instead of a delayed nak; negative = never park (env FLEET_PARK_AFTER)")
+	fs.BoolVar(&cfg.StepEnvUnsafe, "step-env-unsafe", env.Bool("FLEET_STEP_ENV_UNSAFE", false), "let --step-env pass NATS_* and FLEET_* variables, and the credentials they hold, to every job (env FLEET_STEP_ENV_UNSAFE=true)")
+	fs.DurationVar(&cfg.PresenceInterval, "presence-interval", env.Duration("FLEET_PRESENCE_INTERVAL", agent.DefaultPresenceInterval), "how often the agent writes its presence (pool, items in flight) to the agents bucket; negative = never (env FLEET_PRESENCE_INTERVAL)")
+	fs.DurationVar(&cfg.LimitLease, "limit-lease", env.Duration("FLEET_LIMIT_LEASE", agent.DefaultLimitLease), "a step limit's concurrency slot comes back this long after its agent stops renewing it (it died) (env FLEET_LIMIT_LEASE)")
+	fs.DurationVar(&cfg.LimitWait, "limit-wait", env.Duration("FLEET_LIMIT_WAIT", agent.DefaultLimitWait), "a run waits this long in the agent for its step's limit before it waits outside (delayed nak or parked) (env FLEET_LIMIT_WAIT)")
+	fs.DurationVar(&cfg.ParkAfter, "park-after", env.Duration("FLEET_PARK_AFTER", agent.DefaultParkAfter), "retries and snoozes with at least this delay wait in the park stream (holding no MaxAckPending slot) instead of a delayed nak; negative = never park (env FLEET_PARK_AFTER)")
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9091 (env FLEET_METRICS_ADDR)")
 	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6061; off by default (env FLEET_PPROF_ADDR)")
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
-	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env FLEET_LOG_LEVEL)")
+	logLevel := fs.String("log-level", env.String("FLEET_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env FLEET_LOG_LEVEL)")
 	verifyKey := fs.String("work-verify-key", getenv("FLEET_WORK_VERIFY_KEY"), "the coordinator's work-signing public key, or a file holding it (fleetctl auth init prints it and writes work-signing.pub): run only work items it signed for this pool (env FLEET_WORK_VERIFY_KEY)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -83,6 +84,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if *showVersion {
 		fmt.Println("agent", version.Get())
 		return nil
+	}
+	if err := env.Err(); err != nil {
+		return err
 	}
 	if err := conn.ApplyContext(getenv, false); err != nil {
 		return err
@@ -155,15 +159,6 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		cfg.Registerer = gens.Next()
 		return agent.New(nc, cfg).HandleBuiltins().Run(ctx)
 	})
-}
-
-// envDuration returns getenv(key) as a duration, or def when it is empty or
-// not one.
-func envDuration(getenv func(string) string, key string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(getenv(key)); err == nil {
-		return d
-	}
-	return def
 }
 
 // deniedConsumerCreate reports a refused request to create a consumer on

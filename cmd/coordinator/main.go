@@ -56,7 +56,7 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(1)
+		os.Exit(envflag.ExitCode(err))
 	}
 }
 
@@ -72,26 +72,27 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		defer gctune.Start(heapFloor)()
 	}
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	env := envflag.New(getenv)
 	var conn natsconn.Options
 	conn.Register(fs, getenv)
 	cfg := coordinator.Config{}
-	fs.StringVar(&cfg.Prefix, "prefix", envflag.String(getenv, "FLEET_PREFIX", "fleet"), "subject and resource prefix (env FLEET_PREFIX)")
-	fs.IntVar(&cfg.Provision.Replicas, "replicas", envflag.Int(getenv, "FLEET_REPLICAS", 1), "replicas of every stream and bucket: 1, or 3 on a 3-node cluster (env FLEET_REPLICAS)")
-	fs.DurationVar(&cfg.Provision.AckWait, "ack-wait", envflag.Duration(getenv, "FLEET_ACK_WAIT", 0), "work consumers' AckWait, the crash-detection timeout (default 30s) (env FLEET_ACK_WAIT)")
-	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", envflag.Int(getenv, "FLEET_MAX_DELIVER", 0), "work consumers' MaxDeliver backstop (default 100) (env FLEET_MAX_DELIVER)")
-	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", envflag.Int(getenv, "FLEET_MAX_ACK_PENDING", 0), "work consumers' MaxAckPending: items in flight plus retries waiting in a delayed nak, i.e. shorter than the agents' --park-after (default 20000) (env FLEET_MAX_ACK_PENDING)")
-	fs.Int64Var(&cfg.JobQueue, "job-queue", envflag.Int64(getenv, "FLEET_JOB_QUEUE", coordinator.DefaultJobQueue), "fair share: most messages of one job in the work stream at once (queued or running; parked retries excluded), so a new job starts behind at most this many items of each running job; negative = unbounded (env FLEET_JOB_QUEUE)")
+	fs.StringVar(&cfg.Prefix, "prefix", env.String("FLEET_PREFIX", "fleet"), "subject and resource prefix (env FLEET_PREFIX)")
+	fs.IntVar(&cfg.Provision.Replicas, "replicas", env.Int("FLEET_REPLICAS", 1), "replicas of every stream and bucket: 1, or 3 on a 3-node cluster (env FLEET_REPLICAS)")
+	fs.DurationVar(&cfg.Provision.AckWait, "ack-wait", env.Duration("FLEET_ACK_WAIT", 0), "work consumers' AckWait, the crash-detection timeout (default 30s) (env FLEET_ACK_WAIT)")
+	fs.IntVar(&cfg.Provision.MaxDeliver, "max-deliver", env.Int("FLEET_MAX_DELIVER", 0), "work consumers' MaxDeliver backstop (default 100) (env FLEET_MAX_DELIVER)")
+	fs.IntVar(&cfg.Provision.MaxAckPending, "max-ack-pending", env.Int("FLEET_MAX_ACK_PENDING", 0), "work consumers' MaxAckPending: items in flight plus retries waiting in a delayed nak, i.e. shorter than the agents' --park-after (default 20000) (env FLEET_MAX_ACK_PENDING)")
+	fs.Int64Var(&cfg.JobQueue, "job-queue", env.Int64("FLEET_JOB_QUEUE", coordinator.DefaultJobQueue), "fair share: most messages of one job in the work stream at once (queued or running; parked retries excluded), so a new job starts behind at most this many items of each running job; negative = unbounded (env FLEET_JOB_QUEUE)")
 	fs.StringVar(&cfg.InputDir, "input-dir", getenv("FLEET_INPUT_DIR"), "serve file inputs from this directory, and nowhere else (default: none, file inputs are refused; env FLEET_INPUT_DIR)")
 	// Limits on what a submission may ask of the fleet (docs/security.md).
-	fs.IntVar(&cfg.MaxSpecBytes, "max-spec-bytes", envflag.Int(getenv, "FLEET_MAX_SPEC_BYTES", coordinator.DefaultMaxSpecBytes), "largest job spec accepted, through the API and the durable intake (env FLEET_MAX_SPEC_BYTES)")
-	fs.Int64Var(&cfg.MaxItems, "max-items", int64(envflag.Int(getenv, "FLEET_MAX_ITEMS", coordinator.DefaultMaxItems)), "most items one job may have (env FLEET_MAX_ITEMS)")
-	fs.Int64Var(&cfg.MaxPathNodes, "max-path-nodes", int64(envflag.Int(getenv, "FLEET_MAX_PATH_NODES", coordinator.DefaultMaxPathNodes)), "most nodes a json_path that cannot be streamed may select or visit (env FLEET_MAX_PATH_NODES)")
-	fs.IntVar(&cfg.MaxGroups, "max-groups", envflag.Int(getenv, "FLEET_MAX_GROUPS", coordinator.DefaultMaxGroups), "most groups group_by may yield (env FLEET_MAX_GROUPS)")
-	fs.IntVar(&cfg.MaxOpenJobs, "max-open-jobs", envflag.Int(getenv, "FLEET_MAX_OPEN_JOBS", coordinator.DefaultMaxOpenJobs), "most jobs pending or running at once: at the limit jobs.submit is refused and durable submissions wait (env FLEET_MAX_OPEN_JOBS)")
-	fs.IntVar(&cfg.MaxPools, "max-pools", envflag.Int(getenv, "FLEET_MAX_POOLS", coordinator.DefaultMaxPools), "most pools (work consumers) jobs may create; the --pools are always accepted; -1 = only the --pools (env FLEET_MAX_POOLS)")
-	fs.IntVar(&cfg.ErrorSignatures, "error-signatures", envflag.Int(getenv, "FLEET_ERROR_SIGNATURES", coordinator.DefaultErrorSignatures), "error signatures a job's report keeps, the most frequent; the rest are counted as other (env FLEET_ERROR_SIGNATURES)")
-	fs.IntVar(&cfg.IntakeMaxDeliveries, "intake-max-deliveries", envflag.Int(getenv, "FLEET_INTAKE_MAX_DELIVERIES", coordinator.DefaultIntakeMaxDeliveries), "tries of a durable submission before it is rejected with the reason (env FLEET_INTAKE_MAX_DELIVERIES)")
-	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", envflag.Duration(getenv, "FLEET_LEASE_TTL", lease.DefaultTTL), "how long the leading coordinator's lease outlives its last renewal: another coordinator of the prefix takes over after about this long when it dies (env FLEET_LEASE_TTL)")
+	fs.IntVar(&cfg.MaxSpecBytes, "max-spec-bytes", env.Int("FLEET_MAX_SPEC_BYTES", coordinator.DefaultMaxSpecBytes), "largest job spec accepted, through the API and the durable intake (env FLEET_MAX_SPEC_BYTES)")
+	fs.Int64Var(&cfg.MaxItems, "max-items", int64(env.Int("FLEET_MAX_ITEMS", coordinator.DefaultMaxItems)), "most items one job may have (env FLEET_MAX_ITEMS)")
+	fs.Int64Var(&cfg.MaxPathNodes, "max-path-nodes", int64(env.Int("FLEET_MAX_PATH_NODES", coordinator.DefaultMaxPathNodes)), "most nodes a json_path that cannot be streamed may select or visit (env FLEET_MAX_PATH_NODES)")
+	fs.IntVar(&cfg.MaxGroups, "max-groups", env.Int("FLEET_MAX_GROUPS", coordinator.DefaultMaxGroups), "most groups group_by may yield (env FLEET_MAX_GROUPS)")
+	fs.IntVar(&cfg.MaxOpenJobs, "max-open-jobs", env.Int("FLEET_MAX_OPEN_JOBS", coordinator.DefaultMaxOpenJobs), "most jobs pending or running at once: at the limit jobs.submit is refused and durable submissions wait (env FLEET_MAX_OPEN_JOBS)")
+	fs.IntVar(&cfg.MaxPools, "max-pools", env.Int("FLEET_MAX_POOLS", coordinator.DefaultMaxPools), "most pools (work consumers) jobs may create; the --pools are always accepted; -1 = only the --pools (env FLEET_MAX_POOLS)")
+	fs.IntVar(&cfg.ErrorSignatures, "error-signatures", env.Int("FLEET_ERROR_SIGNATURES", coordinator.DefaultErrorSignatures), "error signatures a job's report keeps, the most frequent; the rest are counted as other (env FLEET_ERROR_SIGNATURES)")
+	fs.IntVar(&cfg.IntakeMaxDeliveries, "intake-max-deliveries", env.Int("FLEET_INTAKE_MAX_DELIVERIES", coordinator.DefaultIntakeMaxDeliveries), "tries of a durable submission before it is rejected with the reason (env FLEET_INTAKE_MAX_DELIVERIES)")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", env.Duration("FLEET_LEASE_TTL", lease.DefaultTTL), "how long the leading coordinator's lease outlives its last renewal: another coordinator of the prefix takes over after about this long when it dies (env FLEET_LEASE_TTL)")
 	// Retention (docs/deploy.md, "Retention"): how long finished jobs' records stay.
 	retention := messages.Duration(coordinator.DefaultJobRetention)
 	if v := getenv("FLEET_JOB_RETENTION"); v != "" {
@@ -102,7 +103,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		retention = d
 	}
 	fs.TextVar(&retention, "job-retention", retention, "how long a finished job's record is kept before it is deleted with the rest of the job's data, e.g. 7d, 36h (env FLEET_JOB_RETENTION)")
-	fs.DurationVar(&cfg.LateResultWindow, "late-result-window", envflag.Duration(getenv, "FLEET_LATE_RESULT_WINDOW", coordinator.DefaultLateResultWindow), "how long a finished job still counts late results; its data is cleaned up after it (and after its dead letters have left the DLQ) (env FLEET_LATE_RESULT_WINDOW)")
+	fs.DurationVar(&cfg.LateResultWindow, "late-result-window", env.Duration("FLEET_LATE_RESULT_WINDOW", coordinator.DefaultLateResultWindow), "how long a finished job still counts late results; its data is cleaned up after it (and after its dead letters have left the DLQ) (env FLEET_LATE_RESULT_WINDOW)")
 	// AD-44's settings: the environment, then the flags over it.
 	var budgetSettings budget.Settings
 	if err := envflag.Policy(fs, getenv, &budgetSettings, &cfg.BestEffort); err != nil {
@@ -111,14 +112,14 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
 	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default (env FLEET_PPROF_ADDR)")
 	pools := fs.String("pools", getenv("FLEET_POOLS"), "comma-separated pools whose work consumers are created at start, so agents that may only bind to theirs (least privilege) find them (env FLEET_POOLS)")
-	listen := fs.String("listen", envflag.String(getenv, "FLEET_LISTEN", "127.0.0.1:4222"), "embedded server address when no --server is given; beyond loopback it needs --auth-dir (env FLEET_LISTEN)")
+	listen := fs.String("listen", env.String("FLEET_LISTEN", "127.0.0.1:4222"), "embedded server address when no --server is given; beyond loopback it needs --auth-dir (env FLEET_LISTEN)")
 	authDir := fs.String("auth-dir", getenv("FLEET_AUTH_DIR"), "embedded server: admit only the users `fleetctl auth init DIR` wrote (and TLS if generated); the coordinator connects as DIR/coordinator.nk (env FLEET_AUTH_DIR)")
-	dataDir := fs.String("data-dir", envflag.String(getenv, "FLEET_DATA_DIR", "jetfleet-data"), "embedded server's JetStream directory (env FLEET_DATA_DIR)")
+	dataDir := fs.String("data-dir", env.String("FLEET_DATA_DIR", "jetfleet-data"), "embedded server's JetStream directory (env FLEET_DATA_DIR)")
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
-	logLevel := fs.String("log-level", envflag.String(getenv, "FLEET_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env FLEET_LOG_LEVEL)")
+	logLevel := fs.String("log-level", env.String("FLEET_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env FLEET_LOG_LEVEL)")
 	signingKey := fs.String("work-signing-key", getenv("FLEET_WORK_SIGNING_KEY"), "sign every work item with the nkey seed in this file (fleetctl auth init writes work-signing.nk; agents verify with --work-verify-key); with --auth-dir, DIR/work-signing.nk when present (env FLEET_WORK_SIGNING_KEY)")
 	var uiFlags uiOptions
-	uiFlags.register(fs, getenv)
+	uiFlags.register(fs, getenv, env)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -128,6 +129,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if *showVersion {
 		fmt.Println("coordinator", version.Get())
 		return nil
+	}
+	if err := env.Err(); err != nil {
+		return err
 	}
 	cfg.Budget = coordinator.BudgetSettings(budgetSettings)
 	if *signingKey == "" && *authDir != "" {

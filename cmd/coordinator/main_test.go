@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/embedded"
+	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -147,4 +148,35 @@ func TestUnreadableContextIsRefused(t *testing.T) {
 	err := run(context.Background(), nil, env)
 	require.ErrorIs(t, err, natsconn.ErrContext)
 	require.ErrorContains(t, err, `"nope"`)
+}
+
+// A malformed variable stops the coordinator at start, before it starts
+// a server or connects, with a usage error (exit code 2) naming it, its
+// value and what it should be, rather than running with the default; a
+// flag given for the same setting does not hide it.
+func TestMalformedEnvironmentIsRefused(t *testing.T) {
+	tests := []struct {
+		key, value string
+		args       []string
+		want       string
+	}{
+		{"FLEET_ACK_WAIT", "5x", nil, `FLEET_ACK_WAIT: "5x" is not a duration`},
+		{"FLEET_MAX_ITEMS", "lots", nil, `FLEET_MAX_ITEMS: "lots" is not an integer`},
+		{"FLEET_JOB_QUEUE", "1e3", []string{"--job-queue", "10"}, `FLEET_JOB_QUEUE: "1e3" is not an integer`},
+		{"FLEET_UI_READ_ONLY", "on", nil, `FLEET_UI_READ_ONLY: "on" is not a bool`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			env := func(k string) string {
+				if k == tt.key {
+					return tt.value
+				}
+				return ""
+			}
+			args := append([]string{"--data-dir", t.TempDir()}, tt.args...)
+			err := run(context.Background(), args, env)
+			require.ErrorContains(t, err, tt.want)
+			require.Equal(t, 2, envflag.ExitCode(err))
+		})
+	}
 }

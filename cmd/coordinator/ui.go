@@ -26,10 +26,10 @@ type uiOptions struct {
 	creds, nkey string
 }
 
-func (o *uiOptions) register(fs *flag.FlagSet, getenv func(string) string) {
+func (o *uiOptions) register(fs *flag.FlagSet, getenv func(string) string, env *envflag.Env) {
 	fs.StringVar(&o.addr, "ui-addr", getenv("FLEET_UI_ADDR"), "serve the web dashboard on this address, e.g. 127.0.0.1:8080 (env FLEET_UI_ADDR); loopback unless --ui-allow-remote")
-	fs.BoolVar(&o.readOnly, "ui-read-only", envflag.Bool(getenv, "FLEET_UI_READ_ONLY", false), "the dashboard hides and refuses cancel, replay and purge (env FLEET_UI_READ_ONLY)")
-	fs.BoolVar(&o.allowRemote, "ui-allow-remote", envflag.Bool(getenv, "FLEET_UI_ALLOW_REMOTE", false), "allow a --ui-addr other machines can reach, with the Host check off (put a TLS proxy in front: the token travels in clear) (env FLEET_UI_ALLOW_REMOTE)")
+	fs.BoolVar(&o.readOnly, "ui-read-only", env.Bool("FLEET_UI_READ_ONLY", false), "the dashboard hides and refuses cancel, replay and purge (env FLEET_UI_READ_ONLY)")
+	fs.BoolVar(&o.allowRemote, "ui-allow-remote", env.Bool("FLEET_UI_ALLOW_REMOTE", false), "allow a --ui-addr other machines can reach, with the Host check off (put a TLS proxy in front: the token travels in clear) (env FLEET_UI_ALLOW_REMOTE)")
 	fs.StringVar(&o.token, "ui-token", getenv("FLEET_UI_TOKEN"), "the dashboard's access token, at least 16 characters (env FLEET_UI_TOKEN; default: a random one, logged at start)")
 	fs.StringVar(&o.creds, "ui-creds", getenv("FLEET_UI_CREDS"), "credentials file the dashboard connects with (an operator's), instead of the coordinator's connection (env FLEET_UI_CREDS)")
 	fs.StringVar(&o.nkey, "ui-nkey", getenv("FLEET_UI_NKEY"), "nkey seed file the dashboard connects with (an operator's), instead of the coordinator's connection (env FLEET_UI_NKEY)")
