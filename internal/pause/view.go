@@ -28,6 +28,9 @@ type View struct {
 	pools map[string]time.Time
 	once  sync.Once
 	ready chan struct{}
+	// newer holds the revisions of the marks of a newer schema version
+	// already logged (key -> revision), so each is logged once.
+	newer sync.Map
 }
 
 // NewView returns an empty view.
@@ -81,8 +84,9 @@ func (v *View) Pools() []string {
 }
 
 // apply applies one entry to jobs and pools; it reports the kind and
-// name it changed.
-func apply(jobs, pools map[string]time.Time, e jetstream.KeyValueEntry) (kind, name string, paused, ok bool) {
+// name it changed. A mark of a newer schema version is left alone
+// (docs/contract.md §8): it changes nothing here, and is logged once.
+func (v *View) apply(jobs, pools map[string]time.Time, e jetstream.KeyValueEntry, log zerolog.Logger) (kind, name string, paused, ok bool) {
 	kind, name, ok = wire.ParsePauseKey(e.Key())
 	if !ok {
 		return "", "", false, false
@@ -97,6 +101,12 @@ func apply(jobs, pools map[string]time.Time, e jetstream.KeyValueEntry) (kind, n
 	}
 	var rec wire.PauseRecord
 	_ = json.Unmarshal(e.Value(), &rec) // a key without a record is paused all the same
+	if err := rec.V.Check("the pause mark " + e.Key()); err != nil {
+		if prev, seen := v.newer.Swap(e.Key(), e.Revision()); !seen || prev != e.Revision() {
+			log.Warn().Err(err).Str("key", e.Key()).Msg("pause mark left for a process of a newer release")
+		}
+		return "", "", false, false
+	}
 	if rec.At.IsZero() {
 		rec.At = e.Created()
 	}
@@ -138,11 +148,11 @@ func (v *View) Keep(ctx context.Context, kv jetstream.KeyValue, log zerolog.Logg
 				}
 			}, func(e jetstream.KeyValueEntry) {
 				if replaying {
-					apply(jobs, pools, e)
+					v.apply(jobs, pools, e, log)
 					return
 				}
 				v.mu.Lock()
-				kind, name, paused, ok := apply(v.jobs, v.pools, e)
+				kind, name, paused, ok := v.apply(v.jobs, v.pools, e, log)
 				v.mu.Unlock()
 				if ok && changed != nil {
 					changed(kind, name, paused)

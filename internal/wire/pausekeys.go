@@ -10,8 +10,9 @@ import (
 
 // PauseRecord is the value of a pause key: when, and by which coordinator.
 type PauseRecord struct {
-	At time.Time `json:"at"`
-	By string    `json:"by,omitempty"`
+	V  messages.Schema `json:"v"` // docs/contract.md §8
+	At time.Time       `json:"at"`
+	By string          `json:"by,omitempty"`
 }
 
 // PauseJobKey is a paused job's key in the pause bucket.

@@ -230,9 +230,10 @@ var cancelWait = 15 * time.Second
 
 // cancelRequest is the value of a cancel request.
 type cancelRequest struct {
-	By   string    `json:"by"`
-	At   time.Time `json:"at"`
-	Kill bool      `json:"kill,omitempty"` // terminate running steps too
+	V    messages.Schema `json:"v"` // docs/contract.md §8
+	By   string          `json:"by"`
+	At   time.Time       `json:"at"`
+	Kill bool            `json:"kill,omitempty"` // terminate running steps too
 }
 
 // requestCancel stores a cancel request and waits for the job to end.
@@ -284,6 +285,12 @@ func (c *Coordinator) followCancels(ctx context.Context) error {
 		id := e.Key()[len(wire.CancelKey("")):]
 		var req cancelRequest
 		_ = json.Unmarshal(e.Value(), &req) // a bad value is a plain cancel
+		if err := req.V.Check("the cancel request of job " + id); err != nil {
+			// Left, not carried out nor deleted, for a leader of the newer
+			// release (docs/contract.md §8); the watch delivers each once.
+			c.log.Warn().Err(err).Str("job_id", id).Msg("cancel request left for a coordinator of a newer release")
+			return
+		}
 		r := c.runner(id)
 		for wait := time.Now().Add(2 * adoptEvery); r == nil && time.Now().Before(wait); r = c.runner(id) {
 			// A job being resumed or adopted gets its runner shortly.

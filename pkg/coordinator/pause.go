@@ -466,10 +466,19 @@ func (c *Coordinator) dropPause(ctx context.Context, id string) {
 		return // not running
 	}
 	key := wire.PauseJobKey(id)
-	if _, err := c.pauseKV.Get(ctx, key); err != nil {
+	e, err := c.pauseKV.Get(ctx, key)
+	if err != nil {
 		return // none (or unreadable: retention tries again)
 	}
-	if err := c.pauseKV.Delete(ctx, key); err != nil && ctx.Err() == nil {
+	var rec wire.PauseRecord
+	_ = json.Unmarshal(e.Value(), &rec)
+	if err := rec.V.Check("the pause mark " + key); err != nil {
+		// A coordinator of the newer release deletes it (docs/contract.md §8).
+		c.log.Warn().Err(err).Str("job_id", id).Msg("pause mark of an ended job left for a coordinator of a newer release")
+		return
+	}
+	// Only the mark read: one written since is another's to judge.
+	if err := c.pauseKV.Delete(ctx, key, jetstream.LastRevision(e.Revision())); err != nil && ctx.Err() == nil {
 		c.log.Warn().Err(err).Str("job_id", id).Msg("cannot delete the pause of an ended job")
 	}
 }
