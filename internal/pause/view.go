@@ -84,8 +84,9 @@ func (v *View) Pools() []string {
 }
 
 // apply applies one entry to jobs and pools; it reports the kind and
-// name it changed. A mark of a newer schema version is left alone
-// (docs/contract.md §8): it changes nothing here, and is logged once.
+// name it changed. A mark of a newer schema version pauses all the same
+// (its key is the pause), but its record is not read (docs/contract.md §8);
+// it is logged once.
 func (v *View) apply(jobs, pools map[string]time.Time, e jetstream.KeyValueEntry, log zerolog.Logger) (kind, name string, paused, ok bool) {
 	kind, name, ok = wire.ParsePauseKey(e.Key())
 	if !ok {
@@ -102,10 +103,13 @@ func (v *View) apply(jobs, pools map[string]time.Time, e jetstream.KeyValueEntry
 	var rec wire.PauseRecord
 	_ = json.Unmarshal(e.Value(), &rec) // a key without a record is paused all the same
 	if err := rec.V.Check("the pause mark " + e.Key()); err != nil {
+		// The key is what pauses, whatever its record says: running the
+		// items of a job or pool an operator paused would be the unsafe
+		// way to not understand a mark. Only its fields are not read.
 		if prev, seen := v.newer.Swap(e.Key(), e.Revision()); !seen || prev != e.Revision() {
-			log.Warn().Err(err).Str("key", e.Key()).Msg("pause mark left for a process of a newer release")
+			log.Warn().Err(err).Str("key", e.Key()).Msg("pause mark of a newer release: its key pauses, its record is not read")
 		}
-		return "", "", false, false
+		rec = wire.PauseRecord{}
 	}
 	if rec.At.IsZero() {
 		rec.At = e.Created()

@@ -78,7 +78,7 @@ func TestViewFollowsTheBucket(t *testing.T) {
 // newer release (docs/contract.md §8): the view does not act on it (the
 // job is not paused here, changed is not called) and logs it once, also
 // when it is met again; a mark of this version is followed as before.
-func TestViewLeavesAMarkOfANewerSchemaAlone(t *testing.T) {
+func TestViewPausesOnAMarkOfANewerSchema(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	ctx := context.Background()
 	kv, err := srv.JS().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "fleet_pause"})
@@ -107,7 +107,7 @@ func TestViewLeavesAMarkOfANewerSchemaAlone(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	<-v.Ready()
 	_, ok := v.Job("before")
-	require.False(t, ok, "a mark of a newer schema made before the watch")
+	require.True(t, ok, "a mark of a newer schema made before the watch pauses all the same")
 
 	_, err = kv.Put(ctx, wire.PausePoolKey("gpu"), newer)
 	require.NoError(t, err)
@@ -120,16 +120,16 @@ func TestViewLeavesAMarkOfANewerSchemaAlone(t *testing.T) {
 		}
 		return nil
 	})
-	require.Empty(t, v.By("other", "gpu"), "a mark of a newer schema made while watching")
-	require.Empty(t, v.Pools())
+	require.NotEmpty(t, v.By("other", "gpu"), "a mark of a newer schema made while watching pauses")
+	require.Equal(t, []string{"gpu"}, v.Pools())
 	mu.Lock()
-	require.Equal(t, []string{Everything + ":", "job:current"}, changes)
+	require.Equal(t, []string{Everything + ":", messages.PausedByPool + ":gpu", "job:current"}, changes)
 	mu.Unlock()
-	require.Equal(t, 2, logs.count("pause mark left for a process of a newer release"), "each newer mark once")
+	require.Equal(t, 2, logs.count("pause mark of a newer release: its key pauses, its record is not read"), "each newer mark once")
 
 	// Met again by a fresh view of the same marks: still logged once each.
 	v.apply(map[string]time.Time{}, map[string]time.Time{}, entry(t, kv, wire.PauseJobKey("before")), zerolog.New(&logs))
-	require.Equal(t, 2, logs.count("pause mark left for a process of a newer release"))
+	require.Equal(t, 2, logs.count("pause mark of a newer release: its key pauses, its record is not read"))
 }
 
 func entry(t *testing.T, kv jetstream.KeyValue, key string) jetstream.KeyValueEntry {
