@@ -157,17 +157,9 @@ func Init(o Options) (*Result, error) {
 	}
 	res := &Result{Dir: o.Dir, Seeds: map[string]string{}, TLS: o.TLS}
 	for _, s := range specs {
-		kp, err := nkeys.CreateUser()
+		pub, seed, err := newUserKey()
 		if err != nil {
-			return nil, fmt.Errorf("auth: init: nkey: %w", err)
-		}
-		pub, err := kp.PublicKey()
-		if err != nil {
-			return nil, fmt.Errorf("auth: init: nkey: %w", err)
-		}
-		seed, err := kp.Seed()
-		if err != nil {
-			return nil, fmt.Errorf("auth: init: nkey: %w", err)
+			return nil, err
 		}
 		rolePools := []string{s.pool}
 		if s.role == RoleCoordinator {
@@ -290,4 +282,19 @@ func writeFile(path string, data []byte, mode fs.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// newUserKey makes a user nkey: its public key and its seed.
+func newUserKey() (pub string, seed []byte, err error) {
+	kp, err := nkeys.CreateUser()
+	if err == nil {
+		pub, err = kp.PublicKey()
+	}
+	if err == nil {
+		seed, err = kp.Seed()
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("auth: init: nkey: %w", err)
+	}
+	return pub, seed, nil
 }

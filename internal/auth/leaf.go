@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nats-io/nkeys"
-
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -167,17 +165,9 @@ func initLeaves(o Options, names messages.Names, res *Result) ([]leafFile, error
 		if agentUser == nil {
 			return nil, fmt.Errorf("auth: init: leaf %q: no agent user for the pool", pool)
 		}
-		kp, err := nkeys.CreateUser()
+		pub, seed, err := newUserKey()
 		if err != nil {
-			return nil, fmt.Errorf("auth: init: nkey: %w", err)
-		}
-		pub, err := kp.PublicKey()
-		if err != nil {
-			return nil, fmt.Errorf("auth: init: nkey: %w", err)
-		}
-		seed, err := kp.Seed()
-		if err != nil {
-			return nil, fmt.Errorf("auth: init: nkey: %w", err)
+			return nil, err
 		}
 		perms, err := LeafPermissions(names, pool, o.JSDomain, agentUser.NKey)
 		if err != nil {
