@@ -39,7 +39,10 @@ type Agent struct {
 	cfg Config
 	nc  *nats.Conn
 	log zerolog.Logger
-	tr  tracing.Tracer // spans (tracing.go); off when zero
+	// fencedLog logs at most one "state changed under us" line per
+	// fencedLogPeriod (link.go).
+	fencedLog zerolog.Logger
+	tr        tracing.Tracer // spans (tracing.go); off when zero
 
 	// httpc is the http steps' client, made on first use (httpguard.go).
 	httpOnce sync.Once
@@ -391,6 +394,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	a.metrics = newMetrics(a.cfg.Registerer)
 	a.presence = newPresence(a)
 	a.link = newLinkState(a.log, a.cfg.JSDomain)
+	a.fencedLog = a.log.Sample(&zerolog.BurstSampler{Burst: 1, Period: fencedLogPeriod})
 	a.prefetch = newPrefetch(a.cfg)
 	a.states = newStateCache(stateCacheSize)
 	a.results = make(chan pendingResult, 4*a.cfg.ResultBatch)

@@ -222,11 +222,15 @@ func (a *Agent) persist(ctx context.Context, it *item) (saved, fenced bool) {
 	case err == nil:
 		return true, false
 	case isFenced(err):
-		a.log.Warn().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).
-			Msg("item state changed under us: another agent holds the item; stepping aside")
+		a.fencedLog.Warn().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).
+			Msg("item state changed under us: another agent holds the item; stepping aside (more such lines within 30s are not logged)")
 		return false, true
 	}
-	a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Msg("cannot persist the item state")
+	ev := a.log.Warn()
+	if a.link.unreachableItem(err, "item state") {
+		ev = a.log.Debug()
+	}
+	ev.Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Msg("cannot persist the item state")
 	return false, false
 }
 

@@ -94,6 +94,25 @@ func (l *linkState) down() bool {
 	return !l.downSince.IsZero()
 }
 
+// unreachableItem reports whether err, from reading or writing an item's
+// state, is the hub not answering. If so it records the loss (one warning
+// per cut, like every other call) and the caller logs the item's line at
+// debug: a cut meets every item in its retry path, and a line per item is
+// noise that hides the one line that matters.
+func (l *linkState) unreachableItem(err error, what string) bool {
+	if l == nil || !unreachable(err) {
+		return false
+	}
+	l.lost(err, what)
+	return true
+}
+
+// fencedLogPeriod spaces the warnings that an item's state changed under
+// this agent: after a cut or a pause every item whose AckWait ran out
+// meets its redelivered copy at once, and one line per period (the
+// jetfleet_agent metrics count every one) says what happened.
+const fencedLogPeriod = 30 * time.Second
+
 // unreachable reports whether err is what a call gets while the hub's
 // JetStream cannot be reached: no responders, no answer in time, or a
 // pull whose heartbeats stopped.

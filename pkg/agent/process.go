@@ -259,7 +259,11 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot, free
 			if a.leaveNewer(it, err) {
 				return
 			}
-			log().Warn().Err(err).Msg("cannot read item state; retrying later")
+			ev := log().Warn()
+			if a.link.unreachableItem(err, "item state") {
+				ev = log().Debug()
+			}
+			ev.Err(err).Msg("cannot read item state; retrying later")
 			a.nakDelay(it, time.Second)
 			return
 		}
