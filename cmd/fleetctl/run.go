@@ -55,7 +55,7 @@ func runRun(ctx context.Context, env *cliEnv, args []string) int {
 		return exitUsage
 	}
 	o.conn, o.agents, o.concurrency = conn, *agents, *conc
-	if spec.Input != "" && expand.IsFileRef(spec.Input) {
+	if spec.Input != "" && expand.IsFileRef(spec.Input) && spec.Setup == nil { // a setup writes its input on an agent
 		// The in-process coordinator reads the local file: its input
 		// directory is the file's, as the job file names it (relative
 		// paths from the job file's directory, absolute ones as they are).

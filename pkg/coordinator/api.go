@@ -152,7 +152,7 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	if why := c.openJobsFull(); why != "" {
 		return nil, apiErr(messages.CodeTooMany, why)
 	}
-	if spec.Input == "" {
+	if spec.Input == "" && spec.InputCommand == "" {
 		// Inline items are at hand: refuse bad ones with this request rather
 		// than as a rejected job (the intake checks them again).
 		_, _, problems, err := c.countItems(ctx, jobspec.WithDefaults(spec))
