@@ -113,7 +113,8 @@ func (a *Agent) setupOutput(it *item) (*messages.SetupOutput, error) {
 	}
 	text := buf.Bytes()
 	if fromCommand {
-		text = commandItems(text)
+		js := it.job.spec.JSONPath
+		text = commandItems(text, js == "" || js == messages.DefaultJSONPath)
 	}
 	enc, _ := json.Marshal(string(text))
 	if buf.Len() > limit || len(enc) > limit {
@@ -124,13 +125,14 @@ func (a *Agent) setupOutput(it *item) (*messages.SetupOutput, error) {
 }
 
 // commandItems turns an input command's stdout into the job's input as
-// Prodigy reads it: JSON as it is (an array, or a single value, which
-// json_path reads), else one item per non-empty line, a line of JSON as
-// that value and any other line as {"item": line}.
-func commandItems(out []byte) []byte {
+// Prodigy reads it: JSON as it is (an array; a single value is one item,
+// unless a json_path of the job's own reads it: wrap is false then), else
+// one item per non-empty line, a line of JSON as that value and any other
+// line as {"item": line}.
+func commandItems(out []byte, wrap bool) []byte {
 	trimmed := bytes.TrimSpace(out)
 	if len(trimmed) > 0 && json.Valid(trimmed) {
-		if trimmed[0] == '[' {
+		if trimmed[0] == '[' || !wrap {
 			return trimmed
 		}
 		return append(append([]byte{'['}, trimmed...), ']')
@@ -164,7 +166,7 @@ func commandItems(out []byte) []byte {
 func (a *Agent) succeedSetup(ctx context.Context, it *item) {
 	out, err := a.setupOutput(it)
 	if err != nil {
-		it.st.Final, it.st.Reason, it.st.Error, it.st.ErrorClass = messages.OutcomeFailed, messages.ReasonPermanent, err.Error(), "error"
+		it.st.Final, it.st.Reason, it.st.Error, it.st.ErrorClass = messages.OutcomeFailed, messages.ReasonSetupInput, err.Error(), "error"
 		a.finalize(ctx, it)
 		return
 	}

@@ -288,7 +288,9 @@ func (c *Coordinator) finishSetup(ctx context.Context, rec wire.JobRecord, rev u
 	st := &messages.SetupStatus{State: res.Outcome, Output: wire.Clip(res.Output, maxErrorMessage), Error: res.Error, Agent: res.Agent}
 	if res.Outcome != messages.OutcomeSucceeded {
 		st.State = messages.OutcomeFailed
-		st.Step = setupStep(eff, res)
+		if res.Reason != messages.ReasonSetupInput { // its steps succeeded
+			st.Step = setupStep(eff, res)
+		}
 		return c.failSetup(ctx, rec, rev, st, nil)
 	}
 	if setupLeavesInput(eff) {

@@ -130,6 +130,10 @@ const (
 	// coordinator's signing key and the agents' verify key are not a pair,
 	// or the message was not sent by the coordinator.
 	ReasonBadSignature = "bad_signature"
+	// ReasonSetupInput: a setup item's steps succeeded, but the input
+	// they were to leave (the file map.input names, or the input
+	// command's output) is missing or larger than a result can carry.
+	ReasonSetupInput = "setup_input"
 )
 
 // Result is the outcome of one item run, on fleet.results.<job>.

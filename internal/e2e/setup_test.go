@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// setupFleet starts a server (with opts), a coordinator and two agents,
+// each with a work directory of its own, and returns a client.
+func setupFleet(t *testing.T, opts ...fleettest.Option) *coordinator.Client {
+	t.Helper()
+	srv := fleettest.RunServer(t, opts...)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	for _, name := range []string{"a1", "a2"} {
+		startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: name, Concurrency: 4, WorkDir: t.TempDir()}, testhooks.Agent{Provision: calmProvision}), nil)
+	}
+	return client(t, srv)
+}
+
+// submitYAML parses a workflow as fleetctl does and submits it as JSON.
+func submitYAML(t *testing.T, cl *coordinator.Client, id, workflow string) string {
+	t.Helper()
+	spec, err := jobspec.Parse([]byte(workflow))
+	require.NoError(t, err)
+	spec.ID = id
+	body, err := json.Marshal(spec)
+	require.NoError(t, err)
+	return submit(t, cl, string(body))
+}
+
+// A workflow in Prodigy's layout whose setup writes the map input: the
+// setup item runs on an agent, the coordinator expands the 8 items it
+// wrote, the filter keeps 6 of them, one fails (no retry_config: it runs
+// once and is dead-lettered), and the reduce sees the map's counts.
+func TestSetupWritesMapInput(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	cl := setupFleet(t)
+	id := submitYAML(t, cl, "setup-writes-input", `
+name: numbers from setup
+mode: mapreduce
+setup:
+  - shell: "echo preparing"
+  - shell: |
+      list='['
+      for n in 1 2 3 4 5 6 7; do list="$list{\"n\": $n},"; done
+      printf '%s{"n": 8}]\n' "$list" > numbers.json
+map:
+  input: numbers.json
+  json_path: "$[*]"
+  filter: "n > 2"
+  agent_template:
+    - shell: "test ${item.n} -ne 5 && echo ${item.n} >> `+out+`/seen"
+reduce:
+  - shell: "echo ${map.successful} of ${map.total} > `+out+`/summary"
+`)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.Equal(t, messages.CompletionAllCompleted, st.CompletionReason, "%+v", st)
+	require.EqualValues(t, 6, st.Items, "n > 2 of the 8 the setup wrote")
+	require.EqualValues(t, 5, st.Succeeded)
+	require.EqualValues(t, 1, st.DeadLettered)
+	require.Equal(t, messages.PhaseDone, st.Phase)
+	require.NotNil(t, st.Setup)
+	require.Equal(t, messages.OutcomeSucceeded, st.Setup.State)
+	require.Positive(t, st.Setup.InputBytes)
+	require.NotNil(t, st.Reduce)
+	require.Equal(t, messages.OutcomeSucceeded, st.Reduce.State)
+
+	seen := lines(t, filepath.Join(out, "seen"))
+	sort.Strings(seen)
+	require.Equal(t, []string{"3", "4", "6", "7", "8"}, seen)
+	summary, err := os.ReadFile(filepath.Join(out, "summary"))
+	require.NoError(t, err)
+	require.Equal(t, "5 of 6\n", string(summary))
+}
+
+// A setup step that fails fails the job before any item is published: the
+// status names the step, and keeps its error.
+func TestSetupFailureFailsJob(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	cl := setupFleet(t)
+	id := submitYAML(t, cl, "setup-fails", `
+mode: mapreduce
+setup:
+  - shell: "echo cloning"
+  - shell: "echo 'the repository is not reachable' >&2; exit 3"
+map:
+  input: never.json
+  agent_template:
+    - shell: "touch `+out+`/ran"
+`)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.Equal(t, messages.StateFailed, st.State)
+	require.Equal(t, messages.PhaseDone, st.Phase)
+	require.Contains(t, st.CompletionReason, "setup_failed: step 2 (setup-2)")
+	require.Contains(t, st.CompletionReason, "the repository is not reachable")
+	require.NotNil(t, st.Setup)
+	require.Equal(t, messages.OutcomeFailed, st.Setup.State)
+	require.Equal(t, "2 (setup-2)", st.Setup.Step)
+	require.Contains(t, st.Setup.Error, "the repository is not reachable")
+	require.Zero(t, st.Items)
+	require.NoFileExists(t, filepath.Join(out, "ran"))
+}
+
+// map.input given as a command: it runs on an agent, and its output, one
+// item per line, becomes the items ({"item": line}, as Prodigy reads it).
+func TestInputCommandItems(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	cl := setupFleet(t)
+	id := submitYAML(t, cl, "input-command", `
+mode: mapreduce
+map:
+  input: "printf 'north\nsouth\n\neast\nwest\n'"
+  agent_template:
+    - shell: "echo ${item.item} >> `+out+`/seen"
+`)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
+	require.EqualValues(t, 4, st.Items, "the empty line is no item")
+	require.EqualValues(t, 4, st.Succeeded)
+	seen := lines(t, filepath.Join(out, "seen"))
+	sort.Strings(seen)
+	require.Equal(t, []string{"east", "north", "south", "west"}, seen)
+
+	// JSON output is read through json_path.
+	id = submitYAML(t, cl, "input-command-json", `
+mode: mapreduce
+map:
+  input: "echo '{\"jobs\": [{\"k\": \"x\"}, {\"k\": \"y\"}]}'"
+  json_path: "$.jobs[*]"
+  agent_template:
+    - shell: "echo ${item.k} >> `+out+`/json"
+`)
+	st = waitJob(t, cl, id, 60*time.Second)
+	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
+	require.EqualValues(t, 2, st.Succeeded)
+}
+
+// A setup that leaves more than a result message can carry fails the job
+// with the bound in its reason, rather than truncating the items.
+func TestSetupInputTooLarge(t *testing.T) {
+	t.Parallel()
+	cl := setupFleet(t, fleettest.WithConfig(func(o *server.Options) { o.MaxPayload = 256 << 10 }))
+	id := submitYAML(t, cl, "setup-too-large", `
+mode: mapreduce
+setup:
+  - shell: "head -c 300000 /dev/zero | tr '\\0' 'x' > big.json"
+map:
+  input: big.json
+  agent_template:
+    - shell: "true"
+`)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.Equal(t, messages.StateFailed, st.State)
+	require.Contains(t, st.CompletionReason, "setup_failed")
+	require.Contains(t, st.CompletionReason, "input big.json is more than")
+	require.Contains(t, st.CompletionReason, "the limit is")
+	require.Contains(t, st.CompletionReason, "less 16384 for the rest of the result")
+	require.NotContains(t, st.CompletionReason, "step", "its steps succeeded")
+	require.Zero(t, st.Items)
+}
+
+// lines reads a file's non-empty lines.
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return strings.Fields(string(data))
+}
