@@ -184,3 +184,56 @@ func lines(t *testing.T, path string) []string {
 	require.NoError(t, err)
 	return strings.Fields(string(data))
 }
+
+// The setup item is durable: the coordinator that published it is killed
+// while it runs, the next one takes over the job in phase setup and
+// expands the items from the setup's result, which came in while no
+// coordinator led. The setup ran once; its phase shows in the status.
+func TestSetupSurvivesCoordinatorKill(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	srv := fleettest.RunServer(t)
+	cfg := func(holder string) coordinator.Config {
+		return coordinator.Config{Provision: coordinator.Provision(calmProvision), Holder: holder, LeaseTTL: 2 * time.Second}
+	}
+	first := startCoordinator(t, srv.URL(), cfg("c1"))
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 4, WorkDir: t.TempDir()}, testhooks.Agent{Provision: calmProvision}), nil)
+	cl := client(t, srv)
+	id := submitYAML(t, cl, "setup-failover", `
+mode: mapreduce
+setup:
+  - shell: |
+      echo run >> `+out+`/setup-runs
+      touch `+out+`/started
+      while [ ! -f `+out+`/go ]; do sleep 0.05; done
+      echo '[{"w": "a"}, {"w": "b"}, {"w": "c"}]' > words.json
+map:
+  input: words.json
+  agent_template:
+    - shell: "echo ${item.w} >> `+out+`/seen"
+`)
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		if _, err := os.Stat(filepath.Join(out, "started")); err != nil {
+			return err
+		}
+		return nil
+	})
+	st, err := cl.Status(t.Context(), id)
+	require.NoError(t, err)
+	require.Equal(t, messages.PhaseSetup, st.Phase)
+	require.Equal(t, messages.StateRunning, st.State)
+	require.Equal(t, "pending", st.Setup.State)
+
+	first.kill(t)
+	require.NoError(t, os.WriteFile(filepath.Join(out, "go"), nil, 0o600)) // the setup ends while no coordinator leads
+	startCoordinator(t, srv.URL(), cfg("c2"))
+
+	st = waitJob(t, cl, id, 60*time.Second)
+	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
+	require.EqualValues(t, 3, st.Items)
+	require.EqualValues(t, 3, st.Succeeded)
+	require.Equal(t, []string{"run"}, lines(t, filepath.Join(out, "setup-runs")), "the setup ran once")
+	seen := lines(t, filepath.Join(out, "seen"))
+	sort.Strings(seen)
+	require.Equal(t, []string{"a", "b", "c"}, seen)
+}

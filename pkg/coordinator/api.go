@@ -286,7 +286,9 @@ func (c *Coordinator) apiStatusHere(ctx context.Context, data []byte) (any, *mes
 	if err != nil {
 		return nil, unavailableOr(err)
 	}
-	if st.Source == messages.StatusFromRecord && !messages.TerminalState(st.State) {
+	if st.Source == messages.StatusFromRecord && !messages.TerminalState(st.State) && st.Phase != messages.PhaseSetup {
+		// (A job in its setup phase has no runner: its record, which its
+		// setup runner writes, is its status; setup.go.)
 		// An open job without a runner here yet (a new term, resuming its
 		// jobs): the record may be behind what the previous leader's runner
 		// answered, by as long as its writes failed (a fault).
