@@ -237,3 +237,43 @@ map:
 	sort.Strings(seen)
 	require.Equal(t, []string{"a", "b", "c"}, seen)
 }
+
+// An agent killed while it runs the setup leaves the setup item to
+// another after AckWait, which runs it again from its first step.
+func TestSetupSurvivesAgentKill(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(testProvision)})
+	agentCfg := func(name string) agent.Config {
+		return testhooks.WithAgent(agent.Config{Name: name, Concurrency: 4, WorkDir: t.TempDir()}, testhooks.Agent{Provision: testProvision})
+	}
+	victim := startAgent(t, srv.URL(), agentCfg("victim"), nil)
+	cl := client(t, srv)
+	id := submitYAML(t, cl, "setup-agent-kill", `
+mode: mapreduce
+setup:
+  - shell: |
+      echo run >> `+out+`/setup-runs
+      touch `+out+`/started
+      while [ ! -f `+out+`/go ]; do sleep 0.05; done
+      echo '[{"w": "x"}, {"w": "y"}]' > words.json
+map:
+  input: words.json
+  agent_template:
+    - shell: "echo ${item.w} >> `+out+`/seen"
+`)
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		_, err := os.Stat(filepath.Join(out, "started"))
+		return err
+	})
+	victim.kill(t)
+	require.NoError(t, os.WriteFile(filepath.Join(out, "go"), nil, 0o600))
+	startAgent(t, srv.URL(), agentCfg("heir"), nil)
+
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
+	require.EqualValues(t, 2, st.Succeeded)
+	require.Equal(t, "heir", st.Setup.Agent)
+	require.Equal(t, []string{"run", "run"}, lines(t, filepath.Join(out, "setup-runs")), "killed once, run again once")
+}
