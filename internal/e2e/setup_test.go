@@ -277,3 +277,42 @@ map:
 	require.Equal(t, "heir", st.Setup.Agent)
 	require.Equal(t, []string{"run", "run"}, lines(t, filepath.Join(out, "setup-runs")), "killed once, run again once")
 }
+
+// A job cancelled with kill during its setup ends cancelled with no items,
+// and its running setup step is terminated: the agent's one slot is free
+// for the next job.
+func TestSetupCancelKill(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 1, WorkDir: t.TempDir()}, testhooks.Agent{Provision: calmProvision}), nil)
+	cl := client(t, srv)
+	id := submitYAML(t, cl, "setup-cancel", `
+mode: mapreduce
+setup:
+  - shell: |
+      touch `+out+`/started
+      while true; do sleep 0.05; done
+map:
+  input: never.json
+  agent_template:
+    - shell: "touch `+out+`/ran"
+`)
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		_, err := os.Stat(filepath.Join(out, "started"))
+		return err
+	})
+	st, err := cl.JobCancel(t.Context(), id, coordinator.WithKill())
+	require.NoError(t, err)
+	require.Equal(t, messages.StateCancelled, st.State)
+	st = waitJob(t, cl, id, 30*time.Second)
+	require.Equal(t, messages.StateCancelled, st.State)
+	require.Equal(t, messages.PhaseDone, st.Phase)
+	require.Equal(t, messages.StateCancelled, st.Setup.State)
+	require.Zero(t, st.Items)
+
+	next := submit(t, cl, `{"items": [{"id": "after"}], "agent_template": [{"shell": "true"}]}`)
+	require.Equal(t, messages.StateSucceeded, waitJob(t, cl, next, 30*time.Second).State, "the killed setup freed the agent's slot")
+	require.NoFileExists(t, filepath.Join(out, "ran"))
+}

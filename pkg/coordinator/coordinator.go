@@ -108,8 +108,9 @@ type Coordinator struct {
 
 	mu      sync.Mutex
 	runners map[string]*jobRunner
-	// setups are the jobs whose setup runner runs (setup.go).
-	setups map[string]bool
+	// setups are the jobs whose setup runner runs, each with the func
+	// that stops it (setup.go).
+	setups map[string]context.CancelFunc
 	// runCtx is the current leadership term's context; nil while this
 	// coordinator does not lead. wg counts the term's goroutines (runners,
 	// intake, mover, replays, components); bg those that run whether or not
@@ -952,6 +953,9 @@ func (c *Coordinator) JobCancel(ctx context.Context, id string, opts ...CancelOp
 		st  *messages.JobStatus
 		err error
 	)
+	if s, ok, err := c.setupCancel(ctx, id, req.Kill); ok {
+		return s, err // in its setup phase (setup.go)
+	}
 	if r := c.runner(id); r != nil {
 		var s messages.JobStatus
 		s, err = r.stop(ctx, stopRequest{state: messages.StateCancelled, reason: messages.CompletionCancelled, kill: req.Kill})

@@ -109,16 +109,18 @@ func (c *Coordinator) startSetup(rec wire.JobRecord, rev uint64) {
 		return
 	}
 	if c.setups == nil {
-		c.setups = map[string]bool{}
+		c.setups = map[string]context.CancelFunc{}
 	}
 	id := rec.Status.ID
-	if c.setups[id] {
+	if c.setups[id] != nil {
 		return
 	}
-	c.setups[id] = true
+	ctx, cancel := context.WithCancel(ctx)
+	c.setups[id] = cancel
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		defer cancel()
 		next, nrev, ok := c.runSetup(ctx, rec, rev)
 		c.mu.Lock()
 		delete(c.setups, id)
@@ -405,4 +407,52 @@ func boolCount(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// setupCancel cancels a job in its setup phase whose setup runner runs
+// here: its record is written cancelled (the runner's own writes then
+// conflict and it stops), the setup item is purged if still queued, and a
+// map_ended event tells the agents, killing the running setup with kill.
+// handled is false when the job is not in its setup phase here: the
+// caller cancels it as any other.
+func (c *Coordinator) setupCancel(ctx context.Context, id string, kill bool) (st *messages.JobStatus, handled bool, err error) {
+	c.mu.Lock()
+	stop := c.setups[id]
+	c.mu.Unlock()
+	if stop == nil {
+		return nil, false, nil
+	}
+	for {
+		rec, rev, err := c.store.getRev(ctx, id)
+		if err != nil {
+			return nil, true, err
+		}
+		if rec.Status.Phase != messages.PhaseSetup || messages.TerminalState(rec.Status.State) {
+			return nil, false, nil // the setup ended meanwhile
+		}
+		now := c.cfg.hooks.Clock.Now()
+		s := &rec.Status
+		s.State, s.CompletionReason, s.MapState, s.MapReason = messages.StateCancelled, messages.CompletionCancelled, messages.StateCancelled, messages.CompletionCancelled
+		s.Phase, s.FinishedAt = messages.PhaseDone, &now
+		if s.Setup == nil {
+			s.Setup = &messages.SetupStatus{}
+		}
+		s.Setup.State = messages.StateCancelled
+		nrev, _, err := c.store.update(ctx, rec, rev)
+		if err != nil {
+			return nil, true, err
+		}
+		if nrev == 0 {
+			continue // the setup runner wrote: read again
+		}
+		stop()
+		if err := c.purgeSubject(ctx, c.names.WorkStream(), c.names.WorkSubject("*", id)); err != nil {
+			c.log.Warn().Err(err).Str("job_id", id).Msg("purging the queued setup item failed; agents skip it")
+		}
+		c.log.Info().Str("job_id", id).Bool("kill", kill).Msg("job cancelled during its setup")
+		c.event(id, messages.MapPhaseEndedEvent{State: s.State, Reason: s.CompletionReason, Kill: kill})
+		c.event(id, messages.JobCompletedEvent(*s))
+		c.metrics.jobsFinished.WithLabelValues(s.State).Inc()
+		return s, true, nil
+	}
 }
