@@ -316,3 +316,21 @@ map:
 	require.Equal(t, messages.StateSucceeded, waitJob(t, cl, next, 30*time.Second).State, "the killed setup freed the agent's slot")
 	require.NoFileExists(t, filepath.Join(out, "ran"))
 }
+
+// A setup beside inline items (jetfleet's layout) runs before them and
+// leaves no input: the items are the spec's.
+func TestSetupWithInlineItems(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	cl := setupFleet(t)
+	id := submit(t, cl, `{"id": "setup-inline", "setup": {"commands": [{"shell": "echo ready > `+out+`/ready"}]},
+		"items": [{"id": "a"}, {"id": "b"}],
+		"agent_template": [{"shell": "cat `+out+`/ready && echo ${item.id} >> `+out+`/seen"}]}`)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
+	require.EqualValues(t, 2, st.Succeeded)
+	require.Zero(t, st.Setup.InputBytes)
+	seen := lines(t, filepath.Join(out, "seen"))
+	sort.Strings(seen)
+	require.Equal(t, []string{"a", "b"}, seen)
+}
