@@ -171,8 +171,7 @@ map:
 	require.Equal(t, messages.StateFailed, st.State)
 	require.Contains(t, st.CompletionReason, "setup_failed")
 	require.Contains(t, st.CompletionReason, "input big.json is more than")
-	require.Contains(t, st.CompletionReason, "the limit is")
-	require.Contains(t, st.CompletionReason, "less 16384 for the rest of the result")
+	require.Contains(t, st.CompletionReason, "the limit is 244736 (the server's max_payload 262144 less 17408 for the rest of the result)")
 	require.NotContains(t, st.CompletionReason, "step", "its steps succeeded")
 	require.Zero(t, st.Items)
 }

@@ -72,7 +72,8 @@ func setupInput(spec *messages.JobSpec) (path string, fromCommand bool) {
 
 // setupItemsLimit is the most input text a setup result carries, encoded
 // as a JSON string: what a result message leaves under the server's
-// max_payload after wire.ItemHeadroom for its other fields.
+// max_payload after its headers and wire.ItemHeadroom for its other
+// fields.
 func (a *Agent) setupItemsLimit() int { return a.maxPayload() - wire.ItemHeadroom }
 
 // errSetupInput marks a setup whose input cannot be carried back.
@@ -119,7 +120,7 @@ func (a *Agent) setupOutput(it *item) (*messages.SetupOutput, error) {
 	enc, _ := json.Marshal(string(text))
 	if buf.Len() > limit || len(enc) > limit {
 		return nil, fmt.Errorf("%w: %s is more than %d bytes (as a JSON string); the limit is %d (the server's max_payload %d less %d for the rest of the result): have the setup write fewer or smaller items, or upload the input with fleetctl submit",
-			errSetupInput, field, min(buf.Len(), len(enc)), limit, a.maxPayload(), wire.ItemHeadroom)
+			errSetupInput, field, min(buf.Len(), len(enc)), limit, a.maxPayloadOf(), int(a.maxPayloadOf())-limit)
 	}
 	return &messages.SetupOutput{Items: string(text)}, nil
 }
