@@ -333,3 +333,22 @@ func TestSetupWithInlineItems(t *testing.T) {
 	sort.Strings(seen)
 	require.Equal(t, []string{"a", "b"}, seen)
 }
+
+// not_before holds a job's setup as it holds its items.
+func TestSetupHeldUntilNotBefore(t *testing.T) {
+	t.Parallel()
+	cl := setupFleet(t)
+	id := submit(t, cl, `{"id": "setup-later", "not_before": "1500ms", "setup": {"commands": [{"shell": "true"}]},
+		"items": [{"id": "a"}], "agent_template": [{"shell": "true"}]}`)
+	var st *messages.JobStatus
+	fleettest.WaitFor(t, 10*time.Second, func() (err error) {
+		st, err = cl.Status(t.Context(), id) // accepted through the durable intake
+		return err
+	})
+	require.Equal(t, messages.StateScheduled, st.State)
+	require.Equal(t, messages.PhaseSetup, st.Phase)
+	st = waitJob(t, cl, id, 30*time.Second)
+	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
+	require.NotNil(t, st.StartedAt)
+	require.GreaterOrEqual(t, st.StartedAt.Sub(st.SubmittedAt), 1400*time.Millisecond, "started at not_before")
+}

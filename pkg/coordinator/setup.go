@@ -82,6 +82,7 @@ func (c *Coordinator) acceptSetup(ctx context.Context, seq uint64, spec, eff *me
 		},
 		SubmitSeq: seq,
 	}
+	holdAtAcceptance(&rec, now) // not_before holds the setup too (notbefore.go)
 	nrev, _, err := c.store.update(ctx, &rec, rev)
 	if err != nil {
 		return err
@@ -137,6 +138,11 @@ func (c *Coordinator) startSetup(rec wire.JobRecord, rev uint64) {
 // revision, ok false when ctx ended first.
 func (c *Coordinator) runSetup(ctx context.Context, rec wire.JobRecord, rev uint64) (wire.JobRecord, uint64, bool) {
 	log := c.log.With().Str("job_id", rec.Status.ID).Logger()
+	if rec.Status.State == messages.StateScheduled {
+		if err := c.waitNotBefore(ctx, rec.Spec.NotBefore); err != nil {
+			return rec, rev, false
+		}
+	}
 	bo := retry.NewBackoff(setupBackoff, nil, nil)
 	for {
 		var err error
@@ -191,6 +197,28 @@ func (c *Coordinator) runSetup(ctx context.Context, rec wire.JobRecord, rev uint
 	}
 }
 
+// waitNotBefore waits until notBefore (RFC 3339, as holdAtAcceptance
+// wrote it) on the coordinator's clock, or ctx ends.
+func (c *Coordinator) waitNotBefore(ctx context.Context, notBefore string) error {
+	at, err := time.Parse(time.RFC3339Nano, notBefore)
+	if err != nil {
+		return nil // not a time: now
+	}
+	for {
+		left := at.Sub(c.cfg.hooks.Clock.Now())
+		if left <= 0 {
+			return nil
+		}
+		t := time.NewTimer(min(left, time.Second)) // the clock may be moved
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // publishSetup publishes the job's setup item (again: the message id makes
 // it a no-op within the duplicates window) and marks the job running.
 func (c *Coordinator) publishSetup(ctx context.Context, rec wire.JobRecord, rev uint64) (wire.JobRecord, uint64, error) {
@@ -215,7 +243,7 @@ func (c *Coordinator) publishSetup(ctx context.Context, rec wire.JobRecord, rev 
 	if _, err := c.js.PublishMsg(ctx, m); err != nil {
 		return rec, rev, fmt.Errorf("publishing the setup item: %w", err)
 	}
-	if rec.Status.State != messages.StatePending {
+	if rec.Status.State != messages.StatePending && rec.Status.State != messages.StateScheduled {
 		return rec, rev, nil
 	}
 	now := c.cfg.hooks.Clock.Now()
