@@ -57,7 +57,8 @@ func runSubmit(ctx context.Context, env *cliEnv, args []string) int {
 	// request is bounded.
 	c.untimed = true
 	return c.run(ctx, func(ctx context.Context, client *client.Client) int {
-		if spec.Input != "" && !strings.Contains(spec.Input, "://") {
+		// A setup writes its input on an agent: nothing to upload.
+		if spec.Input != "" && !strings.Contains(spec.Input, "://") && spec.Setup == nil {
 			ref, digest, err := uploadInput(ctx, c.nc, c.conn.prefix, c.conn.JSDomain, localInput(path, spec.Input))
 			if err != nil {
 				errorf(env, "uploading input %s: %v", spec.Input, err)

@@ -55,7 +55,7 @@ func runRun(ctx context.Context, env *cliEnv, args []string) int {
 		return exitUsage
 	}
 	o.conn, o.agents, o.concurrency = conn, *agents, *conc
-	if spec.Input != "" && expand.IsFileRef(spec.Input) {
+	if spec.Input != "" && expand.IsFileRef(spec.Input) && spec.Setup == nil { // a setup writes its input on an agent
 		// The in-process coordinator reads the local file: its input
 		// directory is the file's, as the job file names it (relative
 		// paths from the job file's directory, absolute ones as they are).
@@ -200,6 +200,21 @@ func printSummary(out io.Writer, st *messages.JobStatus, elapsed time.Duration) 
 	}
 	for _, a := range st.Unreachable {
 		fmt.Fprintf(w, "  unreachable agent %s: not heard from since %s (%s ago)\n", a.Name, a.Since.Format(time.RFC3339), time.Since(a.Since).Round(time.Second))
+	}
+	if st.Phase != "" && !messages.TerminalState(st.State) {
+		fmt.Fprintf(w, "  phase\t%s\n", st.Phase)
+	}
+	if su := st.Setup; su != nil {
+		line := su.State
+		switch {
+		case su.Step != "":
+			line += " at step " + su.Step + ": " + oneLine(su.Error, 80)
+		case su.Error != "":
+			line += ": " + oneLine(su.Error, 80)
+		case su.InputBytes > 0:
+			line += fmt.Sprintf(", left %d bytes of input", su.InputBytes)
+		}
+		fmt.Fprintf(w, "  setup\t%s\n", line)
 	}
 	row("items", st.Items, "")
 	row("succeeded", st.Succeeded, "")

@@ -76,11 +76,10 @@ func TestClaudeStepsNeedAnAgentWithTheCLI(t *testing.T) {
 	require.Equal(t, "agent_template[1].claude", apiErr.Field)
 	require.Contains(t, apiErr.Message, `agent_template[1].claude: no agent of pool "default" runs claude steps`)
 
-	// What this version reads but does not run is refused by field too.
-	spec, err := jobspec.ToJSON([]byte("mode: mapreduce\nsetup:\n  - shell: ./list > items.json\nmap:\n  input: items.json\n  agent_template: [{shell: \"true\"}]\n"))
+	// A setup's claude step too.
+	spec, err := jobspec.ToJSON([]byte("mode: mapreduce\nsetup:\n  - claude: /list-targets\nmap:\n  input: items.json\n  agent_template: [{shell: \"true\"}]\n"))
 	require.NoError(t, err)
 	_, err = f.Client.JobSubmit(t.Context(), spec)
 	require.ErrorAs(t, err, &apiErr)
-	require.Equal(t, "setup", apiErr.Field)
-	require.Contains(t, apiErr.Message, "setup phases are not run by this version of jetfleet")
+	require.Equal(t, "setup.commands[0].claude", apiErr.Field)
 }

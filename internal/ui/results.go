@@ -88,7 +88,7 @@ func newJobStats() *jobStats {
 
 // add counts one result.
 func (s *jobStats) add(r *messages.Result) {
-	if r.Outcome == messages.OutcomeReopened || r.Phase == messages.PhaseReduce {
+	if r.Outcome == messages.OutcomeReopened || r.Phase != "" { // reduce and setup items are not the job's
 		return
 	}
 	s.read++

@@ -197,7 +197,7 @@ func smallInt(v []byte) (int64, bool) {
 
 // resultFields are Result's JSON names.
 var resultFields = []string{"v", "job_id", "item_id", "index", "group", "outcome", "generation", "attempts", "retries", "item_runs", "reason",
-	"error", "error_class", "signature", "output", "phase", "agent", "finished_at", "duration_ms", "steps"}
+	"error", "error_class", "signature", "output", "phase", "agent", "finished_at", "duration_ms", "steps", "setup"}
 
 // decodeResult decodes obj, a JSON object, into r (zero).
 func decodeResult(obj []byte, r *messages.Result) error {
@@ -274,6 +274,8 @@ func resultMember(r, prev *messages.Result, name, v []byte) error {
 		return setInt64(v, &r.DurationMS)
 	case "steps":
 		return json.Unmarshal(v, &r.Steps)
+	case "setup":
+		return json.Unmarshal(v, &r.Setup)
 	}
 	return unknownMember(name, v, resultFields)
 }
@@ -403,10 +405,10 @@ func decodeWorkItem(obj []byte, wi *WorkItem) error {
 
 // appendResult appends json.Marshal(r), byte for byte, when that is easy
 // to be sure of: every string plain (printable ASCII with nothing to
-// escape, for JSON or for HTML) and no steps. ok is false otherwise, and
-// nothing is appended.
+// escape, for JSON or for HTML), no steps and no setup output. ok is false
+// otherwise, and nothing is appended.
 func appendResult(b []byte, r *messages.Result) (_ []byte, ok bool) {
-	if len(r.Steps) > 0 || !plainJSONString(r.JobID) || !plainJSONString(r.ItemID) || !plainJSONString(r.Group) ||
+	if len(r.Steps) > 0 || r.Setup != nil || !plainJSONString(r.JobID) || !plainJSONString(r.ItemID) || !plainJSONString(r.Group) ||
 		!plainJSONString(r.Outcome) || !plainJSONString(r.Reason) || !plainJSONString(r.Error) ||
 		!plainJSONString(r.ErrorClass) || !plainJSONString(r.Signature) || !plainJSONString(r.Output) ||
 		!plainJSONString(r.Phase) || !plainJSONString(r.Agent) {

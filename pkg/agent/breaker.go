@@ -70,7 +70,7 @@ type breakerTicket struct {
 // policy) for a delivery: nil when it has none, and for the reduce item,
 // which concludes the job rather than calling what the breaker protects.
 func jobBreaker(it *item) *retry.Breaker {
-	if it.job.workflow == nil || it.wi.Phase == messages.PhaseReduce {
+	if it.job.workflow == nil || it.wi.Phase != "" {
 		return nil
 	}
 	return it.job.workflow.Breaker()
@@ -207,7 +207,7 @@ func stepBreakerKey(job string, i int) string { return job + "." + strconv.Itoa(
 func (a *Agent) admitStepBreaker(ctx context.Context, it *item, i int) bool {
 	it.stepBreaker = breakerTicket{}
 	b := it.set.policies[i].Breaker()
-	if b == nil || it.wi.Phase == messages.PhaseReduce {
+	if b == nil || it.wi.Phase != "" {
 		return true
 	}
 	var admitted bool

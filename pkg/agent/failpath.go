@@ -44,7 +44,13 @@ func (a *Agent) stepFailed(ctx context.Context, it *item, i, attempt int, f *ret
 		// call a dependency they are about to shut off.
 		it.freeSlot()
 	}
-	if sf.NeedsClaim() {
+	switch {
+	case !sf.NeedsClaim():
+	case it.wi.Phase == messages.PhaseSetup:
+		// The job's budget is made once its items are known, after the
+		// setup: the setup's retries are bounded by its steps' attempts.
+		sf.Grant.Granted = true
+	default:
 		var ok bool
 		if sf.Grant, ok = a.claim(ctx, it); !ok {
 			return a.act(ctx, it, att, failure.End{Kind: failure.EndLater})
@@ -111,7 +117,9 @@ func (a *Agent) stepEnds(ctx context.Context, it *item, i, attempt int, att mess
 // workflow's retry policy and a budget claim, or the custom step) and asks it.
 func (a *Agent) itemFailed(ctx context.Context, it *item, v failure.End, class string) failure.End {
 	reason, err := v.Reason, v.Err()
-	f := failure.ItemFailure{Reduce: it.wi.Phase == messages.PhaseReduce, Action: it.job.onItem, Reason: reason, Err: err}
+	// A reduce or setup item's outcome is the job's: on_item_failure does
+	// not apply to it.
+	f := failure.ItemFailure{Reduce: it.wi.Phase != "", Action: it.job.onItem, Reason: reason, Err: err}
 	if !f.Reduce {
 		switch f.Action {
 		case messages.ItemFailureRetry, messages.ItemFailureDLQ:

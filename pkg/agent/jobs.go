@@ -24,6 +24,7 @@ type job struct {
 	spec     *messages.JobSpec
 	mapSteps *stepSet
 	reduce   *stepSet // nil without reduce steps
+	setup    *stepSet // nil without setup steps or an input command (setup.go)
 	workflow *retry.Workflow
 	custom   command // on_item_failure: custom with a shell step
 	env      []string
@@ -40,7 +41,7 @@ type job struct {
 // pool is the pool the coordinator routed wi to: its group's route, or
 // the job's pool (the reduce item always runs on the job's pool).
 func (j *job) pool(wi *wire.WorkItem) string {
-	if p, ok := j.routes[wi.Group]; ok && wi.Phase != messages.PhaseReduce {
+	if p, ok := j.routes[wi.Group]; ok && wi.Phase == "" {
 		return p
 	}
 	if j.spec.Pool != "" {
@@ -258,6 +259,9 @@ func compileJob(id string, spec *messages.JobSpec) (*job, error) {
 		if j.reduce, err = compileSteps(id, "reduce", spec.Reduce); err != nil {
 			return nil, err
 		}
+	}
+	if j.setup, err = compileSetup(id, spec); err != nil {
+		return nil, err
 	}
 	return j, nil
 }

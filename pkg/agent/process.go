@@ -103,7 +103,7 @@ type carried struct {
 // reduce item carry nothing. The latest attempt of an earlier generation in
 // the history says where the item stopped.
 func carriedAttempts(wi *wire.WorkItem) carried {
-	if wi.ResetAttempts || wi.ReplayCount == 0 || wi.Phase == messages.PhaseReduce {
+	if wi.ResetAttempts || wi.ReplayCount == 0 || wi.Phase != "" {
 		return carried{}
 	}
 	for i := len(wi.History) - 1; i >= 0; i-- {
@@ -239,6 +239,12 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot, free
 			return
 		}
 		defer cleanup()
+	} else if it.wi.Phase == messages.PhaseSetup {
+		if it.job.setup == nil {
+			a.poison(ctx, it, messages.ReasonPoison, errors.New("setup item of a job without setup steps or an input command"))
+			return
+		}
+		it.set = it.job.setup
 	} else if it.wi.Generation == 0 && a.jobs.isEnded(it.wi.JobID) {
 		// The job stopped, was cancelled or completed early: the coordinator
 		// counted this item not_run. Replays (generation > 0) still run.
@@ -433,8 +439,11 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 	if it.st.StartedAt.IsZero() {
 		it.st.StartedAt = a.cfg.hooks.Clock.Now().Round(0) // the run begins: it is persisted with the state
 	}
-	if it.wi.Phase != messages.PhaseReduce {
+	switch it.wi.Phase {
+	case "":
 		it.deadline = retry.NewDeadline(it.st.StartedAt, it.job.spec.AgentTimeout.D())
+	case messages.PhaseSetup:
+		it.deadline = setupDeadline(it)
 	}
 	for first := true; it.st.Step < len(it.set.steps); first = false {
 		i := it.st.Step
@@ -513,6 +522,10 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 		a.stepDone(it, out)
 	}
 	a.settleBreaker(ctx, it, retry.OutcomeSuccess)
+	if it.wi.Phase == messages.PhaseSetup {
+		a.succeedSetup(ctx, it)
+		return
+	}
 	a.succeed(ctx, it)
 }
 
@@ -532,7 +545,7 @@ func (it *item) freeSlot() {
 func (a *Agent) failureEnds(it *item, i int) bool {
 	fa := it.set.policies[i].OnFailure()
 	return fa.Action != messages.OnFailureContinue && !fa.NeedsFallback() &&
-		(it.wi.Phase == messages.PhaseReduce || it.job.onItem != messages.ItemFailureCustom)
+		(it.wi.Phase != "" || it.job.onItem != messages.ItemFailureCustom)
 }
 
 // stepDone moves the item to its next step.
@@ -674,7 +687,7 @@ func (a *Agent) attempt(it *item, step, attempt int, f *retry.Failure, class str
 // itemRun is the item's whole-item run (1-based) in a job whose
 // error_policy.retry_config re-runs failed items, 0 in others.
 func itemRun(it *item) int {
-	if it.job == nil || it.job.workflow == nil || it.job.workflow.Retry() == nil || it.wi.Phase == messages.PhaseReduce {
+	if it.job == nil || it.job.workflow == nil || it.job.workflow.Retry() == nil || it.wi.Phase != "" {
 		return 0
 	}
 	return max(it.st.ItemRun, 1)

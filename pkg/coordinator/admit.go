@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -66,9 +68,6 @@ func (c *Coordinator) admitSpec(data []byte) (spec *messages.JobSpec, problems [
 	spec, err := jobspec.Parse(data)
 	if err != nil {
 		return nil, boundProblems(problemsOf(err))
-	}
-	if p := jobspec.NotRun(spec); len(p) > 0 {
-		return spec, boundProblems(p)
 	}
 	rec, err := json.Marshal(wire.JobRecord{Spec: jobspec.WithDefaults(spec)})
 	if err != nil {
@@ -292,4 +291,48 @@ func tailBytes(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// itemsAccepted completes the record of a job whose items were counted
+// (total, in groups): routes and groups, its budgets, its pools' consumers
+// and park streams, best effort. requested is the best_effort the
+// submission gave (before defaults). problems says why the job cannot be
+// accepted (its record would not fit); err is a failure to retry.
+func (c *Coordinator) itemsAccepted(ctx context.Context, requested *messages.BestEffort, rec *wire.JobRecord, total int64, groups map[string]int64, now time.Time) (problems []messages.FieldError, err error) {
+	eff := rec.Spec
+	rec.Routes = c.routes(ctx, eff, groups)
+	if eff.GroupBy != "" {
+		rec.Status.Groups = make(map[string]messages.GroupStatus, len(groups))
+		for g, n := range groups {
+			rec.Status.Groups[g] = messages.GroupStatus{Items: n}
+		}
+	}
+	if size := recordSize(rec); size > c.maxRecordBytes() {
+		return []messages.FieldError{{Field: "group_by", Message: fmt.Sprintf(
+			"the job's record, with its %d groups, would take %d bytes; the limit is %d (the server's max_payload %d less %d for the job's status)",
+			len(groups), size, c.maxRecordBytes(), c.maxPayload(), c.statusRoom())}}, nil
+	}
+	brec := budget.Effective(eff, total, c.cfg.Budget.settings())
+	if err := c.createBudgets(ctx, rec, brec, poolItems(eff.Pool, total, groups, rec.Routes)); err != nil {
+		return nil, err
+	}
+	rec.Status.Budget = brec.Status()
+	if err := c.ensurePools(ctx, eff.Pool, rec.Routes); err != nil {
+		return nil, err
+	}
+	if eff.BestEffort != nil {
+		if requested == nil { // a setup job's: its defaults were applied at acceptance
+			be := *eff.BestEffort
+			requested = &be
+		}
+		clampedBy := c.cfg.BestEffort.Apply(requested, eff.BestEffort) // the operator's defaults and cap
+		rec.Status.BestEffort = bestEffortStatus(requested, eff.BestEffort, len(groups))
+		rec.Status.BestEffort.ClampedBy = clampedBy
+		if eff.BestEffort.Deadline > 0 {
+			dl := dueAt(rec, now).Add(eff.BestEffort.Deadline.D()) // from not_before, if later
+			rec.Deadline = &dl
+			rec.Status.BestEffort.Deadline = &dl
+		}
+	}
+	return nil, nil
 }

@@ -229,6 +229,11 @@ func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpe
 	for i := range spec.Reduce {
 		check("reduce["+strconv.Itoa(i)+"]", &spec.Reduce[i])
 	}
+	if st := spec.Setup; st != nil {
+		for i := range st.Commands {
+			check("setup.commands["+strconv.Itoa(i)+"]", &st.Commands[i])
+		}
+	}
 	if ep := spec.ErrorPolicy; ep != nil && ep.OnItemFailure != nil {
 		check("error_policy.on_item_failure.custom", ep.OnItemFailure.Custom)
 	}

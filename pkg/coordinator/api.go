@@ -152,7 +152,7 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	if why := c.openJobsFull(); why != "" {
 		return nil, apiErr(messages.CodeTooMany, why)
 	}
-	if spec.Input == "" {
+	if spec.Input == "" && spec.InputCommand == "" {
 		// Inline items are at hand: refuse bad ones with this request rather
 		// than as a rejected job (the intake checks them again).
 		_, _, problems, err := c.countItems(ctx, jobspec.WithDefaults(spec))
@@ -286,7 +286,9 @@ func (c *Coordinator) apiStatusHere(ctx context.Context, data []byte) (any, *mes
 	if err != nil {
 		return nil, unavailableOr(err)
 	}
-	if st.Source == messages.StatusFromRecord && !messages.TerminalState(st.State) {
+	if st.Source == messages.StatusFromRecord && !messages.TerminalState(st.State) && st.Phase != messages.PhaseSetup {
+		// (A job in its setup phase has no runner: its record, which its
+		// setup runner writes, is its status; setup.go.)
 		// An open job without a runner here yet (a new term, resuming its
 		// jobs): the record may be behind what the previous leader's runner
 		// answered, by as long as its writes failed (a fault).

@@ -108,6 +108,9 @@ type Coordinator struct {
 
 	mu      sync.Mutex
 	runners map[string]*jobRunner
+	// setups are the jobs whose setup runner runs, each with the func
+	// that stops it (setup.go).
+	setups map[string]context.CancelFunc
 	// runCtx is the current leadership term's context; nil while this
 	// coordinator does not lead. wg counts the term's goroutines (runners,
 	// intake, mover, replays, components); bg those that run whether or not
@@ -285,6 +288,10 @@ func (c *Coordinator) resume(ctx context.Context) error {
 // startRunner starts the runner of a job whose record is at revision rev,
 // if this coordinator leads and runs none for it.
 func (c *Coordinator) startRunner(rec wire.JobRecord, rev uint64) {
+	if rec.Status.Phase == messages.PhaseSetup {
+		c.startSetup(rec, rev) // its items are not known yet (setup.go)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ctx := c.runCtx
@@ -713,6 +720,9 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 	case err != nil && !errors.Is(err, errNoJob):
 		return err
 	}
+	if needsSetup(eff) {
+		return c.acceptSetup(ctx, seq, spec, eff, rev, now) // setup.go
+	}
 	if problems := c.checkInput(eff); len(problems) > 0 {
 		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
@@ -740,38 +750,13 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 			ID: spec.ID, Name: eff.Name, Pool: eff.Pool, State: messages.StatePending,
 			Items: total, SubmittedAt: now,
 		},
-		Routes:    c.routes(ctx, eff, groups),
 		SubmitSeq: seq,
 	}
 	holdAtAcceptance(&rec, now) // not_before (notbefore.go)
-	if eff.GroupBy != "" {
-		rec.Status.Groups = make(map[string]messages.GroupStatus, len(groups))
-		for g, n := range groups {
-			rec.Status.Groups[g] = messages.GroupStatus{Items: n}
-		}
-	}
-	if size := recordSize(&rec); size > c.maxRecordBytes() {
-		return c.reject(ctx, seq, spec.ID, []messages.FieldError{{Field: "group_by", Message: fmt.Sprintf(
-			"the job's record, with its %d groups, would take %d bytes; the limit is %d (the server's max_payload %d less %d for the job's status)",
-			len(groups), size, c.maxRecordBytes(), c.maxPayload(), c.statusRoom())}}, now)
-	}
-	brec := budget.Effective(eff, total, c.cfg.Budget.settings())
-	if err := c.createBudgets(ctx, &rec, brec, poolItems(eff.Pool, total, groups, rec.Routes)); err != nil {
+	if problems, err := c.itemsAccepted(ctx, spec.BestEffort, &rec, total, groups, now); err != nil {
 		return err
-	}
-	rec.Status.Budget = brec.Status()
-	if err := c.ensurePools(ctx, eff.Pool, rec.Routes); err != nil {
-		return err
-	}
-	if eff.BestEffort != nil {
-		clampedBy := c.cfg.BestEffort.Apply(spec.BestEffort, eff.BestEffort) // the operator's defaults and cap
-		rec.Status.BestEffort = bestEffortStatus(spec.BestEffort, eff.BestEffort, len(groups))
-		rec.Status.BestEffort.ClampedBy = clampedBy
-		if eff.BestEffort.Deadline > 0 {
-			dl := dueAt(&rec, now).Add(eff.BestEffort.Deadline.D()) // from not_before, if later
-			rec.Deadline = &dl
-			rec.Status.BestEffort.Deadline = &dl
-		}
+	} else if len(problems) > 0 {
+		return c.reject(ctx, seq, spec.ID, problems, now)
 	}
 	traceAccepted(ctx, &rec)
 	nrev, _, err := c.store.update(ctx, &rec, rev)
@@ -968,6 +953,9 @@ func (c *Coordinator) JobCancel(ctx context.Context, id string, opts ...CancelOp
 		st  *messages.JobStatus
 		err error
 	)
+	if s, ok, err := c.setupCancel(ctx, id, req.Kill); ok {
+		return s, err // in its setup phase (setup.go)
+	}
 	if r := c.runner(id); r != nil {
 		var s messages.JobStatus
 		s, err = r.stop(ctx, stopRequest{state: messages.StateCancelled, reason: messages.CompletionCancelled, kill: req.Kill})

@@ -33,8 +33,8 @@ import (
 // reads nothing.
 func (c *Coordinator) checkInput(spec *messages.JobSpec) []messages.FieldError {
 	ref := spec.Input
-	if ref == "" {
-		return nil
+	if ref == "" || setupLeavesInput(spec) {
+		return nil // none, or what the setup leaves on an agent (setup.go)
 	}
 	bad := func(format string, args ...any) []messages.FieldError {
 		return []messages.FieldError{{Field: "input", Message: fmt.Sprintf(format, args...)}}

@@ -412,6 +412,9 @@ func (r *jobRunner) apply(res *messages.Result) {
 		r.applyReduce(res)
 		return
 	}
+	if res.Phase == messages.PhaseSetup {
+		return // the setup runner read it before the job's items existed (setup.go)
+	}
 	if res.Outcome == messages.OutcomeReopened {
 		r.applyReopen(res)
 		return

@@ -291,6 +291,14 @@ func (c *Coordinator) followCancels(ctx context.Context) error {
 			c.log.Warn().Err(err).Str("job_id", id).Msg("cancel request left for a coordinator of a newer release")
 			return
 		}
+		if _, ok, err := c.setupCancel(ctx, id, req.Kill); ok {
+			if err != nil {
+				c.log.Warn().Err(err).Str("job_id", id).Msg("carrying out a cancel request failed; the next leader tries again")
+				return
+			}
+			_ = c.control.Delete(ctx, e.Key(), jetstream.LastRevision(e.Revision()))
+			return
+		}
 		r := c.runner(id)
 		for wait := time.Now().Add(2 * adoptEvery); r == nil && time.Now().Before(wait); r = c.runner(id) {
 			// A job being resumed or adopted gets its runner shortly.

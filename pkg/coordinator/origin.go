@@ -169,7 +169,7 @@ func (r *jobRunner) admits(res *messages.Result, origin string) bool {
 	switch {
 	case res.Outcome == messages.OutcomeReopened:
 		why = refusedNotCoord // only a replay reopens an item
-	case res.Phase == messages.PhaseReduce:
+	case res.Phase == messages.PhaseReduce || res.Phase == messages.PhaseSetup:
 		if origin != r.pools.def {
 			why = refusedWrongPool
 		}

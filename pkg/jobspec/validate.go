@@ -159,9 +159,6 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 		v.addf("max_parallel", "must be >= 0 (0 = no cap), got %d", s.MaxParallel)
 	}
 	v.selection(s)
-	for _, p := range NotRun(s) {
-		v.warnf(p.Field, "%s", p.Message)
-	}
 	if st := s.Setup; st != nil {
 		if len(st.Commands) == 0 && !v.isBad("setup.commands") {
 			v.addf("setup.commands", "required: at least one step")

@@ -11,6 +11,25 @@ const PhaseReduce = "reduce"
 // ReduceItemID is the item id of a job's reduce item.
 const ReduceItemID = "_reduce"
 
+// PhaseSetup marks a job's setup item and its result, and a job whose
+// setup phase runs (JobStatus.Phase): Prodigy's setup steps and map.input
+// commands, run once on an agent of the job's pool before any item is
+// published (docs/job-spec.md, "The setup phase").
+const PhaseSetup = "setup"
+
+// SetupItemID is the item id of a job's setup item.
+const SetupItemID = "_setup"
+
+// SetupOutput is what a setup item's result carries back to the
+// coordinator: the text of the file the setup left at the job's input
+// (or the input command's items, as a JSON array), from which the
+// coordinator expands the job's items.
+type SetupOutput struct {
+	// Items is the input's text (unset when the job's items are not the
+	// setup's: inline items, or an uploaded input).
+	Items string `json:"items,omitempty"`
+}
+
 // ReduceInput is what the reduce steps see: ${map.results} is a local file
 // holding the object ResultsObject of the inputs object store, and
 // ${map.successful} / ${map.failed} are the counts.
@@ -111,6 +130,10 @@ const (
 	// coordinator's signing key and the agents' verify key are not a pair,
 	// or the message was not sent by the coordinator.
 	ReasonBadSignature = "bad_signature"
+	// ReasonSetupInput: a setup item's steps succeeded, but the input
+	// they were to leave (the file map.input names, or the input
+	// command's output) is missing or larger than a result can carry.
+	ReasonSetupInput = "setup_input"
 )
 
 // Result is the outcome of one item run, on fleet.results.<job>.
@@ -138,11 +161,14 @@ type Result struct {
 	Signature  string `json:"signature,omitempty"`
 	// Output is the last step's stdout tail or handler return value.
 	Output string `json:"output,omitempty"`
-	// Phase is PhaseReduce for the reduce item's result.
-	Phase      string    `json:"phase,omitempty"`
-	Agent      string    `json:"agent,omitempty"`
-	FinishedAt time.Time `json:"finished_at"`
-	DurationMS int64     `json:"duration_ms"`
+	// Phase is PhaseReduce for the reduce item's result, PhaseSetup for
+	// the setup item's.
+	Phase string `json:"phase,omitempty"`
+	// Setup is what a succeeded setup item produced.
+	Setup      *SetupOutput `json:"setup,omitempty"`
+	Agent      string       `json:"agent,omitempty"`
+	FinishedAt time.Time    `json:"finished_at"`
+	DurationMS int64        `json:"duration_ms"`
 	// Steps breaks the run down by step, for items of jobs with more than
 	// one step (with one, Attempts and DurationMS say it all).
 	Steps []StepRun `json:"steps,omitempty"`

@@ -76,8 +76,10 @@ type JobStatus struct {
 	ErrorsOther int64          `json:"errors_other,omitempty"`
 	Breaker     *BreakerStatus `json:"breaker,omitempty"` // nil when the job has none
 	LateResults int64          `json:"late_results,omitempty"`
-	// Phase is map, reduce or done (empty for old records = map).
+	// Phase is setup, map, reduce or done (empty for old records = map).
 	Phase string `json:"phase,omitempty"`
+	// Setup is the outcome of the job's setup phase (nil without one).
+	Setup *SetupStatus `json:"setup,omitempty"`
 	// MapState and MapReason record how the map phase ended while the
 	// reduce phase runs; State then stays running.
 	MapState   string            `json:"map_state,omitempty"`
@@ -116,6 +118,11 @@ func (s JobStatus) Summary() JobStatus {
 		rd := *s.Reduce
 		rd.Output, rd.Error = "", ""
 		s.Reduce = &rd
+	}
+	if s.Setup != nil {
+		su := *s.Setup
+		su.Output, su.Error = "", ""
+		s.Setup = &su
 	}
 	if s.BestEffort != nil {
 		be := *s.BestEffort
@@ -210,7 +217,20 @@ type ReduceStatus struct {
 	Agent      string `json:"agent,omitempty"`
 }
 
-// Job phases.
+// SetupStatus is the outcome of a job's setup phase.
+type SetupStatus struct {
+	// State is pending (published, no result yet), succeeded or failed.
+	State string `json:"state"`
+	// Step names the step that failed.
+	Step   string `json:"step,omitempty"`
+	Output string `json:"output,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Agent  string `json:"agent,omitempty"`
+	// InputBytes is the size of the input the setup left.
+	InputBytes int `json:"input_bytes,omitempty"`
+}
+
+// Job phases (and PhaseSetup).
 const (
 	PhaseMap = "map"
 	// PhaseReducing: the map phase ended and the reduce item runs.
