@@ -833,8 +833,12 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 		}
 		script = a.claude
 		env = append(env, claudeEnvCommand+"="+a.claudePath, claudeEnvPrompt+"="+prompt)
-	} else if script, err = c.script.Expand(vars); err != nil {
-		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("expanding the command: %w", err))}
+	} else {
+		var hdoc []string
+		if script, hdoc, err = c.script.ExpandEnv(vars); err != nil {
+			return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("expanding the command: %w", err))}
+		}
+		env = append(env, hdoc...) // the values of references in here-documents (JETFLEET_HD*)
 	}
 	var head0 string
 	if c.commitRequired {

@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
+)
+
+// A here-document reads an item's value and a captured one, as Prodigy's
+// examples write it (cat << EOF ... ${x} ... EOF): hostile values arrive
+// byte for byte and run nothing.
+func TestHeredocValues(t *testing.T) {
+	out := t.TempDir()
+	hostile := "it's \"$(touch " + filepath.Join(out, "PWNED") + ")\" `touch " + filepath.Join(out, "PWNED2") + "`\nEOF\ntouch " + filepath.Join(out, "PWNED3") + "\n$HOME \\"
+	item, err := json.Marshal(map[string]string{"id": "h1", "v": hostile})
+	require.NoError(t, err)
+	spec, err := jobspec.Parse([]byte(`
+name: heredoc
+map:
+  items: [` + string(item) + `]
+  agent_template:
+    - shell: "printf '%s' ${item.v}"
+      capture: captured
+    - shell: |
+        cat > ` + filepath.Join(out, "report.txt") + ` << EOF
+        item: ${item.v}
+        captured: "${captured}"
+        EOF
+`))
+	require.NoError(t, err)
+	spec.ID = "heredoc"
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a", Concurrency: 1, WorkDir: t.TempDir()}, testhooks.Agent{Provision: calmProvision}), nil)
+	cl := client(t, srv)
+	body, err := json.Marshal(spec)
+	require.NoError(t, err)
+	st := waitJob(t, cl, submit(t, cl, string(body)), 60*time.Second)
+	require.EqualValues(t, 1, st.Succeeded, "%+v", st)
+	got, err := os.ReadFile(filepath.Join(out, "report.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "item: "+hostile+"\ncaptured: \""+hostile+"\"\n", string(got))
+	for _, f := range []string{"PWNED", "PWNED2", "PWNED3"} {
+		require.NoFileExists(t, filepath.Join(out, f))
+	}
+}
