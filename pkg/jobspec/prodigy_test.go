@@ -129,7 +129,7 @@ var prodigyPending = []struct{ field, message string }{
 	{`\.(validate|env|clear_env|temporary|on_exit_code(\..*)?|output|outputs|id|description|analysis|analyze|write_file|foreach|goal_seek|options|args|metadata|fail_workflow|max_attempts|commit_required)$`, `unknown field|not a string|needs one of shell`},
 	{`^\[\d+\]$|\]$`, `needs one of shell`},
 	{`^(secrets|env_files|profiles|merge|env\..*|description|steps)$`, ``},
-	{`\.(shell|claude)$`, `unknown reference|inside a here-document`},
+	{`\.(shell|claude)$`, `unknown reference`},
 	{`\.on_success\.[a-z_]+$`, `not yet: a step's on_success runs one shell command`},
 	{`\.on_failure(\.claude)?$`, `a claude command as a step's on_failure|a step's on_failure is a command`},
 	{`^map\.max_parallel$`, `got string "\$\{`},
