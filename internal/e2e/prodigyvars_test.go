@@ -54,3 +54,39 @@ map:
 		require.NoFileExists(t, filepath.Join(out, f))
 	}
 }
+
+// Prodigy's variables on a fleet: ${item_index}/${item_total}, a bare
+// ${NAME} of the job's env, a default for what no step captured, and in
+// its reduce ${map.results} as the JSON (piped to jq) with
+// ${map.success_rate} and the path under ${map.results_file}. (printf, not
+// Prodigy's echo: dash's echo decodes the \n escapes of the JSON.)
+func TestProdigyVariablesRun(t *testing.T) {
+	out := t.TempDir()
+	spec, err := jobspec.Parse([]byte(`
+name: vars
+env:
+  PROJECT: demo
+map:
+  items: [{"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "d"}]
+  agent_template:
+    - shell: "test ${item.id} != d || exit 1; echo ${PROJECT} ${item_index}/${item_total} ${build.success|default:unbuilt} ${item.id|length}"
+reduce:
+  - shell: "printf '%s\\n' '${map.results}' | jq -r '[.[] | select(.outcome == \"succeeded\") | .output] | sort | join(\",\")' > ` + out + `/reduce.txt; echo ${map.success_rate} ${map.successful}/${map.total} >> ` + out + `/reduce.txt; test -s ${map.results_file}"
+error_policy:
+  on_item_failure: skip
+`))
+	require.NoError(t, err)
+	spec.ID = "prodigy-vars"
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a", Concurrency: 2, WorkDir: t.TempDir()}, testhooks.Agent{Provision: calmProvision}), nil)
+	cl := client(t, srv)
+	body, err := json.Marshal(spec)
+	require.NoError(t, err)
+	st := waitJob(t, cl, submit(t, cl, string(body)), 60*time.Second)
+	require.EqualValues(t, 3, st.Succeeded, "%+v", st)
+	require.NotNil(t, st.Reduce)
+	got, err := os.ReadFile(filepath.Join(out, "reduce.txt"))
+	require.NoError(t, err, "reduce: %+v", st.Reduce)
+	require.Equal(t, "demo 0/4 unbuilt 1\n,demo 1/4 unbuilt 1\n,demo 2/4 unbuilt 1\n\n75 3/4\n", string(got))
+}

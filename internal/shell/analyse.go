@@ -51,7 +51,7 @@ func newProbe(t wire.Template) *probe {
 		ph := nonce + strconv.Itoa(len(pr.refs)) + "Z"
 		off := b.Len()
 		b.WriteString(ph)
-		pr.refs = append(pr.refs, probeRef{off: off, end: off + len(ph), text: refText(p.Ref), trusted: trustedNumber(p.Ref), line: line})
+		pr.refs = append(pr.refs, probeRef{off: off, end: off + len(ph), text: refText(p.Ref), trusted: trustedNumber(p.Ref) && p.Default == nil, line: line})
 		line += strings.Count(refText(p.Ref), "\n")
 	}
 	pr.src = b.String()

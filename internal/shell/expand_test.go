@@ -585,9 +585,20 @@ func FuzzExpand(f *testing.F) {
 		if strings.IndexByte(value, 0) >= 0 {
 			return
 		}
-		pr := newProbe(tpl)
+		// The structure the references make with a plain value (the
+		// placeholders' own, but for here-documents, where each is a
+		// variable's expansion) is the one any value makes.
+		s, err := Compile(tpl)
+		require.NoError(t, err)
+		plain, _, err := s.ExpandEnv(Vars{Item: json.RawMessage(`{"x":"v","n":"v"}`), ItemID: "v", JobID: "v", Attempt: 2,
+			LookupEnv: func(string) (string, bool) { return "v", true }, Map: &MapVars{Results: "v", Total: 12}})
+		if err != nil {
+			return // ${map.results_json} of an existing file: not the plain value's
+		}
+		got, _, err = s.ExpandEnv(vars)
+		require.NoError(t, err)
 		for _, lang := range []syntax.LangVariant{syntax.LangBash, syntax.LangPOSIX} {
-			want, ok := shape(t, pr.src, lang)
+			want, ok := shape(t, plain, lang)
 			if !ok {
 				continue
 			}

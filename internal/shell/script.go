@@ -19,9 +19,10 @@ type Script struct {
 }
 
 type scriptPart struct {
-	lit string
-	ref []string // nil for a literal
-	enc encoding
+	lit  string
+	ref  []string // nil for a literal
+	part wire.TemplatePart
+	enc  encoding
 }
 
 // encoding is how a value is written at a reference's position.
@@ -115,7 +116,7 @@ func Compile(t wire.Template) (*Script, error) {
 			errs = append(errs, &RefError{Ref: refText(p.Ref), Line: line, Kind: ErrUnsafePosition, Err: fmt.Errorf("cannot be quoted safely: %w", d.refusal)})
 			continue
 		}
-		s.parts = append(s.parts, scriptPart{ref: p.Ref, enc: d.enc})
+		s.parts = append(s.parts, scriptPart{ref: p.Ref, part: p, enc: d.enc})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -153,13 +154,13 @@ func (s *Script) ExpandEnv(v Vars) (script string, env []string, err error) {
 			b.WriteString(p.lit)
 			continue
 		}
-		ref := refText(p.ref)
+		ref := p.part.Text()
 		if p.enc == encLiteral {
 			// A newline inside the braces would end the comment.
 			b.WriteString(strings.ReplaceAll(ref, "\n", " "))
 			continue
 		}
-		val, err := v.resolve(p.ref)
+		val, err := p.part.Apply(v.resolve(p.ref))
 		if err != nil {
 			errs = append(errs, &RefError{Ref: ref, Kind: kindOf(err), Err: err})
 			continue
@@ -199,8 +200,10 @@ func trustedNumber(ref []string) bool {
 	switch ref[0] {
 	case wire.RefAttempt:
 		return true
+	case wire.RefItemTotal:
+		return true
 	case wire.RefMap:
-		return len(ref) == 2 && ref[1] != "results"
+		return len(ref) == 2 && (ref[1] == "successful" || ref[1] == "failed" || ref[1] == "total")
 	}
 	return false
 }

@@ -110,6 +110,8 @@ func (a *Agent) condVars(it *item) expr.Lookup {
 			return expr.Get(item, p[1:])
 		case wire.RefItemIndex:
 			return json.Number(fmt.Sprint(it.wi.Index)), len(p) == 1
+		case wire.RefItemTotal:
+			return json.Number(fmt.Sprint(it.job.items)), len(p) == 1
 		case wire.RefAttempt:
 			return json.Number(fmt.Sprint(it.st.StepAttempt + 1)), len(p) == 1
 		case wire.RefShell, wire.RefLast:

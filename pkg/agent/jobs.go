@@ -31,6 +31,7 @@ type job struct {
 	routes   map[string]string     // group → pool, set at acceptance (JobRecord.Routes)
 	budget   messages.BudgetStatus // the limits the coordinator set at acceptance
 	shares   map[string]int        // each pool's share of budget.Total (JobRecord.BudgetShares)
+	items    int64                 // the job's item count: ${item_total}
 
 	// resultSubject is where this agent reports the job's results, made
 	// on the first report (resultSubjectOf): not a string per item.
@@ -180,6 +181,7 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 	j.routes = rec.Routes
 	j.budget = rec.Status.Budget
 	j.shares = rec.BudgetShares
+	j.items = rec.Status.Items
 	c.mu.Lock()
 	if len(c.m) > 4096 { // jobs are few; bound the cache anyway
 		clear(c.m)

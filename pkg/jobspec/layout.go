@@ -307,6 +307,7 @@ func (rw *rewrite) step(p string, st map[string]any) {
 	rw.captureOutput(p, st)
 	rw.allowFailure(p, st)
 	rw.onSuccess(p, st)
+	rw.prodigyMapResults(p, st)
 	of, ok := st["on_failure"]
 	if !ok {
 		return

@@ -222,14 +222,14 @@ func TestProdigyCapture(t *testing.T) {
 	require.Equal(t, "cargo package ${shell.output}", steps[3].OnSuccess, "on_success: {shell} is its command")
 	require.Equal(t, []string{`commands[0].on_success.claude (line 3): not yet: a step's on_success runs one shell command, {shell: "..."}`},
 		bad("commands:\n  - shell: echo 1\n    on_success: {claude: /lint}\n"))
-	require.Equal(t, []string{`commands[1].on_success.shell (line 5): ${nope}: unknown reference "nope": no earlier step captures it (use item, item.<field>, item_id, item_index, job_id, attempt, item_workdir, env.<NAME>, map.<field> in reduce, shell.output, or capture: on an earlier step)`},
+	require.Equal(t, []string{`commands[1].on_success.shell (line 5): ${nope}: unknown reference "nope": no earlier step captures it (use item, item.<field>, item_id, item_index, item_total, job_id, attempt, item_workdir, env.<NAME> or a bare name of the job's env, map.<field> in reduce, shell.output, or capture: on an earlier step)`},
 		bad("commands:\n  - shell: echo 1\n  - shell: echo 2\n    on_success:\n      shell: echo ${nope}\n"))
 	require.Equal(t, []string{`commands[0].allow_failure (line 3): expected true or false, got yes`},
 		bad("commands:\n  - shell: echo 1\n    allow_failure: yes\n"))
 	require.Equal(t, []string{`commands[0].allow_failure (line 3): set one of allow_failure and on_failure`},
 		bad("commands:\n  - shell: echo 1\n    allow_failure: true\n    on_failure: {shell: echo 2}\n"))
 
-	require.Equal(t, []string{`commands[0].shell (line 2): ${count}: unknown reference "count": no earlier step captures it (use item, item.<field>, item_id, item_index, job_id, attempt, item_workdir, env.<NAME>, map.<field> in reduce, shell.output, or capture: on an earlier step)`},
+	require.Equal(t, []string{`commands[0].shell (line 2): ${count}: unknown reference "count": no earlier step captures it (use item, item.<field>, item_id, item_index, item_total, job_id, attempt, item_workdir, env.<NAME> or a bare name of the job's env, map.<field> in reduce, shell.output, or capture: on an earlier step)`},
 		bad("commands:\n  - shell: echo ${count}\n    capture: count\n"), "a step does not see its own capture")
 	require.Equal(t, []string{`commands[1].when (line 4): count: no earlier step captures "count" (a condition reads item.<field>, item_index, attempt, shell.output or a captured variable)`},
 		bad("commands:\n  - shell: echo 1\n  - shell: echo 2\n    when: \"${count} > 1\"\n"))
