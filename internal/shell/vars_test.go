@@ -20,9 +20,12 @@ func TestExpandProdigyVariables(t *testing.T) {
 	require.NoError(t, os.WriteFile(results, []byte(`[{"item_id":"a","output":"it's ok"},{"item_id":"b","output":"2"}]`+"\n"), 0o600))
 	vars := Vars{
 		Item: json.RawMessage(`{"x":1}`), ItemIndex: 3, ItemTotal: 12,
-		Map:          &MapVars{Results: results, Successful: 2, Failed: 1, Total: 3},
-		LookupJobEnv: func(name string) (string, bool) { v, ok := map[string]string{"PROJECT": "demo app"}[name]; return v, ok },
-		Captures:     map[string]*wire.Capture{"list": {Value: json.RawMessage(`["a","b","c"]`)}},
+		Map: &MapVars{Results: results, Successful: 2, Failed: 1, Total: 3},
+		LookupJobEnv: func(name string) (string, bool) {
+			v, ok := map[string]string{"PROJECT": "demo app"}[name]
+			return v, ok
+		},
+		Captures: map[string]*wire.Capture{"list": {Value: json.RawMessage(`["a","b","c"]`)}},
 	}
 	tests := []struct{ template, want string }{
 		{"echo ${item_index} of ${item_total}", "echo '3' of '12'"},

@@ -127,7 +127,7 @@ func TestSeedExamplesMeaning(t *testing.T) {
 		spec, err := jobspec.Parse(readSeed(t, "003-example-3-robust-mapreduce.yaml"))
 		require.NoError(t, err)
 		require.Equal(t, 10, spec.MaxParallel)
-		require.Equal(t, "aggregate ${map.results}", spec.Reduce[0].Shell)
+		require.Equal(t, "aggregate ${map.results_json}", spec.Reduce[0].Shell, "Prodigy's ${map.results} is the JSON")
 	})
 	t.Run("001: error_policy inside map", func(t *testing.T) {
 		data := strings.NewReplacer(`- claude: "/process-item '${item.id}'"`, `- shell: "process-item ${item.id}"`,
