@@ -56,7 +56,7 @@ map:
 }
 
 // Prodigy's variables on a fleet: ${item_index}/${item_total}, a bare
-// ${NAME} of the job's env, a default for what no step captured, and in
+// ${NAME} of the job's env, a step's output by its id (${project.output}), a default for what no step captured, and in
 // its reduce ${map.results} as the JSON (piped to jq) with
 // ${map.success_rate} and the path under ${map.results_file}. (printf, not
 // Prodigy's echo: dash's echo decodes the \n escapes of the JSON.)
@@ -69,7 +69,9 @@ env:
 map:
   items: [{"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "d"}]
   agent_template:
-    - shell: "test ${item.id} != d || exit 1; echo ${PROJECT} ${item_index}/${item_total} ${build.success|default:unbuilt} ${item.id|length}"
+    - shell: "echo ${PROJECT}"
+      id: project
+    - shell: "test ${item.id} != d || exit 1; echo ${project.output} ${item_index}/${item_total} ${build.success|default:unbuilt} ${item.id|length} ${project.exit_code}"
 reduce:
   - shell: "printf '%s\\n' '${map.results}' | jq -r '[.[] | select(.outcome == \"succeeded\") | .output] | sort | join(\",\")' > ` + out + `/reduce.txt; echo ${map.success_rate} ${map.successful}/${map.total} >> ` + out + `/reduce.txt; test -s ${map.results_file}"
 error_policy:
@@ -88,5 +90,5 @@ error_policy:
 	require.NotNil(t, st.Reduce)
 	got, err := os.ReadFile(filepath.Join(out, "reduce.txt"))
 	require.NoError(t, err, "reduce: %+v", st.Reduce)
-	require.Equal(t, "demo 0/4 unbuilt 1\n,demo 1/4 unbuilt 1\n,demo 2/4 unbuilt 1\n\n75 3/4\n", string(got))
+	require.Equal(t, "demo 0/4 unbuilt 1 0\n,demo 1/4 unbuilt 1 0\n,demo 2/4 unbuilt 1 0\n\n75 3/4\n", string(got))
 }

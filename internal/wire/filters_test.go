@@ -79,3 +79,16 @@ func TestTemplatePartApply(t *testing.T) {
 	}
 	require.Equal(t, "${a.b|length:3|default:x}", wire.TemplatePart{Ref: []string{"a", "b"}, Length: true, LengthMax: 3, Default: str("x")}.Text())
 }
+
+// ${NAME.output} is the value of a step's capture (Prodigy's step id),
+// unless the value is an object, whose output field it is then.
+func TestCaptureLookupOutput(t *testing.T) {
+	c := &wire.Capture{Value: []byte(`"it works"`)}
+	got, err := c.Lookup([]string{"output"})
+	require.NoError(t, err)
+	require.Equal(t, "it works", got)
+	c = &wire.Capture{Value: []byte(`{"output":"field"}`)}
+	got, err = c.Lookup([]string{"output"})
+	require.NoError(t, err)
+	require.Equal(t, "field", got)
+}

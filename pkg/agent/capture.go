@@ -145,7 +145,11 @@ func (a *Agent) condVars(it *item) expr.Lookup {
 				}
 			}
 		}
-		return expr.Get(c.JSONValue(), p[1:])
+		v := c.JSONValue()
+		if _, isObj := v.(map[string]any); !isObj && len(p) == 2 && p[1].Field == "output" {
+			return v, c.Value != nil // ${NAME.output}: the value (Prodigy's step id)
+		}
+		return expr.Get(v, p[1:])
 	}
 }
 

@@ -304,6 +304,7 @@ func (rw *rewrite) step(p string, st map[string]any) {
 			}
 		}
 	}
+	rw.stepID(p, st)
 	rw.captureOutput(p, st)
 	rw.allowFailure(p, st)
 	rw.onSuccess(p, st)

@@ -41,6 +41,13 @@ reduce:
 	require.NoError(t, err)
 	require.Equal(t, "jq length ${map.results}", jf.Reduce[0].Shell, "jetfleet's layout keeps the path")
 
+	spec, err = jobspec.Parse([]byte("commands:\n  - shell: cargo test\n    id: test-step\n  - shell: echo ${test-step.output} ${test-step.exit_code}\n    when: \"${test-step.exit_code} == 0\"\n"))
+	require.NoError(t, err)
+	require.Equal(t, "test-step", spec.AgentTemplate[0].Capture, "a step's id is a capture of its name")
+	require.True(t, spec.AgentTemplate[0].CaptureStreams.ExitCode)
+	_, err = jobspec.Parse([]byte("commands:\n  - shell: cargo test\n    id: a\n    capture: b\n"))
+	require.ErrorContains(t, err, "commands[0].id (line 3): a step's id names its output (${a.output}), a capture of that name: set one of id and capture, or the same name")
+
 	_, err = jobspec.Parse([]byte("env: {A: x}\ncommands:\n  - shell: echo ${B}\n"))
 	require.ErrorContains(t, err, `${B}: unknown reference "B": no earlier step captures it`)
 	_, err = jobspec.Parse([]byte("commands:\n  - shell: echo ${x|upper}\n"))
