@@ -15,6 +15,7 @@ import (
 
 // shellRan is what a shell step's run leaves besides its output.
 type shellRan struct {
+	stdout      string // the tail of stdout, kept for a failed run's fallback
 	stderr      string
 	exitCode    int
 	stdoutBytes int64

@@ -295,7 +295,10 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			}
 			cmd = command{claude: &pt, workingDir: st.WorkingDir}
 		}
-		if fb.Raw != "" {
+		switch {
+		case fb.Raw != "" && st.RetryConfig != nil && st.RetryConfig.OnFailure != nil && st.RetryConfig.OnFailure.Claude:
+			fbCmd = command{claude: &fb, workingDir: st.WorkingDir} // Prodigy's on_failure: {claude}
+		case fb.Raw != "":
 			fbCmd = compileCommand(fb)
 			fbCmd.workingDir = st.WorkingDir
 		}

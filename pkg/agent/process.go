@@ -853,6 +853,9 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 	}
 	res := shell.Run(ctx, sc)
 	it.ran = shellRan{stderr: res.Stderr, exitCode: res.ExitCode, stdoutBytes: res.StdoutBytes}
+	if res.Failed() {
+		it.ran.stdout = res.Stdout // ${shell.output} of its fallback
+	}
 	if res.Killed > 0 {
 		a.metrics.leftoversKilled.Add(float64(res.Killed))
 		a.log.Info().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Int("processes", res.Killed).
@@ -915,6 +918,14 @@ func lookupIn(env []string) func(string) (string, bool) {
 // like the step does, waiting for it in the agent for up to the step's
 // timeout (the failure path cannot send the item back to wait).
 func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (string, error) {
+	// ${shell.output} is the failed run's output, stdout then stderr, as
+	// Prodigy gives its handlers.
+	failed := strings.TrimRight(it.ran.stdout, "\n")
+	if it.ran.stderr != "" {
+		failed = strings.TrimRight(failed+"\n"+it.ran.stderr, "\n")
+	}
+	it.justRan = &failed
+	defer func() { it.justRan = nil }()
 	timeout := it.deadline.Bound(a.cfg.hooks.Clock.Now(), a.stepTimeout(it.set.steps[i].Timeout.D()))
 	var t *limit.Ticket
 	if q, has, err := a.limitRequest(it, &it.set.steps[i]); err != nil {

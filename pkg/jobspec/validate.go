@@ -606,6 +606,9 @@ func (v *validator) onFailure(p string, f *messages.OnFailure, reduce bool) {
 		}
 	case messages.OnFailureFallback:
 		cp := messages.JoinPath(p, "fallback.command")
+		if f.Claude {
+			cp = messages.JoinPath(p, "fallback.claude")
+		}
 		if strings.TrimSpace(f.Fallback) == "" {
 			v.addf(cp, "required: the command to run when the step gives up")
 		} else {

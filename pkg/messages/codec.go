@@ -128,19 +128,27 @@ func (m *Matcher) UnmarshalJSON(data []byte) error {
 	return err
 }
 
-// MarshalJSON writes "stop", "continue" or {"fallback": {"command": ...}}.
+// MarshalJSON writes "stop", "continue", {"fallback": {"command": ...}}
+// or {"fallback": {"claude": ...}}.
 func (f OnFailure) MarshalJSON() ([]byte, error) {
 	if f.Action == OnFailureFallback {
-		return json.Marshal(map[string]map[string]string{OnFailureFallback: {"command": f.Fallback}})
+		key := "command"
+		if f.Claude {
+			key = "claude"
+		}
+		return json.Marshal(map[string]map[string]string{OnFailureFallback: {key: f.Fallback}})
 	}
 	return json.Marshal(f.Action)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (f *OnFailure) UnmarshalJSON(data []byte) error {
-	var p struct{ Command string }
+	var p struct{ Command, Claude string }
 	name, _, err := variant(data, "step failure action", &p)
 	*f = OnFailure{Action: name, Fallback: p.Command}
+	if p.Claude != "" && p.Command == "" {
+		f.Fallback, f.Claude = p.Claude, true
+	}
 	return err
 }
 
