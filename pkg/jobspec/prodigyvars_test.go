@@ -55,3 +55,26 @@ reduce:
 	_, err = jobspec.Parse([]byte("commands:\n  - shell: echo ${item_total}\n    when: \"${item_total} > 1\"\n"))
 	require.NoError(t, err)
 }
+
+// ExplainVariables (fleetctl validate --explain): each step's variables
+// and where they come from.
+func TestExplainVariables(t *testing.T) {
+	notes, err := jobspec.ExplainVariables([]byte(`env: {PROJECT: demo}
+commands:
+  - shell: "cargo test"
+    capture: ok
+    capture_format: boolean
+  - shell: "cargo build"
+    on_failure: "/fix"
+`))
+	require.NoError(t, err)
+	require.Len(t, notes, 2)
+	require.Equal(t, "commands[0]", notes[0].Field)
+	require.Equal(t, 3, notes[0].Line)
+	require.Contains(t, notes[0].Message, "reads ${item} and ${item.<field>} (the item), ${item_id}, ${item_index}, ${item_total}")
+	require.Contains(t, notes[0].Message, "the job's env: ${env.NAME} and ${NAME} for PROJECT")
+	require.NotContains(t, notes[0].Message, "shell.output")
+	require.Contains(t, notes[1].Message, "${shell.output} and ${last.output}: the previous step's output")
+	require.Contains(t, notes[1].Message, "captured by earlier steps: ${ok} (commands[0], boolean)")
+	require.Contains(t, notes[1].Message, "its fallback reads the same, ${shell.output} the failed run's output")
+}
