@@ -302,6 +302,9 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			fbCmd = compileCommand(fb)
 			fbCmd.workingDir = st.WorkingDir
 		}
+		if fb.Raw != "" {
+			fbCmd.commitRequired = st.RetryConfig.OnFailure.CommitRequired
+		}
 		cmd.commitRequired = st.CommitRequired
 		cmd.capture = st.Capture != ""
 		var cond *expr.Expr

@@ -283,6 +283,8 @@ func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) bool 
 		var p struct {
 			Command *string `json:"command"`
 			Claude  *string `json:"claude"`
+			// CommitRequired: the fallback must leave a new commit.
+			CommitRequired bool `json:"commit_required"`
 		}
 		if val != nil {
 			d.value(kp, val, reflect.ValueOf(&p).Elem())
@@ -296,6 +298,7 @@ func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) bool 
 		case p.Claude != nil:
 			f.Fallback, f.Claude = *p.Claude, true
 		}
+		f.CommitRequired = p.CommitRequired
 	default:
 		d.typeErr(path, `stop, continue or {fallback: {command: "..."}}`, v)
 		return false

@@ -16,7 +16,8 @@ import (
 //   - a list of shell commands: one fallback running them in turn, stopping
 //     at the first that fails;
 //   - {shell: ...} or {claude: ...}, with max_attempts (max_retries): the
-//     step's attempts, and fail_workflow: false, what jetfleet does.
+//     step's attempts, commit_required (the fallback must leave a commit),
+//     and fail_workflow: false, what jetfleet does.
 //
 // The fallback runs once, when the step has used its attempts; if it
 // succeeds the item goes on with the next step.
@@ -42,6 +43,7 @@ func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
 	}
 	canon := messages.JoinPath(p, "retry_config.on_failure")
 	var kind, text, from string // kind: "command" (shell) or "claude"
+	commitRequired := false
 	switch x := of.(type) {
 	case bool:
 		if x {
@@ -64,7 +66,7 @@ func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
 		}
 		from = op
 	case map[string]any:
-		kind, text, from, ok = rw.handlerObject(op, wp, x, rc)
+		kind, text, from, commitRequired, ok = rw.handlerObject(op, wp, x, rc)
 		if !ok {
 			return
 		}
@@ -76,7 +78,11 @@ func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
 		rw.addf(wp, "the command to run when the step gives up is empty")
 		return
 	}
-	rc["on_failure"] = map[string]any{messages.OnFailureFallback: map[string]any{kind: text}}
+	fb := map[string]any{kind: text}
+	if commitRequired {
+		fb["commit_required"] = true
+	}
+	rc["on_failure"] = map[string]any{messages.OnFailureFallback: fb}
 	rw.steps = append(rw.steps,
 		rename{from: canon + ".fallback." + kind, to: from},
 		rename{from: canon, to: op})
@@ -137,8 +143,8 @@ func (rw *rewrite) handlerList(wp string, list []any) (kind, text string, ok boo
 }
 
 // handlerObject reads {shell | claude, max_attempts (max_retries),
-// fail_workflow: false, commit_required: false}.
-func (rw *rewrite) handlerObject(op, wp string, m map[string]any, rc map[string]any) (kind, text, from string, ok bool) {
+// fail_workflow: false, commit_required}.
+func (rw *rewrite) handlerObject(op, wp string, m map[string]any, rc map[string]any) (kind, text, from string, commitRequired, ok bool) {
 	for _, k := range sortedKeys(m) {
 		kp := messages.JoinPath(wp, k)
 		switch k {
@@ -148,20 +154,27 @@ func (rw *rewrite) handlerObject(op, wp string, m map[string]any, rc map[string]
 			v, err := n.Int64()
 			if !isNum || err != nil || v < 1 || v > 10000 {
 				rw.addf(kp, "expected a number of attempts from 1 to 10000, got %v", m[k])
-				return "", "", "", false
+				return "", "", "", false, false
 			}
 			if a, given := rc["attempts"].(json.Number); !given || a == "1" {
 				rc["attempts"] = n
 				rw.notef(kp, "%s: the step's retry_config.attempts (its fallback runs once, after the last attempt, where Prodigy runs its handler before each retry)", n)
 			}
-		case "fail_workflow", "commit_required":
+		case "commit_required":
+			b, isBool := m[k].(bool)
+			if !isBool {
+				rw.addf(kp, "expected true or false, got %v", m[k])
+				return "", "", "", false, false
+			}
+			commitRequired = b
+		case "fail_workflow":
 			if b, isBool := m[k].(bool); !isBool || b {
 				rw.addf(kp, "not yet: only %s: false (a fallback that succeeds lets the item go on)", k)
-				return "", "", "", false
+				return "", "", "", false, false
 			}
 		default:
-			rw.addf(kp, "not yet: a step's on_failure takes shell or claude, max_attempts and fail_workflow: false")
-			return "", "", "", false
+			rw.addf(kp, "not yet: a step's on_failure takes shell or claude, max_attempts, commit_required and fail_workflow: false")
+			return "", "", "", false, false
 		}
 	}
 	sh, hasShell := m["shell"]
@@ -171,16 +184,16 @@ func (rw *rewrite) handlerObject(op, wp string, m map[string]any, rc map[string]
 		rw.addf(wp, "not yet: both shell and claude in one handler (a fallback is one command)")
 	case hasClaude:
 		if s, isStr := cl.(string); isStr {
-			return "claude", s, messages.JoinPath(op, "claude"), true
+			return "claude", s, messages.JoinPath(op, "claude"), commitRequired, true
 		}
 		rw.addf(messages.JoinPath(wp, "claude"), "expected a string, got %v", cl)
 	case hasShell:
 		if s, isStr := sh.(string); isStr {
-			return "command", s, messages.JoinPath(op, "shell"), true
+			return "command", s, messages.JoinPath(op, "shell"), commitRequired, true
 		}
 		rw.addf(messages.JoinPath(wp, "shell"), "expected a string, got %v", sh)
 	default:
 		rw.addf(wp, `a step's on_failure handler needs shell or claude: {shell: "..."} or {claude: "..."}`)
 	}
-	return "", "", "", false
+	return "", "", "", false, false
 }

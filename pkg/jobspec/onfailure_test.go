@@ -24,6 +24,7 @@ func TestProdigyOnFailure(t *testing.T) {
 		{name: "a list of shell commands", yaml: "on_failure: [a, {shell: b}]", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "set -e\na\nb"}, attempts: 1},
 		{name: "claude with max_attempts", yaml: "on_failure: {claude: \"/fix ${shell.output}\", max_attempts: 3, fail_workflow: false}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "/fix ${shell.output}", Claude: true}, attempts: 3},
 		{name: "max_retries, an older name", yaml: "on_failure: {shell: fix, max_retries: 2}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "fix"}, attempts: 2},
+		{name: "commit_required", yaml: "on_failure: {claude: /fix, commit_required: true}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "/fix", Claude: true, CommitRequired: true}, attempts: 1},
 		{name: "fail_workflow: true", yaml: "on_failure: {claude: /fix, fail_workflow: true}", wantErr: "commands[0].on_failure.fail_workflow (line 3): not yet: only fail_workflow: false"},
 		{name: "claude and shell together", yaml: "on_failure: {claude: /fix, shell: x}", wantErr: "not yet: both shell and claude in one handler"},
 		{name: "claude in a longer list", yaml: "on_failure: [a, /fix]", wantErr: "not yet: a list of handler commands with a claude command in it"},

@@ -136,16 +136,23 @@ func (f OnFailure) MarshalJSON() ([]byte, error) {
 		if f.Claude {
 			key = "claude"
 		}
-		return json.Marshal(map[string]map[string]string{OnFailureFallback: {key: f.Fallback}})
+		p := map[string]any{key: f.Fallback}
+		if f.CommitRequired {
+			p["commit_required"] = true
+		}
+		return json.Marshal(map[string]map[string]any{OnFailureFallback: p})
 	}
 	return json.Marshal(f.Action)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (f *OnFailure) UnmarshalJSON(data []byte) error {
-	var p struct{ Command, Claude string }
+	var p struct {
+		Command, Claude string
+		CommitRequired  bool `json:"commit_required"`
+	}
 	name, _, err := variant(data, "step failure action", &p)
-	*f = OnFailure{Action: name, Fallback: p.Command}
+	*f = OnFailure{Action: name, Fallback: p.Command, CommitRequired: p.CommitRequired}
 	if p.Claude != "" && p.Command == "" {
 		f.Fallback, f.Claude = p.Claude, true
 	}

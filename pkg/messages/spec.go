@@ -292,6 +292,9 @@ type OnFailure struct {
 	// Claude: Fallback is a prompt for Claude Code's CLI, run as a claude
 	// step is (Prodigy's on_failure: {claude: "..."}), not a shell command.
 	Claude bool
+	// CommitRequired: the fallback fails unless it leaves a new commit, as
+	// a step's commit_required.
+	CommitRequired bool
 }
 
 // Item failure actions of the workflow error policy.
