@@ -14,6 +14,7 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // Prodigy's on_failure handlers: a claude handler with max_attempts (the
@@ -61,4 +62,16 @@ commands:
 	handlers, err := os.ReadFile(filepath.Join(out, "handlers"))
 	require.NoError(t, err)
 	require.Equal(t, "string-handler\nlist-1\nlist-2\n", string(handlers))
+}
+
+// A claude fallback needs an agent with Claude Code's CLI, as a claude
+// step does: refused at submission with its field when none has it.
+func TestClaudeFallbackNeedsAnAgentWithTheCLI(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-claude")
+	f := fleettest.RunFleet(t, nil, fleettest.WithAgentConfig(func(_ int, cfg *agent.Config) { cfg.ClaudeCommand = missing }))
+	_, err := f.Client.JobSubmit(t.Context(), []byte(`{"items": [{"id": "x"}], "agent_template": [{"shell": "false", "retry_config": {"on_failure": {"fallback": {"claude": "/fix"}}}}]}`))
+	var apiErr *messages.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "agent_template[0].retry_config.on_failure.fallback.claude", apiErr.Field)
+	require.Contains(t, apiErr.Message, `no agent of pool "default" runs claude steps`)
 }
