@@ -233,7 +233,8 @@ func explainFile(path string, rep *validateReport) {
 	if err != nil {
 		return
 	}
-	rep.Notes, rep.Spec = notes, jobspec.WithDefaults(spec)
+	vars, _ := jobspec.ExplainVariables(data) // the variables each step reads
+	rep.Notes, rep.Spec = append(notes, vars...), jobspec.WithDefaults(spec)
 }
 
 // specYAML renders a spec as block-style YAML, fields in the order of its

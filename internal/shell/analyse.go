@@ -51,7 +51,7 @@ func newProbe(t wire.Template) *probe {
 		ph := nonce + strconv.Itoa(len(pr.refs)) + "Z"
 		off := b.Len()
 		b.WriteString(ph)
-		pr.refs = append(pr.refs, probeRef{off: off, end: off + len(ph), text: refText(p.Ref), trusted: trustedNumber(p.Ref), line: line})
+		pr.refs = append(pr.refs, probeRef{off: off, end: off + len(ph), text: refText(p.Ref), trusted: trustedNumber(p.Ref) && p.Default == nil, line: line})
 		line += strings.Count(refText(p.Ref), "\n")
 	}
 	pr.src = b.String()
@@ -122,6 +122,8 @@ func (e encoding) String() string {
 		return `inside "..."`
 	case encLiteral:
 		return "a comment"
+	case encHdoc:
+		return "a here-document's text"
 	default:
 		return "arithmetic"
 	}
@@ -217,6 +219,14 @@ func (pr *probe) decide(f *syntax.File, bash bool) (ds []decision, placed []bool
 				ds[i].refusal = errors.New(`it is inside bash's $'...' quoting, where backslash sequences are decoded; use '...' or "..."`)
 			}
 		case *syntax.Lit:
+			if hdocText(chain) {
+				if pr.escaped(r.off) {
+					ds[i].refusal = errors.New("it follows a backslash, which would escape its expansion in the here-document; remove the backslash")
+					continue
+				}
+				ds[i].enc = encHdoc
+				continue
+			}
 			if pr.escaped(r.off) {
 				ds[i].refusal = errors.New("it follows a backslash, which would escape its quoting; remove the backslash")
 				continue
@@ -460,8 +470,17 @@ func (pr *probe) judge(chain []syntax.Node, d decls, pos int, bash bool) judgeme
 			case (n.Op == syntax.Hdoc || n.Op == syntax.DashHdoc) && child == syntax.Node(n.Word):
 				setQuoting(vSticky, "it is a here-document delimiter, which is not expanded; write the delimiter out")
 			case n.Hdoc != nil && child == syntax.Node(n.Hdoc):
-				setQuoting(vSticky, "it is inside a here-document, where quotes are not special; "+
-					"pipe it in with printf '%s\\n' \"$value\" instead, or read it from $ITEM_JSON")
+				quoted, ok := hdocQuoted(n)
+				switch {
+				case !ok:
+					setQuoting(vSticky, "it is inside a here-document whose delimiter mixes quoting forms; write the delimiter as EOF")
+				case quoted:
+					setQuoting(vSticky, "it is inside a quoted here-document (<<'EOF'), where nothing is expanded and a value holding the delimiter's line would end it early; "+
+						"write the delimiter unquoted (<<EOF), where the value is expanded from a variable")
+				case k+2 != len(chain)-1:
+					setQuoting(vSticky, "it is inside an expansion within a here-document, where quotes are not special; "+
+						"write it in the here-document's text, or assign it to a variable first (v=\"$(...)\")")
+				}
 			}
 		case *syntax.ExtGlob:
 			setQuoting(vSticky, "it is inside an extended glob pattern, which not every shell parses")
@@ -739,3 +758,35 @@ func identifiers(s string) []string {
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// hdocText reports whether the leaf ending chain is text of a here-document
+// body itself, not of an expansion within it.
+func hdocText(chain []syntax.Node) bool {
+	if len(chain) < 3 {
+		return false
+	}
+	r, ok := chain[len(chain)-3].(*syntax.Redirect)
+	return ok && r.Hdoc != nil && syntax.Node(r.Hdoc) == chain[len(chain)-2]
+}
+
+// hdocQuoted reports whether a here-document's delimiter is quoted (then
+// its body is not expanded); ok is false for a delimiter of parts other
+// than plain and quoted text.
+func hdocQuoted(r *syntax.Redirect) (quoted, ok bool) {
+	for _, p := range r.Word.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			quoted = quoted || strings.IndexByte(p.Value, '\\') >= 0
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				return false, false
+			}
+			quoted = true
+		case *syntax.DblQuoted:
+			quoted = true
+		default:
+			return false, false
+		}
+	}
+	return quoted, true
+}

@@ -21,8 +21,11 @@
 // eval, trap and alias run their arguments. Compile refuses a reference in any of
 // those places, and one assigned to a variable that the script then uses
 // there (n=${item.n}; echo $((n + 1))), with [ErrUnsafePosition]; also
-// inside `...`, a here-document, ${...}, after a backslash and wherever
-// bash and POSIX sh read the script differently. [Validate] finds those at
+// inside `...`, a quoted here-document, ${...}, after a backslash and
+// wherever bash and POSIX sh read the script differently. In the text of an
+// unquoted here-document (cat <<EOF) a reference becomes the expansion of
+// a variable holding its value ([Script.ExpandEnv]), which the shell does
+// not read as shell text. [Validate] finds those at
 // submission time. ${attempt} and the ${map.*} counts are numbers the
 // agent makes, allowed in arithmetic.
 //

@@ -11,6 +11,9 @@ var (
 	ErrEnvUnset = errors.New("shell: environment variable not set")
 	// ErrNoMap: a ${map.*} reference outside a reduce step.
 	ErrNoMap = errors.New("shell: map values are only available in reduce steps")
+	// ErrMapResultsSize: ${map.results_json} (Prodigy's ${map.results}) is
+	// over MaxMapResultsJSON.
+	ErrMapResultsSize = errors.New("shell: the map results are too large to paste into a command")
 	// ErrUnsafePosition: a reference stands where no quoting can keep its
 	// value a literal: where bash evaluates it (arithmetic, a variable
 	// name, eval), or inside `...`, a here-document, ${...}, bash's $'...',

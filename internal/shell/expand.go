@@ -1,9 +1,13 @@
 package shell
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"os"
 	"strconv"
 	"strings"
 
@@ -43,6 +47,11 @@ type Vars struct {
 	Map *MapVars
 	// ItemIndex is ${item_index}: the item's 0-based position in the input.
 	ItemIndex int64
+	// ItemTotal is ${item_total}: the number of the job's items.
+	ItemTotal int64
+	// LookupJobEnv resolves a bare ${NAME} that no step captured in the
+	// job's env (Prodigy reads its workflow's env so); nil: none.
+	LookupJobEnv func(name string) (string, bool)
 	// Captures are the variables earlier steps captured: ${NAME},
 	// ${NAME.field}, ${NAME.exit_code}.
 	Captures map[string]*wire.Capture
@@ -52,9 +61,21 @@ type Vars struct {
 	HasLast bool
 }
 
+// MaxMapResultsJSON bounds ${map.results_json} (Prodigy's ${map.results}):
+// the map results' JSON is pasted into the command, which Linux holds to
+// 128 KiB an argument or environment variable. Above it the reference is
+// an error that names the file to read instead.
+const MaxMapResultsJSON = 100 << 10
+
+// maxMapResultsRead bounds the map results read for a path into them
+// (${map.results[0].output}).
+const maxMapResultsRead = 16 << 20
+
 // MapVars are the values of a reduce step's ${map.*} references.
 type MapVars struct {
-	// Results is ${map.results}: where the map phase's results are.
+	// Results is ${map.results} (and ${map.results_file}): the path of the
+	// file holding the map phase's results, a JSON array;
+	// ${map.results_json} is its text.
 	Results string
 	// Successful, Failed and Total are ${map.successful}, ${map.failed}
 	// and ${map.total}.
@@ -142,12 +163,12 @@ func (v Vars) Text(t wire.Template) (string, error) {
 			b.WriteString(p.Literal)
 			continue
 		}
-		val, err := v.resolve(p.Ref)
+		val, err := p.Apply(v.resolve(p.Ref))
 		if err == nil && strings.IndexByte(val, 0) >= 0 {
 			err = errors.New("the value holds a NUL byte")
 		}
 		if err != nil {
-			errs = append(errs, &RefError{Ref: refText(p.Ref), Kind: kindOf(err), Err: err})
+			errs = append(errs, &RefError{Ref: p.Text(), Kind: kindOf(err), Err: err})
 			continue
 		}
 		b.WriteString(val)
@@ -199,6 +220,8 @@ func (v Vars) resolve(ref []string) (string, error) {
 		return v.ItemWorkdir, nil
 	case wire.RefItemIndex:
 		return strconv.FormatInt(v.ItemIndex, 10), nil
+	case wire.RefItemTotal:
+		return strconv.FormatInt(v.ItemTotal, 10), nil
 	case wire.RefShell, wire.RefLast:
 		if !v.HasLast {
 			return "", &resolveError{ErrUnknownRef, "no step ran before this one"}
@@ -209,8 +232,16 @@ func (v Vars) resolve(ref []string) (string, error) {
 			return "", &resolveError{ErrNoMap, "map values are only available in reduce steps"}
 		}
 		switch ref[1] {
-		case "results":
+		case "results", wire.MapResultsFile:
 			return v.Map.Results, nil
+		case wire.MapResultsJSON:
+			return v.Map.resultsJSON(ref[2:])
+		case wire.MapSuccessRate:
+			if v.Map.Total == 0 {
+				return "0", nil
+			}
+			rate := math.Round(float64(v.Map.Successful)*10000/float64(v.Map.Total)) / 100
+			return strconv.FormatFloat(rate, 'f', -1, 64), nil
 		case "successful":
 			return strconv.Itoa(v.Map.Successful), nil
 		case "failed":
@@ -228,6 +259,11 @@ func (v Vars) resolve(ref []string) (string, error) {
 	}
 	if wire.IsVarRef(ref) {
 		c := v.Captures[ref[0]]
+		if c == nil && len(ref) == 1 && v.LookupJobEnv != nil {
+			if val, ok := v.LookupJobEnv(ref[0]); ok {
+				return val, nil
+			}
+		}
 		if c == nil {
 			return "", &resolveError{ErrUnknownRef, fmt.Sprintf("no earlier step captured %q", ref[0])}
 		}
@@ -239,4 +275,33 @@ func (v Vars) resolve(ref []string) (string, error) {
 	}
 	// ParseTemplate admits no other reference; a hand-built Template might.
 	return "", &resolveError{ErrUnknownRef, fmt.Sprintf("unknown reference %q", strings.Join(ref, "."))}
+}
+
+// resultsJSON is ${map.results_json}, or a path into it: the map results'
+// JSON text, bounded by MaxMapResultsJSON when pasted whole.
+func (m *MapVars) resultsJSON(path []string) (string, error) {
+	f, err := os.Open(m.Results)
+	if err != nil {
+		return "", &resolveError{ErrNoMap, fmt.Sprintf("the map results: %v", err)}
+	}
+	defer f.Close()
+	limit := int64(MaxMapResultsJSON)
+	if len(path) > 0 {
+		limit = maxMapResultsRead
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return "", &resolveError{ErrNoMap, fmt.Sprintf("the map results: %v", err)}
+	}
+	if int64(len(data)) > limit {
+		return "", &resolveError{ErrMapResultsSize, fmt.Sprintf("the map results' JSON is over %d bytes, more than a command can hold: read the file instead, ${map.results_file} or $%s", limit, EnvMapResults)}
+	}
+	if len(path) == 0 {
+		return string(bytes.TrimSpace(data)), nil
+	}
+	val, err := wire.LookupItemField(data, path)
+	if err != nil {
+		return "", &resolveError{ErrItemField, strings.Replace(err.Error(), "item", "map.results", 1)}
+	}
+	return val, nil
 }

@@ -145,6 +145,11 @@ func TestExpandInjection(t *testing.T) {
 		{name: "array element", template: `a=(${item.x} x); printf '[%s]%d' "$${a[0]}" "$${#a[@]}"`, want: func(v string) string { return "[" + v + "]2" }, bashOnly: true},
 		{name: "declare value", template: `declare x=${item.x}; printf '[%s]' "$x"`, want: func(v string) string { return "[" + v + "]" }, bashOnly: true},
 		{name: "local value", template: `f() { local x=${item.x}; printf '[%s]' "$x"; }; f`, want: func(v string) string { return "[" + v + "]" }, bashOnly: true},
+		{name: "here-document", template: "cat <<EOF\n${item.x}\nEOF", want: func(v string) string { return v + "\n" }},
+		{name: "here-document with quotes around", template: "cat << EOF\npre \"${item.x}\" '${item.x}' $${UNSET_SHELL_TEST_VAR}post\nEOF", want: func(v string) string { return `pre "` + v + `" '` + v + "' post\n" }},
+		{name: "tab-stripped here-document", template: "cat <<-EOF\n\t${item.x}\n\tEOF", want: func(v string) string { return v + "\n" }},
+		{name: "second here-document", template: "cat <<A <<B\na\nA\n${item.x}\nB", want: func(v string) string { return v + "\n" }},
+		{name: "here-document in a command substitution", template: "printf '[%s]' \"$(cat <<EOF\n${item.x}\nEOF\n)\"", want: func(v string) string { return "[" + strings.TrimRight(v, "\n") + "]" }},
 		{name: "here-string", template: `cat <<< ${item.x}`, want: func(v string) string { return v + "\n" }, bashOnly: true},
 		{name: "printf -v value", template: `printf -v out '%s' ${item.x}; printf '[%s]' "$out"`, want: func(v string) string { return "[" + v + "]" }, bashOnly: true},
 		{name: "parameter expansion of a copy", template: `v=${item.x}; printf '[%s]' "$${UNSET_SHELL_TEST_VAR:-$v}"`, want: func(v string) string { return "[" + v + "]" }},
@@ -295,11 +300,12 @@ func TestExpandUnsafePositions(t *testing.T) {
 		{name: "backquotes", template: "echo `basename ${item.x}`", contains: "use $(...) instead"},
 		{name: "backquotes in double quotes", template: "echo \"`basename ${item.x}`\"", contains: "inside `...`"},
 		{name: "command substitution in backquotes", template: "echo `echo $(echo ${item.x})`", contains: "inside `...`"},
-		{name: "here-document", template: "cat <<EOF\n${item.x}\nEOF", contains: "here-document"},
-		{name: "quoted here-document", template: "cat <<'EOF'\nsafe\n${item.x}\nEOF", contains: "here-document"},
-		{name: "tab-stripped here-document", template: "cat <<-EOF\n\tsafe\n\t${item.x}\n\tEOF", contains: "here-document"},
-		{name: "second here-document", template: "cat <<A <<B\na\nA\n${item.x}\nB", contains: "here-document"},
-		{name: "command substitution in a here-document", template: "cat <<EOF\n$(printf %s ${item.x})\nEOF", contains: "here-document"},
+		{name: "quoted here-document", template: "cat <<'EOF'\nsafe\n${item.x}\nEOF", contains: "quoted here-document (<<'EOF')"},
+		{name: "double-quoted here-document delimiter", template: "cat <<\"EOF\"\n${item.x}\nEOF", contains: "quoted here-document"},
+		{name: "escaped here-document delimiter", template: "cat <<\\EOF\n${item.x}\nEOF", contains: "quoted here-document"},
+		{name: "command substitution in a here-document", template: "cat <<EOF\n$(printf %s ${item.x})\nEOF", contains: "an expansion within a here-document"},
+		{name: "parameter expansion in a here-document", template: "cat <<EOF\n$${V:-${item.x}}\nEOF", contains: "an expansion within a here-document"},
+		{name: "after a backslash in a here-document", template: "cat <<EOF\n\\${item.x}\nEOF", contains: "follows a backslash"},
 		{name: "parameter expansion", template: "echo $${V:-${item.x}}", contains: "${...}"},
 		{name: "quotes in parameter expansion", template: "echo $${V:-\"${item.x}\"}", contains: "${...}"},
 		{name: "after a backslash", template: `echo \${item.x}`, contains: "follows a backslash"},
@@ -579,9 +585,20 @@ func FuzzExpand(f *testing.F) {
 		if strings.IndexByte(value, 0) >= 0 {
 			return
 		}
-		pr := newProbe(tpl)
+		// The structure the references make with a plain value (the
+		// placeholders' own, but for here-documents, where each is a
+		// variable's expansion) is the one any value makes.
+		s, err := Compile(tpl)
+		require.NoError(t, err)
+		plain, _, err := s.ExpandEnv(Vars{Item: json.RawMessage(`{"x":"v","n":"v"}`), ItemID: "v", JobID: "v", Attempt: 2,
+			LookupEnv: func(string) (string, bool) { return "v", true }, Map: &MapVars{Results: "v", Total: 12}})
+		if err != nil {
+			return // ${map.results_json} of an existing file: not the plain value's
+		}
+		got, _, err = s.ExpandEnv(vars)
+		require.NoError(t, err)
 		for _, lang := range []syntax.LangVariant{syntax.LangBash, syntax.LangPOSIX} {
-			want, ok := shape(t, pr.src, lang)
+			want, ok := shape(t, plain, lang)
 			if !ok {
 				continue
 			}
@@ -638,4 +655,21 @@ EOF`)
 			require.Equal(t, want(value), out, "%s: %s", sh.name, stderr)
 		}
 	})
+}
+
+// TestExpandEnvHeredoc: a reference in a here-document's text is the
+// expansion of a variable whose value ExpandEnv returns; Expand assigns it
+// at the top of the script instead.
+func TestExpandEnvHeredoc(t *testing.T) {
+	t.Parallel()
+	s, err := Compile(mustParse(t, "cat <<EOF\nid: ${item_id} ${item.x}\nEOF\necho ${item.x}"))
+	require.NoError(t, err)
+	v := Vars{ItemID: "i1", Item: json.RawMessage(`{"x":"$(id)'"}`)}
+	script, env, err := s.ExpandEnv(v)
+	require.NoError(t, err)
+	require.Equal(t, "cat <<EOF\nid: ${JETFLEET_HD0} ${JETFLEET_HD1}\nEOF\necho '$(id)'\\'''", script)
+	require.Equal(t, []string{"JETFLEET_HD0=i1", "JETFLEET_HD1=$(id)'"}, env)
+	whole, err := s.Expand(v)
+	require.NoError(t, err)
+	require.Equal(t, "JETFLEET_HD0='i1'\nJETFLEET_HD1='$(id)'\\'''\n"+script, whole)
 }

@@ -100,7 +100,8 @@ func clip(s string) string {
 
 // Lookup resolves a path into the capture (without its name): empty is
 // the value; stderr, exit_code, success and duration are those streams
-// when they were captured; anything else is a path into the value.
+// when they were captured; output is the value too, unless the value is
+// an object (then its field); anything else is a path into the value.
 func (c *Capture) Lookup(path []string) (string, error) {
 	if len(path) == 1 {
 		switch path[0] {
@@ -124,6 +125,9 @@ func (c *Capture) Lookup(path []string) (string, error) {
 	}
 	if c.Value == nil {
 		return "", fmt.Errorf("the capture holds no value (capture_streams.stdout is false)")
+	}
+	if len(path) == 1 && path[0] == "output" && !bytes.HasPrefix(c.Value, []byte("{")) {
+		return rawText(c.Value), nil // ${NAME.output}: the value (Prodigy's step id)
 	}
 	return LookupItemField(c.Value, path)
 }

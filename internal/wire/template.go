@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jetfleet/jetfleet/internal/jsonscan"
 )
@@ -20,6 +21,10 @@ import (
 //	${map.results} ${map.successful} ${map.failed} ${map.total}   (reduce steps)
 //	${env.NAME}        a variable of the step's environment (never the agent's own)
 //	${item_index}      the item's 0-based position in the job's input
+//	${item_total}      the number of the job's items
+//	${map.results_json} ${map.results_file} ${map.success_rate}   (reduce steps)
+//	${x:-text}         text when x does not resolve; also ${x|default:text}
+//	${x|length}        the value's length; ${x|length:N} at most N
 //	${NAME} ${NAME.a}  a variable an earlier step captured (Prodigy's capture:),
 //	                   or shell.output / last.output, the previous step's output
 //	$${                a literal "${"
@@ -34,6 +39,71 @@ type Template struct {
 type TemplatePart struct {
 	Literal string
 	Ref     []string // e.g. ["item", "a", "b"]
+	// Default is the text of a reference that does not resolve (a
+	// variable no step captured, a missing field, an unset variable):
+	// ${x:-text}, Prodigy's form, or ${x|default:text}. Nil: none, the
+	// reference is an error then.
+	Default *string
+	// Length replaces the value by its length (${x|length}): the elements
+	// of a JSON array, the members of an object, else the characters of
+	// the text. LengthMax, when above 0, caps it (${x|length:100}).
+	Length    bool
+	LengthMax int
+}
+
+// Apply gives the part's value from the reference's resolved value and
+// error: the default for an error, when the part has one, and then the
+// length when asked.
+func (p TemplatePart) Apply(val string, err error) (string, error) {
+	if err != nil {
+		if p.Default == nil {
+			return "", err
+		}
+		val = *p.Default
+	}
+	if p.Length {
+		n := valueLength(val)
+		if p.LengthMax > 0 {
+			n = min(n, p.LengthMax)
+		}
+		val = strconv.Itoa(n)
+	}
+	return val, nil
+}
+
+// valueLength is the length of a value's text: a JSON array's elements, a
+// JSON object's members, else its characters.
+func valueLength(s string) int {
+	if t := strings.TrimSpace(s); len(t) > 0 && (t[0] == '[' || t[0] == '{') {
+		var a []json.RawMessage
+		if json.Unmarshal([]byte(t), &a) == nil {
+			return len(a)
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(t), &m) == nil {
+			return len(m)
+		}
+	}
+	return utf8.RuneCountInString(s)
+}
+
+// Text is the reference in its canonical form: ${a.b}, ${a.b:-x},
+// ${a|length}, ${a|length|default:x}.
+func (p TemplatePart) Text() string {
+	s := "${" + strings.Join(p.Ref, ".")
+	if p.Length {
+		s += "|length"
+		if p.LengthMax > 0 {
+			s += ":" + strconv.Itoa(p.LengthMax)
+		}
+	}
+	switch {
+	case p.Default != nil && p.Length:
+		s += "|default:" + *p.Default
+	case p.Default != nil:
+		s += ":-" + *p.Default
+	}
+	return s + "}"
 }
 
 // Template namespaces.
@@ -48,6 +118,8 @@ const (
 	RefEnv         = "env"
 	// RefItemIndex is the item's 0-based position in the job's input.
 	RefItemIndex = "item_index"
+	// RefItemTotal is the number of the job's items.
+	RefItemTotal = "item_total"
 	// RefShell and RefLast name the previous step's output:
 	// ${shell.output} and ${last.output}.
 	RefShell = "shell"
@@ -58,13 +130,27 @@ const (
 // capture:) rather than one of the namespaces above.
 func IsVarRef(ref []string) bool {
 	switch ref[0] {
-	case RefItem, RefItemID, RefJobID, RefAttempt, RefItemWorkdir, RefMap, RefEnv, RefItemIndex, RefShell, RefLast:
+	case RefItem, RefItemID, RefJobID, RefAttempt, RefItemWorkdir, RefMap, RefEnv, RefItemIndex, RefItemTotal, RefShell, RefLast:
 		return false
 	}
 	return true
 }
 
-var mapRefs = map[string]bool{"results": true, "successful": true, "failed": true, "total": true}
+var mapRefs = map[string]bool{"results": true, "successful": true, "failed": true, "total": true,
+	MapResultsJSON: true, MapResultsFile: true, MapSuccessRate: true}
+
+// ${map.*} names beyond results, successful, failed and total.
+const (
+	// MapResultsJSON is ${map.results_json}: the map results' JSON text
+	// (Prodigy's ${map.results}); ${map.results_json[0].output} reads into it.
+	MapResultsJSON = "results_json"
+	// MapResultsFile is ${map.results_file}: the path of the file holding
+	// them (jetfleet's ${map.results}).
+	MapResultsFile = "results_file"
+	// MapSuccessRate is ${map.success_rate}: successful items in percent
+	// of the job's items.
+	MapSuccessRate = "success_rate"
+)
 
 // ParseTemplate parses s. Unknown namespaces and malformed references are
 // errors; whether ${map.*} is allowed is checked by the caller (reduce only).
@@ -87,7 +173,7 @@ func ParseTemplate(s string) (Template, error) {
 			return Template{}, fmt.Errorf("unterminated ${ at offset %d", i)
 		}
 		expr := strings.TrimSpace(s[i+2 : i+2+end])
-		ref, err := parseRef(expr)
+		part, err := parsePart(expr)
 		if err != nil {
 			return Template{}, fmt.Errorf("${%s} at offset %d: %w", expr, i, err)
 		}
@@ -95,13 +181,54 @@ func ParseTemplate(s string) (Template, error) {
 			t.Parts = append(t.Parts, TemplatePart{Literal: lit.String()})
 			lit.Reset()
 		}
-		t.Parts = append(t.Parts, TemplatePart{Ref: ref})
+		t.Parts = append(t.Parts, part)
 		i += 2 + end + 1
 	}
 	if lit.Len() > 0 {
 		t.Parts = append(t.Parts, TemplatePart{Literal: lit.String()})
 	}
 	return t, nil
+}
+
+// parsePart reads a reference with its default and filters: ${x:-text},
+// ${x|default:text}, ${x|length}, ${x|length:N}.
+func parsePart(expr string) (TemplatePart, error) {
+	var p TemplatePart
+	if i := strings.IndexByte(expr, '|'); i >= 0 {
+		filters := expr[i+1:]
+		expr = strings.TrimSpace(expr[:i])
+		for filters != "" {
+			f, rest, _ := strings.Cut(filters, "|")
+			name, arg, hasArg := strings.Cut(strings.TrimSpace(f), ":")
+			switch name {
+			case "default":
+				d := strings.TrimLeft(filters[strings.IndexByte(filters, ':')+1:], " ")
+				if !hasArg {
+					return p, fmt.Errorf("the default filter takes its text: |default:text")
+				}
+				p.Default, rest = &d, "" // the rest of the reference is its text
+			case "length":
+				p.Length = true
+				if hasArg {
+					n, err := strconv.Atoi(strings.TrimSpace(arg))
+					if err != nil || n < 1 {
+						return p, fmt.Errorf("|length:%s: the bound is a number of at least 1", arg)
+					}
+					p.LengthMax = n
+				}
+			default:
+				return p, fmt.Errorf("unknown filter %q (use |default:text or |length)", name)
+			}
+			filters = rest
+		}
+	} else if i := strings.Index(expr, ":-"); i >= 0 {
+		d := expr[i+2:]
+		p.Default = &d
+		expr = strings.TrimSpace(expr[:i])
+	}
+	ref, err := parseRef(expr)
+	p.Ref = ref
+	return p, err
 }
 
 func parseRef(expr string) ([]string, error) {
@@ -120,14 +247,18 @@ func parseRef(expr string) ([]string, error) {
 			return nil, fmt.Errorf("the previous step's output is ${%s.output}", segs[0])
 		}
 		return segs, nil
-	case RefItemID, RefJobID, RefAttempt, RefItemWorkdir, RefItemIndex:
+	case RefItemID, RefJobID, RefAttempt, RefItemWorkdir, RefItemIndex, RefItemTotal:
 		if len(segs) != 1 {
 			return nil, fmt.Errorf("%s takes no field", segs[0])
 		}
 		return segs, nil
 	case RefMap:
-		if len(segs) != 2 || !mapRefs[segs[1]] {
-			return nil, fmt.Errorf("map references are map.results, map.successful, map.failed and map.total")
+		switch {
+		case len(segs) > 2 && segs[1] == MapResultsJSON:
+		case len(segs) > 2 && segs[1] == "results":
+			segs[1] = MapResultsJSON // a path into the results reads their JSON
+		case len(segs) != 2 || !mapRefs[segs[1]]:
+			return nil, fmt.Errorf("map references are map.results, map.results_json, map.results_file, map.successful, map.failed, map.total and map.success_rate")
 		}
 		return segs, nil
 	case RefEnv:
@@ -139,7 +270,7 @@ func parseRef(expr string) ([]string, error) {
 	if validVarName(segs[0]) {
 		return segs, nil // a captured variable: whether a step captures it is the caller's check
 	}
-	return nil, fmt.Errorf("unknown reference %q (use item, item.<field>, item_id, item_index, job_id, attempt, item_workdir, env.<NAME>, map.<results|successful|failed|total>, or a variable an earlier step captures)", segs[0])
+	return nil, fmt.Errorf("unknown reference %q (use item, item.<field>, item_id, item_index, item_total, job_id, attempt, item_workdir, env.<NAME>, map.<results|successful|failed|total|success_rate>, or a variable an earlier step captures)", segs[0])
 }
 
 // splitPath splits a reference at its dots, reading a[0] as a.0.
@@ -286,7 +417,7 @@ func (t Template) Render(v TemplateVars, esc func(before, value string) string) 
 		var val string
 		switch p.Ref[0] {
 		case RefItem:
-			s, err := LookupItemField(v.Item, p.Ref[1:])
+			s, err := p.Apply(LookupItemField(v.Item, p.Ref[1:]))
 			if err != nil {
 				return "", fmt.Errorf("${%s}: %w", strings.Join(p.Ref, "."), err)
 			}

@@ -15,6 +15,7 @@ import (
 
 // shellRan is what a shell step's run leaves besides its output.
 type shellRan struct {
+	stdout      string // the tail of stdout, kept for a failed run's fallback
 	stderr      string
 	exitCode    int
 	stdoutBytes int64
@@ -110,6 +111,8 @@ func (a *Agent) condVars(it *item) expr.Lookup {
 			return expr.Get(item, p[1:])
 		case wire.RefItemIndex:
 			return json.Number(fmt.Sprint(it.wi.Index)), len(p) == 1
+		case wire.RefItemTotal:
+			return json.Number(fmt.Sprint(it.job.items)), len(p) == 1
 		case wire.RefAttempt:
 			return json.Number(fmt.Sprint(it.st.StepAttempt + 1)), len(p) == 1
 		case wire.RefShell, wire.RefLast:
@@ -143,7 +146,11 @@ func (a *Agent) condVars(it *item) expr.Lookup {
 				}
 			}
 		}
-		return expr.Get(c.JSONValue(), p[1:])
+		v := c.JSONValue()
+		if _, isObj := v.(map[string]any); !isObj && len(p) == 2 && p[1].Field == "output" {
+			return v, c.Value != nil // ${NAME.output}: the value (Prodigy's step id)
+		}
+		return expr.Get(v, p[1:])
 	}
 }
 

@@ -32,6 +32,7 @@ type job struct {
 	routes   map[string]string     // group → pool, set at acceptance (JobRecord.Routes)
 	budget   messages.BudgetStatus // the limits the coordinator set at acceptance
 	shares   map[string]int        // each pool's share of budget.Total (JobRecord.BudgetShares)
+	items    int64                 // the job's item count: ${item_total}
 
 	// resultSubject is where this agent reports the job's results, made
 	// on the first report (resultSubjectOf): not a string per item.
@@ -181,6 +182,7 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 	j.routes = rec.Routes
 	j.budget = rec.Status.Budget
 	j.shares = rec.BudgetShares
+	j.items = rec.Status.Items
 	c.mu.Lock()
 	if len(c.m) > 4096 { // jobs are few; bound the cache anyway
 		clear(c.m)
@@ -297,9 +299,15 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			}
 			cmd = command{claude: &pt, workingDir: st.WorkingDir}
 		}
-		if fb.Raw != "" {
+		switch {
+		case fb.Raw != "" && st.RetryConfig != nil && st.RetryConfig.OnFailure != nil && st.RetryConfig.OnFailure.Claude:
+			fbCmd = command{claude: &fb, workingDir: st.WorkingDir} // Prodigy's on_failure: {claude}
+		case fb.Raw != "":
 			fbCmd = compileCommand(fb)
 			fbCmd.workingDir = st.WorkingDir
+		}
+		if fb.Raw != "" {
+			fbCmd.commitRequired = st.RetryConfig.OnFailure.CommitRequired
 		}
 		cmd.commitRequired = st.CommitRequired
 		cmd.capture = st.Capture != ""

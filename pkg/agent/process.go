@@ -796,7 +796,7 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 
 func (a *Agent) shellVars(it *item, attempt int) shell.Vars {
 	v := shell.Vars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID, Attempt: attempt, Map: it.mv,
-		ItemIndex: it.wi.Index, Captures: it.st.Captures}
+		ItemIndex: it.wi.Index, ItemTotal: it.job.items, Captures: it.st.Captures, LookupJobEnv: lookupIn(it.job.env)}
 	if n := len(it.st.Outputs); n > 0 {
 		v.Last, v.HasLast = strings.TrimRight(it.st.Outputs[n-1], "\n"), true
 	}
@@ -850,8 +850,12 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 		}
 		script = a.claude
 		env = append(env, claudeEnvCommand+"="+a.claudePath, claudeEnvPrompt+"="+prompt)
-	} else if script, err = c.script.Expand(vars); err != nil {
-		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("expanding the command: %w", err))}
+	} else {
+		var hdoc []string
+		if script, hdoc, err = c.script.ExpandEnv(vars); err != nil {
+			return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("expanding the command: %w", err))}
+		}
+		env = append(env, hdoc...) // the values of references in here-documents (JETFLEET_HD*)
 	}
 	var head0 string
 	if c.commitRequired {
@@ -866,6 +870,9 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 	}
 	res := shell.Run(ctx, sc)
 	it.ran = shellRan{stderr: res.Stderr, exitCode: res.ExitCode, stdoutBytes: res.StdoutBytes}
+	if res.Failed() {
+		it.ran.stdout = res.Stdout // ${shell.output} of its fallback
+	}
 	if res.Killed > 0 {
 		a.metrics.leftoversKilled.Add(float64(res.Killed))
 		a.log.Info().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Int("processes", res.Killed).
@@ -928,6 +935,14 @@ func lookupIn(env []string) func(string) (string, bool) {
 // like the step does, waiting for it in the agent for up to the step's
 // timeout (the failure path cannot send the item back to wait).
 func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (string, error) {
+	// ${shell.output} is the failed run's output, stdout then stderr, as
+	// Prodigy gives its handlers.
+	failed := strings.TrimRight(it.ran.stdout, "\n")
+	if it.ran.stderr != "" {
+		failed = strings.TrimRight(failed+"\n"+it.ran.stderr, "\n")
+	}
+	it.justRan = &failed
+	defer func() { it.justRan = nil }()
 	timeout := it.deadline.Bound(a.cfg.hooks.Clock.Now(), a.stepTimeout(it.set.steps[i].Timeout.D()))
 	var t *limit.Ticket
 	if q, has, err := a.limitRequest(it, &it.set.steps[i]); err != nil {

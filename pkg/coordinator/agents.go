@@ -179,7 +179,7 @@ func (d *agentDirectory) handlers(ctx context.Context, pool string) (agents []ag
 
 // handlerProblems lists the steps of spec naming a handler that no present
 // agent of the job's pool registers (agent_template, reduce and a custom
-// on_item_failure step), and the claude steps when none of them has
+// on_item_failure step), and the claude steps and claude fallbacks when none of them has
 // Claude Code's CLI (messages.CapabilityClaude). A pool with no agent present accepts any handler:
 // the job waits for agents to come. Items routed to a group's pool
 // (group_by) may run elsewhere, so only the job's own pool is checked.
@@ -223,11 +223,17 @@ func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpe
 		problems = append(problems, messages.FieldError{Field: field + ".handler",
 			Message: fmt.Sprintf("no agent of pool %q registers handler %q", pool, s.Handler)})
 	}
+	step := func(field string, s *messages.Step) {
+		check(field, s)
+		if rc := s.RetryConfig; rc != nil && rc.OnFailure != nil && rc.OnFailure.Claude { // a claude fallback
+			check(field+".retry_config.on_failure.fallback", &messages.Step{Claude: rc.OnFailure.Fallback})
+		}
+	}
 	for i := range spec.AgentTemplate {
-		check("agent_template["+strconv.Itoa(i)+"]", &spec.AgentTemplate[i])
+		step("agent_template["+strconv.Itoa(i)+"]", &spec.AgentTemplate[i])
 	}
 	for i := range spec.Reduce {
-		check("reduce["+strconv.Itoa(i)+"]", &spec.Reduce[i])
+		step("reduce["+strconv.Itoa(i)+"]", &spec.Reduce[i])
 	}
 	if st := spec.Setup; st != nil {
 		for i := range st.Commands {

@@ -58,7 +58,7 @@ func (v *validator) when(p string, st *messages.Step) {
 	for _, path := range e.Paths() {
 		name := path[0].Field
 		switch {
-		case name == wire.RefItem, name == wire.RefItemIndex, name == wire.RefAttempt, v.captured[name]:
+		case name == wire.RefItem, name == wire.RefItemIndex, name == wire.RefItemTotal, name == wire.RefAttempt, v.captured[name]:
 		case len(path) == 2 && (name == wire.RefShell || name == wire.RefLast) && path[1].Field == "output":
 		default:
 			v.addf(wp, "%s: no earlier step captures %q (a condition reads item.<field>, item_index, attempt, shell.output or a captured variable)", path, name)
@@ -71,10 +71,14 @@ func (v *validator) when(p string, st *messages.Step) {
 // captured by earlier steps of its list.
 func (v *validator) variables(p string, t wire.Template) {
 	for _, part := range t.Parts {
-		if part.Ref != nil && wire.IsVarRef(part.Ref) && !v.captured[part.Ref[0]] {
-			v.addf(p, "${%s}: unknown reference %q: no earlier step captures it (use item, item.<field>, item_id, item_index, job_id, attempt, item_workdir, env.<NAME>, map.<field> in reduce, shell.output, or capture: on an earlier step)", strings.Join(part.Ref, "."), part.Ref[0])
-			return
+		if part.Ref == nil || part.Default != nil || !wire.IsVarRef(part.Ref) || v.captured[part.Ref[0]] {
+			continue // a reference with a default may name what is not there
 		}
+		if _, inEnv := v.env[part.Ref[0]]; inEnv && len(part.Ref) == 1 {
+			continue // the job's env variable
+		}
+		v.addf(p, "${%s}: unknown reference %q: no earlier step captures it (use item, item.<field>, item_id, item_index, item_total, job_id, attempt, item_workdir, env.<NAME> or a bare name of the job's env, map.<field> in reduce, shell.output, or capture: on an earlier step)", strings.Join(part.Ref, "."), part.Ref[0])
+		return
 	}
 }
 

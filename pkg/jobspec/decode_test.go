@@ -107,7 +107,7 @@ func TestParseJSONRejects(t *testing.T) {
 		{"step with both", withStep(`{"shell":"x","handler":"h"}`), []string{`agent_template[0]: set only one of shell or handler`}},
 		{"empty shell", withStep(`{"shell":""}`), []string{`agent_template[0].shell: must not be empty`}},
 		{"blank handler", withStep(`{"handler":"  "}`), []string{`agent_template[0].handler: must not be empty`}},
-		{"bad template", withStep(`{"shell":"echo ${foo}"}`), []string{`agent_template[0].shell: ${foo}: unknown reference "foo": no earlier step captures it (use item, item.<field>, item_id, item_index, job_id, attempt, item_workdir, env.<NAME>, map.<field> in reduce, shell.output, or capture: on an earlier step)`}},
+		{"bad template", withStep(`{"shell":"echo ${foo}"}`), []string{`agent_template[0].shell: ${foo}: unknown reference "foo": no earlier step captures it (use item, item.<field>, item_id, item_index, item_total, job_id, attempt, item_workdir, env.<NAME> or a bare name of the job's env, map.<field> in reduce, shell.output, or capture: on an earlier step)`}},
 		{"map outside reduce", withStep(`{"shell":"echo ${map.results}"}`), []string{`agent_template[0].shell: ${map.*} references are only allowed in reduce steps`}},
 		{"bad map ref in reduce", withTop(`"reduce":[{"shell":"x ${map.nope}"}]`), []string{`reduce[0].shell: ${map.nope} at offset 2: map references are`}},
 		{"with on a shell step", withStep(`{"shell":"x","with":{"a":1}}`), []string{`agent_template[0].with: only allowed with handler`}},
@@ -154,7 +154,7 @@ func TestParseJSONRejects(t *testing.T) {
 		{"fallback alone", withRetry(`"on_failure":"fallback"`), []string{rc + `on_failure: fallback needs a command: {fallback: {command: "..."}}`}},
 		{"fallback empty command", withRetry(`"on_failure":{"fallback":{"command":""}}`), []string{rc + `on_failure.fallback.command: required: the command to run when the step gives up`}},
 		{"fallback no command", withRetry(`"on_failure":{"fallback":{}}`), []string{rc + `on_failure.fallback.command: required`}},
-		{"fallback bad template", withRetry(`"on_failure":{"fallback":{"command":"x ${nope}"}}`), []string{rc + `on_failure.fallback.command: ${nope}: unknown reference "nope": no earlier step captures it (use item, item.<field>, item_id, item_index, job_id, attempt, item_workdir, env.<NAME>, map.<field> in reduce, shell.output, or capture: on an earlier step)`}},
+		{"fallback bad template", withRetry(`"on_failure":{"fallback":{"command":"x ${nope}"}}`), []string{rc + `on_failure.fallback.command: ${nope}: unknown reference "nope": no earlier step captures it (use item, item.<field>, item_id, item_index, item_total, job_id, attempt, item_workdir, env.<NAME> or a bare name of the job's env, map.<field> in reduce, shell.output, or capture: on an earlier step)`}},
 		{"on_failure object stop", withRetry(`"on_failure":{"stop":null}`), []string{rc + `on_failure.stop: unknown action (the object form is {fallback: {command: "..."}}; write stop or continue as a string)`}},
 
 		// error_policy.

@@ -282,13 +282,23 @@ func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) bool 
 		f.Action = messages.OnFailureFallback
 		var p struct {
 			Command *string `json:"command"`
+			Claude  *string `json:"claude"`
+			// CommitRequired: the fallback must leave a new commit.
+			CommitRequired bool `json:"commit_required"`
 		}
 		if val != nil {
 			d.value(kp, val, reflect.ValueOf(&p).Elem())
 		}
-		if p.Command != nil {
+		switch {
+		case p.Command != nil && p.Claude != nil:
+			d.addf(kp, "set one of command (a shell command) and claude (a prompt for Claude Code's CLI)")
+			return false
+		case p.Command != nil:
 			f.Fallback = *p.Command
+		case p.Claude != nil:
+			f.Fallback, f.Claude = *p.Claude, true
 		}
+		f.CommitRequired = p.CommitRequired
 	default:
 		d.typeErr(path, `stop, continue or {fallback: {command: "..."}}`, v)
 		return false

@@ -88,6 +88,21 @@ func Explain(data []byte) (*messages.JobSpec, []messages.FieldError, error) {
 	return spec, notes, nil
 }
 
+// ExplainVariables says, for each step of a valid spec document, the
+// variables its commands and its condition can read and where each comes
+// from: the item, the agent, the job's env, the steps before it, the map
+// phase (fleetctl validate --explain).
+func ExplainVariables(data []byte) ([]messages.FieldError, error) {
+	spec, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	r := readSpec(data, isJSON(data))
+	notes := variableNotes(spec, r.rw)
+	setLines(notes, r.t.lines)
+	return notes, nil
+}
+
 // read is a job spec document read: its tree, rewritten into jetfleet's
 // layout, decoded and validated.
 type read struct {

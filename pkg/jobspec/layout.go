@@ -46,10 +46,6 @@ const StandardItemID = "standard"
 var mapFields = []string{"input", "json_path", "id_field", "agent_template", "max_parallel", "agent_timeout", "error_policy", "items", "group_by",
 	"filter", "sort_by", "distinct", "offset", "max_items", "input_command"}
 
-// claudeFallback is the problem of an on_failure handler that is a claude
-// command.
-const claudeFallback = "a claude command as a step's on_failure handler is not supported: a fallback is a shell command (on_failure: {shell: \"...\"}); run claude's CLI from it"
-
 // rename maps a path of the rewritten tree (from, and everything under it)
 // to the path it was written at (to).
 type rename struct{ from, to string }
@@ -304,49 +300,12 @@ func (rw *rewrite) step(p string, st map[string]any) {
 			}
 		}
 	}
+	rw.stepID(p, st)
 	rw.captureOutput(p, st)
 	rw.allowFailure(p, st)
 	rw.onSuccess(p, st)
-	of, ok := st["on_failure"]
-	if !ok {
-		return
-	}
-	delete(st, "on_failure")
-	op := messages.JoinPath(p, "on_failure")
-	wp := rw.written(op)
-	cmd, isObj := of.(map[string]any)
-	switch {
-	case isObj && cmd["claude"] != nil:
-		rw.addf(messages.JoinPath(wp, "claude"), "%s", claudeFallback)
-		return
-	case !isObj || cmd["shell"] == nil:
-		rw.addf(wp, `a step's on_failure is a command run when the step gives up, {shell: "..."}; stop, continue and {fallback: {command: "..."}} go in retry_config.on_failure`)
-		return
-	}
-	for _, k := range sortedKeys(cmd) {
-		if k != "shell" {
-			rw.addf(messages.JoinPath(wp, k), "unknown field (a step's on_failure takes shell, the command to run)")
-			return
-		}
-	}
-	rc, _ := st["retry_config"].(map[string]any)
-	if st["retry_config"] != nil && rc == nil {
-		return // the decoder reports retry_config
-	}
-	if rc == nil {
-		rc = map[string]any{}
-		st["retry_config"] = rc
-	}
-	if rc["on_failure"] != nil {
-		rw.addf(wp, "set once: here (a command run when the step gives up) or in retry_config.on_failure")
-		return
-	}
-	rc["on_failure"] = map[string]any{messages.OnFailureFallback: map[string]any{"command": cmd["shell"]}}
-	canon := messages.JoinPath(p, "retry_config.on_failure")
-	rw.steps = append(rw.steps,
-		rename{from: canon + ".fallback.command", to: op + ".shell"},
-		rename{from: canon, to: op})
-	rw.notef(wp, `is the step's fallback (retry_config.on_failure: {fallback: {command: ...}}): it runs when the step gives up, and the item goes on with the next step if it succeeds`)
+	rw.prodigyMapResults(p, st)
+	rw.stepOnFailure(p, st)
 }
 
 // ad44 rewrites AD-44's submission fields.

@@ -18,9 +18,6 @@ type seedOutcome int
 const (
 	// seedValid: it validates as written.
 	seedValid seedOutcome = iota
-	// seedClaudeFallback: refused for its claude fallbacks (a step's
-	// on_failure: {claude: ...}) only.
-	seedClaudeFallback
 	// seedNoInput: a map: block with its steps only, no input; refused for
 	// that only (map.input), as Prodigy refuses it.
 	seedNoInput
@@ -29,7 +26,7 @@ const (
 // Every job example of the source documents (testdata/seeds, README.md
 // there says which is which), pasted as written.
 var seedExamples = map[string]seedOutcome{
-	"001-mapreduce-integration.yaml":        seedClaudeFallback,
+	"001-mapreduce-integration.yaml":        seedValid,
 	"002-fixed.yaml":                        seedNoInput,
 	"002-linear.yaml":                       seedNoInput,
 	"002-exponential-default.yaml":          seedNoInput,
@@ -69,12 +66,6 @@ func TestSeedExamples(t *testing.T) {
 				_, notes, err := jobspec.Explain(data)
 				require.NoError(t, err)
 				require.NotEmpty(t, notes, "Prodigy's layout is explained")
-			case seedClaudeFallback:
-				ve := validationError(t, err)
-				for _, p := range ve.Problems {
-					require.True(t, strings.HasSuffix(p.Field, ".on_failure.claude"), "%s", p.Error())
-					require.Contains(t, p.Message, "a fallback is a shell command")
-				}
 			case seedNoInput:
 				ve := validationError(t, err)
 				require.Len(t, ve.Problems, 1, "%v", ve)
@@ -127,7 +118,7 @@ func TestSeedExamplesMeaning(t *testing.T) {
 		spec, err := jobspec.Parse(readSeed(t, "003-example-3-robust-mapreduce.yaml"))
 		require.NoError(t, err)
 		require.Equal(t, 10, spec.MaxParallel)
-		require.Equal(t, "aggregate ${map.results}", spec.Reduce[0].Shell)
+		require.Equal(t, "aggregate ${map.results_json}", spec.Reduce[0].Shell, "Prodigy's ${map.results} is the JSON")
 	})
 	t.Run("001: error_policy inside map", func(t *testing.T) {
 		data := strings.NewReplacer(`- claude: "/process-item '${item.id}'"`, `- shell: "process-item ${item.id}"`,

@@ -23,7 +23,7 @@ agent_template:
 error_policy:
   on_item_failure: {custom: {shell: "let x=${item.n}"}}
 reduce:
-  - shell: "cat <<EOF\n${map.results}\nEOF"
+  - shell: "cat <<'EOF'\n${map.results}\nEOF"
 `
 	_, err := Parse([]byte(spec))
 	got := problems(t, err)
@@ -33,7 +33,7 @@ reduce:
 		`agent_template[1].retry_config.on_failure.fallback.command (line 7): ${item.n}: cannot be quoted safely: it is assigned to n, which is used in $((...)) at line 1: bash evaluates arithmetic recursively and runs any $(...) in a value such as a[$(cmd)], whatever the quoting; check that it is a number and assign the checked copy: n=$(printf '%s\n' ${item.n} | grep -xE -- '-?[0-9]+') || exit 1`,
 		`agent_template[2].timeout (line 9): invalid duration "5 parsecs": unknown unit "parsecs" (use ns, us, ms, s, m, h, d or w, e.g. "30s")`,
 		`error_policy.on_item_failure.custom.shell (line 11): ${item.n}: cannot be quoted safely: bash evaluates it as arithmetic in let, which runs any $(...) in a value such as a[$(cmd)] whatever the quoting; check that it is a number and use the checked copy: n=$(printf '%s\n' ${item.n} | grep -xE -- '-?[0-9]+') || exit 1`,
-		`reduce[0].shell (line 13): ${map.results} (line 2): cannot be quoted safely: it is inside a here-document, where quotes are not special; pipe it in with printf '%s\n' "$value" instead, or read it from $ITEM_JSON`,
+		`reduce[0].shell (line 13): ${map.results} (line 2): cannot be quoted safely: it is inside a quoted here-document (<<'EOF'), where nothing is expanded and a value holding the delimiter's line would end it early; write the delimiter unquoted (<<EOF), where the value is expanded from a variable`,
 	}, got)
 
 	// JSON, as the API takes it.

@@ -62,6 +62,8 @@ type validator struct {
 	// captured are the variables the earlier steps of the step list being
 	// checked capture (capture.go); nil before its first step.
 	captured map[string]bool
+	// env is the job's env: a bare ${NAME} of it is its value (capture.go).
+	env map[string]string
 }
 
 func (v *validator) warnf(path, format string, args ...any) {
@@ -95,6 +97,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 		v.addf("", "no job spec")
 		return
 	}
+	v.env = s.Env
 	if s.ID != "" {
 		if err := messages.ValidToken(s.ID); err != nil {
 			v.addf("id", "%v", err)
@@ -600,6 +603,9 @@ func (v *validator) onFailure(p string, f *messages.OnFailure, reduce bool) {
 		}
 	case messages.OnFailureFallback:
 		cp := messages.JoinPath(p, "fallback.command")
+		if f.Claude {
+			cp = messages.JoinPath(p, "fallback.claude")
+		}
 		if strings.TrimSpace(f.Fallback) == "" {
 			v.addf(cp, "required: the command to run when the step gives up")
 		} else {

@@ -128,19 +128,34 @@ func (m *Matcher) UnmarshalJSON(data []byte) error {
 	return err
 }
 
-// MarshalJSON writes "stop", "continue" or {"fallback": {"command": ...}}.
+// MarshalJSON writes "stop", "continue", {"fallback": {"command": ...}}
+// or {"fallback": {"claude": ...}}.
 func (f OnFailure) MarshalJSON() ([]byte, error) {
 	if f.Action == OnFailureFallback {
-		return json.Marshal(map[string]map[string]string{OnFailureFallback: {"command": f.Fallback}})
+		key := "command"
+		if f.Claude {
+			key = "claude"
+		}
+		p := map[string]any{key: f.Fallback}
+		if f.CommitRequired {
+			p["commit_required"] = true
+		}
+		return json.Marshal(map[string]map[string]any{OnFailureFallback: p})
 	}
 	return json.Marshal(f.Action)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (f *OnFailure) UnmarshalJSON(data []byte) error {
-	var p struct{ Command string }
+	var p struct {
+		Command, Claude string
+		CommitRequired  bool `json:"commit_required"`
+	}
 	name, _, err := variant(data, "step failure action", &p)
-	*f = OnFailure{Action: name, Fallback: p.Command}
+	*f = OnFailure{Action: name, Fallback: p.Command, CommitRequired: p.CommitRequired}
+	if p.Claude != "" && p.Command == "" {
+		f.Fallback, f.Claude = p.Claude, true
+	}
 	return err
 }
 

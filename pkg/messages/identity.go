@@ -118,7 +118,7 @@ func (s *JobSpec) ShellCommands() []ShellCommand {
 		if st.Shell != "" {
 			out = append(out, ShellCommand{Field: JoinPath(p, "shell"), Command: st.Shell})
 		}
-		if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil && rc.OnFailure.Fallback != "" {
+		if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil && rc.OnFailure.Fallback != "" && !rc.OnFailure.Claude {
 			out = append(out, ShellCommand{Field: JoinPath(p, "retry_config.on_failure.fallback.command"), Command: rc.OnFailure.Fallback})
 		}
 		if st.OnSuccess != "" {

@@ -284,10 +284,17 @@ const (
 	OnFailureFallback = "fallback"
 )
 
-// OnFailure is "stop", "continue" or {fallback: {command: "..."}}.
+// OnFailure is "stop", "continue", {fallback: {command: "..."}} or
+// {fallback: {claude: "..."}}.
 type OnFailure struct {
 	Action   string
 	Fallback string
+	// Claude: Fallback is a prompt for Claude Code's CLI, run as a claude
+	// step is (Prodigy's on_failure: {claude: "..."}), not a shell command.
+	Claude bool
+	// CommitRequired: the fallback fails unless it leaves a new commit, as
+	// a step's commit_required.
+	CommitRequired bool
 }
 
 // Item failure actions of the workflow error policy.

@@ -1,0 +1,199 @@
+package jobspec
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// stepOnFailure rewrites a step's own on_failure, Prodigy's handler, into
+// retry_config.on_failure:
+//
+//   - true: continue (the item goes on); false: stop, the default;
+//   - a command: "cleanup.sh" a shell fallback, "/fix-it" (a slash first,
+//     as Prodigy reads it) a claude one;
+//   - a list of shell commands: one fallback running them in turn, stopping
+//     at the first that fails;
+//   - {shell: ...} or {claude: ...}, with max_attempts (max_retries): the
+//     step's attempts, commit_required (the fallback must leave a commit),
+//     and fail_workflow: false, what jetfleet does.
+//
+// The fallback runs once, when the step has used its attempts; if it
+// succeeds the item goes on with the next step.
+func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
+	of, ok := st["on_failure"]
+	if !ok {
+		return
+	}
+	delete(st, "on_failure")
+	op := messages.JoinPath(p, "on_failure")
+	wp := rw.written(op)
+	rc, _ := st["retry_config"].(map[string]any)
+	if st["retry_config"] != nil && rc == nil {
+		return // the decoder reports retry_config
+	}
+	if rc == nil {
+		rc = map[string]any{}
+		st["retry_config"] = rc
+	}
+	if rc["on_failure"] != nil {
+		rw.addf(wp, "set once: here (a command run when the step gives up) or in retry_config.on_failure")
+		return
+	}
+	canon := messages.JoinPath(p, "retry_config.on_failure")
+	var kind, text, from string // kind: "command" (shell) or "claude"
+	commitRequired := false
+	switch x := of.(type) {
+	case bool:
+		if x {
+			rc["on_failure"] = messages.OnFailureContinue
+			rw.steps = append(rw.steps, rename{from: canon, to: op})
+			rw.notef(wp, "true: the item goes on with the next step when this one gives up (retry_config.on_failure: continue)")
+		}
+		return
+	case string:
+		switch strings.ToLower(strings.TrimSpace(x)) {
+		case messages.OnFailureStop, messages.OnFailureContinue, messages.OnFailureFallback:
+			rw.addf(wp, `a step's on_failure is a command run when the step gives up (or true to go on); stop, continue and {fallback: {command: "..."}} go in retry_config.on_failure`)
+			return
+		}
+		kind, text, from = handlerKind(x), x, op
+	case []any:
+		kind, text, ok = rw.handlerList(wp, x)
+		if !ok {
+			return
+		}
+		from = op
+	case map[string]any:
+		kind, text, from, commitRequired, ok = rw.handlerObject(op, wp, x, rc)
+		if !ok {
+			return
+		}
+	default:
+		rw.addf(wp, `a step's on_failure is true, a command, a list of commands or {shell: "..."} / {claude: "..."}; stop, continue and {fallback: {command: "..."}} go in retry_config.on_failure`)
+		return
+	}
+	if strings.TrimSpace(text) == "" {
+		rw.addf(wp, "the command to run when the step gives up is empty")
+		return
+	}
+	fb := map[string]any{kind: text}
+	if commitRequired {
+		fb["commit_required"] = true
+	}
+	rc["on_failure"] = map[string]any{messages.OnFailureFallback: fb}
+	rw.steps = append(rw.steps,
+		rename{from: canon + ".fallback." + kind, to: from},
+		rename{from: canon, to: op})
+	rw.notef(wp, `is the step's fallback (retry_config.on_failure: {fallback: {%s: ...}}): it runs when the step gives up, and the item goes on with the next step if it succeeds`, kind)
+}
+
+// handlerKind is how Prodigy reads a handler written as a string: a claude
+// command when it starts with a slash, else a shell command.
+func handlerKind(s string) string {
+	if strings.HasPrefix(strings.TrimSpace(s), "/") {
+		return "claude"
+	}
+	return "command"
+}
+
+// handlerList reads a list of handler commands: one runs as it is; several
+// shell commands run in turn as one script, stopping at the first failure.
+func (rw *rewrite) handlerList(wp string, list []any) (kind, text string, ok bool) {
+	var cmds []string
+	claude := ""
+	for i, e := range list {
+		ep := messages.IndexPath(wp, i)
+		switch x := e.(type) {
+		case string:
+			if handlerKind(x) == "claude" {
+				claude = x
+			} else {
+				cmds = append(cmds, x)
+			}
+		case map[string]any:
+			for _, k := range sortedKeys(x) {
+				if k != "shell" && k != "claude" {
+					rw.addf(messages.JoinPath(ep, k), "not yet: a handler command of a list is a string, {shell: \"...\"} or {claude: \"...\"}")
+					return "", "", false
+				}
+			}
+			if s, isStr := x["shell"].(string); isStr {
+				cmds = append(cmds, s)
+			}
+			if s, isStr := x["claude"].(string); isStr {
+				claude = s
+			}
+		default:
+			rw.addf(ep, "expected a command, got %v", e)
+			return "", "", false
+		}
+	}
+	switch {
+	case claude != "" && len(list) == 1:
+		return "claude", claude, true
+	case claude != "":
+		rw.addf(wp, "not yet: a list of handler commands with a claude command in it (a claude fallback runs alone)")
+		return "", "", false
+	case len(cmds) == 1:
+		return "command", cmds[0], true
+	}
+	return "command", "set -e\n" + strings.Join(cmds, "\n"), true
+}
+
+// handlerObject reads {shell | claude, max_attempts (max_retries),
+// fail_workflow: false, commit_required}.
+func (rw *rewrite) handlerObject(op, wp string, m map[string]any, rc map[string]any) (kind, text, from string, commitRequired, ok bool) {
+	for _, k := range sortedKeys(m) {
+		kp := messages.JoinPath(wp, k)
+		switch k {
+		case "shell", "claude":
+		case "max_attempts", "max_retries":
+			n, isNum := m[k].(json.Number)
+			v, err := n.Int64()
+			if !isNum || err != nil || v < 1 || v > 10000 {
+				rw.addf(kp, "expected a number of attempts from 1 to 10000, got %v", m[k])
+				return "", "", "", false, false
+			}
+			if a, given := rc["attempts"].(json.Number); !given || a == "1" {
+				rc["attempts"] = n
+				rw.notef(kp, "%s: the step's retry_config.attempts (its fallback runs once, after the last attempt, where Prodigy runs its handler before each retry)", n)
+			}
+		case "commit_required":
+			b, isBool := m[k].(bool)
+			if !isBool {
+				rw.addf(kp, "expected true or false, got %v", m[k])
+				return "", "", "", false, false
+			}
+			commitRequired = b
+		case "fail_workflow":
+			if b, isBool := m[k].(bool); !isBool || b {
+				rw.addf(kp, "not yet: only %s: false (a fallback that succeeds lets the item go on)", k)
+				return "", "", "", false, false
+			}
+		default:
+			rw.addf(kp, "not yet: a step's on_failure takes shell or claude, max_attempts, commit_required and fail_workflow: false")
+			return "", "", "", false, false
+		}
+	}
+	sh, hasShell := m["shell"]
+	cl, hasClaude := m["claude"]
+	switch {
+	case hasShell && hasClaude:
+		rw.addf(wp, "not yet: both shell and claude in one handler (a fallback is one command)")
+	case hasClaude:
+		if s, isStr := cl.(string); isStr {
+			return "claude", s, messages.JoinPath(op, "claude"), commitRequired, true
+		}
+		rw.addf(messages.JoinPath(wp, "claude"), "expected a string, got %v", cl)
+	case hasShell:
+		if s, isStr := sh.(string); isStr {
+			return "command", s, messages.JoinPath(op, "shell"), commitRequired, true
+		}
+		rw.addf(messages.JoinPath(wp, "shell"), "expected a string, got %v", sh)
+	default:
+		rw.addf(wp, `a step's on_failure handler needs shell or claude: {shell: "..."} or {claude: "..."}`)
+	}
+	return "", "", "", false, false
+}

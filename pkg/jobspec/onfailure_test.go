@@ -1,0 +1,59 @@
+package jobspec_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jetfleet/jetfleet/pkg/jobspec"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Prodigy's forms of a step's on_failure handler, as retry_config.on_failure.
+func TestProdigyOnFailure(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       messages.OnFailure
+		attempts   int
+		wantErr    string
+	}{
+		{name: "true goes on", yaml: "on_failure: true", want: messages.OnFailure{Action: messages.OnFailureContinue}, attempts: 1},
+		{name: "a shell command", yaml: `on_failure: "npm cache clean --force"`, want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "npm cache clean --force"}, attempts: 1},
+		{name: "a slash command is claude's", yaml: `on_failure: "/fix-warnings"`, want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "/fix-warnings", Claude: true}, attempts: 1},
+		{name: "a list of shell commands", yaml: "on_failure: [a, {shell: b}]", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "set -e\na\nb"}, attempts: 1},
+		{name: "claude with max_attempts", yaml: "on_failure: {claude: \"/fix ${shell.output}\", max_attempts: 3, fail_workflow: false}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "/fix ${shell.output}", Claude: true}, attempts: 3},
+		{name: "max_retries, an older name", yaml: "on_failure: {shell: fix, max_retries: 2}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "fix"}, attempts: 2},
+		{name: "commit_required", yaml: "on_failure: {claude: /fix, commit_required: true}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "/fix", Claude: true, CommitRequired: true}, attempts: 1},
+		{name: "fail_workflow: true", yaml: "on_failure: {claude: /fix, fail_workflow: true}", wantErr: "commands[0].on_failure.fail_workflow (line 3): not yet: only fail_workflow: false"},
+		{name: "claude and shell together", yaml: "on_failure: {claude: /fix, shell: x}", wantErr: "not yet: both shell and claude in one handler"},
+		{name: "claude in a longer list", yaml: "on_failure: [a, /fix]", wantErr: "not yet: a list of handler commands with a claude command in it"},
+		{name: "continue is retry_config's", yaml: "on_failure: continue", wantErr: "go in retry_config.on_failure"},
+		{name: "unknown handler field", yaml: "on_failure: {shell: x, strategy: recovery}", wantErr: "commands[0].on_failure.strategy (line 3): not yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec, err := jobspec.Parse([]byte("commands:\n  - shell: build\n    " + tt.yaml + "\n"))
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			rc := spec.AgentTemplate[0].RetryConfig
+			require.Equal(t, tt.want, *rc.OnFailure)
+			require.Equal(t, tt.attempts, *rc.Attempts)
+			// The wire form reads back the same.
+			b, err := json.Marshal(rc.OnFailure)
+			require.NoError(t, err)
+			var back messages.OnFailure
+			require.NoError(t, json.Unmarshal(b, &back))
+			require.Equal(t, tt.want, back)
+		})
+	}
+	// jetfleet's own form of a claude fallback.
+	spec, err := jobspec.Parse([]byte(`{"items": [1], "agent_template": [{"shell": "x", "retry_config": {"on_failure": {"fallback": {"claude": "/fix ${item}"}}}}]}`))
+	require.NoError(t, err)
+	require.True(t, spec.AgentTemplate[0].RetryConfig.OnFailure.Claude)
+	_, err = jobspec.Parse([]byte(`{"items": [1], "agent_template": [{"shell": "x", "retry_config": {"on_failure": {"fallback": {"claude": "/fix", "command": "y"}}}}]}`))
+	require.ErrorContains(t, err, "set one of command (a shell command) and claude")
+}
