@@ -760,7 +760,8 @@ func fillSubject() string {
 // fill stores 1 MiB chunks in the uploads object store (R3, as every
 // stream, so each node stores them) until --mib are stored or, with
 // --until-full, until JetStream has refused every chunk for want of room
-// (store full: insufficient resources) for --full-for. A chunk refused
+// (store full: insufficient resources; then, with every node full, no
+// stream leader: unanswered) for --full-for. A chunk refused
 // otherwise (a stream leader stepping down on a node that is full, an
 // election) is tried again. It prints what it stored.
 func fill(ctx context.Context, args []string) error {
@@ -807,6 +808,16 @@ func fill(ctx context.Context, args []string) error {
 			}
 			if *untilFull && time.Since(fullSince) >= *fullFor {
 				fmt.Printf("store full: %d MiB stored in %s, then every chunk refused for %s (%d refused): %v\n",
+					stored, time.Since(start).Round(100*time.Millisecond), *fullFor, refused, err)
+				return nil
+			}
+		case !fullSince.IsZero() && natsconn.ClusterLoss(err):
+			// A stream leader whose node is full steps down, and a full
+			// node does not stand for election: once every node is full
+			// the stream has no leader, and chunks go unanswered.
+			refused++
+			if *untilFull && time.Since(fullSince) >= *fullFor {
+				fmt.Printf("store full: %d MiB stored in %s, then every chunk refused or unanswered for %s (%d): %v\n",
 					stored, time.Since(start).Round(100*time.Millisecond), *fullFor, refused, err)
 				return nil
 			}
