@@ -84,7 +84,7 @@ func fullDoomed() int {
 type storeFullFleet struct {
 	c       *fleettest.Cluster
 	cl      *coordinator.Client
-	areg    *prometheus.Registry
+	aregs   []*prometheus.Registry // the agents'
 	release chan struct{}
 }
 
@@ -93,12 +93,10 @@ func startStoreFullFleet(t *testing.T, c *fleettest.Cluster, id string) *storeFu
 	prov := calmProvision
 	prov.Replicas = 3
 	startCoordinator(t, c.URLs(), coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 50 * time.Millisecond})
-	f := &storeFullFleet{c: c, areg: prometheus.NewRegistry(), release: make(chan struct{})}
+	f := &storeFullFleet{c: c, release: make(chan struct{})}
 	for i := range 2 {
-		cfg := agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 4, ParkAfter: time.Second}
-		if i == 0 {
-			cfg.Registerer = f.areg
-		}
+		f.aregs = append(f.aregs, prometheus.NewRegistry())
+		cfg := agent.Config{Name: fmt.Sprintf("a%d", i), Concurrency: 4, ParkAfter: time.Second, Registerer: f.aregs[i]}
 		startAgent(t, c.URLs(), testhooks.WithAgent(cfg, testhooks.Agent{Provision: prov}),
 			map[string]agent.HandlerFunc{"work": fullHandler(f.release)})
 	}
@@ -299,8 +297,19 @@ func TestStoreFullWholeCluster(t *testing.T) {
 	_, err = f.cl.Status(sctx, id)
 	cancel()
 	t.Logf("status: %v", err)
-	before := counter(t, f.areg, "jetfleet_agent_items_total")
-	t.Logf("agent a0: %v items finished so far", before)
+	// The agents say why their writes fail: the first write to each
+	// stream is refused for want of room (later ones go unanswered).
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		var refused float64
+		for _, reg := range f.aregs {
+			refused += counter(t, reg, "jetfleet_agent_store_full_total")
+		}
+		if refused == 0 {
+			return errors.New("no agent write refused for want of room yet")
+		}
+		t.Logf("agent writes refused for want of room: %v", refused)
+		return nil
+	})
 
 	fleettest.WaitFor(t, time.Minute, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
