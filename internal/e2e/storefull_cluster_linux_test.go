@@ -268,7 +268,8 @@ func TestStoreFullOneNodeOfThree(t *testing.T) {
 // job. The first write refused for want of room gets "insufficient
 // resources" and its stream leader steps down; no full node stands for
 // election, so each stream written to after that has no leader: writes go
-// unanswered, as through a node cut off the cluster. Nothing is accepted
+// unanswered, as through a node cut off the cluster (and from the start,
+// on a stream whose leader still has room but whose followers do not). Nothing is accepted
 // and lost: a submission is refused (store_full, or unavailable once the
 // intake stream has no leader), results, parked retries, dead letters and
 // budget claims wait. Once there is room the job ends with exact counts.
@@ -276,14 +277,28 @@ func TestStoreFullWholeCluster(t *testing.T) {
 	const id = "full-all"
 	c := fleettest.RunCluster(t, 3, fleettest.WithConfig(func(o *server.Options) { o.JetStreamMaxStore = smallStore }))
 	f := startStoreFullFleet(t, c, id)
-	var refusedAt time.Time
+	// Full: every chunk refused or unanswered for 3 s. The first refusal
+	// says insufficient resources when the stream's leader is over its
+	// limit; when only its followers are, they drop what it sends and
+	// chunks go unanswered from the start.
+	var failingSince time.Time
+	var refusals, unanswered int
 	mib := fill(t, c, func(err error) bool {
-		if natsconn.StoreFull(err) && refusedAt.IsZero() {
-			refusedAt = time.Now()
+		switch {
+		case natsconn.StoreFull(err):
+			refusals++
+		case natsconn.ClusterLoss(err):
+			unanswered++
+		default:
+			failingSince = time.Time{}
+			return false
 		}
-		// Refused, then refused or unanswered for 3 s.
-		return !refusedAt.IsZero() && (natsconn.StoreFull(err) || natsconn.ClusterLoss(err)) && time.Since(refusedAt) > 3*time.Second
+		if failingSince.IsZero() {
+			failingSince = time.Now()
+		}
+		return time.Since(failingSince) > 3*time.Second
 	})
+	t.Logf("chunks refused for want of room: %d, unanswered: %d", refusals, unanswered)
 	t.Logf("the cluster's store full after %d MiB: %d, %d, %d bytes used of %d", mib,
 		storeUsed(t, c, 0), storeUsed(t, c, 1), storeUsed(t, c, 2), smallStore)
 	close(f.release) // they now finish, and their results find no room

@@ -811,10 +811,15 @@ func fill(ctx context.Context, args []string) error {
 					stored, time.Since(start).Round(100*time.Millisecond), *fullFor, refused, err)
 				return nil
 			}
-		case !fullSince.IsZero() && natsconn.ClusterLoss(err):
+		case natsconn.ClusterLoss(err):
 			// A stream leader whose node is full steps down, and a full
 			// node does not stand for election: once every node is full
-			// the stream has no leader, and chunks go unanswered.
+			// the stream has no leader, and chunks go unanswered. (When
+			// only the followers are full, they drop what the leader
+			// sends: unanswered from the first.)
+			if fullSince.IsZero() {
+				fullSince = time.Now()
+			}
 			refused++
 			if *untilFull && time.Since(fullSince) >= *fullFor {
 				fmt.Printf("store full: %d MiB stored in %s, then every chunk refused or unanswered for %s (%d): %v\n",
