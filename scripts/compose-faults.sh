@@ -14,16 +14,23 @@
 #                  for 20 s
 #        clients   the leading coordinator cut off the clients' network for 20 s
 #        killall   all three NATS nodes SIGKILLed at once, then started
-#      while each fault lasts and 15 s after, `composecheck probe` asks for
-#      the job's status every 0.5 s with a 3 s timeout (through a client
-#      that leaves a server cut off the cluster, as fleetctl's does): at
-#      most 2 probes may fail per fault (killall: of those made while a
-#      node was up), and the done count must never go back, whatever an
-#      answer's as_of says (only the leader answers status)
-#   4. wait for the end; check exact counts against the results, DLQ and
+#   4. right after the kill of every node, the disk faults. Each node's
+#      store is small (max_file_store 640MB, nats-3's 512MB, in a copy of
+#      deploy/nats), and before the job `composecheck fill` stored 420 MiB
+#      of 1 MiB chunks in the uploads object store (R3, as a submitter may):
+#        disk-node 120 MiB more: nats-3's store is full, the others' is
+#                  not; the job must keep moving (150 more items done)
+#        disk-all  chunks until every one is refused for want of room: the
+#                  whole cluster's store is full. A submission must be
+#                  refused with store_full, status must say store full,
+#                  the done count must not go back. After 20 s the
+#                  operator's fix: max_file_store raised to 8GB in the
+#                  copies and the nodes told to reload (SIGHUP), what fill
+#                  stored purged; the job must move again
+#   5. wait for the end; check exact counts against the results, DLQ and
 #      work streams (no item lost, none counted twice) and that every node
 #      holds the same copy of every stream
-#   5. print a line per fault (probes, failures, time to resume) and the
+#   6. print a line per fault (probes, failures, time to resume) and the
 #      coordinator takeover times; docker compose down -v on every exit path
 #
 # Usage: scripts/compose-faults.sh [--keep]   (--keep leaves the cluster up)
@@ -34,9 +41,35 @@ lib_report="$work/report.txt" # printed by cleanup after the result
 items=${FAULTS_ITEMS:-3000}
 
 lib_build
+# Each node's store limit in a copy of deploy/nats (the disk faults): the
+# jetstream block moves from cluster.conf into each node's file, with its
+# own max_file_store, which set_store_limit raises later (a reload may
+# raise max_file_store, never lower it).
+conf="$work/nats"
+cp -r deploy/nats "$conf"
+js_block=$(awk '/^jetstream \{/,/^\}/' deploy/nats/cluster.conf)
+awk '/^jetstream \{/,/^\}/ {next} {print}' deploy/nats/cluster.conf >"$conf/cluster.conf"
+for n in 1 2 3; do
+  limit=640MB; [ "$n" = 3 ] && limit=512MB
+  printf '\n# compose-faults.sh: this node'"'"'s own store limit (the disk faults)\n%s\n' \
+    "$(echo "$js_block" | sed "s/max_file_store: .*/max_file_store: $limit/")" >>"$conf/nats-$n.conf"
+done
+chmod -R a+rX "$conf"
+export FLEET_NATS_CONF="$conf"
+# set_store_limit LIMIT NODE...: the nodes' max_file_store raised to LIMIT, by a reload.
+set_store_limit() {
+  local limit=$1 n; shift
+  for n in "$@"; do
+    sed -i "s/max_file_store: .*/max_file_store: $limit/" "$conf/$n.conf"
+    docker kill -s HUP "$(compose ps -q "$n")" >/dev/null
+  done
+}
 job="faults-$(date +%s)"
 lib_job "$job" "$items" 2
 lib_up
+say "the disk faults' ground: 420 MiB in the uploads object store (nats-3's store is 512MB, the others' 640MB)"
+prefill=$(check submitter fill --mib 420 --timeout 3m)
+say "  $prefill"
 say "ready; submitting $job ($items items) as the submitter"
 fleetctl submitter submit /work/job.yaml >/dev/null
 report=$lib_report
@@ -112,6 +145,45 @@ probe_during killall 45 --not-while-down
 docker kill "$(compose ps -q nats-1)" "$(compose ps -q nats-2)" "$(compose ps -q nats-3)" >/dev/null
 docker start "$(compose ps -q nats-1)" "$(compose ps -q nats-2)" "$(compose ps -q nats-3)" >/dev/null
 probe_result killall
+
+say "fault 6 (disk-node): nats-3's store filled (512MB), the others' not (640MB)"
+probe_during disk-node 40
+fill=$(check submitter fill --mib 120 --timeout 3m)
+echo "disk-node: $fill" >>"$report"
+say "  $fill; the job must move on while nats-3 is full"
+check operator wait "$job" --more 150 --timeout 3m
+say "  150 more items done with nats-3's store full"
+probe_result disk-node
+
+say "fault 7 (disk-all): every node's store filled"
+# Store-full answers are what status should give meanwhile: the probe
+# counts them as failures, so none is too many here; going back is not.
+check operator probe "$job" --label disk-all --for 80s --max-failures 1000 >>"$report" 2>"$work/probe-disk-all.err" &
+probe_pid=$!
+fill=$(check submitter fill --until-full --full-for 5s --timeout 3m)
+echo "disk-all: $fill" >>"$report"
+say "  $fill"
+printf 'id: refused-%s\npool: default\nagent_template:\n  - name: work\n    shell: "true"\nitems:\n  - {id: a}\n' "$job" >"$work/refused.yaml"
+# Never accepted; refused with store_full (or, once every stream leader has
+# stepped down on its full node, unavailable until the client gives up).
+if fleetctl submitter submit /work/refused.yaml --timeout 20s >"$work/refused.out" 2>&1; then
+  echo "compose-faults: a submission was accepted while the store was full" >&2; cat "$work/refused.out" >&2; exit 1
+fi
+echo "disk-all: submission refused: $(tail -1 "$work/refused.out")" >>"$report"
+fleetctl operator status "$job" --timeout 10s >"$work/full-status.out" 2>&1 || true
+echo "disk-all: status: $(tail -1 "$work/full-status.out")" >>"$report"
+say "  $(tail -1 "$work/refused.out"); 20 s with the store full"
+sleep 20
+say "  room again: max_file_store raised to 8GB on every node (reload), what fill stored purged"
+freed=$(date +%s)
+set_store_limit 8GB nats-1 nats-2 nats-3
+check coordinator free --timeout 2m >/dev/null
+check operator wait "$job" --more 100 --timeout 5m
+echo "disk-all: 100 more items done $(( $(date +%s) - freed ))s after the limits were raised" >>"$report"
+if ! wait "$probe_pid"; then probe_failed+=" disk-all"; fi
+tail -1 "$report"
+echo "    disk-all: $(grep -c 'probe failed' "$work/probe-disk-all.err" || true) probes failed, of which $(grep -c 'store' "$work/probe-disk-all.err" || true) said the store was full" | tee -a "$report"
+grep 'went back' "$work/probe-disk-all.err" | sed 's/^/    /' | tee -a "$report" >&2 || true
 
 check operator wait "$job" --timeout 10m
 say "job ended"

@@ -91,7 +91,13 @@ func TestStoreFullMidJob(t *testing.T) {
 		t.Logf("status: %v", err)
 		return nil
 	})
-	require.EqualValues(t, 1, gauge(t, reg, "jetfleet_coordinator_store_full"))
+	// Set by the health check (every second) from the lease's last write.
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		if g := gauge(t, reg, "jetfleet_coordinator_store_full"); g != 1 {
+			return fmt.Errorf("store_full gauge %v", g)
+		}
+		return nil
+	})
 
 	// Room again.
 	fleettest.WaitFor(t, time.Minute, func() error {

@@ -170,6 +170,7 @@ func (a *Agent) publishBatch(b *resultBatch) {
 	fut, err := a.pub.PublishMsgAsync(msg)
 	if err != nil {
 		a.log.Warn().Err(err).Int("results", len(b.targets)).Msg("result publish failed; items redelivered later")
+		a.noteStoreFull("results", err)
 		for _, t := range b.targets {
 			_ = t.msg.NakWithDelay(time.Second)
 		}
@@ -210,6 +211,7 @@ func (a *Agent) ackLoop() {
 		}
 		if err != nil {
 			a.log.Warn().Err(err).Int("results", len(p.targets)).Msg("results not stored; items redelivered later")
+			a.noteStoreFull("results", err)
 			for _, t := range p.targets {
 				_ = t.msg.NakWithDelay(time.Second)
 			}

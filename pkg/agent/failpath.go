@@ -7,6 +7,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/failure"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -239,6 +240,7 @@ func (a *Agent) persist(ctx context.Context, it *item) (saved, fenced bool) {
 		ev = a.log.Debug()
 	}
 	ev.Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Msg("cannot persist the item state")
+	a.noteStoreFull("state", err)
 	return false, false
 }
 
@@ -249,6 +251,7 @@ func (a *Agent) claim(ctx context.Context, it *item) (g budget.Grant, ok bool) {
 	g, err := a.budget.Claim(ctx, budget.Key(a.cfg.Pool, it.wi.JobID), it.st.Retries)
 	if err != nil {
 		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Msg("budget claim failed; retrying later")
+		a.noteStoreFull("budget", err)
 		return g, false
 	}
 	a.traceBudget(it, g)
@@ -276,6 +279,7 @@ func (a *Agent) finalize(ctx context.Context, it *item) {
 			d := min(time.Duration(it.md.NumDelivered)*time.Second, 30*time.Second)
 			a.log.Warn().Err(err).Str("item_id", it.wi.ItemID).Dur("delay", d).Msg("dead-letter publish failed; item kept, retrying later")
 			a.metrics.dlqFailures.Inc()
+			a.noteStoreFull("dlq", err)
 			a.nakDelay(it, d)
 			return
 		}
@@ -292,4 +296,13 @@ func (a *Agent) finalize(ctx context.Context, it *item) {
 	}
 	res.Signature = retry.Signature(it.st.Error)
 	a.report(it, res, true, false)
+}
+
+// noteStoreFull counts a write that JetStream refused for want of room
+// (docs/deploy.md, "A full store"): the item is kept and the write tried
+// again, as for any failed write, and the count says why.
+func (a *Agent) noteStoreFull(write string, err error) {
+	if natsconn.StoreFull(err) {
+		a.metrics.storeFull.WithLabelValues(write).Inc()
+	}
 }

@@ -16,6 +16,8 @@ type metrics struct {
 	inFlight     prometheus.Gauge
 	deadLettered *prometheus.CounterVec
 	dlqFailures  prometheus.Counter
+	// Writes JetStream refused for want of room, by what was written.
+	storeFull    *prometheus.CounterVec
 	budgetDenied *prometheus.CounterVec
 	// Circuit breaker: deliveries parked, and state changes this agent wrote.
 	breakerParked      prometheus.Counter
@@ -64,6 +66,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		dlqFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jetfleet_agent_dlq_publish_failures_total", Help: "Dead-letter publishes that failed (item kept and retried).",
 		}),
+		storeFull: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jetfleet_agent_store_full_total",
+			Help: "Writes JetStream refused for want of room (max_file_store reached), by what was written (results, park, dlq, state, budget); each is tried again later, nothing is dropped.",
+		}, []string{"write"}),
 		budgetDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jetfleet_agent_budget_denials_total", Help: "Retries denied by the job or item retry budget, by reason.",
 		}, []string{"reason"}),
@@ -95,7 +101,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.handlerSteps = m.stepDuration.WithLabelValues("handler")
 	m.shellSteps = m.stepDuration.WithLabelValues("shell")
 	if reg != nil {
-		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.budgetDenied)
+		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.storeFull, m.budgetDenied)
 		reg.MustRegister(m.limitWaits, m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled, m.resultMessages, m.parked)
 	}
 	return m

@@ -85,6 +85,7 @@ func (a *Agent) markPark(it *item, delay time.Duration) {
 func (a *Agent) park(ctx context.Context, it *item) {
 	if err := a.schedule(ctx, it); err != nil {
 		a.log.Warn().Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Msg("cannot park the item; trying again shortly")
+		a.noteStoreFull("park", err)
 		a.nakDelay(it, laterDelay)
 		return
 	}

@@ -228,7 +228,9 @@ func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *message
 			return reply, e
 		}
 		if c.lease != nil && natsconn.StoreFull(c.lease.WriteErr()) {
-			// Why no coordinator leads, and so why the job does not move.
+			// Why no coordinator leads, and so why the job does not move;
+			// the gauge says so too, before the next health check.
+			c.metrics.storeFull.Set(1)
 			return nil, apiErr(messages.CodeStoreFull, fmt.Sprintf(
 				"store full: no coordinator can lead, the lease cannot be written (%v); the jobs resume once there is room", c.lease.WriteErr()))
 		}

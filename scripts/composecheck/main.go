@@ -5,11 +5,14 @@
 //	composecheck leader http://nats-1:8222 http://nats-2:8222 ...
 //	composecheck converged [--timeout 1m] URL...      # every node holds the same copy of every stream
 //	composecheck wait JOB [--done N] [--timeout 5m]   # until N items are done, or the job ends
+//	composecheck wait JOB --more N                    # until N more items are done than now
 //	composecheck verify JOB --items N --status FILE   # the status fleetctl printed vs the streams
 //	composecheck unreachable URL...                   # nothing answers at any of these host:ports
 //	composecheck holder [--wait-not NAME] [--timeout 1m]  # the coordinator holding the lease
 //	composecheck probe JOB --for 40s [--every 500ms] [--timeout 3s] [--max-failures 2]
 //	                                                  # status probes during a fault: failures, counts going back, resume time
+//	composecheck fill [--mib N] [--until-full]        # store 1 MiB chunks in the uploads object store (the disk faults)
+//	composecheck free                                 # purge what fill stored (the coordinator's role)
 //
 // Connection flags and environment are the binaries' (--server/NATS_URL,
 // --nkey/NATS_NKEY, --tls-ca/NATS_TLS_CA). wait needs a role that reads
@@ -69,6 +72,10 @@ func main() {
 		err = unreachable(ctx, os.Args[2:])
 	case "holder":
 		err = holder(ctx, os.Args[2:])
+	case "fill":
+		err = fill(ctx, os.Args[2:])
+	case "free":
+		err = free(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -318,6 +325,7 @@ func wait(ctx context.Context, args []string) error {
 	}
 	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
 	done := fs.Int64("done", 0, "return once this many items are done (0: when the job ends)")
+	more := fs.Int64("more", 0, "return once this many more items are done than at the first answer")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after")
 	nc, _, err := connect(fs, rest)
 	if err != nil {
@@ -337,6 +345,9 @@ func wait(ctx context.Context, args []string) error {
 		rcancel()
 		switch {
 		case err == nil:
+			if *more > 0 {
+				*done, *more = st.Done()+*more, 0
+			}
 			if time.Since(last) > 5*time.Second || messages.TerminalState(st.State) || (*done > 0 && st.Done() >= *done) {
 				fmt.Fprintf(os.Stderr, "  %s %s: %d/%d done (succeeded %d, dead-lettered %d, retries %d)\n",
 					time.Now().Format("15:04:05"), st.State, st.Done(), st.Items, st.Succeeded, st.DeadLettered, st.Retries)
@@ -737,4 +748,127 @@ func probe(ctx context.Context, args []string) error {
 		return fmt.Errorf("%s: the done count went back %d times", *label, backwards)
 	}
 	return nil
+}
+
+// fillSubject is where fill stores its chunks: a chunk subject of the
+// uploads object store, which a submitter may publish to (internal/auth),
+// under a name no upload uses, so that free purges only what fill stored.
+func fillSubject() string {
+	return "$O." + messages.MustNames(os.Getenv("FLEET_PREFIX")).UploadsBucket() + ".C.composecheck-fill"
+}
+
+// fill stores 1 MiB chunks in the uploads object store (R3, as every
+// stream, so each node stores them) until --mib are stored or, with
+// --until-full, until JetStream has refused every chunk for want of room
+// (store full: insufficient resources; then, with every node full, no
+// stream leader: unanswered) for --full-for. A chunk refused
+// otherwise (a stream leader stepping down on a node that is full, an
+// election) is tried again. It prints what it stored.
+func fill(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("fill", flag.ContinueOnError)
+	mib := fs.Int("mib", 0, "stop once this many MiB are stored (0: no bound)")
+	untilFull := fs.Bool("until-full", false, "stop once every chunk is refused for want of room for --full-for")
+	fullFor := fs.Duration("full-for", 5*time.Second, "with --until-full: how long refusals must last")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after")
+	nc, _, err := connect(fs, args)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if *mib <= 0 && !*untilFull {
+		return errors.New("fill: --mib or --until-full")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	blob := make([]byte, 1<<20)
+	start := time.Now()
+	var stored, refused int
+	var fullSince time.Time
+	var last error
+	for *mib <= 0 || stored < *mib {
+		if ctx.Err() != nil {
+			return fmt.Errorf("fill: %d MiB stored in %s, then: %w (last error: %v)", stored, *timeout, ctx.Err(), last)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := js.Publish(pctx, fillSubject(), blob)
+		pcancel()
+		switch {
+		case err == nil:
+			stored++
+			fullSince = time.Time{}
+			continue
+		case natsconn.StoreFull(err):
+			refused++
+			if fullSince.IsZero() {
+				fullSince = time.Now()
+			}
+			if *untilFull && time.Since(fullSince) >= *fullFor {
+				fmt.Printf("store full: %d MiB stored in %s, then every chunk refused for %s (%d refused): %v\n",
+					stored, time.Since(start).Round(100*time.Millisecond), *fullFor, refused, err)
+				return nil
+			}
+		case natsconn.ClusterLoss(err):
+			// A stream leader whose node is full steps down, and a full
+			// node does not stand for election: once every node is full
+			// the stream has no leader, and chunks go unanswered. (When
+			// only the followers are full, they drop what the leader
+			// sends: unanswered from the first.)
+			if fullSince.IsZero() {
+				fullSince = time.Now()
+			}
+			refused++
+			if *untilFull && time.Since(fullSince) >= *fullFor {
+				fmt.Printf("store full: %d MiB stored in %s, then every chunk refused or unanswered for %s (%d): %v\n",
+					stored, time.Since(start).Round(100*time.Millisecond), *fullFor, refused, err)
+				return nil
+			}
+		default:
+			fullSince = time.Time{}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	fmt.Printf("%d MiB stored in %s (%d chunks refused for want of room on the way)\n", stored, time.Since(start).Round(100*time.Millisecond), refused)
+	return nil
+}
+
+// free purges what fill stored (the coordinator's role may purge the
+// uploads object store's stream), trying again until --timeout.
+func free(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("free", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after")
+	nc, _, err := connect(fs, args)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	stream := "OBJ_" + messages.MustNames(os.Getenv("FLEET_PREFIX")).UploadsBucket()
+	for {
+		s, err := js.Stream(ctx, stream)
+		if err == nil {
+			err = s.Purge(ctx, jetstream.WithPurgeSubject(fillSubject()))
+		}
+		if err == nil {
+			fmt.Println("purged what fill stored")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("free: %w", err)
+		case <-time.After(time.Second):
+		}
+	}
 }
