@@ -45,11 +45,15 @@ type agentView struct {
 
 // agentsData is the agents page.
 type agentsData struct {
-	Pools    []poolView
-	Err      string
-	LiveErr  string
-	Agents   int
-	InFlight int64
+	// Coordinators are the coordinators that answered, with their builds;
+	// CoordErr says why they could not be asked.
+	Coordinators []coordinatorView
+	CoordErr     string
+	Pools        []poolView
+	Err          string
+	LiveErr      string
+	Agents       int
+	InFlight     int64
 }
 
 func (s *Server) pageAgents(w http.ResponseWriter, r *http.Request) {
@@ -67,6 +71,11 @@ func (s *Server) pageAgents(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.consumers(ctx, pool); err != nil {
 		d.Err = err.Error()
+	}
+	if cs, err := s.coordinators(ctx); err != nil {
+		d.CoordErr = err.Error()
+	} else {
+		d.Coordinators = cs
 	}
 	now := s.cfg.Clock.Now()
 	for _, a := range s.hub.agentList() {

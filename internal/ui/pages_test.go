@@ -335,9 +335,11 @@ func TestLiveUpdatesAndAgents(t *testing.T) {
 	b := f.browser(t)
 	fleettest.WaitFor(t, 20*time.Second, func() error {
 		_, body, _ := b.get("/agents")
-		// Each agent's build (its presence), and the dashboard's own.
+		// Each agent's build (its presence), the coordinator's (its micro
+		// service info), and the dashboard's own.
 		build := template.HTMLEscapeString(version.Get().String())
-		for _, want := range []string{"agent-0", "agent-1", "Pool <code>default</code>", `<td class="version"><code>` + build + `</code></td>`, "jetfleet dashboard " + build} {
+		for _, want := range []string{"agent-0", "agent-1", "Pool <code>default</code>", `<td class="version"><code>` + build + `</code></td>`, "jetfleet dashboard " + build,
+			`<tr data-coordinator="`} {
 			if !strings.Contains(body, want) {
 				return fmt.Errorf("agents page lacks %q", want)
 			}

@@ -44,6 +44,7 @@ type Server struct {
 	guard   *guard
 	hub     *hub
 	stats   *statsCache
+	coords  coordinatorCache
 	metrics *metrics
 	pages   map[string]*template.Template
 	handler http.Handler

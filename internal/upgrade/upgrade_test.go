@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/stretchr/testify/require"
 
@@ -271,6 +272,84 @@ func TestMixedFleetWithThePreviousRelease(t *testing.T) {
 		// The only coordinator is the previous release's: before v0.4.0
 		// every build reported the constant 0.1.0.
 		require.Equal(t, "0.1.0", coordinatorVersion(t, srv))
+	})
+
+	// The middle of a coordinator upgrade: this tree's coordinator and the
+	// previous release's run at once (either may lead), beside agents of
+	// both. The previous release's coordinator starts after this tree's
+	// has provisioned, as one restarted during the roll does: its Ensure
+	// must find every stream and bucket configured as it would have them
+	// and change none (docs/contract.md §8, "Stream and bucket
+	// configuration").
+	t.Run("old and new coordinators side by side", func(t *testing.T) {
+		nc := srv.Connect(t)
+		inProcess(t, func(ctx context.Context) error {
+			c, err := coordinator.New(nc, coordinator.Config{Pools: []string{pool}, LeaseTTL: 2 * time.Second})
+			if err != nil {
+				return err
+			}
+			return c.Run(ctx)
+		})
+		waitCoordinators(t, srv, 1) // its Ensure is done before it serves
+
+		spy := srv.Connect(t)
+		changes, err := spy.SubscribeSync("$JS.API.STREAM.UPDATE.>")
+		require.NoError(t, err)
+		creates, err := spy.SubscribeSync("$JS.API.STREAM.CREATE.>")
+		require.NoError(t, err)
+		require.NoError(t, spy.Flush())
+
+		startProcess(t, filepath.Join(old, "coordinator"), "--server", srv.URL(), "--pools", pool,
+			"--lease-ttl", "2s", "--log-level", "warn")
+		waitCoordinators(t, srv, 2)
+		startProcess(t, filepath.Join(old, "agent"), "--server", srv.URL(), "--pool", pool,
+			"--name", "old-side", "--concurrency", "4", "--log-level", "warn")
+		anc := srv.Connect(t)
+		inProcess(t, func(ctx context.Context) error {
+			return agent.New(anc, agent.Config{Pool: pool, Name: "new-side", Concurrency: 4}).Run(ctx)
+		})
+		runJob(t, cl, "side-by-side")
+
+		require.NoError(t, spy.Flush())
+		for _, sub := range []*nats.Subscription{changes, creates} {
+			if m, err := sub.NextMsg(100 * time.Millisecond); err == nil {
+				t.Errorf("the previous release's coordinator changed a stream beside this tree's: %s %s", m.Subject, m.Data)
+			}
+		}
+	})
+}
+
+// waitCoordinators waits until n coordinators answer a micro ping (a
+// coordinator serves once it has provisioned).
+func waitCoordinators(t *testing.T, srv *fleettest.Server, n int) {
+	t.Helper()
+	subject, err := micro.ControlSubject(micro.PingVerb, messages.ServiceName, "")
+	require.NoError(t, err)
+	fleettest.WaitFor(t, 20*time.Second, func() error {
+		inbox := nats.NewInbox()
+		sub, err := srv.Conn().SubscribeSync(inbox)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if err := srv.Conn().PublishRequest(subject, inbox, nil); err != nil {
+			return err
+		}
+		ids := map[string]bool{}
+		for {
+			m, err := sub.NextMsg(300 * time.Millisecond)
+			if err != nil {
+				break
+			}
+			var ping micro.Ping
+			if err := json.Unmarshal(m.Data, &ping); err == nil {
+				ids[ping.ID] = true
+			}
+		}
+		if len(ids) != n {
+			return fmt.Errorf("%d coordinators answer, want %d", len(ids), n)
+		}
+		return nil
 	})
 }
 

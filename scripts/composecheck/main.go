@@ -8,6 +8,7 @@
 //	composecheck wait JOB --more N                    # until N more items are done than now
 //	composecheck verify JOB --items N --status FILE   # the status fleetctl printed vs the streams
 //	composecheck unreachable URL...                   # nothing answers at any of these host:ports
+//	composecheck healthy [--timeout 2m] URL           # until the node's /healthz says ok (JetStream current)
 //	composecheck holder [--wait-not NAME] [--timeout 1m]  # the coordinator holding the lease
 //	composecheck probe JOB --for 40s [--every 500ms] [--timeout 3s] [--max-failures 2]
 //	                                                  # status probes during a fault: failures, counts going back, resume time
@@ -29,6 +30,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -76,6 +78,8 @@ func main() {
 		err = fill(ctx, os.Args[2:])
 	case "free":
 		err = free(ctx, os.Args[2:])
+	case "healthy":
+		err = healthy(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -158,6 +162,50 @@ func unreachable(ctx context.Context, urls []string) error {
 		return fmt.Errorf("reachable from here: %s", strings.Join(reached, ", "))
 	}
 	return nil
+}
+
+// healthy waits until a node's monitoring endpoint answers /healthz with
+// 200: the server accepts clients and every stream and consumer it holds
+// a replica of is current (a restarted node has caught up). It prints how
+// long that took.
+func healthy(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("healthy", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("healthy: give one node's monitoring URL")
+	}
+	u := strings.TrimRight(fs.Arg(0), "/") + "/healthz"
+	client := &http.Client{Timeout: 3 * time.Second}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	last := "no answer yet"
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				fmt.Printf("%s: healthy after %s\n", fs.Arg(0), time.Since(start).Round(100*time.Millisecond))
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not healthy within %s: %s", u, *timeout, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // leader prints the JetStream meta leader's server name, as the nodes'
