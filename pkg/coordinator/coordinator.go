@@ -87,6 +87,8 @@ type Coordinator struct {
 	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
 	// streams caches stream handles by name (retention's purges).
 	streams sync.Map
+	// specs are the pools' specs buckets (specs.go).
+	specs specBuckets
 
 	// work publishes work messages (the publishers of every job).
 	work *jspub.Publisher
@@ -311,7 +313,9 @@ func (c *Coordinator) startRunner(rec wire.JobRecord, rev uint64) {
 			r.rec.BudgetShares = shares
 			r.dirty = true
 			r.mu.Unlock()
+			rec.BudgetShares = shares // for the spec records
 		}
+		c.ensureSpecs(ctx, r, &rec)
 		if !c.runJob(ctx, r) {
 			return
 		}
