@@ -692,9 +692,14 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 	// A pool the job may not use is refused first: it needs no read of
 	// the job's record (reject makes sure it overwrites no accepted job).
 	eff := jobspec.WithDefaults(spec)
-	if fe, err := c.pools.check(ctx, eff.Pool); err != nil {
+	fe, err := c.pools.check(ctx, eff.Pool)
+	if err != nil {
 		return err
-	} else if fe != nil {
+	}
+	if fe == nil {
+		fe = c.teamProblem(eff) // a team's job on its team's pools only (teams.go)
+	}
+	if fe != nil {
 		return g.refuse(ctx, func() error { return c.reject(ctx, seq, spec.ID, []messages.FieldError{*fe}, now) })
 	}
 	if g.enter != nil {
@@ -741,7 +746,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 	rec := wire.JobRecord{
 		Spec: eff,
 		Status: messages.JobStatus{
-			ID: spec.ID, Name: eff.Name, Pool: eff.Pool, State: messages.StatePending,
+			ID: spec.ID, Name: eff.Name, Pool: eff.Pool, Team: eff.Team, State: messages.StatePending,
 			Items: total, SubmittedAt: now,
 		},
 		Routes:    c.routes(ctx, eff, groups),
@@ -831,7 +836,7 @@ func (c *Coordinator) routes(ctx context.Context, spec *messages.JobSpec, groups
 	}
 	routes := map[string]string{}
 	for g := range groups {
-		if g == spec.Pool || messages.ValidPool(g) != nil {
+		if g == spec.Pool || messages.ValidPool(g) != nil || !c.teamMayRoute(spec.Team, g) {
 			continue
 		}
 		if _, err := c.js.Consumer(ctx, c.names.WorkStream(), c.names.AgentsConsumer(g)); err == nil {
