@@ -113,7 +113,7 @@ type legacyRecords struct {
 	names     messages.Names
 	apiPrefix string // the JetStream API's subject prefix (natsconn.APIPrefix)
 	denials   *natsconn.Denials
-	wrap    func(recordGetter) recordGetter
+	wrap      func(recordGetter) recordGetter
 
 	mu     sync.Mutex
 	denied bool
