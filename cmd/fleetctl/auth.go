@@ -76,8 +76,7 @@ func runAuthInit(env *cliEnv, args []string) int {
 		return exitUsage
 	}
 	res, err := auth.Init(auth.Options{
-		Teams: teams,
-		Dir:   dir, Prefix: *prefix, Pools: splitList(*pools), Account: *account,
+		Dir: dir, Prefix: *prefix, Pools: splitList(*pools), Account: *account, Teams: teams,
 		TLS: *withTLS, TLSHosts: splitList(*hosts), ServerDir: *serverDir, Routes: splitList(*routes), Force: *force,
 		JSDomain: *jsDomain, Leaves: splitList(*leaves), LeafHubURLs: splitList(*leafHub),
 	})
