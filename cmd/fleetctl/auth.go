@@ -133,7 +133,10 @@ func runAuthInit(env *cliEnv, args []string) int {
 	}
 	fmt.Fprintf(w, "  coordinator --server URL --nkey %s%s --pools %s%s --work-signing-key %s\n", nk("coordinator"), tlsFlag, strings.Join(pl, ","),
 		teamFlag, res.WorkSigningSeed)
-	for _, p := range splitList(*pools) {
+	for _, p := range pl {
+		if slices.Contains(splitList(*leaves), p) {
+			continue // at its site, below
+		}
 		fmt.Fprintf(w, "  agent --server URL --nkey %s%s --pool %s --work-verify-key %s\n", nk(auth.AgentUser(p)), tlsFlag, p, res.WorkPublicKey)
 	}
 	for _, p := range splitList(*leaves) {
