@@ -22,7 +22,7 @@ func runAuth(_ context.Context, env *cliEnv, args []string) int {
 	usage := func() {
 		fmt.Fprintln(env.stderr, "usage: fleetctl auth init DIR [--pools default,gpu] [--tls] [--tls-hosts h1,h2] [--routes h1:6222,h2:6222] [--server-dir PATH] [--teams red=poola+poolb,blue=poolc] [--prefix fleet] [--force]")
 		fmt.Fprintln(env.stderr, "       fleetctl auth permissions ROLE [--pool P] [--prefix fleet] [--json]")
-		fmt.Fprintln(env.stderr, "\nROLE is coordinator, agent, submitter or operator; see docs/deploy.md.")
+		fmt.Fprintln(env.stderr, "\nROLE is coordinator, agent, submitter, team or operator; see docs/deploy.md and docs/security.md.")
 	}
 	if len(args) == 0 {
 		usage()
@@ -156,7 +156,7 @@ func runAuthInit(env *cliEnv, args []string) int {
 
 func runAuthPermissions(env *cliEnv, args []string) int {
 	fs := newFlagSet(env, "auth permissions", "auth permissions ROLE [--pool P] [--prefix fleet] [--json]")
-	pool := fs.String("pool", messages.DefaultPool, "the agent's pool; for the coordinator, every pool (comma-separated)")
+	pool := fs.String("pool", messages.DefaultPool, "the agent's pool; for the coordinator, every pool (comma-separated); for a team, the team")
 	prefix := fs.String("prefix", envOr(env, "FLEET_PREFIX", messages.DefaultPrefix), "subject and resource prefix of the fleet (env FLEET_PREFIX)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if code, ok := parseArgs(fs, args, 1); !ok {

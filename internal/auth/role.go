@@ -41,12 +41,12 @@ func Roles() []Role { return []Role{RoleCoordinator, RoleAgent, RoleSubmitter, R
 
 // ParseRole returns the role named s.
 func ParseRole(s string) (Role, error) {
-	for _, r := range Roles() {
+	for _, r := range append(Roles(), RoleTeam) {
 		if string(r) == s {
 			return r, nil
 		}
 	}
-	return "", fmt.Errorf("%w: %q (want coordinator, agent, submitter or operator)", ErrUnknownRole, s)
+	return "", fmt.Errorf("%w: %q (want coordinator, agent, submitter, team or operator)", ErrUnknownRole, s)
 }
 
 // SubjectPermission is an allow and a deny list of subjects (wildcards
@@ -175,8 +175,9 @@ func objStream(bucket string) string { return "OBJ_" + bucket }
 
 // RolePermissions returns role's permissions for the fleet named by names.
 // pools are the fleet's pools: the coordinator's grants name each pool's
-// park stream; an agent's are those of pools[0], its pool. Other roles
-// ignore them; none given means the default pool.
+// park stream; an agent's are those of pools[0], its pool; for RoleTeam,
+// pools[0] is the team (TeamPermissions). Other roles ignore them; none
+// given means the default pool.
 func RolePermissions(role Role, names messages.Names, pools ...string) (Permissions, error) {
 	if len(pools) == 0 {
 		pools = []string{messages.DefaultPool}
@@ -190,6 +191,9 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		}
 	}
 	pool := pools[0]
+	if role == RoleTeam {
+		return TeamPermissions(names, pool) // pools[0] names the team
+	}
 	var j js
 	var p Permissions
 	api := func(endpoints ...string) []string {
