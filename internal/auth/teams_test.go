@@ -143,6 +143,16 @@ func TestTeamsSeeOnlyTheirOwnJobs(t *testing.T) {
 	require.True(t, errors.As(err, &ae) && ae.Code == messages.CodeConflict, "red resubmits blue's id: %v", err)
 	_, err = red.JobSubmit(ctx, []byte(`{"id": "r3", "team": "blue", "pool": "poola", "items": [{"id": "i0"}], "agent_template": [{"handler": "noop"}]}`))
 	require.True(t, errors.As(err, &ae) && ae.Field == "team", "red names blue as the team: %v", err)
+	// A submission the intake rejects (its upload is missing) is the team's
+	// to read, with its problems, and no other team's.
+	_, err = red.JobSubmit(ctx, []byte(`{"id": "r4", "pool": "poola", "input": "objstore://fleet_uploads/none/items.json", "agent_template": [{"handler": "noop"}]}`))
+	require.NoError(t, err)
+	rej, err := red.JobWait(ctx, "r4", 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, messages.StateRejected, rej.State)
+	require.NotEmpty(t, rej.Problems)
+	_, err = blue.JobStatus(ctx, "r4")
+	notFound("blue reads red's rejected job", err)
 	require.Empty(t, berrs.violations(), "a team needs nothing it is refused")
 
 	// What the server refuses a team's key.

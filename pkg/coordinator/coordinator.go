@@ -700,7 +700,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 		fe = c.teamProblem(eff) // a team's job on its team's pools only (teams.go)
 	}
 	if fe != nil {
-		return g.refuse(ctx, func() error { return c.reject(ctx, seq, spec.ID, []messages.FieldError{*fe}, now) })
+		return g.refuse(ctx, func() error { return c.rejectTeam(ctx, seq, spec.ID, spec.Team, []messages.FieldError{*fe}, now) })
 	}
 	if g.enter != nil {
 		leave, err := g.enter()
@@ -723,15 +723,15 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 		return err
 	}
 	if problems := c.checkInput(eff); len(problems) > 0 {
-		return c.reject(ctx, seq, spec.ID, problems, now)
+		return c.rejectTeam(ctx, seq, spec.ID, spec.Team, problems, now)
 	}
 	if problems := c.handlerProblems(ctx, eff); len(problems) > 0 {
-		return c.reject(ctx, seq, spec.ID, problems, now)
+		return c.rejectTeam(ctx, seq, spec.ID, spec.Team, problems, now)
 	}
 	if problems, err := c.adoptInput(ctx, eff); err != nil {
 		return fmt.Errorf("input of %s: %w", spec.ID, err)
 	} else if len(problems) > 0 {
-		return c.reject(ctx, seq, spec.ID, problems, now)
+		return c.rejectTeam(ctx, seq, spec.ID, spec.Team, problems, now)
 	}
 	if c.beforeCount != nil {
 		c.beforeCount(spec.ID)
@@ -741,7 +741,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 		return err
 	}
 	if len(problems) > 0 {
-		return c.reject(ctx, seq, spec.ID, problems, now)
+		return c.rejectTeam(ctx, seq, spec.ID, spec.Team, problems, now)
 	}
 	rec := wire.JobRecord{
 		Spec: eff,
@@ -760,7 +760,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 		}
 	}
 	if size := recordSize(&rec); size > c.maxRecordBytes() {
-		return c.reject(ctx, seq, spec.ID, []messages.FieldError{{Field: "group_by", Message: fmt.Sprintf(
+		return c.rejectTeam(ctx, seq, spec.ID, spec.Team, []messages.FieldError{{Field: "group_by", Message: fmt.Sprintf(
 			"the job's record, with its %d groups, would take %d bytes; the limit is %d (the server's max_payload %d less %d for the job's status)",
 			len(groups), size, c.maxRecordBytes(), c.maxPayload(), c.statusRoom())}}, now)
 	}
@@ -874,9 +874,15 @@ func (c *Coordinator) ensurePools(ctx context.Context, pool string, routes map[s
 // reject records the submission at seq as rejected with its problems. It never
 // overwrites a job that was accepted; it replaces an earlier rejection.
 func (c *Coordinator) reject(ctx context.Context, seq uint64, id string, problems []messages.FieldError, now time.Time) error {
+	return c.rejectTeam(ctx, seq, id, "", problems, now)
+}
+
+// rejectTeam is reject of a submission of a team (teams.go), whose record
+// that team may then read; team "" is none.
+func (c *Coordinator) rejectTeam(ctx context.Context, seq uint64, id, team string, problems []messages.FieldError, now time.Time) error {
 	problems = boundProblems(problems)
 	rec := wire.JobRecord{Status: messages.JobStatus{
-		ID: id, State: messages.StateRejected, Problems: problems, SubmittedAt: now, FinishedAt: &now,
+		ID: id, Team: team, State: messages.StateRejected, Problems: problems, SubmittedAt: now, FinishedAt: &now,
 	}, SubmitSeq: seq}
 	// Most rejected ids are new: one write, and a read only when the id
 	// is taken.
