@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -21,15 +22,6 @@ const RoleTeam Role = "team"
 // TeamUser is the user name of team's submitters.
 func TeamUser(team string) string { return "submitter-" + team }
 
-// TeamEndpoints are the endpoints a team's submitters call on their
-// team's subjects. Everything else (pruning, schedules, pausing a pool,
-// purging dead letters) stays the operator's.
-var TeamEndpoints = []string{
-	messages.EndpointJobsSubmit, messages.EndpointJobsStatus, messages.EndpointJobsList,
-	messages.EndpointJobsCancel, messages.EndpointJobsPause, messages.EndpointJobsResume,
-	messages.EndpointDLQList, messages.EndpointDLQGet, messages.EndpointDLQStats, messages.EndpointDLQReplay,
-}
-
 // TeamPermissions returns the permissions of team's submitters: its
 // team's API subjects, uploads of inputs, and its own inbox. No durable
 // intake (fleet.jobs.submit: a submission there names no caller), no
@@ -41,7 +33,7 @@ func TeamPermissions(names messages.Names, team string) (Permissions, error) {
 	var j js
 	uploads := names.UploadsBucket()
 	var pub []string
-	for _, e := range TeamEndpoints {
+	for _, e := range wire.TeamEndpoints {
 		pub = append(pub, names.TeamAPISubject(team, e))
 	}
 	// fleetctl submit uploads a local input (as RoleSubmitter does).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -22,14 +23,6 @@ import (
 // the team, to the team's pools only, and a job of another team (or of
 // none) is "not found", whatever the request.
 
-// teamEndpoints are the endpoints served on each team's subjects (the
-// same list internal/auth grants a team's key).
-var teamEndpoints = []string{
-	messages.EndpointJobsSubmit, messages.EndpointJobsStatus, messages.EndpointJobsList,
-	messages.EndpointJobsCancel, messages.EndpointJobsPause, messages.EndpointJobsResume,
-	messages.EndpointDLQList, messages.EndpointDLQGet, messages.EndpointDLQStats, messages.EndpointDLQReplay,
-}
-
 // serveTeams adds the team endpoints to the API's group (prefix.api):
 // subjects team.*.<endpoint>, the team read from each request's subject.
 func (c *Coordinator) serveTeams(g micro.Group, wrap func(name string, fn endpointFunc) micro.Handler) error {
@@ -37,7 +30,7 @@ func (c *Coordinator) serveTeams(g micro.Group, wrap func(name string, fn endpoi
 		return nil
 	}
 	prefix := c.cfg.Prefix + ".api.team."
-	for _, name := range teamEndpoints {
+	for _, name := range wire.TeamEndpoints {
 		h := micro.HandlerFunc(func(req micro.Request) {
 			team, _, _ := strings.Cut(strings.TrimPrefix(req.Subject(), prefix), ".")
 			wrap(name, func(ctx context.Context, data []byte) (any, *messages.APIError) {
