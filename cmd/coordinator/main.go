@@ -112,6 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
 	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default (env FLEET_PPROF_ADDR)")
 	pools := fs.String("pools", getenv("FLEET_POOLS"), "comma-separated pools whose work consumers are created at start, so agents that may only bind to theirs (least privilege) find them (env FLEET_POOLS)")
+	teams := fs.String("teams", getenv("FLEET_TEAMS"), "teams that share the fleet and the pools each may submit to, as fleetctl auth init --teams wrote them: red=poola+poolb,blue=poolc; each team calls the API on its own subjects and sees its own jobs only (docs/security.md \"Teams\"; env FLEET_TEAMS)")
 	listen := fs.String("listen", env.String("FLEET_LISTEN", "127.0.0.1:4222"), "embedded server address when no --server is given; beyond loopback it needs --auth-dir (env FLEET_LISTEN)")
 	authDir := fs.String("auth-dir", getenv("FLEET_AUTH_DIR"), "embedded server: admit only the users `fleetctl auth init DIR` wrote (and TLS if generated); the coordinator connects as DIR/coordinator.nk (env FLEET_AUTH_DIR)")
 	dataDir := fs.String("data-dir", env.String("FLEET_DATA_DIR", "jetfleet-data"), "embedded server's JetStream directory (env FLEET_DATA_DIR)")
@@ -160,6 +161,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			cfg.Pools = append(cfg.Pools, p)
 		}
 	}
+	teamPools, err := auth.ParseTeams(*teams)
+	if err != nil {
+		return fmt.Errorf("--teams: %w", err)
+	}
+	cfg.Teams = teamPools
 	log, err := obs.Logger(os.Stderr, *logLevel, false)
 	if err != nil {
 		return fmt.Errorf("--log-level: %w", err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
@@ -18,9 +20,9 @@ func init() {
 
 func runAuth(_ context.Context, env *cliEnv, args []string) int {
 	usage := func() {
-		fmt.Fprintln(env.stderr, "usage: fleetctl auth init DIR [--pools default,gpu] [--tls] [--tls-hosts h1,h2] [--routes h1:6222,h2:6222] [--server-dir PATH] [--prefix fleet] [--force]")
+		fmt.Fprintln(env.stderr, "usage: fleetctl auth init DIR [--pools default,gpu] [--tls] [--tls-hosts h1,h2] [--routes h1:6222,h2:6222] [--server-dir PATH] [--teams red=poola+poolb,blue=poolc] [--prefix fleet] [--force]")
 		fmt.Fprintln(env.stderr, "       fleetctl auth permissions ROLE [--pool P] [--prefix fleet] [--json]")
-		fmt.Fprintln(env.stderr, "\nROLE is coordinator, agent, submitter or operator; see docs/deploy.md.")
+		fmt.Fprintln(env.stderr, "\nROLE is coordinator, agent, submitter, team or operator; see docs/deploy.md and docs/security.md.")
 	}
 	if len(args) == 0 {
 		usage()
@@ -63,12 +65,18 @@ func runAuthInit(env *cliEnv, args []string) int {
 	jsDomain := fs.String("js-domain", env.getenv(natsconn.DomainEnv), "the hub's JetStream domain: every role may also use the JetStream API in its form (clients with --js-domain; env "+natsconn.DomainEnv+")")
 	leaves := fs.String("leaf", "", "comma-separated pools whose agents run behind a leaf node: each gets a link user and a leaf configuration leaf-POOL.conf (docs/deploy.md \"Agents at other sites\")")
 	leafHub := fs.String("leaf-hub", strings.Join(auth.DefaultLeafHubURLs, ","), "comma-separated leaf-node URLs of the hub, for the leaf configurations")
+	teamList := fs.String("teams", "", "a submitter user per team instead of one shared submitter, each confined to its team's jobs and pools: red=poola+poolb,blue=poolc (a team alone, \"red\", uses the pool of its name); give the coordinator the same --teams (docs/security.md \"Teams\")")
 	if code, ok := parseArgs(fs, args, 1); !ok {
 		return code
 	}
 	dir := fs.Arg(0)
+	teams, err := auth.ParseTeams(*teamList)
+	if err != nil {
+		errorf(env, "--teams: %v", err)
+		return exitUsage
+	}
 	res, err := auth.Init(auth.Options{
-		Dir: dir, Prefix: *prefix, Pools: splitList(*pools), Account: *account,
+		Dir: dir, Prefix: *prefix, Pools: splitList(*pools), Account: *account, Teams: teams,
 		TLS: *withTLS, TLSHosts: splitList(*hosts), ServerDir: *serverDir, Routes: splitList(*routes), Force: *force,
 		JSDomain: *jsDomain, Leaves: splitList(*leaves), LeafHubURLs: splitList(*leafHub),
 	})
@@ -87,8 +95,11 @@ func runAuthInit(env *cliEnv, args []string) int {
 			continue
 		}
 		what := "role " + string(u.Role)
-		if u.Role == auth.RoleAgent {
+		switch u.Role {
+		case auth.RoleAgent:
 			what += ", pool " + u.Pool
+		case auth.RoleTeam:
+			what += " " + u.Pool + ", pools " + strings.Join(teams[u.Pool], ",")
 		}
 		fmt.Fprintf(w, "  %-18s nkey seed of user %s (%s), inbox prefix %s\n", auth.SeedFile(u.Name), u.Name, what, natsconn.InboxPrefix(u.NKey))
 	}
@@ -111,16 +122,33 @@ func runAuthInit(env *cliEnv, args []string) int {
 	fmt.Fprintln(w, "\nnext:")
 	fmt.Fprintf(w, "  in nats-server.conf:  include %q and include %q; in its cluster {} block, include %q\n", auth.AccountsFile, auth.TLSConfFile, auth.RoutesFile)
 	pl := append(splitList(*pools), splitList(*leaves)...)
-	fmt.Fprintf(w, "  coordinator --server URL --nkey %s%s --pools %s --work-signing-key %s\n", nk("coordinator"), tlsFlag, strings.Join(pl, ","),
-		res.WorkSigningSeed)
-	for _, p := range splitList(*pools) {
+	for _, tp := range teams {
+		pl = append(pl, tp...)
+	}
+	slices.Sort(pl)
+	pl = slices.Compact(pl)
+	teamFlag := ""
+	if len(teams) > 0 {
+		teamFlag = " --teams " + auth.FormatTeams(teams)
+	}
+	fmt.Fprintf(w, "  coordinator --server URL --nkey %s%s --pools %s%s --work-signing-key %s\n", nk("coordinator"), tlsFlag, strings.Join(pl, ","),
+		teamFlag, res.WorkSigningSeed)
+	for _, p := range pl {
+		if slices.Contains(splitList(*leaves), p) {
+			continue // at its site, below
+		}
 		fmt.Fprintf(w, "  agent --server URL --nkey %s%s --pool %s --work-verify-key %s\n", nk(auth.AgentUser(p)), tlsFlag, p, res.WorkPublicKey)
 	}
 	for _, p := range splitList(*leaves) {
 		fmt.Fprintf(w, "  at the site of %s: nats-server with include %q; agent --server LEAF-URL --js-domain %s --nkey %s --pool %s --work-verify-key %s\n",
 			p, auth.LeafConfFile(p), *jsDomain, nk(auth.AgentUser(p)), p, res.WorkPublicKey)
 	}
-	fmt.Fprintf(w, "  fleetctl submit job.yaml --server URL --nkey %s%s\n", nk("submitter"), tlsFlag)
+	if len(teams) == 0 {
+		fmt.Fprintf(w, "  fleetctl submit job.yaml --server URL --nkey %s%s\n", nk("submitter"), tlsFlag)
+	}
+	for _, t := range slices.Sorted(maps.Keys(teams)) {
+		fmt.Fprintf(w, "  fleetctl submit job.yaml --server URL --nkey %s%s --team %s\n", nk(auth.TeamUser(t)), tlsFlag, t)
+	}
 	fmt.Fprintf(w, "  fleetctl dlq list --server URL --nkey %s%s\n", nk("operator"), tlsFlag)
 	fmt.Fprintf(w, "Keep the *.nk files secret (each is a user's or the coordinator's signing private key), and %s (the route password).\n", auth.RoutesFile)
 	return exitOK
@@ -128,7 +156,7 @@ func runAuthInit(env *cliEnv, args []string) int {
 
 func runAuthPermissions(env *cliEnv, args []string) int {
 	fs := newFlagSet(env, "auth permissions", "auth permissions ROLE [--pool P] [--prefix fleet] [--json]")
-	pool := fs.String("pool", messages.DefaultPool, "the agent's pool; for the coordinator, every pool (comma-separated)")
+	pool := fs.String("pool", messages.DefaultPool, "the agent's pool; for the coordinator, every pool (comma-separated); for a team, the team")
 	prefix := fs.String("prefix", envOr(env, "FLEET_PREFIX", messages.DefaultPrefix), "subject and resource prefix of the fleet (env FLEET_PREFIX)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if code, ok := parseArgs(fs, args, 1); !ok {

@@ -19,6 +19,7 @@ import (
 type connFlags struct {
 	natsconn.Options
 	prefix  string
+	team    string
 	timeout time.Duration
 	env     *cliEnv
 }
@@ -32,6 +33,7 @@ func addConnFlags(fs *flag.FlagSet, env *cliEnv) *connFlags {
 	}
 	fs.StringVar(&c.prefix, "prefix", prefix, "subject and resource prefix of the fleet (env FLEET_PREFIX)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "timeout of each API request")
+	fs.StringVar(&c.team, "team", env.getenv("FLEET_TEAM"), "call the API as this team's submitter, in a fleet shared by teams (fleetctl auth init --teams; env FLEET_TEAM)")
 	return c
 }
 
@@ -79,7 +81,11 @@ func (c *connFlags) client() (*nats.Conn, *client.Client, error) {
 	mu.Unlock()
 	// fleetctl owns its connection: a server cut off the cluster is left
 	// for another of the URL list.
-	cl, err := client.New(nc, c.prefix, client.WithTracerProvider(c.env.tracer), client.WithFailover())
+	opts := []client.Option{client.WithTracerProvider(c.env.tracer), client.WithFailover()}
+	if c.team != "" {
+		opts = append(opts, client.WithTeam(c.team))
+	}
+	cl, err := client.New(nc, c.prefix, opts...)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

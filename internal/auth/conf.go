@@ -19,7 +19,7 @@ type User struct {
 	// Name identifies the user in comments and file names, e.g. "agent-gpu".
 	Name string
 	Role Role
-	// Pool is the agent's pool (agents only).
+	// Pool is the agent's pool (agents), or the team (RoleTeam).
 	Pool string
 	// NKey is the user's public nkey ("U...").
 	NKey        string

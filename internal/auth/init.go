@@ -77,6 +77,11 @@ type Options struct {
 	// LeafHubURLs are the hub's leaf-node listeners the leaf
 	// configurations link to. Defaults to DefaultLeafHubURLs.
 	LeafHubURLs []string
+	// Teams, when given, replace the one shared submitter with a
+	// submitter user per team (TeamUser, RoleTeam), each confined to its
+	// team's jobs and pools (ParseTeams' form: team → pools; each pool is
+	// also one of Pools). The coordinator needs the same list (--teams).
+	Teams map[string][]string
 }
 
 // Result describes what Init wrote.
@@ -130,6 +135,9 @@ func Init(o Options) (*Result, error) {
 		return nil, fmt.Errorf("auth: init: js_domain: %w", err)
 	}
 	pools = append(slices.Clone(pools), o.Leaves...)
+	for _, tp := range o.Teams {
+		pools = append(pools, tp...)
+	}
 	for _, p := range pools {
 		if err := messages.ValidPool(p); err != nil {
 			return nil, fmt.Errorf("auth: init: pool %q: %w", p, err)
@@ -147,7 +155,18 @@ func Init(o Options) (*Result, error) {
 	for _, p := range pools {
 		specs = append(specs, spec{AgentUser(p), RoleAgent, p})
 	}
-	specs = append(specs, spec{"submitter", RoleSubmitter, ""}, spec{"operator", RoleOperator, ""})
+	if len(o.Teams) == 0 {
+		specs = append(specs, spec{"submitter", RoleSubmitter, ""})
+	}
+	teams := make([]string, 0, len(o.Teams))
+	for t := range o.Teams {
+		teams = append(teams, t)
+	}
+	slices.Sort(teams)
+	for _, t := range teams {
+		specs = append(specs, spec{TeamUser(t), RoleTeam, t})
+	}
+	specs = append(specs, spec{"operator", RoleOperator, ""})
 
 	files := map[string][]byte{}
 	var order []string
@@ -165,7 +184,12 @@ func Init(o Options) (*Result, error) {
 		if s.role == RoleCoordinator {
 			rolePools = pools
 		}
-		perms, err := RolePermissions(s.role, names, rolePools...)
+		var perms Permissions
+		if s.role == RoleTeam {
+			perms, err = TeamPermissions(names, s.pool)
+		} else {
+			perms, err = RolePermissions(s.role, names, rolePools...)
+		}
 		if err != nil {
 			return nil, err
 		}

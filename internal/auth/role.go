@@ -23,7 +23,8 @@ const (
 	// RoleAgent consumes the work of one pool through its existing consumer,
 	// acks it, publishes results, dead letters and its two event types on
 	// its pool's subjects, keeps its pool's item state, reads and updates
-	// retry budgets, circuit breakers and limits, and reads job specs.
+	// retry budgets, circuit breakers and limits, and reads its pool's job
+	// specs (never a job's status or errors).
 	RoleAgent Role = "agent"
 	// RoleSubmitter submits jobs (API and durable intake), uploads their
 	// inputs to the uploads bucket, reads job status and schedules, and
@@ -40,12 +41,12 @@ func Roles() []Role { return []Role{RoleCoordinator, RoleAgent, RoleSubmitter, R
 
 // ParseRole returns the role named s.
 func ParseRole(s string) (Role, error) {
-	for _, r := range Roles() {
+	for _, r := range append(Roles(), RoleTeam) {
 		if string(r) == s {
 			return r, nil
 		}
 	}
-	return "", fmt.Errorf("%w: %q (want coordinator, agent, submitter or operator)", ErrUnknownRole, s)
+	return "", fmt.Errorf("%w: %q (want coordinator, agent, submitter, team or operator)", ErrUnknownRole, s)
 }
 
 // SubjectPermission is an allow and a deny list of subjects (wildcards
@@ -174,8 +175,9 @@ func objStream(bucket string) string { return "OBJ_" + bucket }
 
 // RolePermissions returns role's permissions for the fleet named by names.
 // pools are the fleet's pools: the coordinator's grants name each pool's
-// park stream; an agent's are those of pools[0], its pool. Other roles
-// ignore them; none given means the default pool.
+// park stream; an agent's are those of pools[0], its pool; for RoleTeam,
+// pools[0] is the team (TeamPermissions). Other roles ignore them; none
+// given means the default pool.
 func RolePermissions(role Role, names messages.Names, pools ...string) (Permissions, error) {
 	if len(pools) == 0 {
 		pools = []string{messages.DefaultPool}
@@ -189,6 +191,9 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		}
 	}
 	pool := pools[0]
+	if role == RoleTeam {
+		return TeamPermissions(names, pool) // pools[0] names the team
+	}
 	var j js
 	var p Permissions
 	api := func(endpoints ...string) []string {
@@ -227,6 +232,9 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			pub = append(pub, j.own(names.ParkStream(pool))...)
 			pub = append(pub, "$O."+names.ReduceBucket(pool)+".>")
 			pub = append(pub, j.own(objStream(names.ReduceBucket(pool)))...)
+			// The pool's specs bucket: what its agents read of each job.
+			pub = append(pub, "$KV."+names.SpecsBucket(pool)+".>")
+			pub = append(pub, j.own(kvStream(names.SpecsBucket(pool)))...)
 		}
 		pub = append(pub, j.api("STREAM.NAMES"), j.api("STREAM.INFO", wire.LegacyParkStream(names)))
 		p = Permissions{
@@ -265,10 +273,13 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		// park stream for the items the breaker parked and reschedules
 		// them to now (pkg/agent/release.go).
 		pub = append(pub, j.read(names.ParkStream(pool))...)
-		// Job specs, read only: a direct get, and from the stream leader
-		// when a replica says "not found" (pkg/agent/jobs.go).
-		pub = append(pub, j.kvRead(names.JobsBucket())...)
-		pub = append(pub, j.api("STREAM.MSG.GET", kvStream(names.JobsBucket())))
+		// The specs of its pool's jobs, read only: a direct get, and from
+		// the stream leader when a replica says "not found"
+		// (pkg/agent/specs.go). Not the job records (fleet_jobs), which
+		// hold every job's status and errors.
+		specs := kvStream(names.SpecsBucket(pool))
+		pub = append(pub, j.kvRead(names.SpecsBucket(pool))...)
+		pub = append(pub, j.api("STREAM.MSG.GET", specs))
 		// Retry budgets and circuit breakers are kept per pool (keys
 		// <pool>.<job>[.<step>]): compare-and-set writes of the pool's own
 		// keys only, so that no other pool's agent can spend a job's retries

@@ -429,8 +429,10 @@ func workSources(ctx context.Context, js jetstream.JetStream, n messages.Names) 
 }
 
 // ErrParkStream wraps EnsurePool's failure to provide the pool's park
-// stream or reduce store: the pool's agents then wait in delayed naks
-// instead of parking, and its jobs' reduce steps cannot start.
+// stream, reduce store or specs bucket: the pool's agents then wait in
+// delayed naks instead of parking, and its jobs' reduce steps cannot
+// start (the coordinator makes the specs bucket again before it runs a
+// job of the pool).
 var ErrParkStream = errors.New("provision: park stream or reduce store")
 
 // ReduceStore is the configuration of pool's reduce inputs object store
@@ -443,8 +445,9 @@ func ReduceStore(n messages.Names, pool string, c Config) jetstream.ObjectStoreC
 	}
 }
 
-// EnsurePool creates or updates pool's work consumer and park stream, and
-// makes the park stream a source of the work stream (coordinator side).
+// EnsurePool creates or updates pool's work consumer, park stream, reduce
+// store and specs bucket, and makes the park stream a source of the work
+// stream (coordinator side).
 // The consumer is returned even when the park stream fails (an error
 // wrapping ErrParkStream).
 func EnsurePool(ctx context.Context, js jetstream.JetStream, n messages.Names, pool string, c Config) (jetstream.Consumer, error) {
@@ -461,6 +464,9 @@ func EnsurePool(ctx context.Context, js jetstream.JetStream, n messages.Names, p
 	reduce.AllowRollup = true
 	if err := ensureStream(ctx, js, reduce); err != nil {
 		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ReduceBucket(pool), err)
+	}
+	if _, err := EnsureSpecs(ctx, js, n, pool, c); err != nil {
+		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.SpecsBucket(pool), err)
 	}
 	return cons, nil
 }

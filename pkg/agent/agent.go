@@ -18,7 +18,6 @@ import (
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/dlq"
-	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/pause"
@@ -348,15 +347,13 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	if a.pauseKV, err = a.waitKV(ctx, a.names.PauseBucket()); err != nil {
 		return err
 	}
-	jobsKV, err := a.waitKV(ctx, a.names.JobsBucket())
-	if err != nil {
-		return err
-	}
-	var jobsGet recordGetter = jobsKV
-	if a.jobsReplica != nil {
-		jobsGet = a.jobsReplica(jobsGet)
-	}
-	a.jobs = newJobCache(jobsGet, kvleader.New(a.js, a.names.JobsBucket()).Get)
+	// Specs come from the pool's specs bucket; the jobs bucket, where an
+	// earlier version's coordinator kept them, is read only while the
+	// agent's permissions allow it (specs.go).
+	a.jobs = newJobCache(nil, nil)
+	a.jobs.specs = newSpecSource(a.js, a.names, a.cfg.Pool, a.jobsReplica)
+	a.jobs.legacy = &legacyRecords{js: a.js, names: a.names, apiPrefix: natsconn.APIPrefix(a.cfg.JSDomain),
+		denials: natsconn.WatchDenials(a.nc), wrap: a.jobsReplica}
 	bkv, err := a.waitKV(ctx, a.names.BudgetBucket())
 	if err != nil {
 		return err

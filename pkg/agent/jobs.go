@@ -8,6 +8,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/expr"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -106,27 +107,37 @@ type leaderGet func(ctx context.Context, key string) (data []byte, rev uint64, e
 // it is never taken as final: the record is read again from the stream
 // leader, which has applied every acknowledged write, and only the leader's
 // "not found" is.
+//
+// With specs set, the spec is read from the pool's specs bucket
+// (specs.go), and a job record of the jobs bucket (kv, leader, or legacy)
+// only for a job that has no spec there, as a coordinator of an earlier
+// version wrote it.
 type jobCache struct {
 	kv     recordGetter
 	leader leaderGet
+	specs  *specSource    // nil: job records only (kv, leader)
+	legacy *legacyRecords // with specs: the job records, when readable
 	mu     sync.Mutex
 	m      map[string]*job
-	ended  map[string]bool // jobs whose map phase ended (map_ended events)
+	ended  map[string]time.Time // jobs whose map phase ended (map_ended events), and when
 }
 
 func newJobCache(kv recordGetter, leader leaderGet) *jobCache {
-	return &jobCache{kv: kv, leader: leader, m: map[string]*job{}, ended: map[string]bool{}}
+	return &jobCache{kv: kv, leader: leader, m: map[string]*job{}, ended: map[string]time.Time{}}
 }
 
 // markEnded records that a job's map phase ended: its first-generation
 // items still queued or prefetched are not started.
-func (c *jobCache) markEnded(id string) {
+func (c *jobCache) markEnded(id string) { c.markEndedAt(id, time.Time{}) }
+
+// markEndedAt is markEnded for a map_ended event sent at the given time.
+func (c *jobCache) markEndedAt(id string, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.ended) > 4096 {
 		clear(c.ended) // only an optimisation: the coordinator purges too
 	}
-	c.ended[id] = true
+	c.ended[id] = at
 }
 
 // forget drops the cached spec of a job; the next item reads it again.
@@ -158,7 +169,8 @@ func (c *jobCache) budgetLimits(key string) (total, perItemMax int, ok bool) {
 func (c *jobCache) isEnded(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ended[id]
+	_, ok := c.ended[id]
+	return ok
 }
 
 func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
@@ -171,24 +183,24 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 	if messages.ValidToken(id) != nil {
 		return nil, errJobNotFound // and never a key sent to the server
 	}
-	rec, err := c.read(ctx, id)
+	ld, err := c.load(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	j, err = compileJob(id, rec.Spec)
+	j, err = compileJob(id, ld.spec)
 	if err != nil {
 		return nil, err
 	}
-	j.routes = rec.Routes
-	j.budget = rec.Status.Budget
-	j.shares = rec.BudgetShares
-	j.items = rec.Status.Items
+	j.routes = ld.routes
+	j.budget = ld.budget
+	j.shares = ld.shares
+	j.items = ld.items
 	c.mu.Lock()
 	if len(c.m) > 4096 { // jobs are few; bound the cache anyway
 		clear(c.m)
 	}
 	c.m[id] = j
-	if rec.Status.MapReason == "" && !messages.TerminalState(rec.Status.State) {
+	if at, ok := c.ended[id]; ok && ld.started(at) {
 		// The job's map phase runs: a map_ended seen for this id was of an
 		// earlier job of the same id, deleted by retention since.
 		delete(c.ended, id)
@@ -197,10 +209,43 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 	return j, nil
 }
 
+// load reads what the agent needs of a job: its spec record, or the job
+// record of the previous layout.
+func (c *jobCache) load(ctx context.Context, id string) (*loaded, error) {
+	if c.specs == nil {
+		rec, err := c.read(ctx, c.kv, c.leader, id)
+		if err != nil {
+			return nil, err
+		}
+		return loadedRecord(rec), nil
+	}
+	spec, ok, err := c.specs.read(ctx, id)
+	switch {
+	case ok:
+		return loadedSpec(spec), nil
+	case err != nil && !errors.Is(err, errNoSpecs):
+		return nil, err
+	case c.legacy == nil:
+		return nil, errJobNotFound
+	}
+	kv, leader, ok, err := c.legacy.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errJobNotFound
+	}
+	rec, err := c.read(ctx, kv, leader, id)
+	if err != nil {
+		return nil, err
+	}
+	return loadedRecord(rec), nil
+}
+
 // read reads the job's record: a direct get, and when that finds no
 // usable spec, the stream leader's answer, which alone is final.
-func (c *jobCache) read(ctx context.Context, id string) (*wire.JobRecord, error) {
-	e, err := c.kv.Get(ctx, id)
+func (c *jobCache) read(ctx context.Context, kv recordGetter, leader leaderGet, id string) (*wire.JobRecord, error) {
+	e, err := kv.Get(ctx, id)
 	switch {
 	case err == nil:
 		rec, err := decodeRecord(id, e.Value())
@@ -210,10 +255,10 @@ func (c *jobCache) read(ctx context.Context, id string) (*wire.JobRecord, error)
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return nil, err
 	}
-	if c.leader == nil {
+	if leader == nil {
 		return nil, errJobNotFound
 	}
-	data, _, err := c.leader(ctx, id)
+	data, _, err := leader(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("agent: job record %s from the stream leader: %w", id, err)
 	}

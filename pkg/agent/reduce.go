@@ -66,7 +66,7 @@ func (a *Agent) watchEnded() (stop func(), err error) {
 		if job == "" {
 			return
 		}
-		a.jobs.markEnded(job) // before the kill: see killSwitch.track
+		a.jobs.markEndedAt(job, mapEndedAt(m.Data)) // before the kill: see killSwitch.track
 		a.jobs.forget(job)
 		a.budget.Forget(budget.Key(a.cfg.Pool, job))
 		a.breakers.forget(job)

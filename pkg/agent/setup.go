@@ -177,6 +177,9 @@ func (a *Agent) succeedSetup(ctx context.Context, it *item) {
 	}
 	res.Setup = out
 	a.report(it, res, false, it.rev != 0)
+	// The job's spec record is rewritten with its items and budget when its
+	// map phase starts: read it afresh for the map items.
+	a.jobs.forget(it.wi.JobID)
 }
 
 // setupDeadline is the setup item's bound: setup.timeout, from the start

@@ -24,6 +24,7 @@ type Client struct {
 	names    messages.Names
 	tr       tracing.Tracer
 	failover bool
+	team     string // WithTeam
 
 	mu    sync.Mutex
 	moved time.Time // the last move to another server (failover)
@@ -39,6 +40,16 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *Client) { c.tr = tracing.New(tp) }
 }
 
+// WithTeam makes every call on team's API subjects
+// (messages.Names.TeamAPISubject), as a fleet shared by teams requires of
+// a team's submitters (fleetctl auth init --teams): jobs are submitted for
+// the team, and only the team's jobs and dead letters are seen. JobWait
+// then reads the status every second instead of following the job's
+// events, which a team's key may not hear.
+func WithTeam(team string) Option {
+	return func(c *Client) { c.team = team }
+}
+
 // NewClient returns a client for the fleet under prefix ("" = "fleet").
 func New(nc *nats.Conn, prefix string, opts ...Option) (*Client, error) {
 	names, err := messages.NewNames(prefix)
@@ -48,6 +59,11 @@ func New(nc *nats.Conn, prefix string, opts ...Option) (*Client, error) {
 	c := &Client{nc: nc, names: names}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.team != "" {
+		if err := messages.ValidToken(c.team); err != nil {
+			return nil, fmt.Errorf("client: team %q: %w", c.team, err)
+		}
 	}
 	return c, nil
 }

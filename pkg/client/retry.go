@@ -171,7 +171,10 @@ func (c *Client) attempts(ctx context.Context, endpoint string, data []byte, how
 	all := false            // this attempt goes to every coordinator
 	for n := 0; ; n++ {
 		subject := c.names.APISubject(endpoint)
-		if all {
+		switch {
+		case c.team != "":
+			subject = c.names.TeamAPISubject(c.team, endpoint) // no "all" subject for teams
+		case all:
 			subject = c.names.APIAllSubject(endpoint)
 		}
 		m := nats.NewMsg(subject)

@@ -17,6 +17,10 @@ import (
 // so a lost one delays the end by at most this long.
 const waitCheck = 5 * time.Second
 
+// teamWaitCheck is how often Wait reads the status for a team's client,
+// which follows no events.
+const teamWaitCheck = time.Second
+
 // JobWait returns a job's status once it is terminal, or when ctx ends. It
 // learns of the end from the job's events, not by polling: it subscribes
 // to the job's completed and rejected events (fleet.events.<job>.completed,
@@ -41,7 +45,11 @@ func (c *Client) JobWait(ctx context.Context, id string, interval time.Duration,
 		default:
 		}
 	}
-	for _, typ := range []string{messages.EventCompleted, messages.EventRejected} {
+	follow := []string{messages.EventCompleted, messages.EventRejected}
+	if c.team != "" {
+		follow = nil // a team's key hears no events (WithTeam): the status is read every teamWaitCheck
+	}
+	for _, typ := range follow {
 		sub, err := c.nc.Subscribe(c.names.EventSubject(id, typ), notify)
 		if err != nil {
 			return nil, fmt.Errorf("client: following job %s: %w", id, err)
@@ -57,6 +65,9 @@ func (c *Client) JobWait(ctx context.Context, id string, interval time.Duration,
 	}
 	if onUpdate == nil {
 		interval = waitCheck
+		if c.team != "" {
+			interval = teamWaitCheck
+		}
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()

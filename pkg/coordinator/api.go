@@ -50,6 +50,10 @@ func (c *Coordinator) serveAPI(wrap func(name string, fn endpointFunc) micro.Han
 			return nil, fmt.Errorf("coordinator: endpoint %s: %w", name, err)
 		}
 	}
+	if err := c.serveTeams(g, wrap); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
 	return svc, nil
 }
 
@@ -117,12 +121,25 @@ func decodeRequest(data []byte, v any) *messages.APIError {
 }
 
 func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *messages.APIError) {
+	return c.submitAs(ctx, data, "")
+}
+
+// submitAs is jobs.submit for team (teams.go), or for no team.
+func (c *Coordinator) submitAs(ctx context.Context, data []byte, team string) (any, *messages.APIError) {
 	if len(data) > c.cfg.MaxSpecBytes {
 		return nil, apiErr(messages.CodeTooLarge, tooLargeSpec(len(data), c.cfg.MaxSpecBytes))
 	}
 	spec, problems := c.admitSpec(data)
 	if len(problems) > 0 {
 		return nil, invalidSpec(problems)
+	}
+	if spec.Team != "" && spec.Team != team {
+		// A job's team is the subject it came through, never its spec's word.
+		return nil, invalidSpec([]messages.FieldError{{Field: "team", Message: "set by the coordinator from the team's API subject (fleetctl --team): leave it out"}})
+	}
+	spec.Team = team
+	if fe := c.teamProblem(jobspec.WithDefaults(spec)); fe != nil {
+		return nil, invalidSpec([]messages.FieldError{*fe})
 	}
 	if problems := c.checkInput(spec); len(problems) > 0 {
 		return nil, &messages.APIError{Code: messages.CodeInvalid, Field: problems[0].Field,
@@ -142,6 +159,10 @@ func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *message
 	// A rejected job's id is free: the corrected spec replaces the record.
 	var after uint64
 	if rec, rev, err := c.store.getRev(ctx, spec.ID); err == nil {
+		if rec.Status.State != messages.StateRejected && team != "" && (rec.Spec == nil || rec.Spec.Team != team) {
+			// Another team's job: its state is not this team's to see.
+			return nil, &messages.APIError{Code: messages.CodeConflict, Field: "id", Message: fmt.Sprintf("the job id %q is taken: choose another", spec.ID)}
+		}
 		if rec.Status.State != messages.StateRejected {
 			return messages.SubmitReply{JobID: spec.ID, Existing: true, State: rec.Status.State}, nil
 		}

@@ -209,6 +209,12 @@ type Config struct {
 	// does not exist yet is refused (field pool) once there are this many.
 	// Negative: only Pools are accepted. Defaults to 100.
 	MaxPools int
+	// Teams are the teams that share the fleet, each with the pools it may
+	// submit to (--teams red=poola+poolb,blue=poolc). A team calls the
+	// API on its own subjects (messages.Names.TeamAPISubject), submits to
+	// its pools only, and sees, cancels, pauses and replays its own jobs
+	// only (docs/security.md, "Teams"). Empty: no team endpoints.
+	Teams map[string][]string
 	// ErrorSignatures is how many error signatures (the most frequent) a
 	// job's error report keeps; failures with other signatures are counted
 	// in its errors_other. Defaults to 20.
@@ -393,6 +399,19 @@ func (c Config) Validate() error {
 	for i, p := range c.Pools {
 		if err := messages.ValidPool(p); err != nil {
 			errs = append(errs, fmt.Errorf("pools[%d]: %q: %w", i, p, err))
+		}
+	}
+	for team, pools := range c.Teams {
+		if err := messages.ValidToken(team); err != nil {
+			errs = append(errs, fmt.Errorf("teams: %q: %w", team, err))
+		}
+		if len(pools) == 0 {
+			errs = append(errs, fmt.Errorf("teams.%s: no pools", team))
+		}
+		for i, p := range pools {
+			if err := messages.ValidPool(p); err != nil {
+				errs = append(errs, fmt.Errorf("teams.%s[%d]: %q: %w", team, i, p, err))
+			}
 		}
 	}
 	if c.MaxPools < 0 && len(c.Pools) == 0 {

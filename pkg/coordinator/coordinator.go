@@ -87,6 +87,8 @@ type Coordinator struct {
 	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
 	// streams caches stream handles by name (retention's purges).
 	streams sync.Map
+	// specs are the pools' specs buckets (specs.go).
+	specs specBuckets
 
 	// work publishes work messages (the publishers of every job).
 	work *jspub.Publisher
@@ -318,7 +320,9 @@ func (c *Coordinator) startRunner(rec wire.JobRecord, rev uint64) {
 			r.rec.BudgetShares = shares
 			r.dirty = true
 			r.mu.Unlock()
+			rec.BudgetShares = shares // for the spec records
 		}
+		c.ensureSpecs(ctx, r, &rec)
 		if !c.runJob(ctx, r) {
 			return
 		}
@@ -695,10 +699,15 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 	// A pool the job may not use is refused first: it needs no read of
 	// the job's record (reject makes sure it overwrites no accepted job).
 	eff := jobspec.WithDefaults(spec)
-	if fe, err := c.pools.check(ctx, eff.Pool); err != nil {
+	fe, err := c.pools.check(ctx, eff.Pool)
+	if err != nil {
 		return err
-	} else if fe != nil {
-		return g.refuse(ctx, func() error { return c.reject(ctx, seq, spec.ID, []messages.FieldError{*fe}, now) })
+	}
+	if fe == nil {
+		fe = c.teamProblem(eff) // a team's job on its team's pools only (teams.go)
+	}
+	if fe != nil {
+		return g.refuse(ctx, func() error { return c.rejectTeam(ctx, seq, spec.ID, spec.Team, []messages.FieldError{*fe}, now) })
 	}
 	if g.enter != nil {
 		leave, err := g.enter()
@@ -724,15 +733,15 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 		return c.acceptSetup(ctx, seq, spec, eff, rev, now) // setup.go
 	}
 	if problems := c.checkInput(eff); len(problems) > 0 {
-		return c.reject(ctx, seq, spec.ID, problems, now)
+		return c.rejectTeam(ctx, seq, spec.ID, spec.Team, problems, now)
 	}
 	if problems := c.handlerProblems(ctx, eff); len(problems) > 0 {
-		return c.reject(ctx, seq, spec.ID, problems, now)
+		return c.rejectTeam(ctx, seq, spec.ID, spec.Team, problems, now)
 	}
 	if problems, err := c.adoptInput(ctx, eff); err != nil {
 		return fmt.Errorf("input of %s: %w", spec.ID, err)
 	} else if len(problems) > 0 {
-		return c.reject(ctx, seq, spec.ID, problems, now)
+		return c.rejectTeam(ctx, seq, spec.ID, spec.Team, problems, now)
 	}
 	if c.beforeCount != nil {
 		c.beforeCount(spec.ID)
@@ -742,12 +751,12 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 		return err
 	}
 	if len(problems) > 0 {
-		return c.reject(ctx, seq, spec.ID, problems, now)
+		return c.rejectTeam(ctx, seq, spec.ID, spec.Team, problems, now)
 	}
 	rec := wire.JobRecord{
 		Spec: eff,
 		Status: messages.JobStatus{
-			ID: spec.ID, Name: eff.Name, Pool: eff.Pool, State: messages.StatePending,
+			ID: spec.ID, Name: eff.Name, Pool: eff.Pool, Team: eff.Team, State: messages.StatePending,
 			Items: total, SubmittedAt: now,
 		},
 		SubmitSeq: seq,
@@ -756,7 +765,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 	if problems, err := c.itemsAccepted(ctx, spec.BestEffort, &rec, total, groups, now); err != nil {
 		return err
 	} else if len(problems) > 0 {
-		return c.reject(ctx, seq, spec.ID, problems, now)
+		return c.rejectTeam(ctx, seq, spec.ID, spec.Team, problems, now)
 	}
 	traceAccepted(ctx, &rec)
 	nrev, _, err := c.store.update(ctx, &rec, rev)
@@ -812,7 +821,7 @@ func (c *Coordinator) routes(ctx context.Context, spec *messages.JobSpec, groups
 	}
 	routes := map[string]string{}
 	for g := range groups {
-		if g == spec.Pool || messages.ValidPool(g) != nil {
+		if g == spec.Pool || messages.ValidPool(g) != nil || !c.teamMayRoute(spec.Team, g) {
 			continue
 		}
 		if _, err := c.js.Consumer(ctx, c.names.WorkStream(), c.names.AgentsConsumer(g)); err == nil {
@@ -850,9 +859,15 @@ func (c *Coordinator) ensurePools(ctx context.Context, pool string, routes map[s
 // reject records the submission at seq as rejected with its problems. It never
 // overwrites a job that was accepted; it replaces an earlier rejection.
 func (c *Coordinator) reject(ctx context.Context, seq uint64, id string, problems []messages.FieldError, now time.Time) error {
+	return c.rejectTeam(ctx, seq, id, "", problems, now)
+}
+
+// rejectTeam is reject of a submission of a team (teams.go), whose record
+// that team may then read; team "" is none.
+func (c *Coordinator) rejectTeam(ctx context.Context, seq uint64, id, team string, problems []messages.FieldError, now time.Time) error {
 	problems = boundProblems(problems)
 	rec := wire.JobRecord{Status: messages.JobStatus{
-		ID: id, State: messages.StateRejected, Problems: problems, SubmittedAt: now, FinishedAt: &now,
+		ID: id, Team: team, State: messages.StateRejected, Problems: problems, SubmittedAt: now, FinishedAt: &now,
 	}, SubmitSeq: seq}
 	// Most rejected ids are new: one write, and a read only when the id
 	// is taken.

@@ -424,6 +424,9 @@ func (c *Coordinator) pruneJob(ctx context.Context, id string, olderThan time.Du
 			return false, fmt.Errorf("deleting submission %d: %w", seq, err)
 		}
 	}
+	if err := c.removeSpecs(ctx, rec); err != nil {
+		return false, err
+	}
 	return c.store.remove(ctx, id, rev, c.cfg.PruneMarkerTTL)
 }
 

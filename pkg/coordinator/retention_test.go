@@ -242,6 +242,10 @@ func TestPruneExpiredJobs(t *testing.T) {
 	require.EqualValues(t, 1, x.left(t, "old")["results"])
 	x.clock.Advance(13 * time.Hour) // old finished 25h ago, young 13h ago
 	require.NotZero(t, countSubject(t, x.srv.JS(), x.names.EventsStream(), x.names.EventSubject("old", ">")))
+	specs := func() uint64 {
+		return countSubject(t, x.srv.JS(), "KV_"+x.names.SpecsBucket(messages.DefaultPool), "$KV."+x.names.SpecsBucket(messages.DefaultPool)+".old")
+	}
+	require.EqualValues(t, 1, specs(), "the spec record is kept while the job is")
 
 	// The pass prunes what is older than JobRetention (24h), cleaning it
 	// (again) first.
@@ -264,6 +268,7 @@ func TestPruneExpiredJobs(t *testing.T) {
 		require.Zero(t, n, "%s left", what)
 	}
 	require.Zero(t, countSubject(t, x.srv.JS(), x.names.EventsStream(), x.names.EventSubject("old", ">")))
+	require.Zero(t, specs(), "the spec record goes with the job")
 	require.EqualValues(t, 1, countSubject(t, x.srv.JS(), x.names.JobsStream(), x.names.JobsSubmitSubject()), "young's submission only")
 
 	// jobs.prune --older-than 12h --dry-run lists young and deletes nothing.

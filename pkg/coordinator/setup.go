@@ -237,6 +237,12 @@ func (c *Coordinator) publishSetup(ctx context.Context, rec wire.JobRecord, rev 
 	if err != nil {
 		return rec, rev, err
 	}
+	// The setup's agent reads the job's steps from the pool's specs bucket
+	// (specs.go); the record is written again, with the items and budget,
+	// when the map phase starts.
+	if err := c.writeSpecs(ctx, &rec); err != nil {
+		return rec, rev, err
+	}
 	m := nats.NewMsg(c.names.WorkSubject(spec.Pool, id))
 	m.Data = body
 	m.Header.Set(messages.HeaderMsgID, wire.WorkMsgID(id, messages.SetupItemID, 0))

@@ -108,6 +108,11 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 			v.addf("pool", "%v", err)
 		}
 	}
+	if s.Team != "" {
+		if err := messages.ValidToken(s.Team); err != nil {
+			v.addf("team", "%v", err)
+		}
+	}
 	if s.NotBefore != "" {
 		if _, err := messages.NotBeforeTime(s.NotBefore, time.Time{}); err != nil {
 			v.addf("not_before", "%v", err)

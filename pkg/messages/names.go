@@ -101,6 +101,14 @@ func (n Names) ParkStream(pool string) string { return n.upper() + "_PARK_" + po
 // accepted input).
 func (n Names) ReduceBucket(pool string) string { return n.prefix() + "_reduce_" + pool }
 
+// SpecsBucket is the KV bucket of pool's job specs: for each job with
+// items in the pool, what its agents need to run them (the spec, routes
+// and budget limits; internal/wire.SpecRecord), keyed by job id. Only the
+// coordinator writes it, and only the pool's agents read it: the job's
+// outcome (status, errors, counts) stays in JobsBucket, which no agent
+// reads.
+func (n Names) SpecsBucket(pool string) string { return n.prefix() + "_specs_" + pool }
+
 // KV buckets.
 func (n Names) JobsBucket() string   { return n.prefix() + "_jobs" }
 func (n Names) BudgetBucket() string { return n.prefix() + "_budget" }
@@ -268,6 +276,14 @@ func (n Names) APISubject(endpoint string) string { return n.prefix() + ".api." 
 // answer (a paused coordinator, or one behind a server cut off the
 // cluster, keeps its queue subscription).
 func (n Names) APIAllSubject(endpoint string) string { return n.prefix() + ".api._all." + endpoint }
+
+// TeamAPISubject is where a team's submitters call endpoint:
+// <prefix>.api.team.<team>.<endpoint>. The coordinator takes the caller's
+// team from the subject, and the server's permissions let each team's
+// key publish on its own team's subjects only (docs/security.md, Teams).
+func (n Names) TeamAPISubject(team, endpoint string) string {
+	return n.prefix() + ".api.team." + team + "." + endpoint
+}
 
 // CoordinatorOrigin is the origin token of results and dead letters the
 // coordinator writes itself. It is not a valid pool name (ValidPool), so no

@@ -15,6 +15,11 @@ type JobSpec struct {
 	Name string `json:"name,omitempty"`
 	// Pool is the agent pool that runs the items. Defaults to "default".
 	Pool string `json:"pool,omitempty"`
+	// Team is the team that submitted the job, in a fleet shared by teams
+	// (docs/security.md, "Teams"): set by the coordinator from the team's
+	// API subject the job came through, never by a submitter. Only that
+	// team (and operators) see the job.
+	Team string `json:"team,omitempty"`
 	// GroupBy is a template such as "${item.region}" that assigns each item
 	// to a group for best-effort completion; items of group g are routed to
 	// pool g when that pool exists. Defaults to one group.

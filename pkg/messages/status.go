@@ -47,9 +47,11 @@ const (
 // JobStatus is a job's status (docs/contract.md §7). When the job ends,
 // Succeeded+DeadLettered+Skipped+NotRun+Failed == Items.
 type JobStatus struct {
-	ID    string `json:"id"`
-	Name  string `json:"name,omitempty"`
-	Pool  string `json:"pool"`
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	Pool string `json:"pool"`
+	// Team is the team that submitted the job (JobSpec.Team), if any.
+	Team  string `json:"team,omitempty"`
 	State string `json:"state"`
 	// PausedBy says what paused a job whose State is paused: PausedByJob
 	// or PausedByPool.
