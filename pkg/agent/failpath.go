@@ -279,5 +279,5 @@ func (a *Agent) finalize(ctx context.Context, it *item) {
 		res.Output = it.st.Outputs[n-1]
 	}
 	res.Signature = retry.Signature(it.st.Error)
-	a.report(it, res, true, false)
+	a.report(it, res, true)
 }
