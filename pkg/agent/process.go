@@ -543,10 +543,11 @@ func (a *Agent) stepDone(it *item, out string) {
 
 // nakDelay naks with a delay; never a bare Nak for a failure (docs/jetstream.md §2).
 func (a *Agent) nakDelay(it *item, d time.Duration) {
-	if d <= 0 {
-		d = time.Millisecond
+	if a.naks != nil {
+		a.naks.nak(it.m, d) // on the next tick (nakpace.go)
+		return
 	}
-	if err := it.m.NakWithDelay(d); err != nil {
+	if err := nakNow(it.m, d); err != nil {
 		a.log.Debug().Err(err).Msg("nak failed; AckWait will redeliver")
 	}
 }
