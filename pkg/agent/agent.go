@@ -512,7 +512,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 		cancelWork()
 		<-finished
 	}
-	a.naks.close() // the items' delayed naks, before the connection drains
+	a.naks.close()   // the items' delayed naks, before the connection drains
 	close(a.results) // the batcher publishes what it holds, then closes a.acks
 	<-ackDone
 	if pullErr != nil && ctx.Err() == nil {
