@@ -40,6 +40,7 @@ func intakeGoodWithin() time.Duration {
 // hostile one is rejected with the reason, no consumer is made for their
 // pools, and the API refuses such a submission at once, naming the field.
 func TestIntakeCannotBeJammed(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"poola", "poolb"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -30,6 +30,7 @@ import (
 // slots. Pool poolb's jobs on both limits still end with exact counts:
 // every item succeeded, no retry, no dead letter.
 func TestLimitSharesArePerPool(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"poola", "poolb"}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
