@@ -15,15 +15,21 @@ import (
 // `go test ./...`'s wall clock with the cores idle most of it
 // (docs/benchmarks.md, "go test ./...: the slowest tests"). The tests
 // that measure rates, shares or fault timings do not call t.Parallel and
-// still run alone.
-const parallelTests = 8
+// still run alone. Under the race detector, which multiplies the CPU the
+// tests need, half as many.
+func parallelTests() int {
+	if raceEnabled {
+		return 4
+	}
+	return 8
+}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
 	if !set {
-		if err := flag.Set("test.parallel", strconv.Itoa(parallelTests)); err != nil {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallelTests())); err != nil {
 			panic(err)
 		}
 	}
