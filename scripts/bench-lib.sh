@@ -10,7 +10,8 @@
 #                                 one coordinator and AGENTS agents named NAME-1, NAME-2, ...
 #                                 with FLAGS; returns once fleetctl list answers. With
 #                                 BENCH_PPROF set, the server serves its profiles on port
-#                                 $pprof_port, the coordinator on +1, agent i on +1+i
+#                                 $pprof_port, the coordinator on +1, agent i on +1+i;
+#                                 the server's monitoring port is $mon_port
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -35,6 +36,7 @@ bench_up() {
   shift 2
   local port=$((20000 + RANDOM % 20000))
   local mon=$((port + 1))
+  mon_port=$mon
   pprof_port=$((port + 2))
   local sp=() cp=() ap=()
   if [ -n "${BENCH_PPROF:-}" ]; then sp=(-profile "$pprof_port"); cp=(--pprof-addr "127.0.0.1:$((pprof_port + 1))"); fi

@@ -17,10 +17,17 @@
 # A flaky job with rate p does 1/(1-p) runs per item (1.43 at 0.3), so
 # 1-p (0.7) is the ratio's ceiling.
 #
+# Per run it also prints the server's messages in and out per item (its
+# /varz), and the writes to the items and budget buckets (their streams'
+# last sequences, /jsz): a retry's cost in server work.
+#
+# With -timeline, each run also prints when the job reached 50, 90, 99 and
+# 100 % of its items (fleetctl status every 50 ms): where the tail is.
+#
 # With -pprof DIR, each flaky run saves a CPU profile of every process over
 # its first -pprof-seconds (default 3) to DIR/run-<r>-<process>.pprof.
 #
-# Usage: scripts/bench-retries.sh [-n 30000] [-runs 3] [-rate 0.3] [-agents 2] [-concurrency 64] [-pprof DIR [-pprof-seconds S]]
+# Usage: scripts/bench-retries.sh [-n 30000] [-runs 3] [-rate 0.3] [-agents 2] [-concurrency 64] [-timeline] [-pprof DIR [-pprof-seconds S]]
 source "$(dirname "$0")/bench-lib.sh"
 
 N=30000
@@ -30,6 +37,7 @@ AGENTS=2
 CONC=64
 PPROF=
 PPROF_SECONDS=3
+TIMELINE=
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) N=$2; shift 2 ;;
@@ -39,7 +47,8 @@ while [ $# -gt 0 ]; do
     -concurrency) CONC=$2; shift 2 ;;
     -pprof) PPROF=$(mkdir -p "$2" && cd "$2" && pwd); export BENCH_PPROF=1; shift 2 ;;
     -pprof-seconds) PPROF_SECONDS=$2; shift 2 ;;
-    *) echo "usage: $0 [-n N] [-runs R] [-rate P] [-agents A] [-concurrency C] [-pprof DIR [-pprof-seconds S]]" >&2; exit 2 ;;
+    -timeline) TIMELINE=1; shift ;;
+    *) echo "usage: $0 [-n N] [-runs R] [-rate P] [-agents A] [-concurrency C] [-timeline] [-pprof DIR [-pprof-seconds S]]" >&2; exit 2 ;;
   esac
 done
 
@@ -55,6 +64,28 @@ cpus() {
   c() { awk -v t="$t" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
   for i in "${pids[@]:2}"; do a=$(echo "$a + $(c "$i")" | bc); done
   echo "$(c "${pids[0]}") $(c "${pids[1]}") $a"
+}
+# counts: the server's messages in and out, and the last sequences of the
+# items and budget buckets' streams (every write, deletes included).
+counts() {
+  local v j
+  v=$(curl -sf "http://127.0.0.1:$mon_port/varz" | jq -r '"\(.in_msgs) \(.out_msgs)"')
+  j=$(curl -sf "http://127.0.0.1:$mon_port/jsz?streams=true" |
+    jq -r '[.account_details[].stream_detail[]? | {(.name): .state.last_seq}] | add // {} | "\(.KV_fleet_items // 0) \(.KV_fleet_budget // 0)"')
+  echo "$v $j"
+}
+# progress ID START: polls the job's status every 50 ms until it ends and
+# prints when it reached 50, 90, 99 and 100 % of its items.
+progress() {
+  local id=$1 t0=$2 out=$work/$1.progress
+  while :; do
+    st=$("$work/bin/fleetctl" status "$id" --json 2>/dev/null) || { sleep 0.05; continue; }
+    echo "$(now) $(jq -r '"\(.succeeded + .failed + .dead_lettered + .skipped + .not_run) \(.state)"' <<<"$st")" >>"$out"
+    case "$(jq -r .state <<<"$st")" in running|pending) sleep 0.05 ;; *) break ;; esac
+  done
+  awk -v n="$N" -v t0="$t0" 'BEGIN { split("0.5 0.9 0.99 1", q, " ") }
+    { for (i = 1; i <= 4; i++) if (!(i in at) && $2 >= q[i] * n) at[i] = $1 - t0 }
+    END { printf "  timeline:"; for (i = 1; i <= 4; i++) printf " %g%% at %.2f s", q[i] * 100, at[i]; print "" }' "$out"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 now() { date +%s.%N; }
@@ -92,10 +123,14 @@ for r in $(seq "$RUNS"); do
       done
     fi
     read -r s0 c0 a0 < <(cpus)
+    read -r in0 out0 kv0 bu0 < <(counts)
     t0=$(now)
+    prog=
+    if [ -n "$TIMELINE" ]; then progress "$id" "$t0" & prog=$!; fi
     "$work/bin/fleetctl" submit "$work/$id.yaml" --wait >"$work/$id.log" 2>&1 || { cat "$work/$id.log"; exit 1; }
     t1=$(now)
     read -r s1 c1 a1 < <(cpus)
+    read -r in1 out1 kv1 bu1 < <(counts)
     st=$("$work/bin/fleetctl" status "$id" --json)
     ok=$(jq -r .succeeded <<<"$st")
     retries=$(jq -r .retries <<<"$st")
@@ -104,6 +139,9 @@ for r in $(seq "$RUNS"); do
     printf "run %d %-5s %8.0f items/s  %6.2f s  retries %6d (%.2f runs per item)  CPU-s server %.2f, coordinator %.2f, agents %.2f\n" \
       "$r" "$kind" "$f" "$(echo "$t1 - $t0" | bc -l)" "$retries" "$(echo "1 + $retries / $N" | bc -l)" \
       "$(echo "$s1 - $s0" | bc)" "$(echo "$c1 - $c0" | bc)" "$(echo "$a1 - $a0" | bc)"
+    printf "  server messages per item in %.2f, out %.2f; items bucket writes %d, budget writes %d\n" \
+      "$(echo "($in1 - $in0) / $N" | bc -l)" "$(echo "($out1 - $out0) / $N" | bc -l)" "$((kv1 - kv0))" "$((bu1 - bu0))"
+    [ -n "$prog" ] && wait "$prog"
     if [ "$kind" = clean ]; then cleans+=("$f"); else flakies+=("$f"); fi
     for p in "${profs[@]}"; do wait "$p" || true; done
   done

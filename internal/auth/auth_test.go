@@ -164,6 +164,7 @@ func TestPermissionsOfAgentNameOnlyItsPool(t *testing.T) {
 // (retries, retry budget, item state, dead letters) and no connection is
 // ever refused anything.
 func TestRolesRunAJob(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"default", "gpu"}})
 	ctx, cancel := context.WithTimeoutCause(context.Background(), 2*time.Minute, errors.New("timed out"))
 	defer cancel()

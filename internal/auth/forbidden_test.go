@@ -207,6 +207,7 @@ var forbiddenOps = map[string][]forbidden{
 // once as a permissions violation naming the subject (a denied JetStream
 // request itself would only time out).
 func TestRolesAreRefusedTheRest(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"default", "gpu"}})
 	ctx := context.Background()
 	// Resources exist, so a refusal is about permissions, not a missing stream.

@@ -97,6 +97,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) 
 // nothing forged runs, the replay of the forged dead letter fails at once,
 // and both pools' jobs finish with exact counts.
 func TestForgedWorkIsRefused(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"default", "gpu"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -265,6 +266,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // status names the problem. Once the agent has the right key, a replay of
 // the dead letters runs the items and the job succeeds.
 func TestMismatchedWorkKeysFailVisibly(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"default"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

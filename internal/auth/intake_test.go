@@ -39,7 +39,7 @@ func intakeGoodWithin() time.Duration {
 // each a new one); a good one sent after them is accepted within 5 s, each
 // hostile one is rejected with the reason, no consumer is made for their
 // pools, and the API refuses such a submission at once, naming the field.
-func TestIntakeCannotBeJammed(t *testing.T) {
+func TestIntakeCannotBeJammed(t *testing.T) { // alone: it times the intake
 	s := runSecured(t, auth.Options{Pools: []string{"poola", "poolb"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

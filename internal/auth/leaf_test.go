@@ -96,6 +96,7 @@ func TestInitWritesALeaf(t *testing.T) {
 // permissions: a user the leaf lets do anything still reaches at the hub
 // only what site-b's agent may.
 func TestRoleKeysHoldThroughTheLeaf(t *testing.T) {
+	t.Parallel()
 	port := fleettest.FreePort(t)
 	srv, res := authtest.RunServer(t, auth.Options{Pools: []string{"default", "gpu"}, Leaves: []string{"site-b"}, JSDomain: "hub",
 		LeafHubURLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", port)}}, fleettest.WithLeafHub(port, "hub"))

@@ -29,7 +29,7 @@ import (
 // poola then looks busy forever and holds its half of the shared limit's
 // slots. Pool poolb's jobs on both limits still end with exact counts:
 // every item succeeded, no retry, no dead letter.
-func TestLimitSharesArePerPool(t *testing.T) {
+func TestLimitSharesArePerPool(t *testing.T) { // alone: its call counts are per time window
 	s := runSecured(t, auth.Options{Pools: []string{"poola", "poolb"}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

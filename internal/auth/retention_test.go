@@ -23,6 +23,7 @@ import (
 // reduce's map results in the inputs bucket, results, events and the
 // submission all go, and no call is refused.
 func TestRetentionRunsWithTheRolesPermissions(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"default"}})
 	ctx, cancel := context.WithTimeoutCause(context.Background(), 2*time.Minute, errors.New("timed out"))
 	defer cancel()

@@ -39,6 +39,7 @@ func rollup(ctx context.Context, js jetstream.JetStream, subject string) error {
 // items are parked meanwhile, and a job whose input another submitter
 // uploaded, finish with exact counts.
 func TestRollupsCannotWipeSharedState(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"default", "gpu"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -27,6 +27,7 @@ import (
 // items succeed, 2 are dead-lettered), and the breaker keeps its job's
 // items out for at most its timeout.
 func TestSharedStateKeepsTheCoordinatorsLimits(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"default", "gpu"}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -87,6 +87,7 @@ var leafKinds = []struct {
 // item with heartbeats, write their presence, and obey pause, resume and
 // cancel --kill.
 func TestAgentsBehindALeafNode(t *testing.T) {
+	t.Parallel() // its own server or cluster; no rate or fault timing
 	for _, kind := range leafKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			port := fleettest.FreePort(t)

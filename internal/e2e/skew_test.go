@@ -163,6 +163,8 @@ func TestSkewedAgentsShareABreaker(t *testing.T) {
 // handover (the one behind, waiting for a tick its predecessor put 4 of
 // its minutes in the future).
 func TestSkewedCoordinatorsTickOnce(t *testing.T) {
+	// Not parallel: its runs' ticks must fall within 30 s of its end, so
+	// the hand-over must not wait on other tests' CPU.
 	const every = 2 * time.Second
 	srv := fleettest.RunServer(t)
 	coord := func(name string, by time.Duration) *proc {

@@ -97,6 +97,7 @@ func (p *statusPoller) count() int {
 // came back has at least its done count (docs/design.md, "Status never
 // goes back").
 func TestStatusNeverGoesBackThroughACutOff(t *testing.T) {
+	t.Parallel() // its own server or cluster; no rate or fault timing
 	if testing.Short() {
 		t.Skip("a 3-node cluster and a partition")
 	}

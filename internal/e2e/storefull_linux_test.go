@@ -28,6 +28,7 @@ import (
 // results and publication wait. Once there is room again, the job ends
 // with every item counted once, and the refused submission is no job.
 func TestStoreFullMidJob(t *testing.T) {
+	t.Parallel() // its own server or cluster; no rate or fault timing
 	const n, id = 600, "full"
 	srv := fleettest.RunServer(t, fleettest.WithConfig(func(o *server.Options) { o.JetStreamMaxStore = 256 << 20 }))
 	reg := prometheus.NewRegistry()

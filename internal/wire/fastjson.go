@@ -556,3 +556,143 @@ func compactPayload(raw []byte) bool {
 	}
 	return true
 }
+
+// appendItemState appends json.Marshal(st), byte for byte, when that is
+// easy to be sure of: every string plain, every time writable by
+// appendJSONTime, and no captures. That is a retried item's usual state,
+// and json.Marshal of it was a tenth of an agent's CPU in a job of flaky
+// items (docs/benchmarks.md). ok is false otherwise, and nothing is
+// appended.
+func appendItemState(b []byte, st *ItemState) (_ []byte, ok bool) {
+	if len(st.Captures) > 0 || !plainJSONString(st.JobID) || !plainJSONString(st.ItemID) || !plainJSONString(st.Final) ||
+		!plainJSONString(st.Reason) || !plainJSONString(st.Error) || !plainJSONString(st.ErrorClass) ||
+		!jsonTimeOK(st.StepFirstFailure) || !jsonTimeOK(st.StartedAt) || !jsonTimeOK(st.FirstFailure) || !jsonTimeOK(st.ParkUntil) {
+		return b, false
+	}
+	for _, o := range st.Outputs {
+		if !plainJSONString(o) {
+			return b, false
+		}
+	}
+	for i := range st.History {
+		h := &st.History[i]
+		if !plainJSONString(h.StepName) || !plainJSONString(h.Agent) || !plainJSONString(h.ErrorClass) ||
+			!plainJSONString(h.Message) || !plainJSONString(h.Decision) || !jsonTimeOK(h.Time) {
+			return b, false
+		}
+	}
+	b = append(b, `{"v":`...)
+	b = appendSchema(b, st.V)
+	b = appendStrField(b, "job_id", st.JobID, false)
+	b = appendStrField(b, "item_id", st.ItemID, false)
+	b = appendIntField(b, "generation", int64(st.Generation))
+	b = appendIntField(b, "step", int64(st.Step))
+	b = appendIntField(b, "step_attempt", int64(st.StepAttempt))
+	b = append(b, `,"step_first_failure":`...)
+	b = appendJSONTime(b, st.StepFirstFailure)
+	b = appendStrField(b, "step_delay_spent", st.StepDelaySpent.String(), false)
+	if st.LastDelay != 0 {
+		b = appendStrField(b, "last_delay", st.LastDelay.String(), false)
+	}
+	if !st.StartedAt.IsZero() {
+		b = append(b, `,"started_at":`...)
+		b = appendJSONTime(b, st.StartedAt)
+	}
+	if st.ItemRun != 0 {
+		b = appendIntField(b, "item_run", int64(st.ItemRun))
+	}
+	if st.ItemDelay != 0 {
+		b = appendStrField(b, "item_delay", st.ItemDelay.String(), false)
+	}
+	b = appendIntField(b, "retries", int64(st.Retries))
+	if len(st.Outputs) > 0 {
+		b = append(b, `,"outputs":[`...)
+		for i, o := range st.Outputs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = append(b, o...)
+			b = append(b, '"')
+		}
+		b = append(b, ']')
+	}
+	if len(st.Ran) > 0 {
+		b = append(b, `,"ran":[`...)
+		for i, r := range st.Ran {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"step":`...)
+			b = strconv.AppendInt(b, int64(r.Step), 10)
+			b = appendIntField(b, "runs", int64(r.Runs))
+			b = appendIntField(b, "duration_ms", r.DurationMS)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"first_failure":`...)
+	b = appendJSONTime(b, st.FirstFailure)
+	if st.History == nil {
+		b = append(b, `,"history":null`...)
+	} else {
+		b = append(b, `,"history":[`...)
+		for i := range st.History {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendAttempt(b, &st.History[i])
+		}
+		b = append(b, ']')
+	}
+	if st.HistoryDropped != 0 {
+		b = appendIntField(b, "history_dropped", int64(st.HistoryDropped))
+	}
+	b = appendStrField(b, "final", st.Final, true)
+	b = appendStrField(b, "reason", st.Reason, true)
+	b = appendStrField(b, "error", st.Error, true)
+	b = appendStrField(b, "error_class", st.ErrorClass, true)
+	if st.Park != 0 {
+		b = appendIntField(b, "park", int64(st.Park))
+	}
+	if !st.ParkUntil.IsZero() {
+		b = append(b, `,"park_until":`...)
+		b = appendJSONTime(b, st.ParkUntil)
+	}
+	return append(b, '}'), true
+}
+
+// appendAttempt appends json.Marshal(h) for appendItemState, which checked
+// its strings and time.
+func appendAttempt(b []byte, h *messages.Attempt) []byte {
+	b = append(b, `{"attempt":`...)
+	b = strconv.AppendInt(b, int64(h.Attempt), 10)
+	b = appendIntField(b, "step", int64(h.Step))
+	b = appendStrField(b, "step_name", h.StepName, true)
+	b = appendStrField(b, "agent", h.Agent, true)
+	b = append(b, `,"time":`...)
+	b = appendJSONTime(b, h.Time)
+	b = appendIntField(b, "duration_ms", h.DurationMS)
+	b = appendStrField(b, "error_class", h.ErrorClass, true)
+	b = appendStrField(b, "message", h.Message, true)
+	if h.ExitCode != nil {
+		b = appendIntField(b, "exit_code", int64(*h.ExitCode))
+	}
+	if h.TimedOut {
+		b = append(b, `,"timed_out":true`...)
+	}
+	b = appendStrField(b, "decision", h.Decision, true)
+	if h.DelayMS != 0 {
+		b = appendIntField(b, "delay_ms", h.DelayMS)
+	}
+	if h.Generation != 0 {
+		b = appendIntField(b, "generation", int64(h.Generation))
+	}
+	if h.ItemRun != 0 {
+		b = appendIntField(b, "item_run", int64(h.ItemRun))
+	}
+	if h.NotRun {
+		b = append(b, `,"not_run":true`...)
+	}
+	return append(b, '}')
+}

@@ -210,3 +210,73 @@ func TestDecodeResultsReusesRepeatedStrings(t *testing.T) {
 	})
 	require.LessOrEqual(t, allocs, float64(n+10), "about one allocation per result (its item id)")
 }
+
+// EncodeItemState writes what json.Marshal writes, whichever way it takes.
+func FuzzEncodeItemState(f *testing.F) {
+	f.Add("j", "item-1", 0, 1, int64(1795691307268844802), int64(10e6), int64(0), 2, "out", "a1", "503 Service Unavailable", "retry", int64(10), 1, false, "", int32(0), 0)
+	f.Add("j", "<&>", 2, 3, int64(0), int64(-5), int64(36e11), 0, "é", "", "boom \"x\"", "", int64(0), 0, true, "dead_lettered", int32(5*3600+1800), 2)
+	f.Add("j", "i", 0, 0, int64(1795691307268844802), int64(0), int64(1), 1, "", "a", "", "give_up", int64(-1), 7, true, "", int32(-3600-7), 0)
+	f.Fuzz(func(t *testing.T, job, item string, step, attempts int, at, spent, last int64, retries int, output, agent, msg, decision string,
+		delay int64, history int, extra bool, final string, zone int32, park int) {
+		when := time.Unix(0, at).UTC()
+		if zone != 0 { // a time in another zone, as a caller's clock may give it
+			when = when.In(time.FixedZone("z", int(zone)))
+		}
+		st := &ItemState{JobID: job, ItemID: item, Step: step, StepAttempt: attempts, StepFirstFailure: when,
+			StepDelaySpent: messages.Duration(spent), LastDelay: messages.Duration(last), Retries: retries, FirstFailure: when,
+			Final: final, Reason: final, Error: msg, Park: park}
+		if extra {
+			st.StartedAt, st.ParkUntil, st.ItemRun, st.ItemDelay, st.HistoryDropped = when, when.Add(time.Second), 2, messages.Duration(delay), 3
+			st.Outputs = []string{output, ""}
+			st.Ran = []messages.StepRun{{Step: 1, Runs: 2, DurationMS: 3}, {Step: 2, Runs: 1, DurationMS: delay}}
+			st.ErrorClass = decision
+		}
+		code := 2
+		for i := range min(max(history, 0), 5) {
+			a := messages.Attempt{Attempt: i + 1, Step: step, StepName: output, Agent: agent, Time: when.Add(time.Duration(i) * time.Millisecond),
+				DurationMS: delay, ErrorClass: "error", Message: msg, Decision: decision, DelayMS: delay, Generation: i, ItemRun: i % 2,
+				TimedOut: extra, NotRun: i%3 == 2}
+			if i%2 == 1 {
+				a.ExitCode = &code
+			}
+			st.History = append(st.History, a)
+		}
+		if history < 0 {
+			st.History = []messages.Attempt{}
+		}
+		want, wantErr := json.Marshal(st)
+		got, err := EncodeItemState(st, 1<<30)
+		require.Equal(t, wantErr != nil, err != nil)
+		require.Equal(t, string(want), string(got))
+	})
+}
+
+// appendItemState knows every field of ItemState and of Attempt: a field
+// added to either must be added to it too, or it would be dropped.
+func TestItemStateEncoderKnowsEveryField(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC)
+	code := 3
+	full := ItemState{V: 1, JobID: "j", ItemID: "i", Generation: 1, Step: 2, StepAttempt: 3, StepFirstFailure: at,
+		StepDelaySpent: messages.Duration(time.Second), LastDelay: messages.Duration(time.Millisecond), StartedAt: at, ItemRun: 2,
+		ItemDelay: messages.Duration(time.Minute), Retries: 4, Outputs: []string{"a", "b"},
+		Captures: map[string]*Capture{"x": {}}, Ran: []messages.StepRun{{Step: 1, Runs: 1, DurationMS: 2}}, FirstFailure: at,
+		History: []messages.Attempt{{Attempt: 1, Step: 2, StepName: "s", Agent: "a", Time: at, DurationMS: 5, ErrorClass: "error",
+			Message: "m", ExitCode: &code, TimedOut: true, Decision: "retry", DelayMS: 6, Generation: 1, ItemRun: 2, NotRun: true}},
+		HistoryDropped: 5, Final: "failed", Reason: "r", Error: "e", ErrorClass: "c", Park: 6, ParkUntil: at}
+	rv := reflect.ValueOf(full)
+	for i := range rv.NumField() {
+		require.False(t, rv.Field(i).IsZero(), "the test's ItemState sets %s", rv.Type().Field(i).Name)
+	}
+	av := reflect.ValueOf(full.History[0])
+	for i := range av.NumField() {
+		require.False(t, av.Field(i).IsZero(), "the test's Attempt sets %s", av.Type().Field(i).Name)
+	}
+	_, ok := appendItemState(nil, &full)
+	require.False(t, ok, "captures are left to json.Marshal")
+	full.Captures = nil
+	direct, ok := appendItemState(nil, &full)
+	require.True(t, ok)
+	want, err := json.Marshal(&full)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(direct))
+}

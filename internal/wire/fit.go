@@ -116,6 +116,10 @@ func EncodeWorkItem(wi *WorkItem, max int) ([]byte, error) {
 // their last 256 bytes, and the last output beyond its last 256 bytes. st
 // is not modified.
 func EncodeItemState(st *ItemState, max int) ([]byte, error) {
+	// 512 bytes hold a state of a few attempts: one allocation.
+	if data, ok := appendItemState(make([]byte, 0, 512), st); ok && len(data) <= max {
+		return data, nil
+	}
 	data, err := json.Marshal(st)
 	if err != nil || len(data) <= max {
 		return data, err

@@ -70,6 +70,7 @@ type Agent struct {
 	// results carries finished items' results to the batcher, acks the
 	// published batches to the ack loop (batch.go).
 	results chan pendingResult
+	naks    *nakPacer // delayed naks, sent on ticks (nakpace.go); nil: at once
 	acks    chan pendingAck
 	// prefetch sizes the buffer of work messages (pull.go).
 	prefetch *prefetch
@@ -394,6 +395,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	a.fencedLog = a.log.Sample(&zerolog.BurstSampler{Burst: 1, Period: fencedLogPeriod})
 	a.prefetch = newPrefetch(a.cfg)
 	a.states = newStateCache(stateCacheSize)
+	a.naks = newNakPacer()
 	a.results = make(chan pendingResult, 4*a.cfg.ResultBatch)
 	a.acks = make(chan pendingAck, 64)
 	return nil
@@ -434,6 +436,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 	a.stopHeld = ctx.Done()
 	go a.batchLoop()
 	go func() { defer close(ackDone); a.ackLoop() }()
+	go a.naks.run()
 
 	buf := make(chan jetstream.Msg, a.prefetch.max)
 	taken := make(chan struct{}, 1)
@@ -510,6 +513,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 		cancelWork()
 		<-finished
 	}
+	a.naks.close()   // the items' delayed naks, before the connection drains
 	close(a.results) // the batcher publishes what it holds, then closes a.acks
 	<-ackDone
 	if pullErr != nil && ctx.Err() == nil {

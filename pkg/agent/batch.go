@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,12 +32,10 @@ type pendingResult struct {
 }
 
 // ackTarget is what to do with a work message once its result is stored:
-// ack it, or term it, and delete the item's retry state if key is set.
+// ack it, or term it.
 type ackTarget struct {
 	msg  jetstream.Msg
 	term bool
-	key  string
-	rev  uint64
 }
 
 // pendingAck is a published results message and the work messages it
@@ -222,26 +219,11 @@ func (a *Agent) ackLoop() {
 	}
 }
 
-// settleWork acks or terms the work messages whose results are stored,
-// deleting first the retry states of the items that had one. The deletes
-// go out together, each on its own goroutine, so that a batch costs one
-// round trip however many of its items were retried: one after the other
-// they held the ack loop, and every item's ack behind them, for a round
-// trip per retried item.
+// settleWork acks or terms the work messages whose results are stored.
+// An item's retry state, if it had one, stays in the items bucket until
+// the job's cleanup purges it (docs/retries.md §1): deleting it here cost
+// the server a write and the ack loop a round trip per retried item.
 func (a *Agent) settleWork(targets []ackTarget) {
-	var deletes sync.WaitGroup
-	for i := range targets {
-		if targets[i].key == "" {
-			continue
-		}
-		t := &targets[i]
-		deletes.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = a.items.Delete(ctx, t.key, jetstream.LastRevision(t.rev))
-			cancel()
-		})
-	}
-	deletes.Wait()
 	for _, t := range targets {
 		a.settleOne(t)
 	}

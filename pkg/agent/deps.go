@@ -22,7 +22,6 @@ type itemStore interface {
 	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
 	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
 	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
-	Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
 }
 
 // retryBudget is the jobs' retry budgets (*budget.Budget).

@@ -295,7 +295,7 @@ func (a *Agent) finalize(ctx context.Context, it *item) {
 		res.Output = it.st.Outputs[n-1]
 	}
 	res.Signature = retry.Signature(it.st.Error)
-	a.report(it, res, true, false)
+	a.report(it, res, true)
 }
 
 // noteStoreFull counts a write that JetStream refused for want of room

@@ -585,13 +585,6 @@ func (s *fakeItems) Update(_ context.Context, key string, value []byte, rev uint
 	return s.put(key, value), nil
 }
 
-func (s *fakeItems) Delete(_ context.Context, key string, _ ...jetstream.KVDeleteOpt) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, key)
-	return nil
-}
-
 // fakeBudget answers every claim with grant (granted when zero) or err.
 type fakeBudget struct {
 	grant  budget.Grant

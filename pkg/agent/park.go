@@ -97,19 +97,17 @@ func (a *Agent) park(ctx context.Context, it *item) {
 }
 
 // keepParked records the success of an item that was parked in this
-// generation (final: succeeded) instead of letting its state be deleted:
-// the delivery a parked copy superseded may still come back, and without
-// the state it would run again. keep reports that the state must stay
-// (written, or not written for want of the bucket: a superseded delivery
-// then schedules the copy again, a duplicate); fenced that another agent
-// holds the item.
-func (a *Agent) keepParked(ctx context.Context, it *item) (keep, fenced bool) {
+// generation (final: succeeded): the delivery a parked copy superseded
+// may still come back, and without it the delivery would run again (not
+// written for want of the bucket, a superseded delivery schedules the copy
+// again, a duplicate). fenced reports that another agent holds the item.
+func (a *Agent) keepParked(ctx context.Context, it *item) (fenced bool) {
 	if it.st.Park == 0 && it.wi.Park == 0 {
-		return false, false
+		return false
 	}
 	it.st.Final = messages.OutcomeSucceeded
 	_, fenced = a.persist(ctx, it)
-	return true, fenced
+	return fenced
 }
 
 // resumePark handles a delivery that a parked copy superseded (its Park is

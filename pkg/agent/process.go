@@ -560,26 +560,27 @@ func (a *Agent) stepDone(it *item, out string) {
 
 // nakDelay naks with a delay; never a bare Nak for a failure (docs/jetstream.md §2).
 func (a *Agent) nakDelay(it *item, d time.Duration) {
-	if d <= 0 {
-		d = time.Millisecond
+	if a.naks != nil {
+		a.naks.nak(it.m, d) // on the next tick (nakpace.go)
+		return
 	}
-	if err := it.m.NakWithDelay(d); err != nil {
+	if err := nakNow(it.m, d); err != nil {
 		a.log.Debug().Err(err).Msg("nak failed; AckWait will redeliver")
 	}
 }
 
-// succeed reports a finished item. Its state, if any, is deleted once the
-// result is stored, unless the item was parked (keepParked).
+// succeed reports a finished item. Its state, if any, stays as it is
+// until the job's cleanup, or is rewritten as final if the item was parked
+// (keepParked).
 func (a *Agent) succeed(ctx context.Context, it *item) {
 	res := a.result(it, messages.OutcomeSucceeded)
 	if n := len(it.st.Outputs); n > 0 {
 		res.Output = it.st.Outputs[n-1]
 	}
-	keep, fenced := a.keepParked(ctx, it)
-	if fenced {
+	if a.keepParked(ctx, it) {
 		return
 	}
-	a.report(it, res, false, it.rev != 0 && !keep)
+	a.report(it, res, false)
 }
 
 func (a *Agent) result(it *item, outcome string) *messages.Result {
@@ -632,7 +633,7 @@ func stepRuns(it *item) []messages.StepRun {
 
 // report hands the result to the batcher (batch.go), which publishes it;
 // the ack loop acks (or terms) the work message once it is stored.
-func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
+func (a *Agent) report(it *item, res *messages.Result, term bool) {
 	// Encoded to fit: a handler's output may be as large as MaxOutputBytes
 	// says, and the item id as large as an item may be.
 	data, err := wire.EncodeResult(res, a.maxPayload())
@@ -648,11 +649,7 @@ func (a *Agent) report(it *item, res *messages.Result, term, deleteState bool) {
 		a.presence.outcome(res.Outcome)
 	}
 	a.traceOutcome(it, res.Outcome)
-	t := ackTarget{msg: it.m, term: term}
-	if deleteState {
-		t.key, t.rev = a.itemKey(it), it.rev
-	}
-	a.results <- pendingResult{subject: a.resultSubjectOf(it, res.JobID), data: data, ack: t}
+	a.results <- pendingResult{subject: a.resultSubjectOf(it, res.JobID), data: data, ack: ackTarget{msg: it.m, term: term}}
 }
 
 // resultSubjectOf is the subject of job's results from this agent, kept
@@ -770,7 +767,7 @@ func (a *Agent) poison(ctx context.Context, it *item, reason string, cause error
 	// is stored, as finalize does.
 	res := a.result(it, messages.OutcomeDeadLettered)
 	res.Reason, res.Error, res.ErrorClass, res.Signature = reason, entry.Error, entry.ErrorClass, entry.Signature
-	a.report(it, res, true, false)
+	a.report(it, res, true)
 }
 
 // runStep runs one attempt of step i; f is nil on success. dur is the
