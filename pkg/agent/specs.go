@@ -186,7 +186,7 @@ func loadedRecord(rec *wire.JobRecord) *loaded {
 	running := rec.Status.MapReason == "" && !messages.TerminalState(rec.Status.State)
 	return &loaded{
 		spec: rec.Spec, routes: rec.Routes, shares: rec.BudgetShares, budget: rec.Status.Budget,
-		items: rec.Status.Items,
+		items:   rec.Status.Items,
 		started: func(time.Time) bool { return running },
 	}
 }
