@@ -176,7 +176,7 @@ func (a *Agent) succeedSetup(ctx context.Context, it *item) {
 		res.Output = it.st.Outputs[n-1]
 	}
 	res.Setup = out
-	a.report(it, res, false, it.rev != 0)
+	a.report(it, res, false)
 	// The job's spec record is rewritten with its items and budget when its
 	// map phase starts: read it afresh for the map items.
 	a.jobs.forget(it.wi.JobID)
