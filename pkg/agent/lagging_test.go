@@ -17,6 +17,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/internal/wire"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -198,14 +199,14 @@ func TestLaggingReplicaLosesNoItem(t *testing.T) {
 	}
 	spec, err := json.Marshal(map[string]any{"id": "lag", "items": items, "agent_template": []map[string]any{{"handler": "noop"}}})
 	require.NoError(t, err)
-	cl, err := coordinator.NewClient(c.Connect(t, nats.MaxReconnects(-1)), "")
+	cl, err := client.New(c.Connect(t, nats.MaxReconnects(-1)), "")
 	require.NoError(t, err)
-	_, err = cl.Submit(ctx, spec)
+	_, err = cl.JobSubmit(ctx, spec)
 	require.NoError(t, err)
 	waitCtx, cancelWait := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelWait()
 	var last *messages.JobStatus
-	st, err := cl.Wait(waitCtx, "lag", 20*time.Millisecond, func(s *messages.JobStatus) { last = s })
+	st, err := cl.JobWait(waitCtx, "lag", 20*time.Millisecond, func(s *messages.JobStatus) { last = s })
 	require.NoError(t, err, "the job did not end; last status %+v", last)
 	require.Equal(t, messages.StateSucceeded, st.State)
 	require.EqualValues(t, n, st.Items)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -78,7 +79,7 @@ func runStallFleet(t *testing.T, jobs, items int) {
 			}
 		}()
 	}
-	cl, err := coordinator.NewClient(srv.Connect(t), "")
+	cl, err := client.New(srv.Connect(t), "")
 	require.NoError(t, err)
 	list := make([]map[string]any, items)
 	for i := range list {
@@ -91,11 +92,11 @@ func runStallFleet(t *testing.T, jobs, items int) {
 		jobCtx, jobDone := context.WithCancel(ctx)
 		stalled := make(chan string, 1)
 		go watchConsumer(jobCtx, srv.JS(), stalled)
-		_, err = cl.Submit(ctx, spec)
+		_, err = cl.JobSubmit(ctx, spec)
 		require.NoError(t, err)
 		waited := make(chan error, 1)
 		go func() {
-			st, err := cl.Wait(jobCtx, id, 20*time.Millisecond, nil)
+			st, err := cl.JobWait(jobCtx, id, 20*time.Millisecond, nil)
 			if err == nil && st.State != messages.StateSucceeded {
 				err = fmt.Errorf("job %s ended %s", id, st.State)
 			}
@@ -186,9 +187,9 @@ func TestPullLosesNothingWhenTheConnectionFreezes(t *testing.T) {
 	}
 	spec, err := json.Marshal(map[string]any{"id": "frozen", "items": list, "agent_template": []map[string]any{{"handler": "noop"}}})
 	require.NoError(t, err)
-	cl, err := coordinator.NewClient(srv.Connect(t), "")
+	cl, err := client.New(srv.Connect(t), "")
 	require.NoError(t, err)
-	_, err = cl.Submit(ctx, spec)
+	_, err = cl.JobSubmit(ctx, spec)
 	require.NoError(t, err)
 
 	// Mid-job: some delivered, most still to come.
@@ -212,7 +213,7 @@ func TestPullLosesNothingWhenTheConnectionFreezes(t *testing.T) {
 
 	waitCtx, cancel := context.WithTimeout(ctx, stallLimit)
 	defer cancel()
-	st, err := cl.Wait(waitCtx, "frozen", 20*time.Millisecond, nil)
+	st, err := cl.JobWait(waitCtx, "frozen", 20*time.Millisecond, nil)
 	require.NoError(t, err, "the job did not end within %v of the thaw: messages were lost until AckWait", stallLimit)
 	require.Equal(t, messages.StateSucceeded, st.State)
 	require.EqualValues(t, n, st.Succeeded)
