@@ -9,15 +9,15 @@ import (
 )
 
 // event publishes a lifecycle event of job on
-// fleet.events.<job>.<data.EventToken()>; events are best effort.
+// fleet.events.<job>.<token> (messages.EventOf); events are best effort.
 func (c *Coordinator) event(job string, data messages.EventPayload) {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return
 	}
-	name := data.EventName()
+	name, token := messages.EventOf(data)
 	body, _ := json.Marshal(messages.Event{Type: name, JobID: job, Time: c.cfg.hooks.Clock.Now(), Data: raw})
-	m := nats.NewMsg(c.names.EventSubject(job, data.EventToken()))
+	m := nats.NewMsg(c.names.EventSubject(job, token))
 	m.Data = body
 	m.Header.Set(messages.HeaderJobID, job)
 	m.Header.Set(messages.HeaderEventType, name)
