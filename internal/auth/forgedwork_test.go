@@ -169,10 +169,10 @@ func TestForgedWorkIsRefused(t *testing.T) {
 		t.Helper()
 		data, err := json.Marshal(&wi)
 		require.NoError(t, err)
-		m := nats.NewMsg(names.ParkSubject("default", wi.JobID, item))
+		m := nats.NewMsg(wire.ParkSubject(names, "default", wi.JobID, item))
 		m.Data = data
 		m.Header.Set(wire.HeaderSchedule, pattern)
-		m.Header.Set(wire.HeaderScheduleTarget, names.ParkDueSubject("default", wi.JobID))
+		m.Header.Set(wire.HeaderScheduleTarget, wire.ParkDueSubject(names, "default", wi.JobID))
 		_, err = djs.PublishMsg(ctx, m)
 		require.NoError(t, err)
 	}

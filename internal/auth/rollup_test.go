@@ -106,13 +106,13 @@ func TestRollupsCannotWipeSharedState(t *testing.T) {
 	}
 	// Its own pool's park stream takes the rollup (schedules need
 	// rollups); pool gpu's parked items are in a stream of their own.
-	require.NoError(t, rollup(ctx, djs, names.ParkSubject("default", "victim", "x")))
+	require.NoError(t, rollup(ctx, djs, wire.ParkSubject(names, "default", "victim", "x")))
 	require.EqualValues(t, 4, parked(), "pool gpu's parked items survive")
 	// A schedule aimed at pool gpu is refused: its target is not in the
 	// stream of pool default.
-	m := nats.NewMsg(names.ParkSubject("default", "victim", "y"))
+	m := nats.NewMsg(wire.ParkSubject(names, "default", "victim", "y"))
 	m.Header.Set(wire.HeaderSchedule, "@every 1s")
-	m.Header.Set(wire.HeaderScheduleTarget, names.ParkDueSubject("gpu", "victim"))
+	m.Header.Set(wire.HeaderScheduleTarget, wire.ParkDueSubject(names, "gpu", "victim"))
 	_, err = djs.PublishMsg(ctx, m)
 	require.ErrorContains(t, err, "target is invalid", "a schedule into another pool")
 

@@ -143,10 +143,10 @@ func (a *Agent) schedule(ctx context.Context, it *item) error {
 	if err != nil {
 		return fmt.Errorf("park: %w", err)
 	}
-	m := nats.NewMsg(a.names.ParkSubject(a.cfg.Pool, wi.JobID, wi.ItemID))
+	m := nats.NewMsg(wire.ParkSubject(a.names, a.cfg.Pool, wi.JobID, wi.ItemID))
 	m.Data = data
 	m.Header.Set(wire.HeaderSchedule, "@at "+it.st.ParkUntil.UTC().Format(time.RFC3339Nano))
-	m.Header.Set(wire.HeaderScheduleTarget, a.names.ParkDueSubject(a.cfg.Pool, wi.JobID))
+	m.Header.Set(wire.HeaderScheduleTarget, wire.ParkDueSubject(a.names, a.cfg.Pool, wi.JobID))
 	m.Header.Set(messages.HeaderMsgID, wire.ParkMsgID(wi.JobID, wi.ItemID, wi.Generation, wi.Park))
 	if it.breakerParked {
 		m.Header.Set(wire.HeaderParkReason, wire.ParkReasonBreaker)

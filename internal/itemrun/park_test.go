@@ -37,7 +37,7 @@ func TestParking(t *testing.T) {
 		require.Equal(t, 1, st.StepAttempt, "the retry is recorded as a delayed nak's would be")
 		require.Len(t, f.pub.parks, 1)
 		s := f.pub.parks[0]
-		require.Equal(t, messages.MustNames("fleet").ParkSubject(messages.DefaultPool, "j", "i1"), s.Subject)
+		require.Equal(t, wire.ParkSubject(messages.MustNames("fleet"), messages.DefaultPool, "j", "i1"), s.Subject)
 		require.Equal(t, "@at "+t0.Add(10*time.Second).UTC().Format(time.RFC3339Nano), s.Header.Get(wire.HeaderSchedule))
 		require.Equal(t, "fleet.parked.default.due.j", s.Header.Get(wire.HeaderScheduleTarget))
 		require.Equal(t, wire.ParkMsgID("j", "i1", 0, 1), s.Header.Get(messages.HeaderMsgID))

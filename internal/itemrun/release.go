@@ -87,7 +87,7 @@ func (a *Agent) releaseParked(ctx context.Context, job string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(a.names.JobParkSubjects(a.cfg.Pool, job)))
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(wire.JobParkSubjects(a.names, a.cfg.Pool, job)))
 	if err != nil {
 		return 0, err
 	}

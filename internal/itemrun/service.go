@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/jetfleet/jetfleet/internal/version"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -51,7 +52,7 @@ func (a *Agent) serve() (stop func(), err error) {
 	}
 	err = svc.AddEndpoint(messages.EndpointAgentStatus, micro.HandlerFunc(func(req micro.Request) {
 		_ = req.RespondJSON(a.presence.value())
-	}), micro.WithEndpointSubject(a.names.AgentStatusSubject(a.cfg.Pool, a.cfg.Name)))
+	}), micro.WithEndpointSubject(wire.AgentStatusSubject(a.names, a.cfg.Pool, a.cfg.Name)))
 	if err != nil {
 		_ = svc.Stop()
 		return nil, fmt.Errorf("agent: micro service endpoint: %w", err)

@@ -704,7 +704,7 @@ func (r *jobRunner) purgeParked(ctx context.Context) {
 	for _, pool := range jobPools(&rec) {
 		// A purge cut short by the coordinator stopping is not worth a
 		// warning: agents skip the job's items when due all the same.
-		if err := r.purge(ctx, r.c.names.ParkStream(pool), r.c.names.JobParkFilters(pool, r.id)...); err != nil && ctx.Err() == nil {
+		if err := r.purge(ctx, r.c.names.ParkStream(pool), wire.JobParkFilters(r.c.names, pool, r.id)...); err != nil && ctx.Err() == nil {
 			r.log.Warn().Err(err).Str("pool", pool).Msg("purging parked items failed; agents will skip them when due")
 		}
 	}

@@ -311,7 +311,7 @@ func (c *Coordinator) purgeJobData(ctx context.Context, rec *wire.JobRecord) err
 	// A retry parked after the map-end purge (an agent still finishing
 	// an item) would otherwise fire into a settled job.
 	for _, pool := range jobPools(rec) {
-		for _, f := range n.JobParkFilters(pool, id) {
+		for _, f := range wire.JobParkFilters(n, pool, id) {
 			purges = append(purges, struct{ stream, subject string }{n.ParkStream(pool), f})
 		}
 	}
