@@ -161,7 +161,7 @@ type publisher struct {
 func (r *jobRunner) newPublisher() *publisher {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pools, prio := jobPools(&r.rec), r.rec.Spec.EffectivePriority()
+	pools, prio := jobPools(&r.rec), wire.EffectivePriority(r.rec.Spec)
 	return &publisher{
 		job: r.id, spec: r.rec.Spec, routes: r.rec.Routes,
 		cursor: r.rec.Cursor, items: r.rec.Status.Items,

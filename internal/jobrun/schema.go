@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -25,7 +26,7 @@ const newerSubmissionDelay = 30 * time.Second
 // asks again and another coordinator (of the newer release) may answer.
 // A bad header names itself.
 func requestSchema(hdr nats.Header) *messages.APIError {
-	v, err := messages.SchemaOfHeader(hdr.Get(messages.HeaderSchema))
+	v, err := wire.SchemaOfHeader(hdr.Get(messages.HeaderSchema))
 	if err != nil {
 		return apiErr(messages.CodeBadRequest, err.Error())
 	}
@@ -39,7 +40,7 @@ func requestSchema(hdr nats.Header) *messages.APIError {
 // version for a coordinator of that release: a delayed nak, never a
 // rejection. It reports whether it did.
 func (c *Coordinator) leaveNewerSubmission(m jetstream.Msg) bool {
-	v, err := messages.SchemaOfHeader(m.Headers().Get(messages.HeaderSchema))
+	v, err := wire.SchemaOfHeader(m.Headers().Get(messages.HeaderSchema))
 	if err != nil || v.Check("a durable submission") == nil {
 		return false // a bad header is the submission's problem: intake rejects it as it would
 	}
