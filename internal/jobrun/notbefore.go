@@ -22,7 +22,7 @@ func holdAtAcceptance(rec *wire.JobRecord, now time.Time) {
 	if rec.Spec == nil || rec.Spec.NotBefore == "" {
 		return
 	}
-	at, err := messages.NotBeforeTime(rec.Spec.NotBefore, now)
+	at, err := wire.NotBeforeTime(rec.Spec.NotBefore, now)
 	if err != nil {
 		return // refused at submission (pkg/jobspec)
 	}
@@ -59,7 +59,7 @@ func (r *jobRunner) holdNotBefore(ctx context.Context) error {
 	if !scheduled {
 		return nil
 	}
-	at, err := messages.NotBeforeTime(notBefore, r.c.cfg.hooks.Clock.Now())
+	at, err := wire.NotBeforeTime(notBefore, r.c.cfg.hooks.Clock.Now())
 	if err != nil {
 		at = time.Time{} // not a time: run now
 	}

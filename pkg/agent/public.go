@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -195,10 +194,3 @@ func Recover() Middleware { return itemrun.Recover() }
 // at warn level, with the item's ids, the step, the attempt and the
 // duration.
 func Logging(log zerolog.Logger) Middleware { return itemrun.Logging(log) }
-
-// AdaptivePrefetch is the buffer an agent of concurrency workers keeps
-// (Config.Prefetch 0) when its items take itemTime on average: what the
-// workers get through in 250ms, between concurrency and MaxPrefetch.
-func AdaptivePrefetch(concurrency int, itemTime time.Duration) int {
-	return itemrun.AdaptivePrefetch(concurrency, itemTime)
-}

@@ -108,9 +108,7 @@ func (c *Coordinator) OnLeader(name string, run func(ctx context.Context) error)
 	c.e.OnLeader(name, run)
 }
 
-// IsLeader reports whether this coordinator leads its prefix now.
-func (c *Coordinator) IsLeader() bool { return c.e.IsLeader() }
-
 // Leader returns the holder of the prefix's lease as this coordinator last
-// saw it, or "" when none holds it.
+// saw it, or "" when none holds it: this coordinator leads when it is its
+// Config.Holder.
 func (c *Coordinator) Leader() string { return c.e.Leader() }
