@@ -149,7 +149,7 @@ func TestStatusNeverGoesBackThroughACutOff(t *testing.T) {
 	// records' stream exists and has a leader: the node to cut off.
 	coA := start("coord-a", via(0, 1, 2))
 	fleettest.WaitFor(t, 30*time.Second, func() error {
-		if !coA.IsLeader() {
+		if coA.Leader() != "coord-a" {
 			return errNotYet
 		}
 		return nil
