@@ -47,10 +47,10 @@ type dlqService struct {
 	rep     *dlq.Replayer
 	metrics *dlq.Metrics
 
-	book *replayBook // every replay's record (replays.go)
+	book *replayBook // every replay's record (replayrun.go)
 
 	holdMu sync.Mutex
-	holds  map[string]int // jobs being replayed (replay.go)
+	holds  map[string]int // jobs being replayed (replayreopen.go)
 
 	poolsMu sync.Mutex
 	pools   map[string]*poolsLoad // finished jobs' item pools, for replays (origin.go)
@@ -278,7 +278,7 @@ func overlaps(a, b messages.DLQFilter) bool {
 }
 
 // start counts what req selects and stores the replay's record; the
-// leader runs it (replays.go).
+// leader runs it (replayrun.go).
 func (s *dlqService) start(ctx context.Context, req messages.DLQReplayRequest) (messages.DLQReplayStatus, *messages.APIError) {
 	c := s.c
 	if _, err := dlq.LimiterFor(req.Rate, nil); err != nil {

@@ -9,12 +9,12 @@
 //   - publishing and results (publisher.go, priority.go, pools.go,
 //     results.go, reduce.go, origin.go): the work window, the pools' fair
 //     share, the results consumer, the reduce step;
-//   - the API (api.go, apiserver.go, dlqapi.go, index.go, agents.go): the
+//   - the API (jobsapi.go, apiserver.go, dlqapi.go, index.go, agents.go): the
 //     jetfleet micro service's endpoints, the job index, the agents present;
-//   - the leader's services (leader.go, retention.go, replay.go, replays.go,
-//     reopen.go, scheduler.go, schedules.go, pause.go, budgets.go,
+//   - the leader's services (leader.go, retention.go, replayreopen.go, replayrun.go,
+//     reopen.go, schedulefire.go, scheduleapi.go, pause.go, budgets.go,
 //     breaker.go): the lease, retention, DLQ replays (a replay reopens a job
-//     in reopen.go), cron schedules (a schedule fires in scheduler.go),
+//     in reopen.go), cron schedules (a schedule fires in schedulefire.go),
 //     pauses, budgets and breakers.
 //
 // It may not be imported by pkg/client: a submitter imports nothing of

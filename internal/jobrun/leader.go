@@ -25,7 +25,7 @@ import (
 // lease in the control bucket (internal/lease), leads: it alone runs the
 // intake, the job runners, the DLQ mover and monitor, replays, cancel
 // requests, retention, the stranded-message sweep, the schedules' ticks
-// (scheduler.go) and the components registered with OnLeader. Each
+// (schedulefire.go) and the components registered with OnLeader. Each
 // leadership term has its own context (runCtx), which ends when the lease is lost —
 // before any other coordinator can take it — or when Run ends; lead waits
 // for every goroutine of the term before another term can begin.
@@ -91,7 +91,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 	}()
 
 	// Replays first: the jobs they replay are held before their runners
-	// can complete them (replay.go).
+	// can complete them (replayreopen.go).
 	resumed := c.dlq.holdResumed(ctx)
 	if err := c.resume(ctx); err != nil && ctx.Err() == nil {
 		c.log.Error().Err(err).Msg("resuming jobs failed; the next sweep tries again")

@@ -26,7 +26,7 @@ func (r *jobRunner) checkLocked(res *messages.Result) {
 		return
 	case end:
 		if r.c.replayHolding(r.id) {
-			return // a DLQ replay of the job is under way; it ends after it (replay.go)
+			return // a DLQ replay of the job is under way; it ends after it (replayreopen.go)
 		}
 		state = r.completionStateLocked()
 		if reopenedJob {
