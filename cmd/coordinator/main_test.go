@@ -14,7 +14,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/embedded"
 	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -82,12 +82,12 @@ func TestEmbeddedServerWithAuthDir(t *testing.T) {
 		return nil
 	})
 	defer nc.Close()
-	cl, err := coordinator.NewClient(nc, "")
+	cl, err := client.New(nc, "")
 	require.NoError(t, err)
 	fleettest.WaitFor(t, 30*time.Second, func() error {
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 		defer ccancel()
-		_, err := cl.List(cctx, messages.ListRequest{})
+		_, err := cl.JobList(cctx, messages.ListRequest{})
 		return err
 	})
 	_, err = nats.Connect(url, ca)
@@ -114,16 +114,16 @@ func TestAD44SettingsFromFlagsAndEnv(t *testing.T) {
 		return err
 	})
 	defer nc.Close()
-	cl, err := coordinator.NewClient(nc, "")
+	cl, err := client.New(nc, "")
 	require.NoError(t, err)
 	var reply *messages.SubmitReply
 	fleettest.WaitFor(t, 30*time.Second, func() (err error) {
-		reply, err = cl.Submit(ctx, []byte(`{"id": "ad44", "items": [1, 2, 3], "agent_template": [{"shell": "true"}], "best_effort": {}}`))
+		reply, err = cl.JobSubmit(ctx, []byte(`{"id": "ad44", "items": [1, 2, 3], "agent_template": [{"shell": "true"}], "best_effort": {}}`))
 		return err
 	})
 	var st *messages.JobStatus
 	fleettest.WaitFor(t, 30*time.Second, func() (err error) {
-		st, err = cl.Status(ctx, reply.JobID)
+		st, err = cl.JobStatus(ctx, reply.JobID)
 		return err
 	})
 	require.NotNil(t, st.Budget)

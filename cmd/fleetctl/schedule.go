@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/schedule"
 	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -198,8 +199,8 @@ func printSchedule(env *cliEnv, s *messages.Schedule) {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "schedule\t%s\n", cell(s.Name))
 	fmt.Fprintf(tw, "timing\t%s\n", cell(timingText(s)))
-	fmt.Fprintf(tw, "overlap\t%s\n", s.OverlapOrDefault())
-	fmt.Fprintf(tw, "catch-up\t%v\n", s.CatchupOrDefault())
+	fmt.Fprintf(tw, "overlap\t%s\n", schedule.Overlap(&s.ScheduleSpec))
+	fmt.Fprintf(tw, "catch-up\t%v\n", schedule.Catchup(&s.ScheduleSpec))
 	fmt.Fprintf(tw, "next run\t%s\n", nextRun(s))
 	if s.Queued != nil {
 		fmt.Fprintf(tw, "queued tick\t%s\n", s.Queued.Format(time.RFC3339))

@@ -17,6 +17,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/chart"
 	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/envflag"
 	"github.com/jetfleet/jetfleet/internal/expand"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/simulate"
@@ -156,12 +157,12 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	keys := fs.Bool("keys", false, "list the keys --compare understands")
 	var settings budget.Settings
 	budget.RegisterFlags(fs, &settings)
-	beSettings, err := jobspec.BestEffortSettingsFromEnv(env.getenv)
+	beSettings, err := envflag.BestEffortFromEnv(env.getenv)
 	if err != nil {
 		errorf(env, "simulate: %v", err)
 		return exitUsage
 	}
-	jobspec.RegisterBestEffortFlags(fs, &beSettings)
+	envflag.RegisterBestEffort(fs, &beSettings)
 
 	// The operator's budget settings come from the environment, as the
 	// coordinator's; flags override them.

@@ -25,6 +25,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -204,14 +205,14 @@ func TestRolesRunAJob(t *testing.T) {
 	ag, aerrs, agentDone := s.startAgent(t, ctx, runCtx, cjs)
 
 	snc, serrs := s.connect(t, "submitter")
-	sub, err := coordinator.NewClient(snc, "")
+	sub, err := client.New(snc, "")
 	require.NoError(t, err)
 	// An input uploaded to the object store, as fleetctl submit does.
 	sjs, err := jetstream.New(snc)
 	require.NoError(t, err)
 	up, err := upload.PutBytes(ctx, sjs, s.names.UploadsBucket(), "x7q2/items.json", []byte(`{"items": [`+items(30)+`]}`))
 	must(err, "submitter uploads an input")
-	reply, err := sub.Submit(ctx, []byte(`{
+	reply, err := sub.JobSubmit(ctx, []byte(`{
 		"id": "roles",
 		"input": "objstore://fleet_uploads/x7q2/items.json", "input_digest": "`+up.Digest+`",
 		"json_path": "$.items[*]",
@@ -220,14 +221,14 @@ func TestRolesRunAJob(t *testing.T) {
 			"retry_config": {"attempts": 4, "backoff": "fixed", "initial_delay": "20ms", "jitter": false}}]
 	}`))
 	must(err, "submit")
-	st, err := sub.Wait(ctx, reply.JobID, 50*time.Millisecond, nil)
+	st, err := sub.JobWait(ctx, reply.JobID, 50*time.Millisecond, nil)
 	must(err, "wait")
 	require.Equal(t, int64(30), st.Succeeded+st.DeadLettered, "%+v", st)
 	require.Positive(t, st.DeadLettered)
 	require.Positive(t, st.Retries)
 	roles := st
 	// The submitter lists jobs.
-	_, err = sub.List(ctx, messages.ListRequest{})
+	_, err = sub.JobList(ctx, messages.ListRequest{})
 	must(err, "submitter lists")
 
 	// A durable submission (nats pub fleet.jobs.submit) whose retry budget
@@ -241,7 +242,7 @@ func TestRolesRunAJob(t *testing.T) {
 		"reduce": [{"shell": "test -s ${map.results} && echo ${map.successful}"}]
 	}`), jetstream.WithMsgID("durable"))
 	must(err, "durable submit")
-	st, err = sub.Wait(ctx, "durable", 50*time.Millisecond, nil)
+	st, err = sub.JobWait(ctx, "durable", 50*time.Millisecond, nil)
 	must(err, "wait durable")
 	require.Equal(t, int64(10), st.Succeeded+st.DeadLettered, "%+v", st)
 	require.True(t, st.Budget.Exhausted, "%+v", st.Budget)
@@ -252,11 +253,11 @@ func TestRolesRunAJob(t *testing.T) {
 
 	// A step's own circuit breaker, under the key <pool>.<job>.<step> of the same
 	// bucket: the agent's grants cover its writes and its events.
-	_, err = sub.Submit(ctx, []byte(`{"id": "stepbreaker", "items": [`+items(6)+`],
+	_, err = sub.JobSubmit(ctx, []byte(`{"id": "stepbreaker", "items": [`+items(6)+`],
 		"agent_template": [{"handler": "flaky", "with": {"fail_attempts": 1},
 			"retry_config": {"attempts": 1, "circuit_breaker": {"failure_threshold": 1, "timeout": "1h"}}}]}`))
 	must(err, "submit with a step breaker")
-	st, err = sub.Wait(ctx, "stepbreaker", 50*time.Millisecond, nil)
+	st, err = sub.JobWait(ctx, "stepbreaker", 50*time.Millisecond, nil)
 	must(err, "wait stepbreaker")
 	require.EqualValues(t, 6, st.DeadLettered, "%+v", st)
 	breakers, err := cjs.KeyValue(ctx, s.names.BreakerBucket())
@@ -268,11 +269,11 @@ func TestRolesRunAJob(t *testing.T) {
 	// The operator reads status, lists jobs, reads the DLQ stream and may
 	// call the DLQ API (whether or not the coordinator serves it yet).
 	onc, oerrs := s.connect(t, "operator")
-	op, err := coordinator.NewClient(onc, "")
+	op, err := client.New(onc, "")
 	require.NoError(t, err)
-	_, err = op.Status(ctx, "roles")
+	_, err = op.JobStatus(ctx, "roles")
 	must(err, "operator status")
-	_, err = op.List(ctx, messages.ListRequest{})
+	_, err = op.JobList(ctx, messages.ListRequest{})
 	must(err, "operator list")
 	ojs, err := jetstream.New(onc)
 	require.NoError(t, err)
@@ -345,11 +346,11 @@ func TestRolesRunAJob(t *testing.T) {
 	stopDash()
 	must(<-dashDone, "dashboard stops")
 	// The operator cancels a job that is still running.
-	reply, err = sub.Submit(ctx, []byte(`{"id": "slow", "items": [`+items(20)+`],
+	reply, err = sub.JobSubmit(ctx, []byte(`{"id": "slow", "items": [`+items(20)+`],
 		"agent_template": [{"handler": "sleep", "with": {"duration": "1m"}}]}`))
 	must(err, "submit slow")
 	fleettest.WaitFor(t, 30*time.Second, func() error {
-		st, err := op.Status(ctx, reply.JobID)
+		st, err := op.JobStatus(ctx, reply.JobID)
 		if err != nil {
 			return err
 		}
@@ -358,9 +359,9 @@ func TestRolesRunAJob(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = op.Cancel(ctx, reply.JobID)
+	_, err = op.JobCancel(ctx, reply.JobID)
 	must(err, "operator cancels")
-	st, err = op.Wait(ctx, reply.JobID, 50*time.Millisecond, nil)
+	st, err = op.JobWait(ctx, reply.JobID, 50*time.Millisecond, nil)
 	must(err, "wait cancelled")
 	require.Equal(t, messages.StateCancelled, st.State)
 	_, err = evSub.NextMsg(5 * time.Second)
@@ -368,7 +369,7 @@ func TestRolesRunAJob(t *testing.T) {
 
 	stats := op.Call(ctx, messages.EndpointDLQStats, messages.JobRequest{JobID: "roles"}, nil)
 	var apiErr *messages.APIError
-	if stats != nil && !errors.Is(stats, coordinator.ErrNoCoordinator) && !errors.As(stats, &apiErr) {
+	if stats != nil && !errors.Is(stats, client.ErrNoCoordinator) && !errors.As(stats, &apiErr) {
 		t.Fatalf("dlq.stats: %v", stats)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -289,11 +290,11 @@ func TestInboxesArePrivate(t *testing.T) {
 	}
 
 	snc, serrs := s.connect(t, "submitter")
-	sub, err := coordinator.NewClient(snc, "")
+	sub, err := client.New(snc, "")
 	require.NoError(t, err)
-	_, err = sub.Submit(ctx, []byte(`{"id": "private", "items": [`+items(5)+`], "agent_template": [{"handler": "noop"}]}`))
+	_, err = sub.JobSubmit(ctx, []byte(`{"id": "private", "items": [`+items(5)+`], "agent_template": [{"handler": "noop"}]}`))
 	require.NoError(t, err)
-	st, err := sub.Wait(ctx, "private", 20*time.Millisecond, nil)
+	st, err := sub.JobWait(ctx, "private", 20*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateSucceeded, st.State)
 	require.EqualValues(t, 5, st.Succeeded)

@@ -23,6 +23,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -145,17 +146,17 @@ func TestForgedWorkIsRefused(t *testing.T) {
 	}
 
 	snc, _ := s.connect(t, "submitter")
-	sub, err := coordinator.NewClient(snc, "")
+	sub, err := client.New(snc, "")
 	require.NoError(t, err)
 	for _, spec := range []string{
 		`{"id": "victim", "pool": "gpu", "items": [{"id": "v0"}, {"id": "v1"}, {"id": "v2"}], "agent_template": [{"handler": "record"}]}`,
 		`{"id": "own", "items": [{"id": "o0"}, {"id": "o1"}, {"id": "o2"}], "agent_template": [{"handler": "record"}]}`,
 	} {
-		_, err := sub.Submit(ctx, []byte(spec))
+		_, err := sub.JobSubmit(ctx, []byte(spec))
 		require.NoError(t, err)
 	}
 	for _, job := range []string{"victim", "own"} {
-		st, err := sub.Wait(ctx, job, 20*time.Millisecond, nil)
+		st, err := sub.JobWait(ctx, job, 20*time.Millisecond, nil)
 		require.NoError(t, err)
 		require.Equal(t, messages.StateSucceeded, st.State, "%s: %+v", job, st)
 		require.EqualValues(t, 3, st.Succeeded, job)
@@ -169,10 +170,10 @@ func TestForgedWorkIsRefused(t *testing.T) {
 		t.Helper()
 		data, err := json.Marshal(&wi)
 		require.NoError(t, err)
-		m := nats.NewMsg(names.ParkSubject("default", wi.JobID, item))
+		m := nats.NewMsg(wire.ParkSubject(names, "default", wi.JobID, item))
 		m.Data = data
 		m.Header.Set(wire.HeaderSchedule, pattern)
-		m.Header.Set(wire.HeaderScheduleTarget, names.ParkDueSubject("default", wi.JobID))
+		m.Header.Set(wire.HeaderScheduleTarget, wire.ParkDueSubject(names, "default", wi.JobID))
 		_, err = djs.PublishMsg(ctx, m)
 		require.NoError(t, err)
 	}
@@ -223,7 +224,7 @@ func TestForgedWorkIsRefused(t *testing.T) {
 		Pool: "default", Payload: json.RawMessage(`{"id":"o9"}`), Reason: messages.ReasonAttempts}))
 	require.NoError(t, err)
 	onc, _ := s.connect(t, "operator")
-	op, err := coordinator.NewClient(onc, "")
+	op, err := client.New(onc, "")
 	require.NoError(t, err)
 	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
 	rs, err := op.DLQReplay(rctx, messages.DLQReplayRequest{DLQFilter: messages.DLQFilter{JobID: "own", Reason: messages.ReasonAttempts}, Wait: true})
@@ -234,7 +235,7 @@ func TestForgedWorkIsRefused(t *testing.T) {
 	require.EqualValues(t, 1, rs.Failed, "%+v", rs)
 	require.Contains(t, rs.LastError, "outside job own")
 	for _, job := range []string{"victim", "own"} {
-		st, err := sub.Status(ctx, job)
+		st, err := sub.JobStatus(ctx, job)
 		require.NoError(t, err)
 		require.Equal(t, messages.StateSucceeded, st.State, "%s: %+v", job, st)
 		require.EqualValues(t, 3, st.Succeeded, job)
@@ -315,12 +316,12 @@ func TestMismatchedWorkKeysFailVisibly(t *testing.T) {
 	stopWrong := startAgent(wrong)
 
 	snc, _ := s.connect(t, "submitter")
-	sub, err := coordinator.NewClient(snc, "")
+	sub, err := client.New(snc, "")
 	require.NoError(t, err)
-	_, err = sub.Submit(ctx, []byte(`{"id": "keys", "items": [{"id": "k0"}, {"id": "k1"}, {"id": "k2"}], "agent_template": [{"handler": "record"}]}`))
+	_, err = sub.JobSubmit(ctx, []byte(`{"id": "keys", "items": [{"id": "k0"}, {"id": "k1"}, {"id": "k2"}], "agent_template": [{"handler": "record"}]}`))
 	require.NoError(t, err)
 	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	st, err := sub.Wait(wctx, "keys", 20*time.Millisecond, nil)
+	st, err := sub.JobWait(wctx, "keys", 20*time.Millisecond, nil)
 	wcancel()
 	require.NoError(t, err, "the job hung on work its agents refused")
 	require.Equal(t, messages.StateFailed, st.State, "%+v", st)
@@ -336,13 +337,13 @@ func TestMismatchedWorkKeysFailVisibly(t *testing.T) {
 	require.NoError(t, <-done)
 	startAgent(right)
 	onc, _ := s.connect(t, "operator")
-	op, err := coordinator.NewClient(onc, "")
+	op, err := client.New(onc, "")
 	require.NoError(t, err)
 	rs, err := op.DLQReplay(ctx, messages.DLQReplayRequest{DLQFilter: messages.DLQFilter{JobID: "keys", Reason: messages.ReasonBadSignature}, Wait: true})
 	require.NoError(t, err)
 	require.EqualValues(t, 3, rs.Replayed, "%+v", rs)
 	fleettest.WaitFor(t, 60*time.Second, func() error {
-		st, err := sub.Status(ctx, "keys")
+		st, err := sub.JobStatus(ctx, "keys")
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -70,17 +71,17 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 	}
 
 	snc, _ := s.connect(t, "submitter")
-	sub, err := coordinator.NewClient(snc, "")
+	sub, err := client.New(snc, "")
 	require.NoError(t, err)
 	submit := func(spec string) {
 		t.Helper()
-		_, err := sub.Submit(ctx, []byte(spec))
+		_, err := sub.JobSubmit(ctx, []byte(spec))
 		require.NoError(t, err)
 	}
 	waitPublished := func(job string, n int64) {
 		t.Helper()
 		fleettest.WaitFor(t, 30*time.Second, func() error {
-			st, err := sub.Status(ctx, job)
+			st, err := sub.JobStatus(ctx, job)
 			if err != nil {
 				return err
 			}
@@ -127,7 +128,7 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 		return nil
 	})
 	for _, job := range []string{"victim", "routed"} {
-		st, err := sub.Status(ctx, job)
+		st, err := sub.JobStatus(ctx, job)
 		require.NoError(t, err)
 		require.Equal(t, messages.StateRunning, st.State, job)
 		require.Zero(t, st.Done(), "%s: a forged result was counted: %+v", job, st)
@@ -150,12 +151,12 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 		go func() { done <- a.Run(runCtx) }()
 	}
 	for _, job := range []string{"victim", "routed"} {
-		st, err := sub.Wait(ctx, job, 20*time.Millisecond, nil)
+		st, err := sub.JobWait(ctx, job, 20*time.Millisecond, nil)
 		require.NoError(t, err)
 		require.Equal(t, messages.StateSucceeded, st.State, "%s: %+v", job, st)
 		require.EqualValues(t, 3, st.Succeeded, job)
 	}
-	st, err := sub.Status(ctx, "routed")
+	st, err := sub.JobStatus(ctx, "routed")
 	require.NoError(t, err)
 	require.Equal(t, messages.GroupStatus{Items: 2, Done: 2, Succeeded: 2}, st.Groups["gpu"])
 	require.Equal(t, messages.GroupStatus{Items: 1, Done: 1, Succeeded: 1}, st.Groups["eu"])
@@ -175,7 +176,7 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 	// replayed; default's entry goes back to pool default (where victim
 	// routes it), not to the gpu subject it names.
 	onc, oerrs := s.connect(t, "operator")
-	op, err := coordinator.NewClient(onc, "")
+	op, err := client.New(onc, "")
 	require.NoError(t, err)
 	rs, err := op.DLQReplay(ctx, messages.DLQReplayRequest{DLQFilter: messages.DLQFilter{JobID: "victim"}, Wait: true})
 	require.NoError(t, err)
@@ -189,7 +190,7 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 	require.Equal(t, "gpu", page.Entries[0].Origin)
 	require.Equal(t, "gpu", page.Entries[0].Entry.Pool, "an agent's entry is its pool's, whatever the body claims")
 
-	st, err = sub.Wait(ctx, "victim", 20*time.Millisecond, nil)
+	st, err = sub.JobWait(ctx, "victim", 20*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateSucceeded, st.State)
 	require.EqualValues(t, 3, st.Succeeded)

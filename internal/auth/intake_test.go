@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -61,7 +62,7 @@ func TestIntakeCannotBeJammed(t *testing.T) { // alone: it times the intake
 	snc, _ := s.connect(t, "submitter")
 	sjs, err := jetstream.New(snc)
 	require.NoError(t, err)
-	sub, err := coordinator.NewClient(snc, "")
+	sub, err := client.New(snc, "")
 	require.NoError(t, err)
 	spec := func(id, pool string) []byte {
 		return []byte(`{"id": "` + id + `", "pool": "` + pool + `", "items": [1], "agent_template": [{"handler": "noop"}]}`)
@@ -69,7 +70,7 @@ func TestIntakeCannotBeJammed(t *testing.T) { // alone: it times the intake
 
 	// The API refuses an unprovisioned pool at once.
 	start := time.Now()
-	_, err = sub.Submit(ctx, spec("api-evil", "evil"))
+	_, err = sub.JobSubmit(ctx, spec("api-evil", "evil"))
 	var ae *messages.APIError
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, "pool", ae.Field, "%+v", ae)
@@ -97,7 +98,7 @@ func TestIntakeCannotBeJammed(t *testing.T) { // alone: it times the intake
 	require.NoError(t, err)
 	stored := time.Now()
 	for {
-		st, err := sub.Status(ctx, "good")
+		st, err := sub.JobStatus(ctx, "good")
 		if err == nil {
 			require.NotEqual(t, messages.StateRejected, st.State, "%+v", st.Problems)
 			break
@@ -111,7 +112,7 @@ func TestIntakeCannotBeJammed(t *testing.T) { // alone: it times the intake
 
 	// Every hostile submission ends rejected with the reason.
 	for _, i := range []int{0, 1, intakeHostile - 1} {
-		st, err := sub.Wait(ctx, fmt.Sprintf("hostile-%d", i), 20*time.Millisecond, nil)
+		st, err := sub.JobWait(ctx, fmt.Sprintf("hostile-%d", i), 20*time.Millisecond, nil)
 		require.NoError(t, err)
 		require.Equal(t, messages.StateRejected, st.State, "%+v", st)
 		require.Len(t, st.Problems, 1)

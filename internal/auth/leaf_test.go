@@ -20,6 +20,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -145,11 +146,11 @@ func TestRoleKeysHoldThroughTheLeaf(t *testing.T) {
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	go func() { agentDone <- ag.Run(agentCtx) }()
 	snc, _ := s.connect(t, "submitter")
-	cl, err := coordinator.NewClient(snc, "")
+	cl, err := client.New(snc, "")
 	require.NoError(t, err)
-	reply, err := cl.Submit(ctx, []byte(`{"id": "siteb", "pool": "site-b", "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}], "agent_template": [{"handler": "noop"}]}`))
+	reply, err := cl.JobSubmit(ctx, []byte(`{"id": "siteb", "pool": "site-b", "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}], "agent_template": [{"handler": "noop"}]}`))
 	require.NoError(t, err)
-	st, err := cl.Wait(ctx, reply.JobID, 20*time.Millisecond, nil)
+	st, err := cl.JobWait(ctx, reply.JobID, 20*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, st.Succeeded, "%+v", st)
 	stopAgent()

@@ -15,6 +15,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -117,17 +118,17 @@ func TestLimitSharesArePerPool(t *testing.T) { // alone: its call counts are per
 	ga := agent.New(gnc, agent.Config{Pool: "poolb", Concurrency: 4, ShutdownTimeout: time.Second}).HandleBuiltins()
 	go func() { done <- ga.Run(runCtx) }()
 	snc, _ := s.connect(t, "submitter")
-	sub, err := coordinator.NewClient(snc, "")
+	sub, err := client.New(snc, "")
 	require.NoError(t, err)
 	for _, spec := range []string{
 		`{"id": "shared", "pool": "poolb", "items": [` + items(6) + `], "agent_template": [{"handler": "noop", "limit": "api"}]}`,
 		`{"id": "own", "pool": "poolb", "items": [` + items(3) + `], "agent_template": [{"handler": "noop", "limit": "bonly"}]}`,
 	} {
-		_, err := sub.Submit(ctx, []byte(spec))
+		_, err := sub.JobSubmit(ctx, []byte(spec))
 		require.NoError(t, err)
 	}
 	for id, n := range map[string]int64{"shared": 6, "own": 3} {
-		st, err := sub.Wait(ctx, id, 20*time.Millisecond, nil)
+		st, err := sub.JobWait(ctx, id, 20*time.Millisecond, nil)
 		require.NoError(t, err)
 		require.Equal(t, messages.StateSucceeded, st.State, "%s: %+v", id, st)
 		require.Equal(t, n, st.Succeeded, "%s: %+v", id, st)

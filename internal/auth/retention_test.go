@@ -12,8 +12,9 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/jobrun"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -30,7 +31,7 @@ func TestRetentionRunsWithTheRolesPermissions(t *testing.T) {
 
 	cnc, cerrs := s.connect(t, "coordinator")
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	coord, err := coordinator.New(cnc, testhooks.WithCoordinator(coordinator.Config{LateResultWindow: 10 * time.Millisecond}, testhooks.Coordinator{Clock: clk}))
+	coord, err := jobrun.New(cnc, testhooks.WithCoordinator(jobrun.Config{LateResultWindow: 10 * time.Millisecond}, testhooks.Coordinator{Clock: clk}))
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	coordDone := make(chan error, 1)
@@ -41,19 +42,19 @@ func TestRetentionRunsWithTheRolesPermissions(t *testing.T) {
 	_, aerrs, agentDone := s.startAgent(t, ctx, runCtx, cjs)
 
 	snc, serrs := s.connect(t, "submitter")
-	sub, err := coordinator.NewClient(snc, "")
+	sub, err := client.New(snc, "")
 	require.NoError(t, err)
-	_, err = sub.Submit(ctx, []byte(`{"id": "kept", "items": [`+items(4)+`],
+	_, err = sub.JobSubmit(ctx, []byte(`{"id": "kept", "items": [`+items(4)+`],
 		"agent_template": [{"handler": "flaky", "with": {"fail_attempts": 1},
 			"retry_config": {"attempts": 2, "backoff": "fixed", "initial_delay": "10ms", "circuit_breaker": {"failure_threshold": 100, "timeout": "1h"}}}],
 		"reduce": [{"handler": "noop"}]}`))
 	require.NoError(t, err)
-	st, err := sub.Wait(ctx, "kept", 50*time.Millisecond, nil)
+	st, err := sub.JobWait(ctx, "kept", 50*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
 
 	onc, oerrs := s.connect(t, "operator")
-	op, err := coordinator.NewClient(onc, "")
+	op, err := client.New(onc, "")
 	require.NoError(t, err)
 	clk.Advance(time.Hour)
 	// Once the job's runner has left (its late-result window is real).
@@ -65,7 +66,7 @@ func TestRetentionRunsWithTheRolesPermissions(t *testing.T) {
 		return err
 	})
 	hour := messages.Duration(time.Hour)
-	reply, err := op.Prune(ctx, messages.PruneRequest{OlderThan: &hour})
+	reply, err := op.JobPrune(ctx, messages.PruneRequest{OlderThan: &hour})
 	require.NoError(t, err)
 	require.Equal(t, 1, reply.Pruned, "%+v", reply)
 	require.Zero(t, reply.Failed)

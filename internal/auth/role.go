@@ -260,7 +260,7 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			// "Parking") in the pool's own park stream. The server accepts
 			// any target its stream captures, and a rollup from whoever
 			// may publish a schedule: both stay inside the pool.
-			names.ParkPoolFilter(pool),
+			wire.ParkPoolFilter(names, pool),
 			j.api("STREAM.INFO", names.ParkStream(pool)),
 			// Item state, keyed <pool>.<job>.<item>: compare-and-set writes,
 			// deletes and reads of the pool's keys only.

@@ -16,6 +16,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -64,7 +65,7 @@ func TestRollupsCannotWipeSharedState(t *testing.T) {
 	snc, _ := s.connect(t, "submitter")
 	sjs, err := jetstream.New(snc)
 	require.NoError(t, err)
-	sub, err := coordinator.NewClient(snc, "")
+	sub, err := client.New(snc, "")
 	require.NoError(t, err)
 	up, err := upload.PutBytes(ctx, sjs, names.UploadsBucket(), "k3/items.json", []byte(`[`+items(4)+`]`))
 	require.NoError(t, err)
@@ -72,7 +73,7 @@ func TestRollupsCannotWipeSharedState(t *testing.T) {
 	gnc, gerrs := s.connect(t, auth.AgentUser("gpu"))
 	ga := agent.New(gnc, agent.Config{Pool: "gpu", ParkAfter: time.Second, ShutdownTimeout: time.Second}).HandleBuiltins()
 	go func() { done <- ga.Run(runCtx) }()
-	_, err = sub.Submit(ctx, []byte(`{"id": "victim", "pool": "gpu", "input": "objstore://fleet_uploads/k3/items.json",
+	_, err = sub.JobSubmit(ctx, []byte(`{"id": "victim", "pool": "gpu", "input": "objstore://fleet_uploads/k3/items.json",
 		"input_digest": "`+up.Digest+`", "retry_budget": 4,
 		"agent_template": [{"handler": "flaky", "with": {"fail_attempts": 1},
 			"retry_config": {"attempts": 2, "backoff": "fixed", "initial_delay": "2s", "jitter": false}}]}`))
@@ -106,20 +107,20 @@ func TestRollupsCannotWipeSharedState(t *testing.T) {
 	}
 	// Its own pool's park stream takes the rollup (schedules need
 	// rollups); pool gpu's parked items are in a stream of their own.
-	require.NoError(t, rollup(ctx, djs, names.ParkSubject("default", "victim", "x")))
+	require.NoError(t, rollup(ctx, djs, wire.ParkSubject(names, "default", "victim", "x")))
 	require.EqualValues(t, 4, parked(), "pool gpu's parked items survive")
 	// A schedule aimed at pool gpu is refused: its target is not in the
 	// stream of pool default.
-	m := nats.NewMsg(names.ParkSubject("default", "victim", "y"))
+	m := nats.NewMsg(wire.ParkSubject(names, "default", "victim", "y"))
 	m.Header.Set(wire.HeaderSchedule, "@every 1s")
-	m.Header.Set(wire.HeaderScheduleTarget, names.ParkDueSubject("gpu", "victim"))
+	m.Header.Set(wire.HeaderScheduleTarget, wire.ParkDueSubject(names, "gpu", "victim"))
 	_, err = djs.PublishMsg(ctx, m)
 	require.ErrorContains(t, err, "target is invalid", "a schedule into another pool")
 
 	// A submitter rolls up the uploads bucket.
 	require.ErrorContains(t, rollup(ctx, sjs, "$O."+names.UploadsBucket()+".M.eA"), "rollup not permitted")
 
-	st, err := sub.Wait(ctx, "victim", 20*time.Millisecond, nil)
+	st, err := sub.JobWait(ctx, "victim", 20*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
 	require.EqualValues(t, 4, st.Succeeded, "%+v", st)

@@ -13,6 +13,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -97,7 +98,7 @@ func TestSharedStateKeepsTheCoordinatorsLimits(t *testing.T) {
 	ga := agent.New(gnc, agent.Config{Pool: "gpu", ShutdownTimeout: time.Second}).HandleBuiltins()
 	go func() { done <- ga.Run(runCtx) }()
 	snc, _ := s.connect(t, "submitter")
-	sub, err := coordinator.NewClient(snc, "")
+	sub, err := client.New(snc, "")
 	require.NoError(t, err)
 	for _, spec := range []string{
 		`{"id": "budgeted", "pool": "gpu", "items": [` + items(4) + `], "retry_budget": 2,
@@ -107,7 +108,7 @@ func TestSharedStateKeepsTheCoordinatorsLimits(t *testing.T) {
 			"error_policy": {"circuit_breaker": {"failure_threshold": 5, "success_threshold": 1, "timeout": "1s", "half_open_requests": 1}},
 			"agent_template": [{"handler": "noop"}]}`,
 	} {
-		_, err := sub.Submit(ctx, []byte(spec))
+		_, err := sub.JobSubmit(ctx, []byte(spec))
 		require.NoError(t, err)
 	}
 
@@ -117,7 +118,7 @@ func TestSharedStateKeepsTheCoordinatorsLimits(t *testing.T) {
 		return err
 	})
 
-	st, err := sub.Wait(ctx, "budgeted", 20*time.Millisecond, nil)
+	st, err := sub.JobWait(ctx, "budgeted", 20*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, st.Succeeded, "%+v", st)
 	require.EqualValues(t, 2, st.DeadLettered, "%+v", st)
@@ -125,7 +126,7 @@ func TestSharedStateKeepsTheCoordinatorsLimits(t *testing.T) {
 	require.Equal(t, 2, st.Budget.Total, "%+v", st.Budget)
 
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-	st, err = sub.Wait(wctx, "broken", 20*time.Millisecond, nil)
+	st, err = sub.JobWait(wctx, "broken", 20*time.Millisecond, nil)
 	wcancel()
 	require.NoError(t, err, "the breaker opened until 2099 kept the job's items out")
 	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)

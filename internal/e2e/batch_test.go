@@ -50,7 +50,7 @@ func TestAgentKilledWithBatchedResultsPending(t *testing.T) {
 		if info.NumAckPending != n-2*batch {
 			return fmt.Errorf("%d work messages unacked, want %d", info.NumAckPending, n-2*batch)
 		}
-		st, err := cl.Status(ctx, id)
+		st, err := cl.JobStatus(ctx, id)
 		if err != nil {
 			return err
 		}

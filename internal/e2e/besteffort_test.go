@@ -38,7 +38,7 @@ func TestBestEffortDefaultDeadlineAndMetrics(t *testing.T) {
 	id := submit(t, cl, `{"id": "be-default", "group_by": "${item.region}", "items": `+groupedItems(3)+`,
 		"agent_template": [{"handler": "noop"}], "best_effort": {"min_groups": 3}}`)
 	waitDone(t, cl, id, 6)
-	st, err := cl.Status(context.Background(), id)
+	st, err := cl.JobStatus(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateRunning, st.State, "groups a and b are done, c is not: it waits for the deadline")
 	be := st.BestEffort
@@ -50,7 +50,7 @@ func TestBestEffortDefaultDeadlineAndMetrics(t *testing.T) {
 	require.Zero(t, counter(t, reg, completions))
 
 	clk.Advance(5*time.Minute - time.Second)
-	st, err = cl.Status(context.Background(), id)
+	st, err = cl.JobStatus(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateRunning, st.State, "4m59s in")
 	clk.Advance(time.Second)
@@ -92,7 +92,7 @@ func TestBestEffortOperatorSettings(t *testing.T) {
 	status := func(id string) *messages.BestEffortStatus {
 		var st *messages.JobStatus
 		fleettest.WaitFor(t, 10*time.Second, func() (err error) {
-			st, err = cl.Status(context.Background(), id) // once the job is accepted
+			st, err = cl.JobStatus(context.Background(), id) // once the job is accepted
 			return err
 		})
 		require.NotNil(t, st.BestEffort)

@@ -179,7 +179,7 @@ func TestBreakerOpensParksProbesAndCloses(t *testing.T) {
 		if p := sumCounter(t, regs, "jetfleet_agent_breaker_parked_total"); p < 10 {
 			return fmt.Errorf("%v parked", p)
 		}
-		st, err := cl.Status(context.Background(), job)
+		st, err := cl.JobStatus(context.Background(), job)
 		if err != nil {
 			return err
 		}
@@ -332,7 +332,7 @@ func TestBreakerClosingReleasesParkedItems(t *testing.T) {
 		}
 		return nil
 	})
-	st, err := cl.Status(context.Background(), job)
+	st, err := cl.JobStatus(context.Background(), job)
 	require.NoError(t, err)
 	require.Zero(t, st.Succeeded, "%+v", st)
 

@@ -91,7 +91,7 @@ func TestAgentForgetsAnEndedJob(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, rs.Replayed)
 	fleettest.WaitFor(t, 30*time.Second, func() error {
-		st, err := cl.Status(ctx, id)
+		st, err := cl.JobStatus(ctx, id)
 		if err != nil {
 			return err
 		}

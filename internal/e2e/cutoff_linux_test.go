@@ -20,6 +20,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -141,13 +142,13 @@ func TestCutOffCoordinatorHandsOver(t *testing.T) {
 	}
 	ag := testhooks.WithAgent(agent.Config{Name: "a0", Concurrency: 4}, testhooks.Agent{Provision: prov})
 	startAgentOn(t, via(1, 0), ag, map[string]agent.HandlerFunc{"slow": gated})
-	cl, err := coordinator.NewClient(via(1, 0, 2), "", coordinator.WithFailover())
+	cl, err := jfclient.New(via(1, 0, 2), "", jfclient.WithFailover())
 	require.NoError(t, err)
 	submit(t, cl, fmt.Sprintf(`{"id": %q, "items": %s, "agent_template": [{"handler": "slow"}]}`, id,
 		itemsJSON(n, func(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("i%d", i)} })))
 	waitSucceeded(t, cl, id, 40)
 
-	stop := answerGaps(func(ctx context.Context) error { _, err := cl.Status(ctx, id); return err })
+	stop := answerGaps(func(ctx context.Context) error { _, err := cl.JobStatus(ctx, id); return err })
 	before := status(t, cl, id).Succeeded
 	meta := c.MetaLeader()
 	_, leaseRev, err := ctl()
@@ -177,7 +178,7 @@ func TestCutOffCoordinatorHandsOver(t *testing.T) {
 		s := ncA.ConnectedServerName()
 		seen(&moved, s != "" && s != c.NodeName(2))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st, err := cl.Status(ctx, id)
+		st, err := cl.JobStatus(ctx, id)
 		cancel()
 		seen(&resumed, err == nil && st.Succeeded > before)
 		if takeover == 0 || moved == 0 || resumed == 0 {

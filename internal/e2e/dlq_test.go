@@ -18,6 +18,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -43,7 +44,7 @@ func (m markers) fixAll(t *testing.T) {
 }
 
 // dlqEntries returns every DLQ entry of job.
-func dlqEntries(t *testing.T, cl *coordinator.Client, job string) []messages.DLQEntryRef {
+func dlqEntries(t *testing.T, cl *jfclient.Client, job string) []messages.DLQEntryRef {
 	t.Helper()
 	var out []messages.DLQEntryRef
 	f := messages.DLQFilter{JobID: job, Limit: 1000}
@@ -213,7 +214,7 @@ func TestDLQFilteredDryRunAndInterruptedReplays(t *testing.T) {
 	require.Equal(t, stats.ByErrorClass, dry.ByErrorClass)
 	require.Equal(t, stats.BySignature, dry.BySignature)
 	require.Equal(t, before, dlqState(t, srv))
-	after, err := cl.Status(ctx, id)
+	after, err := cl.JobStatus(ctx, id)
 	require.NoError(t, err)
 	require.EqualValues(t, 3*per, after.DeadLettered, "a dry run does not reopen the job")
 
@@ -355,7 +356,7 @@ func TestFullDLQBacksOffAndLosesNothing(t *testing.T) {
 	var st *messages.JobStatus
 	fleettest.WaitFor(t, 10*time.Second, func() error {
 		var err error
-		if st, err = cl.Status(context.Background(), id); err != nil {
+		if st, err = cl.JobStatus(context.Background(), id); err != nil {
 			return err
 		}
 		if st.DeadLettered != 3 {

@@ -346,7 +346,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 	// Wait until 15 s after the recovery (or the job's end).
 	fleettest.WaitFor(t, 60*time.Second, func() error {
 		if time.Now().Before(outEnd.Add(15 * time.Second)) {
-			st, err := c.Status(ctx, id)
+			st, err := c.JobStatus(ctx, id)
 			if err == nil && st.Done() >= st.Items {
 				return nil
 			}
@@ -365,7 +365,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 	rec, _, err := store.View(ctx, limit.NamedKey("flaky"))
 	require.NoError(t, err)
 	n, first, last := ds.count()
-	st, _ := c.Status(ctx, id)
+	st, _ := c.JobStatus(ctx, id)
 	t.Logf("%d calls from %s to %s; job %+v", n, first.Sub(begin), last.Sub(begin), st)
 	t.Logf("healthy %.1f/s; outage after 3 s %.1f/s; best second after recovery %.1f/s, %s after it; limit now %.1f/s, %d overloads counted",
 		healthy, during, best, bestAt, rec.Rate(), rec.Stats.Overloads+rec.Stats.PrevOverloads)

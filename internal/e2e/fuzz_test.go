@@ -83,7 +83,7 @@ func FuzzSubmit(f *testing.F) {
 		defer cancel()
 		var ids []string
 		if mode%3 != viaIntake {
-			reply, err := cl.Submit(ctx, data)
+			reply, err := cl.JobSubmit(ctx, data)
 			var ae *messages.APIError
 			switch {
 			case err == nil:
@@ -105,7 +105,7 @@ func FuzzSubmit(f *testing.F) {
 				t.Fatalf("publishing to the intake: %v", err)
 			}
 		}
-		if _, err := cl.Status(ctx, "fuzz-sentinel"); err != nil {
+		if _, err := cl.JobStatus(ctx, "fuzz-sentinel"); err != nil {
 			t.Fatalf("the coordinator stopped answering jobs.status: %v", err)
 		}
 		requireAlive(t, "coordinator", coord)
@@ -113,7 +113,7 @@ func FuzzSubmit(f *testing.F) {
 		// Don't let fuzzed jobs pile up in the fleet (best effort: a durable
 		// submission may not be accepted yet).
 		for _, id := range ids {
-			_, _ = cl.Cancel(ctx, id)
+			_, _ = cl.JobCancel(ctx, id)
 		}
 		if runs%25 == 0 {
 			ordinaryJob(t, cl, fmt.Sprintf("fuzz-ordinary-%d", runs))

@@ -24,6 +24,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -129,7 +130,7 @@ func (p *haProc) kill(t *testing.T) {
 type haFleet struct {
 	t     *testing.T
 	srv   *fleettest.Server
-	cl    *coordinator.Client
+	cl    *jfclient.Client
 	ctl   jetstream.KeyValue
 	procs map[string]*haProc
 	n     int // coordinators started
@@ -288,20 +289,20 @@ func startHAAgents(t *testing.T, url string, handlers map[string]agent.HandlerFu
 	}
 }
 
-func status(t *testing.T, cl *coordinator.Client, id string) *messages.JobStatus {
+func status(t *testing.T, cl *jfclient.Client, id string) *messages.JobStatus {
 	t.Helper()
 	var st *messages.JobStatus
 	fleettest.WaitFor(t, 10*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		var err error
-		st, err = cl.Status(ctx, id)
+		st, err = cl.JobStatus(ctx, id)
 		return err
 	})
 	return st
 }
 
-func waitSucceeded(t *testing.T, cl *coordinator.Client, id string, n int64) {
+func waitSucceeded(t *testing.T, cl *jfclient.Client, id string, n int64) {
 	t.Helper()
 	fleettest.WaitFor(t, 60*time.Second, func() error {
 		if st := status(t, cl, id); st.Succeeded < n {
@@ -334,7 +335,7 @@ func TestHAJobSurvivesKilledCoordinators(t *testing.T) {
 	t.Parallel()
 	const n, id = 3000, "ha-map"
 	f := haJob(t, id, n, map[string]agent.HandlerFunc{"slow": sleepy(15 * time.Millisecond)}, "slow", "")
-	stop := answerGaps(func(ctx context.Context) error { _, err := f.cl.Status(ctx, id); return err })
+	stop := answerGaps(func(ctx context.Context) error { _, err := f.cl.JobStatus(ctx, id); return err })
 
 	waitSucceeded(t, f.cl, id, 300)
 	f.failover() // the first leader dies mid-map
@@ -413,7 +414,7 @@ func TestHAReplaySurvivesKilledCoordinators(t *testing.T) {
 		mu.Unlock()
 		return &all[0], nil
 	}
-	stopStatus := answerGaps(func(ctx context.Context) error { _, err := f.cl.Status(ctx, id); return err })
+	stopStatus := answerGaps(func(ctx context.Context) error { _, err := f.cl.JobStatus(ctx, id); return err })
 	stopReplays := answerGaps(func(ctx context.Context) error { _, err := replay(ctx); return err })
 	waitReplayed := func(k int64) {
 		fleettest.WaitFor(t, time.Minute, func() error {
@@ -483,7 +484,7 @@ func TestHADeadlineDuringFailover(t *testing.T) {
 	const n, id = 3000, "ha-deadline"
 	f := haJob(t, id, n, map[string]agent.HandlerFunc{"slow": sleepy(20 * time.Millisecond)}, "slow",
 		`, "best_effort": {"min_groups": 1, "deadline": "5s"}`)
-	stop := answerGaps(func(ctx context.Context) error { _, err := f.cl.Status(ctx, id); return err })
+	stop := answerGaps(func(ctx context.Context) error { _, err := f.cl.JobStatus(ctx, id); return err })
 	st := status(t, f.cl, id)
 	require.NotNil(t, st.BestEffort)
 	require.NotNil(t, st.BestEffort.Deadline)

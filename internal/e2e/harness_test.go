@@ -16,6 +16,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -136,38 +137,38 @@ func startAgentLogged(t testing.TB, url string, cfg agent.Config, log zerolog.Lo
 	return p
 }
 
-func client(t testing.TB, srv *fleettest.Server) *coordinator.Client {
-	c, err := coordinator.NewClient(srv.Conn(), "")
+func client(t testing.TB, srv *fleettest.Server) *jfclient.Client {
+	c, err := jfclient.New(srv.Conn(), "")
 	require.NoError(t, err)
 	return c
 }
 
-func submit(t testing.TB, c *coordinator.Client, spec string) string {
+func submit(t testing.TB, c *jfclient.Client, spec string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	reply, err := c.Submit(ctx, []byte(spec))
+	reply, err := c.JobSubmit(ctx, []byte(spec))
 	require.NoError(t, err)
 	return reply.JobID
 }
 
 // waitJob waits for the job to end and checks that its counts add up.
-func waitJob(t testing.TB, c *coordinator.Client, id string, timeout time.Duration) *messages.JobStatus {
+func waitJob(t testing.TB, c *jfclient.Client, id string, timeout time.Duration) *messages.JobStatus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last *messages.JobStatus
-	st, err := c.Wait(ctx, id, 20*time.Millisecond, func(s *messages.JobStatus) { last = s })
+	st, err := c.JobWait(ctx, id, 20*time.Millisecond, func(s *messages.JobStatus) { last = s })
 	require.NoError(t, err, "job %s did not end; last status %+v", id, last)
 	require.Equal(t, st.Items, st.Succeeded+st.DeadLettered+st.Skipped+st.NotRun+st.Failed, "counts must add up: %+v", st)
 	return st
 }
 
 // waitDone waits until at least n items of the job are done.
-func waitDone(t testing.TB, c *coordinator.Client, id string, n int64) {
+func waitDone(t testing.TB, c *jfclient.Client, id string, n int64) {
 	t.Helper()
 	fleettest.WaitFor(t, 30*time.Second, func() error {
-		st, err := c.Status(context.Background(), id)
+		st, err := c.JobStatus(context.Background(), id)
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -54,7 +55,7 @@ func TestCancelKillStopsShellSteps(t *testing.T) {
 	before := markedSleeps(marker)
 
 	start := time.Now()
-	st, err := cl.Cancel(context.Background(), id, coordinator.WithKill())
+	st, err := cl.JobCancel(context.Background(), id, jfclient.WithKill())
 	require.NoError(t, err)
 	require.Equal(t, messages.StateCancelled, st.State)
 	fleettest.WaitFor(t, 10*time.Second, func() error {
@@ -150,7 +151,7 @@ func TestCancelKillCancelsHandlerContext(t *testing.T) {
 	// cancel --kill: both handlers see their context end, with ErrJobKilled.
 	id := submit(t, cl, spec("kill-now"))
 	waitStarted(id, 2)
-	st, err := cl.Cancel(context.Background(), id, coordinator.WithKill())
+	st, err := cl.JobCancel(context.Background(), id, jfclient.WithKill())
 	require.NoError(t, err)
 	require.Equal(t, messages.StateCancelled, st.State)
 	for _, cause := range waitEnded(id, 2) {
@@ -164,9 +165,9 @@ func TestCancelKillCancelsHandlerContext(t *testing.T) {
 	// A plain cancel lets them run on; a kill afterwards ends them.
 	id = submit(t, cl, spec("kill-later"))
 	waitStarted(id, 2)
-	_, err = cl.Cancel(context.Background(), id)
+	_, err = cl.JobCancel(context.Background(), id)
 	require.NoError(t, err)
-	st, err = cl.Cancel(context.Background(), id, coordinator.WithKill())
+	st, err = cl.JobCancel(context.Background(), id, jfclient.WithKill())
 	require.NoError(t, err, "a kill of a job cancelled without one is not a conflict")
 	require.Equal(t, messages.StateCancelled, st.State)
 	for _, cause := range waitEnded(id, 2) {
@@ -178,7 +179,7 @@ func TestCancelKillCancelsHandlerContext(t *testing.T) {
 	// their results come late and amend the counts.
 	id = submit(t, cl, spec("no-kill"))
 	waitStarted(id, 2)
-	st, err = cl.Cancel(context.Background(), id)
+	st, err = cl.JobCancel(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateCancelled, st.State)
 	require.EqualValues(t, 2, st.NotRun, "counted not_run when cancelled: %+v", st)
@@ -187,7 +188,7 @@ func TestCancelKillCancelsHandlerContext(t *testing.T) {
 		require.NoError(t, cause, "a cancel without kill leaves the handler's context alone")
 	}
 	fleettest.WaitFor(t, 10*time.Second, func() error {
-		st, err := cl.Status(context.Background(), id)
+		st, err := cl.JobStatus(context.Background(), id)
 		if err != nil {
 			return err
 		}
@@ -202,7 +203,7 @@ func TestCancelKillCancelsHandlerContext(t *testing.T) {
 	require.Zero(t, st.NotRun)
 	requireKilled(t, reg, 4)
 
-	_, err = cl.Cancel(context.Background(), "kill-now")
+	_, err = cl.JobCancel(context.Background(), "kill-now")
 	require.ErrorContains(t, err, "already ended", "a plain cancel of an ended job is still a conflict")
 }
 

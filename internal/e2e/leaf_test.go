@@ -20,6 +20,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -155,7 +156,7 @@ func TestAgentsBehindALeafNode(t *testing.T) {
 			for range 2 {
 				require.Equal(t, id, <-started)
 			}
-			_, err = cl.PausePool(ctx, "site-b")
+			_, err = cl.PoolPause(ctx, "site-b")
 			require.NoError(t, err)
 			<-time.After(3 * time.Second) // past AckWait: a heartbeat-less item would be redelivered
 			close(gate)                   // the steps end; their items wait for the resume
@@ -164,7 +165,7 @@ func TestAgentsBehindALeafNode(t *testing.T) {
 			require.Zero(t, r.by["x"]["b1"]+r.by["x"]["b2"]+r.by["y"]["b1"]+r.by["y"]["b2"], "the second step waits for the resume")
 			r.mu.Unlock()
 			require.Empty(t, started, "no step ran twice")
-			_, err = cl.ResumePool(ctx, "site-b")
+			_, err = cl.PoolResume(ctx, "site-b")
 			require.NoError(t, err)
 			st = waitJob(t, cl, id, 30*time.Second)
 			require.EqualValues(t, 2, st.Succeeded, "%+v", st)
@@ -176,7 +177,7 @@ func TestAgentsBehindALeafNode(t *testing.T) {
 			for range 2 {
 				require.Equal(t, id, <-started)
 			}
-			_, err = cl.Cancel(ctx, id, coordinator.WithKill())
+			_, err = cl.JobCancel(ctx, id, jfclient.WithKill())
 			require.NoError(t, err)
 			for range 2 {
 				select {
@@ -303,7 +304,7 @@ func TestLeafLinkComesAndGoes(t *testing.T) {
 	st := waitJob(t, cl, other, 30*time.Second)
 	require.EqualValues(t, 20, st.Succeeded)
 	fleettest.WaitFor(t, 10*time.Second, func() error {
-		st, err := cl.Status(ctx, id)
+		st, err := cl.JobStatus(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -312,7 +313,7 @@ func TestLeafLinkComesAndGoes(t *testing.T) {
 		}
 		return nil
 	})
-	st, err := cl.Status(ctx, id)
+	st, err := cl.JobStatus(ctx, id)
 	require.NoError(t, err)
 	for _, a := range st.Unreachable {
 		require.Contains(t, []string{"b1", "b2"}, a.Name)
@@ -326,7 +327,7 @@ func TestLeafLinkComesAndGoes(t *testing.T) {
 	// Only what the agents had buffered before the cut (Prefetch each)
 	// started during it: no pull reached the hub.
 	require.LessOrEqual(t, len(started), 2*concurrency, "items started while the link was down")
-	st, err = cl.Status(ctx, id)
+	st, err = cl.JobStatus(ctx, id)
 	require.NoError(t, err)
 	require.Zero(t, st.Done(), "no result crossed the cut link: %+v", st)
 	for name, l := range logs {

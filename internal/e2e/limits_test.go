@@ -18,6 +18,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/upload"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -42,7 +43,7 @@ func requireAlive(t testing.TB, name string, p *proc) {
 }
 
 // ordinaryJob runs a small job to success: the fleet still works.
-func ordinaryJob(t testing.TB, cl *coordinator.Client, id string) {
+func ordinaryJob(t testing.TB, cl *jfclient.Client, id string) {
 	t.Helper()
 	spec := fmt.Sprintf(`{"id": %q, "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}], "agent_template": [{"handler": "noop"}]}`, id)
 	st := waitJob(t, cl, submit(t, cl, spec), 30*time.Second)
@@ -52,7 +53,7 @@ func ordinaryJob(t testing.TB, cl *coordinator.Client, id string) {
 
 // survived checks that the coordinator and the agent are still up and that
 // an ordinary job (id) succeeds.
-func survived(t testing.TB, cl *coordinator.Client, coord, ag *proc, id string) {
+func survived(t testing.TB, cl *jfclient.Client, coord, ag *proc, id string) {
 	t.Helper()
 	requireAlive(t, "coordinator", coord)
 	requireAlive(t, "agent", ag)
@@ -178,12 +179,12 @@ func smallPayload() fleettest.Option {
 }
 
 // rejected waits for job id to be rejected and returns its problems.
-func rejected(t testing.TB, cl *coordinator.Client, id string) []messages.FieldError {
+func rejected(t testing.TB, cl *jfclient.Client, id string) []messages.FieldError {
 	t.Helper()
 	var st *messages.JobStatus
 	fleettest.WaitFor(t, 20*time.Second, func() error {
 		var err error
-		if st, err = cl.Status(context.Background(), id); err != nil {
+		if st, err = cl.JobStatus(context.Background(), id); err != nil {
 			return err
 		}
 		if st.State != messages.StateRejected {
@@ -217,7 +218,7 @@ func TestItemOverMaxPayloadRefused(t *testing.T) {
 	// Inline: refused with the request (the spec itself is too large to
 	// keep; a smaller item would have passed).
 	near := fmt.Sprintf(`{"id": "big-inline", "items": [{"id": "a"}, {"blob": %q}], "agent_template": [{"handler": "noop"}]}`, strings.Repeat("x", 115<<10))
-	_, err := cl.Submit(context.Background(), []byte(near))
+	_, err := cl.JobSubmit(context.Background(), []byte(near))
 	var ae *messages.APIError
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, messages.CodeInvalid, ae.Code)
@@ -270,7 +271,7 @@ func TestDurableIntakeAppliesTheAPIChecks(t *testing.T) {
 	oversize := fmt.Sprintf(`{"id": "oversize", "items": %s, "agent_template": [{"handler": "noop"}]}`, items(100, 1000))
 
 	// The API refuses it...
-	_, err := cl.Submit(context.Background(), []byte(oversize))
+	_, err := cl.JobSubmit(context.Background(), []byte(oversize))
 	var ae *messages.APIError
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, messages.CodeTooLarge, ae.Code)
@@ -357,7 +358,7 @@ func TestExpansionLimits(t *testing.T) {
 
 	many := fmt.Sprintf(`{"id": "many", "items": %s, "agent_template": [{"handler": "noop"}]}`,
 		itemsJSON(101, func(i int) map[string]any { return map[string]any{"id": i} }))
-	_, err := cl.Submit(context.Background(), []byte(many))
+	_, err := cl.JobSubmit(context.Background(), []byte(many))
 	var ae *messages.APIError
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, "items", ae.Field)
@@ -377,10 +378,10 @@ func TestExpansionLimits(t *testing.T) {
 
 // waitReplaced waits until the rejected job id is accepted again, then
 // until it ends.
-func waitReplaced(t testing.TB, cl *coordinator.Client, id string) *messages.JobStatus {
+func waitReplaced(t testing.TB, cl *jfclient.Client, id string) *messages.JobStatus {
 	t.Helper()
 	fleettest.WaitFor(t, 20*time.Second, func() error {
-		st, err := cl.Status(context.Background(), id)
+		st, err := cl.JobStatus(context.Background(), id)
 		if err == nil && st.State == messages.StateRejected {
 			err = fmt.Errorf("still rejected: %v", st.Problems)
 		}
@@ -409,13 +410,13 @@ func TestRejectedIDCanBeSubmittedAgain(t *testing.T) {
 	}
 	submit(t, cl, string(spec(bad)))
 	require.Equal(t, "input", rejected(t, cl, "fixme")[0].Field)
-	reply, err := cl.Submit(context.Background(), spec(good))
+	reply, err := cl.JobSubmit(context.Background(), spec(good))
 	require.NoError(t, err)
 	require.False(t, reply.Existing, "the corrected job is new")
 	st := waitReplaced(t, cl, "fixme")
 	require.Equal(t, messages.StateSucceeded, st.State)
 	require.EqualValues(t, 2, st.Succeeded)
-	reply, err = cl.Submit(context.Background(), spec(good))
+	reply, err = cl.JobSubmit(context.Background(), spec(good))
 	require.NoError(t, err)
 	require.True(t, reply.Existing, "resubmitting an accepted job is idempotent")
 

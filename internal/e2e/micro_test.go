@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/version"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -96,7 +97,7 @@ func TestFleetIsVisibleToMicroTools(t *testing.T) {
 	require.Contains(t, a1.Metadata["handlers"], "boom")
 	require.Equal(t, version.Get().Semver(), a1.Version)
 	require.Len(t, a1.Endpoints, 1)
-	require.Equal(t, messages.MustNames("").AgentStatusSubject(messages.DefaultPool, "a1.example"), a1.Endpoints[0].Subject)
+	require.Equal(t, wire.AgentStatusSubject(messages.MustNames(""), messages.DefaultPool, "a1.example"), a1.Endpoints[0].Subject)
 
 	// The counters: the four items ran on the two agents, one failed.
 	stats := discover[micro.Stats](t, nc, micro.StatsVerb, wait)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -83,7 +84,7 @@ func TestParkedRetriesLeaveThePoolFree(t *testing.T) {
 			t.Logf("500 no-op items beside %d parked ones: %v", tc.parked, took)
 			require.Less(t, took, 10*time.Second, "the bound parking is for")
 
-			_, err := cl.Cancel(context.Background(), failing)
+			_, err := cl.JobCancel(context.Background(), failing)
 			require.NoError(t, err)
 			waitParkEmpty(t, srv)
 		})
@@ -134,7 +135,7 @@ func TestBreakerParkedItemsLeaveThePoolFree(t *testing.T) {
 		}
 		return nil
 	})
-	st, err := cl.Status(context.Background(), down)
+	st, err := cl.JobStatus(context.Background(), down)
 	require.NoError(t, err)
 	require.Zero(t, st.Done(), "nothing finished: every item waits")
 	require.Less(t, calls.Load(), int64(100), "the open breaker refused the rest")
@@ -150,17 +151,17 @@ func TestBreakerParkedItemsLeaveThePoolFree(t *testing.T) {
 	require.Zero(t, jobQueued(t, srv, down))
 	require.EqualValues(t, n, parkState(t, srv).Msgs)
 
-	_, err = cl.Cancel(context.Background(), down)
+	_, err = cl.JobCancel(context.Background(), down)
 	require.NoError(t, err)
 	waitParkEmpty(t, srv)
 }
 
 // waitParked waits until every item of job has been parked once: the
 // budget spent one unit per item.
-func waitParked(t *testing.T, cl *coordinator.Client, job string, n int) {
+func waitParked(t *testing.T, cl *jfclient.Client, job string, n int) {
 	t.Helper()
 	fleettest.WaitFor(t, 5*time.Minute, func() error {
-		st, err := cl.Status(context.Background(), job)
+		st, err := cl.JobStatus(context.Background(), job)
 		if err != nil {
 			return err
 		}
@@ -208,7 +209,7 @@ func TestSmallJobBesideAMillionItems(t *testing.T) {
 	// Accepting the job counts its 1,000,000 items (about 15 s under
 	// -race); then it runs at full speed.
 	fleettest.WaitFor(t, 3*time.Minute, func() error {
-		st, err := cl.Status(context.Background(), big)
+		st, err := cl.JobStatus(context.Background(), big)
 		if err != nil {
 			return err
 		}
@@ -230,7 +231,7 @@ func TestSmallJobBesideAMillionItems(t *testing.T) {
 	// batch is stored: up to a batch per agent later.
 	require.LessOrEqual(t, jobQueued(t, srv, big), uint64(coordinator.DefaultJobQueue+2*agent.DefaultResultBatch), "the big job's fair share")
 
-	_, err := cl.Cancel(context.Background(), big)
+	_, err := cl.JobCancel(context.Background(), big)
 	require.NoError(t, err)
 	waitJob(t, cl, big, 60*time.Second)
 }
@@ -410,7 +411,7 @@ func TestMeasureDelayedNakFreeze(t *testing.T) {
 				"initial_delay": "20s", "max_delay": "20s", "jitter": false}}]}`,
 				itemsJSON(tc.items, func(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("f%d", i)} }), tc.budget))
 			fleettest.WaitFor(t, 5*time.Minute, func() error {
-				st, err := cl.Status(context.Background(), failing)
+				st, err := cl.JobStatus(context.Background(), failing)
 				if err != nil {
 					return err
 				}
@@ -419,7 +420,7 @@ func TestMeasureDelayedNakFreeze(t *testing.T) {
 				}
 				return nil
 			})
-			st, err := cl.Status(context.Background(), failing)
+			st, err := cl.JobStatus(context.Background(), failing)
 			require.NoError(t, err)
 			t.Logf("first job: budget %d consumed of %d, %d dead-lettered, %d retries", st.Budget.Consumed, st.Budget.Total, st.DeadLettered, st.Retries)
 			t0 := time.Now()
@@ -500,7 +501,7 @@ func TestAgentKilledWhileParking(t *testing.T) {
 	const n = 200
 	id := submit(t, cl, parkOnce("parkcrash", n, "2s"))
 	fleettest.WaitFor(t, 30*time.Second, func() error {
-		st, err := cl.Status(context.Background(), id)
+		st, err := cl.JobStatus(context.Background(), id)
 		if err != nil {
 			return err
 		}

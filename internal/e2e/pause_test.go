@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -96,7 +97,7 @@ type step struct {
 type pauseFleet struct {
 	srv   *fleettest.Server
 	coord *proc
-	cl    *coordinator.Client
+	cl    *jfclient.Client
 	id    string
 }
 
@@ -140,7 +141,7 @@ func TestPauseResumeJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	called := time.Now()
-	st, err := cl.Pause(ctx, id)
+	st, err := cl.JobPause(ctx, id)
 	require.NoError(t, err)
 	paused := time.Now()
 	require.Equal(t, messages.StatePaused, st.State)
@@ -153,7 +154,7 @@ func TestPauseResumeJob(t *testing.T) {
 	require.Zero(t, late, "steps started more than 1 s after the pause (last at +%v)", last.Sub(paused))
 	t.Logf("last step started %v after the pause was asked for", last.Sub(called).Round(time.Millisecond))
 
-	st, err = cl.Status(ctx, id)
+	st, err = cl.JobStatus(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, messages.StatePaused, st.State)
 	require.Less(t, st.Succeeded, int64(n), "the job ran to its end before the pause")
@@ -164,11 +165,11 @@ func TestPauseResumeJob(t *testing.T) {
 		}
 		return nil
 	})
-	list, err := cl.List(ctx, messages.ListRequest{State: messages.StatePaused})
+	list, err := cl.JobList(ctx, messages.ListRequest{State: messages.StatePaused})
 	require.NoError(t, err)
 	require.Len(t, list, 1, "list shows the job paused")
 
-	st, err = cl.Resume(ctx, id)
+	st, err = cl.JobResume(ctx, id)
 	require.NoError(t, err)
 	require.NotEqual(t, messages.StatePaused, st.State)
 	st = waitJob(t, cl, id, time.Minute)
@@ -200,7 +201,7 @@ func TestPauseSurvivesFailover(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := cl.Pause(ctx, id)
+	st, err := cl.JobPause(ctx, id)
 	require.NoError(t, err)
 	paused := time.Now()
 	require.Equal(t, messages.StatePaused, st.State)
@@ -209,7 +210,7 @@ func TestPauseSurvivesFailover(t *testing.T) {
 	// The second coordinator leads within the lease TTL and serves the
 	// job's live status: paused, nothing started since.
 	fleettest.WaitFor(t, 20*time.Second, func() error {
-		st, err := cl.Status(ctx, id)
+		st, err := cl.JobStatus(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -222,7 +223,7 @@ func TestPauseSurvivesFailover(t *testing.T) {
 	late, last := rec.after(paused.Add(time.Second))
 	require.Zero(t, late, "steps started more than 1 s after the pause (last at +%v)", last.Sub(paused))
 
-	_, err = cl.Resume(ctx, id)
+	_, err = cl.JobResume(ctx, id)
 	require.NoError(t, err)
 	st = waitJob(t, cl, id, time.Minute)
 	require.Equal(t, messages.StateSucceeded, st.State)
@@ -247,12 +248,12 @@ func TestPausePool(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	reply, err := cl.PausePool(ctx, "default")
+	reply, err := cl.PoolPause(ctx, "default")
 	require.NoError(t, err)
 	require.True(t, reply.Paused)
 	paused := time.Now()
 	fleettest.WaitFor(t, 10*time.Second, func() error {
-		st, err := cl.Status(ctx, id)
+		st, err := cl.JobStatus(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -265,7 +266,7 @@ func TestPausePool(t *testing.T) {
 	late, last := rec.after(paused.Add(time.Second))
 	require.Zero(t, late, "steps started more than 1 s after the pause (last at +%v)", last.Sub(paused))
 
-	reply, err = cl.ResumePool(ctx, "default")
+	reply, err = cl.PoolResume(ctx, "default")
 	require.NoError(t, err)
 	require.False(t, reply.Paused)
 	st := waitJob(t, cl, id, time.Minute)
@@ -295,7 +296,7 @@ func TestPauseHoldsBetweenSteps(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := cl.Pause(ctx, id)
+	_, err := cl.JobPause(ctx, id)
 	require.NoError(t, err)
 	paused := time.Now()
 	<-time.After(3 * time.Second) // the running first steps end meanwhile
@@ -304,7 +305,7 @@ func TestPauseHoldsBetweenSteps(t *testing.T) {
 		require.Zero(t, late, "%s steps started more than 1 s after the pause (last at +%v)", name, last.Sub(paused))
 	}
 
-	_, err = cl.Resume(ctx, id)
+	_, err = cl.JobResume(ctx, id)
 	require.NoError(t, err)
 	st := waitJob(t, cl, id, time.Minute)
 	require.Equal(t, messages.StateSucceeded, st.State)
@@ -331,7 +332,7 @@ func TestCancelPausedJob(t *testing.T) {
 	waitDone(t, cl, id, 20)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := cl.Pause(ctx, id)
+	_, err := cl.JobPause(ctx, id)
 	require.NoError(t, err)
 	park, err := srv.JS().Stream(ctx, "FLEET_PARK_default")
 	require.NoError(t, err)
@@ -347,7 +348,7 @@ func TestCancelPausedJob(t *testing.T) {
 		return nil
 	})
 
-	_, err = cl.Cancel(ctx, id)
+	_, err = cl.JobCancel(ctx, id)
 	require.NoError(t, err)
 	st := waitJob(t, cl, id, 30*time.Second)
 	require.Equal(t, messages.StateCancelled, st.State)

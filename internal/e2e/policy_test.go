@@ -22,6 +22,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -368,7 +369,7 @@ func TestErrorCollectionEvents(t *testing.T) {
 	require.Empty(t, evBat.named("ItemFailed"))
 
 	// aggregate: the final report groups the errors by signature.
-	st, err := cl.Status(context.Background(), "collbat")
+	st, err := cl.JobStatus(context.Background(), "collbat")
 	require.NoError(t, err)
 	var total int64
 	for _, e := range st.Errors {
@@ -451,7 +452,7 @@ func TestBestEffortDeadlineExpiredAndClamp(t *testing.T) {
 	id := submit(t, cl, `{"id": "be3", "group_by": "${item.region}", "items": `+groupedItems(5)+`,
 		"agent_template": [{"handler": "noop"}], "best_effort": {"min_groups": 7, "deadline": "5m"}}`)
 	waitDone(t, cl, id, 10)
-	st, err := cl.Status(context.Background(), id)
+	st, err := cl.JobStatus(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateRunning, st.State, "min_groups 3 (clamped from 7) is not reached")
 	require.Equal(t, 3, st.BestEffort.MinGroups)
@@ -462,7 +463,7 @@ func TestBestEffortDeadlineExpiredAndClamp(t *testing.T) {
 	coord.stop(t)
 	clk.Advance(4 * time.Minute)
 	startCoordinator(t, srv.URL(), testhooks.WithCoordinator(coordinator.Config{}, testhooks.Coordinator{Clock: clk}))
-	st, err = cl.Status(context.Background(), id)
+	st, err = cl.JobStatus(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, messages.StateRunning, st.State)
 	clk.Advance(time.Minute)
@@ -523,7 +524,7 @@ func TestBestEffortLateResults(t *testing.T) {
 			close(release) // the item that was running reports now
 			ev.waitFor(t, "LateResult", 1)
 			fleettest.WaitFor(t, 10*time.Second, func() error {
-				st, _ = cl.Status(context.Background(), id)
+				st, _ = cl.JobStatus(context.Background(), id)
 				if st.LateResults < 1 {
 					return errNotYet
 				}
@@ -535,7 +536,7 @@ func TestBestEffortLateResults(t *testing.T) {
 				require.EqualValues(t, 1, st.NotRun)
 			} else {
 				fleettest.WaitFor(t, 10*time.Second, func() error {
-					st, _ = cl.Status(context.Background(), id)
+					st, _ = cl.JobStatus(context.Background(), id)
 					if st.Succeeded != 11 {
 						return errNotYet
 					}
@@ -604,7 +605,7 @@ func TestReduceFailureFailsTheJobAndCancelSkipsIt(t *testing.T) {
 	id = submit(t, cl, `{"id": "rc", "items": [1, 2], "agent_template": [{"handler": "sleep", "with": {"duration": "60s"}}],
 		"reduce": [{"shell": "touch `+marker+`"}]}`)
 	waitRunning(t, cl, id)
-	_, err := cl.Cancel(context.Background(), id)
+	_, err := cl.JobCancel(context.Background(), id)
 	require.NoError(t, err)
 	st = waitJob(t, cl, id, 30*time.Second)
 	require.Equal(t, messages.StateCancelled, st.State)
@@ -613,9 +614,9 @@ func TestReduceFailureFailsTheJobAndCancelSkipsIt(t *testing.T) {
 	require.True(t, os.IsNotExist(err))
 }
 
-func waitRunning(t *testing.T, cl *coordinator.Client, id string) {
+func waitRunning(t *testing.T, cl *jfclient.Client, id string) {
 	fleettest.WaitFor(t, 20*time.Second, func() error {
-		st, err := cl.Status(context.Background(), id)
+		st, err := cl.JobStatus(context.Background(), id)
 		if err != nil {
 			return err
 		}

@@ -69,12 +69,12 @@ func testPriorityOvertakes(t *testing.T, big int) {
 	t.Logf("priority-9 job of 100 items done in %v beside a %d-item batch", took.Round(time.Millisecond), big)
 	require.Less(t, took, 5*time.Second, "the urgent job waited behind the batch")
 
-	bst, err := cl.Status(context.Background(), batch)
+	bst, err := cl.JobStatus(context.Background(), batch)
 	require.NoError(t, err)
 	if !messages.TerminalState(bst.State) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, err = cl.Cancel(ctx, batch)
+		_, err = cl.JobCancel(ctx, batch)
 		require.NoError(t, err)
 	}
 }

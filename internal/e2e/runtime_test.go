@@ -154,7 +154,7 @@ func TestCoordinatorRestartMidJob(t *testing.T) {
 		itemsJSON(n, func(i int) map[string]any { return map[string]any{"id": i} })))
 	waitDone(t, cl, id, 60)
 	coord.stop(t)
-	mid, err := cl.Status(context.Background(), id)
+	mid, err := cl.JobStatus(context.Background(), id)
 	if err == nil { // the API is down, so this is the snapshot in KV
 		require.Less(t, mid.Done(), int64(n))
 	}
@@ -231,7 +231,7 @@ func TestMalformedSubmissions(t *testing.T) {
 	ctx := context.Background()
 
 	// API path: every problem, with its field, at once.
-	_, err := cl.Submit(ctx, []byte(`{"id": "bad", "agent_template": [{"shell": "x", "timeout": "5 parsecs",
+	_, err := cl.JobSubmit(ctx, []byte(`{"id": "bad", "agent_template": [{"shell": "x", "timeout": "5 parsecs",
 		"retry_config": {"retry_on": [{"pattern": "("}]}}], "items": [{"id": 1}], "bogus": true}`))
 	var ae *messages.APIError
 	require.ErrorAs(t, err, &ae)
@@ -243,7 +243,7 @@ func TestMalformedSubmissions(t *testing.T) {
 	slices.Sort(fields)
 	require.Subset(t, fields, []string{"agent_template[0].retry_config.retry_on[0].pattern", "agent_template[0].timeout", "bogus"})
 
-	_, err = cl.Submit(ctx, []byte(`{not json`))
+	_, err = cl.JobSubmit(ctx, []byte(`{not json`))
 	require.ErrorAs(t, err, &ae)
 
 	// Durable path: recorded as rejected, readable by status.
@@ -253,7 +253,7 @@ func TestMalformedSubmissions(t *testing.T) {
 	_, err = srv.JS().Publish(ctx, names.JobsSubmitSubject(), []byte(`garbage`))
 	require.NoError(t, err)
 	fleettest.WaitFor(t, 20*time.Second, func() error {
-		st, err := cl.Status(ctx, "durable-bad")
+		st, err := cl.JobStatus(ctx, "durable-bad")
 		if err != nil {
 			return err
 		}
@@ -271,7 +271,7 @@ func TestMalformedSubmissions(t *testing.T) {
 	spec := `{"id": "same", "items": [1], "agent_template": [{"handler": "noop"}]}`
 	first := submit(t, cl, spec)
 	waitJob(t, cl, first, 30*time.Second)
-	reply, err := cl.Submit(ctx, []byte(spec))
+	reply, err := cl.JobSubmit(ctx, []byte(spec))
 	require.NoError(t, err)
 	require.True(t, reply.Existing)
 }

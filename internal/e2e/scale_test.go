@@ -51,7 +51,7 @@ func TestTenThousandOpenJobs(t *testing.T) {
 		}
 	}
 	fleettest.WaitFor(t, 5*time.Minute, func() error {
-		page, err := cl.ListPage(context.Background(), messages.ListRequest{State: messages.StateRunning, Limit: 1})
+		page, err := cl.JobListPage(context.Background(), messages.ListRequest{State: messages.StateRunning, Limit: 1})
 		if err != nil {
 			return err
 		}

@@ -49,7 +49,7 @@ func TestHAScheduleTicksOnceAcrossKilledLeaders(t *testing.T) {
 	// Every tick up to the window's end decided (fired or skipped).
 	var got *messages.Schedule
 	require.Eventually(t, func() bool {
-		got, err = f.cl.Schedule(ctx, "hb")
+		got, err = f.cl.ScheduleGet(ctx, "hb")
 		return err == nil && !got.LastTick.Before(end) && !unsubmittedRun(got)
 	}, 30*time.Second, 100*time.Millisecond)
 	require.NoError(t, f.cl.ScheduleRemove(ctx, "hb"))

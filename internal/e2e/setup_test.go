@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -22,7 +23,7 @@ import (
 
 // setupFleet starts a server (with opts), a coordinator and two agents,
 // each with a work directory of its own, and returns a client.
-func setupFleet(t *testing.T, opts ...fleettest.Option) *coordinator.Client {
+func setupFleet(t *testing.T, opts ...fleettest.Option) *jfclient.Client {
 	t.Helper()
 	srv := fleettest.RunServer(t, opts...)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
@@ -33,7 +34,7 @@ func setupFleet(t *testing.T, opts ...fleettest.Option) *coordinator.Client {
 }
 
 // submitYAML parses a workflow as fleetctl does and submits it as JSON.
-func submitYAML(t *testing.T, cl *coordinator.Client, id, workflow string) string {
+func submitYAML(t *testing.T, cl *jfclient.Client, id, workflow string) string {
 	t.Helper()
 	spec, err := jobspec.Parse([]byte(workflow))
 	require.NoError(t, err)
@@ -217,7 +218,7 @@ map:
 		}
 		return nil
 	})
-	st, err := cl.Status(t.Context(), id)
+	st, err := cl.JobStatus(t.Context(), id)
 	require.NoError(t, err)
 	require.Equal(t, messages.PhaseSetup, st.Phase)
 	require.Equal(t, messages.StateRunning, st.State)
@@ -302,7 +303,7 @@ map:
 		_, err := os.Stat(filepath.Join(out, "started"))
 		return err
 	})
-	st, err := cl.JobCancel(t.Context(), id, coordinator.WithKill())
+	st, err := cl.JobCancel(t.Context(), id, jfclient.WithKill())
 	require.NoError(t, err)
 	require.Equal(t, messages.StateCancelled, st.State)
 	st = waitJob(t, cl, id, 30*time.Second)
@@ -342,7 +343,7 @@ func TestSetupHeldUntilNotBefore(t *testing.T) {
 		"items": [{"id": "a"}], "agent_template": [{"shell": "true"}]}`)
 	var st *messages.JobStatus
 	fleettest.WaitFor(t, 10*time.Second, func() (err error) {
-		st, err = cl.Status(t.Context(), id) // accepted through the durable intake
+		st, err = cl.JobStatus(t.Context(), id) // accepted through the durable intake
 		return err
 	})
 	require.Equal(t, messages.StateScheduled, st.State)

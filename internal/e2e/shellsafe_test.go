@@ -31,7 +31,7 @@ func TestUnsafeShellStepsRefused(t *testing.T) {
 	const unsafe = `{"id": "unsafe", "items": [{"id": "a", "n": "a[$(touch /tmp/pwned)]"}], "env": {"ITEM_ID": "forged"},
 		"agent_template": [{"shell": "echo ok"}, {"shell": "[[ ${item.n} -gt 5 ]] && echo big"}],
 		"error_policy": {"on_item_failure": {"custom": {"shell": "n=${item.n}; echo $((n + 1))"}}}}`
-	_, err := cl.Submit(ctx, []byte(unsafe))
+	_, err := cl.JobSubmit(ctx, []byte(unsafe))
 	var ae *messages.APIError
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, messages.CodeInvalid, ae.Code)
@@ -49,7 +49,7 @@ func TestUnsafeShellStepsRefused(t *testing.T) {
 	_, err = srv.JS().Publish(ctx, names.JobsSubmitSubject(), []byte(strings.Replace(unsafe, `"unsafe"`, `"unsafe-durable"`, 1)))
 	require.NoError(t, err)
 	fleettest.WaitFor(t, 20*time.Second, func() error {
-		st, err := cl.Status(ctx, "unsafe-durable")
+		st, err := cl.JobStatus(ctx, "unsafe-durable")
 		if err != nil {
 			return err
 		}

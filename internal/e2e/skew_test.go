@@ -176,7 +176,7 @@ func TestSkewedCoordinatorsTickOnce(t *testing.T) {
 	fleettest.WaitFor(t, 30*time.Second, func() error { // the one ahead leads
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, err := cl.Schedules(ctx)
+		_, err := cl.ScheduleList(ctx)
 		return err
 	})
 	coord("behind", -skew)
@@ -193,7 +193,7 @@ func TestSkewedCoordinatorsTickOnce(t *testing.T) {
 		var got *messages.Schedule
 		fleettest.WaitFor(t, skew/2, func() error {
 			var err error
-			got, err = cl.Schedule(ctx, "hb")
+			got, err = cl.ScheduleGet(ctx, "hb")
 			if err == nil && (got.LastTick.Before(to) || unsubmittedRun(got)) {
 				err = fmt.Errorf("ticks decided to %s, waiting for %s", got.LastTick.Format(time.TimeOnly), to.Format(time.TimeOnly))
 			}

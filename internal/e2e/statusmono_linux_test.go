@@ -17,6 +17,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -38,7 +39,7 @@ type statusAnswer struct {
 // and keeps every answer.
 type statusPoller struct {
 	name string
-	cl   *coordinator.Client
+	cl   *jfclient.Client
 	nc   *nats.Conn
 
 	mu      sync.Mutex
@@ -56,7 +57,7 @@ func (p *statusPoller) run(stop <-chan struct{}, id string) {
 		server := p.nc.ConnectedServerName()
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		st, err := p.cl.Status(ctx, id)
+		st, err := p.cl.JobStatus(ctx, id)
 		cancel()
 		got := time.Now()
 		p.mu.Lock()
@@ -149,7 +150,7 @@ func TestStatusNeverGoesBackThroughACutOff(t *testing.T) {
 	// records' stream exists and has a leader: the node to cut off.
 	coA := start("coord-a", via(0, 1, 2))
 	fleettest.WaitFor(t, 30*time.Second, func() error {
-		if !coA.IsLeader() {
+		if coA.Leader() != "coord-a" {
 			return errNotYet
 		}
 		return nil
@@ -173,7 +174,7 @@ func TestStatusNeverGoesBackThroughACutOff(t *testing.T) {
 
 	ag := testhooks.WithAgent(agent.Config{Name: "a0", Concurrency: 4}, testhooks.Agent{Provision: prov})
 	startAgentOn(t, via(other, stay), ag, map[string]agent.HandlerFunc{"slow": sleepy(50 * time.Millisecond)})
-	submitter, err := coordinator.NewClient(via(stay, other), "", coordinator.WithFailover())
+	submitter, err := jfclient.New(via(stay, other), "", jfclient.WithFailover())
 	require.NoError(t, err)
 	submit(t, submitter, fmt.Sprintf(`{"id": %q, "items": %s, "agent_template": [{"handler": "slow"}]}`, id,
 		itemsJSON(n, func(i int) map[string]any { return map[string]any{"id": fmt.Sprintf("i%d", i)} })))
@@ -184,11 +185,11 @@ func TestStatusNeverGoesBackThroughACutOff(t *testing.T) {
 	var pollers []*statusPoller
 	add := func(name string, failover bool, nodes ...int) {
 		nc := via(nodes...)
-		var opts []coordinator.ClientOption
+		var opts []jfclient.Option
 		if failover {
-			opts = append(opts, coordinator.WithFailover())
+			opts = append(opts, jfclient.WithFailover())
 		}
-		cl, err := coordinator.NewClient(nc, "", opts...)
+		cl, err := jfclient.New(nc, "", opts...)
 		require.NoError(t, err)
 		pollers = append(pollers, &statusPoller{name: name, cl: cl, nc: nc})
 	}
@@ -229,7 +230,7 @@ func TestStatusNeverGoesBackThroughACutOff(t *testing.T) {
 		// a lease TTL).
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		st, err := submitter.Status(ctx, id)
+		st, err := submitter.JobStatus(ctx, id)
 		if err != nil {
 			return err
 		}

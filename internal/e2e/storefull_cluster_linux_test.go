@@ -17,6 +17,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -83,7 +84,7 @@ func fullDoomed() int {
 // stream R3, and the job of fullHandler submitted.
 type storeFullFleet struct {
 	c       *fleettest.Cluster
-	cl      *coordinator.Client
+	cl      *jfclient.Client
 	aregs   []*prometheus.Registry // the agents'
 	release chan struct{}
 }
@@ -101,7 +102,7 @@ func startStoreFullFleet(t *testing.T, c *fleettest.Cluster, id string) *storeFu
 			map[string]agent.HandlerFunc{"work": fullHandler(f.release)})
 	}
 	var err error
-	f.cl, err = coordinator.NewClient(c.Connect(t), "", coordinator.WithFailover())
+	f.cl, err = jfclient.New(c.Connect(t), "", jfclient.WithFailover())
 	require.NoError(t, err)
 	submit(t, f.cl, fmt.Sprintf(`{"id": %q, "items": %s, "retry_budget": %d, "agent_template": [{"handler": "work",
 		"retry_config": {"attempts": 3, "backoff": "fixed", "initial_delay": "1s", "max_delay": "1s", "jitter": false}}]}`,
@@ -304,12 +305,12 @@ func TestStoreFullWholeCluster(t *testing.T) {
 	close(f.release) // they now finish, and their results find no room
 
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	_, err := f.cl.Submit(sctx, []byte(`{"id": "refused", "items": [{"id": "a"}], "agent_template": [{"handler": "work"}]}`))
+	_, err := f.cl.JobSubmit(sctx, []byte(`{"id": "refused", "items": [{"id": "a"}], "agent_template": [{"handler": "work"}]}`))
 	cancel()
 	require.Error(t, err, "no submission accepted while the store is full")
 	t.Logf("submission refused: %v", err)
 	sctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
-	_, err = f.cl.Status(sctx, id)
+	_, err = f.cl.JobStatus(sctx, id)
 	cancel()
 	t.Logf("status: %v", err)
 	// The agents say why their writes fail: the first write to each
@@ -334,7 +335,7 @@ func TestStoreFullWholeCluster(t *testing.T) {
 	f.requireEnd(t, id)
 	sctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = f.cl.Status(sctx, "refused")
+	_, err = f.cl.JobStatus(sctx, "refused")
 	var ae *messages.APIError
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, messages.CodeNotFound, ae.Code, "the refused submission is no job: %v", err)
@@ -344,13 +345,13 @@ func TestStoreFullWholeCluster(t *testing.T) {
 
 // waitMoved returns the job's done count after d, read every second (or
 // once the job has ended).
-func waitMoved(t *testing.T, cl *coordinator.Client, id string, at int64, d time.Duration) int64 {
+func waitMoved(t *testing.T, cl *jfclient.Client, id string, at int64, d time.Duration) int64 {
 	t.Helper()
 	done := at
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st, err := cl.Status(ctx, id)
+		st, err := cl.JobStatus(ctx, id)
 		cancel()
 		if err == nil {
 			done = max(done, st.Done())

@@ -74,7 +74,7 @@ func TestStoreFullMidJob(t *testing.T) {
 
 	// Refused at once, with the reason.
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = cl.Submit(sctx, []byte(`{"id": "refused", "items": [{"id": "a"}], "agent_template": [{"handler": "slow"}]}`))
+	_, err = cl.JobSubmit(sctx, []byte(`{"id": "refused", "items": [{"id": "a"}], "agent_template": [{"handler": "slow"}]}`))
 	cancel()
 	var ae *messages.APIError
 	require.ErrorAs(t, err, &ae)
@@ -85,7 +85,7 @@ func TestStoreFullMidJob(t *testing.T) {
 	fleettest.WaitFor(t, time.Minute, func() error {
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		_, err := cl.Status(sctx, id)
+		_, err := cl.JobStatus(sctx, id)
 		if !errors.As(err, &ae) || ae.Code != messages.CodeStoreFull {
 			return fmt.Errorf("status: %v", err)
 		}
@@ -119,7 +119,7 @@ func TestStoreFullMidJob(t *testing.T) {
 	})
 	sctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = cl.Status(sctx, "refused")
+	_, err = cl.JobStatus(sctx, "refused")
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, messages.CodeNotFound, ae.Code, "the refused submission is no job: %v", err)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 )
@@ -121,13 +122,13 @@ func TestJobTrace(t *testing.T) {
 		return "ok", nil
 	}}
 	startAgent(t, srv.URL(), agent.Config{Name: "traced", TracerProvider: tp}, handlers)
-	cl, err := coordinator.NewClient(srv.Conn(), "", coordinator.WithClientTracerProvider(tp))
+	cl, err := jfclient.New(srv.Conn(), "", jfclient.WithTracerProvider(tp))
 	require.NoError(t, err)
 
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	reply, err := cl.Submit(ctx, []byte(`{"id": "traced", "items": [{"id": "ok"}, {"id": "flaky"}, {"id": "bad"}],
+	reply, err := cl.JobSubmit(ctx, []byte(`{"id": "traced", "items": [{"id": "ok"}, {"id": "flaky"}, {"id": "bad"}],
 		"agent_template": [
 			{"name": "shell", "shell": "printf %s \"$TRACEPARENT\" > `+dir+`/${item.id}"},
 			{"name": "go", "handler": "check", "retry_config": {"attempts": 3, "backoff": "fixed", "initial_delay": "10ms", "jitter": false}}],

@@ -22,12 +22,12 @@ func Policy(fs *flag.FlagSet, getenv func(string) string, b *budget.Settings, be
 	if err != nil {
 		return err
 	}
-	bes, err := jobspec.BestEffortSettingsFromEnv(getenv)
+	bes, err := BestEffortFromEnv(getenv)
 	if err != nil {
 		return err
 	}
 	*b, *be = bs, bes
 	budget.RegisterFlags(fs, b)
-	jobspec.RegisterBestEffortFlags(fs, be)
+	RegisterBestEffort(fs, be)
 	return nil
 }

@@ -190,7 +190,7 @@ func Streams(n messages.Names, c Config) []jetstream.StreamConfig {
 func ParkStream(n messages.Names, pool string, c Config) jetstream.StreamConfig {
 	c = c.WithDefaults()
 	return jetstream.StreamConfig{
-		Name: n.ParkStream(pool), Subjects: []string{n.ParkFilter(pool)},
+		Name: n.ParkStream(pool), Subjects: []string{wire.ParkFilter(n, pool)},
 		Retention: jetstream.WorkQueuePolicy, Storage: c.storage(), Replicas: c.Replicas,
 		AllowMsgSchedules: true, AllowRollup: true,
 		Duplicates:  DefaultWorkDupWindow,
@@ -335,7 +335,7 @@ func WorkConsumer(n messages.Names, pool string, c Config) jetstream.ConsumerCon
 	return jetstream.ConsumerConfig{
 		Durable:       n.AgentsConsumer(pool),
 		Description:   "jetfleet agents of pool " + pool,
-		FilterSubject: n.WorkPoolFilter(pool),
+		FilterSubject: wire.WorkPoolFilter(n, pool),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
 		MaxDeliver:    c.MaxDeliver,
@@ -410,7 +410,7 @@ func workSources(ctx context.Context, js jetstream.JetStream, n messages.Names) 
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, err
 	}
-	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(n.ParkStreamsFilter()))
+	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(wire.ParkStreamsFilter(n)))
 	for name := range names.Name() {
 		if pool, ok := strings.CutPrefix(name, n.ParkStream("")); ok && messages.ValidPool(pool) == nil {
 			add(parkSource(n, pool))

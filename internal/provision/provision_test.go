@@ -164,7 +164,7 @@ func TestEnsureTurnsRollupsOffInExistingDeployment(t *testing.T) {
 	require.NoError(t, err)
 	park, err := js.Stream(ctx, names.ParkStream("gpu"))
 	require.NoError(t, err)
-	require.Equal(t, []string{names.ParkFilter("gpu")}, park.CachedInfo().Config.Subjects)
+	require.Equal(t, []string{wire.ParkFilter(names, "gpu")}, park.CachedInfo().Config.Subjects)
 	var sources []string
 	work, err := js.Stream(ctx, names.WorkStream())
 	require.NoError(t, err)

@@ -74,7 +74,7 @@ func Plan(s messages.Schedule, t *Timing, now time.Time, prevActive bool) (next 
 			if first.IsZero() {
 				first = tick
 			}
-			tick = t.Next(now.Add(-2 * s.CatchupOrDefault()))
+			tick = t.Next(now.Add(-2 * Catchup(&s.ScheduleSpec)))
 			n = 0
 			if tick.After(now) {
 				break
@@ -98,12 +98,12 @@ func Plan(s messages.Schedule, t *Timing, now time.Time, prevActive bool) (next 
 	}
 	s.LastTick = latest
 	switch late := now.Sub(latest); {
-	case late > max(s.CatchupOrDefault(), LateAfter):
+	case late > max(Catchup(&s.ScheduleSpec), LateAfter):
 		skip(messages.ScheduleSkip{First: latest, Last: latest, Count: 1, Reason: messages.SkipMissed,
-			Detail: fmt.Sprintf("%v late, beyond the catch-up window of %v", late.Round(time.Second), s.CatchupOrDefault()), At: now})
-	case !prevActive || s.OverlapOrDefault() == messages.OverlapAllow:
+			Detail: fmt.Sprintf("%v late, beyond the catch-up window of %v", late.Round(time.Second), Catchup(&s.ScheduleSpec)), At: now})
+	case !prevActive || Overlap(&s.ScheduleSpec) == messages.OverlapAllow:
 		start(latest)
-	case s.OverlapOrDefault() == messages.OverlapQueue:
+	case Overlap(&s.ScheduleSpec) == messages.OverlapQueue:
 		if s.Queued != nil {
 			skip(messages.ScheduleSkip{First: *s.Queued, Last: *s.Queued, Count: 1, Reason: messages.SkipQueued,
 				Detail: "a newer tick took its place while the previous run was still running", At: now})

@@ -15,7 +15,7 @@ import (
 // runs it on every spec it reads.
 func CheckSpec(spec *messages.JobSpec) []messages.FieldError {
 	var out []messages.FieldError
-	for _, c := range spec.ShellCommands() {
+	for _, c := range commands(spec) {
 		t, err := wire.ParseTemplate(c.Command)
 		if err != nil {
 			continue
@@ -31,6 +31,43 @@ func CheckSpec(spec *messages.JobSpec) []messages.FieldError {
 		for _, e := range errs {
 			out = append(out, messages.FieldError{Field: c.Field, Message: e.Error()})
 		}
+	}
+	return out
+}
+
+// shellCommand is one shell command of a job spec, with its field path.
+type shellCommand struct {
+	// Field is the command's path, e.g. "agent_template[0].shell" or
+	// "reduce[1].retry_config.on_failure.fallback.command".
+	Field string
+	// Command is the template as written.
+	Command string
+}
+
+// commands lists every shell command of s that an agent runs: the
+// steps of agent_template and reduce, their fallback commands, and a custom
+// on_item_failure step. Empty commands are left out.
+func commands(s *messages.JobSpec) []shellCommand {
+	var out []shellCommand
+	step := func(p string, st *messages.Step) {
+		if st.Shell != "" {
+			out = append(out, shellCommand{Field: messages.JoinPath(p, "shell"), Command: st.Shell})
+		}
+		if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil && rc.OnFailure.Fallback != "" && !rc.OnFailure.Claude {
+			out = append(out, shellCommand{Field: messages.JoinPath(p, "retry_config.on_failure.fallback.command"), Command: rc.OnFailure.Fallback})
+		}
+		if st.OnSuccess != "" {
+			out = append(out, shellCommand{Field: messages.JoinPath(p, "on_success"), Command: st.OnSuccess})
+		}
+	}
+	for i := range s.AgentTemplate {
+		step(messages.IndexPath("agent_template", i), &s.AgentTemplate[i])
+	}
+	for i := range s.Reduce {
+		step(messages.IndexPath("reduce", i), &s.Reduce[i])
+	}
+	if ep := s.ErrorPolicy; ep != nil && ep.OnItemFailure != nil && ep.OnItemFailure.Custom != nil {
+		step("error_policy.on_item_failure.custom", ep.OnItemFailure.Custom)
 	}
 	return out
 }

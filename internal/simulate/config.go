@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
+	"github.com/jetfleet/jetfleet/internal/itemrun"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -102,7 +103,7 @@ type Fleet struct {
 	// Prefetch is the agent's buffer of work messages (Config.Prefetch):
 	// it pulls what the buffer lacks once the buffer is half empty.
 	// Defaults to what an agent's adaptive prefetch settles at for the
-	// dependency's StepDuration (agent.AdaptivePrefetch).
+	// dependency's StepDuration (itemrun.AdaptivePrefetch).
 	Prefetch int
 	// MaxDeliver is the consumer's MaxDeliver: on that delivery the agent
 	// gives up rather than nak (reason max_deliveries) and runs the item even
@@ -172,7 +173,7 @@ func (c Config) WithDefaults() Config {
 		if d == 0 {
 			d = DefaultStepDuration
 		}
-		f.Prefetch = agent.AdaptivePrefetch(f.Concurrency, d)
+		f.Prefetch = itemrun.AdaptivePrefetch(f.Concurrency, d)
 	}
 	if f.MaxDeliver == 0 {
 		f.MaxDeliver = DefaultMaxDeliver

@@ -22,6 +22,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/version"
 
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -196,13 +197,13 @@ func jobSpec(id string) []byte {
 
 // runJob submits a job through this tree's client and checks that its
 // counts are exact.
-func runJob(t *testing.T, cl *coordinator.Client, id string) {
+func runJob(t *testing.T, cl *client.Client, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	reply, err := cl.Submit(ctx, jobSpec(id))
+	reply, err := cl.JobSubmit(ctx, jobSpec(id))
 	require.NoError(t, err)
-	st, err := cl.Wait(ctx, reply.JobID, 50*time.Millisecond, nil)
+	st, err := cl.JobWait(ctx, reply.JobID, 50*time.Millisecond, nil)
 	require.NoError(t, err, "job %s did not end", id)
 	require.Equal(t, messages.StateFailed, st.State, "a job with dead letters fails")
 	require.EqualValues(t, items, st.Items)
@@ -233,7 +234,7 @@ func TestMixedFleetWithThePreviousRelease(t *testing.T) {
 	t.Logf("previous release %s at %s", rel.version, rel.commit[:12])
 
 	srv := fleettest.RunServer(t)
-	cl, err := coordinator.NewClient(srv.Conn(), "")
+	cl, err := client.New(srv.Conn(), "")
 	require.NoError(t, err)
 	pool := messages.DefaultPool
 

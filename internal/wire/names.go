@@ -96,7 +96,7 @@ const heldSuffix = ".held"
 // HeldSubject is the subject of the held copy of item itemID of job in
 // pool's park stream.
 func HeldSubject(n messages.Names, pool, job, itemID string) string {
-	return n.ParkSubject(pool, job, itemID) + heldSuffix
+	return ParkSubject(n, pool, job, itemID) + heldSuffix
 }
 
 // HeldFilter matches the held copies of job in pool's park stream ("*"
@@ -117,4 +117,49 @@ func ParseHeld(n messages.Names, pool, subject string) (job string, ok bool) {
 	}
 	job, _, ok = strings.Cut(rest, ".")
 	return job, ok && job != ""
+}
+
+// JobParkFilters match the parked items of job in pool's park stream:
+// their schedules and their fired copies.
+func JobParkFilters(n messages.Names, pool, job string) []string {
+	return []string{prefix(n) + ".parked." + pool + ".at." + job + ".>", ParkDueSubject(n, pool, job)}
+}
+
+// JobParkSubjects matches the schedules of job's parked items in pool's
+// park stream.
+func JobParkSubjects(n messages.Names, pool, job string) string {
+	return prefix(n) + ".parked." + pool + ".at." + job + ".*"
+}
+
+// ParkDueSubject is where the server publishes a parked item of job when
+// its schedule fires; the work stream sources it onto WorkSubject(pool, job).
+func ParkDueSubject(n messages.Names, pool, job string) string {
+	return prefix(n) + ".parked." + pool + ".due." + job
+}
+
+// ParkFilter matches every subject of pool's park stream.
+func ParkFilter(n messages.Names, pool string) string { return prefix(n) + ".parked." + pool + ".>" }
+
+// ParkPoolFilter matches the schedules of pool's parked items: what the
+// pool's agents may publish.
+func ParkPoolFilter(n messages.Names, pool string) string {
+	return prefix(n) + ".parked." + pool + ".at.>"
+}
+
+// ParkStreamsFilter matches the subjects of every pool's park stream.
+func ParkStreamsFilter(n messages.Names) string { return prefix(n) + ".parked.>" }
+
+// ParkSubject is the subject of item's message schedule in pool's park
+// stream: one per item, so that parking it again replaces its schedule.
+func ParkSubject(n messages.Names, pool, job, itemID string) string {
+	return prefix(n) + ".parked." + pool + ".at." + job + "." + messages.EncodeItemID(itemID)
+}
+
+// WorkPoolFilter matches every work subject of pool.
+func WorkPoolFilter(n messages.Names, pool string) string { return prefix(n) + ".work." + pool + ".>" }
+
+// AgentStatusSubject is the subject of the status endpoint of agent name
+// in pool (AgentServiceName): <prefix>.agent.<pool>.<base64url name>.status.
+func AgentStatusSubject(n messages.Names, pool, name string) string {
+	return prefix(n) + ".agent." + pool + "." + messages.EncodeItemID(name) + "." + messages.EndpointAgentStatus
 }

@@ -71,7 +71,7 @@ func TestHeldSubjects(t *testing.T) {
 	if job, ok := wire.ParseHeld(n, "gpu", subj); !ok || job != "job-1" {
 		t.Fatalf("ParseHeld(%q) = %q, %v", subj, job, ok)
 	}
-	if _, ok := wire.ParseHeld(n, "gpu", n.ParkSubject("gpu", "job-1", "a.b/c")); ok {
+	if _, ok := wire.ParseHeld(n, "gpu", wire.ParkSubject(n, "gpu", "job-1", "a.b/c")); ok {
 		t.Fatal("a parked retry's schedule is not a held copy")
 	}
 	if _, ok := wire.ParseHeld(n, "cpu", subj); ok {
@@ -84,7 +84,7 @@ func TestHeldSubjects(t *testing.T) {
 	if want := "fleet.parked.gpu.at."; subj[:len(want)] != want {
 		t.Fatalf("%q is not under the agents' park subjects", subj)
 	}
-	if f := n.JobParkFilters("gpu", "job-1")[0]; f != "fleet.parked.gpu.at.job-1.>" {
+	if f := wire.JobParkFilters(n, "gpu", "job-1")[0]; f != "fleet.parked.gpu.at.job-1.>" {
 		t.Fatalf("JobParkFilters = %q", f)
 	}
 }

@@ -35,4 +35,9 @@
 //
 // Handlers and commands must be idempotent: delivery is at-least-once, and a
 // crash between a step's side effect and the acknowledgement runs it again.
+//
+// This package is a face: the run loop, the failure path, parking, the
+// breakers, the limits and the built-in steps are internal/itemrun's
+// (mapped in docs/design.md "Packages"); the types a handler sees (Call,
+// HandlerFunc, Middleware, Config) are aliases of that package's.
 package agent

@@ -11,4 +11,10 @@
 // counts stay exact. Several coordinators of one prefix may run: one leads
 // (a lease in the control bucket), the others answer the API and take over
 // when the lease lapses (docs/design.md, "Several coordinators").
+//
+// This package is a face: New, Config, Run, Ready, OnLeader, Leader and the
+// defaults. The engine is internal (internal/jobrun, mapped in
+// docs/design.md "Packages"); a program that embeds a coordinator submits,
+// follows, pauses and prunes its jobs through pkg/client, like any other
+// submitter.
 package coordinator

@@ -30,10 +30,10 @@ func ExampleCoordinator_OnLeader() {
 	done := make(chan error, 1)
 	go func() { done <- coord.Run(ctx) }()
 	<-leading
-	fmt.Println("leader:", coord.Leader(), coord.IsLeader())
+	fmt.Println("leader:", coord.Leader())
 	cancel()
-	fmt.Println("stopped:", <-done, coord.IsLeader())
+	fmt.Println("stopped:", <-done)
 	// Output:
-	// leader: coordinator-a true
-	// stopped: <nil> false
+	// leader: coordinator-a
+	// stopped: <nil>
 }

@@ -25,8 +25,16 @@ import (
 // nothing, so that the example's output is its own; TempDir makes a
 // directory that Close removes. Any other testing.TB method panics. In a
 // test, pass the test's *testing.T instead.
-type ExampleTB struct {
-	// TB is nil: it only makes ExampleTB a testing.TB, and the methods
+type ExampleTB interface {
+	testing.TB
+	// Close cancels the Context and runs the functions given to Cleanup,
+	// the last registered first.
+	Close()
+}
+
+// exampleTB is the ExampleTB NewExampleTB returns.
+type exampleTB struct {
+	// TB is nil: it only makes exampleTB a testing.TB, and the methods
 	// below are those the helpers call.
 	testing.TB
 
@@ -38,14 +46,14 @@ type ExampleTB struct {
 }
 
 // NewExampleTB returns an ExampleTB; call Close when the example ends.
-func NewExampleTB() *ExampleTB {
+func NewExampleTB() ExampleTB {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &ExampleTB{ctx: ctx, cancel: cancel}
+	return &exampleTB{ctx: ctx, cancel: cancel}
 }
 
 // Close cancels the Context and runs the functions given to Cleanup, the
 // last registered first.
-func (t *ExampleTB) Close() {
+func (t *exampleTB) Close() {
 	t.cancel()
 	for {
 		t.mu.Lock()
@@ -62,47 +70,47 @@ func (t *ExampleTB) Close() {
 }
 
 // Cleanup registers f for Close.
-func (t *ExampleTB) Cleanup(f func()) {
+func (t *exampleTB) Cleanup(f func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.cleanups = append(t.cleanups, f)
 }
 
 // Context is cancelled when Close begins.
-func (t *ExampleTB) Context() context.Context { return t.ctx }
+func (t *exampleTB) Context() context.Context { return t.ctx }
 
 // Name is "Example".
-func (t *ExampleTB) Name() string { return "Example" }
+func (t *exampleTB) Name() string { return "Example" }
 
 // Helper does nothing.
-func (t *ExampleTB) Helper() {}
+func (t *exampleTB) Helper() {}
 
 // Failed is false: a failure panics.
-func (t *ExampleTB) Failed() bool { return false }
+func (t *exampleTB) Failed() bool { return false }
 
 // Log prints nothing.
-func (t *ExampleTB) Log(...any) {}
+func (t *exampleTB) Log(...any) {}
 
 // Logf prints nothing.
-func (t *ExampleTB) Logf(string, ...any) {}
+func (t *exampleTB) Logf(string, ...any) {}
 
 // Error panics with its message.
-func (t *ExampleTB) Error(args ...any) { panic(fmt.Sprint(args...)) }
+func (t *exampleTB) Error(args ...any) { panic(fmt.Sprint(args...)) }
 
 // Errorf panics with its message.
-func (t *ExampleTB) Errorf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (t *exampleTB) Errorf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 
 // Fatal panics with its message.
-func (t *ExampleTB) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
+func (t *exampleTB) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
 
 // Fatalf panics with its message.
-func (t *ExampleTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (t *exampleTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 
 // FailNow panics.
-func (t *ExampleTB) FailNow() { panic("fleettest: example failed") }
+func (t *exampleTB) FailNow() { panic("fleettest: example failed") }
 
 // TempDir makes a new directory that Close removes.
-func (t *ExampleTB) TempDir() string {
+func (t *exampleTB) TempDir() string {
 	dir, err := os.MkdirTemp("", "fleettest-example-")
 	if err != nil {
 		panic(err)

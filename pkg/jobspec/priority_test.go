@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -29,7 +30,7 @@ func TestPriority(t *testing.T) {
 			spec, err := jobspec.Parse([]byte(`{` + tt.field + `"items": [1], "agent_template": [{"handler": "h"}]}`))
 			if !tt.wantErr {
 				require.NoError(t, err)
-				require.Equal(t, tt.want, spec.EffectivePriority())
+				require.Equal(t, tt.want, wire.EffectivePriority(spec))
 				return
 			}
 			var ve *messages.ValidationError

@@ -114,7 +114,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 		}
 	}
 	if s.NotBefore != "" {
-		if _, err := messages.NotBeforeTime(s.NotBefore, time.Time{}); err != nil {
+		if _, err := wire.NotBeforeTime(s.NotBefore, time.Time{}); err != nil {
 			v.addf("not_before", "%v", err)
 		}
 	}

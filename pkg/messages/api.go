@@ -10,7 +10,7 @@ const ServiceName = "jetfleet"
 
 // AgentServiceName is the NATS micro service every agent registers, so
 // that `nats micro ls` lists the fleet; its one endpoint, EndpointAgentStatus,
-// answers on Names.AgentStatusSubject.
+// answers on <prefix>.agent.<pool>.<base64url name>.status.
 const AgentServiceName = "jetfleet-agent"
 
 // EndpointAgentStatus is the agent service's endpoint: it replies with

@@ -53,20 +53,25 @@ type BreakerChangedEvent struct {
 // ([EventPayload]), so a publisher cannot put one event's data under
 // another's name. docs/jobs.md and docs/dlq.md say when each is published.
 
-// EventPayload is the data of one kind of event.
+// EventPayload is the data of one kind of event. Only this package's
+// payload types implement it; EventOf reads the name and token of one.
 type EventPayload interface {
-	// EventName is the event's name, Event.Type ("JobStarted").
-	EventName() string
-	// EventToken is the event type token of its subject:
+	// eventName is the event's name, Event.Type ("JobStarted").
+	eventName() string
+	// eventToken is the event type token of its subject:
 	// fleet.events.<job>.<token> for the coordinator's events,
 	// fleet.events.<job>.<token>.<pool> for an agent's (AgentEventSubject).
-	EventToken() string
+	eventToken() string
 }
 
-func (BudgetExhaustedEvent) EventName() string  { return EventTypeBudgetExhausted }
-func (BreakerChangedEvent) EventName() string   { return EventTypeBreakerChanged }
-func (BudgetExhaustedEvent) EventToken() string { return EventBudget }
-func (BreakerChangedEvent) EventToken() string  { return EventBreaker }
+// EventOf returns the name of p's event (Event.Type, "JobStarted") and the
+// event type token of its subject (fleet.events.<job>.<token>).
+func EventOf(p EventPayload) (name, token string) { return p.eventName(), p.eventToken() }
+
+func (BudgetExhaustedEvent) eventName() string  { return EventTypeBudgetExhausted }
+func (BreakerChangedEvent) eventName() string   { return EventTypeBreakerChanged }
+func (BudgetExhaustedEvent) eventToken() string { return EventBudget }
+func (BreakerChangedEvent) eventToken() string  { return EventBreaker }
 
 // JobSubmittedEvent: a job was accepted.
 type JobSubmittedEvent struct {
@@ -176,38 +181,38 @@ type (
 	DLQReplayFinishedEvent DLQReplayStatus
 )
 
-func (JobSubmittedEvent) EventName() string         { return "JobSubmitted" }
-func (JobRejectedEvent) EventName() string          { return "JobRejected" }
-func (JobStartedEvent) EventName() string           { return "JobStarted" }
-func (JobCompletedEvent) EventName() string         { return "JobCompleted" }
-func (MapPhaseEndedEvent) EventName() string        { return "MapPhaseEnded" }
-func (JobStoppedEvent) EventName() string           { return "JobStopped" }
-func (BestEffortCompletionEvent) EventName() string { return "BestEffortCompletion" }
-func (LateResultEvent) EventName() string           { return "LateResult" }
-func (JobResultAmendedEvent) EventName() string     { return "JobResultAmended" }
-func (ItemFailedEvent) EventName() string           { return "ItemFailed" }
-func (ErrorBatchEvent) EventName() string           { return "ErrorBatch" }
-func (ReduceStartedEvent) EventName() string        { return "ReduceStarted" }
-func (ReduceCompletedEvent) EventName() string      { return "ReduceCompleted" }
-func (DLQNearlyFullEvent) EventName() string        { return "DLQNearlyFull" }
-func (DLQReplayStartedEvent) EventName() string     { return "DLQReplayStarted" }
-func (DLQReplayProgressEvent) EventName() string    { return "DLQReplayProgress" }
-func (DLQReplayFinishedEvent) EventName() string    { return "DLQReplayFinished" }
+func (JobSubmittedEvent) eventName() string         { return "JobSubmitted" }
+func (JobRejectedEvent) eventName() string          { return "JobRejected" }
+func (JobStartedEvent) eventName() string           { return "JobStarted" }
+func (JobCompletedEvent) eventName() string         { return "JobCompleted" }
+func (MapPhaseEndedEvent) eventName() string        { return "MapPhaseEnded" }
+func (JobStoppedEvent) eventName() string           { return "JobStopped" }
+func (BestEffortCompletionEvent) eventName() string { return "BestEffortCompletion" }
+func (LateResultEvent) eventName() string           { return "LateResult" }
+func (JobResultAmendedEvent) eventName() string     { return "JobResultAmended" }
+func (ItemFailedEvent) eventName() string           { return "ItemFailed" }
+func (ErrorBatchEvent) eventName() string           { return "ErrorBatch" }
+func (ReduceStartedEvent) eventName() string        { return "ReduceStarted" }
+func (ReduceCompletedEvent) eventName() string      { return "ReduceCompleted" }
+func (DLQNearlyFullEvent) eventName() string        { return "DLQNearlyFull" }
+func (DLQReplayStartedEvent) eventName() string     { return "DLQReplayStarted" }
+func (DLQReplayProgressEvent) eventName() string    { return "DLQReplayProgress" }
+func (DLQReplayFinishedEvent) eventName() string    { return "DLQReplayFinished" }
 
-func (JobSubmittedEvent) EventToken() string         { return EventSubmitted }
-func (JobRejectedEvent) EventToken() string          { return EventRejected }
-func (JobStartedEvent) EventToken() string           { return EventStarted }
-func (JobCompletedEvent) EventToken() string         { return EventCompleted }
-func (MapPhaseEndedEvent) EventToken() string        { return EventMapEnded }
-func (JobStoppedEvent) EventToken() string           { return EventStopped }
-func (BestEffortCompletionEvent) EventToken() string { return EventBestEffort }
-func (LateResultEvent) EventToken() string           { return EventLateResult }
-func (JobResultAmendedEvent) EventToken() string     { return EventLateResult }
-func (ItemFailedEvent) EventToken() string           { return EventItemFailed }
-func (ErrorBatchEvent) EventToken() string           { return EventErrorBatch }
-func (ReduceStartedEvent) EventToken() string        { return EventReduce }
-func (ReduceCompletedEvent) EventToken() string      { return EventReduce }
-func (DLQNearlyFullEvent) EventToken() string        { return EventDLQ }
-func (DLQReplayStartedEvent) EventToken() string     { return EventReplay }
-func (DLQReplayProgressEvent) EventToken() string    { return EventReplay }
-func (DLQReplayFinishedEvent) EventToken() string    { return EventReplay }
+func (JobSubmittedEvent) eventToken() string         { return EventSubmitted }
+func (JobRejectedEvent) eventToken() string          { return EventRejected }
+func (JobStartedEvent) eventToken() string           { return EventStarted }
+func (JobCompletedEvent) eventToken() string         { return EventCompleted }
+func (MapPhaseEndedEvent) eventToken() string        { return EventMapEnded }
+func (JobStoppedEvent) eventToken() string           { return EventStopped }
+func (BestEffortCompletionEvent) eventToken() string { return EventBestEffort }
+func (LateResultEvent) eventToken() string           { return EventLateResult }
+func (JobResultAmendedEvent) eventToken() string     { return EventLateResult }
+func (ItemFailedEvent) eventToken() string           { return EventItemFailed }
+func (ErrorBatchEvent) eventToken() string           { return EventErrorBatch }
+func (ReduceStartedEvent) eventToken() string        { return EventReduce }
+func (ReduceCompletedEvent) eventToken() string      { return EventReduce }
+func (DLQNearlyFullEvent) eventToken() string        { return EventDLQ }
+func (DLQReplayStartedEvent) eventToken() string     { return EventReplay }
+func (DLQReplayProgressEvent) eventToken() string    { return EventReplay }
+func (DLQReplayFinishedEvent) eventToken() string    { return EventReplay }

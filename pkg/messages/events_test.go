@@ -39,11 +39,11 @@ func TestEventPayloads(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.data.EventName(); got != tt.name {
-				t.Errorf("EventName() = %q, want %q", got, tt.name)
+			if got, _ := EventOf(tt.data); got != tt.name {
+				t.Errorf("EventOf name = %q, want %q", got, tt.name)
 			}
-			if got := tt.data.EventToken(); got != tt.token {
-				t.Errorf("EventToken() = %q, want %q", got, tt.token)
+			if _, got := EventOf(tt.data); got != tt.token {
+				t.Errorf("EventOf token = %q, want %q", got, tt.token)
 			}
 			raw, err := json.Marshal(tt.data)
 			if err != nil {

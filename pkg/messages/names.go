@@ -87,7 +87,7 @@ func (n Names) EventsStream() string  { return n.upper() + "_EVENTS" }
 func (n Names) AdvisoriesStream() string { return n.upper() + "_ADVISORIES" }
 
 // ParkStream holds pool's parked retries: message schedules on
-// ParkSubject that the server fires, when due, onto ParkDueSubject, from
+// the park subjects (internal/wire) that the server fires, when due, from
 // where the work stream sources them back onto the pool's work subject.
 // One stream per pool: the server accepts any schedule target its stream
 // captures, and any client that may publish a schedule may also send a
@@ -131,12 +131,6 @@ func (n Names) ControlBucket() string { return n.prefix() + "_control" }
 // when it stops.
 func (n Names) AgentsBucket() string { return n.prefix() + "_agents" }
 
-// AgentStatusSubject is the subject of the status endpoint of agent name
-// in pool (AgentServiceName): <prefix>.agent.<pool>.<base64url name>.status.
-func (n Names) AgentStatusSubject(pool, name string) string {
-	return n.prefix() + ".agent." + pool + "." + EncodeItemID(name) + "." + EndpointAgentStatus
-}
-
 // AgentStatusFilter matches the status endpoints of pool's agents.
 func (n Names) AgentStatusFilter(pool string) string {
 	return n.prefix() + ".agent." + pool + ".*." + EndpointAgentStatus
@@ -163,9 +157,6 @@ func (n Names) JobsSubmitSubject() string { return n.prefix() + ".jobs.submit" }
 func (n Names) WorkSubject(pool, job string) string {
 	return n.prefix() + ".work." + pool + "." + job
 }
-
-// WorkPoolFilter matches every work subject of pool.
-func (n Names) WorkPoolFilter(pool string) string { return n.prefix() + ".work." + pool + ".>" }
 
 // WorkFilter matches every work subject.
 func (n Names) WorkFilter() string { return n.prefix() + ".work.>" }
@@ -196,40 +187,6 @@ func (n Names) JobDLQFilter(job string) string { return n.prefix() + ".dlq.*." +
 
 // DLQFilter matches every dead-letter subject.
 func (n Names) DLQFilter() string { return n.prefix() + ".dlq.>" }
-
-// ParkSubject is the subject of item's message schedule in pool's park
-// stream: one per item, so that parking it again replaces its schedule.
-func (n Names) ParkSubject(pool, job, itemID string) string {
-	return n.prefix() + ".parked." + pool + ".at." + job + "." + EncodeItemID(itemID)
-}
-
-// JobParkSubjects matches the schedules of job's parked items in pool's
-// park stream.
-func (n Names) JobParkSubjects(pool, job string) string {
-	return n.prefix() + ".parked." + pool + ".at." + job + ".*"
-}
-
-// ParkDueSubject is where the server publishes a parked item of job when
-// its schedule fires; the work stream sources it onto WorkSubject(pool, job).
-func (n Names) ParkDueSubject(pool, job string) string {
-	return n.prefix() + ".parked." + pool + ".due." + job
-}
-
-// ParkPoolFilter matches the schedules of pool's parked items: what the
-// pool's agents may publish.
-func (n Names) ParkPoolFilter(pool string) string { return n.prefix() + ".parked." + pool + ".at.>" }
-
-// JobParkFilters match the parked items of job in pool's park stream:
-// their schedules and their fired copies.
-func (n Names) JobParkFilters(pool, job string) []string {
-	return []string{n.prefix() + ".parked." + pool + ".at." + job + ".>", n.ParkDueSubject(pool, job)}
-}
-
-// ParkFilter matches every subject of pool's park stream.
-func (n Names) ParkFilter(pool string) string { return n.prefix() + ".parked." + pool + ".>" }
-
-// ParkStreamsFilter matches the subjects of every pool's park stream.
-func (n Names) ParkStreamsFilter() string { return n.prefix() + ".parked.>" }
 
 // EventSubject carries events of type typ for job published by the
 // coordinator.

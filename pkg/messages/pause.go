@@ -57,6 +57,6 @@ type PoolPauseReply struct {
 func (n Names) PauseBucket() string { return n.prefix() + "_pause" }
 
 // heldSuffix ends a held copy's subject, beside the item's schedule
-// subject (ParkSubject), so that the pool's agents may publish it and a
-// job's purge of its parked items (JobParkFilters) takes it too.
+// subject (wire.ParkSubject in internal/wire), so that the pool's agents may publish it and a
+// job's purge of its parked items (wire.JobParkFilters) takes it too.
 const heldSuffix = ".held"

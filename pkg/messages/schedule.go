@@ -116,22 +116,6 @@ type Schedule struct {
 	Writers []string `json:"writers,omitempty"`
 }
 
-// CatchupOrDefault is the schedule's catch-up window.
-func (s *ScheduleSpec) CatchupOrDefault() time.Duration {
-	if s.Catchup == nil {
-		return time.Duration(DefaultCatchup)
-	}
-	return time.Duration(*s.Catchup)
-}
-
-// OverlapOrDefault is the schedule's overlap policy.
-func (s *ScheduleSpec) OverlapOrDefault() string {
-	if s.Overlap == "" {
-		return OverlapSkip
-	}
-	return s.Overlap
-}
-
 // ScheduleJobID is the job id of the run of schedule name at tick: the
 // same tick always gives the same id, so a tick fired twice is one job.
 func ScheduleJobID(name string, tick time.Time) string {

@@ -413,12 +413,3 @@ const (
 	MaxPriority     = 9
 	DefaultPriority = 5
 )
-
-// EffectivePriority is the job's priority: Priority, or DefaultPriority
-// when unset.
-func (s *JobSpec) EffectivePriority() int {
-	if s == nil || s.Priority == nil {
-		return DefaultPriority
-	}
-	return *s.Priority
-}

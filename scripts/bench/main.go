@@ -37,6 +37,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/agent"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -279,7 +280,7 @@ func fleet(url, dir string, n, agents, conc, prefetch, run int) (float64, error)
 			Handle("noop", func(context.Context, *agent.Call) (any, error) { return nil, nil })
 		go func() { errs <- a.Run(ctx) }()
 	}
-	client, _ := coordinator.NewClient(cnc, "")
+	client, _ := jfclient.New(cnc, "")
 	if profilePath != "" {
 		pf, err := os.Create(profilePath)
 		if err != nil {
@@ -293,13 +294,13 @@ func fleet(url, dir string, n, agents, conc, prefetch, run int) (float64, error)
 	}
 	spec := fmt.Sprintf(`{"id": "bench-%d", "input": %q, "json_path": "$.items[*]", "agent_template": [{"handler": "noop"}]}`, run, filepath.Base(input))
 	start := time.Now()
-	reply, err := client.Submit(ctx, []byte(spec))
+	reply, err := client.JobSubmit(ctx, []byte(spec))
 	if err != nil {
 		return 0, err
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer wcancel()
-	st, err := client.Wait(wctx, reply.JobID, 50*time.Millisecond, nil)
+	st, err := client.JobWait(wctx, reply.JobID, 50*time.Millisecond, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/ui"
 	"github.com/jetfleet/jetfleet/internal/wire"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -92,13 +93,13 @@ func run(jobs, dead, dlqJobs, results, n int) error {
 	started := time.Now()
 	go func() { coordDone <- coord.Run(ctx) }()
 	<-coord.Ready()
-	client, err := coordinator.NewClient(nc, "")
+	client, err := jfclient.New(nc, "")
 	if err != nil {
 		return err
 	}
 	// The job index is loaded when jobs.list answers with every job.
 	for {
-		r, err := client.ListPage(ctx, messages.ListRequest{Limit: 1})
+		r, err := client.JobListPage(ctx, messages.ListRequest{Limit: 1})
 		if err == nil && r.Total == jobs {
 			break
 		}

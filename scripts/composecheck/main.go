@@ -47,7 +47,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/wire"
-	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	jfclient "github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -380,7 +380,7 @@ func wait(ctx context.Context, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	client, err := coordinator.NewClient(nc, os.Getenv("FLEET_PREFIX"))
+	client, err := jfclient.New(nc, os.Getenv("FLEET_PREFIX"))
 	if err != nil {
 		return err
 	}
@@ -389,7 +389,7 @@ func wait(ctx context.Context, args []string) error {
 	var last time.Time
 	for {
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-		st, err := client.Status(rctx, job)
+		st, err := client.JobStatus(rctx, job)
 		rcancel()
 		switch {
 		case err == nil:
@@ -689,7 +689,7 @@ func verify(ctx context.Context, args []string) error {
 // count first moved past where it was (the job resumed). It fails when
 // more than --max-failures probes failed or the count went back. Its
 // client moves to another server when the one it is on finds no
-// coordinator (coordinator.WithFailover), as fleetctl's does. Each failed
+// coordinator (client.WithFailover), as fleetctl's does. Each failed
 // probe is logged to stderr with the server it was on. With
 // --not-while-down, a probe that failed and was made or ended while the
 // connection had no server (every node down, or not yet accepting
@@ -711,7 +711,7 @@ func probe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	client, err := coordinator.NewClient(nc, os.Getenv("FLEET_PREFIX"), coordinator.WithFailover())
+	client, err := jfclient.New(nc, os.Getenv("FLEET_PREFIX"), jfclient.WithFailover())
 	if err != nil {
 		return err
 	}
@@ -732,7 +732,7 @@ func probe(ctx context.Context, args []string) error {
 		upAtStart := nc.IsConnected()
 		t0 := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, *timeout)
-		st, err := client.Status(rctx, job)
+		st, err := client.JobStatus(rctx, job)
 		cancel()
 		d := time.Since(t0)
 		probes++

@@ -1,0 +1,328 @@
+package jobrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nuid"
+
+	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// DLQ API defaults.
+const (
+	// DefaultDLQMonitorInterval is how often the DLQ stream's depth, bytes
+	// and oldest entry are read for the metrics and the 80% warning.
+	DefaultDLQMonitorInterval = 15 * time.Second
+	// DefaultDLQPageSize is dlq.list's page size when the request sets no limit.
+	DefaultDLQPageSize = 100
+	// DLQScanLimit bounds the DLQ entries one dlq.list request examines,
+	// matching or not: a rare filter gets a short page and a next_seq to
+	// go on from instead of a scan of the whole DLQ.
+	DLQScanLimit = 10_000
+	// DefaultReplayWait and MaxReplayWait bound a dlq.replay request with
+	// "wait": true.
+	DefaultReplayWait = 30 * time.Second
+	MaxReplayWait     = 10 * time.Minute
+	// DLQEventsJob is the job token of DLQ events that concern no single
+	// job: fleet.events._dlq.dlq (the 80% warning) and
+	// fleet.events._dlq.replay (replays without a job filter).
+	DLQEventsJob = "_dlq"
+	// replayEventEvery is how many entries a replay handles between two
+	// progress events.
+	replayEventEvery = 100
+	// keptReplays bounds the finished replays dlq.replays remembers.
+	keptReplays = 50
+)
+
+// dlqService serves the dlq.* endpoints and runs replays and the monitor.
+type dlqService struct {
+	c       *Coordinator
+	insp    *dlq.Inspector
+	rep     *dlq.Replayer
+	metrics *dlq.Metrics
+
+	book *replayBook // every replay's record (replayrun.go)
+
+	holdMu sync.Mutex
+	holds  map[string]int // jobs being replayed (replayreopen.go)
+
+	poolsMu sync.Mutex
+	pools   map[string]*poolsLoad // finished jobs' item pools, for replays (origin.go)
+}
+
+func newDLQService(c *Coordinator) *dlqService {
+	pageBytes := int(c.nc.MaxPayload()) - 64<<10
+	if pageBytes < 64<<10 {
+		pageBytes = 64 << 10
+	}
+	s := &dlqService{c: c, book: newReplayBook(), holds: map[string]int{}, pools: map[string]*poolsLoad{}}
+	s.insp = dlq.NewInspector(c.js, c.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(c.cfg.hooks.Clock.Now), dlq.WithScanLimit(DLQScanLimit))
+	s.rep = dlq.NewReplayer(c.js, c.names, s.insp, dlq.WithReopen(c.reopenForReplay), dlq.WithRoute(c.routeReplay), dlq.WithLogger(c.log), dlq.WithSigner(c.signer()))
+	s.metrics = dlq.NewMetrics(c.cfg.Registerer)
+	return s
+}
+
+// startDLQ runs the DLQ monitor until ctx ends.
+func (c *Coordinator) startDLQ(ctx context.Context) {
+	mon := dlq.NewMonitor(c.js, c.names, c.dlq.metrics, dlq.MonitorConfig{
+		Logger: c.log, Now: c.cfg.hooks.Clock.Now, CountSince: time.Now(),
+		OnWarn: func(u dlq.Usage) {
+			c.event(DLQEventsJob, messages.DLQNearlyFullEvent(u.DLQStreamState))
+		},
+	})
+	interval := c.cfg.DLQMonitorInterval
+	if interval <= 0 {
+		interval = DefaultDLQMonitorInterval
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if err := mon.Run(ctx, interval); err != nil && ctx.Err() == nil {
+			c.log.Error().Err(err).Msg("DLQ monitor stopped")
+		}
+	}()
+}
+
+func (c *Coordinator) dlqEndpoints() map[string]endpointFunc {
+	return map[string]endpointFunc{
+		messages.EndpointDLQList:         c.apiDLQList,
+		messages.EndpointDLQGet:          c.apiDLQGet,
+		messages.EndpointDLQStats:        c.apiDLQStats,
+		messages.EndpointDLQReplay:       c.apiDLQReplay,
+		messages.EndpointDLQReplayCancel: c.apiDLQReplayCancel,
+		messages.EndpointDLQReplays:      c.apiDLQReplays,
+		messages.EndpointDLQPurge:        c.apiDLQPurge,
+	}
+}
+
+// dlqError maps an inspector error to an API error.
+func dlqError(err error) *messages.APIError {
+	var fe *dlq.FilterError
+	switch {
+	case errors.As(err, &fe):
+		return &messages.APIError{Code: messages.CodeBadRequest, Field: fe.Field, Message: fe.Message}
+	case errors.Is(err, dlq.ErrEntryNotFound):
+		return &messages.APIError{Code: messages.CodeNotFound, Field: "seq", Message: err.Error()}
+	}
+	return apiErr(messages.CodeInternal, err.Error())
+}
+
+func (c *Coordinator) apiDLQList(ctx context.Context, data []byte) (any, *messages.APIError) {
+	var f messages.DLQFilter
+	if e := decodeRequest(data, &f); e != nil {
+		return nil, e
+	}
+	if f.Limit == 0 {
+		f.Limit = DefaultDLQPageSize
+	}
+	page, err := c.dlq.insp.List(ctx, f)
+	if err != nil {
+		return nil, dlqError(err)
+	}
+	return messages.DLQListReply{Entries: page.Entries, More: page.More, NextSeq: page.NextSeq, Scanned: page.Examined}, nil
+}
+
+func (c *Coordinator) apiDLQGet(ctx context.Context, data []byte) (any, *messages.APIError) {
+	var req messages.DLQGetRequest
+	if e := decodeRequest(data, &req); e != nil {
+		return nil, e
+	}
+	if req.Seq == 0 {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "seq", Message: "required: the entry's DLQ stream sequence (dlq.list shows it)"}
+	}
+	ref, err := c.dlq.insp.Get(ctx, req.Seq)
+	if err != nil {
+		return nil, dlqError(err)
+	}
+	return messages.DLQGetReply{Entry: ref}, nil
+}
+
+func (c *Coordinator) apiDLQStats(ctx context.Context, data []byte) (any, *messages.APIError) {
+	var f messages.DLQFilter
+	if e := decodeRequest(data, &f); e != nil {
+		return nil, e
+	}
+	st, err := c.dlq.insp.Stats(ctx, f)
+	if err != nil {
+		return nil, dlqError(err)
+	}
+	return st, nil
+}
+
+func (c *Coordinator) apiDLQPurge(ctx context.Context, data []byte) (any, *messages.APIError) {
+	var req messages.DLQPurgeRequest
+	if e := decodeRequest(data, &req); e != nil {
+		return nil, e
+	}
+	if !req.Confirm {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "confirm",
+			Message: "must be true: a purge deletes the matching entries for good (fleetctl dlq purge --yes)"}
+	}
+	n, err := c.dlq.insp.Purge(ctx, req.DLQFilter)
+	if err != nil {
+		return nil, dlqError(err)
+	}
+	c.log.Warn().Int64("purged", n).Str("job_id", req.JobID).Msg("DLQ entries purged")
+	return messages.DLQPurgeReply{Purged: n}, nil
+}
+
+func (c *Coordinator) apiDLQReplay(ctx context.Context, data []byte) (any, *messages.APIError) {
+	var req messages.DLQReplayRequest
+	if e := decodeRequest(data, &req); e != nil {
+		return nil, e
+	}
+	if req.Rate < 0 || req.Rate > dlq.MaxRate {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "rate", Message: fmt.Sprintf("%v, want 0 (unpaced) to %v items/s", req.Rate, dlq.MaxRate)}
+	}
+	wait := req.WaitTimeout.D()
+	if wait == 0 {
+		wait = DefaultReplayWait
+	}
+	if wait > MaxReplayWait {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "wait_timeout", Message: fmt.Sprintf("%s, at most %s", req.WaitTimeout, MaxReplayWait)}
+	}
+	if err := dlq.ValidateFilter(req.DLQFilter); err != nil {
+		return nil, dlqError(err)
+	}
+	if req.DryRun {
+		plan, err := c.dlq.rep.Plan(ctx, req.DLQFilter)
+		if err != nil {
+			return nil, dlqError(err)
+		}
+		return messages.DLQReplayReply{DLQReplayStatus: messages.DLQReplayStatus{
+			DryRun: true, Matched: plan.Matched, Skipped: plan.Skipped,
+			ByJob: plan.ByJob, ByErrorClass: plan.ByErrorClass, BySignature: plan.BySignature,
+			Filter: req.DLQFilter, Rate: req.Rate, ResetAttempts: req.ResetAttempts,
+		}}, nil
+	}
+	st, apiErr := c.dlq.start(ctx, req)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	if req.Wait {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		st = c.dlq.book.waitEnded(wctx, st.ReplayID)
+	}
+	return messages.DLQReplayReply{DLQReplayStatus: st}, nil
+}
+
+func (c *Coordinator) apiDLQReplayCancel(ctx context.Context, data []byte) (any, *messages.APIError) {
+	var req messages.DLQReplayCancelRequest
+	if e := decodeRequest(data, &req); e != nil {
+		return nil, e
+	}
+	if req.ReplayID == "" {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "replay_id", Message: "required"}
+	}
+	rec, err := c.dlq.updateReplay(ctx, req.ReplayID, func(r *replayRecord) bool {
+		if r.Status.State != messages.ReplayRunning || r.Cancel {
+			return false
+		}
+		r.Cancel = true
+		return true
+	})
+	switch {
+	case errors.Is(err, errNoReplay):
+		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "replay_id", Message: fmt.Sprintf("no replay %q", req.ReplayID)}
+	case err != nil:
+		return nil, apiErr(messages.CodeInternal, err.Error())
+	case rec.Status.State != messages.ReplayRunning:
+		return messages.DLQReplayReply{DLQReplayStatus: rec.Status}, nil
+	}
+	// The leader stops it: entries already started finish, and the reply
+	// carries the exact count.
+	wctx, cancel := context.WithTimeout(ctx, DefaultReplayWait)
+	defer cancel()
+	st := c.dlq.book.waitEnded(wctx, req.ReplayID)
+	if st.State == messages.ReplayRunning {
+		return nil, apiErr(messages.CodeInternal, "the replay did not stop in time; ask dlq.replays for its final count")
+	}
+	return messages.DLQReplayReply{DLQReplayStatus: st}, nil
+}
+
+func (c *Coordinator) apiDLQReplays(ctx context.Context, data []byte) (any, *messages.APIError) {
+	var req messages.DLQReplaysRequest
+	if e := decodeRequest(data, &req); e != nil {
+		return nil, e
+	}
+	if req.ReplayID != "" {
+		// One replay (what fleetctl dlq replay polls): read from the
+		// stream leader, so its progress never goes back from one answer
+		// to the next, whichever coordinator answers.
+		rec, _, err := c.dlq.readReplay(ctx, req.ReplayID)
+		switch {
+		case errors.Is(err, errNoReplay):
+			return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "replay_id", Message: fmt.Sprintf("no replay %q", req.ReplayID)}
+		case err != nil:
+			return nil, apiErr(messages.CodeInternal, err.Error())
+		}
+		return messages.DLQReplaysReply{Replays: []messages.DLQReplayStatus{rec.Status}}, nil
+	}
+	reply := messages.DLQReplaysReply{Replays: []messages.DLQReplayStatus{}}
+	for _, rec := range c.dlq.book.all() {
+		reply.Replays = append(reply.Replays, rec.Status)
+	}
+	return reply, nil
+}
+
+// overlaps reports whether two replays may select the same entries.
+func overlaps(a, b messages.DLQFilter) bool {
+	return a.JobID == "" || b.JobID == "" || a.JobID == b.JobID
+}
+
+// start counts what req selects and stores the replay's record; the
+// leader runs it (replayrun.go).
+func (s *dlqService) start(ctx context.Context, req messages.DLQReplayRequest) (messages.DLQReplayStatus, *messages.APIError) {
+	c := s.c
+	if _, err := dlq.LimiterFor(req.Rate, nil); err != nil {
+		return messages.DLQReplayStatus{}, &messages.APIError{Code: messages.CodeBadRequest, Field: "rate", Message: err.Error()}
+	}
+	wctx, cancel := context.WithTimeout(ctx, indexWait)
+	err := s.book.wait(wctx)
+	cancel()
+	if err != nil {
+		return messages.DLQReplayStatus{}, apiErr(messages.CodeInternal, "the replays are still loading: "+err.Error())
+	}
+	for _, other := range s.book.all() {
+		if st := other.Status; st.State == messages.ReplayRunning && overlaps(st.Filter, req.DLQFilter) {
+			return messages.DLQReplayStatus{}, &messages.APIError{Code: messages.CodeConflict, Field: "job_id",
+				Message: fmt.Sprintf("replay %s (job %q) is running over the same entries; wait for it or cancel it (dlq.replay.cancel)", st.ReplayID, st.Filter.JobID)}
+		}
+	}
+	plan, err := s.rep.Plan(ctx, req.DLQFilter)
+	if err != nil {
+		return messages.DLQReplayStatus{}, dlqError(err)
+	}
+	now := c.cfg.hooks.Clock.Now()
+	rec := replayRecord{
+		Status: messages.DLQReplayStatus{
+			ReplayID: "replay-" + strings.ToLower(nuid.Next()),
+			State:    messages.ReplayRunning, Filter: req.DLQFilter, Rate: req.Rate,
+			ResetAttempts: req.ResetAttempts, StartedAt: &now,
+			Matched: plan.Matched, ByJob: plan.ByJob, ByErrorClass: plan.ByErrorClass, BySignature: plan.BySignature,
+		},
+		UpTo: plan.Bound,
+	}
+	rev, err := s.putReplay(ctx, rec, 0)
+	if err != nil {
+		return messages.DLQReplayStatus{}, apiErr(messages.CodeInternal, "storing the replay: "+err.Error())
+	}
+	s.book.see(rec.Status.ReplayID, rec, rev)
+	c.log.Info().Str("replay_id", rec.Status.ReplayID).Str("job_id", req.JobID).Int64("matched", plan.Matched).Float64("rate", req.Rate).Msg("DLQ replay requested")
+	return rec.Status, nil
+}
+
+// replayEventsJob is the job token of a replay's events.
+func replayEventsJob(f messages.DLQFilter) string {
+	if f.JobID != "" {
+		return f.JobID
+	}
+	return DLQEventsJob
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package jobrun
+
+// raceEnabled: tests built with -race run slower; the soak scales down.
+const raceEnabled = false

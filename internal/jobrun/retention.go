@@ -1,0 +1,448 @@
+package jobrun
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/kvleader"
+	"github.com/jetfleet/jetfleet/internal/wire"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Retention (docs/deploy.md, "Retention"): what a job leaves in
+// JetStream is removed in two steps.
+//
+//   - Settle cleanup: once a job has finished, its late-result window has
+//     passed and none of its dead letters is left in the DLQ, its item
+//     state (with its delete markers), budget, breaker keys, results,
+//     leftover work messages and objects in the inputs bucket are purged.
+//     The record says so (cleanup_at when it begins, cleaned_at when it
+//     ends) and keeps the final counts. From cleanup_at on a DLQ replay
+//     cannot reopen the job: its counts are rebuilt from the results,
+//     which are gone. A job with dead letters is therefore cleaned only
+//     when its last one has left the DLQ (replayed or purged), or when its
+//     record expires.
+//   - Expiry: JobRetention after it finished, a job's record is deleted,
+//     with its events and its submission, after the cleanup (forced then,
+//     dead letters or not). jobs.prune does the same on demand.
+//
+// Every step is a purge by subject or a compare-and-set on the record, so
+// a pass is harmless to repeat and to run on several coordinators at once:
+// a crash mid-cleanup leaves cleanup_at without cleaned_at, and the next
+// pass (here or elsewhere) does it again.
+
+// Defaults of the retention settings.
+const (
+	// DefaultJobRetention is how long a finished job's record is kept, like
+	// River's completed-job retention.
+	DefaultJobRetention = 7 * 24 * time.Hour
+	// DefaultCleanupInterval is how often the retention pass runs.
+	DefaultCleanupInterval = time.Minute
+	// DefaultPruneMarkerTTL is how long the marker of a deleted job record
+	// stays in the jobs bucket, so that watchers (the coordinators' job
+	// index, the dashboard) see the deletion.
+	DefaultPruneMarkerTTL = time.Hour
+	// MinJobRetention is the least age at which a record may be deleted:
+	// the id is then free, and a new job of that id must not have its
+	// submission and work messages dropped by the jobs and work streams'
+	// duplicate windows, which remember the old job's message ids.
+	MinJobRetention = 10 * time.Minute
+	// settleGrace is added to the late-result window: the runner times its
+	// window from when it saw the finish, a moment after FinishedAt.
+	settleGrace = 5 * time.Second
+)
+
+// errCleaned refuses to reopen a job whose data was removed.
+var errCleaned = fmt.Errorf("%w: the job was cleaned up after it settled (retention)", dlq.ErrNotReplayable)
+
+// RetentionStats says what a retention pass or a prune did.
+type RetentionStats struct {
+	Cleaned int      // settle cleanups finished
+	Pruned  int      // records deleted (or that would be, in a dry run)
+	Failed  int      // jobs whose cleanup or deletion failed (next pass)
+	Jobs    []string // ids pruned, at most messages.MaxPruneListed
+}
+
+// RunRetention runs the retention pass every CleanupInterval until ctx
+// ends. It is safe to run on several coordinators of a prefix at once.
+func (c *Coordinator) RunRetention(ctx context.Context) {
+	for {
+		if err := c.index.wait(ctx); err == nil {
+			st, err := c.RetentionPass(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				c.log.Warn().Err(err).Msg("retention pass failed; trying again next interval")
+			case st.Cleaned+st.Pruned+st.Failed > 0:
+				c.log.Info().Int("cleaned", st.Cleaned).Int("pruned", st.Pruned).Int("failed", st.Failed).Msg("retention pass")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.cfg.CleanupInterval):
+		}
+	}
+}
+
+// RetentionPass cleans up every settled job and deletes the records
+// expired under JobRetention, once.
+func (c *Coordinator) RetentionPass(ctx context.Context) (RetentionStats, error) {
+	var st RetentionStats
+	now := c.cfg.hooks.Clock.Now()
+	withDLQ, err := c.jobsWithDeadLetters(ctx)
+	if err != nil {
+		return st, err
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(retentionWorkers)
+	// The jobs with something to do: not cleaned yet, or expired.
+	todo := c.index.finished(func(s *messages.JobStatus) bool {
+		return c.windowOver(s, now) && (s.CleanedAt == nil || !now.Before(s.FinishedAt.Add(c.cfg.JobRetention)))
+	})
+	for _, s := range todo {
+		switch {
+		case c.expired(&s, now, c.cfg.JobRetention):
+			g.Go(func() error { c.pruneOne(gctx, s.ID, c.cfg.JobRetention, false, &st, &mu); return nil })
+		case s.CleanedAt == nil && s.State != messages.StateRejected && (!withDLQ[s.ID] || s.CleanupAt != nil) && c.settled(&s, now):
+			// A cleanup that began is finished whatever reached the DLQ since.
+			g.Go(func() error {
+				done, err := c.cleanupJob(gctx, s.ID, false)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					st.Failed++
+					c.log.Warn().Err(err).Str("job_id", s.ID).Msg("cleanup failed; the next pass tries again")
+				case done:
+					st.Cleaned++
+				}
+				return nil
+			})
+		}
+	}
+	_ = g.Wait()
+	return st, ctx.Err()
+}
+
+// retentionWorkers is how many jobs a retention pass or a prune handles
+// at once (each is a handful of requests to the server).
+const retentionWorkers = 8
+
+// JobPrune deletes the records (and what is left of their data) of jobs
+// that finished at least req.OlderThan ago (unset: Config.JobRetention;
+// below MinJobRetention: a *messages.APIError naming older_than), as
+// jobs.prune does. With req.DryRun it only lists them.
+func (c *Coordinator) JobPrune(ctx context.Context, req messages.PruneRequest) (*messages.PruneReply, error) {
+	olderThan := c.cfg.JobRetention
+	if req.OlderThan != nil {
+		olderThan = req.OlderThan.D()
+	}
+	if olderThan < MinJobRetention {
+		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "older_than", Message: fmt.Sprintf(
+			"%s, want >= %s: a new job reusing a pruned id sooner would have its messages dropped as duplicates", messages.Duration(olderThan), messages.Duration(MinJobRetention))}
+	}
+	st, err := c.prune(ctx, olderThan, req.DryRun)
+	if err != nil {
+		return nil, err
+	}
+	return &messages.PruneReply{Pruned: st.Pruned, Jobs: st.Jobs, Failed: st.Failed, DryRun: req.DryRun}, nil
+}
+
+// prune deletes the records (and what is left of their data) of jobs that
+// finished at least olderThan ago. With dryRun it only counts them.
+func (c *Coordinator) prune(ctx context.Context, olderThan time.Duration, dryRun bool) (RetentionStats, error) {
+	var st RetentionStats
+	if err := c.index.wait(ctx); err != nil {
+		return st, err
+	}
+	now := c.cfg.hooks.Clock.Now()
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(retentionWorkers)
+	todo := c.index.finished(func(s *messages.JobStatus) bool {
+		return c.windowOver(s, now) && !now.Before(s.FinishedAt.Add(olderThan))
+	})
+	for _, s := range todo {
+		if !c.expired(&s, now, olderThan) {
+			continue
+		}
+		if dryRun {
+			st.Pruned++
+			st.list(s.ID)
+			continue
+		}
+		g.Go(func() error { c.pruneOne(gctx, s.ID, olderThan, true, &st, &mu); return nil })
+	}
+	_ = g.Wait()
+	return st, ctx.Err()
+}
+
+func (st *RetentionStats) list(id string) {
+	if len(st.Jobs) < messages.MaxPruneListed {
+		st.Jobs = append(st.Jobs, id)
+	}
+}
+
+func (c *Coordinator) pruneOne(ctx context.Context, id string, olderThan time.Duration, explicit bool, st *RetentionStats, mu *sync.Mutex) {
+	done, err := c.pruneJob(ctx, id, olderThan)
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case err != nil:
+		st.Failed++
+		c.log.Warn().Err(err).Str("job_id", id).Msg("deleting an expired job failed; the next pass tries again")
+	case done:
+		st.Pruned++
+		st.list(id)
+		c.metrics.jobsPruned.Inc()
+		ev := c.log.Debug()
+		if explicit {
+			ev = c.log.Info()
+		}
+		ev.Str("job_id", id).Msg("job record deleted")
+	}
+}
+
+// settled reports whether a finished job's late-result window is over
+// and nothing here still follows it (a lingering runner, a replay's hold).
+func (c *Coordinator) settled(s *messages.JobStatus, now time.Time) bool {
+	return c.windowOver(s, now) && c.runner(s.ID) == nil && !c.replayHolding(s.ID)
+}
+
+// windowOver reports whether a job finished and its late-result window
+// (with a grace) has passed, by its record alone.
+func (c *Coordinator) windowOver(s *messages.JobStatus, now time.Time) bool {
+	return messages.TerminalState(s.State) && s.FinishedAt != nil &&
+		!now.Before(s.FinishedAt.Add(c.cfg.LateResultWindow+settleGrace))
+}
+
+// expired reports whether a settled job finished at least age ago.
+func (c *Coordinator) expired(s *messages.JobStatus, now time.Time, age time.Duration) bool {
+	return c.settled(s, now) && !now.Before(s.FinishedAt.Add(age))
+}
+
+// jobsWithDeadLetters returns the jobs that have entries in the DLQ.
+func (c *Coordinator) jobsWithDeadLetters(ctx context.Context) (map[string]bool, error) {
+	stream, err := c.stream(ctx, c.names.DLQStream())
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: DLQ stream: %w", err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(c.names.DLQFilter()))
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: DLQ subjects: %w", err)
+	}
+	jobs := map[string]bool{}
+	for subj, n := range info.State.Subjects {
+		if _, job, ok := wire.ParseDLQ(c.names, subj); ok && n > 0 {
+			jobs[job] = true
+		}
+	}
+	return jobs, nil
+}
+
+// cleanupJob removes a settled job's data and records it. force skips
+// nothing but the checks a prune has made (dead letters may remain). It
+// reports whether the job is cleaned.
+func (c *Coordinator) cleanupJob(ctx context.Context, id string, force bool) (bool, error) {
+	rec, rev, err := c.store.getRev(ctx, id)
+	if errors.Is(err, errNoJob) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	st := &rec.Status
+	if st.CleanedAt != nil {
+		return true, nil
+	}
+	if !c.settled(st, c.cfg.hooks.Clock.Now()) {
+		return false, nil // reopened, or not ours to touch yet
+	}
+	if st.CleanupAt == nil {
+		// From here on a replay refuses to reopen the job (ensureRunner).
+		now := c.cfg.hooks.Clock.Now()
+		st.CleanupAt = &now
+		var ok bool
+		if rev, ok, err = c.store.update(ctx, rec, rev); err != nil || !ok {
+			return false, err // changed meanwhile: the next pass decides again
+		}
+	}
+	if err := c.purgeJobData(ctx, rec); err != nil {
+		return false, err
+	}
+	now := c.cfg.hooks.Clock.Now()
+	st.CleanedAt = &now
+	ok, err := c.store.replace(ctx, rec, rev)
+	if err != nil || !ok {
+		return false, err
+	}
+	c.forgetBudgets(rec)
+	c.metrics.jobsCleaned.Inc()
+	c.log.Debug().Str("job_id", id).Bool("forced", force).Msg("settled job cleaned up")
+	return true, nil
+}
+
+// purgeJobData purges what a job left in JetStream besides its record,
+// events and submission. Each purge is by subject: no delete markers, and
+// harmless to repeat.
+func (c *Coordinator) purgeJobData(ctx context.Context, rec *wire.JobRecord) error {
+	id, n := rec.Status.ID, c.names
+	purges := []struct{ stream, subject string }{
+		{kvStreamName(n.ItemsBucket()), kvSubject(n.ItemsBucket(), "*."+id+".>")},
+		// Budgets and breakers are keyed <pool>.<job>[.<step>].
+		{kvStreamName(n.BudgetBucket()), kvSubject(n.BudgetBucket(), "*."+id)},
+		{kvStreamName(n.BreakerBucket()), kvSubject(n.BreakerBucket(), "*."+id)},
+		{kvStreamName(n.BreakerBucket()), kvSubject(n.BreakerBucket(), "*."+id+".>")},
+		{n.ResultsStream(), n.JobResultsFilter(id)},
+		{n.WorkStream(), n.WorkSubject("*", id)},
+	}
+	// A retry parked after the map-end purge (an agent still finishing
+	// an item) would otherwise fire into a settled job.
+	for _, pool := range jobPools(rec) {
+		for _, f := range wire.JobParkFilters(n, pool, id) {
+			purges = append(purges, struct{ stream, subject string }{n.ParkStream(pool), f})
+		}
+	}
+	for _, p := range purges {
+		if err := c.purgeSubject(ctx, p.stream, p.subject); err != nil {
+			return err
+		}
+	}
+	c.dropPause(ctx, id) // a job that ended paused (pause.go)
+	return c.deleteJobObjects(ctx, rec)
+}
+
+// purgeSubject removes stream's messages on subject (a filter): the one
+// purge of the coordinator, for a job's map end and for its cleanup.
+func (c *Coordinator) purgeSubject(ctx context.Context, stream, subject string) error {
+	// A read first: a purge writes to the store even when it removes
+	// nothing, and most jobs have no breaker keys, leftover work or (when
+	// nothing failed) item state.
+	stored, err := kvleader.AnyStored(ctx, c.js, stream, subject)
+	if err == nil && !stored {
+		return nil
+	}
+	s, err := c.stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil // a pool's park stream that was never made
+	}
+	if err == nil {
+		err = s.Purge(ctx, jetstream.WithPurgeSubject(subject))
+	}
+	if err != nil {
+		return fmt.Errorf("purging %s from %s: %w", subject, stream, err)
+	}
+	return nil
+}
+
+// deleteJobObjects deletes the job's objects: its adopted input in the
+// inputs bucket, the map results of each reduce generation in its pool's
+// reduce store, and their meta messages, which a delete leaves as markers.
+func (c *Coordinator) deleteJobObjects(ctx context.Context, rec *wire.JobRecord) error {
+	inputs := c.names.InputsBucket()
+	byBucket := map[string][]string{}
+	if rec.Spec != nil {
+		if b, name, err := expand.ParseObjectRef(rec.Spec.Input); err == nil && b == inputs {
+			byBucket[inputs] = append(byBucket[inputs], name)
+		}
+	}
+	if rd := rec.Status.Reduce; rd != nil && rec.Spec != nil {
+		bucket := c.names.ReduceBucket(cmp.Or(rec.Spec.Pool, messages.DefaultPool))
+		for g := 0; g <= rd.Generation; g++ {
+			byBucket[bucket] = append(byBucket[bucket], "reduce/"+rec.Status.ID+"/"+strconv.Itoa(g)+"/map-results.json")
+		}
+	}
+	for bucket, names := range byBucket {
+		obs, err := c.js.ObjectStore(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("object store %s: %w", bucket, err)
+		}
+		for _, name := range names {
+			if err := obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+				return fmt.Errorf("deleting %s/%s: %w", bucket, name, err)
+			}
+			meta := "$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
+			if err := c.purgeSubject(ctx, "OBJ_"+bucket, meta); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pruneJob deletes an expired job's record, after its cleanup, with its
+// events and its submission. It reports whether the record is gone.
+func (c *Coordinator) pruneJob(ctx context.Context, id string, olderThan time.Duration) (bool, error) {
+	rec, rev, err := c.store.getRev(ctx, id)
+	if errors.Is(err, errNoJob) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !c.expired(&rec.Status, c.cfg.hooks.Clock.Now(), olderThan) {
+		return false, nil
+	}
+	if rec.Status.State != messages.StateRejected {
+		if rec.Status.CleanedAt == nil {
+			if ok, err := c.cleanupJob(ctx, id, true); err != nil || !ok {
+				return false, err
+			}
+			if rec, rev, err = c.store.getRev(ctx, id); err != nil {
+				return false, err
+			}
+		} else if err := c.purgeJobData(ctx, rec); err != nil {
+			// Again: an item that outlived the late-result window (a step
+			// running for hours) reports after the cleanup.
+			return false, err
+		}
+	}
+	if err := c.purgeSubject(ctx, c.names.EventsStream(), c.names.EventSubject(id, ">")); err != nil {
+		return false, err
+	}
+	if seq := rec.SubmitSeq; seq > 0 {
+		s, err := c.stream(ctx, c.names.JobsStream())
+		if err == nil {
+			err = s.DeleteMsg(ctx, seq)
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, fmt.Errorf("deleting submission %d: %w", seq, err)
+		}
+	}
+	if err := c.removeSpecs(ctx, rec); err != nil {
+		return false, err
+	}
+	return c.store.remove(ctx, id, rev, c.cfg.PruneMarkerTTL)
+}
+
+func kvStreamName(bucket string) string { return "KV_" + bucket }
+
+func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// stream returns a handle of the named stream, looked up once.
+func (c *Coordinator) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	if s, ok := c.streams.Load(name); ok {
+		return s.(jetstream.Stream), nil
+	}
+	s, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c.streams.Store(name, s)
+	return s, nil
+}
