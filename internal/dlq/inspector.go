@@ -132,6 +132,52 @@ func (in *Inspector) poolCopy(h nats.Header, s *scanned) {
 	s.copyStream, s.copySeq = fields[0], seq
 }
 
+// poolsWait bounds how long a scan waits for the DLQ stream to have
+// sourced what the pools' dead-letter streams hold.
+const poolsWait = 2 * time.Second
+
+// awaitPools waits, up to poolsWait, until the DLQ stream holds the copy
+// of every entry the pools' dead-letter streams hold, so that an entry an
+// agent stored just before is seen. An entry is sourced when the DLQ
+// stream's last copy from its pool names its sequence or a later one, or
+// every later entry of the pool's stream is gone (replayed or purged).
+func (in *Inspector) awaitPools(ctx context.Context, dlqStream jetstream.Stream) {
+	wctx, cancel := context.WithTimeout(ctx, poolsWait)
+	defer cancel()
+	for {
+		behind := false
+		_ = eachPoolStream(wctx, in.js, in.names, func(pool string, info *jetstream.StreamInfo) {
+			if behind || info.State.Msgs == 0 {
+				return
+			}
+			var sourced uint64
+			if last, err := dlqStream.GetLastMsgForSubject(wctx, in.names.DLQSubject(pool, "*")); err == nil {
+				var s scanned
+				in.poolCopy(last.Header, &s)
+				sourced = s.copySeq
+			}
+			if sourced >= info.State.LastSeq {
+				return
+			}
+			stream, err := in.js.Stream(wctx, info.Config.Name)
+			if err != nil {
+				return
+			}
+			if _, err := stream.GetMsg(wctx, sourced+1, jetstream.WithGetMsgSubject(wire.PoolDLQFilter(in.names, pool))); err == nil {
+				behind = true
+			}
+		})
+		if !behind {
+			return
+		}
+		select {
+		case <-wctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // deleteEntry deletes the entry s from the DLQ stream and then its copy
 // from its pool's dead-letter stream, which frees the pool's quota. A copy
 // that is gone already is no error; gone reports the entry itself was.
@@ -198,6 +244,7 @@ func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, exam
 	if err != nil {
 		return 0, fmt.Errorf("dlq: stream %s: %w", in.names.DLQStream(), err)
 	}
+	in.awaitPools(ctx, stream)
 	subject := in.names.DLQFilter()
 	var bound uint64
 	if f.JobID != "" {

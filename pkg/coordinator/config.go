@@ -56,6 +56,9 @@ const (
 	DefaultMaxOpenJobs = 20_000
 	// DefaultMaxPools bounds the pools (work consumers) jobs may create.
 	DefaultMaxPools = 100
+	// DefaultMaxSchedulesPerPool bounds the schedules whose jobs run on
+	// one pool.
+	DefaultMaxSchedulesPerPool = 100
 	// DefaultSweepInterval is how often the work stream is swept for
 	// stranded messages.
 	DefaultSweepInterval = time.Minute
@@ -202,6 +205,10 @@ type Config struct {
 	// jobs.submit is refused (code too_many) and durable submissions wait
 	// in the jobs stream until jobs finish. Defaults to 20,000.
 	MaxOpenJobs int
+	// MaxSchedulesPerPool bounds the schedules whose jobs run on one pool:
+	// at the limit schedules.add is refused (code too_many), so that no
+	// pool's schedules, and no team's, grow without bound. Defaults to 100.
+	MaxSchedulesPerPool int
 	// Pools are the pools the operator configured (--pools): always
 	// accepted, whatever MaxPools says.
 	Pools []string
@@ -306,6 +313,7 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.MaxGroups, DefaultMaxGroups)
 	orDefault(&c.ErrorSignatures, DefaultErrorSignatures)
 	orDefault(&c.MaxOpenJobs, DefaultMaxOpenJobs)
+	orDefault(&c.MaxSchedulesPerPool, DefaultMaxSchedulesPerPool)
 	orDefault(&c.MaxPools, DefaultMaxPools)
 	orDefault(&c.IntakeMaxDeliveries, DefaultIntakeMaxDeliveries)
 	orDefault(&c.LateResultWindow, DefaultLateResultWindow)
@@ -385,6 +393,7 @@ func (c Config) Validate() error {
 		{"api_concurrency", int64(c.APIConcurrency)},
 		{"health_failures", int64(c.HealthFailures)},
 		{"max_open_jobs", int64(c.MaxOpenJobs)},
+		{"max_schedules_per_pool", int64(c.MaxSchedulesPerPool)},
 	} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d, want >= 1", f.name, f.v))
