@@ -112,6 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
 	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default (env FLEET_PPROF_ADDR)")
+	httpAllow := fs.String("http-allow", getenv("FLEET_HTTP_ALLOW"), "comma-separated IP addresses and CIDR networks the agents' http steps may reach (the agents' --http-allow): a URL naming another address, or by default a loopback or link-local one, is refused at submission (env FLEET_HTTP_ALLOW)")
 	pools := fs.String("pools", getenv("FLEET_POOLS"), "comma-separated pools whose work consumers are created at start, so agents that may only bind to theirs (least privilege) find them (env FLEET_POOLS)")
 	listen := fs.String("listen", env.String("FLEET_LISTEN", "127.0.0.1:4222"), "embedded server address when no --server is given; beyond loopback it needs --auth-dir (env FLEET_LISTEN)")
 	authDir := fs.String("auth-dir", getenv("FLEET_AUTH_DIR"), "embedded server: admit only the users `fleetctl auth init DIR` wrote (and TLS if generated); the coordinator connects as DIR/coordinator.nk (env FLEET_AUTH_DIR)")
@@ -159,6 +160,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	for _, p := range strings.Split(*pools, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			cfg.Pools = append(cfg.Pools, p)
+		}
+	}
+	for _, e := range strings.Split(*httpAllow, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			cfg.HTTPAllow = append(cfg.HTTPAllow, e)
 		}
 	}
 	log, err := obs.Logger(os.Stderr, *logLevel, false)

@@ -70,6 +70,9 @@ func (c *Coordinator) admitSpec(data []byte) (spec *messages.JobSpec, problems [
 	if p := jobspec.NotRun(spec); len(p) > 0 {
 		return spec, boundProblems(p)
 	}
+	if p := c.httpTargetProblems(spec); len(p) > 0 {
+		return spec, boundProblems(p)
+	}
 	rec, err := json.Marshal(wire.JobRecord{Spec: jobspec.WithDefaults(spec)})
 	if err != nil {
 		return spec, []messages.FieldError{{Message: err.Error()}}

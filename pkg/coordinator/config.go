@@ -19,6 +19,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -209,6 +210,13 @@ type Config struct {
 	// at the limit schedules.add is refused (code too_many), so that no
 	// pool's schedules, and no team's, grow without bound. Defaults to 100.
 	MaxSchedulesPerPool int
+	// HTTPAllow is the agents' http allow-list (agent.Config.HTTPAllow),
+	// applied at submission to the hosts http step URLs write out as an
+	// IP address or localhost: without it a URL that names a loopback,
+	// link-local (cloud metadata), unspecified or multicast address is
+	// refused, with it one outside the list. Give it the agents' list.
+	// Defaults to none.
+	HTTPAllow []string
 	// Pools are the pools the operator configured (--pools): always
 	// accepted, whatever MaxPools says.
 	Pools []string
@@ -403,6 +411,9 @@ func (c Config) Validate() error {
 		if err := messages.ValidPool(p); err != nil {
 			errs = append(errs, fmt.Errorf("pools[%d]: %q: %w", i, p, err))
 		}
+	}
+	if _, err := wire.ParseHTTPAllow(c.HTTPAllow); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxPools < 0 && len(c.Pools) == 0 {
 		errs = append(errs, errors.New("max_pools: negative (only configured pools) but pools is empty: no job could be accepted"))
