@@ -108,9 +108,13 @@ type Provision struct {
 	// have no age limit: a job's are removed when it settles (the
 	// coordinator's retention), so a long job's are kept however old.
 	Retention time.Duration
-	// DLQMaxAge, DLQMaxBytes, DLQMaxMsgs bound the dead-letter stream; when it
-	// is full publishes fail and agents retry later. Defaults: 30d / 256 MiB / unlimited. MaxBytes is reserved
-	// from the account's JetStream storage when the stream is created.
+	// DLQMaxAge bounds the age of dead letters; DLQMaxBytes and DLQMaxMsgs
+	// are each pool's dead-letter quota (its stream FLEET_DLQ_<pool>; the
+	// DLQ stream that sources them has no such limit): a pool at its quota
+	// has its dead-letter publishes refused and its agents retry later,
+	// other pools are not affected. Defaults: 30d / 256 MiB / unlimited.
+	// MaxBytes is reserved from the account's JetStream storage, for each
+	// pool, when its stream is created.
 	DLQMaxAge   time.Duration
 	DLQMaxBytes int64
 	DLQMaxMsgs  int64
