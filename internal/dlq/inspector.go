@@ -136,11 +136,12 @@ func (in *Inspector) poolCopy(h nats.Header, s *scanned) {
 // sourced what the pools' dead-letter streams hold.
 const poolsWait = 2 * time.Second
 
-// awaitPools waits, up to poolsWait, until the DLQ stream holds the copy
-// of every entry the pools' dead-letter streams hold, so that an entry an
-// agent stored just before is seen. An entry is sourced when the DLQ
-// stream's last copy from its pool names its sequence or a later one, or
-// every later entry of the pool's stream is gone (replayed or purged).
+// awaitPools waits, up to poolsWait, until the DLQ stream holds a copy of
+// every entry the pools' dead-letter streams hold, so that an entry an
+// agent stored just before is seen: until, for each pool, the DLQ stream
+// holds at least as many entries on the pool's subjects as the pool's
+// stream holds (deletes remove both copies; the pool's copy, stored
+// first, also expires first). It reads stream info only, never an entry.
 func (in *Inspector) awaitPools(ctx context.Context, dlqStream jetstream.Stream) {
 	wctx, cancel := context.WithTimeout(ctx, poolsWait)
 	defer cancel()
@@ -150,22 +151,15 @@ func (in *Inspector) awaitPools(ctx context.Context, dlqStream jetstream.Stream)
 			if behind || info.State.Msgs == 0 {
 				return
 			}
-			var sourced uint64
-			if last, err := dlqStream.GetLastMsgForSubject(wctx, in.names.DLQSubject(pool, "*")); err == nil {
-				var s scanned
-				in.poolCopy(last.Header, &s)
-				sourced = s.copySeq
-			}
-			if sourced >= info.State.LastSeq {
-				return
-			}
-			stream, err := in.js.Stream(wctx, info.Config.Name)
+			di, err := dlqStream.Info(wctx, jetstream.WithSubjectFilter(in.names.DLQSubject(pool, "*")))
 			if err != nil {
 				return
 			}
-			if _, err := stream.GetMsg(wctx, sourced+1, jetstream.WithGetMsgSubject(wire.PoolDLQFilter(in.names, pool))); err == nil {
-				behind = true
+			var sourced uint64
+			for _, n := range di.State.Subjects {
+				sourced += n
 			}
+			behind = sourced < info.State.Msgs
 		})
 		if !behind {
 			return
@@ -173,7 +167,7 @@ func (in *Inspector) awaitPools(ctx context.Context, dlqStream jetstream.Stream)
 		select {
 		case <-wctx.Done():
 			return
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
