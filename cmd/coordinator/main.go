@@ -88,6 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.Int64Var(&cfg.MaxItems, "max-items", int64(env.Int("FLEET_MAX_ITEMS", coordinator.DefaultMaxItems)), "most items one job may have (env FLEET_MAX_ITEMS)")
 	fs.Int64Var(&cfg.MaxPathNodes, "max-path-nodes", int64(env.Int("FLEET_MAX_PATH_NODES", coordinator.DefaultMaxPathNodes)), "most nodes a json_path that cannot be streamed may select or visit (env FLEET_MAX_PATH_NODES)")
 	fs.IntVar(&cfg.MaxGroups, "max-groups", env.Int("FLEET_MAX_GROUPS", coordinator.DefaultMaxGroups), "most groups group_by may yield (env FLEET_MAX_GROUPS)")
+	fs.IntVar(&cfg.MaxSchedulesPerPool, "max-schedules-per-pool", env.Int("FLEET_MAX_SCHEDULES_PER_POOL", coordinator.DefaultMaxSchedulesPerPool), "most schedules whose jobs run on one pool: at the limit schedules.add is refused (env FLEET_MAX_SCHEDULES_PER_POOL)")
 	fs.IntVar(&cfg.MaxOpenJobs, "max-open-jobs", env.Int("FLEET_MAX_OPEN_JOBS", coordinator.DefaultMaxOpenJobs), "most jobs pending or running at once: at the limit jobs.submit is refused and durable submissions wait (env FLEET_MAX_OPEN_JOBS)")
 	fs.IntVar(&cfg.MaxPools, "max-pools", env.Int("FLEET_MAX_POOLS", coordinator.DefaultMaxPools), "most pools (work consumers) jobs may create; the --pools are always accepted; -1 = only the --pools (env FLEET_MAX_POOLS)")
 	fs.IntVar(&cfg.ErrorSignatures, "error-signatures", env.Int("FLEET_ERROR_SIGNATURES", coordinator.DefaultErrorSignatures), "error signatures a job's report keeps, the most frequent; the rest are counted as other (env FLEET_ERROR_SIGNATURES)")
@@ -111,6 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	metricsAddr := fs.String("metrics-addr", getenv("FLEET_METRICS_ADDR"), "serve /metrics on this address, e.g. :9090 (env FLEET_METRICS_ADDR)")
 	pprofAddr := fs.String("pprof-addr", getenv("FLEET_PPROF_ADDR"), "serve Go runtime profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default (env FLEET_PPROF_ADDR)")
+	httpAllow := fs.String("http-allow", getenv("FLEET_HTTP_ALLOW"), "comma-separated IP addresses and CIDR networks the agents' http steps may reach (the agents' --http-allow): a URL naming another address, or by default a loopback or link-local one, is refused at submission (env FLEET_HTTP_ALLOW)")
 	pools := fs.String("pools", getenv("FLEET_POOLS"), "comma-separated pools whose work consumers are created at start, so agents that may only bind to theirs (least privilege) find them (env FLEET_POOLS)")
 	teams := fs.String("teams", getenv("FLEET_TEAMS"), "teams that share the fleet and the pools each may submit to, as fleetctl auth init --teams wrote them: red=poola+poolb,blue=poolc; each team calls the API on its own subjects and sees its own jobs only (docs/security.md \"Teams\"; env FLEET_TEAMS)")
 	listen := fs.String("listen", env.String("FLEET_LISTEN", "127.0.0.1:4222"), "embedded server address when no --server is given; beyond loopback it needs --auth-dir (env FLEET_LISTEN)")
@@ -166,6 +168,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return fmt.Errorf("--teams: %w", err)
 	}
 	cfg.Teams = teamPools
+	for _, e := range strings.Split(*httpAllow, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			cfg.HTTPAllow = append(cfg.HTTPAllow, e)
+		}
+	}
 	log, err := obs.Logger(os.Stderr, *logLevel, false)
 	if err != nil {
 		return fmt.Errorf("--log-level: %w", err)

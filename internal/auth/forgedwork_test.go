@@ -220,7 +220,7 @@ func TestForgedWorkIsRefused(t *testing.T) {
 
 	// A dead letter of job own with an index outside the job: its replay
 	// fails at once, and own stays finished with its counts.
-	_, err = djs.Publish(ctx, names.DLQSubject("default", "own"), mustJSON(t, messages.DLQEntry{JobID: "own", ItemID: "o9", Index: 99,
+	_, err = djs.Publish(ctx, wire.PoolDLQSubject(names, "default", "own"), mustJSON(t, messages.DLQEntry{JobID: "own", ItemID: "o9", Index: 99,
 		Pool: "default", Payload: json.RawMessage(`{"id":"o9"}`), Reason: messages.ReasonAttempts}))
 	require.NoError(t, err)
 	onc, _ := s.connect(t, "operator")

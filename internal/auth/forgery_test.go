@@ -136,9 +136,9 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 
 	// Dead letters: pool gpu forges one for victim's item i0; an agent of
 	// default writes one for i1 that claims pool gpu and gpu's subject.
-	pub(gjs, names.DLQSubject("gpu", "victim"), messages.DLQEntry{JobID: "victim", ItemID: "i0", Index: 0, Pool: "default",
+	pub(gjs, wire.PoolDLQSubject(names, "gpu", "victim"), messages.DLQEntry{JobID: "victim", ItemID: "i0", Index: 0, Pool: "default",
 		Payload: json.RawMessage(`{"id":"i0","evil":true}`), Subject: names.WorkSubject("default", "victim"), Reason: messages.ReasonAttempts})
-	pub(djs, names.DLQSubject("default", "victim"), messages.DLQEntry{JobID: "victim", ItemID: "i1", Index: 1, Pool: "gpu",
+	pub(djs, wire.PoolDLQSubject(names, "default", "victim"), messages.DLQEntry{JobID: "victim", ItemID: "i1", Index: 1, Pool: "gpu",
 		Payload: json.RawMessage(`{"id":"i1"}`), Subject: names.WorkSubject("gpu", "victim"), Reason: messages.ReasonAttempts})
 
 	// The real agents run both jobs to the end.

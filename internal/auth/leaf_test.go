@@ -165,6 +165,7 @@ func TestRoleKeysHoldThroughTheLeaf(t *testing.T) {
 		request("$JS.hub.API.STREAM.MSG.GET.FLEET_WORK").named("read the work stream"),
 		publish("fleet.results.gpu.victim").named("report for another pool"),
 		publish("fleet.dlq.gpu.victim").named("dead-letter for another pool"),
+		publish("fleet.dlqin.gpu.victim").named("dead-letter into another pool's quota"),
 		publish("fleet.work.site-b.victim").named("inject work into its own pool"),
 		request("fleet.api.jobs.submit").named("submit a job"),
 		subscribe("fleet.work.>").named("listen to work"),

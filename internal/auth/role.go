@@ -230,6 +230,9 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 		// earlier versions while it exists.
 		for _, pool := range pools {
 			pub = append(pub, j.own(names.ParkStream(pool))...)
+			// The pool's dead letters, within its quota, sourced into
+			// the DLQ stream.
+			pub = append(pub, j.own(wire.PoolDLQStream(names, pool))...)
 			pub = append(pub, "$O."+names.ReduceBucket(pool)+".>")
 			pub = append(pub, j.own(objStream(names.ReduceBucket(pool)))...)
 			// The pool's specs bucket: what its agents read of each job.
@@ -253,7 +256,11 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			// pool's own subjects only: the coordinator counts a result or
 			// replays an entry only from the pool its item was routed to.
 			names.ResultSubject(pool, "*"),
-			names.DLQSubject(pool, "*"),
+			// Dead letters go to the pool's own dead-letter stream, within
+			// the pool's quota (wire.PoolDLQStream); the DLQ stream
+			// sources them onto DLQSubject(pool, job), where no agent
+			// publishes: one pool's entries never take another's room.
+			wire.PoolDLQSubject(names, pool, "*"),
 			names.AgentEventSubject(pool, "*", messages.EventBudget),
 			names.AgentEventSubject(pool, "*", messages.EventBreaker),
 			// Parked retries: schedules of the pool's items (docs/retries.md

@@ -10,10 +10,12 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
@@ -102,6 +104,93 @@ type scanned struct {
 	ref    messages.DLQEntryRef
 	size   int
 	stored time.Time
+	// copyStream and copySeq locate the entry's copy in its pool's
+	// dead-letter stream (wire.PoolDLQStream), when it came from there.
+	copyStream string
+	copySeq    uint64
+}
+
+// streamSourceHeader is the header the server adds to a message a stream
+// sourced: "<origin stream> <origin seq> …".
+const streamSourceHeader = "Nats-Stream-Source"
+
+// poolCopy reads the Nats-Stream-Source header of a DLQ message that the
+// DLQ stream sourced from a pool's dead-letter stream: "<stream> <seq> …".
+func (in *Inspector) poolCopy(h nats.Header, s *scanned) {
+	src := h.Get(streamSourceHeader)
+	if src == "" {
+		return
+	}
+	fields := strings.Fields(src)
+	if len(fields) < 2 || !strings.HasPrefix(fields[0], wire.PoolDLQStreamPrefix(in.names)) {
+		return
+	}
+	seq, err := strconv.ParseUint(fields[1], 10, 64)
+	if err != nil || seq == 0 {
+		return
+	}
+	s.copyStream, s.copySeq = fields[0], seq
+}
+
+// poolsWait bounds how long a scan waits for the DLQ stream to have
+// sourced what the pools' dead-letter streams hold.
+const poolsWait = 2 * time.Second
+
+// awaitPools waits, up to poolsWait, until the DLQ stream holds a copy of
+// every entry the pools' dead-letter streams hold, so that an entry an
+// agent stored just before is seen: until, for each pool, the DLQ stream
+// holds at least as many entries on the pool's subjects as the pool's
+// stream holds (deletes remove both copies; the pool's copy, stored
+// first, also expires first). It reads stream info only, never an entry.
+func (in *Inspector) awaitPools(ctx context.Context, dlqStream jetstream.Stream) {
+	wctx, cancel := context.WithTimeout(ctx, poolsWait)
+	defer cancel()
+	for {
+		behind := false
+		_ = eachPoolStream(wctx, in.js, in.names, func(pool string, info *jetstream.StreamInfo) {
+			if behind || info.State.Msgs == 0 {
+				return
+			}
+			di, err := dlqStream.Info(wctx, jetstream.WithSubjectFilter(in.names.DLQSubject(pool, "*")))
+			if err != nil {
+				return
+			}
+			var sourced uint64
+			for _, n := range di.State.Subjects {
+				sourced += n
+			}
+			behind = sourced < info.State.Msgs
+		})
+		if !behind {
+			return
+		}
+		select {
+		case <-wctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// deleteEntry deletes the entry s from the DLQ stream and then its copy
+// from its pool's dead-letter stream, which frees the pool's quota. A copy
+// that is gone already is no error; gone reports the entry itself was.
+func (in *Inspector) deleteEntry(ctx context.Context, dlqStream jetstream.Stream, s *scanned) (gone bool, err error) {
+	err = dlqStream.DeleteMsg(ctx, s.ref.Seq)
+	if isNotFound(err) {
+		gone, err = true, nil
+	}
+	if err != nil || s.copyStream == "" {
+		return gone, err
+	}
+	pool, err := in.js.Stream(ctx, s.copyStream)
+	if err == nil {
+		err = pool.DeleteMsg(ctx, s.copySeq)
+	}
+	if err != nil && !isNotFound(err) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return gone, fmt.Errorf("dlq: delete the copy %s/%d of the pool's quota: %w", s.copyStream, s.copySeq, err)
+	}
+	return gone, nil
 }
 
 // scan calls fn for every entry that m selects, in stream order, after
@@ -149,6 +238,7 @@ func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, exam
 	if err != nil {
 		return 0, fmt.Errorf("dlq: stream %s: %w", in.names.DLQStream(), err)
 	}
+	in.awaitPools(ctx, stream)
 	subject := in.names.DLQFilter()
 	var bound uint64
 	if f.JobID != "" {
@@ -252,6 +342,7 @@ func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, exam
 		// rejectRaw: the text filter cannot match, no need to decode.
 		if !m.rejectRaw(msg.Data()) {
 			s := &scanned{ref: messages.DLQEntryRef{Seq: seq}, size: msgSize(msg), stored: md.Timestamp}
+			in.poolCopy(msg.Headers(), s)
 			in.decode(msg.Subject(), msg.Data(), &s.ref)
 			if m.Match(&s.ref.Entry) {
 				if !fn(s) {
@@ -439,7 +530,22 @@ func (in *Inspector) Stats(ctx context.Context, f messages.DLQFilter) (*messages
 	if st.Stream, err = in.StreamState(ctx); err != nil {
 		return nil, err
 	}
+	if st.Pools, err = in.PoolStates(ctx); err != nil {
+		return nil, err
+	}
 	return st, nil
+}
+
+// PoolStates returns each pool's dead letters against its quota, in pool
+// order.
+func (in *Inspector) PoolStates(ctx context.Context) ([]messages.DLQStreamState, error) {
+	var out []messages.DLQStreamState
+	err := eachPoolStream(ctx, in.js, in.names, func(pool string, info *jetstream.StreamInfo) {
+		s := streamState(info)
+		s.Pool = pool
+		out = append(out, *s)
+	})
+	return out, err
 }
 
 // StreamState returns the DLQ stream's size and limits.
@@ -505,9 +611,9 @@ func (in *Inspector) Purge(ctx context.Context, f messages.DLQFilter) (int64, er
 	if err != nil {
 		return 0, fmt.Errorf("dlq: stream %s: %w", in.names.DLQStream(), err)
 	}
-	var seqs []uint64
+	var entries []*scanned
 	if _, err := in.scan(ctx, NewMatcher(f), 0, func(s *scanned) bool {
-		seqs = append(seqs, s.ref.Seq)
+		entries = append(entries, s)
 		return true
 	}); err != nil {
 		return 0, err
@@ -521,20 +627,19 @@ func (in *Inspector) Purge(ctx context.Context, f messages.DLQFilter) (int64, er
 		g errgroup.Group
 	)
 	g.SetLimit(purgeWorkers)
-	for _, seq := range seqs {
+	for _, s := range entries {
 		if ctx.Err() != nil {
 			break
 		}
 		g.Go(func() error {
-			err := stream.DeleteMsg(ctx, seq)
+			gone, err := in.deleteEntry(ctx, stream, s)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case err == nil:
+			case err != nil:
+				errs = append(errs, fmt.Errorf("dlq: delete %d: %w", s.ref.Seq, err))
+			case !gone:
 				purged++
-			case isNotFound(err):
-			default:
-				errs = append(errs, fmt.Errorf("dlq: delete %d: %w", seq, err))
 			}
 			return nil
 		})

@@ -187,8 +187,14 @@ func TestInspectorStatsExportPurge(t *testing.T) {
 	require.Positive(t, st.OldestAgeMS)
 	require.Positive(t, st.Bytes)
 	require.EqualValues(t, 13, st.Stream.Messages)
-	require.EqualValues(t, 100, st.Stream.MaxMessages)
-	require.InDelta(t, 0.13, st.Stream.FillRatio, 1e-9)
+	// The limit is each pool's: the undecodable message was published
+	// straight to the DLQ stream, the rest are pool default's.
+	require.EqualValues(t, -1, st.Stream.MaxMessages)
+	require.Len(t, st.Pools, 1)
+	require.Equal(t, "default", st.Pools[0].Pool)
+	require.EqualValues(t, 12, st.Pools[0].Messages)
+	require.EqualValues(t, 100, st.Pools[0].MaxMessages)
+	require.InDelta(t, 0.12, st.Pools[0].FillRatio, 1e-9)
 
 	st, err = in.Stats(ctx, messages.DLQFilter{ErrorClass: "timeout"})
 	require.NoError(t, err)

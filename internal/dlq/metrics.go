@@ -17,6 +17,10 @@ type Metrics struct {
 	OldestAge         prometheus.Gauge
 	Replayed          prometheus.Counter
 	ReplaysInProgress prometheus.Gauge
+	// PoolBytes and PoolFillRatio are each pool's dead letters against
+	// its quota (labelled by pool: as many as the fleet's pools).
+	PoolBytes     *prometheus.GaugeVec
+	PoolFillRatio *prometheus.GaugeVec
 }
 
 // NewMetrics returns the DLQ metrics, registered on reg unless it is nil.
@@ -43,9 +47,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ReplaysInProgress: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jetfleet_dlq_replays_in_progress", Help: "DLQ replays running on the coordinator.",
 		}),
+		PoolBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jetfleet_dlq_pool_bytes", Help: "Bytes of a pool's dead letters (its dead-letter stream, within its quota).",
+		}, []string{"pool"}),
+		PoolFillRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jetfleet_dlq_pool_fill_ratio", Help: "A pool's dead letters over its quota (messages or bytes, whichever is larger): at 1 its agents keep the items they would dead-letter.",
+		}, []string{"pool"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DeadLettered, m.Depth, m.Bytes, m.FillRatio, m.OldestAge, m.Replayed, m.ReplaysInProgress)
+		reg.MustRegister(m.DeadLettered, m.Depth, m.Bytes, m.FillRatio, m.OldestAge, m.Replayed, m.ReplaysInProgress, m.PoolBytes, m.PoolFillRatio)
 	}
 	return m
 }

@@ -2,22 +2,28 @@ package dlq
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// DefaultWarnThreshold is the fill ratio (of MaxMsgs or MaxBytes) above
-// which the monitor warns: past the limit agents can no longer dead-letter
-// and keep items parked with delayed naks.
+// DefaultWarnThreshold is the fill ratio (of MaxMsgs or MaxBytes, of the
+// DLQ stream or of a pool's quota) above which the monitor warns: past the
+// limit the pool's agents can no longer dead-letter and keep items parked
+// with delayed naks.
 const DefaultWarnThreshold = 0.8
 
-// Usage is the DLQ stream's state at one check.
+// Usage is the DLQ stream's state, or a pool's dead letters' (Pool set),
+// at one check.
 type Usage struct {
 	messages.DLQStreamState
 	// OldestAge is the age of the oldest stored entry (0 when empty).
@@ -53,7 +59,7 @@ type Monitor struct {
 	log     zerolog.Logger
 
 	mu    sync.Mutex
-	above bool
+	above map[string]bool // by stream: at or above the threshold at the last check
 }
 
 // NewMonitor returns a monitor setting m's metrics.
@@ -64,11 +70,13 @@ func NewMonitor(js jetstream.JetStream, names messages.Names, m *Metrics, cfg Mo
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Monitor{js: js, names: names, metrics: m, cfg: cfg, log: cfg.Logger.With().Str("component", "dlq_monitor").Logger()}
+	return &Monitor{js: js, names: names, metrics: m, cfg: cfg, above: map[string]bool{},
+		log: cfg.Logger.With().Str("component", "dlq_monitor").Logger()}
 }
 
 // Check reads the stream's state once, sets the gauges, and warns when the
-// fill ratio has just reached the threshold.
+// fill ratio has just reached the threshold; it does the same for each
+// pool's dead letters against the pool's quota (CheckPools).
 func (m *Monitor) Check(ctx context.Context) (*Usage, error) {
 	stream, err := m.js.Stream(ctx, m.names.DLQStream())
 	if err != nil {
@@ -78,28 +86,88 @@ func (m *Monitor) Check(ctx context.Context) (*Usage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dlq: stream info: %w", err)
 	}
-	u := &Usage{DLQStreamState: *streamState(info)}
-	if info.State.Msgs > 0 && !info.State.FirstTime.IsZero() {
-		u.OldestAge = max(0, m.cfg.Now().Sub(info.State.FirstTime))
-	}
+	u := m.usage(info)
 	m.metrics.Depth.Set(float64(u.Messages))
 	m.metrics.Bytes.Set(float64(u.Bytes))
 	m.metrics.FillRatio.Set(u.FillRatio)
 	m.metrics.OldestAge.Set(u.OldestAge.Seconds())
-
-	m.mu.Lock()
-	crossed := u.FillRatio >= m.cfg.WarnThreshold && !m.above
-	m.above = u.FillRatio >= m.cfg.WarnThreshold
-	m.mu.Unlock()
-	if crossed {
-		m.log.Warn().Uint64("messages", u.Messages).Int64("max_messages", u.MaxMessages).
-			Uint64("bytes", u.Bytes).Int64("max_bytes", u.MaxBytes).Float64("fill_ratio", u.FillRatio).
-			Msgf("DLQ stream is %.0f%% full: at its limit agents cannot dead-letter and keep items parked; inspect, replay or purge (fleetctl dlq stats)", 100*u.FillRatio)
-		if m.cfg.OnWarn != nil {
-			m.cfg.OnWarn(*u)
-		}
+	m.warn(info.Config.Name, u)
+	if _, err := m.CheckPools(ctx); err != nil {
+		return u, err
 	}
 	return u, nil
+}
+
+// CheckPools reads every pool's dead-letter stream once, sets the pool
+// gauges, and warns for each pool whose fill ratio has just reached the
+// threshold. It returns the pools' usage, by pool name.
+func (m *Monitor) CheckPools(ctx context.Context) ([]Usage, error) {
+	var out []Usage
+	err := eachPoolStream(ctx, m.js, m.names, func(pool string, info *jetstream.StreamInfo) {
+		u := m.usage(info)
+		u.Pool = pool
+		m.metrics.PoolBytes.WithLabelValues(pool).Set(float64(u.Bytes))
+		m.metrics.PoolFillRatio.WithLabelValues(pool).Set(u.FillRatio)
+		m.warn(info.Config.Name, u)
+		out = append(out, *u)
+	})
+	return out, err
+}
+
+// eachPoolStream calls fn with every pool's dead-letter stream, in pool
+// order.
+func eachPoolStream(ctx context.Context, js jetstream.JetStream, n messages.Names, fn func(pool string, info *jetstream.StreamInfo)) error {
+	var pools []string
+	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(wire.PoolDLQStreamsFilter(n)))
+	for name := range names.Name() {
+		if pool, ok := strings.CutPrefix(name, wire.PoolDLQStreamPrefix(n)); ok && messages.ValidPool(pool) == nil {
+			pools = append(pools, pool)
+		}
+	}
+	var errs []error
+	if err := names.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		errs = append(errs, fmt.Errorf("dlq: pools' dead-letter streams: %w", err))
+	}
+	slices.Sort(pools)
+	for _, pool := range pools {
+		stream, err := js.Stream(ctx, wire.PoolDLQStream(n, pool))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("dlq: stream %s: %w", wire.PoolDLQStream(n, pool), err))
+			continue
+		}
+		fn(pool, stream.CachedInfo())
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Monitor) usage(info *jetstream.StreamInfo) *Usage {
+	u := &Usage{DLQStreamState: *streamState(info)}
+	if info.State.Msgs > 0 && !info.State.FirstTime.IsZero() {
+		u.OldestAge = max(0, m.cfg.Now().Sub(info.State.FirstTime))
+	}
+	return u
+}
+
+// warn logs and reports (OnWarn) u when stream's fill ratio has just
+// reached the threshold.
+func (m *Monitor) warn(stream string, u *Usage) {
+	m.mu.Lock()
+	crossed := u.FillRatio >= m.cfg.WarnThreshold && !m.above[stream]
+	m.above[stream] = u.FillRatio >= m.cfg.WarnThreshold
+	m.mu.Unlock()
+	if !crossed {
+		return
+	}
+	ev := m.log.Warn().Uint64("messages", u.Messages).Int64("max_messages", u.MaxMessages).
+		Uint64("bytes", u.Bytes).Int64("max_bytes", u.MaxBytes).Float64("fill_ratio", u.FillRatio)
+	if u.Pool != "" {
+		ev.Str("pool", u.Pool).Msgf("pool %s's dead letters are at %.0f%% of its quota: at the quota its agents cannot dead-letter and keep items parked; inspect, replay or purge (fleetctl dlq stats)", u.Pool, 100*u.FillRatio)
+	} else {
+		ev.Msgf("DLQ stream is %.0f%% full: at its limit agents cannot dead-letter and keep items parked; inspect, replay or purge (fleetctl dlq stats)", 100*u.FillRatio)
+	}
+	if m.cfg.OnWarn != nil {
+		m.cfg.OnWarn(*u)
+	}
 }
 
 // Run counts new entries by reason and checks the stream every interval

@@ -1,6 +1,7 @@
 package dlq_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,11 +11,12 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // The monitor sets the gauges at every check and warns once per crossing
-// of 80% of the stream's limit, again only after it fell below.
+// of 80% of a pool's quota, again only after it fell below.
 func TestMonitorWarnsOncePerCrossing(t *testing.T) {
 	f := newFleet(t, provision.Config{DLQMaxMsgs: 10})
 	m := dlq.NewMetrics(prometheus.NewRegistry())
@@ -25,10 +27,16 @@ func TestMonitorWarnsOncePerCrossing(t *testing.T) {
 		OnWarn: func(u dlq.Usage) { warned = append(warned, u) },
 	})
 	ctx := testCtx(t, 30*time.Second)
+	// The pool's quota (its dead-letter stream) is what fills; the DLQ
+	// stream's gauges follow once it has sourced the entries.
 	check := func() *dlq.Usage {
-		u, err := mon.Check(ctx)
+		_, err := mon.Check(ctx)
 		require.NoError(t, err)
-		return u
+		pools, err := mon.CheckPools(ctx)
+		require.NoError(t, err)
+		require.Len(t, pools, 1)
+		require.Equal(t, "default", pools[0].Pool)
+		return &pools[0]
 	}
 	u := check()
 	require.Zero(t, u.Messages)
@@ -42,7 +50,15 @@ func TestMonitorWarnsOncePerCrossing(t *testing.T) {
 	require.EqualValues(t, 7, u.Messages)
 	require.InDelta(t, 0.7, u.FillRatio, 1e-9)
 	require.Empty(t, warned)
-	require.EqualValues(t, 7, value(t, m.Depth))
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if _, err := mon.Check(ctx); err != nil {
+			return err
+		}
+		if d := value(t, m.Depth); d != 7 {
+			return fmt.Errorf("depth %v", d)
+		}
+		return nil
+	})
 	require.Positive(t, value(t, m.Bytes))
 	require.InDelta(t, 60, value(t, m.OldestAge), 5)
 

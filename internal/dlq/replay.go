@@ -221,7 +221,7 @@ func (r *Replayer) Replay(ctx context.Context, opts ReplayOptions) (Progress, er
 		go func() {
 			defer wg.Done()
 			for s := range pending {
-				outcome, err := r.replayOne(bg, dlqStream, &s.ref, opts.ResetAttempts)
+				outcome, err := r.replayOne(bg, dlqStream, s, opts.ResetAttempts)
 				mu.Lock()
 				switch outcome {
 				case outcomeReplayed:
@@ -286,7 +286,8 @@ func notReplayable(e *messages.DLQEntry) string {
 }
 
 // replayOne replays one entry (see Replayer).
-func (r *Replayer) replayOne(ctx context.Context, dlqStream jetstream.Stream, ref *messages.DLQEntryRef, reset bool) (replayOutcome, error) {
+func (r *Replayer) replayOne(ctx context.Context, dlqStream jetstream.Stream, s *scanned, reset bool) (replayOutcome, error) {
+	ref := &s.ref
 	e := &ref.Entry
 	if why := notReplayable(e); why != "" {
 		return outcomeSkipped, nil
@@ -332,10 +333,8 @@ func (r *Replayer) replayOne(ctx context.Context, dlqStream jetstream.Stream, re
 	}
 	gone := false
 	err = r.try(ctx, func(ctx context.Context) error {
-		err := dlqStream.DeleteMsg(ctx, ref.Seq)
-		if isNotFound(err) {
-			gone, err = true, nil
-		}
+		var err error
+		gone, err = r.insp.deleteEntry(ctx, dlqStream, s)
 		return err
 	})
 	switch {

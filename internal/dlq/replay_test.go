@@ -108,10 +108,12 @@ func TestReplayBySignatureAndDryRun(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	in := dlq.NewInspector(f.js, names)
 	rep := dlq.NewReplayer(f.js, names, in)
-	before := f.streamInfo(t, names.DLQStream()).State
 
 	plan, err := rep.Plan(ctx, messages.DLQFilter{Signature: sigOf("deadline exceeded")})
 	require.NoError(t, err)
+	// Read once the DLQ stream has sourced the pool's entries (a scan
+	// waits for that).
+	before := f.streamInfo(t, names.DLQStream()).State
 	require.EqualValues(t, 2, plan.Matched)
 	require.Equal(t, map[string]int64{"a": 2}, plan.ByJob)
 	require.Equal(t, map[string]int64{"timeout": 2}, plan.ByErrorClass)

@@ -12,8 +12,9 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// ErrFull is wrapped when the DLQ stream refuses an entry because it is at
-// its limits; the caller keeps the item (NakWithDelay) and tries later.
+// ErrFull is wrapped when the DLQ refuses an entry because the pool's
+// dead-letter stream is at its quota (or the DLQ stream at its limits); the
+// caller keeps the item (NakWithDelay) and tries later.
 var ErrFull = errors.New("dlq: stream full")
 
 // publisher is the part of jetstream.JetStream the writer needs.
@@ -39,9 +40,10 @@ const DefaultMaxPayload = 1 << 20
 // job id, an encoded item id, a correlation id, a reason, the msg id).
 const headerRoom = 1024
 
-// NewWriter returns a writer publishing under names on origin's subjects
-// (fleet.dlq.<origin>.<job>): an agent's pool, or
-// messages.CoordinatorOrigin for the DLQ mover. Entries are encoded to fit
+// NewWriter returns a writer publishing under names on origin's subjects:
+// an agent's pool (fleet.dlqin.<pool>.<job>, its pool's dead-letter stream,
+// within the pool's quota: wire.PoolDLQStream), or
+// messages.CoordinatorOrigin for the DLQ mover (fleet.dlq._coordinator.<job>). Entries are encoded to fit
 // the server's max_payload (wire.EncodeDLQEntry): the oldest attempts
 // are left out first, so an entry can always be stored.
 func NewWriter(js publisher, names messages.Names, origin string) *Writer {
@@ -72,7 +74,11 @@ func (w *Writer) Write(ctx context.Context, e *messages.DLQEntry) error {
 	if err != nil {
 		return fmt.Errorf("dlq: encode entry: %w", err)
 	}
-	m := nats.NewMsg(w.names.DLQSubject(w.origin, e.JobID))
+	subject := w.names.DLQSubject(w.origin, e.JobID)
+	if w.origin != messages.CoordinatorOrigin {
+		subject = wire.PoolDLQSubject(w.names, w.origin, e.JobID)
+	}
+	m := nats.NewMsg(subject)
 	m.Data = data
 	m.Header.Set(messages.HeaderJobID, e.JobID)
 	m.Header.Set(messages.HeaderItemID, messages.EncodeItemID(e.ItemID))
@@ -81,6 +87,13 @@ func (w *Writer) Write(ctx context.Context, e *messages.DLQEntry) error {
 	}
 	m.Header.Set(messages.HeaderReason, e.Reason)
 	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(EntryMsgID(e.JobID, e.ItemID, e.Generation)))
+	if errors.Is(err, jetstream.ErrNoStreamResponse) && m.Subject != w.names.DLQSubject(w.origin, e.JobID) {
+		// No dead-letter stream for the pool yet (a coordinator of an
+		// earlier version): the DLQ stream itself, where a fleet secured
+		// by fleetctl auth init refuses it.
+		m.Subject = w.names.DLQSubject(w.origin, e.JobID)
+		_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(EntryMsgID(e.JobID, e.ItemID, e.Generation)))
+	}
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && isLimitCode(apiErr.ErrorCode) {

@@ -326,9 +326,9 @@ func TestAgentKilledBetweenDLQPublishAndTerm(t *testing.T) {
 	require.EqualValues(t, 1, counter(t, reg, "jetfleet_agent_dead_lettered_total"), "the survivor re-finalised it without running it")
 }
 
-// A full DLQ refuses entries: agents keep the items (delayed naks) and
-// nothing is lost; once there is room every item lands. The monitor warns
-// once the DLQ passes 80% of its limit.
+// A pool at its dead-letter quota has its entries refused: agents keep the
+// items (delayed naks) and nothing is lost; once there is room every item
+// lands. The monitor warns once the pool passes 80% of its quota.
 func TestFullDLQBacksOffAndLosesNothing(t *testing.T) {
 	t.Parallel()
 	srv := fleettest.RunServer(t)
@@ -352,7 +352,7 @@ func TestFullDLQBacksOffAndLosesNothing(t *testing.T) {
 		}
 		return nil
 	})
-	require.EqualValues(t, 3, dlqState(t, srv).Msgs)
+	require.EqualValues(t, 3, streamState(t, srv, wire.PoolDLQStream(names(t), messages.DefaultPool)).Msgs)
 	var st *messages.JobStatus
 	fleettest.WaitFor(t, 10*time.Second, func() error {
 		var err error
@@ -373,13 +373,13 @@ func TestFullDLQBacksOffAndLosesNothing(t *testing.T) {
 		}
 		return nil
 	})
-	require.EqualValues(t, 1, gauge(t, creg, "jetfleet_dlq_fill_ratio"))
+	require.EqualValues(t, 1, counterWith(t, creg, "jetfleet_dlq_pool_fill_ratio", "pool", messages.DefaultPool))
 	ev := lastEvent(t, srv, coordinator.DLQEventsJob, messages.EventDLQ)
 	require.Equal(t, "DLQNearlyFull", ev.Type)
 
 	// Room again: every item lands.
 	ctx := context.Background()
-	s, err := srv.JS().Stream(ctx, names(t).DLQStream())
+	s, err := srv.JS().Stream(ctx, wire.PoolDLQStream(names(t), messages.DefaultPool))
 	require.NoError(t, err)
 	cfg := s.CachedInfo().Config
 	cfg.MaxMsgs = -1
@@ -406,8 +406,13 @@ func names(t *testing.T) messages.Names { return messages.MustNames("") }
 
 func dlqState(t *testing.T, srv *fleettest.Server) jetstream.StreamState {
 	t.Helper()
+	return streamState(t, srv, names(t).DLQStream())
+}
+
+func streamState(t *testing.T, srv *fleettest.Server, stream string) jetstream.StreamState {
+	t.Helper()
 	ctx := context.Background()
-	s, err := srv.JS().Stream(ctx, names(t).DLQStream())
+	s, err := srv.JS().Stream(ctx, stream)
 	require.NoError(t, err)
 	info, err := s.Info(ctx)
 	require.NoError(t, err)

@@ -130,14 +130,15 @@ func limitStore(t *testing.T, srv *fleettest.Server) *limit.Store {
 func testNames() messages.Names { return messages.MustNames("fleet") }
 
 // loopback lets the agents' http steps reach the tests' servers, which the
-// default refuses (agent.Config.HTTPAllow).
+// default refuses (agent.Config.HTTPAllow; the coordinator's
+// Config.HTTPAllow at submission).
 var loopback = []string{"127.0.0.0/8"}
 
 // Two jobs of 300 items share a named limit of 40/s, burst 10, 6 in
 // flight, through the http handler, on two agents of 16 slots each.
 func TestLimitSharedByTwoJobs(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), HTTPAllow: loopback})
 	ds := newDownstream(t, 20*time.Millisecond)
 	store := limitStore(t, srv)
 	_, err := store.Set(context.Background(), "api", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
@@ -205,7 +206,7 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 // An inline limit keyed by tenant gives each tenant its own rate.
 func TestLimitKeyedPerTenant(t *testing.T) {
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), HTTPAllow: loopback})
 	ds := newDownstream(t, 5*time.Millisecond)
 	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a1", Concurrency: 16, HTTPAllow: loopback}, testhooks.Agent{Provision: calmProvision}), nil)
 	c := client(t, srv)
@@ -236,7 +237,7 @@ func TestLimitKeyedPerTenant(t *testing.T) {
 func TestLimitSlotsOfAKilledAgentExpire(t *testing.T) {
 	t.Parallel()
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{}) // a short crash timeout: the victim's items come back soon
+	startCoordinator(t, srv.URL(), coordinator.Config{HTTPAllow: loopback}) // a short crash timeout: the victim's items come back soon
 	store := limitStore(t, srv)
 	_, err := store.Set(context.Background(), "slow", messages.LimitConfig{Concurrency: 2})
 	require.NoError(t, err)
@@ -306,7 +307,7 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 		t.Skip("a 30 s run")
 	}
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), HTTPAllow: loopback})
 	ds := newDownstream(t, 5*time.Millisecond)
 	const healthyFor, outage = 4 * time.Second, 12 * time.Second
 	ds.status = func(at time.Time) int {
@@ -426,7 +427,7 @@ func TestLimitConcurrencyAgreesWithSimulator(t *testing.T) {
 		latency = 100 * time.Millisecond
 	)
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), HTTPAllow: loopback})
 	ds := newDownstream(t, latency)
 	store := limitStore(t, srv)
 	_, err := store.Set(context.Background(), "narrow", messages.LimitConfig{Concurrency: cap})
@@ -505,7 +506,7 @@ func TestLimitConcurrencyAgreesWithSimulator(t *testing.T) {
 func BenchmarkLimitOverhead(b *testing.B) {
 	const items, rounds = 10000, 5
 	srv := fleettest.RunServer(b)
-	startCoordinator(b, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startCoordinator(b, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), HTTPAllow: loopback})
 	js, err := jetstream.New(srv.Conn())
 	require.NoError(b, err)
 	var kv jetstream.KeyValue

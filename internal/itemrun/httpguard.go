@@ -8,11 +8,12 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/jetfleet/jetfleet/internal/wire"
 )
 
 // ErrHTTPAddressRefused is an http step's call to an address the agent
@@ -30,22 +31,7 @@ type httpGuard struct {
 }
 
 // parseHTTPAllow reads Config.HTTPAllow: IP addresses and CIDR networks.
-func parseHTTPAllow(list []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for i, s := range list {
-		s = strings.TrimSpace(s)
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("http_allow[%d]: %q is not an IP address or a CIDR network", i, s)
-		}
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
-	}
-	return out, nil
-}
+func parseHTTPAllow(list []string) ([]netip.Prefix, error) { return wire.ParseHTTPAllow(list) }
 
 // check refuses addr ("ip:port") unless the guard lets steps reach it.
 func (g *httpGuard) check(addr string) error {
@@ -54,17 +40,11 @@ func (g *httpGuard) check(addr string) error {
 		return fmt.Errorf("%w: %s: %w", ErrHTTPAddressRefused, addr, err)
 	}
 	ip := ap.Addr().Unmap()
-	if len(g.allow) > 0 {
-		for _, p := range g.allow {
-			if p.Contains(ip) {
-				return nil
-			}
-		}
-		return fmt.Errorf("%w: %s is not in the agent's allow-list (--http-allow)", ErrHTTPAddressRefused, addr)
+	if why := wire.HTTPAddrRefusal(ip, g.allow); why != "" {
+		return fmt.Errorf("%w: %s %s", ErrHTTPAddressRefused, addr, why)
 	}
-	switch {
-	case ip.IsLoopback(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), ip.IsUnspecified(), ip.IsMulticast():
-		return fmt.Errorf("%w: %s is a loopback, link-local, unspecified or multicast address (--http-allow lets steps reach it)", ErrHTTPAddressRefused, addr)
+	if len(g.allow) > 0 {
+		return nil
 	}
 	if g.natsServer(netip.AddrPortFrom(ip, ap.Port())) {
 		return fmt.Errorf("%w: %s is one of the agent's NATS servers", ErrHTTPAddressRefused, addr)

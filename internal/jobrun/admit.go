@@ -69,6 +69,9 @@ func (c *Coordinator) admitSpec(data []byte) (spec *messages.JobSpec, problems [
 	if err != nil {
 		return nil, boundProblems(problemsOf(err))
 	}
+	if p := c.httpTargetProblems(spec); len(p) > 0 {
+		return spec, boundProblems(p)
+	}
 	rec, err := json.Marshal(wire.JobRecord{Spec: jobspec.WithDefaults(spec)})
 	if err != nil {
 		return spec, []messages.FieldError{{Message: err.Error()}}

@@ -19,6 +19,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -56,6 +57,9 @@ const (
 	DefaultMaxOpenJobs = 20_000
 	// DefaultMaxPools bounds the pools (work consumers) jobs may create.
 	DefaultMaxPools = 100
+	// DefaultMaxSchedulesPerPool bounds the schedules whose jobs run on
+	// one pool.
+	DefaultMaxSchedulesPerPool = 100
 	// DefaultSweepInterval is how often the work stream is swept for
 	// stranded messages.
 	DefaultSweepInterval = time.Minute
@@ -104,9 +108,13 @@ type Provision struct {
 	// have no age limit: a job's are removed when it settles (the
 	// coordinator's retention), so a long job's are kept however old.
 	Retention time.Duration
-	// DLQMaxAge, DLQMaxBytes, DLQMaxMsgs bound the dead-letter stream; when it
-	// is full publishes fail and agents retry later. Defaults: 30d / 256 MiB / unlimited. MaxBytes is reserved
-	// from the account's JetStream storage when the stream is created.
+	// DLQMaxAge bounds the age of dead letters; DLQMaxBytes and DLQMaxMsgs
+	// are each pool's dead-letter quota (its stream FLEET_DLQ_<pool>; the
+	// DLQ stream that sources them has no such limit): a pool at its quota
+	// has its dead-letter publishes refused and its agents retry later,
+	// other pools are not affected. Defaults: 30d / 256 MiB / unlimited.
+	// MaxBytes is reserved from the account's JetStream storage, for each
+	// pool, when its stream is created.
 	DLQMaxAge   time.Duration
 	DLQMaxBytes int64
 	DLQMaxMsgs  int64
@@ -202,6 +210,17 @@ type Config struct {
 	// jobs.submit is refused (code too_many) and durable submissions wait
 	// in the jobs stream until jobs finish. Defaults to 20,000.
 	MaxOpenJobs int
+	// MaxSchedulesPerPool bounds the schedules whose jobs run on one pool:
+	// at the limit schedules.add is refused (code too_many), so that no
+	// pool's schedules, and no team's, grow without bound. Defaults to 100.
+	MaxSchedulesPerPool int
+	// HTTPAllow is the agents' http allow-list (agent.Config.HTTPAllow),
+	// applied at submission to the hosts http step URLs write out as an
+	// IP address or localhost: without it a URL that names a loopback,
+	// link-local (cloud metadata), unspecified or multicast address is
+	// refused, with it one outside the list. Give it the agents' list.
+	// Defaults to none.
+	HTTPAllow []string
 	// Pools are the pools the operator configured (--pools): always
 	// accepted, whatever MaxPools says.
 	Pools []string
@@ -312,6 +331,7 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.MaxGroups, DefaultMaxGroups)
 	orDefault(&c.ErrorSignatures, DefaultErrorSignatures)
 	orDefault(&c.MaxOpenJobs, DefaultMaxOpenJobs)
+	orDefault(&c.MaxSchedulesPerPool, DefaultMaxSchedulesPerPool)
 	orDefault(&c.MaxPools, DefaultMaxPools)
 	orDefault(&c.IntakeMaxDeliveries, DefaultIntakeMaxDeliveries)
 	orDefault(&c.LateResultWindow, DefaultLateResultWindow)
@@ -391,6 +411,7 @@ func (c Config) Validate() error {
 		{"api_concurrency", int64(c.APIConcurrency)},
 		{"health_failures", int64(c.HealthFailures)},
 		{"max_open_jobs", int64(c.MaxOpenJobs)},
+		{"max_schedules_per_pool", int64(c.MaxSchedulesPerPool)},
 	} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d, want >= 1", f.name, f.v))
@@ -413,6 +434,9 @@ func (c Config) Validate() error {
 				errs = append(errs, fmt.Errorf("teams.%s[%d]: %q: %w", team, i, p, err))
 			}
 		}
+	}
+	if _, err := wire.ParseHTTPAllow(c.HTTPAllow); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxPools < 0 && len(c.Pools) == 0 {
 		errs = append(errs, errors.New("max_pools: negative (only configured pools) but pools is empty: no job could be accepted"))

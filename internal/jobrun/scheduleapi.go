@@ -168,6 +168,9 @@ func (c *Coordinator) apiScheduleAdd(ctx context.Context, data []byte) (any, *me
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
 	defer st.Close()
+	if e := c.scheduleRoom(ctx, st, &spec); e != nil {
+		return nil, e
+	}
 	now := c.cfg.hooks.Clock.Now().UTC()
 	rec := messages.Schedule{ScheduleSpec: spec, CreatedAt: now, LastTick: now, Skipped: map[string]int64{}}
 	e, created, err := st.Create(ctx, spec.Name, rec)
@@ -181,6 +184,48 @@ func (c *Coordinator) apiScheduleAdd(ctx context.Context, data []byte) (any, *me
 	s := e.Value
 	c.describeSchedule(ctx, &s)
 	return messages.ScheduleReply{Schedule: &s}, nil
+}
+
+// schedulePool is the pool the jobs of schedule s run on.
+func schedulePool(s *messages.ScheduleSpec) string {
+	var job struct {
+		Pool string `json:"pool"`
+	}
+	_ = json.Unmarshal(s.Job, &job)
+	if job.Pool == "" {
+		return messages.DefaultPool
+	}
+	return job.Pool
+}
+
+// scheduleRoom refuses a new schedule whose pool has MaxSchedulesPerPool
+// schedules already. Two adds at once may both pass: the bound is checked,
+// not reserved, and is exceeded by at most the adds in flight.
+func (c *Coordinator) scheduleRoom(ctx context.Context, st *kvstate.Store[messages.Schedule], spec *messages.ScheduleSpec) *messages.APIError {
+	kv, err := c.schedulesKV(ctx)
+	if err != nil {
+		return apiErr(messages.CodeInternal, err.Error())
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return apiErr(messages.CodeInternal, err.Error())
+	}
+	pool, n := schedulePool(spec), 0
+	for name := range keys.Keys() {
+		if name == spec.Name {
+			continue // a conflict, reported as such by Create
+		}
+		got, err := st.Read(ctx, name)
+		if err != nil || !got.Exists || schedulePool(&got.Value.ScheduleSpec) != pool {
+			continue
+		}
+		n++
+	}
+	if n >= c.cfg.MaxSchedulesPerPool {
+		return &messages.APIError{Code: messages.CodeTooMany, Field: "job.pool",
+			Message: fmt.Sprintf("pool %q has %d schedules; the limit is %d (--max-schedules-per-pool): remove one first", pool, n, c.cfg.MaxSchedulesPerPool)}
+	}
+	return nil
 }
 
 // decodeScheduleRequest decodes a request that names one schedule.

@@ -122,6 +122,35 @@ func TestScheduleAddNamesTheField(t *testing.T) {
 	}
 }
 
+// Schedules are capped per pool: at MaxSchedulesPerPool a pool's next
+// schedule is refused with too_many and the field, another pool's is
+// still accepted, and removing one makes room.
+func TestSchedulesAreCappedPerPool(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	_, p := startCoord(t, srv, Config{MaxSchedulesPerPool: 2, Pools: []string{"default", "gpu"}})
+	defer p.stop(t)
+	cl, err := NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, name := range []string{"s1", "s2"} {
+		_, err := cl.ScheduleAdd(ctx, everySpec(name, time.Hour))
+		require.NoError(t, err, name)
+	}
+	_, err = cl.ScheduleAdd(ctx, everySpec("s3", time.Hour))
+	var apiErr *messages.APIError
+	require.True(t, errors.As(err, &apiErr), "%v", err)
+	require.Equal(t, messages.CodeTooMany, apiErr.Code)
+	require.Equal(t, "job.pool", apiErr.Field)
+	require.Contains(t, apiErr.Message, `pool "default" has 2 schedules; the limit is 2`)
+	gpu := everySpec("g1", time.Hour)
+	gpu.Job = json.RawMessage(`{"pool":"gpu","items":[{"id":"a"}],"agent_template":[{"handler":"h"}]}`)
+	_, err = cl.ScheduleAdd(ctx, gpu)
+	require.NoError(t, err)
+	require.NoError(t, cl.ScheduleRemove(ctx, "s1"))
+	_, err = cl.ScheduleAdd(ctx, everySpec("s3", time.Hour))
+	require.NoError(t, err)
+}
+
 // Ticks missed while no coordinator ran: the next leader fires only the
 // most recent, late, and counts the others as missed; the restarted
 // coordinators leave no goroutine of the scheduler behind.

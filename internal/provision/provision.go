@@ -158,9 +158,14 @@ func Streams(n messages.Names, c Config) []jetstream.StreamConfig {
 			Description: "jetfleet item outcomes",
 		},
 		{
+			// No limit on bytes or messages: an agent's entries come from
+			// its pool's dead-letter stream (PoolDLQStream, a source), which
+			// holds the pool's quota, so that one pool cannot fill the room
+			// of another; a limit here would be shared again. The rest are
+			// the coordinator's (the DLQ mover's), one per work item at most.
 			Name: n.DLQStream(), Subjects: []string{n.DLQFilter()},
 			Retention: jetstream.LimitsPolicy, Storage: st, Replicas: c.Replicas,
-			Discard: jetstream.DiscardNew, MaxAge: c.DLQMaxAge, MaxBytes: c.DLQMaxBytes, MaxMsgs: c.DLQMaxMsgs,
+			Discard: jetstream.DiscardNew, MaxAge: c.DLQMaxAge, MaxBytes: -1, MaxMsgs: -1,
 			Duplicates:  DefaultWorkDupWindow,
 			Description: "jetfleet dead letters (browsable; never WorkQueue)",
 		},
@@ -195,6 +200,31 @@ func ParkStream(n messages.Names, pool string, c Config) jetstream.StreamConfig 
 		AllowMsgSchedules: true, AllowRollup: true,
 		Duplicates:  DefaultWorkDupWindow,
 		Description: "jetfleet parked retries of pool " + pool + " (message schedules)",
+	}
+}
+
+// PoolDLQStream is the configuration of pool's dead-letter stream
+// (wire.PoolDLQStream): the entries its agents write, within the pool's
+// quota (DLQMaxBytes, DLQMaxMsgs; DiscardNew: at the quota an agent's
+// entry is refused and the agent keeps the item). The DLQ stream sources
+// it; an entry deleted there (replayed, purged) is deleted here too.
+func PoolDLQStream(n messages.Names, pool string, c Config) jetstream.StreamConfig {
+	c = c.WithDefaults()
+	return jetstream.StreamConfig{
+		Name: wire.PoolDLQStream(n, pool), Subjects: []string{wire.PoolDLQFilter(n, pool)},
+		Retention: jetstream.LimitsPolicy, Storage: c.storage(), Replicas: c.Replicas,
+		Discard: jetstream.DiscardNew, MaxAge: c.DLQMaxAge, MaxBytes: c.DLQMaxBytes, MaxMsgs: c.DLQMaxMsgs,
+		Duplicates:  DefaultWorkDupWindow,
+		Description: "jetfleet dead letters of pool " + pool + " (its quota; sourced into the DLQ stream)",
+	}
+}
+
+// dlqSource is the DLQ stream's source of pool's dead-letter stream.
+func dlqSource(n messages.Names, pool string) *jetstream.StreamSource {
+	src, dest := wire.PoolDLQTransform(n, pool)
+	return &jetstream.StreamSource{
+		Name:              wire.PoolDLQStream(n, pool),
+		SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: src, Destination: dest}},
 	}
 }
 
@@ -365,6 +395,13 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n messages.Names, c Con
 			}
 			sc.Sources = srcs
 		}
+		if sc.Name == n.DLQStream() {
+			srcs, err := dlqSources(ctx, js, n)
+			if err != nil {
+				return fmt.Errorf("provision: stream %s: %w", sc.Name, err)
+			}
+			sc.Sources = srcs
+		}
 		want = append(want, sc)
 	}
 	for _, kc := range Buckets(n, c) {
@@ -428,11 +465,40 @@ func workSources(ctx context.Context, js jetstream.JetStream, n messages.Names) 
 	return srcs, nil
 }
 
+// dlqSources are the DLQ stream's sources: every pool's dead-letter
+// stream that exists, and whatever source the DLQ stream already has.
+func dlqSources(ctx context.Context, js jetstream.JetStream, n messages.Names) ([]*jetstream.StreamSource, error) {
+	var srcs []*jetstream.StreamSource
+	have := map[string]bool{}
+	add := func(s *jetstream.StreamSource) {
+		if !have[s.Name] {
+			have[s.Name] = true
+			srcs = append(srcs, s)
+		}
+	}
+	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(wire.PoolDLQStreamsFilter(n)))
+	for name := range names.Name() {
+		if pool, ok := strings.CutPrefix(name, wire.PoolDLQStreamPrefix(n)); ok && messages.ValidPool(pool) == nil {
+			add(dlqSource(n, pool))
+		}
+	}
+	if err := names.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return nil, err
+	}
+	if s, err := js.Stream(ctx, n.DLQStream()); err == nil {
+		for _, src := range s.CachedInfo().Config.Sources {
+			add(src)
+		}
+	}
+	slices.SortFunc(srcs, func(a, b *jetstream.StreamSource) int { return strings.Compare(a.Name, b.Name) })
+	return srcs, nil
+}
+
 // ErrParkStream wraps EnsurePool's failure to provide the pool's park
-// stream, reduce store or specs bucket: the pool's agents then wait in
-// delayed naks instead of parking, and its jobs' reduce steps cannot
-// start (the coordinator makes the specs bucket again before it runs a
-// job of the pool).
+// stream, reduce store, dead-letter stream or specs bucket: the pool's
+// agents then wait in delayed naks instead of parking or dead-lettering,
+// and its jobs' reduce steps cannot start (the coordinator makes the specs
+// bucket again before it runs a job of the pool).
 var ErrParkStream = errors.New("provision: park stream or reduce store")
 
 // ReduceStore is the configuration of pool's reduce inputs object store
@@ -446,7 +512,8 @@ func ReduceStore(n messages.Names, pool string, c Config) jetstream.ObjectStoreC
 }
 
 // EnsurePool creates or updates pool's work consumer, park stream, reduce
-// store and specs bucket, and makes the park stream a source of the work
+// store, dead-letter stream and specs bucket, and makes the park stream a
+// source of the work stream and the dead-letter stream one of the DLQ
 // stream (coordinator side).
 // The consumer is returned even when the park stream fails (an error
 // wrapping ErrParkStream).
@@ -457,6 +524,12 @@ func EnsurePool(ctx context.Context, js jetstream.JetStream, n messages.Names, p
 	}
 	if err := ensurePark(ctx, js, n, pool, c); err != nil {
 		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ParkStream(pool), err)
+	}
+	if err := ensureStream(ctx, js, PoolDLQStream(n, pool, c)); err != nil {
+		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, wire.PoolDLQStream(n, pool), err)
+	}
+	if err := ensureSource(ctx, js, n.DLQStream(), dlqSource(n, pool)); err != nil {
+		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, wire.PoolDLQStream(n, pool), err)
 	}
 	// The coordinator writes the reduce store with nats.go's Put, which
 	// needs rollups.
@@ -477,14 +550,20 @@ func ensurePark(ctx context.Context, js jetstream.JetStream, n messages.Names, p
 	if err := ensureStream(ctx, js, ParkStream(n, pool, c)); err != nil {
 		return err
 	}
+	return ensureSource(ctx, js, n.WorkStream(), parkSource(n, pool))
+}
+
+// ensureSource adds src to stream's sources, checking afterwards that a
+// concurrent update did not drop it.
+func ensureSource(ctx context.Context, js jetstream.JetStream, stream string, src *jetstream.StreamSource) error {
 	b := retry.NewBackoff(waitPoolBackoff, nil, nil)
 	for try := range 5 {
-		s, err := js.Stream(ctx, n.WorkStream())
+		s, err := js.Stream(ctx, stream)
 		if err != nil {
 			return err
 		}
 		cfg := s.CachedInfo().Config
-		if slices.ContainsFunc(cfg.Sources, func(src *jetstream.StreamSource) bool { return src.Name == n.ParkStream(pool) }) {
+		if slices.ContainsFunc(cfg.Sources, func(have *jetstream.StreamSource) bool { return have.Name == src.Name }) {
 			return nil
 		}
 		if try > 0 {
@@ -492,12 +571,12 @@ func ensurePark(ctx context.Context, js jetstream.JetStream, n messages.Names, p
 				return err
 			}
 		}
-		cfg.Sources = append(cfg.Sources, parkSource(n, pool))
+		cfg.Sources = append(cfg.Sources, src)
 		if _, err := js.UpdateStream(ctx, cfg); err != nil {
 			return err
 		}
 	}
-	return fmt.Errorf("the work stream does not keep the source %s", n.ParkStream(pool))
+	return fmt.Errorf("the stream %s does not keep the source %s", stream, src.Name)
 }
 
 // WaitPool returns pool's work consumer for an agent: it waits for the work

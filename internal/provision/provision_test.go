@@ -108,12 +108,12 @@ func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
 		require.Zero(t, got["OBJ_"+oc.Bucket], "object store %s updated though unchanged", oc.Bucket)
 	}
 
-	cfg.DLQMaxBytes = 2 << 20
+	cfg.DLQMaxAge = 48 * time.Hour
 	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
 	require.Equal(t, 1, updated()[names.DLQStream()])
 	s, err := js.Stream(ctx, names.DLQStream())
 	require.NoError(t, err)
-	require.EqualValues(t, 2<<20, s.CachedInfo().Config.MaxBytes)
+	require.Equal(t, 48*time.Hour, s.CachedInfo().Config.MaxAge)
 }
 
 // An existing deployment, whose buckets and object stores nats.go made

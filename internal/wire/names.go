@@ -39,6 +39,40 @@ func LegacyParkDueTransform(n messages.Names) (src, dest string) {
 	return p + ".park.due.*.*", p + ".work.{{wildcard(1)}}.{{wildcard(2)}}"
 }
 
+// PoolDLQStream is pool's dead-letter stream: the entries its agents
+// write, up to the pool's own quota (provision.PoolDLQStream), so that one
+// pool's dead letters, forged or real, never fill another pool's room. The
+// DLQ stream sources it (PoolDLQTransform), and what reads the DLQ reads
+// that; deleting an entry there deletes its copy here too.
+func PoolDLQStream(n messages.Names, pool string) string {
+	return strings.ToUpper(prefix(n)) + "_DLQ_" + pool
+}
+
+// PoolDLQStreamPrefix begins the name of every pool's dead-letter stream.
+func PoolDLQStreamPrefix(n messages.Names) string { return PoolDLQStream(n, "") }
+
+// PoolDLQSubject is where pool's agents publish job's dead-letter entries:
+// <prefix>.dlqin.<pool>.<job>, captured by PoolDLQStream(pool).
+func PoolDLQSubject(n messages.Names, pool, job string) string {
+	return prefix(n) + ".dlqin." + pool + "." + job
+}
+
+// PoolDLQFilter matches every subject of pool's dead-letter stream.
+func PoolDLQFilter(n messages.Names, pool string) string { return prefix(n) + ".dlqin." + pool + ".>" }
+
+// PoolDLQStreamsFilter matches the subjects of every pool's dead-letter
+// stream.
+func PoolDLQStreamsFilter(n messages.Names) string { return prefix(n) + ".dlqin.>" }
+
+// PoolDLQTransform is the DLQ stream's source transform of pool's
+// dead-letter stream: PoolDLQSubject(pool, job) becomes
+// DLQSubject(pool, job), so that an entry's subject names the pool whose
+// agents wrote it, as before.
+func PoolDLQTransform(n messages.Names, pool string) (src, dest string) {
+	p := prefix(n)
+	return p + ".dlqin." + pool + ".*", p + ".dlq." + pool + ".{{wildcard(1)}}"
+}
+
 // MaxDeliveriesAdvisory is the advisory subject the server emits when a
 // message of the work stream exhausts MaxDeliver on consumer (or "*").
 func MaxDeliveriesAdvisory(n messages.Names, consumer string) string {

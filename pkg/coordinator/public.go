@@ -37,6 +37,7 @@ const (
 	DefaultMaxGroups           = jobrun.DefaultMaxGroups
 	DefaultMaxOpenJobs         = jobrun.DefaultMaxOpenJobs
 	DefaultMaxPools            = jobrun.DefaultMaxPools
+	DefaultMaxSchedulesPerPool = jobrun.DefaultMaxSchedulesPerPool
 	DefaultErrorSignatures     = jobrun.DefaultErrorSignatures
 	DefaultIntakeMaxDeliveries = jobrun.DefaultIntakeMaxDeliveries
 )

@@ -237,10 +237,16 @@ type DLQStats struct {
 	OldestAgeMS int64             `json:"oldest_age_ms"`
 	// Stream is the whole DLQ stream's size and limits.
 	Stream *DLQStreamState `json:"stream,omitempty"`
+	// Pools are each pool's dead letters against the pool's own quota: at
+	// its quota a pool's agents keep the items they would dead-letter.
+	Pools []DLQStreamState `json:"pools,omitempty"`
 }
 
-// DLQStreamState is the DLQ stream's size against its limits.
+// DLQStreamState is the DLQ stream's size against its limits, or a pool's
+// dead letters against the pool's quota.
 type DLQStreamState struct {
+	// Pool is set for a pool's quota.
+	Pool     string `json:"pool,omitempty"`
 	Messages uint64 `json:"messages"`
 	Bytes    uint64 `json:"bytes"`
 	// MaxMessages and MaxBytes are the limits (-1 or 0 = none).

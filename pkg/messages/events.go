@@ -170,7 +170,8 @@ type ReduceStartedEvent ReduceInput
 // ReduceCompletedEvent: a job's reduce item reported its outcome.
 type ReduceCompletedEvent ReduceStatus
 
-// DLQNearlyFullEvent: the DLQ stream passed 80% of a limit.
+// DLQNearlyFullEvent: the DLQ stream, or a pool's dead letters (Pool
+// set), passed 80% of a limit or of the pool's quota.
 type DLQNearlyFullEvent DLQStreamState
 
 // DLQReplayStartedEvent, DLQReplayProgressEvent and DLQReplayFinishedEvent:
