@@ -261,8 +261,8 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			// sources them onto DLQSubject(pool, job), where no agent
 			// publishes: one pool's entries never take another's room.
 			wire.PoolDLQSubject(names, pool, "*"),
-			names.AgentEventSubject(pool, "*", messages.EventBudget),
-			names.AgentEventSubject(pool, "*", messages.EventBreaker),
+			wire.AgentEventSubject(names, pool, "*", messages.EventBudget),
+			wire.AgentEventSubject(names, pool, "*", messages.EventBreaker),
 			// Parked retries: schedules of the pool's items (docs/retries.md
 			// "Parking") in the pool's own park stream. The server accepts
 			// any target its stream captures, and a rollup from whoever
@@ -323,7 +323,7 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 				// verb written out (a wildcard verb would also let it
 				// subscribe to $SRV.>, every service's requests), and its
 				// pool's status endpoints; replies go to the asker.
-			}, srvSubjects(messages.AgentServiceName)...), names.AgentStatusFilter(pool))},
+			}, srvSubjects(messages.AgentServiceName)...), wire.AgentStatusFilter(names, pool))},
 			AllowResponses: true,
 		}
 	case RoleSubmitter:
@@ -361,8 +361,8 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			// Schedules: every schedules.* endpoint (add, list, get, pause,
 			// resume, trigger, rm).
 			names.Prefix+".api.schedules.>",
-			"$SRV.>",                     // nats micro ls/info/stats
-			names.AgentStatusFilter("*"), // an agent's status endpoint
+			"$SRV.>",                           // nats micro ls/info/stats
+			wire.AgentStatusFilter(names, "*"), // an agent's status endpoint
 			j.api("INFO"), j.api("STREAM.NAMES"), j.api("STREAM.LIST"),
 			j.api("STREAM.PURGE", dlqStream), j.api("STREAM.MSG.DELETE", dlqStream),
 		)

@@ -17,6 +17,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
@@ -78,7 +79,7 @@ func watchTransitions(t *testing.T, srv *fleettest.Server, job string) *transiti
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := srv.JS().OrderedConsumer(ctx, breakerNames.EventsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{breakerNames.AgentEventSubject("*", job, messages.EventBreaker)},
+		FilterSubjects: []string{wire.AgentEventSubject(breakerNames, "*", job, messages.EventBreaker)},
 	})
 	require.NoError(t, err)
 	tr := &transitions{}

@@ -141,7 +141,7 @@ func breakerEvents(t *testing.T, js jetstream.JetStream, job string) []string {
 	t.Helper()
 	ctx := testCtx(t, 10*time.Second)
 	cons, err := js.OrderedConsumer(ctx, testNames.EventsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{testNames.AgentEventSubject("*", job, messages.EventBreaker)},
+		FilterSubjects: []string{wire.AgentEventSubject(testNames, "*", job, messages.EventBreaker)},
 	})
 	require.NoError(t, err)
 	info, err := cons.Info(ctx)

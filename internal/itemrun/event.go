@@ -5,6 +5,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -18,7 +19,7 @@ func (a *Agent) event(job, kind, name string, data any) {
 		return
 	}
 	body, _ := json.Marshal(messages.Event{Type: name, JobID: job, Time: a.cfg.hooks.Clock.Now(), Data: raw}) // valid JSON in, so always encoded
-	m := nats.NewMsg(a.names.AgentEventSubject(a.cfg.Pool, job, kind))
+	m := nats.NewMsg(wire.AgentEventSubject(a.names, a.cfg.Pool, job, kind))
 	m.Data = body
 	m.Header.Set(messages.HeaderJobID, job)
 	m.Header.Set(messages.HeaderEventType, name)

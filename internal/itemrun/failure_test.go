@@ -213,7 +213,7 @@ func TestFailurePath(t *testing.T) {
 				var d messages.BudgetExhaustedEvent
 				require.NoError(t, json.Unmarshal(ev.Data, &d))
 				require.Equal(t, messages.BudgetExhaustedEvent{JobID: j.id, ItemID: "i1", Scope: budget.ScopeItem, Reason: messages.ReasonItemBudget}, d)
-				require.Equal(t, testNames.AgentEventSubject(messages.DefaultPool, j.id, messages.EventBudget), f.pub.events[0].Subject)
+				require.Equal(t, wire.AgentEventSubject(testNames, messages.DefaultPool, j.id, messages.EventBudget), f.pub.events[0].Subject)
 				require.Equal(t, j.id, f.pub.events[0].Header.Get(messages.HeaderJobID))
 			},
 			want: want{msg: "term", result: messages.OutcomeDeadLettered, reason: messages.ReasonItemBudget, errorHas: "item_budget_exhausted",

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -116,7 +117,7 @@ func TestBreakerHistory(t *testing.T) {
 	publish := func(pool, job, from, to string, i int) {
 		data, _ := json.Marshal(map[string]any{"from": from, "to": to, "failures": i, "agent": "a-" + pool})
 		body, _ := json.Marshal(messages.Event{Type: "CircuitBreakerStateChanged", JobID: job, Time: t0.Add(time.Duration(i) * time.Second), Data: data})
-		_, err := srv.JS().Publish(ctx, names.AgentEventSubject(pool, job, messages.EventBreaker), body)
+		_, err := srv.JS().Publish(ctx, wire.AgentEventSubject(names, pool, job, messages.EventBreaker), body)
 		require.NoError(t, err)
 	}
 	none, more, err := breakerHistory(ctx, srv.JS(), names, "quiet")

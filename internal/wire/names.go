@@ -197,3 +197,17 @@ func WorkPoolFilter(n messages.Names, pool string) string { return prefix(n) + "
 func AgentStatusSubject(n messages.Names, pool, name string) string {
 	return prefix(n) + ".agent." + pool + "." + messages.EncodeItemID(name) + "." + messages.EndpointAgentStatus
 }
+
+// AgentStatusFilter matches the status endpoints of pool's agents.
+func AgentStatusFilter(n messages.Names, pool string) string {
+	return prefix(n) + ".agent." + pool + ".*." + messages.EndpointAgentStatus
+}
+
+// AgentEventSubject carries events of type typ for job published by an
+// agent of pool (messages.AgentEventTypes): the pool is part of the
+// subject, so an agent can speak only for its own pool, and cannot publish
+// the coordinator's events (map_ended, completed, ...).
+// messages.Names.ParseEvent reads it back.
+func AgentEventSubject(n messages.Names, pool, job, typ string) string {
+	return prefix(n) + ".events." + job + "." + typ + "." + pool
+}

@@ -50,9 +50,6 @@ func (l *Leaf) Cut() { l.l.Cut() }
 // Heal restores the link; the leaf links again on a new connection.
 func (l *Leaf) Heal() { l.l.Heal() }
 
-// Linked reports whether the leaf has a live link to its hub.
-func (l *Leaf) Linked() bool { return l.l.Linked() }
-
 // WaitLinked waits until the leaf's link is up.
 func (l *Leaf) WaitLinked(t testing.TB) { t.Helper(); l.l.WaitLinked(t) }
 

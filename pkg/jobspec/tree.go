@@ -15,13 +15,14 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/jetfleet/jetfleet/internal/jsonnode"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 const (
 	// maxDepth bounds the nesting of a document, so that hostile input
 	// cannot exhaust the stack of the recursive walkers.
-	maxDepth = 1000
+	maxDepth = jsonnode.MaxDepth
 	// linesMaxDepth bounds the paths whose lines are recorded; deeper
 	// paths can only be free-form data (item contents, handler arguments).
 	linesMaxDepth = 12
@@ -53,7 +54,7 @@ type invalidValue struct {
 func readTree(data []byte, asJSON bool) tree {
 	if asJSON {
 		// Compact JSON (the API's form) gets no lines.
-		root, fe := readJSON(data, bytes.IndexByte(bytes.TrimSpace(data), '\n') >= 0)
+		root, fe := jsonnode.Read(data, bytes.IndexByte(bytes.TrimSpace(data), '\n') >= 0)
 		if fe != nil {
 			return tree{problems: []messages.FieldError{*fe}}
 		}
@@ -68,7 +69,7 @@ func readTree(data []byte, asJSON bool) tree {
 
 // converter walks a yaml.Node tree.
 type converter struct {
-	// json is set for a tree readJSON made: its scalars are JSON's, and the
+	// json is set for a tree jsonnode.Read made: its scalars are JSON's, and the
 	// values of duplicate keys are walked for their own problems.
 	json     bool
 	lines    map[string]int
@@ -181,7 +182,7 @@ func (c *converter) node(path string, n *yaml.Node, depth int, record bool) any 
 		return c.node(path, n.Alias, depth+1, record)
 	case yaml.ScalarNode:
 		if c.json {
-			return jsonScalar(n)
+			return jsonnode.Scalar(n)
 		}
 		return scalar(n)
 	case yaml.SequenceNode:

@@ -60,7 +60,7 @@ type EventPayload interface {
 	eventName() string
 	// eventToken is the event type token of its subject:
 	// fleet.events.<job>.<token> for the coordinator's events,
-	// fleet.events.<job>.<token>.<pool> for an agent's (AgentEventSubject).
+	// fleet.events.<job>.<token>.<pool> for an agent's (internal/wire.AgentEventSubject).
 	eventToken() string
 }
 

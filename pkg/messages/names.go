@@ -131,11 +131,6 @@ func (n Names) ControlBucket() string { return n.prefix() + "_control" }
 // when it stops.
 func (n Names) AgentsBucket() string { return n.prefix() + "_agents" }
 
-// AgentStatusFilter matches the status endpoints of pool's agents.
-func (n Names) AgentStatusFilter(pool string) string {
-	return n.prefix() + ".agent." + pool + ".*." + EndpointAgentStatus
-}
-
 // InputsBucket is the object store bucket that holds the inputs of
 // accepted jobs and the map results of their reduce phase. Only the
 // coordinator writes it: it copies a submission's upload here when it
@@ -194,16 +189,8 @@ func (n Names) EventSubject(job, typ string) string {
 	return n.prefix() + ".events." + job + "." + typ
 }
 
-// AgentEventSubject carries events of type typ for job published by an
-// agent of pool (AgentEventTypes): the pool is part of the subject, so an
-// agent can speak only for its own pool, and cannot publish the
-// coordinator's events (map_ended, completed, ...).
-func (n Names) AgentEventSubject(pool, job, typ string) string {
-	return n.prefix() + ".events." + job + "." + typ + "." + pool
-}
-
 // ParseEvent splits a subject built by EventSubject (pool "") or
-// AgentEventSubject into its job, event type and pool; ok is false for any
+// internal/wire.AgentEventSubject into its job, event type and pool; ok is false for any
 // other subject.
 func (n Names) ParseEvent(subject string) (job, typ, pool string, ok bool) {
 	rest, ok := strings.CutPrefix(subject, n.prefix()+".events.")

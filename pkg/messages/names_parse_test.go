@@ -11,7 +11,7 @@ func TestParseEvent(t *testing.T) {
 		for _, tc := range [][3]string{{"nightly", EventMapEnded, ""}, {"j", EventBudget, "gpu"}, {"events", "x", "events"}} {
 			subject := n.EventSubject(tc[0], tc[1])
 			if tc[2] != "" {
-				subject = n.AgentEventSubject(tc[2], tc[0], tc[1])
+				subject = n.EventSubject(tc[0], tc[1]) + "." + tc[2] // an agent's (internal/wire.AgentEventSubject)
 			}
 			job, typ, pool, ok := n.ParseEvent(subject)
 			if !ok || job != tc[0] || typ != tc[1] || pool != tc[2] {
@@ -41,7 +41,7 @@ func FuzzParseSubject(f *testing.F) {
 		if job, typ, pool, ok := n.ParseEvent(subject); ok {
 			back := n.EventSubject(job, typ)
 			if pool != "" {
-				back = n.AgentEventSubject(pool, job, typ)
+				back = n.EventSubject(job, typ) + "." + pool
 			}
 			if back != subject || strings.Contains(job, ".") || strings.Contains(typ, ".") {
 				t.Fatalf("event %q: parsed (%q, %q, %q), built back %q", subject, job, typ, pool, back)

@@ -1,4 +1,7 @@
-package jobspec
+// Package jsonnode reads a JSON document into the yaml.Node tree that the
+// YAML parser builds, with each node's line, so that pkg/jobspec's one
+// converter serves both formats. It owns nothing else.
+package jsonnode
 
 import (
 	"bytes"
@@ -17,18 +20,18 @@ import (
 
 // A JSON document is tokenized by encoding/json and assembled into the
 // yaml.Node tree the YAML parser builds, so that one converter (tree.go)
-// serves both. The YAML parser is not used for JSON, although YAML 1.2 is
+// serves both (pkg/jobspec's tree.go). The YAML parser is not used for JSON, although YAML 1.2 is
 // nominally a superset of it: go.yaml.in/yaml/v3 refuses JSON that Python
 // and PHP write by default (surrogate pairs such as "\ud83d\ude00", the
 // escape "\/"), invalid UTF-8 and raw DEL or C1 characters in strings, and
 // a document that starts with a tab; it folds a raw U+0085 in a string
 // into a space, and reads 1e400 as a string. See docs/design.md.
 
-// readJSON reads one JSON value. Nodes carry the line of their first
+// Read reads one JSON value. Nodes carry the line of their first
 // character when lines is set, else 0 (a single-line document, as the API
 // receives: problems then have no line). A syntax error returns a nil node
 // and the problem, with its line and column.
-func readJSON(data []byte, lines bool) (*yaml.Node, *messages.FieldError) {
+func Read(data []byte, lines bool) (*yaml.Node, *messages.FieldError) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &messages.FieldError{Message: "empty document"}
@@ -55,6 +58,10 @@ func readJSON(data []byte, lines bool) (*yaml.Node, *messages.FieldError) {
 	return n, nil
 }
 
+// MaxDepth bounds the nesting of a document, so that hostile input cannot
+// exhaust the stack (pkg/jobspec applies the same bound to YAML).
+const MaxDepth = 1000
+
 type jsonReader struct {
 	data  []byte
 	dec   *json.Decoder
@@ -64,8 +71,8 @@ type jsonReader struct {
 
 // node reads the value that starts at the decoder's position.
 func (r *jsonReader) node(depth int) (*yaml.Node, error) {
-	if depth > maxDepth {
-		return nil, fmt.Errorf("nested deeper than %d levels", maxDepth)
+	if depth > MaxDepth {
+		return nil, fmt.Errorf("nested deeper than %d levels", MaxDepth)
 	}
 	tok, err := r.dec.Token()
 	if err != nil {
@@ -152,9 +159,9 @@ func (r *jsonReader) syntaxMessage(err error) string {
 	return fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, err)
 }
 
-// jsonScalar is the tree value of a scalar readJSON made: numbers keep
+// Scalar is the tree value of a scalar readJSON made: numbers keep
 // their text.
-func jsonScalar(n *yaml.Node) any {
+func Scalar(n *yaml.Node) any {
 	switch n.Tag {
 	case "!!str":
 		return n.Value
