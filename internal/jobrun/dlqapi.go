@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -87,6 +88,36 @@ func (c *Coordinator) startDLQ(ctx context.Context) {
 			c.log.Error().Err(err).Msg("DLQ monitor stopped")
 		}
 	}()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.keepDLQSources(ctx, interval)
+	}()
+}
+
+// keepDLQSources keeps the DLQ stream's configuration, its pools'
+// dead-letter streams as sources above all, while this coordinator leads:
+// a coordinator of the previous release that starts meanwhile sets it its
+// own way (provision.EnsureDLQ). One warning per run of failures.
+func (c *Coordinator) keepDLQSources(ctx context.Context, interval time.Duration) {
+	failing := false
+	tick := time.NewTicker(interval) // the DLQ monitor's pace (dlq.Monitor.Run)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		err := provision.EnsureDLQ(ctx, c.js, c.names, c.cfg.Provision.config())
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			c.log.Warn().Err(err).Msg("cannot keep the DLQ stream's sources (the pools' dead-letter streams); retrying every DLQ monitor interval")
+			failing = true
+		case err == nil:
+			failing = false
+		}
+	}
 }
 
 func (c *Coordinator) dlqEndpoints() map[string]endpointFunc {

@@ -465,6 +465,29 @@ func workSources(ctx context.Context, js jetstream.JetStream, n messages.Names) 
 	return srcs, nil
 }
 
+// EnsureDLQ configures the DLQ stream as Ensure does, with every pool's
+// dead-letter stream as a source, and leaves it alone when it is so
+// already. The leading coordinator calls it at every DLQ monitor tick: a
+// coordinator of the previous release started beside this one sets the
+// DLQ stream to its own configuration (no sources, a byte limit), and
+// the pools' dead letters are sourced again from where they stopped
+// (docs/contract.md §8).
+func EnsureDLQ(ctx context.Context, js jetstream.JetStream, n messages.Names, c Config) error {
+	c = c.WithDefaults()
+	for _, sc := range Streams(n, c) {
+		if sc.Name != n.DLQStream() {
+			continue
+		}
+		srcs, err := dlqSources(ctx, js, n)
+		if err != nil {
+			return fmt.Errorf("provision: stream %s: %w", sc.Name, err)
+		}
+		sc.Sources = srcs
+		return ensureStream(ctx, js, sc)
+	}
+	return nil
+}
+
 // dlqSources are the DLQ stream's sources: every pool's dead-letter
 // stream that exists, and whatever source the DLQ stream already has.
 func dlqSources(ctx context.Context, js jetstream.JetStream, n messages.Names) ([]*jetstream.StreamSource, error) {
