@@ -54,3 +54,26 @@ func TestWriteFileStep(t *testing.T) {
 	_, err = jobspec.Parse([]byte("commands:\n  - write_file: {path: a.json, content: '{\"a\": ${item.a}', format: json}\n"))
 	require.NoError(t, err)
 }
+
+// In Prodigy's layout a reduce's ${map.results} is the JSON, in a
+// write_file's content as in a command (Prodigy's reduce writes it to a
+// file that way).
+func TestWriteFileMapResults(t *testing.T) {
+	spec, err := jobspec.Parse([]byte(`name: r
+mode: mapreduce
+map:
+  input: items.json
+  agent_template:
+    - shell: "echo ${item.id}"
+reduce:
+  - write_file:
+      path: ".out/map-results.json"
+      content: "${map.results}"
+      format: json
+      create_dirs: true
+`))
+	require.NoError(t, err)
+	require.Equal(t, "${map.results_json}", spec.Reduce[0].WriteFile.Content)
+	_, err = jobspec.Parse([]byte("items: [a]\nagent_template:\n  - write_file: {path: a, content: '${map.results}'}\n"))
+	require.ErrorContains(t, err, "${map.*} references are only allowed in reduce steps")
+}
