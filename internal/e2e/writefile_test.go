@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -69,4 +71,38 @@ commands:
 	}
 	require.Contains(t, errs["quote"], "write_file.content: content is not valid JSON (format: json)")
 	require.Contains(t, errs["escape"], `write_file.path: "../../report.json" leads out of the item's directory (..)`)
+}
+
+// Prodigy's reduce writes the map results to a file as its debtmap
+// workflow does (write_file with content "${map.results}", format json),
+// and the next shell step reads the file.
+func TestWriteFileReduce(t *testing.T) {
+	out := t.TempDir()
+	spec, err := jobspec.Parse([]byte(`
+name: reduce-writes
+map:
+  items: [{"id": "a"}, {"id": "b"}]
+  agent_template:
+    - shell: "echo done ${item.id}"
+reduce:
+  - write_file:
+      path: ".out/map-results.json"
+      content: "${map.results}"
+      format: json
+      create_dirs: true
+  - shell: "jq -r 'map(.item_id) | sort | join(\",\")' .out/map-results.json > ` + out + `/reduce.txt; sed -n 2p .out/map-results.json | cut -c1-3 >> ` + out + `/reduce.txt"
+`))
+	require.NoError(t, err)
+	spec.ID = "write-file-reduce"
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
+	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a", Concurrency: 2, WorkDir: t.TempDir()}, testhooks.Agent{Provision: calmProvision}), nil)
+	cl := client(t, srv)
+	body, err := json.Marshal(spec)
+	require.NoError(t, err)
+	st := waitJob(t, cl, submit(t, cl, string(body)), 60*time.Second)
+	require.EqualValues(t, 2, st.Succeeded, "%+v", st)
+	got, err := os.ReadFile(filepath.Join(out, "reduce.txt"))
+	require.NoError(t, err, "reduce: %+v", st.Reduce)
+	require.Equal(t, "a,b\n  {\n", string(got), "the file holds the results' JSON, indented")
 }
