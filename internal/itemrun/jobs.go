@@ -78,6 +78,8 @@ type command struct {
 	// capture: the step captures its output (capture.go), so up to
 	// wire.MaxCaptureBytes of it is kept.
 	capture bool
+	// write is a write_file step's (writefile.go); script is nil then.
+	write *writeCmd
 }
 
 func compileCommand(t wire.Template) command {
@@ -343,6 +345,13 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 				return nil, fmt.Errorf("agent: job %s: %s[%d].claude: %w", id, field, i, err)
 			}
 			cmd = command{claude: &pt, workingDir: st.WorkingDir}
+		}
+		if st.WriteFile != nil {
+			w, err := compileWrite(st.WriteFile)
+			if err != nil {
+				return nil, fmt.Errorf("agent: job %s: %s[%d].%w", id, field, i, err)
+			}
+			cmd = command{write: w}
 		}
 		switch {
 		case fb.Raw != "" && st.RetryConfig != nil && st.RetryConfig.OnFailure != nil && st.RetryConfig.OnFailure.Claude:

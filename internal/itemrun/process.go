@@ -779,10 +779,13 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	obs := a.metrics.handlerSteps
 	start := a.cfg.hooks.Clock.Now()
 	timeout := it.deadline.Bound(start, a.stepTimeout(step.Timeout.D())) // no run outlasts agent_timeout
-	if step.Shell != "" || step.Claude != "" {
+	switch {
+	case it.set.commands[i].write != nil:
+		out, f = a.runWrite(it, it.set.commands[i].write, attempt)
+	case step.Shell != "" || step.Claude != "":
 		obs = a.metrics.shellSteps
 		out, f = a.runShell(ctx, it, it.set.commands[i], timeout, attempt)
-	} else {
+	default:
 		out, f = a.runHandler(ctx, it, i, step, attempt, timeout)
 	}
 	dur = a.cfg.hooks.Clock.Now().Sub(start)

@@ -77,8 +77,11 @@ func (a *Agent) traceStep(ctx context.Context, it *item, i, attempt int) context
 	kind := "handler"
 	name := ""
 	if i < len(it.set.steps) {
-		if it.set.steps[i].Shell != "" {
+		switch {
+		case it.set.steps[i].Shell != "":
 			kind = "shell"
+		case it.set.steps[i].WriteFile != nil:
+			kind = "write_file"
 		}
 		name = it.set.steps[i].Name
 	}

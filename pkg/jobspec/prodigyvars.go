@@ -18,12 +18,17 @@ func (rw *rewrite) prodigyMapResults(p string, st map[string]any) {
 	if !rw.prodigy || !strings.HasPrefix(p, "reduce") {
 		return
 	}
-	for _, k := range []string{"shell", "claude"} {
-		s, ok := st[k].(string)
+	w, _ := st["write_file"].(map[string]any) // its content too: Prodigy's reduce writes the JSON to a file
+	for _, k := range []string{"shell", "claude", "write_file.content"} {
+		m, key := st, k
+		if wk, isW := strings.CutPrefix(k, "write_file."); isW {
+			m, key = w, wk
+		}
+		s, ok := m[key].(string)
 		if !ok || !mapResultsRef.MatchString(s) {
 			continue
 		}
-		st[k] = mapResultsRef.ReplaceAllString(s, "${1}$${${2}map.results_json${3}")
+		m[key] = mapResultsRef.ReplaceAllString(s, "${1}$${${2}map.results_json${3}")
 		rw.notef(rw.written(p+"."+k), "${map.results} is the map results' JSON, as Prodigy gives it (${map.results_json}, at most 100 KiB pasted into the command; ${map.results_file} is the file's path)")
 	}
 }

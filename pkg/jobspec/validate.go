@@ -279,6 +279,11 @@ func (v *validator) step(p string, st *messages.Step, reduce bool) {
 	shellP, handlerP := messages.JoinPath(p, "shell"), messages.JoinPath(p, "handler")
 	hasShell := st.Shell != "" || v.isBad(shellP)
 	hasHandler := st.Handler != "" || v.isBad(handlerP)
+	if st.WriteFile != nil {
+		v.writeFile(p, st, reduce)
+		v.stepRest(p, st, reduce)
+		return
+	}
 	if claudeP := messages.JoinPath(p, "claude"); st.Claude != "" || v.isGiven(claudeP) || v.isBad(claudeP) {
 		switch {
 		case hasShell || hasHandler:

@@ -95,7 +95,8 @@ type JobSpec struct {
 	Env map[string]string `json:"env,omitempty"`
 }
 
-// Step is one command of an item's template: exactly one of Shell or Handler.
+// Step is one command of an item's template: exactly one of Shell,
+// Claude, Handler or WriteFile.
 type Step struct {
 	// Name labels the step in logs and history. Defaults to "step-<n>".
 	Name string `json:"name,omitempty"`
@@ -141,6 +142,26 @@ type Step struct {
 	// on_success: {shell: ...}). When it fails, the step has failed, under
 	// its retry_config.
 	OnSuccess string `json:"on_success,omitempty"`
+	// WriteFile writes a file in the item's directory, without a shell
+	// (Prodigy's write_file:).
+	WriteFile *WriteFile `json:"write_file,omitempty"`
+}
+
+// WriteFile is a write_file step: Content, its ${...} references expanded
+// as they are, is written to Path, relative to the item's directory and
+// never out of it (docs/job-spec.md).
+type WriteFile struct {
+	// Path is the file, relative to the item's directory; ${...} allowed.
+	Path string `json:"path"`
+	// Content is written; ${...} allowed. Over 1 MiB, the step fails.
+	Content string `json:"content"`
+	// Format is text (the default), json or yaml: json and yaml content is
+	// parsed before anything is written, and written indented.
+	Format string `json:"format,omitempty"`
+	// Mode is the file's octal mode, such as "0644" (the default).
+	Mode string `json:"mode,omitempty"`
+	// CreateDirs makes the file's missing parent directories.
+	CreateDirs bool `json:"create_dirs,omitempty"`
 }
 
 // CaptureStreams are the streams a step's capture holds (Prodigy's
