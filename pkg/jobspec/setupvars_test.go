@@ -59,3 +59,30 @@ map:
       capture: later
 `), `setup[0].shell (line 3): ${later}: unknown reference "later"`)
 }
+
+// Prodigy's capture_outputs block: each variable is capture: NAME on the
+// setup command it names, which the map steps then read; an index out of
+// range, or a command that already captures, is refused.
+func TestSetupCaptureOutputs(t *testing.T) {
+	const head = `mode: mapreduce
+setup:
+  capture_outputs:
+`
+	const tail = `  commands:
+    - shell: echo 3
+    - shell: echo main
+map:
+  input: items.json
+  agent_template:
+    - shell: echo ${COUNT} ${BRANCH}
+`
+	spec, err := jobspec.Parse([]byte(head + "    COUNT: 0\n    BRANCH: {command_index: 1}\n" + tail))
+	require.NoError(t, err)
+	require.Equal(t, "COUNT", spec.Setup.Commands[0].Capture)
+	require.Equal(t, "BRANCH", spec.Setup.Commands[1].Capture)
+
+	_, err = jobspec.Parse([]byte(head + "    COUNT: 2\n    BRANCH: 1\n" + tail))
+	require.ErrorContains(t, err, "setup.capture_outputs.COUNT (line 4): expected the index of a setup command (0 to 1), got number 2")
+	_, err = jobspec.Parse([]byte(head + "    COUNT: 0\n    BRANCH: 0\n" + tail))
+	require.ErrorContains(t, err, "a command captures into one variable")
+}
