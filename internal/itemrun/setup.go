@@ -139,8 +139,13 @@ func (a *Agent) setupOutput(it *item) (*messages.SetupOutput, error) {
 	}
 	enc, _ := json.Marshal(string(text))
 	if buf.Len() > limit || len(enc) > limit {
-		return nil, fmt.Errorf("%w: %s is more than %d bytes (as a JSON string); the limit is %d (the server's max_payload %d less %d for the rest of the result and the setup's captures): have the setup write fewer or smaller items, or upload the input with fleetctl submit",
-			errSetupInput, field, min(buf.Len(), len(enc)), limit, a.maxPayloadOf(), int(a.maxPayloadOf())-limit)
+		n := len(out.Captures)
+		rest := fmt.Sprintf("%d for the rest of the result", int(a.maxPayloadOf())-limit-n)
+		if n > 0 {
+			rest += fmt.Sprintf(" and %d for the setup's captures", n)
+		}
+		return nil, fmt.Errorf("%w: %s is more than %d bytes (as a JSON string); the limit is %d (the server's max_payload %d less %s): have the setup write fewer or smaller items, or upload the input with fleetctl submit",
+			errSetupInput, field, min(buf.Len(), len(enc)), limit, a.maxPayloadOf(), rest)
 	}
 	out.Items = string(text)
 	return &out, nil
