@@ -11,6 +11,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/expr"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/wire"
+	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // shellRan is what a shell step's run leaves besides its output.
@@ -91,7 +92,8 @@ func (a *Agent) skipped(it *item, i int) (bool, string) {
 
 // condVars resolves a condition's paths: item.<field>, item_index,
 // attempt, shell.output and last.output, and the captured variables (a
-// captured stream by its name, anything else a path into the value).
+// captured stream by its name, anything else a path into the value): the
+// item's, then its job's setup's.
 func (a *Agent) condVars(it *item) expr.Lookup {
 	var item any
 	decoded := false
@@ -123,6 +125,9 @@ func (a *Agent) condVars(it *item) expr.Lookup {
 			return strings.TrimRight(it.st.Outputs[n-1], "\n"), true
 		}
 		c := it.st.Captures[name]
+		if c == nil && it.wi.Phase != messages.PhaseSetup {
+			c = it.job.setupCaptures[name] // the setup's (itemCaptures)
+		}
 		if c == nil {
 			return nil, false
 		}

@@ -34,6 +34,9 @@ type job struct {
 	budget   messages.BudgetStatus // the limits the coordinator set at acceptance
 	shares   map[string]int        // each pool's share of budget.Total (JobRecord.BudgetShares)
 	items    int64                 // the job's item count: ${item_total}
+	// setupCaptures are the variables the job's setup captured
+	// (SpecRecord.SetupCaptures): every map and reduce item reads them.
+	setupCaptures map[string]*wire.Capture
 
 	// resultSubject is where this agent reports the job's results, made
 	// on the first report (resultSubjectOf): not a string per item.
@@ -197,6 +200,7 @@ func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
 	j.budget = ld.budget
 	j.shares = ld.shares
 	j.items = ld.items
+	j.setupCaptures = ld.setupCaptures
 	c.mu.Lock()
 	if len(c.m) > 4096 { // jobs are few; bound the cache anyway
 		clear(c.m)

@@ -796,7 +796,7 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 
 func (a *Agent) shellVars(it *item, attempt int) shell.Vars {
 	v := shell.Vars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID, Attempt: attempt, Map: it.mv,
-		ItemIndex: it.wi.Index, ItemTotal: it.job.items, Captures: it.st.Captures, LookupJobEnv: lookupIn(it.job.env)}
+		ItemIndex: it.wi.Index, ItemTotal: it.job.items, Captures: itemCaptures(it), LookupJobEnv: lookupIn(it.job.env)}
 	if n := len(it.st.Outputs); n > 0 {
 		v.Last, v.HasLast = strings.TrimRight(it.st.Outputs[n-1], "\n"), true
 	}

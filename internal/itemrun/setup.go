@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,10 @@ import (
 // its text back in the result (messages.SetupOutput); the coordinator
 // stores it as the job's input and expands the items from it. The text
 // must fit in a result message: setupItemsLimit says how much, and a
-// larger input fails the setup with that bound in its error.
+// larger input fails the setup with that bound in its error. The result
+// also carries what the setup steps captured (capture:), which the
+// coordinator keeps in the job's records: every map and reduce item
+// starts with them (itemCaptures).
 
 // inputCommandFile is where the input command's stdout goes, in the setup
 // item's directory.
@@ -80,11 +84,27 @@ func (a *Agent) setupItemsLimit() int { return a.maxPayload() - wire.ItemHeadroo
 var errSetupInput = errors.New("setup")
 
 // setupOutput reads what a setup item that succeeded leaves for the
-// coordinator.
+// coordinator: its captures, and the input it left. Both travel in one
+// result message: the captures (at most wire.MaxCaptureBytes, which
+// capture enforces as for any item) leave less room for the input.
 func (a *Agent) setupOutput(it *item) (*messages.SetupOutput, error) {
+	var out messages.SetupOutput
+	if len(it.st.Captures) > 0 {
+		enc, err := json.Marshal(it.st.Captures)
+		if err != nil {
+			return nil, fmt.Errorf("%w: encoding the captures: %w", errSetupInput, err)
+		}
+		if len(enc) > a.setupItemsLimit() {
+			return nil, fmt.Errorf("%w: the setup's captures are %d bytes encoded, more than a result carries (%d bytes)", errSetupInput, len(enc), a.setupItemsLimit())
+		}
+		out.Captures = enc
+	}
 	name, fromCommand := setupInput(it.job.spec)
 	if name == "" {
-		return nil, nil
+		if out.Captures == nil {
+			return nil, nil
+		}
+		return &out, nil
 	}
 	dir := it.dir
 	if dir == "" {
@@ -98,7 +118,7 @@ func (a *Agent) setupOutput(it *item) (*messages.SetupOutput, error) {
 	if fromCommand {
 		field = "the output of input_command"
 	}
-	limit := a.setupItemsLimit()
+	limit := a.setupItemsLimit() - len(out.Captures)
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -119,10 +139,16 @@ func (a *Agent) setupOutput(it *item) (*messages.SetupOutput, error) {
 	}
 	enc, _ := json.Marshal(string(text))
 	if buf.Len() > limit || len(enc) > limit {
-		return nil, fmt.Errorf("%w: %s is more than %d bytes (as a JSON string); the limit is %d (the server's max_payload %d less %d for the rest of the result): have the setup write fewer or smaller items, or upload the input with fleetctl submit",
-			errSetupInput, field, min(buf.Len(), len(enc)), limit, a.maxPayloadOf(), int(a.maxPayloadOf())-limit)
+		n := len(out.Captures)
+		rest := fmt.Sprintf("%d for the rest of the result", int(a.maxPayloadOf())-limit-n)
+		if n > 0 {
+			rest += fmt.Sprintf(" and %d for the setup's captures", n)
+		}
+		return nil, fmt.Errorf("%w: %s is more than %d bytes (as a JSON string); the limit is %d (the server's max_payload %d less %s): have the setup write fewer or smaller items, or upload the input with fleetctl submit",
+			errSetupInput, field, min(buf.Len(), len(enc)), limit, a.maxPayloadOf(), rest)
 	}
-	return &messages.SetupOutput{Items: string(text)}, nil
+	out.Items = string(text)
+	return &out, nil
 }
 
 // commandItems turns an input command's stdout into the job's input as
@@ -190,4 +216,22 @@ func setupDeadline(it *item) retry.Deadline {
 		d = s.Timeout
 	}
 	return retry.NewDeadline(it.st.StartedAt, d.D())
+}
+
+// itemCaptures are the variables an item's steps read: the item's own
+// captures, over its job's setup captures (an item's capture of the same
+// name wins). The item's map itself is returned when the setup captured
+// nothing, as it is for any job without one.
+func itemCaptures(it *item) map[string]*wire.Capture {
+	base := it.job.setupCaptures
+	if len(base) == 0 || it.wi.Phase == messages.PhaseSetup {
+		return it.st.Captures
+	}
+	if len(it.st.Captures) == 0 {
+		return base
+	}
+	m := make(map[string]*wire.Capture, len(base)+len(it.st.Captures))
+	maps.Copy(m, base)
+	maps.Copy(m, it.st.Captures)
+	return m
 }

@@ -166,6 +166,9 @@ type loaded struct {
 	budget messages.BudgetStatus
 	shares map[string]int
 	items  int64 // the job's item count (${item_total}); 0 until a setup has run
+	// setupCaptures are what the job's setup captured (unset until its
+	// map phase starts).
+	setupCaptures map[string]*wire.Capture
 	// started reports whether the job's map phase runs after a map_ended
 	// heard at the given time (zero: its time is not known) was sent: that
 	// event was of an earlier job of the same id.
@@ -175,7 +178,8 @@ type loaded struct {
 func loadedSpec(rec *wire.SpecRecord) *loaded {
 	return &loaded{
 		spec: rec.Spec, routes: rec.Routes, shares: rec.BudgetShares, items: rec.Items,
-		budget: messages.BudgetStatus{Total: rec.BudgetTotal, PerItemMax: rec.BudgetPerItemMax},
+		setupCaptures: rec.SetupCaptures,
+		budget:        messages.BudgetStatus{Total: rec.BudgetTotal, PerItemMax: rec.BudgetPerItemMax},
 		started: func(endedAt time.Time) bool {
 			return !endedAt.IsZero() && rec.AcceptedAt.After(endedAt)
 		},
@@ -186,7 +190,7 @@ func loadedRecord(rec *wire.JobRecord) *loaded {
 	running := rec.Status.MapReason == "" && !messages.TerminalState(rec.Status.State)
 	return &loaded{
 		spec: rec.Spec, routes: rec.Routes, shares: rec.BudgetShares, budget: rec.Status.Budget,
-		items:   rec.Status.Items,
+		items: rec.Status.Items, setupCaptures: rec.SetupCaptures,
 		started: func(time.Time) bool { return running },
 	}
 }

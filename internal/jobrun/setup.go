@@ -25,8 +25,12 @@ import (
 // text of the file the setup left at the job's input (or the input
 // command's items); the coordinator stores that text in the inputs bucket
 // as the job's input, counts the items from it as it counts any input, and
-// only then creates the job's budgets and starts its runner. A setup that
-// fails fails the job, with the step's output and error in its status.
+// only then creates the job's budgets and starts its runner. What the
+// setup's steps captured comes back in the same result; the coordinator
+// keeps it in the job's record and its spec records (SetupCaptures),
+// written before any map item is published, and every map and reduce item
+// starts with it. A setup that fails fails the job, with the step's output
+// and error in its status.
 //
 // The setup item is durable like any other: a coordinator that takes over
 // (or restarts) finds the job's record in phase setup, publishes the item
@@ -341,6 +345,16 @@ func (c *Coordinator) finishSetup(ctx context.Context, rec wire.JobRecord, rev u
 		}
 		eff.Input, eff.InputDigest, eff.InputCommand = ref, digest, ""
 	}
+	if res.Setup != nil && len(res.Setup.Captures) > 0 {
+		caps, problem := setupCaptures(res.Setup.Captures)
+		if problem != "" {
+			st.State, st.Error = messages.OutcomeFailed, problem
+			return c.failSetup(ctx, rec, rev, st, nil)
+		}
+		// Kept in the job's record and, by the runner's first writeSpecs,
+		// in its spec records, before any map item is published.
+		rec.SetupCaptures = caps
+	}
 	total, groups, problems, err := c.countItems(ctx, eff)
 	if err != nil {
 		return rec, rev, err
@@ -364,6 +378,29 @@ func (c *Coordinator) finishSetup(ctx context.Context, rec wire.JobRecord, rev u
 	}
 	c.log.Info().Str("job_id", id).Int64("items", total).Int("input_bytes", st.InputBytes).Msg("setup succeeded; the map phase starts")
 	return rec, nrev, nil
+}
+
+// setupCaptures reads the captures a setup result carries, or says why
+// they cannot be kept: not an object of captures, or over the bound of an
+// item's captures (the agent enforces it; a result is checked anyway, as
+// the coordinator stores it and every item of the job reads it).
+func setupCaptures(raw json.RawMessage) (map[string]*wire.Capture, string) {
+	var caps map[string]*wire.Capture
+	if err := json.Unmarshal(raw, &caps); err != nil {
+		return nil, "the setup's captures do not read: " + err.Error()
+	}
+	total := 0
+	for name, c := range caps {
+		if c == nil {
+			delete(caps, name)
+			continue
+		}
+		total += c.Size()
+	}
+	if total > wire.MaxCaptureBytes {
+		return nil, fmt.Sprintf("the setup's captures are %d bytes, over the bound of %d bytes", total, wire.MaxCaptureBytes)
+	}
+	return caps, ""
 }
 
 // storeSetupInput writes the input a setup left to the inputs bucket, which

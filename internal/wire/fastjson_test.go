@@ -168,7 +168,7 @@ func TestFastCodecsKnowEveryField(t *testing.T) {
 	res := messages.Result{V: 1, JobID: "j", ItemID: "i", Index: 1, Group: "g", Outcome: "failed", Generation: 2, Attempts: 3, Retries: 4, ItemRuns: 2,
 		Reason: "r", Error: "e", ErrorClass: "c", Signature: "s", Output: "o", Phase: messages.PhaseReduce, Agent: "a",
 		FinishedAt: time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC), DurationMS: 6, Steps: []messages.StepRun{{Step: 1, Runs: 2, DurationMS: 3}},
-		Setup: &messages.SetupOutput{Items: `[{"n": 1}]`}}
+		Setup: &messages.SetupOutput{Items: `[{"n": 1}]`, Captures: json.RawMessage(`{"v":{"value":"x"}}`)}}
 	rv = reflect.ValueOf(res)
 	for i := range rv.NumField() {
 		require.False(t, zero(rv.Field(i)), "the test's Result sets %s", rv.Type().Field(i).Name)

@@ -27,6 +27,11 @@ type JobRecord struct {
 	// may spend only their pool's share (a job of one pool has it all).
 	// Unset in a record of an earlier version, whose budget was one key.
 	BudgetShares map[string]int `json:"budget_shares,omitempty"`
+	// SetupCaptures are the variables the job's setup steps captured
+	// (docs/job-spec.md, "The setup phase"), set when its map phase starts:
+	// every map and reduce item starts with them. Bounded as an item's
+	// captures are, by MaxCaptureBytes.
+	SetupCaptures map[string]*Capture `json:"setup_captures,omitempty"`
 	// SubmitSeq is the sequence of the job's submission in the jobs
 	// stream, deleted with the record when the job expires.
 	SubmitSeq uint64 `json:"submit_seq,omitempty"`

@@ -28,6 +28,9 @@ type SpecRecord struct {
 	// Items is the job's item count (JobStatus.Items): 0 while its setup
 	// phase runs, rewritten when its items are known.
 	Items int64 `json:"items,omitempty"`
+	// SetupCaptures are the variables the job's setup captured
+	// (JobRecord.SetupCaptures): unset until its map phase starts.
+	SetupCaptures map[string]*Capture `json:"setup_captures,omitempty"`
 	// AcceptedAt is when the job was accepted (JobStatus.SubmittedAt): an
 	// agent that heard a map_ended of an earlier job of the same id before
 	// this time knows that event was not this job's.
@@ -40,6 +43,7 @@ func SpecOf(rec *JobRecord) SpecRecord {
 		V: messages.SchemaVersion, Spec: rec.Spec, Routes: rec.Routes,
 		BudgetTotal: rec.Status.Budget.Total, BudgetPerItemMax: rec.Status.Budget.PerItemMax,
 		BudgetShares: rec.BudgetShares, Items: rec.Status.Items, AcceptedAt: rec.Status.SubmittedAt,
+		SetupCaptures: rec.SetupCaptures,
 	}
 }
 

@@ -17,8 +17,9 @@ import (
 func variableNotes(spec *messages.JobSpec, rw *rewrite) []messages.FieldError {
 	var notes []messages.FieldError
 	envNames := slices.Sorted(maps.Keys(spec.Env))
-	list := func(field string, steps []messages.Step, reduce bool) {
-		var captured []string
+	var setupCaptured []string
+	list := func(field string, steps []messages.Step, reduce bool) []string {
+		captured := slices.Clone(setupCaptured)
 		for i := range steps {
 			st := &steps[i]
 			p := messages.IndexPath(field, i)
@@ -45,9 +46,10 @@ func variableNotes(spec *messages.JobSpec, rw *rewrite) []messages.FieldError {
 				captured = append(captured, fmt.Sprintf("${%s} (%s, %s)", st.Capture, rw.written(p), format))
 			}
 		}
+		return captured
 	}
 	if spec.Setup != nil {
-		list("setup.commands", spec.Setup.Commands, false)
+		setupCaptured = list("setup.commands", spec.Setup.Commands, false)
 	}
 	list("agent_template", spec.AgentTemplate, false)
 	list("reduce", spec.Reduce, true)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -428,12 +429,61 @@ func (rw *rewrite) setup(m map[string]any) {
 			}
 		}
 		if v["capture_outputs"] != nil {
-			rw.warnf("setup.capture_outputs", "has no effect: setup's outputs are not captured into variables")
+			rw.captureOutputs(v)
 		}
 	default:
 		return // the decoder reports the type
 	}
 	rw.notef("setup", "is the job's setup phase, setup.commands (with Prodigy, run once before the map phase; a file it leaves at map.input is the input)")
+}
+
+// captureOutputs reads Prodigy's setup.capture_outputs, a map of variable
+// name to the index of the setup command whose output it captures (NAME: 0,
+// or NAME: {command_index: 0}): each becomes capture: NAME on that
+// command, which the map and reduce steps then read as the setup's
+// capture. A command captures into one variable.
+func (rw *rewrite) captureOutputs(setup map[string]any) {
+	const p = "setup.capture_outputs"
+	co, ok := setup["capture_outputs"].(map[string]any)
+	if !ok {
+		rw.addf(p, "expected an object of variable name to command index, got %s", describe(setup["capture_outputs"]))
+		rw.bad = append(rw.bad, p)
+		return
+	}
+	delete(setup, "capture_outputs")
+	cmds, _ := setup["commands"].([]any)
+	for _, name := range slices.Sorted(maps.Keys(co)) {
+		np := messages.JoinPath(p, name)
+		val := co[name]
+		if obj, isObj := val.(map[string]any); isObj {
+			val = obj["command_index"]
+			for k := range obj {
+				if k != "command_index" {
+					rw.warnf(messages.JoinPath(np, k), "has no effect: the variable is the command's stdout, as capture: NAME reads it")
+				}
+			}
+		}
+		n, isNum := val.(json.Number)
+		i, err := n.Int64()
+		if !isNum || err != nil || i < 0 || i >= int64(len(cmds)) {
+			rw.addf(np, "expected the index of a setup command (0 to %d), got %s", len(cmds)-1, describe(val))
+			continue
+		}
+		cmd, isObj := cmds[i].(map[string]any)
+		if !isObj {
+			continue // the decoder reports the command
+		}
+		if c, has := cmd["capture"]; has && c != name {
+			rw.addf(np, "command %d already captures %s: a command captures into one variable", i, describe(c))
+			continue
+		}
+		if c, has := cmd["capture_output"].(string); has && c != name {
+			rw.addf(np, "command %d already captures %q: a command captures into one variable", i, c)
+			continue
+		}
+		cmd["capture"] = name
+		rw.notef(np, "is capture: %s on setup command %d: the map and reduce steps read ${%s}", name, i, name)
+	}
 }
 
 // timeoutConfig reads Prodigy's map.timeout_config (p its path, val its

@@ -60,7 +60,8 @@ type validator struct {
 	bad      map[string]bool
 	given    map[string]bool
 	// captured are the variables the earlier steps of the step list being
-	// checked capture (capture.go); nil before its first step.
+	// checked capture (capture.go), after those of the setup for map and
+	// reduce steps; nil before its first step.
 	captured map[string]bool
 	// env is the job's env: a bare ${NAME} of it is its value (capture.go).
 	env map[string]string
@@ -167,6 +168,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 		v.addf("max_parallel", "must be >= 0 (0 = no cap), got %d", s.MaxParallel)
 	}
 	v.selection(s)
+	var setupCaptured map[string]bool
 	if st := s.Setup; st != nil {
 		if len(st.Commands) == 0 && !v.isBad("setup.commands") {
 			v.addf("setup.commands", "required: at least one step")
@@ -175,6 +177,8 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 		for i := range st.Commands {
 			v.step(messages.IndexPath("setup.commands", i), &st.Commands[i], false)
 		}
+		// What the setup captures, every map and reduce item starts with.
+		setupCaptured = v.captured
 		if st.Timeout < 0 {
 			v.addf("setup.timeout", "must not be negative, got %s", st.Timeout)
 		}
@@ -182,7 +186,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	if len(s.AgentTemplate) == 0 && !v.isBad("agent_template") {
 		v.addf("agent_template", "required: at least one step")
 	}
-	v.captured = nil
+	v.captured = maps.Clone(setupCaptured)
 	for i := range s.AgentTemplate {
 		v.step(messages.IndexPath("agent_template", i), &s.AgentTemplate[i], false)
 	}
@@ -205,7 +209,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	if s.BestEffort != nil {
 		v.bestEffort("best_effort", s.BestEffort)
 	}
-	v.captured = nil
+	v.captured = maps.Clone(setupCaptured)
 	for i := range s.Reduce {
 		v.step(messages.IndexPath("reduce", i), &s.Reduce[i], true)
 	}

@@ -23,11 +23,17 @@ const SetupItemID = "_setup"
 // SetupOutput is what a setup item's result carries back to the
 // coordinator: the text of the file the setup left at the job's input
 // (or the input command's items, as a JSON array), from which the
-// coordinator expands the job's items.
+// coordinator expands the job's items, and the variables the setup
+// captured.
 type SetupOutput struct {
 	// Items is the input's text (unset when the job's items are not the
 	// setup's: inline items, or an uploaded input).
 	Items string `json:"items,omitempty"`
+	// Captures are the variables the setup steps captured (capture:), as
+	// a JSON object of name to captured value and streams: the map and
+	// reduce steps read them as they read an earlier step's. Unset when
+	// the setup captured nothing.
+	Captures json.RawMessage `json:"captures,omitempty"`
 }
 
 // ReduceInput is what the reduce steps see: ${map.results} is a local file
