@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/jetfleet/jetfleet/internal/jsonnode"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -35,7 +36,7 @@ func (d *decoder) typeErr(path, want string, v any) {
 		d.addf(path, "%s", iv.problem)
 		return
 	}
-	msg := fmt.Sprintf("expected %s, got %s", want, describe(v))
+	msg := fmt.Sprintf("expected %s, got %s", want, jsonnode.Describe(v))
 	if _, isStr := v.(string); !isStr && want == "a string" && v != nil {
 		if _, isMap := v.(map[string]any); !isMap {
 			if _, isArr := v.([]any); !isArr {
@@ -161,7 +162,7 @@ func (d *decoder) value(path string, v any, rv reflect.Value) {
 			d.typeErr(path, "an integer", v)
 			return
 		}
-		n, err := asInt(v)
+		n, err := jsonnode.AsInt(v)
 		if err != nil {
 			d.addf(path, "%v", err)
 			return
@@ -177,7 +178,7 @@ func (d *decoder) value(path string, v any, rv reflect.Value) {
 			d.typeErr(path, "a number", v)
 			return
 		}
-		f, err := asFloat(n)
+		f, err := jsonnode.AsFloat(n)
 		if err != nil {
 			d.addf(path, "%v", err)
 			return

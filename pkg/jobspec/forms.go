@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfleet/jetfleet/internal/jsonnode"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -40,14 +41,14 @@ func duration(v any) (messages.Duration, error) {
 	case string:
 		return messages.ParseDuration(x)
 	case json.Number:
-		if f, err := asFloat(x); err == nil && f == 0 {
+		if f, err := jsonnode.AsFloat(x); err == nil && f == 0 {
 			return 0, nil
 		}
 		return 0, fmt.Errorf("%w: bare number %s: write a string with a unit, e.g. \"%ss\"", messages.ErrBadDuration, x, x)
 	case map[string]any:
 		var secs, nanos int64
 		for _, k := range sortedKeys(x) {
-			n, err := asInt(x[k])
+			n, err := jsonnode.AsInt(x[k])
 			if err != nil {
 				return 0, fmt.Errorf("%w: {secs, nanos} form: %s: %v", messages.ErrBadDuration, k, err)
 			}
@@ -70,7 +71,7 @@ func duration(v any) (messages.Duration, error) {
 		}
 		return messages.Duration(time.Duration(secs)*time.Second + time.Duration(nanos)), nil
 	}
-	return 0, fmt.Errorf("%w: want a string such as \"30s\" or {secs, nanos}, got %s", messages.ErrBadDuration, describe(v))
+	return 0, fmt.Errorf("%w: want a string such as \"30s\" or {secs, nanos}, got %s", messages.ErrBadDuration, jsonnode.Describe(v))
 }
 
 // ---- Inline items ----
@@ -417,7 +418,7 @@ func decodeBudgetHook(d *decoder, path string, v any, rv reflect.Value) bool {
 		}
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || int64(int(n)) != n {
-			d.addf(path, "expected %s, got %s", budgetForms, describe(v))
+			d.addf(path, "expected %s, got %s", budgetForms, jsonnode.Describe(v))
 			return false
 		}
 		b.Count = int(n)
@@ -426,9 +427,9 @@ func decodeBudgetHook(d *decoder, path string, v any, rv reflect.Value) bool {
 			d.typeErr(path, budgetForms, v)
 			return false
 		}
-		n, err := asInt(v)
+		n, err := jsonnode.AsInt(v)
 		if err != nil || int64(int(n)) != n {
-			d.addf(path, "expected %s, got %s", budgetForms, describe(v))
+			d.addf(path, "expected %s, got %s", budgetForms, jsonnode.Describe(v))
 			return false
 		}
 		b.Count = int(n)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/jsonnode"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -176,7 +177,7 @@ func (rw *rewrite) mode(m map[string]any) string {
 	s, isStr := v.(string)
 	switch {
 	case !isStr:
-		rw.addf("mode", "expected mapreduce or standard, got %s", describe(v))
+		rw.addf("mode", "expected mapreduce or standard, got %s", jsonnode.Describe(v))
 	case s == ModeMapReduce:
 		rw.notef("mode", "mapreduce: the job runs agent_template once per item (map.agent_template), then reduce once")
 		return s
@@ -195,7 +196,7 @@ func (rw *rewrite) hoistMap(m map[string]any) {
 	delete(m, "map")
 	mm, ok := v.(map[string]any)
 	if !ok {
-		rw.addf("map", "expected an object (input, json_path, agent_template, max_parallel, ...), got %s", describe(v))
+		rw.addf("map", "expected an object (input, json_path, agent_template, max_parallel, ...), got %s", jsonnode.Describe(v))
 		return
 	}
 	for _, k := range sortedKeys(mm) {
@@ -204,9 +205,9 @@ func (rw *rewrite) hoistMap(m map[string]any) {
 		val := mm[k]
 		if k == "agent_timeout_secs" {
 			n, isNum := val.(json.Number)
-			f, err := asFloat(n)
+			f, err := jsonnode.AsFloat(n)
 			if !isNum || err != nil || f <= 0 || f > math.MaxInt64/1e9 {
-				rw.addf(p, "expected a number of seconds greater than 0, got %s", describe(val))
+				rw.addf(p, "expected a number of seconds greater than 0, got %s", jsonnode.Describe(val))
 				continue
 			}
 			to, val = "agent_timeout", secondsValue(f)
@@ -291,7 +292,7 @@ func (rw *rewrite) step(p string, st map[string]any) {
 		}
 		if n, isNum := st["timeout"].(json.Number); isNum {
 			tp := rw.written(messages.JoinPath(p, "timeout"))
-			if f, err := asFloat(n); err != nil || f <= 0 || f > math.MaxInt64/1e9 {
+			if f, err := jsonnode.AsFloat(n); err != nil || f <= 0 || f > math.MaxInt64/1e9 {
 				rw.addf(tp, "expected a number of seconds greater than 0, got %s", n)
 				rw.bad = append(rw.bad, messages.JoinPath(p, "timeout"))
 				delete(st, "timeout")
@@ -365,9 +366,9 @@ func (rw *rewrite) ad44(m map[string]any) {
 	})
 	flat("best_effort_deadline_seconds", "deadline", "", func(v any) (any, bool) {
 		n, isNum := v.(json.Number)
-		f, err := asFloat(n)
+		f, err := jsonnode.AsFloat(n)
 		if !isNum || err != nil || f < 0 || f > math.MaxInt64/1e9 {
-			rw.addf("best_effort_deadline_seconds", "expected a number of seconds >= 0 (0 = the operator's default), got %s", describe(v))
+			rw.addf("best_effort_deadline_seconds", "expected a number of seconds >= 0 (0 = the operator's default), got %s", jsonnode.Describe(v))
 			return nil, false
 		}
 		if f == 0 {
@@ -393,7 +394,7 @@ func isZero(v any) bool {
 	if !ok {
 		return false
 	}
-	f, err := asFloat(n)
+	f, err := jsonnode.AsFloat(n)
 	return err == nil && f == 0
 }
 
@@ -418,7 +419,7 @@ func (rw *rewrite) setup(m map[string]any) {
 		rw.blocks = append(rw.blocks, rename{from: "setup.commands", to: "setup"})
 	case map[string]any:
 		if n, isNum := v["timeout"].(json.Number); isNum {
-			f, err := asFloat(n)
+			f, err := jsonnode.AsFloat(n)
 			if err != nil || f <= 0 || f > math.MaxInt64/1e9 {
 				rw.addf("setup.timeout", "expected a number of seconds greater than 0, got %s", n)
 				rw.bad = append(rw.bad, "setup.timeout")
@@ -446,7 +447,7 @@ func (rw *rewrite) captureOutputs(setup map[string]any) {
 	const p = "setup.capture_outputs"
 	co, ok := setup["capture_outputs"].(map[string]any)
 	if !ok {
-		rw.addf(p, "expected an object of variable name to command index, got %s", describe(setup["capture_outputs"]))
+		rw.addf(p, "expected an object of variable name to command index, got %s", jsonnode.Describe(setup["capture_outputs"]))
 		rw.bad = append(rw.bad, p)
 		return
 	}
@@ -466,7 +467,7 @@ func (rw *rewrite) captureOutputs(setup map[string]any) {
 		n, isNum := val.(json.Number)
 		i, err := n.Int64()
 		if !isNum || err != nil || i < 0 || i >= int64(len(cmds)) {
-			rw.addf(np, "expected the index of a setup command (0 to %d), got %s", len(cmds)-1, describe(val))
+			rw.addf(np, "expected the index of a setup command (0 to %d), got %s", len(cmds)-1, jsonnode.Describe(val))
 			continue
 		}
 		cmd, isObj := cmds[i].(map[string]any)
@@ -474,7 +475,7 @@ func (rw *rewrite) captureOutputs(setup map[string]any) {
 			continue // the decoder reports the command
 		}
 		if c, has := cmd["capture"]; has && c != name {
-			rw.addf(np, "command %d already captures %s: a command captures into one variable", i, describe(c))
+			rw.addf(np, "command %d already captures %s: a command captures into one variable", i, jsonnode.Describe(c))
 			continue
 		}
 		if c, has := cmd["capture_output"].(string); has && c != name {
@@ -495,14 +496,14 @@ func (rw *rewrite) captureOutputs(setup map[string]any) {
 func (rw *rewrite) timeoutConfig(m, mm map[string]any, p string, val any) {
 	tc, ok := val.(map[string]any)
 	if !ok {
-		rw.addf(p, "expected an object (agent_timeout_secs, timeout_policy, command_timeouts, timeout_action, ...), got %s", describe(val))
+		rw.addf(p, "expected an object (agent_timeout_secs, timeout_policy, command_timeouts, timeout_action, ...), got %s", jsonnode.Describe(val))
 		return
 	}
 	seconds := func(k string, v any) (any, bool) {
 		n, isNum := v.(json.Number)
-		f, err := asFloat(n)
+		f, err := jsonnode.AsFloat(n)
 		if !isNum || err != nil || f <= 0 || f > math.MaxInt64/1e9 {
-			rw.addf(messages.JoinPath(p, k), "expected a number of seconds greater than 0, got %s", describe(v))
+			rw.addf(messages.JoinPath(p, k), "expected a number of seconds greater than 0, got %s", jsonnode.Describe(v))
 			return nil, false
 		}
 		return secondsValue(f), true
@@ -511,7 +512,7 @@ func (rw *rewrite) timeoutConfig(m, mm map[string]any, p string, val any) {
 	switch policy {
 	case "", "per_agent", "hybrid", "per_command":
 	default:
-		rw.addf(messages.JoinPath(p, "timeout_policy"), "unknown policy %s (use per_agent, per_command or hybrid)", describe(tc["timeout_policy"]))
+		rw.addf(messages.JoinPath(p, "timeout_policy"), "unknown policy %s (use per_agent, per_command or hybrid)", jsonnode.Describe(tc["timeout_policy"]))
 		return
 	}
 	var steps []any
@@ -565,7 +566,7 @@ func (rw *rewrite) timeoutConfig(m, mm map[string]any, p string, val any) {
 		case "command_timeouts":
 			ct, ok := v.(map[string]any)
 			if !ok {
-				rw.addf(kp, "expected an object of seconds by command kind (claude, shell, claude_0, ...), got %s", describe(v))
+				rw.addf(kp, "expected an object of seconds by command kind (claude, shell, claude_0, ...), got %s", jsonnode.Describe(v))
 				continue
 			}
 			// Specific keys (claude_0) first, then the kind's.
@@ -609,7 +610,7 @@ func (rw *rewrite) timeoutConfig(m, mm map[string]any, p string, val any) {
 			case "skip", "fail", "graceful_terminate":
 				rw.warnf(kp, "%s has no effect: a timed-out item fails (reason agent_timeout) and error_policy.on_item_failure decides what follows", v)
 			default:
-				rw.addf(kp, "unknown action %s (use dlq, skip, fail or graceful_terminate)", describe(v))
+				rw.addf(kp, "unknown action %s (use dlq, skip, fail or graceful_terminate)", jsonnode.Describe(v))
 			}
 		case "cleanup_grace_period_secs", "enable_monitoring":
 			rw.warnf(kp, "has no effect: a timed-out step gets the agent's --kill-grace, and timeouts are always counted (metrics, events)")

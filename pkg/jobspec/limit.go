@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/jsonnode"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -22,7 +23,7 @@ func decodeRateHook(d *decoder, path string, v any, rv reflect.Value) bool {
 		}
 		r = p
 	case json.Number:
-		f, err := asFloat(x)
+		f, err := jsonnode.AsFloat(x)
 		if err != nil || f <= 0 || f > messages.MaxRate {
 			d.addf(path, "want a positive rate up to %g/s, e.g. \"40/s\", got %s", float64(messages.MaxRate), x)
 			return false

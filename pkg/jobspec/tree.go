@@ -461,3 +461,25 @@ func jsonNumber(s string) bool {
 	var n json.Number
 	return json.Unmarshal([]byte(s), &n) == nil
 }
+
+// firstInvalid returns the first invalidValue in v, walking objects in key
+// order, and its path under path.
+func firstInvalid(path string, v any) (string, invalidValue, bool) {
+	switch x := v.(type) {
+	case invalidValue:
+		return path, x, true
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			if p, iv, ok := firstInvalid(messages.JoinPath(path, k), x[k]); ok {
+				return p, iv, true
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p, iv, ok := firstInvalid(messages.IndexPath(path, i), e); ok {
+				return p, iv, true
+			}
+		}
+	}
+	return "", invalidValue{}, false
+}
