@@ -14,8 +14,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/tracing"
 )
 
 // serveOn starts h on ip (a loopback address: 127.0.0.2 is another host
@@ -76,9 +79,13 @@ func TestHTTPRedirectFollowedWithinAllowList(t *testing.T) {
 	a := serveOn(t, "127.0.0.1", hA)
 
 	ag := New(nil, Config{HTTPAllow: []string{"127.0.0.1", "127.0.0.2"}})
-	out, err := ag.httpStep(context.Background(), httpCall(map[string]any{"url": a.URL + "/start", "body": `{"x": 1}`}))
+	spans := tracetest.NewSpanRecorder()
+	ctx, span := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)).Tracer("t").Start(context.Background(), "step")
+	out, err := ag.httpStep(ctx, httpCall(map[string]any{"url": a.URL + "/start", "body": `{"x": 1}`}))
+	span.End()
 	require.NoError(t, err)
 	require.Equal(t, "arrived at /end", out)
+	require.Contains(t, spans.Ended()[0].Attributes(), tracing.AttrHTTPFinalURL.String(b.URL+"/end"), "the span names the final URL")
 	first, second, last := <-atA, <-atA, <-atB
 	require.Equal(t, seen{method: "POST", path: "/start", body: `{"x": 1}`}, seen{first.method, first.path, first.body, nil})
 	require.Equal(t, seen{method: "GET", path: "/next"}, seen{second.method, second.path, second.body, nil})
@@ -177,7 +184,8 @@ func TestHTTPRedirectBound(t *testing.T) {
 
 // A 307 or 308 keeps the method and the body: followed within the origin,
 // refused to another one (the body is not sent there); a redirect to
-// another scheme than http or https is refused.
+// another scheme than http or https is refused; a failed answer at the
+// end of a chain names its URL.
 func TestHTTPRedirectKeepsMethodAndBodyInOrigin(t *testing.T) {
 	var calls atomic.Int32
 	other := serveOn(t, "127.0.0.2", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) }))
@@ -189,6 +197,10 @@ func TestHTTPRedirectKeepsMethodAndBodyInOrigin(t *testing.T) {
 			redirectTo(http.StatusPermanentRedirect, other.URL+"/there")(w, r)
 		case "/file":
 			redirectTo(http.StatusFound, "file:///etc/passwd")(w, r)
+		case "/gone":
+			redirectTo(http.StatusFound, "/missing")(w, r)
+		case "/missing":
+			http.NotFound(w, r)
 		default:
 			_, _ = w.Write([]byte("took " + r.Method))
 		}
@@ -213,4 +225,10 @@ func TestHTTPRedirectKeepsMethodAndBodyInOrigin(t *testing.T) {
 	_, err = ag.httpStep(context.Background(), httpCall(map[string]any{"url": srv.URL + "/file"}))
 	require.ErrorIs(t, err, ErrHTTPRedirectRefused)
 	require.ErrorContains(t, err, "redirect 1 to file:///etc/passwd: not an http or https URL")
+	<-got
+
+	// A failure after redirects names the URL that answered.
+	_, err = ag.httpStep(context.Background(), httpCall(map[string]any{"url": srv.URL + "/gone"}))
+	require.True(t, retry.IsPermanent(err), "%v", err)
+	require.ErrorContains(t, err, "http status 404 Not Found (redirected to "+srv.URL+"/missing): 404 page not found")
 }
