@@ -88,8 +88,8 @@ func (g *httpGuard) natsServer(ap netip.AddrPort) bool {
 	return false
 }
 
-// client is an http.Client whose connections the guard checks; it follows
-// no redirect (a 3xx is the step's answer).
+// client is an http.Client whose connections the guard checks, each
+// redirect's among them (followRedirect says which redirects it follows).
 func (g *httpGuard) client() *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
 		Control: func(_, address string, _ syscall.RawConn) error { return g.check(address) }}
@@ -104,7 +104,7 @@ func (g *httpGuard) client() *http.Client {
 			IdleConnTimeout:     90 * time.Second,
 			ForceAttemptHTTP2:   true,
 		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		CheckRedirect: followRedirect,
 	}
 }
 

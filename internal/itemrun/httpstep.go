@@ -8,11 +8,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -25,7 +29,9 @@ import (
 // step's output; 429 fails as rate_limit, 5xx as server_error, 408 and
 // timeouts as timeout, connection errors as network, any other status
 // permanently; a Retry-After header (seconds or an HTTP date) becomes
-// [After]. One http.Client is shared by every call of the agent, so
+// [After]. Redirects are followed up to MaxHTTPRedirects, each hop's
+// address checked like the first (followRedirect says which, and which
+// headers go on); a 3xx not followed fails permanently. One http.Client is shared by every call of the agent, so
 // connections are reused. A handler registered under the same name
 // replaces it.
 const HTTPHandlerName = "http"
@@ -51,7 +57,7 @@ var httpClient = &http.Client{
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   true,
 	},
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	CheckRedirect: followRedirect,
 }
 
 // httpArgs are an http step's arguments.
@@ -186,25 +192,45 @@ func httpDo(ctx context.Context, client *http.Client, c *Call) (any, error) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := client.Do(req)
-	if errors.Is(err, ErrHTTPAddressRefused) {
-		return nil, retry.Permanent(fmt.Errorf("http %s %s: %w", a.Method, req.URL.Redacted(), err))
+	where := req.URL.Redacted()
+	if err != nil {
+		// The client's error names the request that failed: a redirect's
+		// hop is named beside the step's URL, and not repeated.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			if hop, perr := url.Parse(ue.URL); perr == nil && hop.String() != req.URL.String() {
+				where += " (redirected to " + hop.Redacted() + ")"
+			}
+			err = ue.Err
+		}
+	}
+	if errors.Is(err, ErrHTTPAddressRefused) || errors.Is(err, ErrHTTPRedirectRefused) {
+		return nil, retry.Permanent(fmt.Errorf("http %s %s: %w", a.Method, where, err))
 	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			return nil, fmt.Errorf("http %s %s: timeout after %s", a.Method, req.URL.Redacted(), timeout)
+			return nil, fmt.Errorf("http %s %s: timeout after %s", a.Method, where, timeout)
 		}
-		return nil, fmt.Errorf("http %s %s: network error: %w", a.Method, req.URL.Redacted(), err)
+		return nil, fmt.Errorf("http %s %s: network error: %w", a.Method, where, err)
 	}
 	defer resp.Body.Close()
+	redirectedTo := ""
+	if final := resp.Request.URL; final.String() != req.URL.String() {
+		// The step followed redirects: its span and a failure's error
+		// name where the answer came from.
+		redirectedTo = final.Redacted()
+		where += " (redirected to " + redirectedTo + ")"
+		trace.SpanFromContext(ctx).SetAttributes(tracing.AttrHTTPFinalURL.String(redirectedTo))
+	}
 	out, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPBody))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxHTTPBody)) // lets the connection be reused
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if rerr != nil {
-			return nil, fmt.Errorf("http %s %s: reading the response: network error: %w", a.Method, req.URL.Redacted(), rerr)
+			return nil, fmt.Errorf("http %s %s: reading the response: network error: %w", a.Method, where, rerr)
 		}
 		return string(out), nil
 	}
-	err = httpStatusError(resp.StatusCode, out)
+	err = httpStatusError(resp.StatusCode, redirectedTo, out)
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout:
 		// An HTTP-date is the remote server's time: measured from its own
@@ -223,14 +249,18 @@ func httpDo(ctx context.Context, client *http.Client, c *Call) (any, error) {
 
 // httpStatusError describes a failed response in words the built-in
 // matchers know: "status 429 Too Many Requests", "status 503 Service
-// Unavailable", "status 408 Request Timeout".
-func httpStatusError(code int, body []byte) error {
+// Unavailable", "status 408 Request Timeout"; redirectedTo, when not
+// empty, is the URL that answered after redirects.
+func httpStatusError(code int, redirectedTo string, body []byte) error {
 	msg := fmt.Sprintf("http status %d %s", code, http.StatusText(code))
 	switch {
 	case code >= 500 && !strings.Contains(strings.ToLower(http.StatusText(code)), "error"):
 		msg += " (server error)"
 	case code == http.StatusRequestTimeout:
 		msg += " (timeout)"
+	}
+	if redirectedTo != "" {
+		msg += " (redirected to " + redirectedTo + ")"
 	}
 	if b := strings.TrimSpace(string(body)); b != "" {
 		msg += ": " + truncate(b, 512)

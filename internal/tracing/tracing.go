@@ -57,6 +57,9 @@ const (
 	AttrBudgetGrant  = attribute.Key("jetfleet.budget_granted")
 	AttrBudgetReason = attribute.Key("jetfleet.budget_reason")
 	AttrExisting     = attribute.Key("jetfleet.existing")
+	// AttrHTTPFinalURL is where an http step's answer came from, when it
+	// followed redirects.
+	AttrHTTPFinalURL = attribute.Key("jetfleet.http.final_url")
 )
 
 // Event names on a step's span: what the agent decided after the run.
