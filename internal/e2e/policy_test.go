@@ -320,20 +320,54 @@ func readDLQ(t *testing.T, srv *fleettest.Server, job string) []messages.DLQEntr
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := srv.JS().Stream(ctx, "FLEET_DLQ")
-	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
-	var out []messages.DLQEntry
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil || !strings.HasPrefix(m.Subject, "fleet.dlq.") || !strings.HasSuffix(m.Subject, "."+job) {
+	// Agents write dead letters into their pool's stream, which the DLQ
+	// stream sources a moment later: wait until it holds every one of the
+	// job's (docs/dlq.md).
+	pooled := 0
+	names := srv.JS().StreamNames(ctx)
+	for name := range names.Name() {
+		if !strings.HasPrefix(name, "FLEET_DLQ_") {
 			continue
 		}
-		var e messages.DLQEntry
-		require.NoError(t, json.Unmarshal(m.Data, &e))
-		out = append(out, e)
+		ps, err := srv.JS().Stream(ctx, name)
+		require.NoError(t, err)
+		info, err := ps.Info(ctx, jetstream.WithSubjectFilter("fleet.dlqin.*."+job))
+		require.NoError(t, err)
+		for _, n := range info.State.Subjects {
+			pooled += int(n)
+		}
 	}
+	var out []messages.DLQEntry
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		s, err := srv.JS().Stream(ctx, "FLEET_DLQ")
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		out = nil
+		sourced := 0
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+			m, err := s.GetMsg(ctx, seq)
+			if err != nil || !strings.HasPrefix(m.Subject, "fleet.dlq.") || !strings.HasSuffix(m.Subject, "."+job) {
+				continue
+			}
+			var e messages.DLQEntry
+			if err := json.Unmarshal(m.Data, &e); err != nil {
+				return err
+			}
+			out = append(out, e)
+			if !strings.HasPrefix(m.Subject, "fleet.dlq."+messages.CoordinatorOrigin+".") {
+				sourced++
+			}
+		}
+		if sourced < pooled {
+			return fmt.Errorf("the DLQ stream holds %d of the %d dead letters of %s in the pools' streams", sourced, pooled, job)
+		}
+		return nil
+	})
 	return out
 }
 
