@@ -279,9 +279,16 @@ func TestRolesRunAJob(t *testing.T) {
 	require.NoError(t, err)
 	dlq, err := ojs.Stream(ctx, s.names.DLQStream())
 	must(err, "operator DLQ stream info")
-	info, err := dlq.Info(ctx, jetstream.WithSubjectFilter(s.names.DLQSubject("default", "roles")))
-	must(err, "operator DLQ stream info by subject")
-	require.Equal(t, uint64(roles.DeadLettered), info.State.Subjects[s.names.DLQSubject("default", "roles")])
+	// The agent's dead letters reach the DLQ stream from its pool's stream
+	// a moment after the job counted them.
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		info, err := dlq.Info(ctx, jetstream.WithSubjectFilter(s.names.DLQSubject("default", "roles")))
+		must(err, "operator DLQ stream info by subject")
+		if got := info.State.Subjects[s.names.DLQSubject("default", "roles")]; got != uint64(roles.DeadLettered) {
+			return fmt.Errorf("the DLQ stream holds %d of the job's %d dead letters", got, roles.DeadLettered)
+		}
+		return nil
+	})
 	oc, err := dlq.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.names.DLQSubject("default", "roles")}})
 	must(err, "operator DLQ consumer")
 	m, err := oc.Next(jetstream.FetchMaxWait(5 * time.Second))
