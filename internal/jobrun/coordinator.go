@@ -322,7 +322,21 @@ func (c *Coordinator) startRunner(rec wire.JobRecord, rev uint64) {
 			r.mu.Unlock()
 			rec.BudgetShares = shares // for the spec records
 		}
-		c.ensureSpecs(ctx, r, &rec)
+		if rec.Status.Published > 0 {
+			// A job this leader resumes: the leader that published its
+			// items wrote its spec records first. Write them again in the
+			// background (a job of an earlier release has none; its
+			// agents nak until they are there), so that a specs bucket
+			// whose stream leader was on a node just cut off does not
+			// hold up the job's results and status (TestCutOffCoordinatorHandsOver).
+			c.wg.Add(1)
+			go func(rec wire.JobRecord) {
+				defer c.wg.Done()
+				c.ensureSpecs(ctx, r, &rec)
+			}(rec)
+		} else {
+			c.ensureSpecs(ctx, r, &rec)
+		}
 		if !c.runJob(ctx, r) {
 			return
 		}
