@@ -8,21 +8,23 @@
 #      `git worktree` at its commit, its own scripts/images.sh (static
 #      binaries, FROM scratch), tagged VERSION-COMMIT12 and kept for the
 #      next run; then this tree's images, as scripts/compose-e2e.sh does
-#   2. compose up (3 NATS nodes R3, two coordinators, 3 agents), every
-#      process of the previous release; submit a job with the previous
+#   2. the role keys of the previous release (its fleetctl's auth init:
+#      the keys the fleet being upgraded has; re-issued after the roll,
+#      docs/deploy.md); compose up (3 NATS nodes R3, two coordinators,
+#      3 agents), every process of the previous release; submit a job with the previous
 #      release's fleetctl (a busybox step, then the flaky handler: retries
 #      and dead letters cross the releases)
 #   3. once 3 % of it is done, `composecheck probe` asks for the job's
 #      status every 0.5 s, each probe given 3 s, until the job ends: not
 #      one may go unanswered, and the done count may never go back
 #   4. the roll, in the order docs/deploy.md gives, each step waited for
-#      before the next:
-#        agents        one at a time: docker stop (SIGTERM: running items
-#                      finish, the rest are naked at once), then one of
-#                      this tree's; until `fleetctl version` lists it
+#      before the next, all under the previous release's role keys:
 #        coordinators  one at a time: recreated with this tree's image;
 #                      until `fleetctl version` lists it (a leader's
 #                      successor takes over within the lease TTL)
+#        agents        one at a time: docker stop (SIGTERM: running items
+#                      finish, the rest are naked at once), then one of
+#                      this tree's; until `fleetctl version` lists it
 #        NATS nodes    one at a time: lame-duck mode (SIGUSR2: it hands
 #                      its Raft leaderships over and moves its clients),
 #                      then recreated with this tree's image on the same
@@ -125,6 +127,26 @@ build_previous
 export JETFLEET_COMMIT # stamped into this tree's binaries: fleetctl version tells them apart
 JETFLEET_COMMIT=$(git rev-parse HEAD)
 lib_build
+# The fleet being upgraded has the role keys of the previous release: its
+# own fleetctl's `auth init` (taken out of its image), same flags. This
+# tree's keys refuse v0.3.0's agents the job records; they are re-issued
+# only after the roll (docs/deploy.md, "Upgrades"). The servers' config of
+# this tree includes leaf-tls.conf, which the previous release does not
+# write (server TLS only, no permission in it): this tree's, beside.
+mv "$FLEET_AUTH_DIR" "$work/auth-next"
+mkdir -p "$FLEET_AUTH_DIR"
+old_ctl=$(docker create "jetfleet/fleetctl:$old_tag")
+docker cp "$old_ctl:/fleetctl" "$work/fleetctl-$old_version" >/dev/null
+docker rm "$old_ctl" >/dev/null
+# shellcheck disable=SC2086 # lib_auth_args is a list of flags
+"$work/fleetctl-$old_version" auth init "$FLEET_AUTH_DIR" --tls --server-dir /etc/nats/auth --force ${lib_auth_args:-} >/dev/null
+cp "$work/auth-next/leaf-tls.conf" "$FLEET_AUTH_DIR/"
+chmod -R a+rX "$FLEET_AUTH_DIR"
+if grep -q 'fleet_specs_\|dlqin' "$FLEET_AUTH_DIR/auth.conf"; then
+  echo "compose-upgrade: $old_version's auth init wrote this tree's permissions" >&2
+  exit 1
+fi
+say "role keys of $old_version (its fleetctl auth init): agents read fleet_jobs, no specs bucket, no per-pool DLQ"
 job="upgrade-$(date +%s)"
 lib_job "$job" "$items" "$step_secs"
 say "every process of $old_version ($old_tag) first"
@@ -139,7 +161,20 @@ tool operator --entrypoint /composecheck --name "$probe_name" -- probe "$job" --
 probe_pid=$!
 step "start of the roll, $old_version everywhere"
 
-# 1. Agents, one at a time.
+# 1. Coordinators first, one at a time (CHANGELOG.md: the agents of this
+# release read the specs its coordinators write).
+n=0
+for c in coordinator-1 coordinator-2; do
+  n=$((n + 1))
+  leader=$(check coordinator holder | cut -d- -f1-2)
+  t=$(date +%s)
+  JETFLEET_TAG=$new_tag compose up -d --no-deps --force-recreate "$c" >>"$work/up.log" 2>&1
+  replaced=$(( $(date +%s) - t ))
+  listed=$(wait_versions coordinators "$n" 2)
+  step "coordinator $n/2: $c (the leader was $leader) recreated in ${replaced}s, listed with this tree's build after $listed; leader now $(check coordinator holder | cut -d- -f1-2)"
+done
+
+# 2. Agents, one at a time.
 n=0
 for id in $(compose ps -q agent); do
   n=$((n + 1))
@@ -151,18 +186,6 @@ for id in $(compose ps -q agent); do
   JETFLEET_TAG=$new_tag compose up -d --no-deps --no-recreate --scale agent=3 agent >>"$work/up.log" 2>&1
   listed=$(wait_versions agents "$n" 3)
   step "agent $n/3: $name stopped in ${stopped}s, its successor listed with this tree's build after $listed"
-done
-
-# 2. Coordinators, one at a time.
-n=0
-for c in coordinator-1 coordinator-2; do
-  n=$((n + 1))
-  leader=$(check coordinator holder | cut -d- -f1-2)
-  t=$(date +%s)
-  JETFLEET_TAG=$new_tag compose up -d --no-deps --force-recreate "$c" >>"$work/up.log" 2>&1
-  replaced=$(( $(date +%s) - t ))
-  listed=$(wait_versions coordinators "$n" 2)
-  step "coordinator $n/2: $c (the leader was $leader) recreated in ${replaced}s, listed with this tree's build after $listed; leader now $(check coordinator holder | cut -d- -f1-2)"
 done
 
 # 3. NATS nodes, one at a time: lame duck, then this tree's image.

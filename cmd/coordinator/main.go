@@ -274,6 +274,15 @@ func ensurePools(ctx context.Context, nc *nats.Conn, cfg coordinator.Config, lis
 	if err != nil {
 		return err
 	}
+	// Role keys of the previous release name no pool dead-letter stream
+	// and no specs bucket: asked once, refused at once, skipped
+	// (docs/deploy.md, "Upgrades").
+	denials := natsconn.WatchDenials(nc)
+	may := func(ctx context.Context, stream string) bool {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return denials.StreamPermitted(ctx, natsconn.APIPrefix(cfg.JSDomain), stream)
+	}
 	for _, p := range strings.Split(list, ",") {
 		if p = strings.TrimSpace(p); p == "" {
 			continue
@@ -281,7 +290,7 @@ func ensurePools(ctx context.Context, nc *nats.Conn, cfg coordinator.Config, lis
 		if err := messages.ValidPool(p); err != nil {
 			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
-		if _, err := provision.EnsurePool(ctx, js, names, p, provision.Config(cfg.Provision)); err != nil {
+		if _, err := provision.EnsurePoolPermitted(ctx, js, names, p, provision.Config(cfg.Provision), may); err != nil {
 			return fmt.Errorf("--pools: %q: %w", p, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -30,6 +31,12 @@ type Writer struct {
 	// maxPayload is the server's max_payload: of the connection when js has
 	// one, else DefaultMaxPayload.
 	maxPayload func() int
+
+	// Denials (nil: none) hears the server refuse the pool's dead-letter
+	// subject, which role keys of the previous release do not name: the
+	// entry then goes to the DLQ stream's subject at once, not after the
+	// publish's timeout.
+	Denials *natsconn.Denials
 }
 
 // DefaultMaxPayload is the server's default max_payload (1 MiB), the limit
@@ -86,11 +93,20 @@ func (w *Writer) Write(ctx context.Context, e *messages.DLQEntry) error {
 		m.Header.Set(messages.HeaderCorrelationID, e.CorrelationID)
 	}
 	m.Header.Set(messages.HeaderReason, e.Reason)
-	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(EntryMsgID(e.JobID, e.ItemID, e.Generation)))
-	if errors.Is(err, jetstream.ErrNoStreamResponse) && m.Subject != w.names.DLQSubject(w.origin, e.JobID) {
+	pctx, stop := ctx, func() {}
+	if w.Denials != nil && m.Subject != w.names.DLQSubject(w.origin, e.JobID) {
+		pctx, stop = w.Denials.Watch(ctx, m.Subject)
+	}
+	_, err = w.js.PublishMsg(pctx, m, jetstream.WithMsgID(EntryMsgID(e.JobID, e.ItemID, e.Generation)))
+	denied := errors.Is(context.Cause(pctx), natsconn.ErrDenied)
+	stop()
+	if (denied || errors.Is(err, jetstream.ErrNoStreamResponse)) && m.Subject != w.names.DLQSubject(w.origin, e.JobID) {
 		// No dead-letter stream for the pool yet (a coordinator of an
-		// earlier version): the DLQ stream itself, where a fleet secured
-		// by fleetctl auth init refuses it.
+		// earlier version), or role keys of the previous release, which
+		// name none (kept until the roll's end: docs/deploy.md,
+		// "Upgrades"); a refused publish stored nothing. The DLQ stream
+		// itself, where a fleet secured by this release's fleetctl auth
+		// init refuses it.
 		m.Subject = w.names.DLQSubject(w.origin, e.JobID)
 		_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(EntryMsgID(e.JobID, e.ItemID, e.Generation)))
 	}

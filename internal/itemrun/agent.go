@@ -352,9 +352,10 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	// earlier version's coordinator kept them, is read only while the
 	// agent's permissions allow it (specs.go).
 	a.jobs = newJobCache(nil, nil)
-	a.jobs.specs = newSpecSource(a.js, a.names, a.cfg.Pool, a.jobsReplica)
+	denials := natsconn.WatchDenials(a.nc)
+	a.jobs.specs = newSpecSourceDenied(a.js, a.names, a.cfg.Pool, a.jobsReplica, denials, natsconn.APIPrefix(a.cfg.JSDomain))
 	a.jobs.legacy = &legacyRecords{js: a.js, names: a.names, apiPrefix: natsconn.APIPrefix(a.cfg.JSDomain),
-		denials: natsconn.WatchDenials(a.nc), wrap: a.jobsReplica}
+		denials: denials, wrap: a.jobsReplica}
 	bkv, err := a.waitKV(ctx, a.names.BudgetBucket())
 	if err != nil {
 		return err
@@ -366,7 +367,9 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	if a.budget, err = budget.New(bkv, bopts...); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	a.dlq = dlq.NewWriter(a.js, a.names, a.cfg.Pool)
+	dw := dlq.NewWriter(a.js, a.names, a.cfg.Pool)
+	dw.Denials = denials
+	a.dlq = dw
 	// Checked whatever ParkAfter says: an agent that parks nothing itself
 	// still meets deliveries other agents' parked copies superseded.
 	parking, err := parkingAvailable(ctx, a.js, a.names, a.cfg.Pool)

@@ -38,9 +38,28 @@ var errNoSpecs = errors.New("agent: the pool has no specs bucket")
 // newSpecSource reads pool's specs bucket; wrap (a test's lagging replica)
 // wraps its direct gets when not nil.
 func newSpecSource(js jetstream.JetStream, names messages.Names, pool string, wrap func(recordGetter) recordGetter) *specSource {
+	return newSpecSourceDenied(js, names, pool, wrap, nil, "")
+}
+
+// newSpecSourceDenied is newSpecSource asking first, through denials (nil:
+// not asked), whether the agent may read the bucket: role keys of the
+// previous release name no specs bucket, and a fleet keeps them until its
+// roll ends (docs/deploy.md, "Upgrades"). A refusal reads as errNoSpecs,
+// the job records are read instead; it is asked again at the next open,
+// since keys re-issued and reloaded may grant the bucket.
+func newSpecSourceDenied(js jetstream.JetStream, names messages.Names, pool string, wrap func(recordGetter) recordGetter,
+	denials *natsconn.Denials, apiPrefix string) *specSource {
 	bucket := names.SpecsBucket(pool)
 	return &specSource{
 		open: func(ctx context.Context) (recordGetter, error) {
+			if denials != nil {
+				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				ok := denials.StreamPermitted(pctx, apiPrefix, "KV_"+bucket)
+				cancel()
+				if !ok {
+					return nil, errNoSpecs
+				}
+			}
 			kv, err := js.KeyValue(ctx, bucket)
 			if errors.Is(err, jetstream.ErrBucketNotFound) {
 				return nil, errNoSpecs

@@ -120,6 +120,20 @@ func (p *poolSet) permittedPool(ctx context.Context, pool string) (bool, error) 
 	return ok, nil
 }
 
+// mayUse reports whether the coordinator's permissions name stream: the
+// server refuses the stream's info at once when they do not
+// (natsconn.Denials). Role keys of the previous release's `fleetctl auth
+// init` name no pool dead-letter stream and no specs bucket; a fleet keeps
+// them until its roll ends (docs/deploy.md, "Upgrades"). Not remembered:
+// keys re-issued and reloaded grant them later. Any answer but a refusal
+// (the info, "not found", a timeout) counts as permitted, and the caller's
+// own request then says what it is.
+func (c *Coordinator) mayUse(ctx context.Context, stream string) bool {
+	ctx, cancel := context.WithTimeout(ctx, poolProbeTimeout)
+	defer cancel()
+	return c.denials.StreamPermitted(ctx, apiPrefix(c.js), stream)
+}
+
 // poolProbeTimeout bounds permittedPool's request when the server neither
 // answers nor refuses it (a server cut off its cluster).
 const poolProbeTimeout = 10 * time.Second
@@ -177,7 +191,7 @@ func (p *poolSet) ensure(ctx context.Context, pool string) error {
 	if ok && time.Since(at) < poolsFresh {
 		return nil
 	}
-	if _, err := provision.EnsurePool(ctx, p.c.js, p.c.names, pool, p.c.cfg.Provision.config()); err != nil {
+	if _, err := provision.EnsurePoolPermitted(ctx, p.c.js, p.c.names, pool, p.c.cfg.Provision.config(), p.c.mayUse); err != nil {
 		return err
 	}
 	p.mu.Lock()

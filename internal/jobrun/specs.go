@@ -3,6 +3,7 @@ package jobrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -24,6 +25,12 @@ type specBuckets struct {
 	kv map[string]jetstream.KeyValue // by pool
 }
 
+// errSpecsDenied: the coordinator's permissions do not name the pool's
+// specs bucket (role keys of the previous release, kept until the roll's
+// end: docs/deploy.md, "Upgrades"). The job record, which holds the spec
+// too, is what the pool's agents read then.
+var errSpecsDenied = errors.New("the coordinator's permissions do not name the specs bucket")
+
 // bucket returns pool's specs bucket, made if it does not exist yet.
 func (s *specBuckets) bucket(ctx context.Context, c *Coordinator, pool string) (jetstream.KeyValue, error) {
 	s.mu.Lock()
@@ -31,6 +38,9 @@ func (s *specBuckets) bucket(ctx context.Context, c *Coordinator, pool string) (
 	s.mu.Unlock()
 	if ok {
 		return kv, nil
+	}
+	if !c.mayUse(ctx, "KV_"+c.names.SpecsBucket(pool)) {
+		return nil, errSpecsDenied
 	}
 	kv, err := c.js.KeyValue(ctx, c.names.SpecsBucket(pool))
 	if err != nil {
@@ -61,6 +71,9 @@ func (c *Coordinator) writeSpecs(ctx context.Context, rec *wire.JobRecord) error
 	}
 	for _, pool := range wire.JobPools(rec) {
 		kv, err := c.specs.bucket(ctx, c, pool)
+		if errors.Is(err, errSpecsDenied) {
+			continue // the pool's agents read the job record (its spec is there too)
+		}
 		if err != nil {
 			return fmt.Errorf("specs bucket of pool %s: %w", pool, err)
 		}

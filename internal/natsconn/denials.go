@@ -93,10 +93,22 @@ func (d *Denials) wait(subject string) (denied <-chan struct{}, forget func()) {
 // there, or ctx's error. A violation on the same subject by a concurrent
 // publish of the connection also counts: permissions are per subject.
 func (d *Denials) Request(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
+	ctx, stop := d.Watch(ctx, subject)
+	defer stop()
+	reply, err := d.nc.RequestWithContext(ctx, subject, data)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrDenied) {
+		return nil, cause
+	}
+	return reply, err
+}
+
+// Watch returns a context that ends, with a cause wrapping ErrDenied
+// (context.Cause), as soon as the server refuses a publish to subject on
+// the connection; stop releases it. For a publish through another API
+// (a JetStream publish) that would otherwise wait for its whole timeout.
+func (d *Denials) Watch(ctx context.Context, subject string) (context.Context, func()) {
 	denied, forget := d.wait(subject)
-	defer forget()
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	go func() {
 		select {
 		case <-denied:
@@ -104,9 +116,19 @@ func (d *Denials) Request(ctx context.Context, subject string, data []byte) (*na
 		case <-ctx.Done():
 		}
 	}()
-	reply, err := d.nc.RequestWithContext(ctx, subject, data)
-	if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrDenied) {
-		return nil, cause
+	return ctx, func() {
+		forget()
+		cancel(nil)
 	}
-	return reply, err
+}
+
+// StreamPermitted reports whether the user may use stream: false only when
+// the server refuses its info request (apiPrefix is the JetStream API's
+// subject prefix, APIPrefix); its info, "not found" or ctx's end count as
+// permitted, and the caller's own requests then say what they find. Role
+// keys of an earlier release name fewer streams (docs/deploy.md,
+// "Upgrades").
+func (d *Denials) StreamPermitted(ctx context.Context, apiPrefix, stream string) bool {
+	_, err := d.Request(ctx, apiPrefix+"STREAM.INFO."+stream, nil)
+	return !errors.Is(err, ErrDenied)
 }

@@ -541,6 +541,20 @@ func ReduceStore(n messages.Names, pool string, c Config) jetstream.ObjectStoreC
 // The consumer is returned even when the park stream fails (an error
 // wrapping ErrParkStream).
 func EnsurePool(ctx context.Context, js jetstream.JetStream, n messages.Names, pool string, c Config) (jetstream.Consumer, error) {
+	return EnsurePoolPermitted(ctx, js, n, pool, c, nil)
+}
+
+// EnsurePoolPermitted is EnsurePool skipping the pool's dead-letter stream
+// and specs bucket when may (nil: always) says the coordinator may not use
+// them: role keys issued by the previous release's `fleetctl auth init`
+// name neither, and a fleet keeps those keys until its roll ends
+// (docs/deploy.md, "Upgrades"). The pool's agents then dead-letter into
+// the DLQ stream and read the job records, as with a coordinator of the
+// previous release.
+func EnsurePoolPermitted(ctx context.Context, js jetstream.JetStream, n messages.Names, pool string, c Config, may func(ctx context.Context, stream string) bool) (jetstream.Consumer, error) {
+	if may == nil {
+		may = func(context.Context, string) bool { return true }
+	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, n.WorkStream(), WorkConsumer(n, pool, c))
 	if err != nil {
 		return nil, fmt.Errorf("provision: consumer %s: %w", n.AgentsConsumer(pool), err)
@@ -548,11 +562,13 @@ func EnsurePool(ctx context.Context, js jetstream.JetStream, n messages.Names, p
 	if err := ensurePark(ctx, js, n, pool, c); err != nil {
 		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ParkStream(pool), err)
 	}
-	if err := ensureStream(ctx, js, PoolDLQStream(n, pool, c)); err != nil {
-		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, wire.PoolDLQStream(n, pool), err)
-	}
-	if err := ensureSource(ctx, js, n.DLQStream(), dlqSource(n, pool)); err != nil {
-		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, wire.PoolDLQStream(n, pool), err)
+	if may(ctx, wire.PoolDLQStream(n, pool)) {
+		if err := ensureStream(ctx, js, PoolDLQStream(n, pool, c)); err != nil {
+			return cons, fmt.Errorf("%w %s: %w", ErrParkStream, wire.PoolDLQStream(n, pool), err)
+		}
+		if err := ensureSource(ctx, js, n.DLQStream(), dlqSource(n, pool)); err != nil {
+			return cons, fmt.Errorf("%w %s: %w", ErrParkStream, wire.PoolDLQStream(n, pool), err)
+		}
 	}
 	// The coordinator writes the reduce store with nats.go's Put, which
 	// needs rollups.
@@ -560,6 +576,9 @@ func EnsurePool(ctx context.Context, js jetstream.JetStream, n messages.Names, p
 	reduce.AllowRollup = true
 	if err := ensureStream(ctx, js, reduce); err != nil {
 		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ReduceBucket(pool), err)
+	}
+	if !may(ctx, "KV_"+n.SpecsBucket(pool)) {
+		return cons, nil
 	}
 	if _, err := EnsureSpecs(ctx, js, n, pool, c); err != nil {
 		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.SpecsBucket(pool), err)

@@ -179,3 +179,25 @@ func TestEnsureTurnsRollupsOffInExistingDeployment(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, work.CachedInfo().Config.Sources, 2)
 }
+
+// Under role keys of the previous release the coordinator may not use a
+// pool's dead-letter stream or specs bucket (docs/deploy.md, "Upgrades"):
+// EnsurePoolPermitted skips both, without an error, and makes the rest.
+func TestEnsurePoolPermittedSkipsWhatThePermissionsDoNotName(t *testing.T) {
+	srv, ctx, names, cfg := ensureSetup(t)
+	js := srv.JS()
+	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
+	var asked []string
+	may := func(_ context.Context, stream string) bool { asked = append(asked, stream); return false }
+	_, err := provision.EnsurePoolPermitted(ctx, js, names, "default", cfg, may)
+	require.NoError(t, err)
+	require.Equal(t, []string{wire.PoolDLQStream(names, "default"), "KV_" + names.SpecsBucket("default")}, asked)
+	for _, name := range asked {
+		_, err := js.Stream(ctx, name)
+		require.ErrorIs(t, err, jetstream.ErrStreamNotFound, name)
+	}
+	_, err = js.Stream(ctx, names.ParkStream("default"))
+	require.NoError(t, err)
+	_, err = js.Stream(ctx, "OBJ_"+names.ReduceBucket("default"))
+	require.NoError(t, err)
+}

@@ -208,7 +208,8 @@ func (c *Client) attempts(ctx context.Context, endpoint string, data []byte, how
 			case msg := <-answers:
 				noResponders := len(msg.Data) == 0 && msg.Header.Get("Status") == "503"
 				var ae *messages.APIError
-				unavailable := !noResponders && errors.As(decodeReply(endpoint, msg, nil), &ae) && ae.Code == messages.CodeUnavailable
+				unavailable := !noResponders && errors.As(decodeReply(endpoint, msg, nil), &ae) &&
+					(ae.Code == messages.CodeUnavailable || stoppedAnswer(ae))
 				switch {
 				case unavailable && how.once:
 					next.Stop()
@@ -347,4 +348,15 @@ func withJobID(specJSON []byte) ([]byte, error) {
 		out = append(out, ',')
 	}
 	return append(out, rest...), nil
+}
+
+// stoppedAnswer reports an answer of a coordinator of v0.3.0 that stopped,
+// or whose leadership term ended, while it served the request: its own
+// context cancelled, it answered "internal: context canceled", where later
+// releases answer "unavailable" (internal/jobrun's unavailableOr). The
+// request never carries the client's context, so such an answer is never
+// about the client's; another coordinator may answer it, as during a
+// rolling upgrade (docs/deploy.md, "Upgrades").
+func stoppedAnswer(ae *messages.APIError) bool {
+	return ae.Code == messages.CodeInternal && strings.HasSuffix(ae.Message, context.Canceled.Error())
 }

@@ -47,6 +47,51 @@ func TestStatusAsksEveryCoordinatorWhenOneDoesNotAnswer(t *testing.T) {
 	require.Equal(t, "j", st.ID)
 }
 
+// A coordinator of v0.3.0 that stops while it serves a status request
+// answers "internal: context canceled" (later releases answer
+// "unavailable"): the request is sent again, and a coordinator that serves
+// answers, as in a rolling upgrade (docs/deploy.md, "Upgrades").
+func TestStatusAsksAgainWhenAStoppingCoordinatorAnswersCanceled(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	stopping, live := srv.Connect(t), srv.Connect(t)
+	var sub *nats.Subscription
+	var answered atomic.Int32
+	sub, err := stopping.QueueSubscribe("fleet.api.jobs.status", "q", func(m *nats.Msg) {
+		answered.Add(1)
+		_ = m.Respond([]byte(`{"error":{"code":"` + messages.CodeInternal + `","message":"context canceled"}}`))
+		_ = sub.Unsubscribe() // it stopped
+	})
+	require.NoError(t, err)
+	require.NoError(t, stopping.Flush())
+	cl, err := New(srv.Connect(t), "")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	// Alone, the stopping coordinator's answer is the only one.
+	_, err = cl.JobStatus(ctx, "j")
+	require.Error(t, err)
+	require.EqualValues(t, 1, answered.Load())
+
+	// Beside a live one, asked again: the live one answers.
+	sub, err = stopping.QueueSubscribe("fleet.api.jobs.status", "q", func(m *nats.Msg) {
+		answered.Add(1)
+		_ = m.Respond([]byte(`{"error":{"code":"` + messages.CodeInternal + `","message":"context canceled"}}`))
+		_ = sub.Unsubscribe()
+	})
+	require.NoError(t, err)
+	require.NoError(t, stopping.Flush())
+	_, err = live.QueueSubscribe("fleet.api.jobs.status", "q", answerStatus)
+	require.NoError(t, err)
+	_, err = live.Subscribe("fleet.api._all.jobs.status", answerStatus)
+	require.NoError(t, err)
+	require.NoError(t, live.Flush())
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel2()
+	st, err := cl.JobStatus(ctx2, "j")
+	require.NoError(t, err)
+	require.Equal(t, "j", st.ID)
+}
+
 // An answer to an earlier attempt counts: a coordinator that answers the
 // first attempt late (slow, not gone) is heard even though the request was
 // sent again meanwhile.
