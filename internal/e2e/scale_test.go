@@ -33,7 +33,12 @@ func TestTenThousandOpenJobs(t *testing.T) {
 	skipScale(t, "10,000 open jobs")
 	const jobs, pools = 10_000, 20
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), StatusInterval: coordinator.DefaultStatusInterval})
+	// Each pool's dead-letter stream reserves its quota (DLQMaxBytes) of the
+	// server's store up front (docs/deploy.md, Storage): 21 pools at the
+	// harness's 64 MiB would reserve more than the test server's 1 GiB.
+	prov := calmProvision
+	prov.DLQMaxBytes = 16 << 20
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: coordinator.DefaultStatusInterval})
 	cl := client(t, srv)
 	js := srv.JS()
 
