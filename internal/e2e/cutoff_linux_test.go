@@ -38,6 +38,13 @@ func TestCutOffCoordinatorHandsOver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 3-node cluster and a partition")
 	}
+	if raceEnabled {
+		// Its bound is on how long status goes unanswered through a
+		// cut-off: under the race detector, beside the other packages'
+		// tests, the lease write alone took up to 12 s. .ci/run runs it
+		// without -race.
+		t.Skip("timed fault: run without -race")
+	}
 	const n, id = 1600, "cutoff"
 	// Routes are given up after 3 missed pings 500 ms apart, as the
 	// compose cluster does after 3 missed pings 2 s apart.

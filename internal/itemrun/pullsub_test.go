@@ -133,6 +133,9 @@ func TestPullSubCloseGivesBackWhatArrives(t *testing.T) {
 	for range 5 {
 		md, err := nextWork(t, next).Metadata()
 		require.NoError(t, err)
-		require.EqualValues(t, 2, md.NumDelivered, "redelivered at once, not after AckWait")
+		// 2 for what the closed subscription had received (given back
+		// at once, not after AckWait); 1 for what the server had not
+		// sent it yet when it closed.
+		require.LessOrEqual(t, md.NumDelivered, uint64(2), "redelivered at once, not after AckWait")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -248,6 +249,27 @@ func (c *Coordinator) jobsWithDeadLetters(ctx context.Context) (map[string]bool,
 		if _, job, ok := wire.ParseDLQ(c.names, subj); ok && n > 0 {
 			jobs[job] = true
 		}
+	}
+	// An agent's dead letter reaches the DLQ stream from its pool's stream
+	// a moment after it is stored there: the pools' streams count too.
+	pools := c.js.StreamNames(ctx, jetstream.WithStreamListSubject(wire.PoolDLQStreamsFilter(c.names)))
+	for name := range pools.Name() {
+		ps, err := c.stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: pool DLQ stream %s: %w", name, err)
+		}
+		info, err := ps.Info(ctx, jetstream.WithSubjectFilter(wire.PoolDLQStreamsFilter(c.names)))
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: pool DLQ stream %s subjects: %w", name, err)
+		}
+		for subj, n := range info.State.Subjects {
+			if i := strings.LastIndexByte(subj, '.'); i >= 0 && n > 0 {
+				jobs[subj[i+1:]] = true
+			}
+		}
+	}
+	if err := pools.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return nil, fmt.Errorf("coordinator: pool DLQ streams: %w", err)
 	}
 	return jobs, nil
 }
