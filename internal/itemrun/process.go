@@ -386,7 +386,7 @@ func (a *Agent) loadState(ctx context.Context, it *item) error {
 	}
 	it.rev = e.Revision()
 	var st wire.ItemState
-	if err := json.Unmarshal(e.Value(), &st); err != nil {
+	if err := wire.DecodeItemState(e.Value(), &st); err != nil {
 		if err := wire.PeekSchema(e.Value()).Check("the item's retry state"); err != nil {
 			return err // an agent of a newer release wrote it: not corrupt
 		}

@@ -280,3 +280,128 @@ func TestItemStateEncoderKnowsEveryField(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(direct))
 }
+
+// stateSeeds are item states as agents write them, and some that only
+// encoding/json reads plainly.
+func stateSeeds(f *testing.F) []string {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC)
+	code := 3
+	states := []ItemState{
+		{JobID: "j", ItemID: "item-1", StepFirstFailure: at, StepDelaySpent: messages.Duration(10 * time.Millisecond), Retries: 1, FirstFailure: at,
+			History: []messages.Attempt{{Attempt: 1, Agent: "a1", Time: at, DurationMS: 1, ErrorClass: "error", Message: "flaky: failed", Decision: "retry", DelayMS: 10}}},
+		{V: 1, JobID: "j", ItemID: "i", Generation: 1, Step: 2, StepAttempt: 3, StepFirstFailure: at.In(time.FixedZone("z", 5400)),
+			StepDelaySpent: messages.Duration(time.Second), LastDelay: messages.Duration(time.Millisecond), StartedAt: at, ItemRun: 2,
+			ItemDelay: messages.Duration(time.Minute), Retries: 4, Outputs: []string{"a", "b\u00e9", ""},
+			Captures: map[string]*Capture{"x": {}}, Ran: []messages.StepRun{{Step: 1, Runs: 1, DurationMS: 2}}, FirstFailure: at,
+			History: []messages.Attempt{{Attempt: 1, Step: 2, StepName: "s", Agent: "a", Time: at, DurationMS: 5, ErrorClass: "error",
+				Message: "m <&> \"q\"", ExitCode: &code, TimedOut: true, Decision: "retry", DelayMS: 6, Generation: 1, ItemRun: 2, NotRun: true}, {}},
+			HistoryDropped: 5, Final: "failed", Reason: "r", Error: "e", ErrorClass: "c", Park: 6, ParkUntil: at},
+		{JobID: "j", History: []messages.Attempt{}, Outputs: []string{}},
+	}
+	var seeds []string
+	for _, st := range states {
+		data, err := json.Marshal(&st)
+		if err != nil {
+			f.Fatal(err)
+		}
+		seeds = append(seeds, string(data))
+	}
+	return append(seeds,
+		`{"job_id":"j","job_id":"k","history":[{"attempt":1,"step":2}],"history":[{"attempt":3}]}`,
+		`{"history":[{"attempt":1,"Attempt":2}],"outputs":["a",null],"STEP":3}`,
+		`{"history":[null,{"exit_code":null,"timed_out":null}],"outputs":null,"captures":null,"ran":null}`,
+		`{"step_delay_spent":"1x","last_delay":7,"item_delay":"1\u0073"}`,
+		`{"step_first_failure":"2026-05-01T12:00:00Z","started_at":null,"park_until":"nope","first_failure":"2026-13-01T00:00:00Z"}`,
+		`{"history":[{"exit_code":12345678901,"timed_out":tru}]}`, `{"history":[{"exit_code":-0,"not_run":false,"x":[1,{"y":2}]}]}`,
+		`{"step_budget_expiry":"2026-05-01T12:00:00Z","step":1}`, `{"outputs":["a" "b"]}`, `{"history":[{},]}`, ` {"v":2} `, `{}`, `[]`, `null`,
+		`{"retries":1.0}`, `{"generation":-3,"park":99999999999}`, "{\"final\":\"\xff\"}", `{"error":"a\u2028b"}`,
+	)
+}
+
+// DecodeItemState gives what json.Unmarshal gives.
+func FuzzDecodeItemState(f *testing.F) {
+	for _, s := range stateSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		var got, want ItemState
+		err := DecodeItemState([]byte(data), &got)
+		wantErr := json.Unmarshal([]byte(data), &want)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("DecodeItemState(%q): error %v, json.Unmarshal: %v", data, err, wantErr)
+		}
+		if err == nil {
+			require.Equal(t, want, got, "DecodeItemState(%q)", data)
+		}
+	})
+}
+
+// The state decoder knows every field of ItemState and of Attempt, in
+// their order: a field added to either must be added to it too.
+func TestItemStateDecoderKnowsEveryField(t *testing.T) {
+	require.Equal(t, jsonNames(ItemState{}), itemStateFields)
+	require.Equal(t, jsonNames(messages.Attempt{}), attemptFields)
+	require.Less(t, len(itemStateFields), 32, "a member's bit in a uint32")
+
+	at := time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC)
+	code := 3
+	full := ItemState{V: 1, JobID: "j", ItemID: "i", Generation: 1, Step: 2, StepAttempt: 3, StepFirstFailure: at,
+		StepDelaySpent: messages.Duration(time.Second), LastDelay: messages.Duration(time.Millisecond), StartedAt: at.Add(1), ItemRun: 2,
+		ItemDelay: messages.Duration(time.Minute), Retries: 4, Outputs: []string{"a", "b"},
+		Captures: map[string]*Capture{"x": {}}, Ran: []messages.StepRun{{Step: 1, Runs: 1, DurationMS: 2}}, FirstFailure: at.Add(2),
+		History: []messages.Attempt{{Attempt: 1, Step: 2, StepName: "s", Agent: "a", Time: at.Add(3), DurationMS: 5, ErrorClass: "error",
+			Message: "m", ExitCode: &code, TimedOut: true, Decision: "retry", DelayMS: 6, Generation: 1, ItemRun: 2, NotRun: true}},
+		HistoryDropped: 5, Final: "failed", Reason: "r", Error: "e", ErrorClass: "c", Park: 6, ParkUntil: at.Add(4)}
+	rv := reflect.ValueOf(full)
+	for i := range rv.NumField() {
+		require.False(t, rv.Field(i).IsZero(), "the test's ItemState sets %s", rv.Type().Field(i).Name)
+	}
+	data, err := json.Marshal(&full)
+	require.NoError(t, err)
+	var got ItemState
+	require.NoError(t, decodeItemState(data, &got), "the direct way, not encoding/json's")
+	require.Equal(t, full, got)
+}
+
+// A retried item's usual state decodes with a handful of allocations: the
+// string copy, the history and its slice.
+func TestDecodeItemStateAllocations(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC)
+	st := ItemState{V: messages.SchemaVersion, JobID: "j", ItemID: "item-1", StepFirstFailure: at,
+		StepDelaySpent: messages.Duration(20 * time.Millisecond), Retries: 2, FirstFailure: at, StepAttempt: 2, StartedAt: at}
+	for i := range 2 {
+		st.History = append(st.History, messages.Attempt{Attempt: i + 1, Agent: "a1", Time: at, DurationMS: 1, ErrorClass: "error",
+			Message: "flaky: failed", Decision: "retry", DelayMS: 10})
+	}
+	data, err := EncodeItemState(&st, 1<<20)
+	require.NoError(t, err)
+	var got ItemState
+	allocs := testing.AllocsPerRun(50, func() { require.NoError(t, DecodeItemState(data, &got)) })
+	require.Equal(t, st, got)
+	require.LessOrEqual(t, allocs, 4.0)
+}
+
+func BenchmarkDecodeItemState(b *testing.B) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 5, time.UTC)
+	st := ItemState{JobID: "j", ItemID: "item-1", StepFirstFailure: at, StepDelaySpent: messages.Duration(20 * time.Millisecond), Retries: 2,
+		FirstFailure: at, StepAttempt: 2, StartedAt: at}
+	for i := range 2 {
+		st.History = append(st.History, messages.Attempt{Attempt: i + 1, Agent: "a1", Time: at, DurationMS: 1, ErrorClass: "error",
+			Message: "flaky: failed", Decision: "retry", DelayMS: 10})
+	}
+	data, _ := EncodeItemState(&st, 1<<20)
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var got ItemState
+			_ = DecodeItemState(data, &got)
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var got ItemState
+			_ = json.Unmarshal(data, &got)
+		}
+	})
+}
