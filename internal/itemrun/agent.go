@@ -47,6 +47,10 @@ type Agent struct {
 	httpOnce sync.Once
 	httpc    *http.Client
 
+	// workerStarts counts the worker goroutines consume started: its
+	// slots' first workers and those free started for want of a spare.
+	workerStarts atomic.Int64
+
 	mu         sync.RWMutex
 	handlers   map[string]HandlerFunc
 	middleware []Middleware
@@ -482,6 +486,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 			case spare <- slot:
 			default:
 				workers.Add(1)
+				a.workerStarts.Add(1)
 				go work(slot)
 			}
 		}
@@ -523,6 +528,7 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	for i := range slots {
 		workers.Add(1)
+		a.workerStarts.Add(1)
 		go work(&slots[i])
 	}
 
