@@ -54,6 +54,9 @@ func TestBookkeepingWorkersAreReused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, messages.StateSucceeded, st.State)
 	require.EqualValues(t, items, st.Retries, "every item failed once")
-	require.LessOrEqual(t, a.workerStarts.Load(), int64(conc*bookkeepingWorkers),
-		"a worker per slot, and at most one per bookkeeping under way at once")
+	// A worker per slot, one per bookkeeping under way at once (at most
+	// (bookkeepingWorkers-1) per slot), and a few more for the moments in
+	// which a worker done with its bookkeeping is not yet waiting as a
+	// spare; one per failure (~conc+items) without the spares.
+	require.LessOrEqual(t, a.workerStarts.Load(), int64(2*conc*bookkeepingWorkers))
 }
