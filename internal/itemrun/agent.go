@@ -449,10 +449,10 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 	taken := make(chan struct{}, 1)
 	// Concurrency workers run items, one slot each. A worker whose item
 	// can run no more of its steps in the delivery (process calls free)
-	// hands its slot to a new worker and finishes the item's bookkeeping
+	// hands its slot to another worker and finishes the item's bookkeeping
 	// (budget claim, state write and delayed nak, dead letter) on its own,
-	// then ends: bookkeeping waits on KV round trips, and must not keep
-	// the slot from the next item. At most (bookkeepingWorkers-1) ×
+	// then waits as a spare: bookkeeping waits on KV round trips, and must
+	// not keep the slot from the next item. At most (bookkeepingWorkers-1) ×
 	// Concurrency items do their bookkeeping so at once; beyond that a
 	// worker keeps its slot through it.
 	slots := make([]hbSlot, a.cfg.Concurrency)
@@ -461,8 +461,8 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 	detached := make(chan struct{}, (bookkeepingWorkers-1)*a.cfg.Concurrency)
 	// A worker whose bookkeeping is done waits in spare for the next slot
 	// a worker hands over, rather than ending: a new goroutine grows its
-	// stack again, copying it each time, through the same deep calls (a
-	// tenth of an agent's CPU in a job of flaky items, docs/benchmarks.md).
+	// stack again, copying it each time, through the same deep calls (8 %
+	// of an agent's CPU in a job of flaky items, docs/benchmarks.md).
 	// Spares are at most the workers detached at once.
 	spare := make(chan *hbSlot)
 	stopSpares := make(chan struct{})
