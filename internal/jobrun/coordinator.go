@@ -26,6 +26,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/pause"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/scheduler"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/client"
@@ -85,6 +86,9 @@ type Coordinator struct {
 
 	metrics *metrics
 	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
+	// schedules serves the schedules.* endpoints and fires the ticks
+	// while this coordinator leads (internal/scheduler).
+	schedules *scheduler.Scheduler
 	// streams caches stream handles by name (retention's purges).
 	streams sync.Map
 	// specs are the pools' specs buckets (specs.go).
@@ -156,6 +160,8 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.tr = tracing.New(cfg.TracerProvider)
 	c.metrics = newMetrics(cfg.Registerer, c.totalInFlight)
 	c.dlq = newDLQService(c)
+	c.schedules = scheduler.New(scheduler.Config{JetStream: js, Names: names, Jobs: scheduleJobs{c},
+		Clock: cfg.hooks.Clock, Logger: c.log, MaxPerPool: cfg.MaxSchedulesPerPool})
 	return c, nil
 }
 

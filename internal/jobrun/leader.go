@@ -111,7 +111,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 	c.goTerm("cancel requests", func() error { return c.followCancels(ctx) })
 	c.goTerm("adopt", func() error { c.adopt(ctx); return nil })
 	c.goTerm("leader status", func() error { return c.serveLeaderStatus(ctx) })
-	c.goTerm("schedules", func() error { return c.runSchedules(ctx) })
+	c.goTerm("schedules", func() error { return c.schedules.Run(ctx) })
 	c.goTerm("held-item releases", func() error { return c.runReleases(ctx) })
 	for _, comp := range c.components {
 		c.goTerm(comp.name, func() error { return comp.run(ctx) })
