@@ -25,6 +25,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/pause"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/retention"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/scheduler"
 	"github.com/jetfleet/jetfleet/internal/tracing"
@@ -89,8 +90,11 @@ type Coordinator struct {
 	// schedules serves the schedules.* endpoints and fires the ticks
 	// while this coordinator leads (internal/scheduler).
 	schedules *scheduler.Scheduler
-	// streams caches stream handles by name (retention's purges).
-	streams sync.Map
+	// retention cleans up settled jobs and deletes expired ones while
+	// this coordinator leads, and serves jobs.prune (internal/retention).
+	retention *retention.Retention
+	// streams caches stream handles by name and purges (streams.go).
+	streams streamCache
 	// specs are the pools' specs buckets (specs.go).
 	specs specBuckets
 
@@ -162,6 +166,11 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.dlq = newDLQService(c)
 	c.schedules = scheduler.New(scheduler.Config{JetStream: js, Names: names, Jobs: scheduleJobs{c},
 		Clock: cfg.hooks.Clock, Logger: c.log, MaxPerPool: cfg.MaxSchedulesPerPool})
+	c.streams.js = js
+	c.retention = retention.New(retention.Config{JetStream: js, Names: names, Jobs: retentionJobs{c}, Streams: &c.streams,
+		Clock: cfg.hooks.Clock, Logger: c.log, Cleaned: c.metrics.jobsCleaned, Pruned: c.metrics.jobsPruned,
+		JobRetention: cfg.JobRetention, CleanupInterval: cfg.CleanupInterval,
+		LateResultWindow: cfg.LateResultWindow, PruneMarkerTTL: cfg.PruneMarkerTTL})
 	return c, nil
 }
 

@@ -106,7 +106,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 		}
 		return sweeper.Run(ctx, c.cfg.SweepInterval)
 	})
-	c.goTerm("retention", func() error { c.RunRetention(ctx); return nil })
+	c.goTerm("retention", func() error { c.retention.Run(ctx); return nil })
 	c.startDLQ(ctx)
 	c.goTerm("cancel requests", func() error { return c.followCancels(ctx) })
 	c.goTerm("adopt", func() error { c.adopt(ctx); return nil })
