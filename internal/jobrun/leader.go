@@ -25,7 +25,7 @@ import (
 // lease in the control bucket (internal/lease), leads: it alone runs the
 // intake, the job runners, the DLQ mover and monitor, replays, cancel
 // requests, retention, the stranded-message sweep, the schedules' ticks
-// (schedulefire.go) and the components registered with OnLeader. Each
+// (internal/scheduler) and the components registered with OnLeader. Each
 // leadership term has its own context (runCtx), which ends when the lease is lost —
 // before any other coordinator can take it — or when Run ends; lead waits
 // for every goroutine of the term before another term can begin.
