@@ -25,6 +25,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/pause"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/replay"
 	"github.com/jetfleet/jetfleet/internal/retention"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/scheduler"
@@ -93,6 +94,9 @@ type Coordinator struct {
 	// retention cleans up settled jobs and deletes expired ones while
 	// this coordinator leads, and serves jobs.prune (internal/retention).
 	retention *retention.Retention
+	// replays are the DLQ replays (internal/replay), made by Run once the
+	// control bucket is open; nil before.
+	replays *replay.Replays
 	// streams caches stream handles by name and purges (streams.go).
 	streams streamCache
 	// specs are the pools' specs buckets (specs.go).
@@ -217,6 +221,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if c.control, err = c.js.KeyValue(ctx, c.names.ControlBucket()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
+	c.replays = replay.New(replay.Config{JetStream: c.js, Names: c.names, Control: c.control,
+		Replayer: c.dlq.rep, Metrics: c.dlq.metrics, Jobs: replayJobs{c}, Clock: c.cfg.hooks.Clock, Logger: c.log})
 	if c.itemsKV, err = c.js.KeyValue(ctx, c.names.ItemsBucket()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
@@ -265,7 +271,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer c.bg.Done()
-		c.dlq.book.keep(ctx, c.control, c.log)
+		c.replays.Keep(ctx)
 	}()
 	// The API's subscriptions reach the server before Ready says so.
 	if err := c.nc.FlushTimeout(10 * time.Second); err != nil {

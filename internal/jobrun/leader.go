@@ -92,11 +92,11 @@ func (c *Coordinator) lead(ctx context.Context) {
 
 	// Replays first: the jobs they replay are held before their runners
 	// can complete them (replayreopen.go).
-	resumed := c.dlq.holdResumed(ctx)
+	c.replays.HoldResumed(ctx)
 	if err := c.resume(ctx); err != nil && ctx.Err() == nil {
 		c.log.Error().Err(err).Msg("resuming jobs failed; the next sweep tries again")
 	}
-	c.goTerm("replays", func() error { return c.dlq.runReplays(ctx, resumed) })
+	c.goTerm("replays", func() error { return c.replays.Run(ctx) })
 	mover := dlq.NewMover(c.js, c.names, c.itemsKV, c.log)
 	c.goTerm("DLQ mover", func() error { return mover.Run(ctx) })
 	c.goTerm("stranded-message sweep", func() error {
@@ -124,7 +124,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 	})
 	<-ctx.Done()
 	c.wg.Wait()
-	c.dlq.dropHolds()
+	c.replays.DropHolds()
 	c.log.Info().Msg("leadership term over")
 }
 

@@ -16,8 +16,8 @@ import (
 
 // The leader's services that live in packages of their own take the
 // coordinator's jobs through the narrow faces below, each only what its
-// service needs: internal/scheduler (schedules) and internal/retention
-// (cleanup, expiry, jobs.prune).
+// service needs: internal/scheduler (schedules), internal/retention
+// (cleanup, expiry, jobs.prune) and internal/replay (DLQ replays).
 
 // The retention defaults and bounds (internal/retention).
 const (
@@ -109,3 +109,18 @@ func (j retentionJobs) DropPause(ctx context.Context, id string) { j.c.dropPause
 func (j retentionJobs) RemoveSpecs(ctx context.Context, rec *wire.JobRecord) error {
 	return j.c.removeSpecs(ctx, rec)
 }
+
+// replayJobs is the face of the coordinator's jobs the replays take
+// (internal/replay): a released job completes if it is done, a replay's
+// events, and the pools its routing looked up.
+type replayJobs struct{ c *Coordinator }
+
+func (j replayJobs) Recheck(job string) {
+	if r := j.c.runner(job); r != nil {
+		r.recheck()
+	}
+}
+
+func (j replayJobs) Event(job string, ev messages.EventPayload) { j.c.event(job, ev) }
+
+func (j replayJobs) ForgetPools(jobs []string) { j.c.dlq.forgetPools(jobs) }
