@@ -389,7 +389,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	a.parking.Store(parking)
 	a.parkRecheck = func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), breakerOpTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // one stream info request
 		defer cancel()
 		ok, _ := parkingAvailable(ctx, a.js, a.names, a.cfg.Pool)
 		return ok
