@@ -28,7 +28,7 @@ const (
 )
 
 // RetentionStats says what a retention pass or a prune did.
-type RetentionStats = retention.RetentionStats
+type RetentionStats = retention.Stats
 
 // errCleaned refuses to reopen a job whose data was removed.
 var errCleaned = fmt.Errorf("%w: the job was cleaned up after it settled (retention)", dlq.ErrNotReplayable)

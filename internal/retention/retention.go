@@ -62,8 +62,8 @@ const (
 	settleGrace = 5 * time.Second
 )
 
-// RetentionStats says what a retention pass or a prune did.
-type RetentionStats struct {
+// Stats says what a retention pass or a prune did.
+type Stats struct {
 	Cleaned int      // settle cleanups finished
 	Pruned  int      // records deleted (or that would be, in a dry run)
 	Failed  int      // jobs whose cleanup or deletion failed (next pass)
@@ -93,8 +93,8 @@ func (c *Retention) Run(ctx context.Context) {
 
 // Pass cleans up every settled job and deletes the records expired
 // under JobRetention, once.
-func (c *Retention) Pass(ctx context.Context) (RetentionStats, error) {
-	var st RetentionStats
+func (c *Retention) Pass(ctx context.Context) (Stats, error) {
+	var st Stats
 	now := c.clock.Now()
 	withDLQ, err := c.jobsWithDeadLetters(ctx)
 	if err != nil {
@@ -158,8 +158,8 @@ func (c *Retention) JobPrune(ctx context.Context, req messages.PruneRequest) (*m
 
 // Prune deletes the records (and what is left of their data) of jobs that
 // finished at least olderThan ago. With dryRun it only counts them.
-func (c *Retention) Prune(ctx context.Context, olderThan time.Duration, dryRun bool) (RetentionStats, error) {
-	var st RetentionStats
+func (c *Retention) Prune(ctx context.Context, olderThan time.Duration, dryRun bool) (Stats, error) {
+	var st Stats
 	if err := c.jobs.Wait(ctx); err != nil {
 		return st, err
 	}
@@ -185,13 +185,13 @@ func (c *Retention) Prune(ctx context.Context, olderThan time.Duration, dryRun b
 	return st, ctx.Err()
 }
 
-func (st *RetentionStats) list(id string) {
+func (st *Stats) list(id string) {
 	if len(st.Jobs) < messages.MaxPruneListed {
 		st.Jobs = append(st.Jobs, id)
 	}
 }
 
-func (c *Retention) pruneOne(ctx context.Context, id string, olderThan time.Duration, explicit bool, st *RetentionStats, mu *sync.Mutex) {
+func (c *Retention) pruneOne(ctx context.Context, id string, olderThan time.Duration, explicit bool, st *Stats, mu *sync.Mutex) {
 	done, err := c.pruneJob(ctx, id, olderThan)
 	mu.Lock()
 	defer mu.Unlock()
