@@ -91,7 +91,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 	}()
 
 	// Replays first: the jobs they replay are held before their runners
-	// can complete them (replayreopen.go).
+	// can complete them (internal/replay, hold.go).
 	c.replays.HoldResumed(ctx)
 	if err := c.resume(ctx); err != nil && ctx.Err() == nil {
 		c.log.Error().Err(err).Msg("resuming jobs failed; the next sweep tries again")
