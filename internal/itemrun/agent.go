@@ -18,6 +18,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/httpstep"
 	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/pause"
@@ -43,7 +44,7 @@ type Agent struct {
 	fencedLog zerolog.Logger
 	tr        tracing.Tracer // spans (tracing.go); off when zero
 
-	// httpc is the http steps' client, made on first use (httpguard.go).
+	// httpc is the http steps' client, made on first use (internal/httpstep's Guard).
 	httpOnce sync.Once
 	httpc    *http.Client
 
@@ -172,13 +173,23 @@ func (a *Agent) handler(name string) (HandlerFunc, bool) {
 		return fn, ok
 	}
 	fn, ok := a.handlers[name]
-	if !ok && name == HTTPHandlerName {
+	if !ok && name == httpstep.Name {
 		fn, ok = a.httpStep, true // built in, unless the agent registers its own
 	}
 	if !ok {
 		return nil, false
 	}
 	return a.wrapLocked(fn), true
+}
+
+// httpStep is the agent's built-in http handler (internal/httpstep): its
+// calls go through the guard of the agent's allow-list and connection.
+func (a *Agent) httpStep(ctx context.Context, c *Call) (any, error) {
+	a.httpOnce.Do(func() {
+		allow, _ := httpstep.ParseAllow(a.cfg.HTTPAllow) // checked by Config.Validate
+		a.httpc = httpstep.NewGuard(allow, a.nc).Client()
+	})
+	return httpstep.Do(ctx, a.httpc, &httpstep.Call{JobID: c.JobID, ItemID: c.ItemID, Attempt: c.Attempt, Item: c.Item, With: c.With})
 }
 
 // wrapLocked puts fn in the middleware, with Recover inside (a handler's
@@ -198,8 +209,8 @@ func (a *Agent) Handlers() []string {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	names := slices.Sorted(maps.Keys(a.handlers))
-	if _, ok := a.handlers[HTTPHandlerName]; !ok {
-		names = append(names, HTTPHandlerName) // built in (http.go)
+	if _, ok := a.handlers[httpstep.Name]; !ok {
+		names = append(names, httpstep.Name) // built in (internal/httpstep)
 		slices.Sort(names)
 	}
 	return names
@@ -225,8 +236,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	for name, fn := range a.handlers {
 		a.wrapped[name] = a.wrapLocked(fn)
 	}
-	if _, ok := a.wrapped[HTTPHandlerName]; !ok {
-		a.wrapped[HTTPHandlerName] = a.wrapLocked(a.httpStep) // built in (httpstep.go)
+	if _, ok := a.wrapped[httpstep.Name]; !ok {
+		a.wrapped[httpstep.Name] = a.wrapLocked(a.httpStep) // built in (internal/httpstep)
 	}
 	a.mu.Unlock()
 
@@ -382,7 +393,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	a.parking.Store(parking)
 	a.parkRecheck = func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), breakerOpTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // one stream info request
 		defer cancel()
 		ok, _ := parkingAvailable(ctx, a.js, a.names, a.cfg.Pool)
 		return ok

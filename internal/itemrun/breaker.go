@@ -2,19 +2,14 @@ package itemrun
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/breaker"
 	"github.com/jetfleet/jetfleet/internal/failure"
-	"github.com/jetfleet/jetfleet/internal/kvstate"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -26,35 +21,13 @@ import (
 // pool's keys only, so no other pool's agent can open or close it. Every agent
 // follows it: before a delivery runs, admitBreaker asks retry.Breaker.Admit
 // and parks the item when it is refused (breakerPark); after it ran,
-// recordBreaker applies OnFailure or OnSuccess. A state change is written
-// with compare-and-set, so concurrent agents never both take the last
-// half-open probe.
+// settleBreaker applies its outcome. The states are shared through
+// internal/breaker's Gate: a state change is written with compare-and-set,
+// so concurrent agents never both take the last half-open probe.
 
-// Bounds of the breaker's KV traffic.
-const (
-	// breakerOpTimeout bounds one KV request.
-	breakerOpTimeout = 5 * time.Second
-	// breakerUpdateTimeout bounds one update, its conflicts and retried
-	// failures included.
-	breakerUpdateTimeout = 10 * time.Second
-	// breakerMaxRounds bounds the compare-and-set rounds of one update.
-	breakerMaxRounds = 200
-	// breakerErrorDelay is how long an item waits when the breaker state
-	// cannot be read or written.
-	breakerErrorDelay = time.Second
-)
-
-// breakerBackoff spaces an update's compare-and-set rounds: 1ms doubling
-// to 50ms, each delay jittered by ±50 %.
-var breakerBackoff = retry.Exponential(time.Millisecond, 50*time.Millisecond).WithJitter(messages.JitterProportional, 0.5)
-
-// breakerRecord is the stored value: the state plus the id of the write
-// that stored it, by which a writer whose reply was lost recognises its
-// own write.
-type breakerRecord struct {
-	retry.BreakerState
-	Writer string `json:"writer,omitempty"`
-}
+// breakerErrorDelay is how long an item waits when the breaker state
+// cannot be read or written.
+const breakerErrorDelay = time.Second
 
 // breakerTicket is what a delivery of a job with a breaker carries from
 // admission to its outcome.
@@ -121,12 +94,12 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 	case a.lastDelivery(it):
 		// Parking now would leave the message to the advisory mover with
 		// no outcome of its own: run it, outside the breaker's count.
-		log(a.log.Warn()).Str("breaker", breakerStateName(to)).Msg("circuit breaker refused the item on the consumer's last delivery: running it anyway")
+		log(a.log.Warn()).Str("breaker", breaker.StateName(to)).Msg("circuit breaker refused the item on the consumer's last delivery: running it anyway")
 		return true
 	}
 	d := failure.ParkDelay(retryAt.Sub(now), a.cfg.hooks.Rand.Float64())
 	a.metrics.breakerParked.Inc()
-	log(a.log.Debug()).Str("breaker", breakerStateName(to)).Dur("delay", d).Msg("parked by the circuit breaker")
+	log(a.log.Debug()).Str("breaker", breaker.StateName(to)).Dur("delay", d).Msg("parked by the circuit breaker")
 	a.breakerPark(ctx, it, d)
 	return false
 }
@@ -228,7 +201,7 @@ func (a *Agent) admitStepBreaker(ctx context.Context, it *item, i int) bool {
 		return true
 	}
 	a.metrics.breakerFailedFast.Inc()
-	a.log.Debug().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Int("step", i).Str("breaker", breakerStateName(to)).
+	a.log.Debug().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Int("step", i).Str("breaker", breaker.StateName(to)).
 		Msg("step circuit breaker refused the run: failing fast")
 	return false
 }
@@ -259,7 +232,7 @@ func (a *Agent) breakerChanged(key string, from, to retry.BreakerState) {
 			}
 		}
 	}
-	fromName, toName := breakerStateName(from), breakerStateName(to)
+	fromName, toName := breaker.StateName(from), breaker.StateName(to)
 	a.metrics.breakerTransitions.WithLabelValues(toName).Inc()
 	// The counts that decided the transition: the new state has reset them.
 	failures, successes, probes := to.Failures, to.Successes, to.Probes
@@ -278,151 +251,26 @@ func (a *Agent) breakerChanged(key string, from, to retry.BreakerState) {
 	})
 }
 
-// breakerStateName is the state's name, "closed" for the zero state.
-func breakerStateName(st retry.BreakerState) string {
-	if st.State == "" {
-		return retry.CircuitClosed
-	}
-	return st.State
-}
-
 // openBreakers waits for the breaker bucket and returns the agent's gate.
-func (a *Agent) openBreakers(ctx context.Context) (*breakerGate, error) {
+func (a *Agent) openBreakers(ctx context.Context) (breakerStates, error) {
 	kv, err := a.waitKV(ctx, a.names.BreakerBucket())
 	if err != nil {
 		return nil, err
 	}
-	return newBreakerGate(a.js, kv, a.cfg.Pool, a.cfg.hooks.Clock, a.log, a.breakerChanged, a.releaseSoon)
-}
-
-// breakerGate reads and writes jobs' breaker states in the breaker bucket,
-// under its pool's keys (<pool>.<job>, <pool>.<job>.<step>: the gate adds
-// the pool), through a kvstate.Store: each job's state is cached and kept fresh by a
-// watch of the bucket, so that a closed breaker costs no request (a
-// delivery reads the cache), and only a change of state is written, with
-// compare-and-set against the revision it was computed from; reads go to
-// the stream leader. A breakerGate is safe for concurrent use; close stops
-// it.
-type breakerGate struct {
-	store    *kvstate.Store[breakerRecord]
-	pool     string
-	clock    clock.Clock
-	onChange func(job string, from, to retry.BreakerState)
-	// onClosed is called, without blocking, when a job's breaker is seen
-	// to close (written, read or watched) after it was seen open or
-	// half-open: the items it parked are released (release.go).
-	onClosed func(job string)
-
-	mu   sync.Mutex
-	seen map[string]string // key → state name last seen
-}
-
-func newBreakerGate(js jetstream.JetStream, kv jetstream.KeyValue, pool string, clk clock.Clock, log zerolog.Logger,
-	onChange func(job string, from, to retry.BreakerState), onClosed func(job string)) (*breakerGate, error) {
-	log = log.With().Str("component", "breaker").Logger()
-	g := &breakerGate{pool: pool, clock: clk, onChange: onChange, onClosed: onClosed, seen: map[string]string{}}
-	store, err := kvstate.New(kvstate.Config[breakerRecord]{
-		Observe:   g.observe,
-		KV:        kv,
-		JetStream: js,
-		Watch:     true, // a closed breaker is admitted from the cache
-		Decode: func(data []byte) (breakerRecord, error) {
-			var rec breakerRecord
-			if err := json.Unmarshal(data, &rec); err != nil {
-				// A corrupt value reads as closed; the next write replaces it.
-				log.Warn().Err(err).Msg("corrupt circuit breaker state read as closed")
-				return breakerRecord{}, nil
-			}
-			return rec, nil
-		},
-		WrittenBy:       func(rec breakerRecord, id string) bool { return rec.Writer == id },
-		OpTimeout:       breakerOpTimeout,
-		ConflictBackoff: breakerBackoff,
-		ErrorBackoff:    breakerBackoff,
-		MaxRounds:       breakerMaxRounds,
-		MaxKeys:         4096, // jobs are few; bound the cache anyway
-		Logger:          log,
-	})
+	g, err := breaker.NewGate(a.js, kv, a.cfg.Pool, a.cfg.hooks.Clock, a.log, a.breakerChanged, a.releaseSoon)
 	if err != nil {
 		return nil, err
 	}
-	g.store = store
-	return g, nil
+	return gateStates{g}, nil
 }
 
-// observe follows the state of the gate's job breakers (not the steps':
-// a step breaker fails its step fast and parks nothing) and calls
-// onClosed when one closes, or its key is deleted, after it was seen open
-// or half-open. It runs under the store's lock: quick, no store calls.
-func (g *breakerGate) observe(key string, e kvstate.Entry[breakerRecord]) {
-	job, ok := strings.CutPrefix(key, g.pool+".")
-	if !ok || strings.Contains(job, ".") {
-		return
-	}
-	state := retry.CircuitClosed
-	if e.Exists {
-		state = breakerStateName(e.Value.BreakerState)
-	}
-	g.mu.Lock()
-	prev, known := g.seen[key]
-	if !known && len(g.seen) >= 4096 {
-		clear(g.seen) // as the store's cache: jobs are few, bound it anyway
-	}
-	g.seen[key] = state
-	g.mu.Unlock()
-	if known && prev != retry.CircuitClosed && state == retry.CircuitClosed && g.onClosed != nil {
-		g.onClosed(job)
-	}
+// gateStates is the agent's breakerStates: the pool's breaker.Gate.
+type gateStates struct{ g *breaker.Gate }
+
+func (s gateStates) update(ctx context.Context, job string, fn func(time.Time, retry.BreakerState) retry.BreakerState) (from, to retry.BreakerState, err error) {
+	return s.g.Update(ctx, job, fn)
 }
 
-// close stops the watch and waits for it. It is idempotent.
-func (g *breakerGate) close() { g.store.Close() }
+func (s gateStates) forget(job string) { s.g.Forget(job) }
 
-// forget drops the cached states of a job's breakers (its own and its
-// steps'); the next delivery reads them from KV. An update under way keeps
-// its entry: compare-and-set keeps both correct.
-func (g *breakerGate) forget(job string) {
-	g.mu.Lock()
-	delete(g.seen, g.key(job))
-	g.mu.Unlock()
-	g.store.Forget(g.key(job))
-	g.store.ForgetPrefix(g.key(job) + ".")
-}
-
-// key is the bucket key of a breaker of the gate's pool: <pool>.<k>, k
-// being a job id or <job>.<step>.
-func (g *breakerGate) key(k string) string { return g.pool + "." + k }
-
-// update applies fn to the job's current state and stores the result if it
-// differs, by compare-and-set; a conflict re-reads from the stream leader
-// and applies fn again. It returns the state fn was last applied to and
-// its result, which is stored (or was already so). fn may be called more
-// than once and must not keep what it computed in earlier calls. A write
-// whose reply was lost and whose state another agent has overwritten since
-// is decided again: a probe slot it took is then written off after the
-// timeout, never granted twice. Conflicts and transient failures are
-// retried for at most breakerUpdateTimeout.
-func (g *breakerGate) update(ctx context.Context, job string,
-	fn func(now time.Time, st retry.BreakerState) retry.BreakerState) (from, to retry.BreakerState, err error) {
-	ctx, cancel := context.WithTimeout(ctx, breakerUpdateTimeout)
-	defer cancel()
-	c, err := g.store.Update(ctx, g.key(job), func(cur kvstate.Entry[breakerRecord], id string) (breakerRecord, bool, error) {
-		st := cur.Value.BreakerState
-		next := fn(g.clock.Now().Round(0), st) // no monotonic reading: it is stored
-		return breakerRecord{BreakerState: next, Writer: id}, !sameBreakerState(next, st), nil
-	})
-	if err != nil {
-		return from, from, fmt.Errorf("agent: breaker %s: %w", job, err)
-	}
-	from, to = c.From.Value.BreakerState, c.To.Value.BreakerState
-	if c.Written && breakerStateName(from) != breakerStateName(to) && g.onChange != nil {
-		g.onChange(job, from, to)
-	}
-	return from, to, nil
-}
-
-// sameBreakerState compares states by value, times by instant.
-func sameBreakerState(a, b retry.BreakerState) bool {
-	return breakerStateName(a) == breakerStateName(b) && a.Failures == b.Failures && a.Probes == b.Probes &&
-		a.Successes == b.Successes && a.OpenedAt.Equal(b.OpenedAt) && a.HalfOpenAt.Equal(b.HalfOpenAt)
-}
+func (s gateStates) close() { s.g.Close() }

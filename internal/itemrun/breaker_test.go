@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/breaker"
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
@@ -65,10 +66,10 @@ func gateAgent(t *testing.T, nc *nats.Conn, name string, clk clock.Clock, maxDel
 		cfg: Config{Name: name, hooks: testhooks.Agent{Clock: clk, Rand: halfDraw}, ParkAfter: -1}.WithDefaults(), nc: nc, log: zerolog.Nop(),
 		js: js, pub: js, names: testNames, metrics: newMetrics(reg), maxDeliver: maxDeliver,
 	}
-	g, err := newBreakerGate(js, kv, messages.DefaultPool, clk, a.log, a.breakerChanged, nil)
+	g, err := breaker.NewGate(js, kv, messages.DefaultPool, clk, a.log, a.breakerChanged, nil)
 	require.NoError(t, err)
-	a.breakers = g
-	t.Cleanup(g.close)
+	a.breakers = gateStates{g}
+	t.Cleanup(g.Close)
 	return a, reg
 }
 
@@ -105,7 +106,7 @@ func leaderState(t *testing.T, js jetstream.JetStream, job string) (retry.Breake
 	t.Helper()
 	data, rev, err := kvleader.New(js, testNames.BreakerBucket()).Get(testCtx(t, 10*time.Second), messages.DefaultPool+"."+job)
 	require.NoError(t, err)
-	var rec breakerRecord
+	var rec breaker.Record
 	if data != nil {
 		require.NoError(t, json.Unmarshal(data, &rec))
 	}
@@ -374,7 +375,7 @@ func TestBreakerAdmitsExactlyTheProbes(t *testing.T) {
 			for _, seed := range []string{"half_open", "open_timeout_elapsed"} {
 				t.Run(seed, func(t *testing.T) {
 					j := breakerJob(t, "cas-"+seed, cfg)
-					data, err := json.Marshal(breakerRecord{BreakerState: seeds[seed]})
+					data, err := json.Marshal(breaker.Record{BreakerState: seeds[seed]})
 					require.NoError(t, err)
 					kv, err := e.js.KeyValue(testCtx(t, 10*time.Second), testNames.BreakerBucket())
 					require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/httpstep"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/shell"
@@ -367,7 +368,7 @@ func (c Config) Validate() error {
 	if _, err := shell.NewEnvFilter(c.StepEnv, c.StepEnvUnsafe); err != nil {
 		errs = append(errs, fmt.Errorf("step_env: %w", err))
 	}
-	if _, err := parseHTTPAllow(c.HTTPAllow); err != nil {
+	if _, err := httpstep.ParseAllow(c.HTTPAllow); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Reaper > ReaperAll {

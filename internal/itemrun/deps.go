@@ -46,7 +46,7 @@ type publisher interface {
 }
 
 // breakerStates reads and writes the jobs' circuit breaker states
-// (*breakerGate): update applies fn to a job's state and stores the result
+// (gateStates, over internal/breaker's Gate): update applies fn to a job's state and stores the result
 // with compare-and-set, returning the state fn last saw and its result.
 type breakerStates interface {
 	update(ctx context.Context, job string, fn func(now time.Time, st retry.BreakerState) retry.BreakerState) (from, to retry.BreakerState, err error)

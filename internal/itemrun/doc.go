@@ -9,9 +9,10 @@
 //     policy) and where a delayed retry is parked and released;
 //   - the guards (breaker.go, limit.go, kill.go, schema.go): the circuit
 //     breakers, the fleet-wide limits, cancel with kill, newer schemas;
-//   - the built-in steps (handler.go, httpstep.go, httpguard.go, claude.go,
-//     capture.go, itemdir.go): noop, sleep, flaky, http, claude, captured
-//     output and the items' working directories;
+//   - the built-in steps (handler.go, claude.go, capture.go, itemdir.go):
+//     noop, sleep, flaky, claude, captured output and the items' working
+//     directories; the http step lives in internal/httpstep, which the
+//     agent registers (Agent.httpStep, agent.go);
 //   - the user-facing types (handler.go, typed.go, middleware.go,
 //     config.go), which pkg/agent re-exports as aliases.
 //

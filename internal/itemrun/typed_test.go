@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/httpstep"
 	"github.com/jetfleet/jetfleet/internal/retry"
 )
 
@@ -168,5 +169,5 @@ func TestHandlersAreSorted(t *testing.T) {
 	a := New(nil, Config{})
 	HandleFunc(a, "b", func(context.Context, *Call, struct{}) (any, error) { return nil, nil })
 	HandleWith(a, "a", func(context.Context, *Call, struct{}, struct{}) (any, error) { return nil, nil })
-	require.Equal(t, []string{"a", "b", HTTPHandlerName}, a.Handlers(), "the http handler is built in")
+	require.Equal(t, []string{"a", "b", httpstep.Name}, a.Handlers(), "the http handler is built in")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/endpoint"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
@@ -20,7 +21,7 @@ import (
 )
 
 // endpointFunc answers one API request.
-type endpointFunc func(context.Context, []byte) (any, *messages.APIError)
+type endpointFunc = endpoint.Func
 
 // allEndpoints are also served on messages.Names.APIAllSubject, where every
 // serving coordinator answers (Client's retries of a read ask there).

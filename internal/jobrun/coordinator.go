@@ -25,7 +25,10 @@ import (
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/pause"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/replay"
+	"github.com/jetfleet/jetfleet/internal/retention"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/scheduler"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/client"
@@ -85,8 +88,17 @@ type Coordinator struct {
 
 	metrics *metrics
 	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
-	// streams caches stream handles by name (retention's purges).
-	streams sync.Map
+	// schedules serves the schedules.* endpoints and fires the ticks
+	// while this coordinator leads (internal/scheduler).
+	schedules *scheduler.Scheduler
+	// retention cleans up settled jobs and deletes expired ones while
+	// this coordinator leads, and serves jobs.prune (internal/retention).
+	retention *retention.Retention
+	// replays are the DLQ replays (internal/replay), made by Run once the
+	// control bucket is open; nil before.
+	replays *replay.Replays
+	// streams caches stream handles by name and purges (streams.go).
+	streams streamCache
 	// specs are the pools' specs buckets (specs.go).
 	specs specBuckets
 
@@ -156,6 +168,13 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.tr = tracing.New(cfg.TracerProvider)
 	c.metrics = newMetrics(cfg.Registerer, c.totalInFlight)
 	c.dlq = newDLQService(c)
+	c.schedules = scheduler.New(scheduler.Config{JetStream: js, Names: names, Jobs: scheduleJobs{c},
+		Clock: cfg.hooks.Clock, Logger: c.log, MaxPerPool: cfg.MaxSchedulesPerPool})
+	c.streams.js = js
+	c.retention = retention.New(retention.Config{JetStream: js, Names: names, Jobs: retentionJobs{c}, Streams: &c.streams,
+		Clock: cfg.hooks.Clock, Logger: c.log, Cleaned: c.metrics.jobsCleaned, Pruned: c.metrics.jobsPruned,
+		JobRetention: cfg.JobRetention, CleanupInterval: cfg.CleanupInterval,
+		LateResultWindow: cfg.LateResultWindow, PruneMarkerTTL: cfg.PruneMarkerTTL})
 	return c, nil
 }
 
@@ -202,6 +221,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if c.control, err = c.js.KeyValue(ctx, c.names.ControlBucket()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
+	c.replays = replay.New(replay.Config{JetStream: c.js, Names: c.names, Control: c.control,
+		Replayer: c.dlq.rep, Metrics: c.dlq.metrics, Jobs: replayJobs{c}, Clock: c.cfg.hooks.Clock, Logger: c.log})
 	if c.itemsKV, err = c.js.KeyValue(ctx, c.names.ItemsBucket()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
@@ -250,7 +271,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer c.bg.Done()
-		c.dlq.book.keep(ctx, c.control, c.log)
+		c.replays.Keep(ctx)
 	}()
 	// The API's subscriptions reach the server before Ready says so.
 	if err := c.nc.FlushTimeout(10 * time.Second); err != nil {

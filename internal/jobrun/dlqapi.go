@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nuid"
-
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/internal/replay"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -31,27 +29,17 @@ const (
 	DefaultReplayWait = 30 * time.Second
 	MaxReplayWait     = 10 * time.Minute
 	// DLQEventsJob is the job token of DLQ events that concern no single
-	// job: fleet.events._dlq.dlq (the 80% warning) and
-	// fleet.events._dlq.replay (replays without a job filter).
-	DLQEventsJob = "_dlq"
-	// replayEventEvery is how many entries a replay handles between two
-	// progress events.
-	replayEventEvery = 100
-	// keptReplays bounds the finished replays dlq.replays remembers.
-	keptReplays = 50
+	// job (internal/replay).
+	DLQEventsJob = replay.DLQEventsJob
 )
 
-// dlqService serves the dlq.* endpoints and runs replays and the monitor.
+// dlqService serves the dlq.* endpoints and the monitor; the replays run
+// in internal/replay.
 type dlqService struct {
 	c       *Coordinator
 	insp    *dlq.Inspector
 	rep     *dlq.Replayer
 	metrics *dlq.Metrics
-
-	book *replayBook // every replay's record (replayrun.go)
-
-	holdMu sync.Mutex
-	holds  map[string]int // jobs being replayed (replayreopen.go)
 
 	poolsMu sync.Mutex
 	pools   map[string]*poolsLoad // finished jobs' item pools, for replays (origin.go)
@@ -62,7 +50,7 @@ func newDLQService(c *Coordinator) *dlqService {
 	if pageBytes < 64<<10 {
 		pageBytes = 64 << 10
 	}
-	s := &dlqService{c: c, book: newReplayBook(), holds: map[string]int{}, pools: map[string]*poolsLoad{}}
+	s := &dlqService{c: c, pools: map[string]*poolsLoad{}}
 	s.insp = dlq.NewInspector(c.js, c.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(c.cfg.hooks.Clock.Now), dlq.WithScanLimit(DLQScanLimit))
 	s.rep = dlq.NewReplayer(c.js, c.names, s.insp, dlq.WithReopen(c.reopenForReplay), dlq.WithRoute(c.routeReplay), dlq.WithLogger(c.log), dlq.WithSigner(c.signer()))
 	s.metrics = dlq.NewMetrics(c.cfg.Registerer)
@@ -232,14 +220,18 @@ func (c *Coordinator) apiDLQReplay(ctx context.Context, data []byte) (any, *mess
 			Filter: req.DLQFilter, Rate: req.Rate, ResetAttempts: req.ResetAttempts,
 		}}, nil
 	}
-	st, apiErr := c.dlq.start(ctx, req)
-	if apiErr != nil {
-		return nil, apiErr
+	st, err := c.replays.Start(ctx, req)
+	var ae *messages.APIError
+	switch {
+	case errors.As(err, &ae):
+		return nil, ae
+	case err != nil:
+		return nil, dlqError(err)
 	}
 	if req.Wait {
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
-		st = c.dlq.book.waitEnded(wctx, st.ReplayID)
+		st = c.replays.WaitEnded(wctx, st.ReplayID)
 	}
 	return messages.DLQReplayReply{DLQReplayStatus: st}, nil
 }
@@ -252,26 +244,20 @@ func (c *Coordinator) apiDLQReplayCancel(ctx context.Context, data []byte) (any,
 	if req.ReplayID == "" {
 		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "replay_id", Message: "required"}
 	}
-	rec, err := c.dlq.updateReplay(ctx, req.ReplayID, func(r *replayRecord) bool {
-		if r.Status.State != messages.ReplayRunning || r.Cancel {
-			return false
-		}
-		r.Cancel = true
-		return true
-	})
+	st, err := c.replays.Cancel(ctx, req.ReplayID)
 	switch {
-	case errors.Is(err, errNoReplay):
+	case errors.Is(err, replay.ErrNoReplay):
 		return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "replay_id", Message: fmt.Sprintf("no replay %q", req.ReplayID)}
 	case err != nil:
 		return nil, apiErr(messages.CodeInternal, err.Error())
-	case rec.Status.State != messages.ReplayRunning:
-		return messages.DLQReplayReply{DLQReplayStatus: rec.Status}, nil
+	case st.State != messages.ReplayRunning:
+		return messages.DLQReplayReply{DLQReplayStatus: st}, nil
 	}
 	// The leader stops it: entries already started finish, and the reply
 	// carries the exact count.
 	wctx, cancel := context.WithTimeout(ctx, DefaultReplayWait)
 	defer cancel()
-	st := c.dlq.book.waitEnded(wctx, req.ReplayID)
+	st = c.replays.WaitEnded(wctx, req.ReplayID)
 	if st.State == messages.ReplayRunning {
 		return nil, apiErr(messages.CodeInternal, "the replay did not stop in time; ask dlq.replays for its final count")
 	}
@@ -287,73 +273,14 @@ func (c *Coordinator) apiDLQReplays(ctx context.Context, data []byte) (any, *mes
 		// One replay (what fleetctl dlq replay polls): read from the
 		// stream leader, so its progress never goes back from one answer
 		// to the next, whichever coordinator answers.
-		rec, _, err := c.dlq.readReplay(ctx, req.ReplayID)
+		st, err := c.replays.Status(ctx, req.ReplayID)
 		switch {
-		case errors.Is(err, errNoReplay):
+		case errors.Is(err, replay.ErrNoReplay):
 			return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "replay_id", Message: fmt.Sprintf("no replay %q", req.ReplayID)}
 		case err != nil:
 			return nil, apiErr(messages.CodeInternal, err.Error())
 		}
-		return messages.DLQReplaysReply{Replays: []messages.DLQReplayStatus{rec.Status}}, nil
+		return messages.DLQReplaysReply{Replays: []messages.DLQReplayStatus{st}}, nil
 	}
-	reply := messages.DLQReplaysReply{Replays: []messages.DLQReplayStatus{}}
-	for _, rec := range c.dlq.book.all() {
-		reply.Replays = append(reply.Replays, rec.Status)
-	}
-	return reply, nil
-}
-
-// overlaps reports whether two replays may select the same entries.
-func overlaps(a, b messages.DLQFilter) bool {
-	return a.JobID == "" || b.JobID == "" || a.JobID == b.JobID
-}
-
-// start counts what req selects and stores the replay's record; the
-// leader runs it (replayrun.go).
-func (s *dlqService) start(ctx context.Context, req messages.DLQReplayRequest) (messages.DLQReplayStatus, *messages.APIError) {
-	c := s.c
-	if _, err := dlq.LimiterFor(req.Rate, nil); err != nil {
-		return messages.DLQReplayStatus{}, &messages.APIError{Code: messages.CodeBadRequest, Field: "rate", Message: err.Error()}
-	}
-	wctx, cancel := context.WithTimeout(ctx, indexWait)
-	err := s.book.wait(wctx)
-	cancel()
-	if err != nil {
-		return messages.DLQReplayStatus{}, apiErr(messages.CodeInternal, "the replays are still loading: "+err.Error())
-	}
-	for _, other := range s.book.all() {
-		if st := other.Status; st.State == messages.ReplayRunning && overlaps(st.Filter, req.DLQFilter) {
-			return messages.DLQReplayStatus{}, &messages.APIError{Code: messages.CodeConflict, Field: "job_id",
-				Message: fmt.Sprintf("replay %s (job %q) is running over the same entries; wait for it or cancel it (dlq.replay.cancel)", st.ReplayID, st.Filter.JobID)}
-		}
-	}
-	plan, err := s.rep.Plan(ctx, req.DLQFilter)
-	if err != nil {
-		return messages.DLQReplayStatus{}, dlqError(err)
-	}
-	now := c.cfg.hooks.Clock.Now()
-	rec := replayRecord{
-		Status: messages.DLQReplayStatus{
-			ReplayID: "replay-" + strings.ToLower(nuid.Next()),
-			State:    messages.ReplayRunning, Filter: req.DLQFilter, Rate: req.Rate,
-			ResetAttempts: req.ResetAttempts, StartedAt: &now,
-			Matched: plan.Matched, ByJob: plan.ByJob, ByErrorClass: plan.ByErrorClass, BySignature: plan.BySignature,
-		},
-		UpTo: plan.Bound,
-	}
-	rev, err := s.putReplay(ctx, rec, 0)
-	if err != nil {
-		return messages.DLQReplayStatus{}, apiErr(messages.CodeInternal, "storing the replay: "+err.Error())
-	}
-	s.book.see(rec.Status.ReplayID, rec, rev)
-	c.log.Info().Str("replay_id", rec.Status.ReplayID).Str("job_id", req.JobID).Int64("matched", plan.Matched).Float64("rate", req.Rate).Msg("DLQ replay requested")
-	return rec.Status, nil
-}
-
-// replayEventsJob is the job token of a replay's events.
-func replayEventsJob(f messages.DLQFilter) string {
-	if f.JobID != "" {
-		return f.JobID
-	}
-	return DLQEventsJob
+	return messages.DLQReplaysReply{Replays: c.replays.List()}, nil
 }

@@ -11,11 +11,16 @@
 //     share, the results consumer, the reduce step;
 //   - the API (jobsapi.go, apiserver.go, dlqapi.go, index.go, agents.go): the
 //     jetfleet micro service's endpoints, the job index, the agents present;
-//   - the leader's services (leader.go, retention.go, replayreopen.go, replayrun.go,
-//     reopen.go, schedulefire.go, scheduleapi.go, pause.go, budgets.go,
-//     breaker.go): the lease, retention, DLQ replays (a replay reopens a job
-//     in reopen.go), cron schedules (a schedule fires in schedulefire.go),
-//     pauses, budgets and breakers.
+//   - the leader's services (leader.go, pause.go, budgets.go, breaker.go):
+//     the lease, pauses, budgets and breakers;
+//   - a DLQ replay's reopening of a job (replayreopen.go, reopen.go): the
+//     Replayer's ReopenFunc, which restarts or holds the job's runner;
+//   - the faces it gives the services that live in packages of their own
+//     (services.go): internal/scheduler (a schedule fires in its fire.go),
+//     internal/retention (settle cleanup, expiry, jobs.prune) and
+//     internal/replay (the replays' records and runs, their holds) each
+//     take only the interface of the jobs they need, never the
+//     Coordinator.
 //
 // It may not be imported by pkg/client: a submitter imports nothing of
 // the daemons. Users import pkg/coordinator.

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetfleet/jetfleet/internal/endpoint"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/client"
@@ -73,7 +74,7 @@ func (c *Coordinator) safeCall(ctx context.Context, name string, fn func(context
 // extraEndpoints lets other files (the DLQ API, schedules, pause) add endpoints.
 func (c *Coordinator) extraEndpoints() map[string]endpointFunc {
 	m := c.dlqEndpoints()
-	for name, fn := range c.scheduleEndpoints() {
+	for name, fn := range c.schedules.Endpoints() {
 		m[name] = fn
 	}
 	for name, fn := range c.pauseEndpoints() {
@@ -101,7 +102,7 @@ func httpish(code string) string {
 	return "500"
 }
 
-func apiErr(code, msg string) *messages.APIError { return &messages.APIError{Code: code, Message: msg} }
+func apiErr(code, msg string) *messages.APIError { return endpoint.Err(code, msg) }
 
 func badJSON(err error) *messages.APIError {
 	return apiErr(messages.CodeBadRequest, "request is not valid JSON: "+err.Error())
@@ -109,17 +110,7 @@ func badJSON(err error) *messages.APIError {
 
 // decodeRequest decodes a JSON request strictly; an empty body is allowed
 // when the request has no required field.
-func decodeRequest(data []byte, v any) *messages.APIError {
-	if len(strings.TrimSpace(string(data))) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badJSON(err)
-	}
-	return nil
-}
+func decodeRequest(data []byte, v any) *messages.APIError { return endpoint.Decode(data, v) }
 
 func (c *Coordinator) apiSubmit(ctx context.Context, data []byte) (any, *messages.APIError) {
 	return c.submitAs(ctx, data, "")

@@ -25,7 +25,7 @@ import (
 // lease in the control bucket (internal/lease), leads: it alone runs the
 // intake, the job runners, the DLQ mover and monitor, replays, cancel
 // requests, retention, the stranded-message sweep, the schedules' ticks
-// (schedulefire.go) and the components registered with OnLeader. Each
+// (internal/scheduler) and the components registered with OnLeader. Each
 // leadership term has its own context (runCtx), which ends when the lease is lost —
 // before any other coordinator can take it — or when Run ends; lead waits
 // for every goroutine of the term before another term can begin.
@@ -91,12 +91,12 @@ func (c *Coordinator) lead(ctx context.Context) {
 	}()
 
 	// Replays first: the jobs they replay are held before their runners
-	// can complete them (replayreopen.go).
-	resumed := c.dlq.holdResumed(ctx)
+	// can complete them (internal/replay, hold.go).
+	c.replays.HoldResumed(ctx)
 	if err := c.resume(ctx); err != nil && ctx.Err() == nil {
 		c.log.Error().Err(err).Msg("resuming jobs failed; the next sweep tries again")
 	}
-	c.goTerm("replays", func() error { return c.dlq.runReplays(ctx, resumed) })
+	c.goTerm("replays", func() error { return c.replays.Run(ctx) })
 	mover := dlq.NewMover(c.js, c.names, c.itemsKV, c.log)
 	c.goTerm("DLQ mover", func() error { return mover.Run(ctx) })
 	c.goTerm("stranded-message sweep", func() error {
@@ -106,12 +106,12 @@ func (c *Coordinator) lead(ctx context.Context) {
 		}
 		return sweeper.Run(ctx, c.cfg.SweepInterval)
 	})
-	c.goTerm("retention", func() error { c.RunRetention(ctx); return nil })
+	c.goTerm("retention", func() error { c.retention.Run(ctx); return nil })
 	c.startDLQ(ctx)
 	c.goTerm("cancel requests", func() error { return c.followCancels(ctx) })
 	c.goTerm("adopt", func() error { c.adopt(ctx); return nil })
 	c.goTerm("leader status", func() error { return c.serveLeaderStatus(ctx) })
-	c.goTerm("schedules", func() error { return c.runSchedules(ctx) })
+	c.goTerm("schedules", func() error { return c.schedules.Run(ctx) })
 	c.goTerm("held-item releases", func() error { return c.runReleases(ctx) })
 	for _, comp := range c.components {
 		c.goTerm(comp.name, func() error { return comp.run(ctx) })
@@ -124,7 +124,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 	})
 	<-ctx.Done()
 	c.wg.Wait()
-	c.dlq.dropHolds()
+	c.replays.DropHolds()
 	c.log.Info().Msg("leadership term over")
 }
 

@@ -213,5 +213,5 @@ func (c *Coordinator) Cancel(ctx context.Context, id string, opts ...CancelOptio
 //
 // Deprecated: use Coordinator.JobPrune, which takes the API's request.
 func (c *Coordinator) Prune(ctx context.Context, olderThan time.Duration, dryRun bool) (RetentionStats, error) {
-	return c.prune(ctx, olderThan, dryRun)
+	return c.retention.Prune(ctx, olderThan, dryRun)
 }

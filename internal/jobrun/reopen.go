@@ -51,7 +51,7 @@ func (c *Coordinator) ensureRunner(ctx context.Context, id string) error {
 
 // reopenRecord marks a finished job's record running again, with a
 // compare-and-set so that it cannot cross a retention cleanup that began
-// meanwhile (retention.go): a job whose cleanup began is not reopened.
+// meanwhile (internal/retention): a job whose cleanup began is not reopened.
 func (c *Coordinator) reopenRecord(ctx context.Context, id string) (*wire.JobRecord, uint64, error) {
 	for {
 		rec, rev, err := c.store.getRev(ctx, id)

@@ -108,48 +108,9 @@ func (c *Coordinator) stopping() <-chan struct{} {
 	return c.runCtx.Done()
 }
 
-// A replay holds the jobs it replays (those its plan counted) until it
-// ends: a held job does not complete. Without the hold, a job reopened by
-// the replay's first markers could complete again when those items
-// finish, while the replay is still reopening others: its completion
-// would purge their freshly republished work messages (the map's end
-// purges what is queued), and a reduce would run once per flap.
-
-// holdJobs keeps jobs from completing until releaseJobs.
-func (s *dlqService) holdJobs(jobs []string) {
-	s.holdMu.Lock()
-	defer s.holdMu.Unlock()
-	for _, j := range jobs {
-		s.holds[j]++
-	}
-}
-
-// releaseJobs drops the holds and lets the jobs complete if they are done.
-func (s *dlqService) releaseJobs(jobs []string) {
-	var free []string
-	s.holdMu.Lock()
-	for _, j := range jobs {
-		if s.holds[j]--; s.holds[j] <= 0 {
-			delete(s.holds, j)
-			free = append(free, j)
-		}
-	}
-	s.holdMu.Unlock()
-	for _, j := range free {
-		if r := s.c.runner(j); r != nil {
-			r.recheck()
-		}
-	}
-}
-
 // replayHolding reports whether a replay holds job (checkLocked).
 func (c *Coordinator) replayHolding(job string) bool {
-	if c.dlq == nil {
-		return false
-	}
-	c.dlq.holdMu.Lock()
-	defer c.dlq.holdMu.Unlock()
-	return c.dlq.holds[job] > 0
+	return c.replays != nil && c.replays.Holding(job)
 }
 
 // recheck applies completion now (a replay's hold was released).

@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/httpstep"
 	"github.com/jetfleet/jetfleet/internal/itemrun"
 )
 
@@ -68,16 +69,16 @@ var (
 	ErrJobKilled = itemrun.ErrJobKilled
 	// ErrHTTPAddressRefused is the http handler's refusal of an address
 	// Config.HTTPAllow does not let it reach.
-	ErrHTTPAddressRefused = itemrun.ErrHTTPAddressRefused
+	ErrHTTPAddressRefused = httpstep.ErrAddressRefused
 )
 
 // HTTPHandlerName is the name of the built-in http handler.
-const HTTPHandlerName = itemrun.HTTPHandlerName
+const HTTPHandlerName = httpstep.Name
 
 // Bounds of the http handler.
 const (
-	MaxHTTPBody        = itemrun.MaxHTTPBody
-	DefaultHTTPTimeout = itemrun.DefaultHTTPTimeout
+	MaxHTTPBody        = httpstep.MaxBody
+	DefaultHTTPTimeout = httpstep.DefaultTimeout
 )
 
 // DefaultClaudeArgs are the arguments of a claude step's command before

@@ -1,4 +1,4 @@
-package jobrun
+package scheduler
 
 import (
 	"context"
@@ -19,11 +19,11 @@ import (
 // than the one whose state was looked up; the scheduler looks again.
 var errRunChanged = errors.New("coordinator: the schedule's last run changed")
 
-// runSchedules fires the schedules' ticks while this coordinator leads:
+// Run fires the schedules' ticks while this coordinator leads:
 // it follows the schedules bucket, sleeps until the next tick due (at
 // most scheduleWait), and applies schedule.Plan to every schedule with a
 // tick due, a queued tick, or a run not yet submitted.
-func (c *Coordinator) runSchedules(ctx context.Context) error {
+func (c *Scheduler) Run(ctx context.Context) error {
 	st, kv, err := c.scheduleStore(ctx)
 	if err != nil {
 		return err
@@ -65,7 +65,7 @@ func (c *Coordinator) runSchedules(ctx context.Context) error {
 		return nil
 	}
 	for {
-		now := c.cfg.hooks.Clock.Now()
+		now := c.clock.Now()
 		wait := scheduleWait
 		mu.Lock()
 		var due []string
@@ -110,7 +110,7 @@ func unsubmitted(s *messages.Schedule) bool {
 // fireSchedule decides the schedule's due ticks (schedule.Plan, by
 // compare-and-set) and submits the runs decided, with any left
 // unsubmitted by an earlier leader.
-func (c *Coordinator) fireSchedule(ctx context.Context, st *kvstate.Store[messages.Schedule], name string) error {
+func (c *Scheduler) fireSchedule(ctx context.Context, st *kvstate.Store[messages.Schedule], name string) error {
 	for range 3 {
 		cur, err := st.Read(ctx, name)
 		if err != nil || !cur.Exists {
@@ -120,7 +120,7 @@ func (c *Coordinator) fireSchedule(ctx context.Context, st *kvstate.Store[messag
 		if err != nil {
 			return err // decided at the next look, not on a guess
 		}
-		now := c.cfg.hooks.Clock.Now().UTC()
+		now := c.clock.Now().UTC()
 		_, err = st.Update(ctx, name, func(cur kvstate.Entry[messages.Schedule], id string) (messages.Schedule, bool, error) {
 			s := cur.Value
 			if !cur.Exists {
@@ -161,7 +161,7 @@ func lastRunID(s *messages.Schedule) string {
 // lastRunActive returns the schedule's last run's job id and whether that
 // run has not ended: not yet submitted, its job not in a terminal state,
 // or submitted so recently that the intake may not have taken it.
-func (c *Coordinator) lastRunActive(ctx context.Context, s *messages.Schedule) (string, bool, error) {
+func (c *Scheduler) lastRunActive(ctx context.Context, s *messages.Schedule) (string, bool, error) {
 	if len(s.Runs) == 0 {
 		return "", false, nil
 	}
@@ -172,12 +172,12 @@ func (c *Coordinator) lastRunActive(ctx context.Context, s *messages.Schedule) (
 	if r.Error != "" {
 		return r.JobID, false, nil
 	}
-	rec, err := c.store.get(ctx, r.JobID)
-	if errors.Is(err, errNoJob) {
-		return r.JobID, c.cfg.hooks.Clock.Now().Sub(r.Decided) < pendingGrace, nil
+	state, err := c.jobs.JobState(ctx, r.JobID)
+	if errors.Is(err, ErrNoJob) {
+		return r.JobID, c.clock.Now().Sub(r.Decided) < pendingGrace, nil
 	}
 	if err != nil {
 		return r.JobID, false, err
 	}
-	return r.JobID, !messages.TerminalState(rec.Status.State), nil
+	return r.JobID, !messages.TerminalState(state), nil
 }

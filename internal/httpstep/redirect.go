@@ -1,4 +1,4 @@
-package itemrun
+package httpstep
 
 import (
 	"errors"
@@ -9,16 +9,16 @@ import (
 	"strings"
 )
 
-// MaxHTTPRedirects bounds the redirects an http step follows: the
+// MaxRedirects bounds the redirects an http step follows: the
 // request after the fifth redirect is not sent, and the step fails.
-const MaxHTTPRedirects = 5
+const MaxRedirects = 5
 
-// ErrHTTPRedirectRefused is an http step's redirect that the agent does
-// not follow: past MaxHTTPRedirects, to another scheme than http or https,
+// ErrRedirectRefused is an http step's redirect that the agent does
+// not follow: past MaxRedirects, to another scheme than http or https,
 // with user information, or a 307/308 that would send a method other than
 // GET or HEAD (and its body) to another origin. A redirect to an address
-// the guard refuses fails with ErrHTTPAddressRefused instead.
-var ErrHTTPRedirectRefused = errors.New("agent: http: redirect refused")
+// the guard refuses fails with ErrAddressRefused instead.
+var ErrRedirectRefused = errors.New("agent: http: redirect refused")
 
 // redirectKeptHeaders are the step's headers a redirect to another origin
 // still carries; every other one (Authorization, Cookie, an API key under
@@ -42,10 +42,10 @@ var redirectKeptHeaders = map[string]bool{
 func followRedirect(req *http.Request, via []*http.Request) error {
 	hop := len(via)
 	refuse := func(format string, args ...any) error {
-		return fmt.Errorf("%w: redirect %d to %s: %s", ErrHTTPRedirectRefused, hop, req.URL.Redacted(), fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: redirect %d to %s: %s", ErrRedirectRefused, hop, req.URL.Redacted(), fmt.Sprintf(format, args...))
 	}
-	if hop > MaxHTTPRedirects {
-		return fmt.Errorf("%w: stopped after %d redirects (the bound is %d)", ErrHTTPRedirectRefused, MaxHTTPRedirects, MaxHTTPRedirects)
+	if hop > MaxRedirects {
+		return fmt.Errorf("%w: stopped after %d redirects (the bound is %d)", ErrRedirectRefused, MaxRedirects, MaxRedirects)
 	}
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 		return refuse("not an http or https URL")

@@ -1,4 +1,4 @@
-package itemrun
+package httpstep
 
 import (
 	"context"
@@ -16,38 +16,43 @@ import (
 	"github.com/jetfleet/jetfleet/internal/wire"
 )
 
-// ErrHTTPAddressRefused is an http step's call to an address the agent
-// does not let the step reach (Config.HTTPAllow).
-var ErrHTTPAddressRefused = errors.New("agent: http: address refused")
+// ErrAddressRefused is an http step's call to an address the agent
+// does not let the step reach (its http_allow).
+var ErrAddressRefused = errors.New("agent: http: address refused")
 
-// httpGuard decides which addresses the agent's http steps may connect
+// Guard decides which addresses the agent's http steps may connect
 // to, at the moment of connecting (after name resolution, so a name that
 // resolves to a refused address is refused too): with no allow-list,
 // every address but loopback, link-local, unspecified and multicast ones
 // and the agent's own NATS servers; with one, only its networks.
-type httpGuard struct {
+// It is safe for concurrent use.
+type Guard struct {
 	allow []netip.Prefix
 	nc    *nats.Conn
 }
 
-// parseHTTPAllow reads Config.HTTPAllow: IP addresses and CIDR networks.
-func parseHTTPAllow(list []string) ([]netip.Prefix, error) { return wire.ParseHTTPAllow(list) }
+// NewGuard returns the guard of an agent with allow-list allow (nil: the
+// default rules) whose NATS connection is nc (nil: none).
+func NewGuard(allow []netip.Prefix, nc *nats.Conn) *Guard { return &Guard{allow: allow, nc: nc} }
+
+// ParseAllow reads an agent's http_allow: IP addresses and CIDR networks.
+func ParseAllow(list []string) ([]netip.Prefix, error) { return wire.ParseHTTPAllow(list) }
 
 // check refuses addr ("ip:port") unless the guard lets steps reach it.
-func (g *httpGuard) check(addr string) error {
+func (g *Guard) check(addr string) error {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrHTTPAddressRefused, addr, err)
+		return fmt.Errorf("%w: %s: %w", ErrAddressRefused, addr, err)
 	}
 	ip := ap.Addr().Unmap()
 	if why := wire.HTTPAddrRefusal(ip, g.allow); why != "" {
-		return fmt.Errorf("%w: %s %s", ErrHTTPAddressRefused, addr, why)
+		return fmt.Errorf("%w: %s %s", ErrAddressRefused, addr, why)
 	}
 	if len(g.allow) > 0 {
 		return nil
 	}
 	if g.natsServer(netip.AddrPortFrom(ip, ap.Port())) {
-		return fmt.Errorf("%w: %s is one of the agent's NATS servers", ErrHTTPAddressRefused, addr)
+		return fmt.Errorf("%w: %s is one of the agent's NATS servers", ErrAddressRefused, addr)
 	}
 	return nil
 }
@@ -56,7 +61,7 @@ func (g *httpGuard) check(addr string) error {
 // agent's connection knows (the client port, and, since the monitoring
 // and cluster ports of the same host must not be reached either, any port
 // of those hosts).
-func (g *httpGuard) natsServer(ap netip.AddrPort) bool {
+func (g *Guard) natsServer(ap netip.AddrPort) bool {
 	if g.nc == nil {
 		return false
 	}
@@ -88,9 +93,9 @@ func (g *httpGuard) natsServer(ap netip.AddrPort) bool {
 	return false
 }
 
-// client is an http.Client whose connections the guard checks, each
+// Client is an http.Client whose connections the guard checks, each
 // redirect's among them (followRedirect says which redirects it follows).
-func (g *httpGuard) client() *http.Client {
+func (g *Guard) Client() *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
 		Control: func(_, address string, _ syscall.RawConn) error { return g.check(address) }}
 	return &http.Client{
@@ -106,14 +111,4 @@ func (g *httpGuard) client() *http.Client {
 		},
 		CheckRedirect: followRedirect,
 	}
-}
-
-// httpStep is the agent's built-in http handler: its calls go through the
-// agent's httpGuard.
-func (a *Agent) httpStep(ctx context.Context, c *Call) (any, error) {
-	a.httpOnce.Do(func() {
-		allow, _ := parseHTTPAllow(a.cfg.HTTPAllow) // checked by Config.Validate
-		a.httpc = (&httpGuard{allow: allow, nc: a.nc}).client()
-	})
-	return httpDo(ctx, a.httpc, c)
 }

@@ -1,4 +1,4 @@
-package itemrun
+package httpstep
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 func TestHTTPGuard(t *testing.T) {
 	allow := func(list ...string) []netip.Prefix {
-		p, err := parseHTTPAllow(list)
+		p, err := ParseAllow(list)
 		require.NoError(t, err)
 		return p
 	}
@@ -44,17 +44,16 @@ func TestHTTPGuard(t *testing.T) {
 		{"loopback listed", allow("127.0.0.1"), "127.0.0.1:80", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := (&httpGuard{allow: tc.allow}).check(tc.addr)
+			err := (&Guard{allow: tc.allow}).check(tc.addr)
 			if tc.ok {
 				require.NoError(t, err)
 			} else {
-				require.ErrorIs(t, err, ErrHTTPAddressRefused)
+				require.ErrorIs(t, err, ErrAddressRefused)
 			}
 		})
 	}
-	_, err := parseHTTPAllow([]string{"10.0.0.0/8", "example.com"})
+	_, err := ParseAllow([]string{"10.0.0.0/8", "example.com"})
 	require.ErrorContains(t, err, `http_allow[1]: "example.com" is not an IP address or a CIDR network`)
-	require.ErrorContains(t, Config{HTTPAllow: []string{"x"}}.WithDefaults().Validate(), "http_allow[0]")
 
 	// The agent's NATS servers, by the connection's URLs.
 	srv := fleettest.RunServer(t)
@@ -62,7 +61,7 @@ func TestHTTPGuard(t *testing.T) {
 	require.NoError(t, err)
 	port, err := strconv.Atoi(u.Port())
 	require.NoError(t, err)
-	g := &httpGuard{nc: srv.Conn()}
+	g := &Guard{nc: srv.Conn()}
 	require.True(t, g.natsServer(netip.AddrPortFrom(netip.MustParseAddr(u.Hostname()), uint16(port))))
 	require.False(t, g.natsServer(netip.MustParseAddrPort("10.9.9.9:4222")))
 }
@@ -80,15 +79,30 @@ func TestHTTPStepRefusesLoopback(t *testing.T) {
 	defer local.Close()
 	call := &Call{JobID: "j", ItemID: "i", Attempt: 1, Item: json.RawMessage(`{}`), With: map[string]any{"url": local.URL + "/varz"}}
 
-	a := New(nil, Config{})
+	a := agentStep(t)
 	_, err := a.httpStep(context.Background(), call)
-	require.ErrorIs(t, err, ErrHTTPAddressRefused)
+	require.ErrorIs(t, err, ErrAddressRefused)
 	require.True(t, retry.IsPermanent(err), "%v", err)
 	require.Zero(t, calls.Load(), "the local server was called")
 
-	allowed := New(nil, Config{HTTPAllow: []string{"127.0.0.0/8"}})
+	allowed := agentStep(t, "127.0.0.0/8")
 	out, err := allowed.httpStep(context.Background(), call)
 	require.NoError(t, err)
 	require.Equal(t, `{"server_id": "secret"}`, out)
-	require.False(t, errors.Is(err, ErrHTTPAddressRefused))
+	require.False(t, errors.Is(err, ErrAddressRefused))
 }
+
+// stepOf is an agent's http step: its calls go through the guard of the
+// agent's allow-list.
+type stepOf struct{ c *http.Client }
+
+// agentStep is the http step of an agent with allow as its http_allow
+// and no NATS connection.
+func agentStep(t *testing.T, allow ...string) stepOf {
+	t.Helper()
+	p, err := ParseAllow(allow)
+	require.NoError(t, err)
+	return stepOf{NewGuard(p, nil).Client()}
+}
+
+func (s stepOf) httpStep(ctx context.Context, c *Call) (any, error) { return Do(ctx, s.c, c) }

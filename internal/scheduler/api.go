@@ -1,4 +1,4 @@
-package jobrun
+package scheduler
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetfleet/jetfleet/internal/endpoint"
 	"github.com/jetfleet/jetfleet/internal/kvstate"
 	"github.com/jetfleet/jetfleet/internal/schedule"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -37,7 +38,7 @@ const pendingGrace = time.Minute
 var scheduleWait = time.Second
 
 // schedulesKV opens the schedules bucket.
-func (c *Coordinator) schedulesKV(ctx context.Context) (jetstream.KeyValue, error) {
+func (c *Scheduler) schedulesKV(ctx context.Context) (jetstream.KeyValue, error) {
 	kv, err := c.js.KeyValue(ctx, c.names.SchedulesBucket())
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: schedules bucket %s: %w", c.names.SchedulesBucket(), err)
@@ -46,7 +47,7 @@ func (c *Coordinator) schedulesKV(ctx context.Context) (jetstream.KeyValue, erro
 }
 
 // scheduleStore is a compare-and-set view of the schedules bucket.
-func (c *Coordinator) scheduleStore(ctx context.Context) (*kvstate.Store[messages.Schedule], jetstream.KeyValue, error) {
+func (c *Scheduler) scheduleStore(ctx context.Context) (*kvstate.Store[messages.Schedule], jetstream.KeyValue, error) {
 	kv, err := c.schedulesKV(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -73,7 +74,7 @@ func timingOf(s *messages.Schedule) (*schedule.Timing, error) {
 }
 
 // checkSchedule returns every problem of a schedule spec, with its field.
-func (c *Coordinator) checkSchedule(s *messages.ScheduleSpec) []messages.FieldError {
+func (c *Scheduler) checkSchedule(s *messages.ScheduleSpec) []messages.FieldError {
 	var out []messages.FieldError
 	add := func(field, format string, args ...any) {
 		out = append(out, messages.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
@@ -115,7 +116,7 @@ func (c *Coordinator) checkSchedule(s *messages.ScheduleSpec) []messages.FieldEr
 		add("job", "required")
 		return out
 	}
-	spec, problems := c.admitSpec(s.Job)
+	spec, problems := c.jobs.CheckSpec(s.Job)
 	for _, p := range problems {
 		p.Field = strings.TrimSuffix("job."+p.Field, ".")
 		out = append(out, p)
@@ -131,18 +132,9 @@ func (c *Coordinator) checkSchedule(s *messages.ScheduleSpec) []messages.FieldEr
 	return out
 }
 
-func problemsReply(problems []messages.FieldError) *messages.APIError {
-	e := &messages.APIError{Code: messages.CodeBadRequest, Field: problems[0].Field,
-		Message: problems[0].Error(), Problems: problems}
-	if len(problems) > 1 {
-		e.Message += fmt.Sprintf(" (and %d more)", len(problems)-1)
-	}
-	return e
-}
-
-// scheduleEndpoints are the schedules.* endpoints.
-func (c *Coordinator) scheduleEndpoints() map[string]func(context.Context, []byte) (any, *messages.APIError) {
-	return map[string]func(context.Context, []byte) (any, *messages.APIError){
+// Endpoints are the schedules.* endpoints, by name.
+func (c *Scheduler) Endpoints() map[string]endpoint.Func {
+	return map[string]endpoint.Func{
 		messages.EndpointSchedulesAdd:   c.apiScheduleAdd,
 		messages.EndpointSchedulesList:  c.apiScheduleList,
 		messages.EndpointSchedulesGet:   c.apiScheduleGet,
@@ -155,13 +147,13 @@ func (c *Coordinator) scheduleEndpoints() map[string]func(context.Context, []byt
 	}
 }
 
-func (c *Coordinator) apiScheduleAdd(ctx context.Context, data []byte) (any, *messages.APIError) {
+func (c *Scheduler) apiScheduleAdd(ctx context.Context, data []byte) (any, *messages.APIError) {
 	var spec messages.ScheduleSpec
 	if e := decodeRequest(data, &spec); e != nil {
 		return nil, e
 	}
 	if problems := c.checkSchedule(&spec); len(problems) > 0 {
-		return nil, problemsReply(problems)
+		return nil, endpoint.Problems(problems)
 	}
 	st, _, err := c.scheduleStore(ctx)
 	if err != nil {
@@ -171,7 +163,7 @@ func (c *Coordinator) apiScheduleAdd(ctx context.Context, data []byte) (any, *me
 	if e := c.scheduleRoom(ctx, st, &spec); e != nil {
 		return nil, e
 	}
-	now := c.cfg.hooks.Clock.Now().UTC()
+	now := c.clock.Now().UTC()
 	rec := messages.Schedule{ScheduleSpec: spec, CreatedAt: now, LastTick: now, Skipped: map[string]int64{}}
 	e, created, err := st.Create(ctx, spec.Name, rec)
 	if err != nil {
@@ -201,7 +193,7 @@ func schedulePool(s *messages.ScheduleSpec) string {
 // scheduleRoom refuses a new schedule whose pool has MaxSchedulesPerPool
 // schedules already. Two adds at once may both pass: the bound is checked,
 // not reserved, and is exceeded by at most the adds in flight.
-func (c *Coordinator) scheduleRoom(ctx context.Context, st *kvstate.Store[messages.Schedule], spec *messages.ScheduleSpec) *messages.APIError {
+func (c *Scheduler) scheduleRoom(ctx context.Context, st *kvstate.Store[messages.Schedule], spec *messages.ScheduleSpec) *messages.APIError {
 	kv, err := c.schedulesKV(ctx)
 	if err != nil {
 		return apiErr(messages.CodeInternal, err.Error())
@@ -221,9 +213,9 @@ func (c *Coordinator) scheduleRoom(ctx context.Context, st *kvstate.Store[messag
 		}
 		n++
 	}
-	if n >= c.cfg.MaxSchedulesPerPool {
+	if n >= c.maxPerPool {
 		return &messages.APIError{Code: messages.CodeTooMany, Field: "job.pool",
-			Message: fmt.Sprintf("pool %q has %d schedules; the limit is %d (--max-schedules-per-pool): remove one first", pool, n, c.cfg.MaxSchedulesPerPool)}
+			Message: fmt.Sprintf("pool %q has %d schedules; the limit is %d (--max-schedules-per-pool): remove one first", pool, n, c.maxPerPool)}
 	}
 	return nil
 }
@@ -250,7 +242,7 @@ func noSchedule(name string) *messages.APIError {
 // errNoSchedule ends an Update of a schedule that does not exist.
 var errNoSchedule = errors.New("coordinator: no such schedule")
 
-func (c *Coordinator) apiScheduleGet(ctx context.Context, data []byte) (any, *messages.APIError) {
+func (c *Scheduler) apiScheduleGet(ctx context.Context, data []byte) (any, *messages.APIError) {
 	req, e := decodeScheduleRequest(data)
 	if e != nil {
 		return nil, e
@@ -272,7 +264,7 @@ func (c *Coordinator) apiScheduleGet(ctx context.Context, data []byte) (any, *me
 	return messages.ScheduleReply{Schedule: &s}, nil
 }
 
-func (c *Coordinator) apiScheduleList(ctx context.Context, data []byte) (any, *messages.APIError) {
+func (c *Scheduler) apiScheduleList(ctx context.Context, data []byte) (any, *messages.APIError) {
 	if e := decodeRequest(data, &struct{}{}); e != nil {
 		return nil, e
 	}
@@ -301,10 +293,10 @@ func (c *Coordinator) apiScheduleList(ctx context.Context, data []byte) (any, *m
 
 // describeSchedule fills what a read shows beyond the record: the next
 // run, the runs' job states.
-func (c *Coordinator) describeSchedule(ctx context.Context, s *messages.Schedule) {
+func (c *Scheduler) describeSchedule(ctx context.Context, s *messages.Schedule) {
 	s.Writers = nil
 	if tm, err := timingOf(s); err == nil && !s.Paused {
-		next := tm.Next(maxTime(s.LastTick, c.cfg.hooks.Clock.Now()))
+		next := tm.Next(maxTime(s.LastTick, c.clock.Now()))
 		s.NextRun = &next
 	}
 	for i := range s.Runs {
@@ -317,11 +309,11 @@ func (c *Coordinator) describeSchedule(ctx context.Context, s *messages.Schedule
 			r.State = messages.StateRejected
 			continue
 		}
-		if rec, err := c.store.get(ctx, r.JobID); err == nil {
-			r.State = rec.Status.State
-		} else if errors.Is(err, errNoJob) {
+		if state, err := c.jobs.JobState(ctx, r.JobID); err == nil {
+			r.State = state
+		} else if errors.Is(err, ErrNoJob) {
 			r.State = messages.StatePending
-			if c.cfg.hooks.Clock.Now().Sub(r.Decided) > pendingGrace {
+			if c.clock.Now().Sub(r.Decided) > pendingGrace {
 				r.State = "gone"
 			}
 		}
@@ -335,7 +327,7 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-func (c *Coordinator) apiSchedulePause(ctx context.Context, data []byte, pause bool) (any, *messages.APIError) {
+func (c *Scheduler) apiSchedulePause(ctx context.Context, data []byte, pause bool) (any, *messages.APIError) {
 	req, e := decodeScheduleRequest(data)
 	if e != nil {
 		return nil, e
@@ -345,7 +337,7 @@ func (c *Coordinator) apiSchedulePause(ctx context.Context, data []byte, pause b
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
 	defer st.Close()
-	now := c.cfg.hooks.Clock.Now().UTC()
+	now := c.clock.Now().UTC()
 	ch, err := st.Update(ctx, req.Name, func(cur kvstate.Entry[messages.Schedule], id string) (messages.Schedule, bool, error) {
 		if !cur.Exists {
 			return cur.Value, false, errNoSchedule
@@ -413,7 +405,7 @@ func cloneCounts(m map[string]int64) map[string]int64 {
 	return out
 }
 
-func (c *Coordinator) apiScheduleRemove(ctx context.Context, data []byte) (any, *messages.APIError) {
+func (c *Scheduler) apiScheduleRemove(ctx context.Context, data []byte) (any, *messages.APIError) {
 	req, e := decodeScheduleRequest(data)
 	if e != nil {
 		return nil, e
@@ -436,7 +428,7 @@ func (c *Coordinator) apiScheduleRemove(ctx context.Context, data []byte) (any, 
 // apiScheduleTrigger starts a run of a schedule now, outside its timing
 // (its job id carries "manual" and a unique suffix), whatever its overlap
 // policy and even when paused.
-func (c *Coordinator) apiScheduleTrigger(ctx context.Context, data []byte) (any, *messages.APIError) {
+func (c *Scheduler) apiScheduleTrigger(ctx context.Context, data []byte) (any, *messages.APIError) {
 	req, e := decodeScheduleRequest(data)
 	if e != nil {
 		return nil, e
@@ -446,7 +438,7 @@ func (c *Coordinator) apiScheduleTrigger(ctx context.Context, data []byte) (any,
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
 	defer st.Close()
-	now := c.cfg.hooks.Clock.Now().UTC()
+	now := c.clock.Now().UTC()
 	run := messages.ScheduleRun{Tick: now, JobID: req.Name + "-manual-" + strings.ToLower(nuid.Next()), Decided: now, Manual: true}
 	_, err = st.Update(ctx, req.Name, func(cur kvstate.Entry[messages.Schedule], id string) (messages.Schedule, bool, error) {
 		if !cur.Exists {
@@ -475,7 +467,7 @@ func (c *Coordinator) apiScheduleTrigger(ctx context.Context, data []byte) (any,
 
 // submitRuns submits the jobs of the schedule's runs not yet submitted
 // and marks them so; it returns the record as it left it.
-func (c *Coordinator) submitRuns(ctx context.Context, st *kvstate.Store[messages.Schedule], name string) (messages.Schedule, error) {
+func (c *Scheduler) submitRuns(ctx context.Context, st *kvstate.Store[messages.Schedule], name string) (messages.Schedule, error) {
 	cur, err := st.Read(ctx, name)
 	if err != nil || !cur.Exists {
 		return cur.Value, err
@@ -492,7 +484,7 @@ func (c *Coordinator) submitRuns(ctx context.Context, st *kvstate.Store[messages
 		}
 		spec.ID = r.JobID
 		body, _ := json.Marshal(spec)
-		if _, e := c.apiSubmit(ctx, body); e != nil {
+		if e := c.jobs.Submit(ctx, body); e != nil {
 			if e.Code == messages.CodeInternal {
 				return cur.Value, e // tried again later
 			}

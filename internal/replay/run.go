@@ -1,4 +1,4 @@
-package jobrun
+package replay
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // (dlq.replay) or asks to cancel one (dlq.replay.cancel); every
 // coordinator follows the records with a watch (replayBook) and answers
 // dlq.replays from it. The leader runs the records that are running
-// (runReplays), writes their progress at most every replayWriteEvery, and
+// (Run), writes their progress at most every replayWriteEvery, and
 // their end. A leader that dies mid-replay leaves the record running: the
 // next one runs it again over the entries still in the DLQ. Each step of an
 // entry's replay is idempotent — the reopen marker and the republished item
@@ -192,7 +192,7 @@ func (b *replayBook) waitEnded(ctx context.Context, id string) messages.DLQRepla
 // updateReplay changes replay id's record with fn, by compare-and-set on a
 // read from the stream leader, until it is stored or ctx ends. fn returns
 // false to write nothing.
-func (s *dlqService) updateReplay(ctx context.Context, id string, fn func(*replayRecord) bool) (replayRecord, error) {
+func (s *Replays) updateReplay(ctx context.Context, id string, fn func(*replayRecord) bool) (replayRecord, error) {
 	for {
 		rec, rev, err := s.readReplay(ctx, id)
 		if err != nil {
@@ -215,13 +215,13 @@ func (s *dlqService) updateReplay(ctx context.Context, id string, fn func(*repla
 // readReplay reads replay id's record from the stream leader: a read that
 // never goes back to an older revision, whichever coordinator makes it
 // (the coordinators' watches may lag one another by a write).
-func (s *dlqService) readReplay(ctx context.Context, id string) (replayRecord, uint64, error) {
-	data, rev, err := kvleader.New(s.c.js, s.c.names.ControlBucket()).Get(ctx, wire.ReplayKey(id))
+func (s *Replays) readReplay(ctx context.Context, id string) (replayRecord, uint64, error) {
+	data, rev, err := kvleader.New(s.js, s.names.ControlBucket()).Get(ctx, wire.ReplayKey(id))
 	if err != nil {
 		return replayRecord{}, 0, err
 	}
 	if data == nil {
-		return replayRecord{}, 0, errNoReplay
+		return replayRecord{}, 0, ErrNoReplay
 	}
 	var rec replayRecord
 	if err := json.Unmarshal(data, &rec); err != nil {
@@ -230,23 +230,28 @@ func (s *dlqService) readReplay(ctx context.Context, id string) (replayRecord, u
 	return rec, rev, nil
 }
 
-func (s *dlqService) putReplay(ctx context.Context, rec replayRecord, rev uint64) (uint64, error) {
+func (s *Replays) putReplay(ctx context.Context, rec replayRecord, rev uint64) (uint64, error) {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return 0, err
 	}
-	return kvcas.Write(ctx, s.c.control, wire.ReplayKey(rec.Status.ReplayID), data, rev)
+	return kvcas.Write(ctx, s.control, wire.ReplayKey(rec.Status.ReplayID), data, rev)
 }
 
-var errNoReplay = errors.New("coordinator: no such replay")
+// ErrNoReplay is what a read of a replay that does not exist returns.
+var ErrNoReplay = errors.New("replay: no such replay")
 
-// holdResumed holds the jobs of the replays left running by an earlier
-// leader, before this term resumes job runners, and returns those replays.
-func (s *dlqService) holdResumed(ctx context.Context) []replayRecord {
+// HoldResumed holds the jobs of the replays left running by an earlier
+// leader, before this term resumes job runners; Run runs those replays.
+func (s *Replays) HoldResumed(ctx context.Context) {
+	s.setResumed(s.holdResumed(ctx))
+}
+
+func (s *Replays) holdResumed(ctx context.Context) []replayRecord {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.book.wait(wctx); err != nil {
-		s.c.log.Warn().Err(err).Msg("the replays are not loaded yet; resuming without them")
+		s.log.Warn().Err(err).Msg("the replays are not loaded yet; resuming without them")
 		return nil
 	}
 	var running []replayRecord
@@ -267,16 +272,18 @@ func jobsOf(rec replayRecord) []string {
 	return jobs
 }
 
-// dropHolds forgets every hold at the end of a leadership term.
-func (s *dlqService) dropHolds() {
+// DropHolds forgets every hold at the end of a leadership term.
+func (s *Replays) DropHolds() {
 	s.holdMu.Lock()
 	defer s.holdMu.Unlock()
 	clear(s.holds)
 }
 
-// runReplays runs the running replays while this coordinator leads:
-// those resumed (their jobs already held) and those created meanwhile.
-func (s *dlqService) runReplays(ctx context.Context, resumed []replayRecord) error {
+// Run runs the running replays while this coordinator leads: those
+// resumed (their jobs already held by HoldResumed) and those created
+// meanwhile.
+func (s *Replays) Run(ctx context.Context) error {
+	resumed := s.setResumed(nil)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	running := map[string]context.CancelFunc{}
@@ -336,8 +343,7 @@ func (s *dlqService) runReplays(ctx context.Context, resumed []replayRecord) err
 // context, rctx the replay's (cancelled on request). A replay cut short by
 // the term's end writes nothing more: it stays running for the next
 // leader.
-func (s *dlqService) execute(term, rctx context.Context, rec replayRecord, held bool) {
-	c := s.c
+func (s *Replays) execute(term, rctx context.Context, rec replayRecord, held bool) {
 	id := rec.Status.ReplayID
 	st := rec.Status
 	// The replay holds its jobs while it runs, whatever way it returns (a
@@ -352,17 +358,17 @@ func (s *dlqService) execute(term, rctx context.Context, rec replayRecord, held 
 	// meanwhile, which is counted with them).
 	var base int64
 	if cur, _, err := s.readReplay(rctx, id); err != nil {
-		return // tried again within a second (runReplays)
+		return // tried again within a second (Run)
 	} else if cur.Runs > 0 { // read afresh: the book may lag the last leader's write
 		plan, err := s.rep.PlanUpTo(rctx, st.Filter, rec.UpTo)
 		if err != nil {
 			if term.Err() == nil {
-				c.log.Warn().Err(err).Str("replay_id", id).Msg("re-planning a resumed replay failed; trying again")
+				s.log.Warn().Err(err).Str("replay_id", id).Msg("re-planning a resumed replay failed; trying again")
 			}
 			return
 		}
 		base = max(st.Matched-plan.Matched, 0)
-		c.log.Info().Str("replay_id", id).Int64("done_before", base).Int64("left", plan.Matched).Msg("DLQ replay resumed")
+		s.log.Info().Str("replay_id", id).Int64("done_before", base).Int64("left", plan.Matched).Msg("DLQ replay resumed")
 	}
 	rec, err := s.updateReplay(term, id, func(r *replayRecord) bool {
 		if r.Status.State != messages.ReplayRunning {
@@ -381,7 +387,7 @@ func (s *dlqService) execute(term, rctx context.Context, rec replayRecord, held 
 		return
 	}
 	if rec.Runs == 1 {
-		c.event(replayEventsJob(st.Filter), messages.DLQReplayStartedEvent(rec.Status))
+		s.jobs.Event(EventsJob(st.Filter), messages.DLQReplayStartedEvent(rec.Status))
 	}
 	s.metrics.ReplaysInProgress.Inc()
 	defer s.metrics.ReplaysInProgress.Dec()
@@ -440,13 +446,13 @@ func (s *dlqService) execute(term, rctx context.Context, rec replayRecord, held 
 			if emit {
 				ev := rec.Status
 				ev.Replayed, ev.Failed, ev.Skipped = base+p.Replayed, p.Failed, p.Skipped
-				c.event(replayEventsJob(st.Filter), messages.DLQReplayProgressEvent(ev))
+				s.jobs.Event(EventsJob(st.Filter), messages.DLQReplayProgressEvent(ev))
 			}
 		},
 	})
 	close(stopWriter)
 	<-writerDone
-	s.forgetPools(jobs)
+	s.jobs.ForgetPools(jobs)
 	if term.Err() != nil {
 		return // the next leader resumes it
 	}
@@ -454,8 +460,8 @@ func (s *dlqService) execute(term, rctx context.Context, rec replayRecord, held 
 }
 
 // end records a replay's end and publishes its last event.
-func (s *dlqService) end(ctx context.Context, id string, p dlq.Progress, base int64, err error, cancelled bool) {
-	now := s.c.cfg.hooks.Clock.Now()
+func (s *Replays) end(ctx context.Context, id string, p dlq.Progress, base int64, err error, cancelled bool) {
+	now := s.clock.Now()
 	rec, werr := s.updateReplay(ctx, id, func(r *replayRecord) bool {
 		if r.Status.State != messages.ReplayRunning {
 			return false
@@ -478,18 +484,18 @@ func (s *dlqService) end(ctx context.Context, id string, p dlq.Progress, base in
 		return true
 	})
 	if werr != nil {
-		s.c.log.Warn().Err(werr).Str("replay_id", id).Msg("recording the replay's end failed")
+		s.log.Warn().Err(werr).Str("replay_id", id).Msg("recording the replay's end failed")
 		return
 	}
 	st := rec.Status
-	s.c.log.Info().Str("replay_id", id).Str("state", st.State).Int64("replayed", st.Replayed).
+	s.log.Info().Str("replay_id", id).Str("state", st.State).Int64("replayed", st.Replayed).
 		Int64("failed", st.Failed).Int64("skipped", st.Skipped).Msg("DLQ replay ended")
-	s.c.event(replayEventsJob(st.Filter), messages.DLQReplayFinishedEvent(st))
+	s.jobs.Event(EventsJob(st.Filter), messages.DLQReplayFinishedEvent(st))
 	s.forgetOld(ctx)
 }
 
 // forgetOld deletes the oldest ended replays beyond keptReplays.
-func (s *dlqService) forgetOld(ctx context.Context) {
+func (s *Replays) forgetOld(ctx context.Context) {
 	recs := s.book.all()
 	kept := 0
 	for _, rec := range recs {
@@ -497,7 +503,7 @@ func (s *dlqService) forgetOld(ctx context.Context) {
 			continue
 		}
 		if kept++; kept > keptReplays {
-			_ = s.c.control.Delete(ctx, wire.ReplayKey(rec.Status.ReplayID))
+			_ = s.control.Delete(ctx, wire.ReplayKey(rec.Status.ReplayID))
 		}
 	}
 }

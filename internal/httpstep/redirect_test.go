@@ -1,4 +1,4 @@
-package itemrun
+package httpstep
 
 import (
 	"context"
@@ -78,7 +78,7 @@ func TestHTTPRedirectFollowedWithinAllowList(t *testing.T) {
 	})
 	a := serveOn(t, "127.0.0.1", hA)
 
-	ag := New(nil, Config{HTTPAllow: []string{"127.0.0.1", "127.0.0.2"}})
+	ag := agentStep(t, "127.0.0.1", "127.0.0.2")
 	spans := tracetest.NewSpanRecorder()
 	ctx, span := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)).Tracer("t").Start(context.Background(), "step")
 	out, err := ag.httpStep(ctx, httpCall(map[string]any{"url": a.URL + "/start", "body": `{"x": 1}`}))
@@ -103,17 +103,17 @@ func TestHTTPRedirectToRefusedAddress(t *testing.T) {
 	}))
 	outer := serveOn(t, "127.0.0.1", http.HandlerFunc(redirectTo(http.StatusFound, inner.URL+"/varz")))
 
-	ag := New(nil, Config{HTTPAllow: []string{"127.0.0.1"}})
+	ag := agentStep(t, "127.0.0.1")
 	_, err := ag.httpStep(context.Background(), httpCall(map[string]any{"url": outer.URL + "/go"}))
-	require.ErrorIs(t, err, ErrHTTPAddressRefused)
+	require.ErrorIs(t, err, ErrAddressRefused)
 	require.True(t, retry.IsPermanent(err), "%v", err)
 	require.ErrorContains(t, err, "http GET "+outer.URL+"/go (redirected to "+inner.URL+"/varz): ")
 	require.Zero(t, calls.Load(), "the refused server was called")
 
 	// With no allow-list, loopback is refused from the first hop on: the
 	// default refusal is the same rule at every hop.
-	_, err = New(nil, Config{}).httpStep(context.Background(), httpCall(map[string]any{"url": outer.URL + "/go"}))
-	require.ErrorIs(t, err, ErrHTTPAddressRefused)
+	_, err = agentStep(t).httpStep(context.Background(), httpCall(map[string]any{"url": outer.URL + "/go"}))
+	require.ErrorIs(t, err, ErrAddressRefused)
 	require.Zero(t, calls.Load())
 }
 
@@ -140,7 +140,7 @@ func TestHTTPRedirectDropsCredentialsAcrossHosts(t *testing.T) {
 	a := serveOn(t, "127.0.0.1", hA)
 	aURL = a.URL
 
-	ag := New(nil, Config{HTTPAllow: []string{"127.0.0.0/8"}})
+	ag := agentStep(t, "127.0.0.0/8")
 	out, err := ag.httpStep(context.Background(), httpCall(map[string]any{"url": a.URL + "/start", "headers": map[string]any{
 		"Authorization": "Bearer secret", "Cookie": "session=secret", "X-Api-Key": "secret", "Accept": "text/plain",
 	}}))
@@ -166,7 +166,7 @@ func TestHTTPRedirectDropsCredentialsAcrossHosts(t *testing.T) {
 	}
 }
 
-// A redirect chain stops at MaxHTTPRedirects: the request after the fifth
+// A redirect chain stops at MaxRedirects: the request after the fifth
 // redirect is not sent, and the step fails for good, saying so.
 func TestHTTPRedirectBound(t *testing.T) {
 	h, got := recorder(func(w http.ResponseWriter, r *http.Request) {
@@ -174,12 +174,12 @@ func TestHTTPRedirectBound(t *testing.T) {
 		redirectTo(http.StatusFound, fmt.Sprintf("/r%d", n+1))(w, r)
 	})
 	srv := serveOn(t, "127.0.0.1", h)
-	ag := New(nil, Config{HTTPAllow: []string{"127.0.0.1"}})
+	ag := agentStep(t, "127.0.0.1")
 	_, err := ag.httpStep(context.Background(), httpCall(map[string]any{"url": srv.URL + "/r0"}))
-	require.ErrorIs(t, err, ErrHTTPRedirectRefused)
+	require.ErrorIs(t, err, ErrRedirectRefused)
 	require.True(t, retry.IsPermanent(err), "%v", err)
 	require.ErrorContains(t, err, "stopped after 5 redirects (the bound is 5)")
-	require.Len(t, got, MaxHTTPRedirects+1, "the step's request and 5 redirects")
+	require.Len(t, got, MaxRedirects+1, "the step's request and 5 redirects")
 }
 
 // A 307 or 308 keeps the method and the body: followed within the origin,
@@ -206,7 +206,7 @@ func TestHTTPRedirectKeepsMethodAndBodyInOrigin(t *testing.T) {
 		}
 	})
 	srv := serveOn(t, "127.0.0.1", h)
-	ag := New(nil, Config{HTTPAllow: []string{"127.0.0.0/8"}})
+	ag := agentStep(t, "127.0.0.0/8")
 
 	out, err := ag.httpStep(context.Background(), httpCall(map[string]any{"url": srv.URL + "/same", "method": "PUT", "body": "payload"}))
 	require.NoError(t, err)
@@ -216,14 +216,14 @@ func TestHTTPRedirectKeepsMethodAndBodyInOrigin(t *testing.T) {
 	require.Equal(t, "payload", there.body)
 
 	_, err = ag.httpStep(context.Background(), httpCall(map[string]any{"url": srv.URL + "/cross", "body": "payload"}))
-	require.ErrorIs(t, err, ErrHTTPRedirectRefused)
+	require.ErrorIs(t, err, ErrRedirectRefused)
 	require.True(t, retry.IsPermanent(err), "%v", err)
 	require.ErrorContains(t, err, "redirect 1 to "+other.URL+"/there: a 308 would send POST and its body to another origin")
 	require.Zero(t, calls.Load())
 	<-got
 
 	_, err = ag.httpStep(context.Background(), httpCall(map[string]any{"url": srv.URL + "/file"}))
-	require.ErrorIs(t, err, ErrHTTPRedirectRefused)
+	require.ErrorIs(t, err, ErrRedirectRefused)
 	require.ErrorContains(t, err, "redirect 1 to file:///etc/passwd: not an http or https URL")
 	<-got
 

@@ -1,4 +1,4 @@
-package itemrun
+package httpstep
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -21,27 +22,27 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// HTTPHandlerName is the built-in handler that calls an HTTP endpoint:
+// Name is the built-in handler that calls an HTTP endpoint:
 // `handler: http` with `with: {url, method, headers, body, timeout}`,
 // each string templated over the item like a shell step's values (in the
 // URL, every value is escaped for where it lands: path or query). A 2xx
-// response succeeds with its body (at most MaxHTTPBody bytes) as the
+// response succeeds with its body (at most MaxBody bytes) as the
 // step's output; 429 fails as rate_limit, 5xx as server_error, 408 and
 // timeouts as timeout, connection errors as network, any other status
 // permanently; a Retry-After header (seconds or an HTTP date) becomes
-// [After]. Redirects are followed up to MaxHTTPRedirects, each hop's
+// the retry's delay (retry.After). Redirects are followed up to MaxRedirects, each hop's
 // address checked like the first (followRedirect says which, and which
 // headers go on); a 3xx not followed fails permanently. One http.Client is shared by every call of the agent, so
 // connections are reused. A handler registered under the same name
 // replaces it.
-const HTTPHandlerName = "http"
+const Name = "http"
 
 // Bounds of the http handler.
 const (
-	// MaxHTTPBody bounds the response body kept as the step's output.
-	MaxHTTPBody = 1 << 20
-	// DefaultHTTPTimeout bounds a call whose step sets no timeout.
-	DefaultHTTPTimeout = 30 * time.Second
+	// MaxBody bounds the response body kept as the step's output.
+	MaxBody = 1 << 20
+	// DefaultTimeout bounds a call whose step sets no timeout.
+	DefaultTimeout = 30 * time.Second
 	// maxRetryAfter bounds a Retry-After hint.
 	maxRetryAfter = time.Hour
 )
@@ -58,6 +59,16 @@ var httpClient = &http.Client{
 		ForceAttemptHTTP2:   true,
 	},
 	CheckRedirect: followRedirect,
+}
+
+// Call is what an http step reads of its attempt.
+type Call struct {
+	JobID, ItemID string
+	// Attempt is the 1-based attempt number of the step.
+	Attempt int
+	// Item is the item's JSON payload, With the step's arguments.
+	Item json.RawMessage
+	With map[string]any
 }
 
 // httpArgs are an http step's arguments.
@@ -160,20 +171,20 @@ func parseHTTPArgs(c *Call) (httpArgs, error) {
 	return a, nil
 }
 
-// httpHandler is the built-in http handler with the package's client,
-// which reaches any address (tests); an agent's http steps use
-// Agent.httpStep, whose client its httpGuard checks.
-func httpHandler(ctx context.Context, c *Call) (any, error) { return httpDo(ctx, httpClient, c) }
+// httpHandler is the http step with the package's client, which reaches
+// any address (tests); an agent's http steps use a Guard's Client.
+func httpHandler(ctx context.Context, c *Call) (any, error) { return Do(ctx, httpClient, c) }
 
-// httpDo makes an http step's call with client.
-func httpDo(ctx context.Context, client *http.Client, c *Call) (any, error) {
+// Do makes an http step's call with client: its output, or an error
+// that says how to retry it (retry.Permanent, retry.After).
+func Do(ctx context.Context, client *http.Client, c *Call) (any, error) {
 	a, err := parseHTTPArgs(c)
 	if err != nil {
 		return nil, retry.Permanent(err)
 	}
 	timeout := a.Timeout
 	if timeout == 0 {
-		timeout = DefaultHTTPTimeout
+		timeout = DefaultTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -204,7 +215,7 @@ func httpDo(ctx context.Context, client *http.Client, c *Call) (any, error) {
 			err = ue.Err
 		}
 	}
-	if errors.Is(err, ErrHTTPAddressRefused) || errors.Is(err, ErrHTTPRedirectRefused) {
+	if errors.Is(err, ErrAddressRefused) || errors.Is(err, ErrRedirectRefused) {
 		return nil, retry.Permanent(fmt.Errorf("http %s %s: %w", a.Method, where, err))
 	}
 	if err != nil {
@@ -222,8 +233,8 @@ func httpDo(ctx context.Context, client *http.Client, c *Call) (any, error) {
 		where += " (redirected to " + redirectedTo + ")"
 		trace.SpanFromContext(ctx).SetAttributes(tracing.AttrHTTPFinalURL.String(redirectedTo))
 	}
-	out, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPBody))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxHTTPBody)) // lets the connection be reused
+	out, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxBody)) // lets the connection be reused
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if rerr != nil {
 			return nil, fmt.Errorf("http %s %s: reading the response: network error: %w", a.Method, where, rerr)
@@ -280,4 +291,17 @@ func retryAfter(h string, now time.Time) (time.Duration, bool) {
 		return min(max(t.Sub(now), 0), maxRetryAfter), true
 	}
 	return 0, false
+}
+
+// truncate keeps the tail of s: its last n bytes at most, cut on a rune
+// boundary so that a valid UTF-8 s stays valid.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - max(n, 0)
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
 }

@@ -1,4 +1,4 @@
-package itemrun
+package httpstep
 
 import (
 	"context"

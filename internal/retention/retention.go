@@ -1,4 +1,4 @@
-package jobrun
+package retention
 
 import (
 	"cmp"
@@ -14,9 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/expand"
-	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -64,23 +62,20 @@ const (
 	settleGrace = 5 * time.Second
 )
 
-// errCleaned refuses to reopen a job whose data was removed.
-var errCleaned = fmt.Errorf("%w: the job was cleaned up after it settled (retention)", dlq.ErrNotReplayable)
-
-// RetentionStats says what a retention pass or a prune did.
-type RetentionStats struct {
+// Stats says what a retention pass or a prune did.
+type Stats struct {
 	Cleaned int      // settle cleanups finished
 	Pruned  int      // records deleted (or that would be, in a dry run)
 	Failed  int      // jobs whose cleanup or deletion failed (next pass)
 	Jobs    []string // ids pruned, at most messages.MaxPruneListed
 }
 
-// RunRetention runs the retention pass every CleanupInterval until ctx
-// ends. It is safe to run on several coordinators of a prefix at once.
-func (c *Coordinator) RunRetention(ctx context.Context) {
+// Run runs the retention pass every CleanupInterval until ctx ends. It
+// is safe to run on several coordinators of a prefix at once.
+func (c *Retention) Run(ctx context.Context) {
 	for {
-		if err := c.index.wait(ctx); err == nil {
-			st, err := c.RetentionPass(ctx)
+		if err := c.jobs.Wait(ctx); err == nil {
+			st, err := c.Pass(ctx)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				c.log.Warn().Err(err).Msg("retention pass failed; trying again next interval")
@@ -96,11 +91,11 @@ func (c *Coordinator) RunRetention(ctx context.Context) {
 	}
 }
 
-// RetentionPass cleans up every settled job and deletes the records
-// expired under JobRetention, once.
-func (c *Coordinator) RetentionPass(ctx context.Context) (RetentionStats, error) {
-	var st RetentionStats
-	now := c.cfg.hooks.Clock.Now()
+// Pass cleans up every settled job and deletes the records expired
+// under JobRetention, once.
+func (c *Retention) Pass(ctx context.Context) (Stats, error) {
+	var st Stats
+	now := c.clock.Now()
 	withDLQ, err := c.jobsWithDeadLetters(ctx)
 	if err != nil {
 		return st, err
@@ -109,7 +104,7 @@ func (c *Coordinator) RetentionPass(ctx context.Context) (RetentionStats, error)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(retentionWorkers)
 	// The jobs with something to do: not cleaned yet, or expired.
-	todo := c.index.finished(func(s *messages.JobStatus) bool {
+	todo := c.jobs.Finished(func(s *messages.JobStatus) bool {
 		return c.windowOver(s, now) && (s.CleanedAt == nil || !now.Before(s.FinishedAt.Add(c.cfg.JobRetention)))
 	})
 	for _, s := range todo {
@@ -145,7 +140,7 @@ const retentionWorkers = 8
 // that finished at least req.OlderThan ago (unset: Config.JobRetention;
 // below MinJobRetention: a *messages.APIError naming older_than), as
 // jobs.prune does. With req.DryRun it only lists them.
-func (c *Coordinator) JobPrune(ctx context.Context, req messages.PruneRequest) (*messages.PruneReply, error) {
+func (c *Retention) JobPrune(ctx context.Context, req messages.PruneRequest) (*messages.PruneReply, error) {
 	olderThan := c.cfg.JobRetention
 	if req.OlderThan != nil {
 		olderThan = req.OlderThan.D()
@@ -154,25 +149,25 @@ func (c *Coordinator) JobPrune(ctx context.Context, req messages.PruneRequest) (
 		return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "older_than", Message: fmt.Sprintf(
 			"%s, want >= %s: a new job reusing a pruned id sooner would have its messages dropped as duplicates", messages.Duration(olderThan), messages.Duration(MinJobRetention))}
 	}
-	st, err := c.prune(ctx, olderThan, req.DryRun)
+	st, err := c.Prune(ctx, olderThan, req.DryRun)
 	if err != nil {
 		return nil, err
 	}
 	return &messages.PruneReply{Pruned: st.Pruned, Jobs: st.Jobs, Failed: st.Failed, DryRun: req.DryRun}, nil
 }
 
-// prune deletes the records (and what is left of their data) of jobs that
+// Prune deletes the records (and what is left of their data) of jobs that
 // finished at least olderThan ago. With dryRun it only counts them.
-func (c *Coordinator) prune(ctx context.Context, olderThan time.Duration, dryRun bool) (RetentionStats, error) {
-	var st RetentionStats
-	if err := c.index.wait(ctx); err != nil {
+func (c *Retention) Prune(ctx context.Context, olderThan time.Duration, dryRun bool) (Stats, error) {
+	var st Stats
+	if err := c.jobs.Wait(ctx); err != nil {
 		return st, err
 	}
-	now := c.cfg.hooks.Clock.Now()
+	now := c.clock.Now()
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(retentionWorkers)
-	todo := c.index.finished(func(s *messages.JobStatus) bool {
+	todo := c.jobs.Finished(func(s *messages.JobStatus) bool {
 		return c.windowOver(s, now) && !now.Before(s.FinishedAt.Add(olderThan))
 	})
 	for _, s := range todo {
@@ -190,13 +185,13 @@ func (c *Coordinator) prune(ctx context.Context, olderThan time.Duration, dryRun
 	return st, ctx.Err()
 }
 
-func (st *RetentionStats) list(id string) {
+func (st *Stats) list(id string) {
 	if len(st.Jobs) < messages.MaxPruneListed {
 		st.Jobs = append(st.Jobs, id)
 	}
 }
 
-func (c *Coordinator) pruneOne(ctx context.Context, id string, olderThan time.Duration, explicit bool, st *RetentionStats, mu *sync.Mutex) {
+func (c *Retention) pruneOne(ctx context.Context, id string, olderThan time.Duration, explicit bool, st *Stats, mu *sync.Mutex) {
 	done, err := c.pruneJob(ctx, id, olderThan)
 	mu.Lock()
 	defer mu.Unlock()
@@ -207,7 +202,7 @@ func (c *Coordinator) pruneOne(ctx context.Context, id string, olderThan time.Du
 	case done:
 		st.Pruned++
 		st.list(id)
-		c.metrics.jobsPruned.Inc()
+		c.pruned.Inc()
 		ev := c.log.Debug()
 		if explicit {
 			ev = c.log.Info()
@@ -218,25 +213,25 @@ func (c *Coordinator) pruneOne(ctx context.Context, id string, olderThan time.Du
 
 // settled reports whether a finished job's late-result window is over
 // and nothing here still follows it (a lingering runner, a replay's hold).
-func (c *Coordinator) settled(s *messages.JobStatus, now time.Time) bool {
-	return c.windowOver(s, now) && c.runner(s.ID) == nil && !c.replayHolding(s.ID)
+func (c *Retention) settled(s *messages.JobStatus, now time.Time) bool {
+	return c.windowOver(s, now) && !c.jobs.Followed(s.ID)
 }
 
 // windowOver reports whether a job finished and its late-result window
 // (with a grace) has passed, by its record alone.
-func (c *Coordinator) windowOver(s *messages.JobStatus, now time.Time) bool {
+func (c *Retention) windowOver(s *messages.JobStatus, now time.Time) bool {
 	return messages.TerminalState(s.State) && s.FinishedAt != nil &&
 		!now.Before(s.FinishedAt.Add(c.cfg.LateResultWindow+settleGrace))
 }
 
 // expired reports whether a settled job finished at least age ago.
-func (c *Coordinator) expired(s *messages.JobStatus, now time.Time, age time.Duration) bool {
+func (c *Retention) expired(s *messages.JobStatus, now time.Time, age time.Duration) bool {
 	return c.settled(s, now) && !now.Before(s.FinishedAt.Add(age))
 }
 
 // jobsWithDeadLetters returns the jobs that have entries in the DLQ.
-func (c *Coordinator) jobsWithDeadLetters(ctx context.Context) (map[string]bool, error) {
-	stream, err := c.stream(ctx, c.names.DLQStream())
+func (c *Retention) jobsWithDeadLetters(ctx context.Context) (map[string]bool, error) {
+	stream, err := c.streams.Stream(ctx, c.names.DLQStream())
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: DLQ stream: %w", err)
 	}
@@ -254,7 +249,7 @@ func (c *Coordinator) jobsWithDeadLetters(ctx context.Context) (map[string]bool,
 	// a moment after it is stored there: the pools' streams count too.
 	pools := c.js.StreamNames(ctx, jetstream.WithStreamListSubject(wire.PoolDLQStreamsFilter(c.names)))
 	for name := range pools.Name() {
-		ps, err := c.stream(ctx, name)
+		ps, err := c.streams.Stream(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("coordinator: pool DLQ stream %s: %w", name, err)
 		}
@@ -277,9 +272,9 @@ func (c *Coordinator) jobsWithDeadLetters(ctx context.Context) (map[string]bool,
 // cleanupJob removes a settled job's data and records it. force skips
 // nothing but the checks a prune has made (dead letters may remain). It
 // reports whether the job is cleaned.
-func (c *Coordinator) cleanupJob(ctx context.Context, id string, force bool) (bool, error) {
-	rec, rev, err := c.store.getRev(ctx, id)
-	if errors.Is(err, errNoJob) {
+func (c *Retention) cleanupJob(ctx context.Context, id string, force bool) (bool, error) {
+	rec, rev, err := c.jobs.Get(ctx, id)
+	if errors.Is(err, ErrNoJob) {
 		return false, nil
 	}
 	if err != nil {
@@ -289,29 +284,29 @@ func (c *Coordinator) cleanupJob(ctx context.Context, id string, force bool) (bo
 	if st.CleanedAt != nil {
 		return true, nil
 	}
-	if !c.settled(st, c.cfg.hooks.Clock.Now()) {
+	if !c.settled(st, c.clock.Now()) {
 		return false, nil // reopened, or not ours to touch yet
 	}
 	if st.CleanupAt == nil {
 		// From here on a replay refuses to reopen the job (ensureRunner).
-		now := c.cfg.hooks.Clock.Now()
+		now := c.clock.Now()
 		st.CleanupAt = &now
 		var ok bool
-		if rev, ok, err = c.store.update(ctx, rec, rev); err != nil || !ok {
+		if rev, ok, err = c.jobs.Update(ctx, rec, rev); err != nil || !ok {
 			return false, err // changed meanwhile: the next pass decides again
 		}
 	}
 	if err := c.purgeJobData(ctx, rec); err != nil {
 		return false, err
 	}
-	now := c.cfg.hooks.Clock.Now()
+	now := c.clock.Now()
 	st.CleanedAt = &now
-	ok, err := c.store.replace(ctx, rec, rev)
+	_, ok, err := c.jobs.Update(ctx, rec, rev)
 	if err != nil || !ok {
 		return false, err
 	}
-	c.forgetBudgets(rec)
-	c.metrics.jobsCleaned.Inc()
+	c.jobs.Forget(rec)
+	c.cleaned.Inc()
 	c.log.Debug().Str("job_id", id).Bool("forced", force).Msg("settled job cleaned up")
 	return true, nil
 }
@@ -319,7 +314,7 @@ func (c *Coordinator) cleanupJob(ctx context.Context, id string, force bool) (bo
 // purgeJobData purges what a job left in JetStream besides its record,
 // events and submission. Each purge is by subject: no delete markers, and
 // harmless to repeat.
-func (c *Coordinator) purgeJobData(ctx context.Context, rec *wire.JobRecord) error {
+func (c *Retention) purgeJobData(ctx context.Context, rec *wire.JobRecord) error {
 	id, n := rec.Status.ID, c.names
 	purges := []struct{ stream, subject string }{
 		{kvStreamName(n.ItemsBucket()), kvSubject(n.ItemsBucket(), "*."+id+".>")},
@@ -332,47 +327,24 @@ func (c *Coordinator) purgeJobData(ctx context.Context, rec *wire.JobRecord) err
 	}
 	// A retry parked after the map-end purge (an agent still finishing
 	// an item) would otherwise fire into a settled job.
-	for _, pool := range jobPools(rec) {
+	for _, pool := range wire.JobPools(rec) {
 		for _, f := range wire.JobParkFilters(n, pool, id) {
 			purges = append(purges, struct{ stream, subject string }{n.ParkStream(pool), f})
 		}
 	}
 	for _, p := range purges {
-		if err := c.purgeSubject(ctx, p.stream, p.subject); err != nil {
+		if err := c.streams.Purge(ctx, p.stream, p.subject); err != nil {
 			return err
 		}
 	}
-	c.dropPause(ctx, id) // a job that ended paused (pause.go)
+	c.jobs.DropPause(ctx, id) // a job that ended paused
 	return c.deleteJobObjects(ctx, rec)
-}
-
-// purgeSubject removes stream's messages on subject (a filter): the one
-// purge of the coordinator, for a job's map end and for its cleanup.
-func (c *Coordinator) purgeSubject(ctx context.Context, stream, subject string) error {
-	// A read first: a purge writes to the store even when it removes
-	// nothing, and most jobs have no breaker keys, leftover work or (when
-	// nothing failed) item state.
-	stored, err := kvleader.AnyStored(ctx, c.js, stream, subject)
-	if err == nil && !stored {
-		return nil
-	}
-	s, err := c.stream(ctx, stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil // a pool's park stream that was never made
-	}
-	if err == nil {
-		err = s.Purge(ctx, jetstream.WithPurgeSubject(subject))
-	}
-	if err != nil {
-		return fmt.Errorf("purging %s from %s: %w", subject, stream, err)
-	}
-	return nil
 }
 
 // deleteJobObjects deletes the job's objects: its adopted input in the
 // inputs bucket, the map results of each reduce generation in its pool's
 // reduce store, and their meta messages, which a delete leaves as markers.
-func (c *Coordinator) deleteJobObjects(ctx context.Context, rec *wire.JobRecord) error {
+func (c *Retention) deleteJobObjects(ctx context.Context, rec *wire.JobRecord) error {
 	inputs := c.names.InputsBucket()
 	byBucket := map[string][]string{}
 	if rec.Spec != nil {
@@ -399,7 +371,7 @@ func (c *Coordinator) deleteJobObjects(ctx context.Context, rec *wire.JobRecord)
 				return fmt.Errorf("deleting %s/%s: %w", bucket, name, err)
 			}
 			meta := "$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
-			if err := c.purgeSubject(ctx, "OBJ_"+bucket, meta); err != nil {
+			if err := c.streams.Purge(ctx, "OBJ_"+bucket, meta); err != nil {
 				return err
 			}
 		}
@@ -409,15 +381,15 @@ func (c *Coordinator) deleteJobObjects(ctx context.Context, rec *wire.JobRecord)
 
 // pruneJob deletes an expired job's record, after its cleanup, with its
 // events and its submission. It reports whether the record is gone.
-func (c *Coordinator) pruneJob(ctx context.Context, id string, olderThan time.Duration) (bool, error) {
-	rec, rev, err := c.store.getRev(ctx, id)
-	if errors.Is(err, errNoJob) {
+func (c *Retention) pruneJob(ctx context.Context, id string, olderThan time.Duration) (bool, error) {
+	rec, rev, err := c.jobs.Get(ctx, id)
+	if errors.Is(err, ErrNoJob) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	if !c.expired(&rec.Status, c.cfg.hooks.Clock.Now(), olderThan) {
+	if !c.expired(&rec.Status, c.clock.Now(), olderThan) {
 		return false, nil
 	}
 	if rec.Status.State != messages.StateRejected {
@@ -425,7 +397,7 @@ func (c *Coordinator) pruneJob(ctx context.Context, id string, olderThan time.Du
 			if ok, err := c.cleanupJob(ctx, id, true); err != nil || !ok {
 				return false, err
 			}
-			if rec, rev, err = c.store.getRev(ctx, id); err != nil {
+			if rec, rev, err = c.jobs.Get(ctx, id); err != nil {
 				return false, err
 			}
 		} else if err := c.purgeJobData(ctx, rec); err != nil {
@@ -434,11 +406,11 @@ func (c *Coordinator) pruneJob(ctx context.Context, id string, olderThan time.Du
 			return false, err
 		}
 	}
-	if err := c.purgeSubject(ctx, c.names.EventsStream(), c.names.EventSubject(id, ">")); err != nil {
+	if err := c.streams.Purge(ctx, c.names.EventsStream(), c.names.EventSubject(id, ">")); err != nil {
 		return false, err
 	}
 	if seq := rec.SubmitSeq; seq > 0 {
-		s, err := c.stream(ctx, c.names.JobsStream())
+		s, err := c.streams.Stream(ctx, c.names.JobsStream())
 		if err == nil {
 			err = s.DeleteMsg(ctx, seq)
 		}
@@ -446,25 +418,12 @@ func (c *Coordinator) pruneJob(ctx context.Context, id string, olderThan time.Du
 			return false, fmt.Errorf("deleting submission %d: %w", seq, err)
 		}
 	}
-	if err := c.removeSpecs(ctx, rec); err != nil {
+	if err := c.jobs.RemoveSpecs(ctx, rec); err != nil {
 		return false, err
 	}
-	return c.store.remove(ctx, id, rev, c.cfg.PruneMarkerTTL)
+	return c.jobs.Remove(ctx, id, rev, c.cfg.PruneMarkerTTL)
 }
 
 func kvStreamName(bucket string) string { return "KV_" + bucket }
 
 func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
-
-// stream returns a handle of the named stream, looked up once.
-func (c *Coordinator) stream(ctx context.Context, name string) (jetstream.Stream, error) {
-	if s, ok := c.streams.Load(name); ok {
-		return s.(jetstream.Stream), nil
-	}
-	s, err := c.js.Stream(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	c.streams.Store(name, s)
-	return s, nil
-}
