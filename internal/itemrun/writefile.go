@@ -51,7 +51,7 @@ func (a *Agent) runWrite(it *item, c *writeCmd, attempt int) (string, *retry.Fai
 	}
 	vars := a.shellVars(it, attempt)
 	vars.ItemWorkdir = dir
-	vars.LookupEnv = lookupIn(it.job.env)
+	vars.LookupEnv = lookupIn(jobEnviron(it))
 	p, err := vars.Text(c.path)
 	if err != nil {
 		return "", permanent("write_file.path: %w", err)
