@@ -297,3 +297,22 @@ agent_template:
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, out+errOut, `profile: unknown profile "prod" (the job defines dev)`)
 }
+
+// validate --explain says where each env variable comes from.
+func TestValidateExplainsTheEnvironment(t *testing.T) {
+	path := writeSpec(t, `
+items: [{id: a}]
+env:
+  MODE: plain
+  CORES: {command: nproc, cache: true}
+secrets:
+  TOKEN: "${env:CI_TOKEN}"
+agent_template:
+  - shell: 'echo $MODE $CORES $TOKEN'
+`)
+	code, out, errOut := cli(t, "", "validate", path, "--explain")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, `note: env.CORES (line 5): comes from computed by the command "nproc" on the agent that runs the item (cache: once per agent for the job)`)
+	require.Contains(t, out, `note: env.MODE (line 4): comes from the job's env, as written`)
+	require.Contains(t, out, `note: secrets.TOKEN (line 7): comes from a secret: the agent's environment variable CI_TOKEN`)
+}
