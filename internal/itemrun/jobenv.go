@@ -75,7 +75,7 @@ func (a *Agent) jobEnv(j *job) *specenv.Env {
 			return
 		}
 		j.envs = specenv.NewEnv(j.spec, a.secrets, a.envCommand, func(path string) {
-			a.log.Info().Str("job_id", j.id).Str("env_file", path).Msg("env file not found on this agent: skipped")
+			a.log.Info().Str("job_id", j.id).Str("env_file", path).Msg("env file not found on this agent (or it has no --secret-dir): skipped")
 		})
 	})
 	return j.envs

@@ -152,7 +152,7 @@ func (e *Env) readBase() (*Resolved, error) {
 	r := &Resolved{}
 	for i, path := range e.spec.EnvFiles {
 		data, err := e.src.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) || len(e.src.Dirs) == 0 { // not here: skipped, as Prodigy skips a missing file
 			if e.skipped != nil {
 				e.skipped(path)
 			}
