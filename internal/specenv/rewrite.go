@@ -148,7 +148,7 @@ func (r *Result) envObjects(m, env map[string]any, origin map[string]string) {
 			if c, isStr := obj["command"].(string); isStr {
 				origin[k] = fmt.Sprintf("computed by the command %q on the agent that runs the item (%s)", c, cacheWord(obj["cache"]))
 			} else {
-				origin[k] = fmt.Sprintf("computed on the agent that runs the item: when_true if %s, else when_false", jsonnode.Describe(obj["condition"]))
+				origin[k] = fmt.Sprintf("computed on the agent that runs the item: when_true if %v, else when_false (over the env files', env's and the commands' values)", obj["condition"])
 			}
 		default:
 			r.addf(p, "expected a string, {command, cache}, {condition, when_true, when_false} or {secret: true, value}, got an object with %s", strings.Join(slices.Sorted(maps.Keys(obj)), ", "))
@@ -235,6 +235,9 @@ func (r *Result) secrets(m map[string]any, origin map[string]string) {
 			continue // the decoder reports it
 		}
 		obj := sec[k].(map[string]any)
+		if _, fromEnv := origin[k]; fromEnv {
+			continue // env: {K: {secret: true}}, noted there
+		}
 		switch obj["provider"] {
 		case SecretEnv:
 			origin[k] = fmt.Sprintf("a secret: the agent's environment variable %s (allowed by its --secret-env), read on the agent that runs the item; masked in every output", obj["key"])

@@ -32,7 +32,7 @@ var ErrRead = errors.New("jobspec: cannot read file")
 // whose ${...} references stand where no quoting keeps a value literal
 // (arithmetic, variable names, eval, ...; see docs/security.md).
 func Parse(data []byte) (*messages.JobSpec, error) {
-	return parseSpec(data, isJSON(data), "")
+	return parseSpec(data, isJSON(data))
 }
 
 func init() { // fleetctl --profile (internal/specenv.Parse)
@@ -48,7 +48,7 @@ func ParseFile(path string) (*messages.JobSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRead, err)
 	}
-	return parseSpec(data, strings.EqualFold(filepath.Ext(path), ".json") || isJSON(data), "")
+	return parseSpec(data, strings.EqualFold(filepath.Ext(path), ".json") || isJSON(data))
 }
 
 // ToJSON converts a job spec in YAML or JSON to canonical JSON, the form
@@ -186,8 +186,8 @@ func ParseRetryConfigFile(path string) (*messages.RetryConfig, error) {
 // checks of package shell, which run on the spec as decoded even when it
 // has problems (theirs are dropped at or under a field that failed to
 // decode).
-func parseSpec(data []byte, asJSON bool, profile string) (*messages.JobSpec, error) {
-	r := readSpec(data, asJSON, profile)
+func parseSpec(data []byte, asJSON bool, profile ...string) (*messages.JobSpec, error) {
+	r := readSpec(data, asJSON, profile...)
 	if r.t.value == nil && len(r.t.problems) > 0 {
 		return nil, &messages.ValidationError{Problems: r.t.problems}
 	}

@@ -8,7 +8,6 @@ import (
 	"math"
 	"regexp"
 	"regexp/syntax"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
