@@ -316,3 +316,11 @@ agent_template:
 	require.Contains(t, out, `note: env.MODE (line 4): comes from the job's env, as written`)
 	require.Contains(t, out, `note: secrets.TOKEN (line 7): comes from a secret: the agent's environment variable CI_TOKEN`)
 }
+
+// submit --profile refuses an unknown profile before connecting.
+func TestSubmitUnknownProfile(t *testing.T) {
+	path := writeSpec(t, "items: [{id: a}]\nprofiles: {dev: {MODE: d}}\nagent_template: [{shell: 'echo $MODE'}]\n")
+	code, out, errOut := cli(t, "", "submit", path, "--profile", "prod")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, out+errOut, `profile: unknown profile "prod" (the job defines dev)`)
+}

@@ -167,3 +167,28 @@ reduce:
 	require.NotContains(t, msgs, "pw=pw-4471", "a sensitive name's value in an output")
 	require.Contains(t, string(logs.Bytes()), "missing.env", "a missing env file is logged and skipped")
 }
+
+// The API's profile field: the coordinator applies the named profile over
+// env when it reads the submission (max_parallel's ${PAR} among them), and
+// refuses an unknown one, naming it.
+func TestProfileThroughTheAPI(t *testing.T) {
+	f := fleettest.RunFleet(t, nil, fleettest.WithCoordinatorConfig(func(c *coordinator.Config) {
+		c.Provision = coordinator.Provision(calmProvision)
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	spec := func(profile string) []byte {
+		return []byte(`{"id": "profile-` + profile + `", "profile": "` + profile + `", "items": [{"id": "a"}],
+			"env": {"MODE": "plain", "PAR": "1"}, "max_parallel": "${PAR}",
+			"profiles": {"dev": {"description": "local", "MODE": "dev-mode", "PAR": "3"}},
+			"agent_template": [{"shell": "test \"$MODE\" = dev-mode", "retry_config": {"attempts": 1}}]}`)
+	}
+	reply, err := f.Client.JobSubmit(ctx, spec("dev"))
+	require.NoError(t, err)
+	st, err := f.Client.JobWait(ctx, reply.JobID, 0, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Succeeded, "%+v", st)
+
+	_, err = f.Client.JobSubmit(ctx, spec("prod"))
+	require.ErrorContains(t, err, `unknown profile "prod" (the job defines dev)`)
+}
