@@ -83,6 +83,16 @@ func TestProdigyEnvironment(t *testing.T) {
 	require.Contains(t, byField["env_files"], "read by the agent")
 }
 
+// map.agent_timeout_secs and timeout_config's read ${NAME} of env too.
+func TestEnvironmentTimeouts(t *testing.T) {
+	spec, err := jobspec.Parse([]byte("env: {T: \"90\"}\nmap:\n  input: x.json\n  agent_timeout_secs: ${T}\n  agent_template: [{shell: echo}]\n"))
+	require.NoError(t, err)
+	require.Equal(t, messages.Duration(90e9), spec.AgentTimeout)
+	spec, err = jobspec.Parse([]byte("env: {T: \"1.5\"}\nmap:\n  input: x.json\n  timeout_config: {agent_timeout_secs: $T}\n  agent_template: [{shell: echo}]\n"))
+	require.NoError(t, err)
+	require.Equal(t, messages.Duration(1.5e9), spec.AgentTimeout)
+}
+
 // The environment's problems, each with its field.
 func TestEnvironmentProblems(t *testing.T) {
 	bad := func(yaml string) []string {
