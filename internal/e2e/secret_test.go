@@ -87,7 +87,9 @@ func TestSecretsNeverLeave(t *testing.T) {
 
 	spec, err := jobspec.Parse([]byte(`
 id: secrets
-items: [{id: a}, {id: b}]
+setup:
+  - shell: 'printf "[{\"id\": \"a\"}, {\"id\": \"b\", \"note\": \"%s\"}]" "$TOKEN" > items.json'
+input: items.json
 env_files: [job.env, missing.env]
 env:
   WORKERS: {command: "echo 3", cache: true}
@@ -135,6 +137,7 @@ reduce:
 	require.Contains(t, msgs, "token=*** file=*** mode=fast workers=3 region=eu-west pw=*** "+marker)
 	require.Contains(t, msgs, `failing with *** ***`, "the dead letter's error")
 	require.Contains(t, msgs, "reduce *** *** "+marker)
+	require.Contains(t, msgs, `\"note\": \"***\"`, "the input the setup left, masked")
 
 	var spans strings.Builder
 	for _, s := range rec.Ended() {
