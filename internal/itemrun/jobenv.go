@@ -99,6 +99,19 @@ func (a *Agent) itemEnv(ctx context.Context, it *item) error {
 	return nil
 }
 
+// writeEnv resolves the item's environment before step i when it is a
+// write_file step (a shell step resolves it in runShell): nil, or the
+// step's failure.
+func (a *Agent) writeEnv(ctx context.Context, it *item, i int) *retry.Failure {
+	if it.set.commands[i].write == nil {
+		return nil
+	}
+	if err := a.itemEnv(ctx, it); err != nil {
+		return &retry.Failure{Err: retry.Permanent(err)}
+	}
+	return nil
+}
+
 // jobEnviron is the job's variables for the item's steps: env, computed
 // values and secrets once resolved, else the job's env as it is.
 func jobEnviron(it *item) []string {

@@ -79,6 +79,10 @@ type command struct {
 	err    error
 	// workingDir is the step's working_dir (the fallback's is its step's).
 	workingDir string
+	// env is the step's own env (NAME=value), over the job's; clearEnv
+	// leaves the agent's --step-env variables out (jobenv.go).
+	env      []string
+	clearEnv bool
 	// claude is a claude step's prompt (claude.go); script is nil then.
 	claude *wire.Template
 	// commitRequired: the step must leave a new commit (commit.go).
@@ -88,10 +92,6 @@ type command struct {
 	capture bool
 	// write is a write_file step's (writefile.go); script is nil then.
 	write *writeCmd
-	// env is the step's own env (NAME=value), over the job's; clearEnv
-	// leaves the agent's --step-env variables out (jobenv.go).
-	env      []string
-	clearEnv bool
 }
 
 func compileCommand(t wire.Template) command {

@@ -786,14 +786,12 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	obs := a.metrics.handlerSteps
 	start := a.cfg.hooks.Clock.Now()
 	timeout := it.deadline.Bound(start, a.stepTimeout(step.Timeout.D())) // no run outlasts agent_timeout
+	// A write_file step's ${NAME} reads the job's env (jobenv.go).
+	f = a.writeEnv(ctx, it, i)
 	switch {
+	case f != nil:
 	case it.set.commands[i].write != nil:
-		if err := a.itemEnv(ctx, it); err != nil {
-			out, f = "", &retry.Failure{Err: retry.Permanent(err)}
-			break
-		}
 		out, f = a.runWrite(it, it.set.commands[i].write, attempt)
-		maskFailure(it.mask, f) // its content may hold a secret
 	case step.Shell != "" || step.Claude != "":
 		obs = a.metrics.shellSteps
 		out, f = a.runShell(ctx, it, it.set.commands[i], timeout, attempt)

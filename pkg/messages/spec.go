@@ -160,6 +160,11 @@ type Step struct {
 	// WorkingDir is the directory the step runs in, relative to the item's
 	// own directory (or absolute). Unset: the item's directory.
 	WorkingDir string `json:"working_dir,omitempty"`
+	// Env is added to this step's environment only, over the job's.
+	Env map[string]string `json:"env,omitempty"`
+	// ClearEnv leaves out the agent's own variables (its --step-env) from
+	// this step's environment; the job's env and Env still apply.
+	ClearEnv bool `json:"clear_env,omitempty"`
 	// CommitRequired makes the step fail unless it leaves a new commit in
 	// the item's directory, when that is a git checkout (Prodigy's
 	// commit_required).
@@ -185,11 +190,6 @@ type Step struct {
 	// WriteFile writes a file in the item's directory, without a shell
 	// (Prodigy's write_file:).
 	WriteFile *WriteFile `json:"write_file,omitempty"`
-	// Env is added to this step's environment only, over the job's.
-	Env map[string]string `json:"env,omitempty"`
-	// ClearEnv leaves out the agent's own variables (its --step-env) from
-	// this step's environment; the job's env and Env still apply.
-	ClearEnv bool `json:"clear_env,omitempty"`
 }
 
 // WriteFile is a write_file step: Content, its ${...} references expanded
