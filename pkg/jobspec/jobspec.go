@@ -212,6 +212,16 @@ func (rw *rewrite) adopt(env, steps *specenv.Result) {
 	rw.problems = append(append(rw.problems, env.Problems...), rw.renamed(steps.Problems)...)
 }
 
+// environment checks the job's environment fields (internal/specenv).
+func (v *validator) environment(s *messages.JobSpec) {
+	for _, p := range specenv.Check(s) {
+		v.addf(p.Field, "%s", p.Message)
+	}
+}
+
+// envNames are the variables a bare ${NAME} of a command reads.
+func envNames(s *messages.JobSpec) map[string]string { return specenv.Names(s) }
+
 // invalid returns every problem of the document (its own, the decoder's,
 // the validator's, the layout rewrite's; the paths as written) in a *messages.ValidationError of kind, each with its
 // line, or nil when there are none.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/expr"
 	"github.com/jetfleet/jetfleet/internal/retry"
-	"github.com/jetfleet/jetfleet/internal/specenv"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -98,7 +97,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 		v.addf("", "no job spec")
 		return
 	}
-	v.env = specenv.Names(s) // env, env_values and secrets: a bare ${NAME} reads them
+	v.env = envNames(s) // env, env_values and secrets: a bare ${NAME} reads them
 	if s.ID != "" {
 		if err := messages.ValidToken(s.ID); err != nil {
 			v.addf("id", "%v", err)
@@ -213,9 +212,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	for i := range s.Reduce {
 		v.step(messages.IndexPath("reduce", i), &s.Reduce[i], true)
 	}
-	for _, p := range specenv.Check(s) { // env, env_values, secrets, env_files, profiles, steps' env
-		v.addf(p.Field, "%s", p.Message)
-	}
+	v.environment(s) // env, env_values, secrets, env_files, profiles, steps' env (jobspec.go)
 	v.items(s)
 }
 
