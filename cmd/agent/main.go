@@ -64,6 +64,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs.IntVar(&cfg.KeepFailed, "keep-failed", env.Int("FLEET_KEEP_FAILED", agent.DefaultKeepFailed), "directories of failed item deliveries kept in <work-dir>/jetfleet-failed, the most recent; negative = none (env FLEET_KEEP_FAILED)")
 	fs.DurationVar(&cfg.StepTimeout, "step-timeout", env.Duration("FLEET_STEP_TIMEOUT", agent.DefaultStepTimeout), "timeout of a step that sets none (env FLEET_STEP_TIMEOUT)")
 	httpAllow := fs.String("http-allow", getenv("FLEET_HTTP_ALLOW"), "comma-separated IP addresses and CIDR networks the http step may connect to, and no other (env FLEET_HTTP_ALLOW); default: any but loopback, link-local and the agent's NATS servers")
+	secretEnv := fs.String("secret-env", getenv("FLEET_SECRET_ENV"), "the agent's environment variables that jobs' secrets may read ({provider: env}), comma-separated names or prefixes ending in * (env FLEET_SECRET_ENV); NATS_* and FLEET_* never, unless --step-env-unsafe; default: none")
+	secretDir := fs.String("secret-dir", getenv("FLEET_SECRET_DIR"), "comma-separated directories whose files jobs' env_files and file secrets may name, relative paths under the first (env FLEET_SECRET_DIR); default: none (env files are skipped, file secrets fail)")
 	stepEnv := fs.String("step-env", getenv("FLEET_STEP_ENV"), "more of the agent's environment variables that shell steps see, comma-separated names or prefixes ending in * (env FLEET_STEP_ENV); PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ and TMPDIR always")
 	fs.BoolVar(&cfg.StepEnvUnsafe, "step-env-unsafe", env.Bool("FLEET_STEP_ENV_UNSAFE", false), "let --step-env pass NATS_* and FLEET_* variables, and the credentials they hold, to every job (env FLEET_STEP_ENV_UNSAFE=true)")
 	fs.DurationVar(&cfg.PresenceInterval, "presence-interval", env.Duration("FLEET_PRESENCE_INTERVAL", agent.DefaultPresenceInterval), "how often the agent writes its presence (pool, items in flight) to the agents bucket; negative = never (env FLEET_PRESENCE_INTERVAL)")
@@ -105,6 +107,16 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	for _, e := range strings.Split(*httpAllow, ",") {
 		if e = strings.TrimSpace(e); e != "" {
 			cfg.HTTPAllow = append(cfg.HTTPAllow, e)
+		}
+	}
+	for _, e := range strings.Split(*secretEnv, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			cfg.SecretEnv = append(cfg.SecretEnv, e)
+		}
+	}
+	for _, e := range strings.Split(*secretDir, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			cfg.SecretDirs = append(cfg.SecretDirs, e)
 		}
 	}
 	for _, e := range strings.Split(*stepEnv, ",") {

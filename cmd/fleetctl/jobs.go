@@ -44,12 +44,13 @@ func exitForAPIError(err error) int {
 }
 
 func runSubmit(ctx context.Context, env *cliEnv, args []string) int {
-	c := newFleetCmd(env, "submit", "submit FILE [--wait] [--json]", withJSON)
+	c := newFleetCmd(env, "submit", "submit FILE [--wait] [--profile NAME] [--json]", withJSON)
 	wait := c.fs.Bool("wait", false, "follow the job until it ends; exit 1 unless it succeeded")
+	profile := c.fs.String("profile", "", "the job's profile: its values apply over env (profiles:)")
 	if code, ok := c.parse(args, anyArgs); !ok {
 		return code
 	}
-	path, spec, ok := specArg(env, c.fs)
+	path, spec, ok := specArg(env, c.fs, *profile)
 	if !ok {
 		return exitUsage
 	}

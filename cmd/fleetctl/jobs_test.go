@@ -260,3 +260,67 @@ agent_template:
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, "BEST_EFFORT_DEFAULT_DEADLINE_SECONDS")
 }
+
+// fleetctl run --profile chooses the job's profile, over env; its local
+// agents read env files and file secrets beside the job file; an unknown
+// profile is refused, naming it.
+func TestRunProfile(t *testing.T) {
+	path := writeSpec(t, `
+id: cli-profile
+items: [{id: a}]
+env:
+  MODE: plain
+  PAR: "1"
+env_files: [job.env]
+secrets:
+  TOKEN: {provider: file, key: token.txt}
+profiles:
+  dev: {description: "local runs", MODE: dev-mode, PAR: "3"}
+max_parallel: ${PAR}
+agent_template:
+  - shell: 'test "$MODE" = dev-mode && test "$TOKEN" = s3cret && test "$REGION" = eu && echo "ok $TOKEN"'
+    retry_config: {attempts: 1}
+`)
+	dir := filepath.Dir(path)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "job.env"), []byte("REGION=eu\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token.txt"), []byte("s3cret\n"), 0o600))
+	code, out, errOut := cli(t, "", "run", path, "--agents", "1", "--profile", "dev", "--json")
+	require.Equal(t, exitOK, code, out+errOut)
+	var st messages.JobStatus
+	require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+	require.EqualValues(t, 1, st.Succeeded, out)
+
+	code, out, errOut = cli(t, "", "run", path, "--agents", "1", "--json")
+	require.Equal(t, exitFailed, code, "without the profile MODE is plain: "+out+errOut)
+
+	code, out, errOut = cli(t, "", "run", path, "--profile", "prod")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, out+errOut, `profile: unknown profile "prod" (the job defines dev)`)
+}
+
+// validate --explain says where each env variable comes from.
+func TestValidateExplainsTheEnvironment(t *testing.T) {
+	path := writeSpec(t, `
+items: [{id: a}]
+env:
+  MODE: plain
+  CORES: {command: nproc, cache: true}
+secrets:
+  TOKEN: "${env:CI_TOKEN}"
+agent_template:
+  - shell: 'echo $MODE $CORES $TOKEN'
+`)
+	code, out, errOut := cli(t, "", "validate", path, "--explain")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, `note: env.CORES (line 5): comes from computed by the command "nproc" on the agent that runs the item (cache: once per agent for the job)`)
+	require.Contains(t, out, `note: env.MODE (line 4): comes from the job's env, as written`)
+	require.Contains(t, out, `note: secrets.TOKEN (line 7): comes from a secret: the agent's environment variable CI_TOKEN`)
+}
+
+// submit --profile refuses an unknown profile before connecting.
+func TestSubmitUnknownProfile(t *testing.T) {
+	path := writeSpec(t, "items: [{id: a}]\nprofiles: {dev: {MODE: d}}\nagent_template: [{shell: 'echo $MODE'}]\n")
+	code, out, errOut := cli(t, "", "submit", path, "--profile", "prod")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, out+errOut, `profile: unknown profile "prod" (the job defines dev)`)
+}

@@ -35,7 +35,12 @@ type localOptions struct {
 	agents      int
 	concurrency int
 	inputDir    string
-	logger      zerolog.Logger
+	// secretDirs are where the local agents read env files and file
+	// secrets: the job file's directory (relative paths), then anywhere
+	// the user may read. The local agents read secrets from the whole of
+	// fleetctl's environment: they are the user's own.
+	secretDirs []string
+	logger     zerolog.Logger
 	// budget and bestEffort are the coordinator's AD-44 settings
 	// (envflag.Policy).
 	budget     budget.Settings
@@ -92,6 +97,7 @@ func startLocalFleet(ctx context.Context, o localOptions) (*localFleet, error) {
 			Concurrency: o.concurrency, Logger: o.logger, ShutdownTimeout: 5 * time.Second,
 			Reaper:         agent.ReaperSteps, // no step leaves processes behind
 			TracerProvider: o.conn.env.tracer,
+			SecretEnv:      []string{"*"}, SecretDirs: o.secretDirs,
 		}).HandleBuiltins()
 		f.goRun(func() error { return a.Run(runCtx) })
 	}

@@ -20,6 +20,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetfleet/jetfleet/internal/specenv"
 	"github.com/jetfleet/jetfleet/internal/tracing/otlp"
 	"github.com/jetfleet/jetfleet/internal/version"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -177,8 +178,9 @@ func isBoolFlag(f *flag.Flag) bool {
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
 
 // specArg reads and parses the one FILE argument of fs (YAML or JSON),
-// printing every problem; ok=false means exit 2.
-func specArg(env *cliEnv, fs *flag.FlagSet) (path string, spec *messages.JobSpec, ok bool) {
+// printing every problem; ok=false means exit 2. profile, when given, is
+// the job's profile (--profile), over the file's.
+func specArg(env *cliEnv, fs *flag.FlagSet, profile ...string) (path string, spec *messages.JobSpec, ok bool) {
 	if fs.NArg() != 1 {
 		fs.Usage()
 		return "", nil, false
@@ -189,7 +191,12 @@ func specArg(env *cliEnv, fs *flag.FlagSet) (path string, spec *messages.JobSpec
 		errorf(env, "%v", err)
 		return path, nil, false
 	}
-	if spec, err = jobspec.Parse(data); err != nil {
+	if p := strings.Join(profile, ""); p != "" {
+		spec, err = specenv.Parse(data, p)
+	} else {
+		spec, err = jobspec.Parse(data)
+	}
+	if err != nil {
 		printProblems(env, path, err)
 		return path, nil, false
 	}

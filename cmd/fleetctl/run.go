@@ -27,12 +27,13 @@ func init() {
 }
 
 func runRun(ctx context.Context, env *cliEnv, args []string) int {
-	fs := newFlagSet(env, "run", "run FILE [--agents N] [--server URL] [--json]")
+	fs := newFlagSet(env, "run", "run FILE [--agents N] [--profile NAME] [--server URL] [--json]")
 	conn := addConnFlags(fs, env)
 	agents := fs.Int("agents", 4, "number of in-process agents")
 	conc := fs.Int("concurrency", 8, "items each agent runs at once")
 	asJSON := fs.Bool("json", false, "print the final status as JSON")
 	logLevel := fs.String("log-level", "warn", "log level of the in-process coordinator and agents")
+	profile := fs.String("profile", "", "the job's profile: its values apply over env (profiles:)")
 	var o localOptions
 	// The coordinator's AD-44 settings, read as cmd/coordinator reads them.
 	if err := envflag.Policy(fs, env.getenv, &o.budget, &o.bestEffort); err != nil {
@@ -46,9 +47,12 @@ func runRun(ctx context.Context, env *cliEnv, args []string) int {
 		errorf(env, "%v", err)
 		return exitUsage
 	}
-	path, spec, ok := specArg(env, fs)
+	path, spec, ok := specArg(env, fs, *profile)
 	if !ok {
 		return exitUsage
+	}
+	if dir, err := filepath.Abs(filepath.Dir(path)); err == nil {
+		o.secretDirs = []string{dir, "/"} // relative env files from the job file's directory
 	}
 	if *agents < 1 {
 		errorf(env, "--agents: %d, want >= 1", *agents)

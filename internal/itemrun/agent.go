@@ -24,6 +24,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/pause"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/secret"
 	"github.com/jetfleet/jetfleet/internal/shell"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
@@ -92,6 +93,8 @@ type Agent struct {
 	limitStore *limit.Store
 	// stepEnv is what shell steps see of the agent's environment.
 	stepEnv []string
+	// secrets is what jobs' secrets and env files may read (jobenv.go).
+	secrets secret.Source
 	// presence publishes who the agent is and how busy (presence.go).
 	presence *presence
 	// cutOff notices, from failing pulls, a server cut off the cluster.
@@ -246,6 +249,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: config: step_env: %w", err)
 	}
 	a.stepEnv = filter.Filter(a.cfg.Environ())
+	a.secrets = secretSource(&a.cfg)
 	a.claudePath, a.claude = claudeScript(a.cfg.ClaudeCommand, a.cfg.ClaudeArgs)
 	stopReaper, err := a.startReaper()
 	if err != nil {

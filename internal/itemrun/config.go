@@ -190,6 +190,16 @@ type Config struct {
 	// what they hold (credentials, server URLs with passwords) to every job
 	// submitter. Defaults to false.
 	StepEnvUnsafe bool
+	// SecretEnv lists the variables of the agent's environment that jobs'
+	// secrets may read (secrets: {provider: env}): names (API_KEY) or
+	// prefixes ending in "*" (JOB_SECRET_*; "*" alone: all). NATS_* and
+	// FLEET_* are never read unless StepEnvUnsafe is set. Defaults to none.
+	SecretEnv []string
+	// SecretDirs are the directories whose files jobs' env_files and file
+	// secrets may name; a relative path is read under the first. Files are
+	// opened through an os.Root, so a link does not lead out. Defaults to
+	// none: env files are skipped as missing, file secrets fail.
+	SecretDirs []string
 	// HTTPAllow lists the IP addresses and CIDR networks the built-in http
 	// step may connect to ("10.0.0.0/8", "127.0.0.1"); when set, no other.
 	// Defaults to none: any address but loopback, link-local, unspecified

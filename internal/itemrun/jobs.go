@@ -15,6 +15,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/specenv"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -34,6 +35,10 @@ type job struct {
 	budget   messages.BudgetStatus // the limits the coordinator set at acceptance
 	shares   map[string]int        // each pool's share of budget.Total (JobRecord.BudgetShares)
 	items    int64                 // the job's item count: ${item_total}
+	// envOnce makes envs: the job's environment on this agent, nil when
+	// the job's env applies as it is (jobenv.go).
+	envOnce sync.Once
+	envs    *specenv.Env
 	// setupCaptures are the variables the job's setup captured
 	// (SpecRecord.SetupCaptures): every map and reduce item reads them.
 	setupCaptures map[string]*wire.Capture
@@ -74,6 +79,10 @@ type command struct {
 	err    error
 	// workingDir is the step's working_dir (the fallback's is its step's).
 	workingDir string
+	// env is the step's own env (NAME=value), over the job's; clearEnv
+	// leaves the agent's --step-env variables out (jobenv.go).
+	env      []string
+	clearEnv bool
 	// claude is a claude step's prompt (claude.go); script is nil then.
 	claude *wire.Template
 	// commitRequired: the step must leave a new commit (commit.go).
@@ -367,6 +376,8 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 		if fb.Raw != "" {
 			fbCmd.commitRequired = st.RetryConfig.OnFailure.CommitRequired
 		}
+		cmd.env, cmd.clearEnv = stepEnviron(st.Env), st.ClearEnv
+		fbCmd.env, fbCmd.clearEnv = cmd.env, cmd.clearEnv
 		cmd.commitRequired = st.CommitRequired
 		cmd.capture = st.Capture != ""
 		var cond *expr.Expr
@@ -384,6 +395,7 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			}
 			c := compileCommand(ot)
 			c.workingDir = st.WorkingDir
+			c.env, c.clearEnv = cmd.env, cmd.clearEnv
 			ok = &c
 		}
 		s.onSuccess = append(s.onSuccess, ok)

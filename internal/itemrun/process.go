@@ -20,7 +20,9 @@ import (
 	"github.com/jetfleet/jetfleet/internal/kvcas"
 	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/secret"
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/specenv"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -63,6 +65,11 @@ type item struct {
 
 	// carry is what a replay continues from (see carriedAttempts).
 	carry carried
+	// env is the job's environment resolved for this delivery, and mask
+	// its secrets' masker (jobenv.go); nil when the job has none to
+	// resolve.
+	env  *specenv.Resolved
+	mask *secret.Masker
 	// dir is the delivery's own directory (itemdir.go), made by its first
 	// shell step; failedRun keeps it for inspection when it ends.
 	dir       string
@@ -779,7 +786,10 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	obs := a.metrics.handlerSteps
 	start := a.cfg.hooks.Clock.Now()
 	timeout := it.deadline.Bound(start, a.stepTimeout(step.Timeout.D())) // no run outlasts agent_timeout
+	// A write_file step's ${NAME} reads the job's env (jobenv.go).
+	f = a.writeEnv(ctx, it, i)
 	switch {
+	case f != nil:
 	case it.set.commands[i].write != nil:
 		out, f = a.runWrite(it, it.set.commands[i].write, attempt)
 	case step.Shell != "" || step.Claude != "":
@@ -796,7 +806,7 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 
 func (a *Agent) shellVars(it *item, attempt int) shell.Vars {
 	v := shell.Vars{Item: it.wi.Payload, ItemID: it.wi.ItemID, JobID: it.wi.JobID, Attempt: attempt, Map: it.mv,
-		ItemIndex: it.wi.Index, ItemTotal: it.job.items, Captures: itemCaptures(it), LookupJobEnv: lookupIn(it.job.env)}
+		ItemIndex: it.wi.Index, ItemTotal: it.job.items, Captures: itemCaptures(it), LookupJobEnv: lookupIn(jobEnviron(it))}
 	if n := len(it.st.Outputs); n > 0 {
 		v.Last, v.HasLast = strings.TrimRight(it.st.Outputs[n-1], "\n"), true
 	}
@@ -823,15 +833,28 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 	if c.err != nil {
 		return "", &retry.Failure{Err: retry.Permanent(fmt.Errorf("the command cannot run safely: %w", c.err))}
 	}
+	if err := a.itemEnv(ctx, it); err != nil {
+		return "", &retry.Failure{Err: retry.Permanent(err)}
+	}
 	dir, err := a.stepDir(it, c.workingDir)
 	if err != nil {
 		return "", &retry.Failure{Err: fmt.Errorf("the item's directory: %w", err)}
 	}
 	vars := a.shellVars(it, attempt)
 	vars.ItemWorkdir = cmp.Or(it.dir, dir)
-	env := make([]string, 0, len(a.stepEnv)+len(it.job.env)+9+len(extraEnv))
-	env = append(env, a.stepEnv...)
-	env = append(env, it.job.env...)
+	jobEnv := it.job.env
+	if it.env != nil {
+		jobEnv = it.env.Env
+	}
+	env := make([]string, 0, len(a.stepEnv)+len(jobEnv)+len(c.env)+9+len(extraEnv))
+	if !c.clearEnv {
+		env = append(env, a.stepEnv...)
+	}
+	env = append(env, jobEnv...)
+	env = append(env, c.env...) // the step's own env
+	if it.env != nil {
+		env = append(env, it.env.Secrets...) // over the step's env, as Prodigy orders them
+	}
 	env = append(env, vars.Environ()...)
 	if it.dir != "" {
 		env = append(env, "ITEM_WORKDIR="+it.dir)
@@ -869,6 +892,7 @@ func (a *Agent) runShell(ctx context.Context, it *item, c command, timeout time.
 		sc.TailBytes = wire.MaxCaptureBytes + 1 // one more: a capture over the bound is seen, never cut
 	}
 	res := shell.Run(ctx, sc)
+	maskResult(stepMasker(it, c), &res) // before anything reads the output
 	it.ran = shellRan{stderr: res.Stderr, exitCode: res.ExitCode, stdoutBytes: res.StdoutBytes}
 	if res.Failed() {
 		it.ran.stdout = res.Stdout // ${shell.output} of its fallback

@@ -133,6 +133,9 @@ func (a *Agent) setupOutput(it *item) (*messages.SetupOutput, error) {
 		return nil, fmt.Errorf("%w: reading %s: %w", errSetupInput, field, err)
 	}
 	text := buf.Bytes()
+	if it.mask != nil { // the input travels to the coordinator: no secret in it
+		text = []byte(it.mask.Mask(string(text)))
+	}
 	if fromCommand {
 		js := it.job.spec.JSONPath
 		text = commandItems(text, js == "" || js == messages.DefaultJSONPath)

@@ -41,7 +41,8 @@ func compileWrite(w *messages.WriteFile) (*writeCmd, error) {
 // stay in the item's directory (a reduce's: the agent's WorkDir), and
 // json or yaml content must parse, or the step fails for good and nothing
 // is written. Its output is empty.
-func (a *Agent) runWrite(it *item, c *writeCmd, attempt int) (string, *retry.Failure) {
+func (a *Agent) runWrite(it *item, c *writeCmd, attempt int) (_ string, f *retry.Failure) {
+	defer func() { maskFailure(it.mask, f) }() // its content may hold a secret
 	permanent := func(format string, args ...any) *retry.Failure {
 		return &retry.Failure{Err: retry.Permanent(fmt.Errorf(format, args...))}
 	}
@@ -51,7 +52,7 @@ func (a *Agent) runWrite(it *item, c *writeCmd, attempt int) (string, *retry.Fai
 	}
 	vars := a.shellVars(it, attempt)
 	vars.ItemWorkdir = dir
-	vars.LookupEnv = lookupIn(it.job.env)
+	vars.LookupEnv = lookupIn(jobEnviron(it))
 	p, err := vars.Text(c.path)
 	if err != nil {
 		return "", permanent("write_file.path: %w", err)

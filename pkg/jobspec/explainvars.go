@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/specenv"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -16,7 +17,7 @@ import (
 // --explain).
 func variableNotes(spec *messages.JobSpec, rw *rewrite) []messages.FieldError {
 	var notes []messages.FieldError
-	envNames := slices.Sorted(maps.Keys(spec.Env))
+	envNames := slices.Sorted(maps.Keys(specenv.Names(spec))) // env, computed values, secrets
 	var setupCaptured []string
 	list := func(field string, steps []messages.Step, reduce bool) []string {
 		captured := slices.Clone(setupCaptured)

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/jetfleet/jetfleet/internal/shell"
+	"github.com/jetfleet/jetfleet/internal/specenv"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -32,6 +33,12 @@ var ErrRead = errors.New("jobspec: cannot read file")
 // (arithmetic, variable names, eval, ...; see docs/security.md).
 func Parse(data []byte) (*messages.JobSpec, error) {
 	return parseSpec(data, isJSON(data))
+}
+
+func init() { // fleetctl --profile (internal/specenv.Parse)
+	specenv.RegisterParser(func(data []byte, profile string) (*messages.JobSpec, error) {
+		return parseSpec(data, isJSON(data), profile)
+	})
 }
 
 // ParseFile reads and parses a job spec file: JSON when its name ends in
@@ -113,13 +120,17 @@ type read struct {
 	v    *validator
 }
 
-func readSpec(data []byte, asJSON bool) *read {
+// readSpec reads a document; profile, when set, is the job's profile
+// over the document's (fleetctl --profile).
+func readSpec(data []byte, asJSON bool, profile ...string) *read {
 	r := &read{t: readTree(data, asJSON), d: newDecoder()}
 	if r.t.value == nil && len(r.t.problems) > 0 {
 		r.rw, r.v = &rewrite{}, &validator{}
 		return r
 	}
+	env := specenv.Rewrite(r.t.value, strings.Join(profile, "")) // env's forms, the profile, ${NAME} numbers
 	r.rw = rewriteLayout(&r.t)
+	r.rw.adopt(env, specenv.RewriteSteps(r.t.value))
 	for _, b := range r.rw.bad {
 		r.d.bad[b] = true
 	}
@@ -175,8 +186,8 @@ func ParseRetryConfigFile(path string) (*messages.RetryConfig, error) {
 // checks of package shell, which run on the spec as decoded even when it
 // has problems (theirs are dropped at or under a field that failed to
 // decode).
-func parseSpec(data []byte, asJSON bool) (*messages.JobSpec, error) {
-	r := readSpec(data, asJSON)
+func parseSpec(data []byte, asJSON bool, profile ...string) (*messages.JobSpec, error) {
+	r := readSpec(data, asJSON, profile...)
 	if r.t.value == nil && len(r.t.problems) > 0 {
 		return nil, &messages.ValidationError{Problems: r.t.problems}
 	}
@@ -188,6 +199,28 @@ func parseSpec(data []byte, asJSON bool) (*messages.JobSpec, error) {
 	}
 	return &r.spec, nil
 }
+
+// adopt takes in what the environment's rewrites did (internal/specenv;
+// steps' paths are the rewritten tree's).
+func (rw *rewrite) adopt(env, steps *specenv.Result) {
+	for _, x := range env.Renames {
+		rw.blocks = append(rw.blocks, rename{from: x.From, to: x.To})
+	}
+	rw.bad = append(append(rw.bad, env.Bad...), steps.Bad...)
+	rw.notes = append(append(rw.notes, env.Notes...), rw.renamed(steps.Notes)...)
+	rw.warnings = append(rw.warnings, env.Warnings...)
+	rw.problems = append(append(rw.problems, env.Problems...), rw.renamed(steps.Problems)...)
+}
+
+// environment checks the job's environment fields (internal/specenv).
+func (v *validator) environment(s *messages.JobSpec) {
+	for _, p := range specenv.Check(s) {
+		v.addf(p.Field, "%s", p.Message)
+	}
+}
+
+// envNames are the variables a bare ${NAME} of a command reads.
+func envNames(s *messages.JobSpec) map[string]string { return specenv.Names(s) }
 
 // invalid returns every problem of the document (its own, the decoder's,
 // the validator's, the layout rewrite's; the paths as written) in a *messages.ValidationError of kind, each with its

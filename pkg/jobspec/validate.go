@@ -8,7 +8,6 @@ import (
 	"math"
 	"regexp"
 	"regexp/syntax"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -98,7 +97,7 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 		v.addf("", "no job spec")
 		return
 	}
-	v.env = s.Env
+	v.env = envNames(s) // env, env_values and secrets: a bare ${NAME} reads them
 	if s.ID != "" {
 		if err := messages.ValidToken(s.ID); err != nil {
 			v.addf("id", "%v", err)
@@ -213,45 +212,8 @@ func (v *validator) jobSpec(s *messages.JobSpec) {
 	for i := range s.Reduce {
 		v.step(messages.IndexPath("reduce", i), &s.Reduce[i], true)
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
-		switch {
-		case !validEnvName(k):
-			v.addf(messages.JoinPath("env", k), "invalid variable name (letters, digits and '_', not starting with a digit)")
-		case reservedEnv(k):
-			v.addf(messages.JoinPath("env", k), "reserved: the agent sets ITEM_JSON, ITEM_ID, JOB_ID and ATTEMPT for every shell step (MAP_* in reduce steps, FAILURE_* in a custom on_item_failure step, JETFLEET_* for itself), and a job may not change them")
-		}
-	}
+	v.environment(s) // env, env_values, secrets, env_files, profiles, steps' env (jobspec.go)
 	v.items(s)
-}
-
-// reservedEnv reports whether name is a variable the agent sets for shell
-// steps itself, which a job's env may not set: ITEM_* (ITEM_JSON, ITEM_ID),
-// JOB_ID, ATTEMPT, MAP_* (reduce steps), FAILURE_* (custom on_item_failure
-// steps) and JETFLEET_*.
-func reservedEnv(name string) bool {
-	switch name {
-	case "JOB_ID", "ATTEMPT":
-		return true
-	}
-	for _, p := range []string{"ITEM_", "MAP_", "FAILURE_", "JETFLEET_"} {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
-
-func validEnvName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 func (v *validator) items(s *messages.JobSpec) {

@@ -93,6 +93,46 @@ type JobSpec struct {
 	Reduce []Step `json:"reduce,omitempty"`
 	// Env is added to the environment of every shell step.
 	Env map[string]string `json:"env,omitempty"`
+	// EnvValues are env variables whose value the agent that runs an item
+	// computes, by a command or a condition (Prodigy's env: {command} and
+	// {condition}); docs/job-spec.md "Environments".
+	EnvValues map[string]EnvValue `json:"env_values,omitempty"`
+	// EnvFiles are .env files the agent reads, under its secret
+	// directories, before Env applies (Prodigy's env_files). A missing
+	// file is skipped.
+	EnvFiles []string `json:"env_files,omitempty"`
+	// Secrets are env variables the agent reads from its own environment
+	// or from a file: only their source travels with the job, and their
+	// values are masked in whatever a step's output becomes.
+	Secrets map[string]Secret `json:"secrets,omitempty"`
+	// Profiles are named sets of env values; Profile names the one that
+	// applies, over Env (fleetctl run/submit --profile).
+	Profiles map[string]Profile `json:"profiles,omitempty"`
+	Profile  string             `json:"profile,omitempty"`
+}
+
+// EnvValue is an env variable computed by the agent: the output of
+// Command (trimmed), or WhenTrue or WhenFalse as Condition holds.
+type EnvValue struct {
+	Command string `json:"command,omitempty"`
+	// Cache runs Command once per agent for the job, not once per item.
+	Cache     bool   `json:"cache,omitempty"`
+	Condition string `json:"condition,omitempty"`
+	WhenTrue  string `json:"when_true,omitempty"`
+	WhenFalse string `json:"when_false,omitempty"`
+}
+
+// Secret says where the agent reads a secret: Provider "env" (Key is a
+// variable of the agent's environment) or "file" (Key is a file path).
+type Secret struct {
+	Provider string `json:"provider"`
+	Key      string `json:"key"`
+}
+
+// Profile is a named set of env values (Prodigy's profiles).
+type Profile struct {
+	Description string            `json:"description,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
 }
 
 // Step is one command of an item's template: exactly one of Shell,
@@ -120,6 +160,11 @@ type Step struct {
 	// WorkingDir is the directory the step runs in, relative to the item's
 	// own directory (or absolute). Unset: the item's directory.
 	WorkingDir string `json:"working_dir,omitempty"`
+	// Env is added to this step's environment only, over the job's.
+	Env map[string]string `json:"env,omitempty"`
+	// ClearEnv leaves out the agent's own variables (its --step-env) from
+	// this step's environment; the job's env and Env still apply.
+	ClearEnv bool `json:"clear_env,omitempty"`
 	// CommitRequired makes the step fail unless it leaves a new commit in
 	// the item's directory, when that is a git checkout (Prodigy's
 	// commit_required).
