@@ -65,6 +65,8 @@ type stepSet struct {
 	when []*expr.Expr
 	// onSuccess are the steps' on_success commands (nil: none).
 	onSuccess []*command
+	// onExit are the steps' on_exit_code handlers by code (nil: none).
+	onExit []map[int]command
 }
 
 // command is a compiled shell command: its script, or why it cannot run
@@ -83,6 +85,8 @@ type command struct {
 	capture bool
 	// write is a write_file step's (writefile.go); script is nil then.
 	write *writeCmd
+	// foreach is a foreach step's (foreach.go); script is nil then.
+	foreach *foreachCmd
 }
 
 func compileCommand(t wire.Template) command {
@@ -387,6 +391,16 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			ok = &c
 		}
 		s.onSuccess = append(s.onSuccess, ok)
+		if st.Foreach != nil {
+			if cmd.foreach, err = compileForeach(id, fmt.Sprintf("%s[%d].foreach", field, i), st.Foreach); err != nil {
+				return nil, err
+			}
+		}
+		onExit, err := compileExitHandlers(id, fmt.Sprintf("%s[%d].on_exit_code", field, i), &st)
+		if err != nil {
+			return nil, err
+		}
+		s.onExit = append(s.onExit, onExit)
 		s.commands = append(s.commands, cmd)
 		s.fallbacks = append(s.fallbacks, fbCmd)
 	}

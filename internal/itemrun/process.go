@@ -494,7 +494,7 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 				if rf == nil {
 					rf = a.onSuccess(ctx, it, i, out, attempt)
 				}
-				return rf
+				return a.onExitCode(ctx, it, i, out, rf, attempt)
 			})
 		}
 		switch {
@@ -782,6 +782,9 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	switch {
 	case it.set.commands[i].write != nil:
 		out, f = a.runWrite(it, it.set.commands[i].write, attempt)
+	case it.set.commands[i].foreach != nil:
+		obs = a.metrics.shellSteps
+		out, f = a.runForeach(ctx, it, it.set.commands[i].foreach, timeout, attempt)
 	case step.Shell != "" || step.Claude != "":
 		obs = a.metrics.shellSteps
 		out, f = a.runShell(ctx, it, it.set.commands[i], timeout, attempt)

@@ -13,6 +13,9 @@ type FailureAction struct {
 	Action string
 	// Fallback is the command run for OnFailureFallback.
 	Fallback string
+	// FailAfter: the step fails after its fallback runs, whatever the
+	// fallback's outcome (messages.OnFailure.FailWorkflow).
+	FailAfter bool
 }
 
 // NewFailureAction checks and converts an on_failure value; nil means stop.
@@ -29,7 +32,7 @@ func NewFailureAction(of *messages.OnFailure) (FailureAction, error) {
 		if of.Fallback == "" {
 			return FailureAction{Action: messages.OnFailureStop}, problem("fallback needs a command")
 		}
-		return FailureAction{Action: messages.OnFailureFallback, Fallback: of.Fallback}, nil
+		return FailureAction{Action: messages.OnFailureFallback, Fallback: of.Fallback, FailAfter: of.FailWorkflow}, nil
 	}
 	return FailureAction{Action: messages.OnFailureStop}, problem("unknown action %q (want stop, continue or {fallback: {command}})", of.Action)
 }

@@ -286,6 +286,7 @@ func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) bool 
 			Claude  *string `json:"claude"`
 			// CommitRequired: the fallback must leave a new commit.
 			CommitRequired bool `json:"commit_required"`
+			FailWorkflow   bool `json:"fail_workflow"` // the step fails after the fallback
 		}
 		if val != nil {
 			d.value(kp, val, reflect.ValueOf(&p).Elem())
@@ -299,7 +300,7 @@ func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) bool 
 		case p.Claude != nil:
 			f.Fallback, f.Claude = *p.Claude, true
 		}
-		f.CommitRequired = p.CommitRequired
+		f.CommitRequired, f.FailWorkflow = p.CommitRequired, p.FailWorkflow
 	default:
 		d.typeErr(path, `stop, continue or {fallback: {command: "..."}}`, v)
 		return false

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jetfleet/jetfleet/internal/jsonnode"
+	"github.com/jetfleet/jetfleet/internal/prodigystep"
+	"github.com/jetfleet/jetfleet/internal/suggest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -145,6 +147,10 @@ func rewriteLayout(t *tree) *rewrite {
 		rw.standard(m, bare)
 	}
 	rw.prodigy = mode != "" || hasMap || hasCommands
+	if _, ok := m["merge"]; ok && rw.prodigy {
+		delete(m, "merge")
+		rw.warnf("merge", "has no effect: jetfleet has no worktree to merge back; these steps do not run (run them as reduce steps, or after the job)")
+	}
 	if _, ok := m["setup"]; ok {
 		rw.setup(m)
 	}
@@ -224,7 +230,7 @@ func (rw *rewrite) hoistMap(m map[string]any) {
 		switch {
 		case !slices.Contains(mapFields, to):
 			rw.addf(p, "unknown field in map (it takes %s)%s", strings.Join(mapFields, ", "), suggestion(k, mapFields))
-			if s := closest(k, mapFields); s != "" && mm[s] == nil {
+			if s := suggest.Closest(k, mapFields); s != "" && mm[s] == nil {
 				rw.bad = append(rw.bad, s) // misspelt: given, not missing
 			}
 			continue
@@ -282,6 +288,7 @@ func (rw *rewrite) unwrapCommands(m map[string]any, list string) {
 // runs once, as Prodigy runs it; an integer timeout is seconds; and a
 // step's own on_failure holding a command becomes its fallback.
 func (rw *rewrite) step(p string, st map[string]any) {
+	rw.prodigyStep(p, st)
 	if _, has := st["retry_config"]; !has && !rw.prodigy && !strings.HasPrefix(p, "setup") {
 		rw.notef(rw.written(p), "has no retry_config: jetfleet's default applies, %d attempts with exponential backoff from %s to %s (a command in Prodigy's layout runs once)", messages.DefaultAttempts, messages.DefaultInitialDelay, messages.DefaultMaxDelay)
 	}
@@ -308,6 +315,27 @@ func (rw *rewrite) step(p string, st map[string]any) {
 	rw.onSuccess(p, st)
 	rw.prodigyMapResults(p, st)
 	rw.stepOnFailure(p, st)
+}
+
+// prodigyStep applies internal/prodigystep to a step, then reads a
+// foreach step's body as steps of their own.
+func (rw *rewrite) prodigyStep(p string, st map[string]any) {
+	r, wp := prodigystep.Rewrite(st, rw.prodigy), rw.written(p)
+	for _, n := range r.Renames {
+		rw.steps = append(rw.steps, rename{from: messages.JoinPath(p, n.From), to: messages.JoinPath(wp, n.To)})
+	}
+	for _, l := range []struct{ to *[]messages.FieldError; from []messages.FieldError }{{&rw.notes, r.Notes}, {&rw.warnings, r.Warnings}, {&rw.problems, r.Problems}} {
+		for _, f := range l.from {
+			*l.to = append(*l.to, messages.FieldError{Field: messages.JoinPath(wp, f.Field), Message: f.Message})
+		}
+	}
+	fe, _ := st["foreach"].(map[string]any)
+	body, _ := fe["do"].([]any)
+	for i, b := range body {
+		if bm, ok := b.(map[string]any); ok {
+			rw.step(messages.IndexPath(messages.JoinPath(p, "foreach.do"), i), bm)
+		}
+	}
 }
 
 // ad44 rewrites AD-44's submission fields.

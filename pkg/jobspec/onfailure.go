@@ -17,7 +17,8 @@ import (
 //     at the first that fails;
 //   - {shell: ...} or {claude: ...}, with max_attempts (max_retries): the
 //     step's attempts, commit_required (the fallback must leave a commit),
-//     and fail_workflow: false, what jetfleet does.
+//     fail_workflow (true: the step fails after the fallback); or
+//     {commands: [...]}, a list as above.
 //
 // The fallback runs once, when the step has used its attempts; if it
 // succeeds the item goes on with the next step.
@@ -81,6 +82,9 @@ func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
 	fb := map[string]any{kind: text}
 	if commitRequired {
 		fb["commit_required"] = true
+	}
+	if om, _ := of.(map[string]any); om["fail_workflow"] == true {
+		fb["fail_workflow"] = true
 	}
 	rc["on_failure"] = map[string]any{messages.OnFailureFallback: fb}
 	rw.steps = append(rw.steps,
@@ -168,17 +172,26 @@ func (rw *rewrite) handlerObject(op, wp string, m map[string]any, rc map[string]
 			}
 			commitRequired = b
 		case "fail_workflow":
-			if b, isBool := m[k].(bool); !isBool || b {
-				rw.addf(kp, "not yet: only %s: false (a fallback that succeeds lets the item go on)", k)
+			if _, isBool := m[k].(bool); !isBool {
+				rw.addf(kp, "expected true or false, got %v", m[k])
 				return "", "", "", false, false
+			} else if m[k] == true {
+				rw.notef(kp, "true: the step fails after its handler runs, whatever the handler's outcome: the item fails, and error_policy decides what follows (a standard workflow's job fails)")
 			}
+		case "commands":
+		case "strategy":
+			rw.warnf(kp, "has no effect: the handler's commands run in turn whatever the strategy")
 		default:
-			rw.addf(kp, "not yet: a step's on_failure takes shell or claude, max_attempts, commit_required and fail_workflow: false")
+			rw.addf(kp, "not yet: a step's on_failure takes shell, claude or commands, max_attempts, commit_required, fail_workflow and strategy")
 			return "", "", "", false, false
 		}
 	}
 	sh, hasShell := m["shell"]
 	cl, hasClaude := m["claude"]
+	if list, isList := m["commands"].([]any); isList && !hasShell && !hasClaude {
+		kind, text, ok = rw.handlerList(messages.JoinPath(wp, "commands"), list)
+		return kind, text, op, commitRequired, ok
+	}
 	switch {
 	case hasShell && hasClaude:
 		rw.addf(wp, "not yet: both shell and claude in one handler (a fallback is one command)")

@@ -140,6 +140,9 @@ func (f OnFailure) MarshalJSON() ([]byte, error) {
 		if f.CommitRequired {
 			p["commit_required"] = true
 		}
+		if f.FailWorkflow {
+			p["fail_workflow"] = true
+		}
 		return json.Marshal(map[string]map[string]any{OnFailureFallback: p})
 	}
 	return json.Marshal(f.Action)
@@ -150,9 +153,10 @@ func (f *OnFailure) UnmarshalJSON(data []byte) error {
 	var p struct {
 		Command, Claude string
 		CommitRequired  bool `json:"commit_required"`
+		FailWorkflow    bool `json:"fail_workflow"`
 	}
 	name, _, err := variant(data, "step failure action", &p)
-	*f = OnFailure{Action: name, Fallback: p.Command, CommitRequired: p.CommitRequired}
+	*f = OnFailure{Action: name, Fallback: p.Command, CommitRequired: p.CommitRequired, FailWorkflow: p.FailWorkflow}
 	if p.Claude != "" && p.Command == "" {
 		f.Fallback, f.Claude = p.Claude, true
 	}

@@ -1,0 +1,298 @@
+// Package prodigystep reads the fields of a Prodigy workflow step that
+// jetfleet's own step does not have, on a spec's document tree before it
+// is decoded (package jobspec's layout rewrite calls it for every step):
+//
+//   - fields that change nothing jetfleet can do (validate, analysis,
+//     outputs, options, args, metadata, description) are removed with a
+//     warning that says what happens instead;
+//   - an analyze: step becomes a step that does nothing, with a warning;
+//   - ${step.files_added:PATTERN} becomes the pattern itself, with a warning;
+//   - foreach: in Prodigy's form (foreach: a list or a command, parallel:
+//     true) becomes jetfleet's (items or command, parallel: N);
+//   - on_exit_code handlers written as a command become {shell} or {claude};
+//   - an on_success with an on_success of its own becomes one command that
+//     runs them in turn;
+//   - in the step's own handlers, ${NAME} of the variable the step
+//     captures is ${shell.output}: the step's output, as Prodigy gives a
+//     handler its step's capture (a step that fails captures nothing in
+//     jetfleet).
+//
+// Paths in a Result are relative to the step. It is pure and safe for
+// concurrent use on distinct trees.
+package prodigystep
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// Rename maps a path of the rewritten step (From, and everything under
+// it) to the path it was written at (To), both relative to the step.
+type Rename struct{ From, To string }
+
+// Result is what Rewrite did to a step.
+type Result struct {
+	// Notes say what a rewritten field means; Warnings name the fields
+	// accepted without effect; Problems are refusals. Fields are relative
+	// to the step.
+	Notes, Warnings, Problems []messages.FieldError
+	Renames                   []Rename
+}
+
+func (r *Result) notef(p, format string, args ...any) {
+	r.Notes = append(r.Notes, messages.FieldError{Field: p, Message: fmt.Sprintf(format, args...)})
+}
+
+func (r *Result) warnf(p, format string, args ...any) {
+	r.Warnings = append(r.Warnings, messages.FieldError{Field: p, Message: fmt.Sprintf(format, args...)})
+}
+
+func (r *Result) addf(p, format string, args ...any) {
+	r.Problems = append(r.Problems, messages.FieldError{Field: p, Message: fmt.Sprintf(format, args...)})
+}
+
+// DefaultParallel is a foreach's parallel: true, as Prodigy reads it.
+const DefaultParallel = 10
+
+// noEffect are the step fields of Prodigy that jetfleet accepts without
+// effect, and what happens instead.
+var noEffect = map[string]string{
+	"description": "has no effect: a step is labelled by its name (name:, by default step-N)",
+	"analysis":    "has no effect: jetfleet keeps no codebase analysis for claude commands (Prodigy's analysis cache); the command runs without one",
+	"options":     "has no effect: Prodigy's structured-command options; the step runs its command as written",
+	"args":        "has no effect: Prodigy's structured-command arguments; the step runs its command as written",
+	"metadata":    "has no effect: Prodigy's structured-command metadata; set retry_config, timeout or allow_failure on the step instead",
+	"outputs": "has no effect: jetfleet does not collect the files a step's commits add; a later ${ID.NAME} of a declared output is not set, " +
+		"and a step that reads it fails when it runs unless it gives a default (${ID.NAME:-text})",
+	"validate": "has no effect: jetfleet does not run Prodigy's completeness check (its commands, result_file, threshold, on_incomplete): " +
+		"the step succeeds or fails by its own command; run the check as a step of its own after it",
+}
+
+// Rewrite rewrites the Prodigy fields of step st in place. Fields only
+// Prodigy has (those without effect, analyze, ${step.files_added}) are
+// read only in Prodigy's layout (prodigy); elsewhere they stay unknown.
+func Rewrite(st map[string]any, prodigy bool) *Result {
+	r := &Result{}
+	if prodigy {
+		for _, k := range slices.Sorted(maps.Keys(noEffect)) {
+			if _, ok := st[k]; ok {
+				delete(st, k)
+				r.warnf(k, "%s", noEffect[k])
+			}
+		}
+		r.analyze(st)
+		r.filesAdded(st)
+	}
+	r.foreach(st)
+	r.onExitCode(st)
+	r.nestedOnSuccess(st)
+	r.selfRefs(st)
+	return r
+}
+
+// analyze turns Prodigy's analyze: step (a refresh of its codebase
+// analysis cache) into a step that does nothing.
+func (r *Result) analyze(st map[string]any) {
+	if _, ok := st["analyze"]; !ok || st["shell"] != nil || st["claude"] != nil {
+		return
+	}
+	delete(st, "analyze")
+	st["shell"] = ":"
+	r.Renames = append(r.Renames, Rename{From: "shell", To: "analyze"})
+	r.warnf("analyze", "has no effect: jetfleet keeps no codebase analysis (Prodigy's analysis cache); the step runs `:` and does nothing")
+}
+
+// filesAddedRef is Prodigy's ${step.files_added:PATTERN}: the files the
+// step's commits added that match PATTERN.
+var filesAddedRef = regexp.MustCompile(`\$\{\s*step\.files_added\s*(?::([^}]*))?\}`)
+
+func (r *Result) filesAdded(st map[string]any) {
+	for _, k := range []string{"shell", "claude"} {
+		s, ok := st[k].(string)
+		if !ok || !filesAddedRef.MatchString(s) {
+			continue
+		}
+		st[k] = filesAddedRef.ReplaceAllStringFunc(s, func(m string) string {
+			return strings.TrimSpace(filesAddedRef.FindStringSubmatch(m)[1])
+		})
+		r.warnf(k, "${step.files_added:PATTERN} (Prodigy's files the step's commits added that match it) is the pattern itself: "+
+			"jetfleet does not track the files a step adds; a shell expands the pattern to the files that match, a claude prompt reads it as text")
+	}
+}
+
+// foreach reads Prodigy's foreach form: {foreach: a list or a command,
+// parallel: true|false|N, do, continue_on_error, max_items}; also the
+// form {items: a list or a command}.
+func (r *Result) foreach(st map[string]any) {
+	fe, ok := st["foreach"].(map[string]any)
+	if !ok {
+		return
+	}
+	if fe["foreach"] != nil && fe["items"] != nil {
+		r.addf("foreach.items", "set the elements once: foreach (Prodigy's name) or items")
+		return
+	}
+	for _, k := range []string{"foreach", "items"} {
+		v, has := fe[k]
+		if !has {
+			continue
+		}
+		delete(fe, k)
+		switch x := v.(type) {
+		case string:
+			fe["command"] = x
+			r.Renames = append(r.Renames, Rename{From: "foreach.command", To: "foreach." + k})
+			r.notef("foreach."+k, "a command: its non-empty output lines are the elements, run in the item's directory")
+		case []any:
+			items := make([]any, len(x))
+			for i, e := range x {
+				switch y := e.(type) {
+				case string:
+					items[i] = y
+				case json.Number:
+					items[i] = y.String()
+				case bool:
+					items[i] = strconv.FormatBool(y)
+				default:
+					r.addf(messages.IndexPath("foreach."+k, i), "expected a string, got %T (an element is text, ${item} in do)", e)
+					return
+				}
+			}
+			fe["items"] = items
+			if k != "items" {
+				r.Renames = append(r.Renames, Rename{From: "foreach.items", To: "foreach." + k})
+			}
+		default:
+			r.addf("foreach."+k, "expected a list of elements or a command, got %v", v)
+			return
+		}
+		break
+	}
+	switch p := fe["parallel"].(type) {
+	case bool:
+		if p {
+			fe["parallel"] = json.Number(strconv.Itoa(DefaultParallel))
+			r.notef("foreach.parallel", "true: %d elements at a time, as Prodigy runs them", DefaultParallel)
+		} else {
+			delete(fe, "parallel")
+		}
+	}
+}
+
+// onExitCode reads on_exit_code handlers written as a command (a slash
+// first: a claude command, as Prodigy reads a handler).
+func (r *Result) onExitCode(st map[string]any) {
+	m, ok := st["on_exit_code"].(map[string]any)
+	if !ok {
+		return
+	}
+	for k, v := range m {
+		if s, isStr := v.(string); isStr {
+			kind := "shell"
+			if strings.HasPrefix(strings.TrimSpace(s), "/") {
+				kind = "claude"
+			}
+			m[k] = map[string]any{kind: s}
+			r.Renames = append(r.Renames, Rename{From: "on_exit_code." + k + "." + kind, To: "on_exit_code." + k})
+		}
+	}
+}
+
+// nestedOnSuccess flattens on_success: {shell: A, on_success: {shell: B}}
+// into one command that runs A, then B if A succeeded. A handler of a
+// nested command (its on_failure) is accepted with a warning.
+func (r *Result) nestedOnSuccess(st map[string]any) {
+	os, ok := st["on_success"].(map[string]any)
+	if !ok || os["on_success"] == nil {
+		return
+	}
+	var cmds []string
+	p := "on_success"
+	for cur := os; cur != nil; p += ".on_success" {
+		s, isStr := cur["shell"].(string)
+		if !isStr {
+			r.addf(p, "not yet: a nested on_success runs a shell command, {shell: \"...\"}")
+			delete(st, "on_success")
+			return
+		}
+		cmds = append(cmds, s)
+		for _, k := range []string{"on_failure", "on_exit_code"} {
+			if cur[k] != nil && p != "on_success" {
+				r.warnf(p+"."+k, "has no effect: the handlers of a nested on_success command do not run; when it fails, the step fails under its retry_config")
+			}
+		}
+		next, _ := cur["on_success"].(map[string]any)
+		if cur["on_success"] != nil && next == nil {
+			r.addf(p+".on_success", "expected {shell: \"...\"}, got %v", cur["on_success"])
+			delete(st, "on_success")
+			return
+		}
+		cur = next
+	}
+	if os["on_failure"] != nil {
+		r.warnf("on_success.on_failure", "has no effect: the handlers of an on_success command do not run; when it fails, the step fails under its retry_config")
+	}
+	st["on_success"] = map[string]any{"shell": "set -e\n" + strings.Join(cmds, "\n")}
+	r.notef("on_success", "with the on_success commands nested in it: %d commands run in turn after the step succeeds, stopping at the first that fails (which fails the step)", len(cmds))
+}
+
+// selfRefs makes ${NAME}, where the step captures NAME, read
+// ${shell.output} in the step's own handlers: they run before the capture
+// is stored (or, for a failed step, when there is none).
+func (r *Result) selfRefs(st map[string]any) {
+	name, _ := st["capture_output"].(string)
+	if name == "" {
+		name, _ = st["capture"].(string)
+	}
+	if name == "" {
+		return
+	}
+	ref := regexp.MustCompile(`(^|[^$])\$\{(\s*)` + regexp.QuoteMeta(name) + `(\s*[}|:])`)
+	changed := false
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			if ref.MatchString(x) {
+				changed = true
+				return ref.ReplaceAllString(x, "${1}$${${2}shell.output${3}")
+			}
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			for _, k := range []string{"shell", "claude", "commands"} {
+				if x[k] != nil {
+					x[k] = walk(x[k])
+				}
+			}
+			if ec, ok := x["on_exit_code"].(map[string]any); ok {
+				for k := range ec {
+					ec[k] = walk(ec[k])
+				}
+			}
+		}
+		return v
+	}
+	for _, k := range []string{"on_failure", "on_exit_code"} {
+		if h, ok := st[k]; ok {
+			if k == "on_exit_code" {
+				walk(map[string]any{"on_exit_code": h})
+			} else {
+				st[k] = walk(h)
+			}
+			if changed {
+				r.notef(k, "${%s}, the variable this step captures, is ${shell.output} here: the step's output (a failed step's stdout then stderr)", name)
+				changed = false
+			}
+		}
+	}
+}
