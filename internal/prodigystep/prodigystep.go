@@ -92,6 +92,7 @@ func Rewrite(st map[string]any, prodigy bool) *Result {
 	}
 	r.foreach(st)
 	r.onExitCode(st)
+	r.claudeOnSuccess(st)
 	r.nestedOnSuccess(st)
 	r.selfRefs(st)
 	return r
@@ -205,6 +206,28 @@ func (r *Result) onExitCode(st map[string]any) {
 	}
 }
 
+// claudeOnSuccess reads on_success: {claude: X} as the handler of exit
+// code 0, which runs when the command succeeds and fails the step when it
+// fails, as an on_success does.
+func (r *Result) claudeOnSuccess(st map[string]any) {
+	os, ok := st["on_success"].(map[string]any)
+	if !ok || len(os) != 1 || os["claude"] == nil {
+		return
+	}
+	ec, _ := st["on_exit_code"].(map[string]any)
+	if st["on_exit_code"] != nil && ec == nil || ec["0"] != nil {
+		return // the decoder, or the validation of on_success, reports it
+	}
+	if ec == nil {
+		ec = map[string]any{}
+		st["on_exit_code"] = ec
+	}
+	delete(st, "on_success")
+	ec["0"] = os
+	r.Renames = append(r.Renames, Rename{From: "on_exit_code.0", To: "on_success"})
+	r.notef("on_success", "a claude command: the handler of exit code 0 (on_exit_code: {0: ...}), run when the command succeeds; when it fails, the step fails")
+}
+
 // nestedOnSuccess flattens on_success: {shell: A, on_success: {shell: B}}
 // into one command that runs A, then B if A succeeded. A handler of a
 // nested command (its on_failure) is accepted with a warning.
@@ -218,7 +241,7 @@ func (r *Result) nestedOnSuccess(st map[string]any) {
 	for cur := os; cur != nil; p += ".on_success" {
 		s, isStr := cur["shell"].(string)
 		if !isStr {
-			r.addf(p, "not yet: a nested on_success runs a shell command, {shell: \"...\"}")
+			r.addf(p, "not yet: a nested on_success is a shell command, {shell: \"...\"}")
 			delete(st, "on_success")
 			return
 		}

@@ -60,6 +60,11 @@ func TestRewrite(t *testing.T) {
 				"0": map[string]any{"shell": "echo ${shell.output}"}, "2": map[string]any{"claude": "/fix ${shell.output|length:10} $${out}"}}},
 		},
 		{
+			name: "a claude on_success is exit code 0's handler",
+			step: map[string]any{"shell": "a", "on_success": map[string]any{"claude": "/doc"}},
+			want: map[string]any{"shell": "a", "on_exit_code": map[string]any{"0": map[string]any{"claude": "/doc"}}},
+		},
+		{
 			name:     "nested on_success",
 			step:     map[string]any{"shell": "a", "on_success": map[string]any{"shell": "b", "on_success": map[string]any{"shell": "c", "on_failure": "d"}}},
 			want:     map[string]any{"shell": "a", "on_success": map[string]any{"shell": "set -e\nb\nc"}},
