@@ -71,6 +71,8 @@ var noEffect = map[string]string{
 	"metadata":    "has no effect: Prodigy's structured-command metadata; set retry_config, timeout or allow_failure on the step instead",
 	"outputs": "has no effect: jetfleet does not collect the files a step's commits add; a later ${ID.NAME} of a declared output is not set, " +
 		"and a step that reads it fails when it runs unless it gives a default (${ID.NAME:-text})",
+	"output":        "has no effect: not a field of Prodigy's steps either (Prodigy ignores it; output_file is refused: not yet)",
+	"fail_workflow": "has no effect on a step (Prodigy ignores it there; it belongs in on_failure): a step that fails stops the workflow unless allow_failure or on_failure says otherwise",
 	"validate": "has no effect: jetfleet does not run Prodigy's completeness check (its commands, result_file, threshold, on_incomplete): " +
 		"the step succeeds or fails by its own command; run the check as a step of its own after it",
 }
@@ -89,6 +91,7 @@ func Rewrite(st map[string]any, prodigy bool) *Result {
 		}
 		r.analyze(st)
 		r.filesAdded(st)
+		r.shellVariables(st)
 	}
 	r.foreach(st)
 	r.onExitCode(st)
@@ -112,7 +115,7 @@ func (r *Result) analyze(st map[string]any) {
 
 // filesAddedRef is Prodigy's ${step.files_added:PATTERN}: the files the
 // step's commits added that match PATTERN.
-var filesAddedRef = regexp.MustCompile(`\$\{\s*step\.files_added\s*(?::([^}]*))?\}`)
+var filesAddedRef = regexp.MustCompile(`\$\{\s*(?:step|workflow)\.files_added\s*(?::([^}]*))?\}`)
 
 func (r *Result) filesAdded(st map[string]any) {
 	for _, k := range []string{"shell", "claude"} {
@@ -123,7 +126,7 @@ func (r *Result) filesAdded(st map[string]any) {
 		st[k] = filesAddedRef.ReplaceAllStringFunc(s, func(m string) string {
 			return strings.TrimSpace(filesAddedRef.FindStringSubmatch(m)[1])
 		})
-		r.warnf(k, "${step.files_added:PATTERN} (Prodigy's files the step's commits added that match it) is the pattern itself: "+
+		r.warnf(k, "${step.files_added:PATTERN} (${workflow.files_added:...}: Prodigy's files the step's or the workflow's commits added that match it) is the pattern itself: "+
 			"jetfleet does not track the files a step adds; a shell expands the pattern to the files that match, a claude prompt reads it as text")
 	}
 }
@@ -319,3 +322,36 @@ func (r *Result) selfRefs(st map[string]any) {
 		}
 	}
 }
+
+// shellVariables leaves to the shell a ${NAME} that the step's own script
+// assigns (NAME=...): Prodigy leaves a variable it does not know as
+// written, so such a reference is the script's own variable; jetfleet
+// writes it $${NAME}, its literal ${NAME}.
+func (r *Result) shellVariables(st map[string]any) {
+	s, ok := st["shell"].(string)
+	if !ok || !strings.Contains(s, "${") {
+		return
+	}
+	var names []string
+	for _, m := range shellAssign.FindAllStringSubmatch(s, -1) {
+		if !slices.Contains(names, m[1]) {
+			names = append(names, m[1])
+		}
+	}
+	var left []string
+	for _, name := range names {
+		ref := regexp.MustCompile(`(^|[^$])\$\{` + regexp.QuoteMeta(name) + `\}`)
+		if ref.MatchString(s) {
+			s = ref.ReplaceAllString(s, "${1}$$$${"+name+"}")
+			left = append(left, "${"+name+"}")
+		}
+	}
+	if len(left) > 0 {
+		st["shell"] = s
+		r.notef("shell", "%s: assigned by the script itself, left to the shell (Prodigy leaves a variable it does not know as written)", strings.Join(left, ", "))
+	}
+}
+
+// shellAssign finds the shell variables a script assigns: NAME=value at
+// the start of a command.
+var shellAssign = regexp.MustCompile(`(?m)(?:^|[;&|({]|\s)([A-Za-z_][A-Za-z0-9_]*)=`)

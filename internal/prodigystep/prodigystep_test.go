@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-
 func TestRewrite(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -58,6 +57,12 @@ func TestRewrite(t *testing.T) {
 			step: map[string]any{"shell": "x", "capture_output": "out", "on_exit_code": map[string]any{"0": "echo ${out}", "2": "/fix ${out|length:10} $${out}"}},
 			want: map[string]any{"shell": "x", "capture_output": "out", "on_exit_code": map[string]any{
 				"0": map[string]any{"shell": "echo ${shell.output}"}, "2": map[string]any{"claude": "/fix ${shell.output|length:10} $${out}"}}},
+		},
+		{
+			name:    "a variable the script assigns is the shell's",
+			step:    map[string]any{"shell": "n=$((a+1))\necho ${n}% ${item.x} $${n}\nfor f in x; do m=1; done; echo ${m} ${other}"},
+			prodigy: true,
+			want:    map[string]any{"shell": "n=$((a+1))\necho $${n}% ${item.x} $${n}\nfor f in x; do m=1; done; echo $${m} ${other}"},
 		},
 		{
 			name: "a claude on_success is exit code 0's handler",

@@ -72,4 +72,3 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
-

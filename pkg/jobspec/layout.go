@@ -324,7 +324,10 @@ func (rw *rewrite) prodigyStep(p string, st map[string]any) {
 	for _, n := range r.Renames {
 		rw.steps = append(rw.steps, rename{from: messages.JoinPath(p, n.From), to: messages.JoinPath(wp, n.To)})
 	}
-	for _, l := range []struct{ to *[]messages.FieldError; from []messages.FieldError }{{&rw.notes, r.Notes}, {&rw.warnings, r.Warnings}, {&rw.problems, r.Problems}} {
+	for _, l := range []struct {
+		to   *[]messages.FieldError
+		from []messages.FieldError
+	}{{&rw.notes, r.Notes}, {&rw.warnings, r.Warnings}, {&rw.problems, r.Problems}} {
 		for _, f := range l.from {
 			*l.to = append(*l.to, messages.FieldError{Field: messages.JoinPath(wp, f.Field), Message: f.Message})
 		}

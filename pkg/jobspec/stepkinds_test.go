@@ -51,7 +51,7 @@ func TestProdigyStepKinds(t *testing.T) {
 	for _, w := range jobspec.Warnings(data) {
 		warned[w.Field] = w.Message
 	}
-	for _, f := range []string{"[0].analyze", "[1].description", "[5].on_success.on_success.on_failure", "[6].claude", "[6].outputs",
+	for _, f := range []string{"[0].analyze", "[1].description", "[5].on_success.on_success.on_failure", "[6].outputs",
 		"[6].analysis", "[6].options", "[6].args", "[6].validate", "[7].on_failure.strategy"} {
 		require.Contains(t, warned[f], "no effect", f)
 	}
@@ -83,7 +83,7 @@ func TestProdigyStepKindProblems(t *testing.T) {
 		{"a handler in a body", "- foreach: {foreach: [a], do: [{handler: noop}]}\n", "[0].foreach.do[0].handler (line 1): not yet in a foreach body"},
 		{"a capture in a body", "- foreach: {foreach: [a], do: [{shell: x, capture: y}]}\n", "[0].foreach.do[0].capture (line 1): not yet in a foreach body"},
 		{"parallel out of bounds", "- foreach: {foreach: [a], parallel: 1000, do: [{shell: x}]}\n", "[0].foreach.parallel (line 1): must be 0 to 100"},
-		{"an unknown variable in a body", "- foreach: {foreach: [a], do: [{shell: echo ${nope}}]}\n", `unknown reference "nope"`},
+		{"an unknown variable in a body", "- foreach: {foreach: [a], do: [{shell: \"echo ${nope}\"}]}\n", `unknown reference "nope"`},
 		{"index outside a body", "- shell: echo ${index}\n", `unknown reference "index"`},
 		{"not an exit code", "- shell: x\n  on_exit_code: {\"-1\": {shell: y}}\n", "[0].on_exit_code.-1 (line 2): expected an exit code, 0 to 255"},
 		{"on_exit_code on a write_file", "- write_file: {path: a, content: b}\n  on_exit_code: {0: {shell: y}}\n", "[0].on_exit_code (line 2): only on shell and claude steps"},
