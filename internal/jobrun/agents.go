@@ -226,7 +226,7 @@ func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpe
 func capabilityField(field string, s *messages.Step, need string) string {
 	switch {
 	case need == messages.CapabilityClaude && s.Claude == "":
-		return field + ".retry_config.on_failure.fallback"
+		return field + ".retry_config.on_failure.fallback.claude"
 	case need == messages.CapabilityHandlers && len(s.OnExitCode) == 0:
 		return field + ".retry_config.on_failure.fallback.fail_workflow"
 	case need == messages.CapabilityHandlers:
