@@ -271,25 +271,30 @@ func (r *Result) nestedOnSuccess(st map[string]any) {
 
 // selfRefs makes ${NAME}, where the step captures NAME, read
 // ${shell.output} in the step's own handlers: they run before the capture
-// is stored (or, for a failed step, when there is none).
+// is stored (or, for a failed step, when there is none). ${shell.stderr}
+// there, which Prodigy's handlers read, is ${shell.output} too: the failed
+// run's stdout, then its stderr.
 func (r *Result) selfRefs(st map[string]any) {
 	name, _ := st["capture_output"].(string)
 	if name == "" {
 		name, _ = st["capture"].(string)
 	}
-	if name == "" {
-		return
+	refs := map[string]*regexp.Regexp{"shell.stderr": regexp.MustCompile(`(^|[^$])\$\{(\s*)shell\.stderr(\s*[}|:])`)}
+	if name != "" {
+		refs[name] = regexp.MustCompile(`(^|[^$])\$\{(\s*)` + regexp.QuoteMeta(name) + `(\s*[}|:])`)
 	}
-	ref := regexp.MustCompile(`(^|[^$])\$\{(\s*)` + regexp.QuoteMeta(name) + `(\s*[}|:])`)
-	changed := false
+	changed := map[string]bool{}
 	var walk func(v any) any
 	walk = func(v any) any {
 		switch x := v.(type) {
 		case string:
-			if ref.MatchString(x) {
-				changed = true
-				return ref.ReplaceAllString(x, "${1}$${${2}shell.output${3}")
+			for n, ref := range refs {
+				if ref.MatchString(x) {
+					changed[n] = true
+					x = ref.ReplaceAllString(x, "${1}$${${2}shell.output${3}")
+				}
 			}
+			return x
 		case []any:
 			for i := range x {
 				x[i] = walk(x[i])
@@ -300,26 +305,28 @@ func (r *Result) selfRefs(st map[string]any) {
 					x[k] = walk(x[k])
 				}
 			}
-			if ec, ok := x["on_exit_code"].(map[string]any); ok {
-				for k := range ec {
-					ec[k] = walk(ec[k])
-				}
-			}
 		}
 		return v
 	}
 	for _, k := range []string{"on_failure", "on_exit_code"} {
-		if h, ok := st[k]; ok {
-			if k == "on_exit_code" {
-				walk(map[string]any{"on_exit_code": h})
-			} else {
-				st[k] = walk(h)
-			}
-			if changed {
-				r.notef(k, "${%s}, the variable this step captures, is ${shell.output} here: the step's output (a failed step's stdout then stderr)", name)
-				changed = false
-			}
+		h, ok := st[k]
+		if !ok {
+			continue
 		}
+		if ec, isMap := h.(map[string]any); isMap && k == "on_exit_code" {
+			for code := range ec {
+				ec[code] = walk(ec[code])
+			}
+		} else {
+			st[k] = walk(h)
+		}
+		if changed[name] {
+			r.notef(k, "${%s}, the variable this step captures, is ${shell.output} here: the step's output (a failed step's stdout then stderr)", name)
+		}
+		if changed["shell.stderr"] {
+			r.warnf(k, "${shell.stderr} is ${shell.output} here: the failed run's stdout, then its stderr (jetfleet keeps them together for a handler)")
+		}
+		clear(changed)
 	}
 }
 

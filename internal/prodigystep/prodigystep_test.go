@@ -65,6 +65,12 @@ func TestRewrite(t *testing.T) {
 			want:    map[string]any{"shell": "n=$((a+1))\necho $${n}% ${item.x} $${n}\nfor f in x; do m=1; done; echo $${m} ${other}"},
 		},
 		{
+			name:     "${shell.stderr} in a handler",
+			step:     map[string]any{"shell": "x", "on_failure": map[string]any{"claude": "/fix ${shell.stderr}"}},
+			want:     map[string]any{"shell": "x", "on_failure": map[string]any{"claude": "/fix ${shell.output}"}},
+			warnings: []string{"on_failure"},
+		},
+		{
 			name: "a claude on_success is exit code 0's handler",
 			step: map[string]any{"shell": "a", "on_success": map[string]any{"claude": "/doc"}},
 			want: map[string]any{"shell": "a", "on_exit_code": map[string]any{"0": map[string]any{"claude": "/doc"}}},

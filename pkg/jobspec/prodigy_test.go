@@ -184,7 +184,10 @@ func TestProdigyWorkflowFiles(t *testing.T) {
 	t.Logf("refused: %s", strings.Join(refused, " "))
 	for _, name := range []string{"examples/standard-workflow.yml", "examples/mapreduce-command-input.yml", "workflows/test-mapreduce.yml", "workflows/tests/minimal-mapreduce.yml",
 		// captured variables, conditions, here-documents, filters; claude on_failure handlers
-		"examples/capture-conditional-flow.yml", "examples/capture-json-processing.yml", "workflows/documentation-drift.yml", "workflows/mapreduce-example.yml"} {
+		"examples/capture-conditional-flow.yml", "examples/capture-json-processing.yml", "workflows/documentation-drift.yml", "workflows/mapreduce-example.yml",
+		// on_exit_code, nested on_success, fail_workflow, validate/analyze/outputs and the other fields without effect, merge
+		"workflows/complex-build-pipeline.yml", "workflows/debtmap.yml", "workflows/debtmap-reduce.yml", "workflows/implement.yml", "workflows/coverage.yml",
+		"workflows/analysis-workflow.yml", "workflows/spec.yml", "workflows/documentation-maintain.yml", "workflows/product-enhancement-workflow.yml"} {
 		require.Contains(t, valid, name)
 	}
 }
