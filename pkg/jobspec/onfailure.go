@@ -90,7 +90,11 @@ func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
 	rw.steps = append(rw.steps,
 		rename{from: canon + ".fallback." + kind, to: from},
 		rename{from: canon, to: op})
-	rw.notef(wp, `is the step's fallback (retry_config.on_failure: {fallback: {%s: ...}}): it runs when the step gives up, and the item goes on with the next step if it succeeds`, kind)
+	then := "the item goes on with the next step if it succeeds"
+	if fb["fail_workflow"] == true {
+		then = "then the step fails (fail_workflow)"
+	}
+	rw.notef(wp, `is the step's fallback (retry_config.on_failure: {fallback: {%s: ...}}): it runs when the step gives up; %s`, kind, then)
 }
 
 // handlerKind is how Prodigy reads a handler written as a string: a claude
