@@ -190,3 +190,30 @@ func TestStepKindsNeedCapableAgents(t *testing.T) {
 	_, err := f.Client.JobSubmit(t.Context(), []byte(`{"pool": "default", "items": [{"id": "x"}], "agent_template": [{"shell": "true"}, {"foreach": {"items": ["a"], "do": [{"shell": "true"}]}}]}`))
 	require.NoError(t, err, "this tree's agents run foreach steps")
 }
+
+// A list of handler commands with a claude command in it runs them in
+// turn when the step gives up, each reading the failed run's output; when
+// they succeed the workflow goes on.
+func TestHandlerListWithClaude(t *testing.T) {
+	srv, calls := stepsFleet(t)
+	cl := client(t, srv)
+	marks := t.TempDir()
+	spec, err := jobspec.ToJSON([]byte(`name: handler-list
+commands:
+  - shell: "echo broken; exit 1"
+    on_failure:
+      - "echo first > ` + marks + `/one"
+      - "/fix ${shell.output}"
+      - shell: "test -s ` + marks + `/one && touch ` + marks + `/three"
+  - shell: "touch ` + marks + `/after"
+`))
+	require.NoError(t, err)
+	id := submit(t, cl, string(spec))
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 1, st.Succeeded, "%+v", st)
+	for _, f := range []string{"one", "three", "after"} {
+		_, err := os.Stat(filepath.Join(marks, f))
+		require.NoError(t, err, f)
+	}
+	require.Equal(t, []string{"/fix broken"}, recorded(t, calls))
+}

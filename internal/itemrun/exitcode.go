@@ -1,10 +1,12 @@
 package itemrun
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/wire"
@@ -84,4 +86,27 @@ func (a *Agent) onExitCode(ctx context.Context, it *item, i int, out string, f *
 	}
 	f.Message += fmt.Sprintf("; on_exit_code %d failed too: %s", code, hf.Error())
 	return f
+}
+
+// runHandlers runs a fallback: one command, or (seq) its commands in turn,
+// in the step's working_dir, stopping at the first that fails, each
+// reading the failed run's output as ${shell.output}; the output is the
+// last one's.
+func (a *Agent) runHandlers(ctx context.Context, it *item, c command, timeout time.Duration, attempt int) (string, *retry.Failure) {
+	if c.seq == nil {
+		return a.runShell(ctx, it, c, timeout, attempt)
+	}
+	var out string
+	for j, h := range c.seq.commands {
+		h.workingDir = cmp.Or(h.workingDir, c.workingDir)
+		var f *retry.Failure
+		if out, f = a.runShell(ctx, it, h, timeout, attempt); f != nil {
+			f.Message = fmt.Sprintf("handler command %d: %s", j+1, f.Message)
+			if f.Err != nil {
+				f.Err = fmt.Errorf("handler command %d: %w", j+1, f.Err)
+			}
+			return "", f
+		}
+	}
+	return out, nil
 }

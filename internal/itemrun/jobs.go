@@ -87,6 +87,8 @@ type command struct {
 	write *writeCmd
 	// foreach is a foreach step's (foreach.go); script is nil then.
 	foreach *foreachCmd
+	// seq is a fallback of several commands (runFallback); script is nil.
+	seq *stepSet
 }
 
 func compileCommand(t wire.Template) command {
@@ -370,6 +372,13 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 		}
 		if fb.Raw != "" {
 			fbCmd.commitRequired = st.RetryConfig.OnFailure.CommitRequired
+		}
+		if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil && len(rc.OnFailure.Steps) > 0 {
+			seq, err := compileSteps(id, fmt.Sprintf("%s[%d].retry_config.on_failure.fallback.steps", field, i), rc.OnFailure.Steps)
+			if err != nil {
+				return nil, err
+			}
+			fbCmd = command{seq: seq, workingDir: st.WorkingDir, commitRequired: rc.OnFailure.CommitRequired}
 		}
 		cmd.commitRequired = st.CommitRequired
 		cmd.capture = st.Capture != ""

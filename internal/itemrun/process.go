@@ -961,7 +961,7 @@ func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (stri
 	var out string
 	f := a.runLimited(ctx, t, func() *retry.Failure {
 		var rf *retry.Failure
-		out, rf = a.runShell(ctx, it, it.set.fallbacks[i], timeout, attempt)
+		out, rf = a.runHandlers(ctx, it, it.set.fallbacks[i], timeout, attempt)
 		return rf
 	})
 	if f != nil {

@@ -227,6 +227,8 @@ func capabilityField(field string, s *messages.Step, need string) string {
 	switch {
 	case need == messages.CapabilityClaude && s.Claude == "":
 		return field + ".retry_config.on_failure.fallback.claude"
+	case need == messages.CapabilityHandlers && len(s.OnExitCode) == 0 && len(s.RetryConfig.OnFailure.Steps) > 0:
+		return field + ".retry_config.on_failure.fallback.steps"
 	case need == messages.CapabilityHandlers && len(s.OnExitCode) == 0:
 		return field + ".retry_config.on_failure.fallback.fail_workflow"
 	case need == messages.CapabilityHandlers:
@@ -242,6 +244,6 @@ func capabilityMissing(pool, need string) string {
 	}
 	return fmt.Sprintf("no agent of pool %q runs %s (agents before v0.4.0 do not: upgrade the pool's agents)", pool, map[string]string{
 		messages.CapabilityWriteFile: "write_file steps", messages.CapabilityForeach: "foreach steps",
-		messages.CapabilityHandlers: "on_exit_code handlers or fallbacks with fail_workflow",
+		messages.CapabilityHandlers: "on_exit_code handlers, fallbacks with fail_workflow or fallbacks of several steps",
 	}[need])
 }

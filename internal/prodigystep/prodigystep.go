@@ -362,3 +362,26 @@ func (r *Result) shellVariables(st map[string]any) {
 // shellAssign finds the shell variables a script assigns: NAME=value at
 // the start of a command.
 var shellAssign = regexp.MustCompile(`(?m)(?:^|[;&|({]|\s)([A-Za-z_][A-Za-z0-9_]*)=`)
+
+// HandlerSteps returns a list of handler commands (a step's on_failure as
+// a list, or its commands) as steps: a string is a shell command, or a
+// claude one when it starts with a slash, as Prodigy reads a handler; an
+// object stays as it is.
+func HandlerSteps(handler any) []any {
+	list, _ := handler.([]any)
+	if m, isObj := handler.(map[string]any); isObj {
+		list, _ = m["commands"].([]any)
+	}
+	steps := make([]any, len(list))
+	for i, e := range list {
+		steps[i] = e
+		if s, isStr := e.(string); isStr {
+			kind := "shell"
+			if strings.HasPrefix(strings.TrimSpace(s), "/") {
+				kind = "claude"
+			}
+			steps[i] = map[string]any{kind: s}
+		}
+	}
+	return steps
+}

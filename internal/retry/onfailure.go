@@ -29,7 +29,7 @@ func NewFailureAction(of *messages.OnFailure) (FailureAction, error) {
 	case messages.OnFailureContinue:
 		return FailureAction{Action: messages.OnFailureContinue}, nil
 	case messages.OnFailureFallback:
-		if of.Fallback == "" {
+		if of.Fallback == "" && len(of.Steps) == 0 {
 			return FailureAction{Action: messages.OnFailureStop}, problem("fallback needs a command")
 		}
 		return FailureAction{Action: messages.OnFailureFallback, Fallback: of.Fallback, FailAfter: of.FailWorkflow}, nil

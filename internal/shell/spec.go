@@ -86,6 +86,11 @@ func nested(p string, st *messages.Step, step func(string, *messages.Step)) {
 			step(messages.IndexPath(messages.JoinPath(p, "foreach.do"), i), &fe.Do[i])
 		}
 	}
+	if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil {
+		for i := range rc.OnFailure.Steps {
+			step(messages.IndexPath(messages.JoinPath(p, "retry_config.on_failure.fallback.steps"), i), &rc.OnFailure.Steps[i])
+		}
+	}
 	codes := make([]string, 0, len(st.OnExitCode))
 	for c := range st.OnExitCode {
 		codes = append(codes, c)

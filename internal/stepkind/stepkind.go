@@ -41,7 +41,7 @@ func Needs(st *messages.Step) []string {
 	if st.Foreach != nil {
 		out = append(out, messages.CapabilityForeach)
 	}
-	if len(st.OnExitCode) > 0 || rc != nil && rc.OnFailure != nil && rc.OnFailure.FailWorkflow {
+	if len(st.OnExitCode) > 0 || rc != nil && rc.OnFailure != nil && (rc.OnFailure.FailWorkflow || len(rc.OnFailure.Steps) > 0) {
 		out = append(out, messages.CapabilityHandlers)
 	}
 	return out
@@ -62,6 +62,11 @@ func Walk(spec *messages.JobSpec, fn func(field string, st *messages.Step)) {
 		for _, code := range sortedCodes(st.OnExitCode) {
 			h := st.OnExitCode[code]
 			walk(messages.JoinPath(messages.JoinPath(p, "on_exit_code"), code), &h)
+		}
+		if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil {
+			for i := range rc.OnFailure.Steps {
+				walk(messages.IndexPath(messages.JoinPath(p, fallbackSteps), i), &rc.OnFailure.Steps[i])
+			}
 		}
 	}
 	for i := range spec.AgentTemplate {
@@ -88,6 +93,9 @@ func sortedCodes(m map[string]messages.Step) []string {
 	slices.Sort(codes)
 	return codes
 }
+
+// fallbackSteps is the path of a fallback's steps in a step.
+const fallbackSteps = "retry_config.on_failure.fallback.steps"
 
 // Problem is a problem found by Check, its Field relative to the step.
 type Problem = messages.FieldError
@@ -128,6 +136,15 @@ func Check(st *messages.Step) []Problem {
 	}
 	if len(st.OnExitCode) > 0 && st.Shell == "" && st.Claude == "" {
 		addf("on_exit_code", "only on shell and claude steps (a command that exits with a code)")
+	}
+	if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil {
+		for i := range rc.OnFailure.Steps {
+			hp, h := messages.IndexPath(fallbackSteps, i), &rc.OnFailure.Steps[i]
+			if h.Handler != "" || h.WriteFile != nil {
+				addf(hp, "not yet: a handler command is a shell or claude command")
+			}
+			nested(addf, hp, h, "a handler list")
+		}
 	}
 	for _, code := range sortedCodes(st.OnExitCode) {
 		p := messages.JoinPath("on_exit_code", code)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/prodigystep"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -75,11 +76,19 @@ func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
 		rw.addf(wp, `a step's on_failure is true, a command, a list of commands or {shell: "..."} / {claude: "..."}; stop, continue and {fallback: {command: "..."}} go in retry_config.on_failure`)
 		return
 	}
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && kind != "steps" {
 		rw.addf(wp, "the command to run when the step gives up is empty")
 		return
 	}
 	fb := map[string]any{kind: text}
+	if kind == "steps" {
+		fb = map[string]any{"steps": prodigystep.HandlerSteps(of)}
+		rw.notef(wp, "holds a claude command: its commands run in turn as the fallback's steps, stopping at the first that fails")
+		if commitRequired {
+			rw.addf(wp, "not yet: commit_required with a list of handler commands that holds a claude command")
+			return
+		}
+	}
 	if commitRequired {
 		fb["commit_required"] = true
 	}
@@ -142,8 +151,7 @@ func (rw *rewrite) handlerList(wp string, list []any) (kind, text string, ok boo
 	case claude != "" && len(list) == 1:
 		return "claude", claude, true
 	case claude != "":
-		rw.addf(wp, "not yet: a list of handler commands with a claude command in it (a claude fallback runs alone)")
-		return "", "", false
+		return "steps", "", true // the fallback's steps: see stepOnFailure
 	case len(cmds) == 1:
 		return "command", cmds[0], true
 	}
@@ -194,7 +202,7 @@ func (rw *rewrite) handlerObject(op, wp string, m map[string]any, rc map[string]
 	cl, hasClaude := m["claude"]
 	if list, isList := m["commands"].([]any); isList && !hasShell && !hasClaude {
 		kind, text, ok = rw.handlerList(messages.JoinPath(wp, "commands"), list)
-		return kind, text, op, commitRequired, ok
+		return kind, text, messages.JoinPath(op, "commands"), commitRequired, ok
 	}
 	switch {
 	case hasShell && hasClaude:

@@ -28,7 +28,9 @@ func TestProdigyOnFailure(t *testing.T) {
 		{name: "fail_workflow: true", yaml: "on_failure: {claude: /fix, fail_workflow: true}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "/fix", Claude: true, FailWorkflow: true}, attempts: 1},
 		{name: "commands", yaml: "on_failure: {commands: [{shell: a}, b], fail_workflow: true, strategy: recovery}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "set -e\na\nb", FailWorkflow: true}, attempts: 1},
 		{name: "claude and shell together", yaml: "on_failure: {claude: /fix, shell: x}", wantErr: "not yet: both shell and claude in one handler"},
-		{name: "claude in a longer list", yaml: "on_failure: [a, /fix]", wantErr: "not yet: a list of handler commands with a claude command in it"},
+		{name: "claude in a longer list", yaml: "on_failure: [a, \"/fix ${shell.output}\"]", want: messages.OnFailure{Action: messages.OnFailureFallback, Steps: []messages.Step{{Shell: "a"}, {Claude: "/fix ${shell.output}"}}}, attempts: 1},
+		{name: "claude in commands", yaml: "on_failure: {commands: [{claude: /fix}, {shell: b}], fail_workflow: true}", want: messages.OnFailure{Action: messages.OnFailureFallback, Steps: []messages.Step{{Claude: "/fix"}, {Shell: "b"}}, FailWorkflow: true}, attempts: 1},
+		{name: "a bad command in a list", yaml: "on_failure: [a, \"/fix ${nope}\"]", wantErr: "commands[0].on_failure[1].claude (line 3): ${nope}: unknown reference"},
 		{name: "continue is retry_config's", yaml: "on_failure: continue", wantErr: "go in retry_config.on_failure"},
 		{name: "unknown handler field", yaml: "on_failure: {shell: x, handler_failure_fatal: true}", wantErr: "commands[0].on_failure.handler_failure_fatal (line 3): not yet"},
 	}

@@ -648,9 +648,12 @@ func (v *validator) onFailure(p string, f *messages.OnFailure, reduce bool) {
 		if f.Claude {
 			cp = messages.JoinPath(p, "fallback.claude")
 		}
-		if strings.TrimSpace(f.Fallback) == "" {
+		for i := range f.Steps {
+			v.step(messages.IndexPath(messages.JoinPath(p, "fallback.steps"), i), &f.Steps[i], reduce)
+		}
+		if strings.TrimSpace(f.Fallback) == "" && len(f.Steps) == 0 {
 			v.addf(cp, "required: the command to run when the step gives up")
-		} else {
+		} else if f.Fallback != "" {
 			v.template(cp, f.Fallback, reduce)
 		}
 	default:

@@ -49,7 +49,8 @@ type AgentPresence struct {
 // Capabilities an agent announces: CapabilityClaude when it runs claude
 // steps (it has Claude Code's CLI); CapabilityWriteFile and
 // CapabilityForeach for those step kinds, and CapabilityHandlers for
-// on_exit_code handlers and fallbacks with fail_workflow (agents before
+// on_exit_code handlers, fallbacks with fail_workflow and fallbacks of
+// several steps (agents before
 // v0.4.0 announce none of them).
 const (
 	CapabilityClaude    = "claude"

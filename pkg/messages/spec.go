@@ -352,6 +352,10 @@ type OnFailure struct {
 	// FailWorkflow: the step fails after its fallback runs, whatever the
 	// fallback's outcome (Prodigy's on_failure with fail_workflow: true).
 	FailWorkflow bool
+	// Steps, instead of Fallback: shell and claude steps run in turn,
+	// stopping at the first that fails (Prodigy's list of handler
+	// commands with a claude command in it).
+	Steps []Step
 }
 
 // Item failure actions of the workflow error policy.
