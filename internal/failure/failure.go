@@ -137,8 +137,10 @@ func (e End) OnFailure(fa retry.FailureAction, fallbackOut string, fallbackErr e
 	switch {
 	case fa.Action == messages.OnFailureContinue:
 		return End{Kind: EndContinue, State: e.State}
-	case fa.NeedsFallback() && fallbackErr == nil:
+	case fa.NeedsFallback() && fallbackErr == nil && !fa.FailAfter:
 		return End{Kind: EndFallback, Output: fallbackOut, State: e.State}
+	case fa.NeedsFallback() && fallbackErr == nil:
+		e.err = errors.Join(e.Err(), errors.New("fallback ran; fail_workflow: true fails the step after it"))
 	case fa.NeedsFallback():
 		e.err = errors.Join(e.Err(), fmt.Errorf("fallback: %w", fallbackErr))
 	}

@@ -70,6 +70,8 @@ type stepSet struct {
 	when []*expr.Expr
 	// onSuccess are the steps' on_success commands (nil: none).
 	onSuccess []*command
+	// onExit are the steps' on_exit_code handlers by code (nil: none).
+	onExit []map[int]command
 }
 
 // command is a compiled shell command: its script, or why it cannot run
@@ -92,6 +94,10 @@ type command struct {
 	capture bool
 	// write is a write_file step's (writefile.go); script is nil then.
 	write *writeCmd
+	// foreach is a foreach step's (foreach.go); script is nil then.
+	foreach *foreachCmd
+	// seq is a fallback of several commands (runFallback); script is nil.
+	seq *stepSet
 }
 
 func compileCommand(t wire.Template) command {
@@ -376,6 +382,13 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 		if fb.Raw != "" {
 			fbCmd.commitRequired = st.RetryConfig.OnFailure.CommitRequired
 		}
+		if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil && len(rc.OnFailure.Steps) > 0 {
+			seq, err := compileSteps(id, fmt.Sprintf("%s[%d].retry_config.on_failure.fallback.steps", field, i), rc.OnFailure.Steps)
+			if err != nil {
+				return nil, err
+			}
+			fbCmd = command{seq: seq, workingDir: st.WorkingDir, commitRequired: rc.OnFailure.CommitRequired}
+		}
 		cmd.env, cmd.clearEnv = stepEnviron(st.Env), st.ClearEnv
 		fbCmd.env, fbCmd.clearEnv = cmd.env, cmd.clearEnv
 		cmd.commitRequired = st.CommitRequired
@@ -399,6 +412,16 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			ok = &c
 		}
 		s.onSuccess = append(s.onSuccess, ok)
+		if st.Foreach != nil {
+			if cmd.foreach, err = compileForeach(id, fmt.Sprintf("%s[%d].foreach", field, i), st.Foreach); err != nil {
+				return nil, err
+			}
+		}
+		onExit, err := compileExitHandlers(id, fmt.Sprintf("%s[%d].on_exit_code", field, i), &st)
+		if err != nil {
+			return nil, err
+		}
+		s.onExit = append(s.onExit, onExit)
 		s.commands = append(s.commands, cmd)
 		s.fallbacks = append(s.fallbacks, fbCmd)
 	}

@@ -87,8 +87,9 @@ func (p *presence) value() messages.AgentPresence {
 		Interval: messages.Duration(p.a.cfg.PresenceInterval), Stopping: p.stopping,
 		Handlers: p.handlers, Version: buildVersion,
 	}
+	v.Capabilities = stepCapabilities
 	if p.a.claude != "" {
-		v.Capabilities = []string{messages.CapabilityClaude}
+		v.Capabilities = withClaude
 	}
 	if len(p.jobs) > 0 {
 		// The busiest first, then by id.
@@ -183,3 +184,10 @@ func (p *presence) observeServerTime(ctx context.Context, kv jetstream.KeyValue,
 		clock.Observe(p.a.cfg.hooks.Clock, e.Created())
 	}
 }
+
+// The capabilities an agent announces (messages.AgentPresence): the step
+// kinds it runs, and claude when it has Claude Code's CLI.
+var (
+	stepCapabilities = []string{messages.CapabilityForeach, messages.CapabilityHandlers, messages.CapabilityWriteFile}
+	withClaude       = []string{messages.CapabilityClaude, messages.CapabilityForeach, messages.CapabilityHandlers, messages.CapabilityWriteFile}
+)

@@ -501,7 +501,7 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 				if rf == nil {
 					rf = a.onSuccess(ctx, it, i, out, attempt)
 				}
-				return rf
+				return a.onExitCode(ctx, it, i, out, rf, attempt)
 			})
 		}
 		switch {
@@ -792,6 +792,9 @@ func (a *Agent) runStep(ctx context.Context, it *item, i, attempt int) (out stri
 	case f != nil:
 	case it.set.commands[i].write != nil:
 		out, f = a.runWrite(it, it.set.commands[i].write, attempt)
+	case it.set.commands[i].foreach != nil:
+		obs = a.metrics.shellSteps
+		out, f = a.runForeach(ctx, it, it.set.commands[i].foreach, timeout, attempt)
 	case step.Shell != "" || step.Claude != "":
 		obs = a.metrics.shellSteps
 		out, f = a.runShell(ctx, it, it.set.commands[i], timeout, attempt)
@@ -982,7 +985,7 @@ func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (stri
 	var out string
 	f := a.runLimited(ctx, t, func() *retry.Failure {
 		var rf *retry.Failure
-		out, rf = a.runShell(ctx, it, it.set.fallbacks[i], timeout, attempt)
+		out, rf = a.runHandlers(ctx, it, it.set.fallbacks[i], timeout, attempt)
 		return rf
 	})
 	if f != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
+	"github.com/jetfleet/jetfleet/internal/stepkind"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -177,12 +177,15 @@ func (d *agentDirectory) handlers(ctx context.Context, pool string) (agents []ag
 	return agents, ctx.Err() == nil
 }
 
-// handlerProblems lists the steps of spec naming a handler that no present
-// agent of the job's pool registers (agent_template, reduce and a custom
-// on_item_failure step), and the claude steps and claude fallbacks when none of them has
-// Claude Code's CLI (messages.CapabilityClaude). A pool with no agent present accepts any handler:
-// the job waits for agents to come. Items routed to a group's pool
-// (group_by) may run elsewhere, so only the job's own pool is checked.
+// handlerProblems lists the steps of spec (internal/stepkind.Walk: those
+// nested in foreach bodies and exit-code handlers too) naming a handler
+// that no present agent of the job's pool registers, and those needing a
+// capability none of them announces (internal/stepkind.Needs): claude
+// steps and fallbacks (Claude Code's CLI), write_file and foreach steps,
+// exit-code handlers and fail_workflow fallbacks (agents before v0.4.0 run
+// none of these). A pool with no agent present accepts anything: the job
+// waits for agents to come. Items routed to a group's pool (group_by) may
+// run elsewhere, so only the job's own pool is checked.
 func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpec) []messages.FieldError {
 	pool := spec.Pool
 	if pool == "" {
@@ -191,8 +194,9 @@ func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpe
 	var agents []agentRuns
 	known := false
 	var problems []messages.FieldError
-	check := func(field string, s *messages.Step) {
-		if s == nil || s.Handler == "" && s.Claude == "" {
+	stepkind.Walk(spec, func(field string, s *messages.Step) {
+		needs := stepkind.Needs(s)
+		if s.Handler == "" && len(needs) == 0 {
 			return
 		}
 		if !known {
@@ -205,43 +209,41 @@ func (c *Coordinator) handlerProblems(ctx context.Context, spec *messages.JobSpe
 		if len(agents) == 0 {
 			return
 		}
-		if s.Claude != "" {
-			for _, a := range agents {
-				if slices.Contains(a.capabilities, messages.CapabilityClaude) {
-					return
-				}
-			}
-			problems = append(problems, messages.FieldError{Field: field + ".claude",
-				Message: fmt.Sprintf("no agent of pool %q runs claude steps (an agent does when Claude Code's CLI is on its PATH, or at its --claude-command)", pool)})
-			return
-		}
-		for _, a := range agents {
-			if slices.Contains(a.handlers, s.Handler) {
-				return
+		for _, need := range needs {
+			if !slices.ContainsFunc(agents, func(a agentRuns) bool { return slices.Contains(a.capabilities, need) }) {
+				problems = append(problems, messages.FieldError{Field: capabilityField(field, s, need), Message: capabilityMissing(pool, need)})
 			}
 		}
-		problems = append(problems, messages.FieldError{Field: field + ".handler",
-			Message: fmt.Sprintf("no agent of pool %q registers handler %q", pool, s.Handler)})
-	}
-	step := func(field string, s *messages.Step) {
-		check(field, s)
-		if rc := s.RetryConfig; rc != nil && rc.OnFailure != nil && rc.OnFailure.Claude { // a claude fallback
-			check(field+".retry_config.on_failure.fallback", &messages.Step{Claude: rc.OnFailure.Fallback})
+		if s.Handler != "" && !slices.ContainsFunc(agents, func(a agentRuns) bool { return slices.Contains(a.handlers, s.Handler) }) {
+			problems = append(problems, messages.FieldError{Field: field + ".handler",
+				Message: fmt.Sprintf("no agent of pool %q registers handler %q", pool, s.Handler)})
 		}
-	}
-	for i := range spec.AgentTemplate {
-		step("agent_template["+strconv.Itoa(i)+"]", &spec.AgentTemplate[i])
-	}
-	for i := range spec.Reduce {
-		step("reduce["+strconv.Itoa(i)+"]", &spec.Reduce[i])
-	}
-	if st := spec.Setup; st != nil {
-		for i := range st.Commands {
-			check("setup.commands["+strconv.Itoa(i)+"]", &st.Commands[i])
-		}
-	}
-	if ep := spec.ErrorPolicy; ep != nil && ep.OnItemFailure != nil {
-		check("error_policy.on_item_failure.custom", ep.OnItemFailure.Custom)
-	}
+	})
 	return problems
+}
+
+// capabilityField is the field of step s (at field) that needs capability need.
+func capabilityField(field string, s *messages.Step, need string) string {
+	switch {
+	case need == messages.CapabilityClaude && s.Claude == "":
+		return field + ".retry_config.on_failure.fallback.claude"
+	case need == messages.CapabilityHandlers && len(s.OnExitCode) == 0 && len(s.RetryConfig.OnFailure.Steps) > 0:
+		return field + ".retry_config.on_failure.fallback.steps"
+	case need == messages.CapabilityHandlers && len(s.OnExitCode) == 0:
+		return field + ".retry_config.on_failure.fallback.fail_workflow"
+	case need == messages.CapabilityHandlers:
+		return field + ".on_exit_code"
+	}
+	return field + "." + need
+}
+
+// capabilityMissing says that no agent of pool runs what capability need names.
+func capabilityMissing(pool, need string) string {
+	if need == messages.CapabilityClaude {
+		return fmt.Sprintf("no agent of pool %q runs claude steps (an agent does when Claude Code's CLI is on its PATH, or at its --claude-command)", pool)
+	}
+	return fmt.Sprintf("no agent of pool %q runs %s (agents before v0.4.0 do not: upgrade the pool's agents)", pool, map[string]string{
+		messages.CapabilityWriteFile: "write_file steps", messages.CapabilityForeach: "foreach steps",
+		messages.CapabilityHandlers: "on_exit_code handlers, fallbacks with fail_workflow or fallbacks of several steps",
+	}[need])
 }

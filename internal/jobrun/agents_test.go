@@ -114,3 +114,32 @@ func TestClaudeStepsFollowTheAgentsCapabilities(t *testing.T) {
 	d.apply(presenceEntry{key: wire.AgentKey("default", "a2"), value: b, op: jetstream.KeyValuePut})
 	require.Empty(t, c.handlerProblems(context.Background(), spec))
 }
+
+// A step kind an agent announces (write_file, foreach, handlers) needs an
+// agent of the pool that does: a pool of agents before v0.4.0, which
+// announce none, refuses such a job with the field, nested steps included.
+func TestStepKindsFollowTheAgentsCapabilities(t *testing.T) {
+	d := newAgentDirectory()
+	c := &Coordinator{agents: d}
+	spec := &messages.JobSpec{AgentTemplate: []messages.Step{
+		{Shell: "true"},
+		{Foreach: &messages.Foreach{Items: []string{"a"}, Do: []messages.Step{{WriteFile: &messages.WriteFile{Path: "x", Content: "y"}}}}},
+		{Shell: "false", OnExitCode: map[string]messages.Step{"1": {Shell: "true"}}},
+		{Shell: "false", RetryConfig: &messages.RetryConfig{OnFailure: &messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "true", FailWorkflow: true}}},
+	}}
+	d.apply(put("default", "old")) // a presence with no capabilities, as v0.3.0's
+	var fields []string
+	for _, p := range c.handlerProblems(context.Background(), spec) {
+		fields = append(fields, p.Field)
+		require.Contains(t, p.Message, "agents before v0.4.0 do not")
+	}
+	require.Equal(t, []string{"agent_template[1].foreach", "agent_template[1].foreach.do[0].write_file",
+		"agent_template[2].on_exit_code", "agent_template[3].retry_config.on_failure.fallback.fail_workflow"}, fields)
+	require.Empty(t, c.handlerProblems(context.Background(), &messages.JobSpec{AgentTemplate: []messages.Step{{Shell: "true"}}}),
+		"an ordinary job runs on old agents")
+
+	b, _ := json.Marshal(messages.AgentPresence{Name: "new", Pool: "default",
+		Capabilities: []string{messages.CapabilityForeach, messages.CapabilityHandlers, messages.CapabilityWriteFile}})
+	d.apply(presenceEntry{key: wire.AgentKey("default", "new"), value: b, op: jetstream.KeyValuePut})
+	require.Empty(t, c.handlerProblems(context.Background(), spec))
+}

@@ -13,6 +13,9 @@ type FailureAction struct {
 	Action string
 	// Fallback is the command run for OnFailureFallback.
 	Fallback string
+	// FailAfter: the step fails after its fallback runs, whatever the
+	// fallback's outcome (messages.OnFailure.FailWorkflow).
+	FailAfter bool
 }
 
 // NewFailureAction checks and converts an on_failure value; nil means stop.
@@ -26,10 +29,10 @@ func NewFailureAction(of *messages.OnFailure) (FailureAction, error) {
 	case messages.OnFailureContinue:
 		return FailureAction{Action: messages.OnFailureContinue}, nil
 	case messages.OnFailureFallback:
-		if of.Fallback == "" {
+		if of.Fallback == "" && len(of.Steps) == 0 {
 			return FailureAction{Action: messages.OnFailureStop}, problem("fallback needs a command")
 		}
-		return FailureAction{Action: messages.OnFailureFallback, Fallback: of.Fallback}, nil
+		return FailureAction{Action: messages.OnFailureFallback, Fallback: of.Fallback, FailAfter: of.FailWorkflow}, nil
 	}
 	return FailureAction{Action: messages.OnFailureStop}, problem("unknown action %q (want stop, continue or {fallback: {command}})", of.Action)
 }

@@ -2,6 +2,7 @@ package shell
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -49,7 +50,8 @@ type shellCommand struct {
 // on_item_failure step. Empty commands are left out.
 func commands(s *messages.JobSpec) []shellCommand {
 	var out []shellCommand
-	step := func(p string, st *messages.Step) {
+	var step func(p string, st *messages.Step)
+	step = func(p string, st *messages.Step) {
 		if st.Shell != "" {
 			out = append(out, shellCommand{Field: messages.JoinPath(p, "shell"), Command: st.Shell})
 		}
@@ -59,6 +61,10 @@ func commands(s *messages.JobSpec) []shellCommand {
 		if st.OnSuccess != "" {
 			out = append(out, shellCommand{Field: messages.JoinPath(p, "on_success"), Command: st.OnSuccess})
 		}
+		if fe := st.Foreach; fe != nil && fe.Command != "" {
+			out = append(out, shellCommand{Field: messages.JoinPath(p, "foreach.command"), Command: fe.Command})
+		}
+		nested(p, st, step)
 	}
 	for i := range s.AgentTemplate {
 		step(messages.IndexPath("agent_template", i), &s.AgentTemplate[i])
@@ -70,4 +76,28 @@ func commands(s *messages.JobSpec) []shellCommand {
 		step("error_policy.on_item_failure.custom", ep.OnItemFailure.Custom)
 	}
 	return out
+}
+
+// nested calls step for the steps nested in st: a foreach's body and its
+// exit-code handlers.
+func nested(p string, st *messages.Step, step func(string, *messages.Step)) {
+	if fe := st.Foreach; fe != nil {
+		for i := range fe.Do {
+			step(messages.IndexPath(messages.JoinPath(p, "foreach.do"), i), &fe.Do[i])
+		}
+	}
+	if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil {
+		for i := range rc.OnFailure.Steps {
+			step(messages.IndexPath(messages.JoinPath(p, "retry_config.on_failure.fallback.steps"), i), &rc.OnFailure.Steps[i])
+		}
+	}
+	codes := make([]string, 0, len(st.OnExitCode))
+	for c := range st.OnExitCode {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	for _, c := range codes {
+		h := st.OnExitCode[c]
+		step(messages.JoinPath(messages.JoinPath(p, "on_exit_code"), c), &h)
+	}
 }

@@ -253,6 +253,12 @@ func TestMixedFleetWithThePreviousRelease(t *testing.T) {
 				"--name", fmt.Sprintf("old-%d", i), "--concurrency", "4", "--log-level", "warn")
 		}
 		runJob(t, cl, "old-agents")
+		// A step kind the previous release cannot run is refused, naming
+		// the step, while only its agents are present.
+		_, err := cl.JobSubmit(t.Context(), []byte(`{"items": [{"id": "x"}], "agent_template": [{"foreach": {"items": ["a"], "do": [{"shell": "true"}]}}]}`))
+		var apiErr *messages.APIError
+		require.ErrorAs(t, err, &apiErr)
+		require.Equal(t, "agent_template[0].foreach", apiErr.Field)
 		// The only agents, so the ones that ran the job, are the previous
 		// release's: their presence names no build.
 		waitAgents(t, srv, map[string]string{"old-0": "", "old-1": ""})

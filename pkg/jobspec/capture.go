@@ -160,7 +160,7 @@ func (rw *rewrite) onSuccess(p string, st map[string]any) {
 	wp := rw.written(messages.JoinPath(p, "on_success"))
 	for _, k := range sortedKeys(m) {
 		if k != "shell" {
-			rw.addf(messages.JoinPath(wp, k), "not yet: a step's on_success runs one shell command, {shell: \"...\"}")
+			rw.addf(messages.JoinPath(wp, k), "not yet: a step's on_success is one command, {shell: \"...\"} (with nested on_success) or {claude: \"...\"}")
 			delete(st, "on_success")
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/jetfleet/jetfleet/internal/jsonnode"
+	"github.com/jetfleet/jetfleet/internal/suggest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -280,7 +281,7 @@ func suggestField(t reflect.Type, key string) string {
 	for _, f := range structFields(t) {
 		names = append(names, f.name)
 	}
-	if s := closest(key, names); s != "" {
+	if s := suggest.Closest(key, names); s != "" {
 		return s
 	}
 	for _, f := range structFields(t) {
@@ -300,79 +301,10 @@ func suggestField(t reflect.Type, key string) string {
 
 // suggestion returns ` (did you mean "x"?)` when a name is close to word.
 func suggestion(word string, names []string) string {
-	if s := closest(word, names); s != "" {
+	if s := suggest.Closest(word, names); s != "" {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return ""
-}
-
-// closest returns the name closest to word when it is plausibly a typo:
-// equal ignoring case, '_' and '-', or within a small edit distance.
-func closest(word string, names []string) string {
-	norm := func(s string) string {
-		return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s))
-	}
-	for _, n := range names {
-		if norm(n) == norm(word) {
-			return n
-		}
-	}
-	// "attempts" for "max_attempts", "delay" for "fixed_delay": a unique
-	// name that is word with a prefix or suffix.
-	affix := ""
-	for _, n := range names {
-		if strings.HasSuffix(n, "_"+word) || strings.HasPrefix(n, word+"_") {
-			if affix != "" {
-				affix = ""
-				break
-			}
-			affix = n
-		}
-	}
-	if affix != "" {
-		return affix
-	}
-	best, bestD := "", 0
-	for _, n := range names {
-		dist := editDistance(strings.ToLower(word), n)
-		limit := 2
-		if len(n) <= 4 {
-			limit = 1
-		}
-		if dist <= limit && (best == "" || dist < bestD) {
-			best, bestD = n, dist
-		}
-	}
-	return best
-}
-
-// editDistance is the optimal string alignment distance (Levenshtein plus
-// adjacent transpositions) between a and b, over bytes.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 30
-	}
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // oneKey checks that m has exactly one key and returns it with its value.

@@ -118,6 +118,6 @@ map:
 	// mode (line 2): mapreduce: the job runs agent_template once per item (map.agent_template), then reduce once
 	// map (line 3): its fields are the job's own (map.input is input, map.agent_template is agent_template, ...)
 	// map.agent_template[0] (line 6): has no retry_config: it runs once, as Prodigy runs a command without one (a step in jetfleet's layout gets 3 attempts); a failed item is then handled by error_policy
-	// map.agent_template[0].on_failure (line 7): is the step's fallback (retry_config.on_failure: {fallback: {command: ...}}): it runs when the step gives up, and the item goes on with the next step if it succeeds
+	// map.agent_template[0].on_failure (line 7): is the step's fallback (retry_config.on_failure: {fallback: {command: ...}}): it runs when the step gives up; the item goes on with the next step if it succeeds
 	// items.json cleanup ${item.id}
 }

@@ -285,7 +285,9 @@ func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) bool 
 			Command *string `json:"command"`
 			Claude  *string `json:"claude"`
 			// CommitRequired: the fallback must leave a new commit.
-			CommitRequired bool `json:"commit_required"`
+			CommitRequired bool            `json:"commit_required"`
+			FailWorkflow   bool            `json:"fail_workflow"` // the step fails after the fallback
+			Steps          []messages.Step `json:"steps"`         // shell and claude steps in turn
 		}
 		if val != nil {
 			d.value(kp, val, reflect.ValueOf(&p).Elem())
@@ -299,7 +301,7 @@ func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) bool 
 		case p.Claude != nil:
 			f.Fallback, f.Claude = *p.Claude, true
 		}
-		f.CommitRequired = p.CommitRequired
+		f.CommitRequired, f.FailWorkflow, f.Steps = p.CommitRequired, p.FailWorkflow, p.Steps
 	default:
 		d.typeErr(path, `stop, continue or {fallback: {command: "..."}}`, v)
 		return false

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jetfleet/jetfleet/internal/jsonnode"
+	"github.com/jetfleet/jetfleet/internal/prodigystep"
+	"github.com/jetfleet/jetfleet/internal/suggest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -121,6 +123,10 @@ func rewriteLayout(t *tree) *rewrite {
 	if !ok {
 		return rw
 	}
+	doc, written := prodigystep.Document(m), "commands"
+	if rw.warnings = append(rw.warnings, doc.Warnings...); len(doc.Renames) > 0 {
+		written = doc.Renames[0].To
+	}
 	mode := rw.mode(m)
 	_, hasMap := m["map"]
 	_, hasCommands := m["commands"]
@@ -141,10 +147,17 @@ func rewriteLayout(t *tree) *rewrite {
 	if hasMap {
 		rw.hoistMap(m)
 	}
+	if hasCommands && bare {
+		written = ""
+	}
 	if hasCommands {
-		rw.standard(m, bare)
+		rw.standard(m, written)
 	}
 	rw.prodigy = mode != "" || hasMap || hasCommands
+	if _, ok := m["merge"]; ok && rw.prodigy {
+		delete(m, "merge")
+		rw.warnf("merge", "has no effect: jetfleet has no worktree to merge back; these steps do not run (run them as reduce steps, or after the job)")
+	}
 	if _, ok := m["setup"]; ok {
 		rw.setup(m)
 	}
@@ -224,7 +237,7 @@ func (rw *rewrite) hoistMap(m map[string]any) {
 		switch {
 		case !slices.Contains(mapFields, to):
 			rw.addf(p, "unknown field in map (it takes %s)%s", strings.Join(mapFields, ", "), suggestion(k, mapFields))
-			if s := closest(k, mapFields); s != "" && mm[s] == nil {
+			if s := suggest.Closest(k, mapFields); s != "" && mm[s] == nil {
 				rw.bad = append(rw.bad, s) // misspelt: given, not missing
 			}
 			continue
@@ -243,7 +256,8 @@ func (rw *rewrite) hoistMap(m map[string]any) {
 }
 
 // standard turns `commands:` into agent_template and one implicit item.
-func (rw *rewrite) standard(m map[string]any, bare bool) {
+// written is where the document has them ("" for a bare list).
+func (rw *rewrite) standard(m map[string]any, written string) {
 	v := m["commands"]
 	delete(m, "commands")
 	if _, dup := m["agent_template"]; dup {
@@ -251,9 +265,7 @@ func (rw *rewrite) standard(m map[string]any, bare bool) {
 		return
 	}
 	m["agent_template"] = v
-	written := "commands"
-	if bare {
-		written = ""
+	if written == "" {
 		rw.notef("", "a list of commands is a standard workflow (mode: standard, commands: the list)")
 	}
 	rw.blocks = append(rw.blocks, rename{from: "agent_template", to: written})
@@ -282,6 +294,7 @@ func (rw *rewrite) unwrapCommands(m map[string]any, list string) {
 // runs once, as Prodigy runs it; an integer timeout is seconds; and a
 // step's own on_failure holding a command becomes its fallback.
 func (rw *rewrite) step(p string, st map[string]any) {
+	rw.prodigyStep(p, st)
 	if _, has := st["retry_config"]; !has && !rw.prodigy && !strings.HasPrefix(p, "setup") {
 		rw.notef(rw.written(p), "has no retry_config: jetfleet's default applies, %d attempts with exponential backoff from %s to %s (a command in Prodigy's layout runs once)", messages.DefaultAttempts, messages.DefaultInitialDelay, messages.DefaultMaxDelay)
 	}
@@ -308,6 +321,30 @@ func (rw *rewrite) step(p string, st map[string]any) {
 	rw.onSuccess(p, st)
 	rw.prodigyMapResults(p, st)
 	rw.stepOnFailure(p, st)
+}
+
+// prodigyStep applies internal/prodigystep to a step, then reads a
+// foreach step's body as steps of their own.
+func (rw *rewrite) prodigyStep(p string, st map[string]any) {
+	r, wp := prodigystep.Rewrite(st, rw.prodigy), rw.written(p)
+	for _, n := range r.Renames {
+		rw.steps = append(rw.steps, rename{from: messages.JoinPath(p, n.From), to: messages.JoinPath(wp, n.To)})
+	}
+	for _, l := range []struct {
+		to   *[]messages.FieldError
+		from []messages.FieldError
+	}{{&rw.notes, r.Notes}, {&rw.warnings, r.Warnings}, {&rw.problems, r.Problems}} {
+		for _, f := range l.from {
+			*l.to = append(*l.to, messages.FieldError{Field: messages.JoinPath(wp, f.Field), Message: f.Message})
+		}
+	}
+	fe, _ := st["foreach"].(map[string]any)
+	body, _ := fe["do"].([]any)
+	for i, b := range body {
+		if bm, ok := b.(map[string]any); ok {
+			rw.step(messages.IndexPath(messages.JoinPath(p, "foreach.do"), i), bm)
+		}
+	}
 }
 
 // ad44 rewrites AD-44's submission fields.

@@ -81,7 +81,7 @@ func TestProdigyLayoutProblems(t *testing.T) {
 		{"a bad timeout_config", "map:\n  input: a.json\n  timeout_config: {timeout_policy: sometimes}\n  agent_template: [{shell: x}]\n", "map.timeout_config.timeout_policy", "unknown policy", 3},
 		{"a negative integer timeout", "commands:\n  - shell: x\n    timeout: -5\n", "commands[0].timeout", "seconds greater than 0", 3},
 		{"a claude step beside shell", "commands:\n  - claude: /fix\n    shell: x\n", "commands[0].claude", "set only one of shell, handler or claude", 2},
-		{"a claude fallback that fails the workflow", "commands:\n  - shell: x\n    on_failure:\n      claude: /fix\n      fail_workflow: true\n", "commands[0].on_failure.fail_workflow", "not yet: only fail_workflow: false", 5},
+		{"a fail_workflow that is not a boolean", "commands:\n  - shell: x\n    on_failure:\n      claude: /fix\n      fail_workflow: yes\n", "commands[0].on_failure.fail_workflow", "expected true or false", 5},
 		{"an empty setup", "setup: []\nmap:\n  input: a.json\n  agent_template: [{shell: x}]\n", "setup", "at least one step", 1},
 		{"an unknown map field", "map:\n  input: a.json\n  agent_templat: [{shell: x}]\n", "map.agent_templat", `did you mean "agent_template"`, 3},
 		{"a step problem inside map", "map:\n  input: a.json\n  agent_template:\n    - shell: x\n      timeout: 5 seconds\n", "map.agent_template[0].timeout", "invalid duration", 5},

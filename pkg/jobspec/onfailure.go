@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/jetfleet/jetfleet/internal/prodigystep"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -17,7 +18,8 @@ import (
 //     at the first that fails;
 //   - {shell: ...} or {claude: ...}, with max_attempts (max_retries): the
 //     step's attempts, commit_required (the fallback must leave a commit),
-//     and fail_workflow: false, what jetfleet does.
+//     fail_workflow (true: the step fails after the fallback); or
+//     {commands: [...]}, a list as above.
 //
 // The fallback runs once, when the step has used its attempts; if it
 // succeeds the item goes on with the next step.
@@ -74,19 +76,34 @@ func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
 		rw.addf(wp, `a step's on_failure is true, a command, a list of commands or {shell: "..."} / {claude: "..."}; stop, continue and {fallback: {command: "..."}} go in retry_config.on_failure`)
 		return
 	}
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && kind != "steps" {
 		rw.addf(wp, "the command to run when the step gives up is empty")
 		return
 	}
 	fb := map[string]any{kind: text}
+	if kind == "steps" {
+		fb = map[string]any{"steps": prodigystep.HandlerSteps(of)}
+		rw.notef(wp, "holds a claude command: its commands run in turn as the fallback's steps, stopping at the first that fails")
+		if commitRequired {
+			rw.addf(wp, "not yet: commit_required with a list of handler commands that holds a claude command")
+			return
+		}
+	}
 	if commitRequired {
 		fb["commit_required"] = true
+	}
+	if om, _ := of.(map[string]any); om["fail_workflow"] == true {
+		fb["fail_workflow"] = true
 	}
 	rc["on_failure"] = map[string]any{messages.OnFailureFallback: fb}
 	rw.steps = append(rw.steps,
 		rename{from: canon + ".fallback." + kind, to: from},
 		rename{from: canon, to: op})
-	rw.notef(wp, `is the step's fallback (retry_config.on_failure: {fallback: {%s: ...}}): it runs when the step gives up, and the item goes on with the next step if it succeeds`, kind)
+	then := "the item goes on with the next step if it succeeds"
+	if fb["fail_workflow"] == true {
+		then = "then the step fails (fail_workflow)"
+	}
+	rw.notef(wp, `is the step's fallback (retry_config.on_failure: {fallback: {%s: ...}}): it runs when the step gives up; %s`, kind, then)
 }
 
 // handlerKind is how Prodigy reads a handler written as a string: a claude
@@ -134,8 +151,7 @@ func (rw *rewrite) handlerList(wp string, list []any) (kind, text string, ok boo
 	case claude != "" && len(list) == 1:
 		return "claude", claude, true
 	case claude != "":
-		rw.addf(wp, "not yet: a list of handler commands with a claude command in it (a claude fallback runs alone)")
-		return "", "", false
+		return "steps", "", true // the fallback's steps: see stepOnFailure
 	case len(cmds) == 1:
 		return "command", cmds[0], true
 	}
@@ -168,17 +184,26 @@ func (rw *rewrite) handlerObject(op, wp string, m map[string]any, rc map[string]
 			}
 			commitRequired = b
 		case "fail_workflow":
-			if b, isBool := m[k].(bool); !isBool || b {
-				rw.addf(kp, "not yet: only %s: false (a fallback that succeeds lets the item go on)", k)
+			if _, isBool := m[k].(bool); !isBool {
+				rw.addf(kp, "expected true or false, got %v", m[k])
 				return "", "", "", false, false
+			} else if m[k] == true {
+				rw.notef(kp, "true: the step fails after its handler runs, whatever the handler's outcome: the item fails, and error_policy decides what follows (a standard workflow's job fails)")
 			}
+		case "commands":
+		case "strategy":
+			rw.warnf(kp, "has no effect: the handler's commands run in turn whatever the strategy")
 		default:
-			rw.addf(kp, "not yet: a step's on_failure takes shell or claude, max_attempts, commit_required and fail_workflow: false")
+			rw.addf(kp, "not yet: a step's on_failure takes shell, claude or commands, max_attempts, commit_required, fail_workflow and strategy")
 			return "", "", "", false, false
 		}
 	}
 	sh, hasShell := m["shell"]
 	cl, hasClaude := m["claude"]
+	if list, isList := m["commands"].([]any); isList && !hasShell && !hasClaude {
+		kind, text, ok = rw.handlerList(messages.JoinPath(wp, "commands"), list)
+		return kind, text, messages.JoinPath(op, "commands"), commitRequired, ok
+	}
 	switch {
 	case hasShell && hasClaude:
 		rw.addf(wp, "not yet: both shell and claude in one handler (a fallback is one command)")

@@ -25,11 +25,14 @@ func TestProdigyOnFailure(t *testing.T) {
 		{name: "claude with max_attempts", yaml: "on_failure: {claude: \"/fix ${shell.output}\", max_attempts: 3, fail_workflow: false}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "/fix ${shell.output}", Claude: true}, attempts: 3},
 		{name: "max_retries, an older name", yaml: "on_failure: {shell: fix, max_retries: 2}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "fix"}, attempts: 2},
 		{name: "commit_required", yaml: "on_failure: {claude: /fix, commit_required: true}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "/fix", Claude: true, CommitRequired: true}, attempts: 1},
-		{name: "fail_workflow: true", yaml: "on_failure: {claude: /fix, fail_workflow: true}", wantErr: "commands[0].on_failure.fail_workflow (line 3): not yet: only fail_workflow: false"},
+		{name: "fail_workflow: true", yaml: "on_failure: {claude: /fix, fail_workflow: true}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "/fix", Claude: true, FailWorkflow: true}, attempts: 1},
+		{name: "commands", yaml: "on_failure: {commands: [{shell: a}, b], fail_workflow: true, strategy: recovery}", want: messages.OnFailure{Action: messages.OnFailureFallback, Fallback: "set -e\na\nb", FailWorkflow: true}, attempts: 1},
 		{name: "claude and shell together", yaml: "on_failure: {claude: /fix, shell: x}", wantErr: "not yet: both shell and claude in one handler"},
-		{name: "claude in a longer list", yaml: "on_failure: [a, /fix]", wantErr: "not yet: a list of handler commands with a claude command in it"},
+		{name: "claude in a longer list", yaml: "on_failure: [a, \"/fix ${shell.output}\"]", want: messages.OnFailure{Action: messages.OnFailureFallback, Steps: []messages.Step{{Shell: "a"}, {Claude: "/fix ${shell.output}"}}}, attempts: 1},
+		{name: "claude in commands", yaml: "on_failure: {commands: [{claude: /fix}, {shell: b}], fail_workflow: true}", want: messages.OnFailure{Action: messages.OnFailureFallback, Steps: []messages.Step{{Claude: "/fix"}, {Shell: "b"}}, FailWorkflow: true}, attempts: 1},
+		{name: "a bad command in a list", yaml: "on_failure: [a, \"/fix ${nope}\"]", wantErr: "commands[0].on_failure[1].claude (line 3): ${nope}: unknown reference"},
 		{name: "continue is retry_config's", yaml: "on_failure: continue", wantErr: "go in retry_config.on_failure"},
-		{name: "unknown handler field", yaml: "on_failure: {shell: x, strategy: recovery}", wantErr: "commands[0].on_failure.strategy (line 3): not yet"},
+		{name: "unknown handler field", yaml: "on_failure: {shell: x, handler_failure_fatal: true}", wantErr: "commands[0].on_failure.handler_failure_fatal (line 3): not yet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

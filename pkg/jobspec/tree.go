@@ -316,6 +316,11 @@ func (c *converter) mapping(path string, n *yaml.Node, depth int, record bool) a
 		}
 		switch tag := kn.ShortTag(); tag {
 		case "!!str":
+		case "!!int": // Prodigy's on_exit_code: {101: ...}
+			if !strings.HasSuffix(path, "on_exit_code") {
+				c.addf(messages.JoinPath(path, kn.Value), kn.Line, "mapping key %s is a %s, not a string (quote it)", kn.Value, tag)
+				continue
+			}
 		case "!!merge":
 			merges = append(merges, vn)
 			continue

@@ -8,12 +8,14 @@ import (
 	"math"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jetfleet/jetfleet/internal/expr"
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/stepkind"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -245,8 +247,10 @@ func (v *validator) step(p string, st *messages.Step, reduce bool) {
 	shellP, handlerP := messages.JoinPath(p, "shell"), messages.JoinPath(p, "handler")
 	hasShell := st.Shell != "" || v.isBad(shellP)
 	hasHandler := st.Handler != "" || v.isBad(handlerP)
-	if st.WriteFile != nil {
-		v.writeFile(p, st, reduce)
+	if st.WriteFile != nil || st.Foreach != nil {
+		if st.WriteFile != nil {
+			v.writeFile(p, st, reduce)
+		}
 		v.stepRest(p, st, reduce)
 		return
 	}
@@ -285,6 +289,7 @@ func (v *validator) step(p string, st *messages.Step, reduce bool) {
 // stepRest checks the fields every kind of step has.
 func (v *validator) stepRest(p string, st *messages.Step, reduce bool) {
 	v.when(p, st)
+	v.kinds(p, st, reduce)
 	defer v.capture(p, st) // after the step's own fallback: it sees only earlier captures
 	if st.OnSuccess != "" {
 		v.template(messages.JoinPath(p, "on_success"), st.OnSuccess, reduce)
@@ -309,6 +314,30 @@ func (v *validator) stepRest(p string, st *messages.Step, reduce bool) {
 	}
 	if lp := messages.JoinPath(p, "limit"); st.Limit != nil && !v.isBad(lp) {
 		v.limit(lp, st.Limit)
+	}
+}
+
+// kinds checks a step's foreach and exit-code handlers (internal/stepkind),
+// each nested step as a step; ${index} and ${total} are known in a body.
+func (v *validator) kinds(p string, st *messages.Step, reduce bool) {
+	for _, e := range stepkind.Check(st) {
+		v.addf(messages.JoinPath(p, e.Field), "%s", e.Message)
+	}
+	for _, code := range slices.Sorted(maps.Keys(st.OnExitCode)) {
+		h := st.OnExitCode[code]
+		v.step(messages.JoinPath(p, "on_exit_code."+code), &h, reduce)
+	}
+	if fe := st.Foreach; fe != nil {
+		if fe.Command != "" {
+			v.template(messages.JoinPath(p, "foreach.command"), fe.Command, reduce)
+		}
+		outer := v.captured
+		v.captured = map[string]bool{"index": true, "total": true}
+		maps.Copy(v.captured, outer)
+		for i := range fe.Do {
+			v.step(messages.IndexPath(messages.JoinPath(p, "foreach.do"), i), &fe.Do[i], reduce)
+		}
+		v.captured = outer
 	}
 }
 
@@ -582,9 +611,12 @@ func (v *validator) onFailure(p string, f *messages.OnFailure, reduce bool) {
 		if f.Claude {
 			cp = messages.JoinPath(p, "fallback.claude")
 		}
-		if strings.TrimSpace(f.Fallback) == "" {
+		for i := range f.Steps {
+			v.step(messages.IndexPath(messages.JoinPath(p, "fallback.steps"), i), &f.Steps[i], reduce)
+		}
+		if strings.TrimSpace(f.Fallback) == "" && len(f.Steps) == 0 {
 			v.addf(cp, "required: the command to run when the step gives up")
-		} else {
+		} else if f.Fallback != "" {
 			v.template(cp, f.Fallback, reduce)
 		}
 	default:

@@ -36,17 +36,28 @@ type AgentPresence struct {
 	// that no present agent of the pool registers.
 	Handlers []string `json:"handlers,omitempty"`
 	// Capabilities are the kinds of step the agent runs besides shell and
-	// its handlers: CapabilityClaude when it has Claude Code's CLI. The
-	// coordinator refuses a job with claude steps when no present agent of
-	// its pool has it.
+	// its handlers: CapabilityClaude when it has Claude Code's CLI, and
+	// the step kinds of its release (write_file, foreach, handlers).
+	// The coordinator refuses a job using one when no present agent of its
+	// pool has it.
 	Capabilities []string `json:"capabilities,omitempty"`
 	// Version is the agent's build ("v0.4.0 (commit …, go1.26.8)" as
 	// `agent --version` prints it); empty from agents before v0.4.0.
 	Version string `json:"version,omitempty"`
 }
 
-// CapabilityClaude is the capability of an agent that runs claude steps.
-const CapabilityClaude = "claude"
+// Capabilities an agent announces: CapabilityClaude when it runs claude
+// steps (it has Claude Code's CLI); CapabilityWriteFile and
+// CapabilityForeach for those step kinds, and CapabilityHandlers for
+// on_exit_code handlers, fallbacks with fail_workflow and fallbacks of
+// several steps (agents before
+// v0.4.0 announce none of them).
+const (
+	CapabilityClaude    = "claude"
+	CapabilityWriteFile = "write_file"
+	CapabilityForeach   = "foreach"
+	CapabilityHandlers  = "handlers"
+)
 
 // AgentStats is the data of an agent's status endpoint in its micro
 // service's stats (`nats micro stats jetfleet-agent`): its counters since

@@ -137,8 +137,14 @@ func (f OnFailure) MarshalJSON() ([]byte, error) {
 			key = "claude"
 		}
 		p := map[string]any{key: f.Fallback}
+		if len(f.Steps) > 0 {
+			p = map[string]any{"steps": f.Steps}
+		}
 		if f.CommitRequired {
 			p["commit_required"] = true
+		}
+		if f.FailWorkflow {
+			p["fail_workflow"] = true
 		}
 		return json.Marshal(map[string]map[string]any{OnFailureFallback: p})
 	}
@@ -150,9 +156,11 @@ func (f *OnFailure) UnmarshalJSON(data []byte) error {
 	var p struct {
 		Command, Claude string
 		CommitRequired  bool `json:"commit_required"`
+		FailWorkflow    bool `json:"fail_workflow"`
+		Steps           []Step
 	}
 	name, _, err := variant(data, "step failure action", &p)
-	*f = OnFailure{Action: name, Fallback: p.Command, CommitRequired: p.CommitRequired}
+	*f = OnFailure{Action: name, Fallback: p.Command, CommitRequired: p.CommitRequired, FailWorkflow: p.FailWorkflow, Steps: p.Steps}
 	if p.Claude != "" && p.Command == "" {
 		f.Fallback, f.Claude = p.Claude, true
 	}

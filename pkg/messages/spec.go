@@ -190,6 +190,34 @@ type Step struct {
 	// WriteFile writes a file in the item's directory, without a shell
 	// (Prodigy's write_file:).
 	WriteFile *WriteFile `json:"write_file,omitempty"`
+	// Foreach runs its Do steps once per element of a list or of a
+	// command's output lines, in the item's directory (Prodigy's
+	// foreach:). Agents announce CapabilityForeach.
+	Foreach *Foreach `json:"foreach,omitempty"`
+	// OnExitCode are steps (shell or claude) run after the step when its
+	// command exits with the key's code (Prodigy's on_exit_code; keys are
+	// decimal codes). The step's outcome stays its own, except that a
+	// handler that fails fails the step.
+	OnExitCode map[string]Step `json:"on_exit_code,omitempty"`
+}
+
+// Foreach is a foreach step: Do runs for each element, where ${item} is
+// the element, ${index} its 0-based position and ${total} the number of
+// elements (docs/job-spec.md).
+type Foreach struct {
+	// Items are the elements; or Command, a shell command whose non-empty
+	// output lines are, run in the item's directory.
+	Items   []string `json:"items,omitempty"`
+	Command string   `json:"command,omitempty"`
+	// Do are the steps run for each element, in order, once each.
+	Do []Step `json:"do"`
+	// Parallel is how many elements run at a time. Unset or 1: one.
+	Parallel int `json:"parallel,omitempty"`
+	// ContinueOnError runs every element when one fails; the step fails
+	// after them if any did. Unset: the first failure ends the step.
+	ContinueOnError bool `json:"continue_on_error,omitempty"`
+	// MaxItems keeps the first MaxItems elements. Unset: all.
+	MaxItems int `json:"max_items,omitempty"`
 }
 
 // WriteFile is a write_file step: Content, its ${...} references expanded
@@ -366,6 +394,13 @@ type OnFailure struct {
 	// CommitRequired: the fallback fails unless it leaves a new commit, as
 	// a step's commit_required.
 	CommitRequired bool
+	// FailWorkflow: the step fails after its fallback runs, whatever the
+	// fallback's outcome (Prodigy's on_failure with fail_workflow: true).
+	FailWorkflow bool
+	// Steps, instead of Fallback: shell and claude steps run in turn,
+	// stopping at the first that fails (Prodigy's list of handler
+	// commands with a claude command in it).
+	Steps []Step
 }
 
 // Item failure actions of the workflow error policy.
