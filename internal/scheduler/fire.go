@@ -22,16 +22,17 @@ var errRunChanged = errors.New("coordinator: the schedule's last run changed")
 // Run fires the schedules' ticks while this coordinator leads:
 // it follows the schedules bucket, sleeps until the next tick due (at
 // most scheduleWait), and applies schedule.Plan to every schedule with a
-// tick due, a queued tick, or a run not yet submitted.
+// tick due, a queued tick, or a run not yet submitted. It returns nil
+// once ctx ends, and an error only when it cannot follow the bucket.
 func (c *Scheduler) Run(ctx context.Context) error {
 	st, kv, err := c.scheduleStore(ctx)
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	defer st.Close()
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	var mu sync.Mutex
 	known := map[string]messages.Schedule{}
@@ -96,6 +97,14 @@ func (c *Scheduler) Run(ctx context.Context) error {
 		}
 		t.Stop()
 	}
+}
+
+// stopped is err, or nil when ctx has ended (the term is over: no error).
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 func unsubmitted(s *messages.Schedule) bool {

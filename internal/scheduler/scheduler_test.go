@@ -263,3 +263,13 @@ func TestScheduleCatchUpAfterAnOutage(t *testing.T) {
 	require.Equal(t, t0.Add(2*time.Second), s.Skips[0].First)
 	require.Equal(t, t0.Add(8*time.Second), s.Skips[0].Last)
 }
+
+// A scheduler whose term ends before it follows the bucket returns no
+// error: the end of a term is not a failure.
+func TestRunEndsQuietlyWithItsTerm(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	h := newHarness(t, srv, clock.NewManual(time.Now()), 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, h.sc.Run(ctx))
+}
