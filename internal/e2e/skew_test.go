@@ -62,6 +62,7 @@ func (l *skewRuns) add(item, agentName string) int {
 // behind). Their clocks learn the server's time from the messages they
 // receive (clock.Server; docs/design.md, "Clocks").
 func TestSkewedAgentsParkForTheirDelay(t *testing.T) {
+	t.Parallel() // its own server; its bounds are the parking delay and breaker timeout from below, and a deadline of half the skew
 	const n, delay = 24, 3 * time.Second
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
@@ -111,6 +112,7 @@ func TestSkewedAgentsParkForTheirDelay(t *testing.T) {
 // opened_at as minutes old), then half-opens (not held for minutes by the
 // agent that reads it as in its future), and its probes close it.
 func TestSkewedAgentsShareABreaker(t *testing.T) {
+	t.Parallel() // its own server; its bounds are the parking delay and breaker timeout from below, and a deadline of half the skew
 	const n, timeout = 16, 3 * time.Second
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
