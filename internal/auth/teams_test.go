@@ -158,16 +158,7 @@ func TestTeamsSeeOnlyTheirOwnJobs(t *testing.T) {
 	// What the server refuses a team's key.
 	refusedPub := func(subject string) {
 		t.Helper()
-		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
-		defer rcancel()
-		_, err := rnc.RequestWithContext(rctx, subject, []byte(`{"job_id": "b1"}`))
-		require.Error(t, err, subject)
-		select {
-		case v := <-rerrs.perm:
-			require.Contains(t, v.Error(), subject)
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: no permissions violation", subject)
-		}
+		refusedRequest(t, rnc, rerrs.perm, subject, []byte(`{"job_id": "b1"}`))
 	}
 	refusedPub(names.TeamAPISubject("blue", messages.EndpointJobsStatus))
 	refusedPub(names.APISubject(messages.EndpointJobsStatus))
@@ -205,20 +196,11 @@ func TestTeamsSeeOnlyTheirOwnJobs(t *testing.T) {
 		"$JS.API.DIRECT.GET.KV_" + names.SpecsBucket("poolb") + ".$KV." + names.SpecsBucket("poolb") + ".b1",
 		"$JS.API.STREAM.MSG.GET.KV_" + names.SpecsBucket("poolb"),
 	} {
-		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
 		body := []byte(`{"last_by_subj": "$KV.` + names.JobsBucket() + `.r1"}`)
 		if strings.Contains(subject, "poolb") {
 			body = []byte(`{"last_by_subj": "$KV.` + names.SpecsBucket("poolb") + `.b1"}`)
 		}
-		_, err := anc.RequestWithContext(rctx, subject, body)
-		rcancel()
-		require.Error(t, err, subject)
-		select {
-		case v := <-aerrs.perm:
-			require.Contains(t, v.Error(), subject)
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: no permissions violation", subject)
-		}
+		refusedRequest(t, anc, aerrs.perm, subject, body)
 	}
 
 	stop()
@@ -231,4 +213,30 @@ func TestTeamsSeeOnlyTheirOwnJobs(t *testing.T) {
 	for _, ae := range agentErrs {
 		require.Empty(t, ae.violations(), "an agent needs nothing it is refused")
 	}
+}
+
+// refusedRequest sends a request the server must refuse, and returns once
+// the connection reports the permissions violation: the server drops a
+// refused request, so no answer can follow it, and waiting out the
+// request's timeout (2 s each, 11 of them here) would show nothing more.
+// An answer before the violation, or no violation within 5 s, fails.
+func refusedRequest(t *testing.T, nc *nats.Conn, perm <-chan error, subject string, body []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := nc.RequestWithContext(ctx, subject, body)
+		answered <- err
+	}()
+	select {
+	case v := <-perm:
+		require.Contains(t, v.Error(), subject)
+	case err := <-answered:
+		t.Fatalf("%s: answered (error: %v) before any permissions violation", subject, err)
+	case <-ctx.Done():
+		t.Fatalf("%s: no permissions violation", subject)
+	}
+	cancel()
+	require.ErrorIs(t, <-answered, context.Canceled, "%s: no answer", subject)
 }

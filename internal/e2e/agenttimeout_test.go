@@ -45,7 +45,10 @@ func TestAgentTimeoutCutsARunAndCountsTheDelays(t *testing.T) {
 	}
 	startAgent(t, srv.URL(), agent.Config{Name: "a1"}, map[string]agent.HandlerFunc{"hang": hang})
 	cl := client(t, srv)
-	id := submit(t, cl, `{"id": "at", "items": [{"id": "x"}], "agent_timeout": "1s", "agent_template": [
+	// 5 s for the item: room for two failed runs and their 200 ms delays
+	// on a loaded machine (with 1 s, one run in a parallel suite at load
+	// 22 used it all up).
+	id := submit(t, cl, `{"id": "at", "items": [{"id": "x"}], "agent_timeout": "5s", "agent_template": [
 		{"handler": "hang", "timeout": "1h", "retry_config": {"attempts": 10, "backoff": "fixed", "initial_delay": "200ms"}}]}`)
 	st := waitJob(t, cl, id, 30*time.Second)
 	require.EqualValues(t, 1, st.DeadLettered)
@@ -55,9 +58,9 @@ func TestAgentTimeoutCutsARunAndCountsTheDelays(t *testing.T) {
 	require.Len(t, starts, 3)
 	require.GreaterOrEqual(t, starts[1].Sub(starts[0]), 200*time.Millisecond, "the delays count toward it")
 	require.GreaterOrEqual(t, starts[2].Sub(starts[1]), 200*time.Millisecond)
-	// The third run's timeout is what was left of the item's second, not
-	// the step's hour: it ends one second after the first run began.
-	require.WithinDuration(t, starts[0].Add(time.Second), deadline, 100*time.Millisecond)
+	// The third run's timeout is what was left of the item's 5 s, not the
+	// step's hour: it ends five seconds after the first run began.
+	require.WithinDuration(t, starts[0].Add(5*time.Second), deadline, 100*time.Millisecond)
 	entries := readDLQ(t, srv, id)
 	require.Len(t, entries, 1)
 	require.Equal(t, messages.ReasonAgentTimeout, entries[0].Reason)

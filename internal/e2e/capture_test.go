@@ -25,6 +25,7 @@ import (
 // on_success, which reads its output) and skip the bump step; a step that fails with allow_failure lets the item go on; a field of the captured JSON reaches a later step, whose first run
 // fails, so that its retry reads the captures back from the item's state.
 func TestCaptureAndWhen(t *testing.T) {
+	t.Parallel() // its own server; no rate, share or fault timing
 	bin, logDir := t.TempDir(), t.TempDir()
 	log := filepath.Join(logDir, "cargo.log")
 	cargo := fmt.Sprintf(`#!/bin/sh
@@ -104,6 +105,7 @@ commands:
 // on an item's captures, fails its step for good with the reason: no
 // value is cut short or passed on.
 func TestCaptureRefused(t *testing.T) {
+	t.Parallel() // its own server; no rate, share or fault timing
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a", Concurrency: 4, WorkDir: t.TempDir()}, testhooks.Agent{Provision: calmProvision}), nil)

@@ -22,6 +22,7 @@ import (
 // here) once per item, headless, with the prompt as written and its
 // references filled in, in the item's directory; its output is the step's.
 func TestClaudeSteps(t *testing.T) {
+	t.Parallel() // its own server; no rate, share or fault timing
 	bin, calls := t.TempDir(), t.TempDir()
 	stand := filepath.Join(bin, "claude")
 	require.NoError(t, os.WriteFile(stand, []byte(`#!/bin/sh

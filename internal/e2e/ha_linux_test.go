@@ -302,10 +302,20 @@ func status(t *testing.T, cl *jfclient.Client, id string) *messages.JobStatus {
 	return st
 }
 
+// waitSucceeded waits until at least n of the job's items succeeded. A
+// status request that fails (the job not yet found just after its
+// submission, a coordinator taking over) is asked again within the same
+// 60 s, not given a deadline of its own.
 func waitSucceeded(t *testing.T, cl *jfclient.Client, id string, n int64) {
 	t.Helper()
 	fleettest.WaitFor(t, 60*time.Second, func() error {
-		if st := status(t, cl, id); st.Succeeded < n {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := cl.JobStatus(ctx, id)
+		if err != nil {
+			return err
+		}
+		if st.Succeeded < n {
 			return errNotYet
 		}
 		return nil

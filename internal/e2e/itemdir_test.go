@@ -21,6 +21,7 @@ import (
 // The directories are gone when the items end, except the failed item's,
 // kept for inspection.
 func TestItemDirectories(t *testing.T) {
+	t.Parallel() // its own server; no rate, share or fault timing
 	work, shared := t.TempDir(), t.TempDir()
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
@@ -60,6 +61,7 @@ func TestItemDirectories(t *testing.T) {
 // that commits passes, one that does not fails with the reason; a step
 // outside any checkout is not checked.
 func TestCommitRequired(t *testing.T) {
+	t.Parallel() // its own server; no rate, share or fault timing
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	startAgent(t, srv.URL(), testhooks.WithAgent(agent.Config{Name: "a", Concurrency: 4, WorkDir: t.TempDir()}, testhooks.Agent{Provision: calmProvision}), nil)

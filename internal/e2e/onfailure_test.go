@@ -22,6 +22,7 @@ import (
 // failed step's output), a string handler (a shell command), a list of
 // shell commands, and true (the item goes on). Each item ends succeeded.
 func TestProdigyOnFailureForms(t *testing.T) {
+	t.Parallel() // its own server; no rate, share or fault timing
 	bin, calls, out := t.TempDir(), t.TempDir(), t.TempDir()
 	stand := filepath.Join(bin, "claude")
 	require.NoError(t, os.WriteFile(stand, []byte(`#!/bin/sh

@@ -20,6 +20,7 @@ import (
 // examples write it (cat << EOF ... ${x} ... EOF): hostile values arrive
 // byte for byte and run nothing.
 func TestHeredocValues(t *testing.T) {
+	t.Parallel() // its own server; no rate, share or fault timing
 	out := t.TempDir()
 	hostile := "it's \"$(touch " + filepath.Join(out, "PWNED") + ")\" `touch " + filepath.Join(out, "PWNED2") + "`\nEOF\ntouch " + filepath.Join(out, "PWNED3") + "\n$HOME \\"
 	item, err := json.Marshal(map[string]string{"id": "h1", "v": hostile})
@@ -61,6 +62,7 @@ map:
 // ${map.success_rate} and the path under ${map.results_file}. (printf, not
 // Prodigy's echo: dash's echo decodes the \n escapes of the JSON.)
 func TestProdigyVariablesRun(t *testing.T) {
+	t.Parallel() // its own server; no rate, share or fault timing
 	out := t.TempDir()
 	spec, err := jobspec.Parse([]byte(`
 name: vars

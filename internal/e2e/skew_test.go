@@ -62,6 +62,7 @@ func (l *skewRuns) add(item, agentName string) int {
 // behind). Their clocks learn the server's time from the messages they
 // receive (clock.Server; docs/design.md, "Clocks").
 func TestSkewedAgentsParkForTheirDelay(t *testing.T) {
+	t.Parallel() // its own server; its bounds are the parking delay and breaker timeout from below, and a deadline of half the skew
 	const n, delay = 24, 3 * time.Second
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
@@ -111,6 +112,7 @@ func TestSkewedAgentsParkForTheirDelay(t *testing.T) {
 // opened_at as minutes old), then half-opens (not held for minutes by the
 // agent that reads it as in its future), and its probes close it.
 func TestSkewedAgentsShareABreaker(t *testing.T) {
+	t.Parallel() // its own server; its bounds are the parking delay and breaker timeout from below, and a deadline of half the skew
 	const n, timeout = 16, 3 * time.Second
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
@@ -155,23 +157,30 @@ func TestSkewedAgentsShareABreaker(t *testing.T) {
 	t.Logf("breaker opened, first probe %s later (timeout %s); transitions %v", held.Round(time.Millisecond), timeout, tr.get())
 }
 
-// TestSkewedCoordinatorsTickOnce: two coordinators, one's clock 2 minutes
-// ahead and the other's 2 minutes behind, share an every-2s schedule; the
+// coordSkew is how far the skewed coordinators' clocks are off: one ahead,
+// one behind. A tick held or fired early by a coordinator that trusts its
+// own clock is off by this much, far more than any hand-over takes on a
+// loaded machine, so neither can pass for the other.
+const coordSkew = 10 * time.Minute
+
+// TestSkewedCoordinatorsTickOnce: two coordinators, one's clock 10 minutes
+// ahead and the other's 10 minutes behind, share an every-2s schedule; the
 // one ahead leads, then stops and the other takes over. Every tick is
-// fired once or skipped once, none twice, at the server's time: not 2
-// minutes early (the one ahead), and not held for 4 minutes after the
-// handover (the one behind, waiting for a tick its predecessor put 4 of
-// its minutes in the future).
+// fired once or skipped once, none twice, at the server's time: not 10
+// minutes early (the one ahead), and not held for 20 minutes after the
+// handover (the one behind, waiting for a tick its predecessor put 20 of
+// its minutes in the future). The ticks are checked against what the test
+// saw of the machine's clock (before the schedule was created, after its
+// last tick was decided), never against how long the test took.
 func TestSkewedCoordinatorsTickOnce(t *testing.T) {
-	// Not parallel: its runs' ticks must fall within 30 s of its end, so
-	// the hand-over must not wait on other tests' CPU.
+	t.Parallel()
 	const every = 2 * time.Second
 	srv := fleettest.RunServer(t)
 	coord := func(name string, by time.Duration) *proc {
 		return startCoordinator(t, srv.URL(), testhooks.WithCoordinator(coordinator.Config{Holder: name},
 			testhooks.Coordinator{Clock: clock.NewServer(clock.Offset{By: by})}))
 	}
-	ahead := coord("ahead", skew)
+	ahead := coord("ahead", coordSkew)
 	cl := client(t, srv)
 	fleettest.WaitFor(t, 30*time.Second, func() error { // the one ahead leads
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -179,19 +188,26 @@ func TestSkewedCoordinatorsTickOnce(t *testing.T) {
 		_, err := cl.ScheduleList(ctx)
 		return err
 	})
-	coord("behind", -skew)
+	coord("behind", -coordSkew)
 	startAgent(t, srv.URL(), agent.Config{Name: "a0"}, map[string]agent.HandlerFunc{"quick": sleepy(10 * time.Millisecond)})
 	ctx := context.Background()
+	before := time.Now()
 	s, err := cl.ScheduleAdd(ctx, messages.ScheduleSpec{Name: "hb", Every: messages.Duration(every),
 		Job: json.RawMessage(`{"items":[{"id":"a"}],"agent_template":[{"handler":"quick"}]}`)})
 	require.NoError(t, err)
-	t.Logf("created at %s (the machine's clock: %s)", s.CreatedAt.Format(time.TimeOnly), time.Now().Format(time.TimeOnly))
+	// Created at the server's time (this machine's), not the leader's own:
+	// between the request and its answer, give or take the moment a
+	// server clock may be off (clock.Server) and the anchor's truncation
+	// to the second.
+	require.True(t, !s.CreatedAt.Before(before.Add(-every)) && !s.CreatedAt.After(time.Now().Add(every)),
+		"created at %s, asked between %s and now", s.CreatedAt.Format(time.TimeOnly), before.Format(time.TimeOnly))
 	// decidedTo waits until the ticks up to at least `to` are decided
-	// (fired or skipped) and their runs submitted.
+	// (fired or skipped) and their runs submitted. Its deadline only ends
+	// a failing run: a held schedule waits coordSkew.
 	decidedTo := func(to time.Time) *messages.Schedule {
 		t.Helper()
 		var got *messages.Schedule
-		fleettest.WaitFor(t, skew/2, func() error {
+		fleettest.WaitFor(t, coordSkew/4, func() error {
 			var err error
 			got, err = cl.ScheduleGet(ctx, "hb")
 			if err == nil && (got.LastTick.Before(to) || unsubmittedRun(got)) {
@@ -208,14 +224,17 @@ func TestSkewedCoordinatorsTickOnce(t *testing.T) {
 	got := decidedTo(time.Now().Add(3 * every))
 	require.NoError(t, cl.ScheduleRemove(ctx, "hb"))
 
-	now := time.Now()
+	end := time.Now()
 	seen := map[time.Time]string{}
 	for _, r := range got.Runs {
 		_, dup := seen[r.Tick]
 		require.False(t, dup, "tick %s fired twice", r.Tick)
 		seen[r.Tick] = "run"
-		// At the server's time: this machine's, give or take a moment.
-		require.WithinDuration(t, now, r.Tick, skew/4, "tick %s fired at %s", r.Tick, r.Decided)
+		// At the server's time: after the schedule was created and before
+		// the test read its last tick (ticks are created + k·every).
+		require.True(t, r.Tick.After(before.Add(-every)) && !r.Tick.After(end.Add(every)),
+			"tick %s (fired at %s) outside the schedule's life, %s to %s", r.Tick.Format(time.TimeOnly),
+			r.Decided.Format(time.TimeOnly), before.Format(time.TimeOnly), end.Format(time.TimeOnly))
 	}
 	for _, k := range got.Skips {
 		for tick := k.First; !tick.After(k.Last); tick = tick.Add(every) {

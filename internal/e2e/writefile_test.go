@@ -23,6 +23,7 @@ import (
 // path leads out of its directory once expanded, fails for good with the
 // field named, and nothing is written.
 func TestWriteFileStep(t *testing.T) {
+	t.Parallel() // its own server; no rate, share or fault timing
 	spec, err := jobspec.Parse([]byte(`
 name: write-file
 commands:
@@ -77,6 +78,7 @@ commands:
 // workflow does (write_file with content "${map.results}", format json),
 // and the next shell step reads the file.
 func TestWriteFileReduce(t *testing.T) {
+	t.Parallel() // its own server; no rate, share or fault timing
 	out := t.TempDir()
 	spec, err := jobspec.Parse([]byte(`
 name: reduce-writes

@@ -130,6 +130,7 @@ func (p *presence) start(runCtx context.Context) (stop func()) {
 		failing := false
 		for {
 			err := p.put(kv, key)
+			p.a.noteStoreFull("presence", err)
 			if err == nil {
 				p.observeServerTime(ctx, kv, key)
 			}

@@ -42,7 +42,12 @@ func TestLargeDeadLettersDoNotCutTheCoordinator(t *testing.T) {
 	<-c.Ready()
 
 	const entries = 100
-	w := dlq.NewWriter(srv.JS(), messages.MustNames("fleet"), "default")
+	// Written as the coordinator writes its own dead letters, straight to
+	// the DLQ stream: a pool's writer would first try the pool's
+	// dead-letter stream, which no job has made here, and wait out
+	// JetStream's retries of a publish nobody answers (some 0.7 s an
+	// entry) before falling back to the same stream.
+	w := dlq.NewWriter(srv.JS(), messages.MustNames("fleet"), messages.CoordinatorOrigin)
 	big := strings.Repeat("x", 900<<10)
 	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer wcancel()
