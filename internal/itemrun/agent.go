@@ -237,6 +237,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopReaper()
+	defer a.dirs.close() // after the last item: consume waits for them
 
 	names, err := messages.NewNames(a.cfg.Prefix)
 	if err != nil {

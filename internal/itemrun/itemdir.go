@@ -3,12 +3,17 @@ package itemrun
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -22,38 +27,181 @@ import (
 // Config.KeepFailedBytes, and only the Config.KeepFailed most recent are
 // kept. A retry runs in a fresh directory, as it may run on another
 // agent. Jobs of handler steps only make no directory.
+//
+// Making and removing a directory is a step's dearest bookkeeping: with
+// every slot doing both in one parent directory, the kernel's lock on it
+// made mkdir and rmdir cost more CPU than the agent's whole pipeline
+// (docs/benchmarks.md, "Shell steps against xargs -P"). So one goroutine
+// per agent does them, out of the slots' way: it makes a few fresh,
+// empty spare directories ahead (<WorkDir>/jetfleet-items/.spare.*), which
+// make renames to the item's name, and removes finished items'
+// directories after the slot has gone on. A spare is never used twice,
+// so an item's directory is as fresh as one made for it.
 
 const (
 	itemDirsName   = "jetfleet-items"
 	failedDirsName = "jetfleet-failed"
+	// spareDirPrefix names the spares; a leading dot keeps them out of a
+	// plain ls.
+	spareDirPrefix = ".spare."
+	// spareDirs is how many spares the worker keeps made ahead, and
+	// goneDirs how many finished directories may wait for it; beyond that
+	// the slot removes its item's directory itself.
+	spareDirs = 8
+	goneDirs  = 256
 )
 
 // itemDirs makes, removes and keeps item directories. It is safe for
-// concurrent use.
+// concurrent use; close stops its worker.
 type itemDirs struct {
 	base, failed string
 	keep         int
 	keepBytes    int64
 	mu           sync.Mutex // serialises keeping and pruning
 	last         time.Time  // the last kept directory's time, under mu
-	once         sync.Once
+	once         sync.Once  // makes base and starts the worker
 	err          error
+
+	// spares are directories made ahead by the worker; gone are finished
+	// ones it removes. closing guards working and closed: a directory is
+	// only sent to gone while the worker runs and drains it.
+	spares  chan string
+	gone    chan string
+	closing sync.RWMutex
+	working bool
+	closed  bool
+	noSpare atomic.Bool // renames here cannot refuse an existing name
+	quit    chan struct{}
+	worker  sync.WaitGroup
 }
 
 func newItemDirs(workDir string, keep int, keepBytes int64) *itemDirs {
 	if workDir == "" {
 		workDir, _ = os.Getwd()
 	}
-	return &itemDirs{base: filepath.Join(workDir, itemDirsName), failed: filepath.Join(workDir, failedDirsName), keep: keep, keepBytes: keepBytes}
+	return &itemDirs{base: filepath.Join(workDir, itemDirsName), failed: filepath.Join(workDir, failedDirsName), keep: keep, keepBytes: keepBytes,
+		spares: make(chan string, spareDirs), gone: make(chan string, goneDirs), quit: make(chan struct{})}
 }
 
-// make creates a fresh directory for an item of job.
+// make creates a fresh directory for an item of job: a spare renamed to
+// the item's name, or, when there is none, one made here.
 func (d *itemDirs) make(job, itemID string) (string, error) {
-	d.once.Do(func() { d.err = os.MkdirAll(d.base, 0o700) })
+	d.once.Do(d.start)
 	if d.err != nil {
 		return "", d.err
 	}
-	return os.MkdirTemp(d.base, dirPrefix(job, itemID))
+	prefix := dirPrefix(job, itemID)
+	select {
+	case spare := <-d.spares:
+		// Spares are dropped where renames cannot refuse an existing name.
+		for range 4 {
+			dir := filepath.Join(d.base, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+			err := renameNoReplace(spare, dir)
+			if err == nil {
+				return dir, nil
+			}
+			if !errors.Is(err, fs.ErrExist) {
+				if errors.Is(err, syscall.EINVAL) || errors.Is(err, errors.ErrUnsupported) {
+					d.noSpare.Store(true) // this file system has no RENAME_NOREPLACE
+				}
+				break
+			}
+		}
+		d.remove(spare)
+	default:
+	}
+	return os.MkdirTemp(d.base, prefix)
+}
+
+// start makes base and, where renames can refuse an existing name,
+// starts the worker. Spares an agent that did not stop left there are
+// removed first (only empty ones: a spare holds nothing).
+func (d *itemDirs) start() {
+	if d.err = os.MkdirAll(d.base, 0o700); d.err != nil || !renameNoReplaceWorks {
+		return
+	}
+	if entries, err := os.ReadDir(d.base); err == nil {
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), spareDirPrefix) {
+				_ = syscall.Rmdir(filepath.Join(d.base, e.Name()))
+			}
+		}
+	}
+	d.closing.Lock()
+	defer d.closing.Unlock()
+	if !d.closed {
+		d.working = true
+		d.worker.Add(1)
+		go d.work()
+	}
+}
+
+// work keeps spares made ahead and removes finished directories until
+// close; then it removes what waits and its spares.
+func (d *itemDirs) work() {
+	defer d.worker.Done()
+	var spare string
+	for {
+		if spare == "" && !d.noSpare.Load() {
+			// A failure (a full disk) is tried again after the next removal:
+			// make makes its own meanwhile.
+			spare, _ = os.MkdirTemp(d.base, spareDirPrefix)
+		}
+		var spares chan<- string
+		if spare != "" {
+			spares = d.spares
+		}
+		select {
+		case spares <- spare:
+			spare = ""
+		case dir := <-d.gone:
+			_ = os.RemoveAll(dir)
+		case <-d.quit:
+			if spare != "" {
+				_ = os.Remove(spare)
+			}
+			for {
+				select {
+				case dir := <-d.gone:
+					_ = os.RemoveAll(dir)
+				case dir := <-d.spares:
+					_ = os.Remove(dir)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// remove removes dir, by the worker unless it is behind or stopped.
+func (d *itemDirs) remove(dir string) {
+	d.closing.RLock()
+	if d.working && !d.closed {
+		select {
+		case d.gone <- dir:
+			d.closing.RUnlock()
+			return
+		default:
+		}
+	}
+	d.closing.RUnlock()
+	_ = os.RemoveAll(dir)
+}
+
+// close stops the worker once it has removed the directories sent to it
+// and its spares. The directories of items that end later are removed by
+// their slots.
+func (d *itemDirs) close() {
+	d.closing.Lock()
+	if d.closed {
+		d.closing.Unlock()
+		return
+	}
+	d.closed = true
+	d.closing.Unlock()
+	close(d.quit)
+	d.worker.Wait()
 }
 
 // dirPrefix is a readable, bounded, path-safe name for an item: its job
@@ -79,7 +227,7 @@ func (d *itemDirs) done(dir string, failed bool) {
 		return
 	}
 	if !failed || d.keep <= 0 || dirSize(dir, d.keepBytes) > d.keepBytes {
-		_ = os.RemoveAll(dir)
+		d.remove(dir)
 		return
 	}
 	d.mu.Lock()

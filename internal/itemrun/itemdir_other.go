@@ -1,0 +1,11 @@
+//go:build !linux
+
+package itemrun
+
+import "errors"
+
+// renameNoReplaceWorks: elsewhere a rename may replace an empty directory
+// of the same name, so no spares are made (itemdir.go).
+const renameNoReplaceWorks = false
+
+func renameNoReplace(string, string) error { return errors.ErrUnsupported }
