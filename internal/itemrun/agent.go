@@ -238,6 +238,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer stopReaper()
 	defer a.dirs.close() // after the last item: consume waits for them
+	// Only when no process of a step outlives it may its emptied directory
+	// serve another item (itemdir.go).
+	a.dirs.recycle.Store(shell.Subreaping())
 
 	names, err := messages.NewNames(a.cfg.Prefix)
 	if err != nil {

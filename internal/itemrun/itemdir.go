@@ -35,8 +35,15 @@ import (
 // per agent does them, out of the slots' way: it makes a few fresh,
 // empty spare directories ahead (<WorkDir>/jetfleet-items/.spare.*), which
 // make renames to the item's name, and removes finished items'
-// directories after the slot has gone on. A spare is never used twice,
-// so an item's directory is as fresh as one made for it.
+// directories after the slot has gone on.
+//
+// Making and removing cost more than renaming, above all beside many
+// processes starting (docs/benchmarks.md): where a subreaper sees to it
+// that no process of a step outlives the step, a successful item's
+// directory that its steps left empty, private and plain (the mode and
+// owner of a fresh one, no extended attributes or ACLs, one block) is
+// renamed back into a spare rather than removed. The next item cannot
+// tell it from a fresh one.
 
 const (
 	itemDirsName   = "jetfleet-items"
@@ -44,10 +51,12 @@ const (
 	// spareDirPrefix names the spares; a leading dot keeps them out of a
 	// plain ls.
 	spareDirPrefix = ".spare."
-	// spareDirs is how many spares the worker keeps made ahead, and
-	// goneDirs how many finished directories may wait for it; beyond that
-	// the slot removes its item's directory itself.
-	spareDirs = 8
+	// spareDirs is how many spares the worker keeps made ahead, or,
+	// where items' directories are reused, spareLow; goneDirs is how many
+	// finished directories may wait for it, beyond which a slot removes
+	// its item's directory itself.
+	spareDirs = 16
+	spareLow  = 2
 	goneDirs  = 256
 )
 
@@ -67,10 +76,16 @@ type itemDirs struct {
 	// only sent to gone while the worker runs and drains it.
 	spares  chan string
 	gone    chan string
+	want    chan struct{} // a spare was taken
 	closing sync.RWMutex
 	working bool
 	closed  bool
 	noSpare atomic.Bool // renames here cannot refuse an existing name
+	// recycle: emptied directories may become spares (set by Run when
+	// the process is a subreaper); fresh is the mode and owner of a
+	// directory made here, 0 until one is.
+	recycle atomic.Bool
+	fresh   atomic.Pointer[dirOwner]
 	quit    chan struct{}
 	worker  sync.WaitGroup
 }
@@ -80,7 +95,7 @@ func newItemDirs(workDir string, keep int, keepBytes int64) *itemDirs {
 		workDir, _ = os.Getwd()
 	}
 	return &itemDirs{base: filepath.Join(workDir, itemDirsName), failed: filepath.Join(workDir, failedDirsName), keep: keep, keepBytes: keepBytes,
-		spares: make(chan string, spareDirs), gone: make(chan string, goneDirs), quit: make(chan struct{})}
+		spares: make(chan string, spareDirs), gone: make(chan string, goneDirs), want: make(chan struct{}, 1), quit: make(chan struct{})}
 }
 
 // make creates a fresh directory for an item of job: a spare renamed to
@@ -91,6 +106,10 @@ func (d *itemDirs) make(job, itemID string) (string, error) {
 		return "", d.err
 	}
 	prefix := dirPrefix(job, itemID)
+	select {
+	case d.want <- struct{}{}:
+	default:
+	}
 	select {
 	case spare := <-d.spares:
 		// Spares are dropped where renames cannot refuse an existing name.
@@ -110,7 +129,47 @@ func (d *itemDirs) make(job, itemID string) (string, error) {
 		d.remove(spare)
 	default:
 	}
-	return os.MkdirTemp(d.base, prefix)
+	return d.mkdirTemp(prefix)
+}
+
+// mkdirTemp makes a directory under base, and notes a fresh one's mode
+// and owner.
+func (d *itemDirs) mkdirTemp(prefix string) (string, error) {
+	dir, err := os.MkdirTemp(d.base, prefix)
+	if err == nil && d.fresh.Load() == nil {
+		if o, ok := ownerOf(dir); ok {
+			d.fresh.Store(&o)
+		}
+	}
+	return dir, err
+}
+
+// reuse makes dir a spare if it can serve another item as a fresh one
+// would, and says whether it did.
+func (d *itemDirs) reuse(dir string) bool {
+	fresh := d.fresh.Load()
+	if !d.recycle.Load() || d.noSpare.Load() || fresh == nil || !emptyLike(dir, *fresh) {
+		return false
+	}
+	d.closing.RLock()
+	defer d.closing.RUnlock()
+	if !d.working || d.closed {
+		return false
+	}
+	spare := filepath.Join(d.base, spareDirPrefix+"r"+strconv.FormatUint(uint64(rand.Uint32()), 10))
+	if renameNoReplace(dir, spare) != nil {
+		return false
+	}
+	select {
+	case d.spares <- spare:
+	default: // as many spares as items: one is too many
+		select {
+		case d.gone <- spare:
+		default:
+			_ = os.Remove(spare)
+		}
+	}
+	return true
 }
 
 // start makes base and, where renames can refuse an existing name,
@@ -140,26 +199,31 @@ func (d *itemDirs) start() {
 // close; then it removes what waits and its spares.
 func (d *itemDirs) work() {
 	defer d.worker.Done()
-	var spare string
 	for {
-		if spare == "" && !d.noSpare.Load() {
-			// A failure (a full disk) is tried again after the next removal:
-			// make makes its own meanwhile.
-			spare, _ = os.MkdirTemp(d.base, spareDirPrefix)
+		target := spareDirs
+		if d.recycle.Load() {
+			target = spareLow
 		}
-		var spares chan<- string
-		if spare != "" {
-			spares = d.spares
+		for !d.noSpare.Load() && len(d.spares) < target {
+			// A failure (a full disk) is tried again after the next take
+			// or removal: make makes its own meanwhile.
+			spare, err := d.mkdirTemp(spareDirPrefix)
+			if err != nil {
+				break
+			}
+			select {
+			case d.spares <- spare:
+				continue
+			default: // filled by reuse meanwhile
+				_ = os.Remove(spare)
+			}
+			break
 		}
 		select {
-		case spares <- spare:
-			spare = ""
+		case <-d.want:
 		case dir := <-d.gone:
 			_ = os.RemoveAll(dir)
 		case <-d.quit:
-			if spare != "" {
-				_ = os.Remove(spare)
-			}
 			for {
 				select {
 				case dir := <-d.gone:
@@ -223,7 +287,7 @@ func dirPrefix(job, itemID string) string {
 
 // done removes dir, or keeps it when failed (within the bounds).
 func (d *itemDirs) done(dir string, failed bool) {
-	if dir == "" {
+	if dir == "" || !failed && d.reuse(dir) {
 		return
 	}
 	if !failed || d.keep <= 0 || dirSize(dir, d.keepBytes) > d.keepBytes {

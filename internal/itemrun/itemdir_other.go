@@ -9,3 +9,9 @@ import "errors"
 const renameNoReplaceWorks = false
 
 func renameNoReplace(string, string) error { return errors.ErrUnsupported }
+
+type dirOwner struct{}
+
+func ownerOf(string) (dirOwner, bool) { return dirOwner{}, false }
+
+func emptyLike(string, dirOwner) bool { return false }

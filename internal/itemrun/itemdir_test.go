@@ -1,10 +1,12 @@
 package itemrun
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,7 +101,7 @@ func TestItemDirsSpares(t *testing.T) {
 	require.NoDirExists(t, filepath.Join(base, spareDirPrefix+"left"), "an empty spare of an agent gone")
 	require.DirExists(t, filepath.Join(base, spareDirPrefix+"full"), "not a spare of ours: never removed")
 	require.NoError(t, os.RemoveAll(filepath.Join(base, spareDirPrefix+"full")))
-	require.Eventually(t, func() bool { return len(spareNames(t, work)) == spareDirs+1 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return len(spareNames(t, work)) == spareDirs }, 10*time.Second, time.Millisecond,
 		"the worker keeps spares made ahead")
 
 	for i := range 3 * spareDirs {
@@ -136,4 +138,92 @@ func TestItemDirsSpares(t *testing.T) {
 	entries, err := os.ReadDir(base)
 	require.NoError(t, err)
 	require.Empty(t, entries)
+}
+
+// Where no process of a step outlives it, a successful item's directory
+// that its steps left as they found it (empty, the mode and owner of a
+// fresh one, no extended attributes) becomes a spare for another item
+// rather than being removed; anything else is removed. A failed item's
+// is never reused.
+func TestItemDirsRecycle(t *testing.T) {
+	work := t.TempDir()
+	d := newItemDirs(work, 2, 100)
+	defer d.close()
+	recycled := func() int {
+		n := 0
+		for _, name := range spareNames(t, work) {
+			if strings.HasPrefix(name, spareDirPrefix+"r") {
+				n++
+			}
+		}
+		return n
+	}
+	plain, err := d.make("job", "plain")
+	require.NoError(t, err)
+	d.done(plain, false)
+	requireGone(t, plain, "not recycled unless Run says so")
+	require.Zero(t, recycled())
+
+	d.recycle.Store(true)
+	xattr, err := d.make("job", "xattr")
+	require.NoError(t, err)
+	if err := syscall.Setxattr(xattr, "user.note", []byte("x"), 0); err == nil {
+		d.done(xattr, false)
+		requireGone(t, xattr, "extended attributes: removed")
+		require.Zero(t, recycled())
+	}
+	for name, change := range map[string]func(dir string) error{
+		"a file":     func(dir string) error { return os.WriteFile(filepath.Join(dir, "f"), nil, 0o600) },
+		"a subdir":   func(dir string) error { return os.Mkdir(filepath.Join(dir, "sub"), 0o700) },
+		"its mode":   func(dir string) error { return os.Chmod(dir, 0o755) },
+		"a symlink":  func(dir string) error { return errors.Join(os.Remove(dir), os.Symlink(t.TempDir(), dir)) },
+		"a big list": func(dir string) error { return growAndEmpty(dir) },
+	} {
+		dir, err := d.make("job", name)
+		require.NoError(t, err)
+		require.NoError(t, change(dir), name)
+		d.done(dir, false)
+		requireGone(t, dir, name+": removed")
+		require.Zero(t, recycled(), name)
+	}
+	failed, err := d.make("job", "failed")
+	require.NoError(t, err)
+	d.done(failed, true)
+	require.NoDirExists(t, failed)
+	require.Zero(t, recycled(), "a failed item's directory is kept, not reused")
+
+	touched, err := d.make("job", "touched")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(touched, "f"), nil, 0o600))
+	require.NoError(t, os.Remove(filepath.Join(touched, "f")))
+	d.done(touched, false)
+	require.NoDirExists(t, touched, "gone at once under its name")
+	require.Equal(t, 1, recycled(), "emptied by its steps: a spare")
+
+	for i := range 2*spareDirs + 2 {
+		dir, err := d.make("job", "next-"+strconv.Itoa(i))
+		require.NoError(t, err)
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Empty(t, entries)
+		fi, err := os.Stat(dir)
+		require.NoError(t, err)
+		require.Equal(t, os.ModeDir|0o700, fi.Mode())
+	}
+	require.Zero(t, recycled(), "the spare served an item")
+}
+
+// growAndEmpty makes dir grow past one block, then empties it.
+func growAndEmpty(dir string) error {
+	for i := range 300 {
+		if err := os.WriteFile(filepath.Join(dir, strings.Repeat("n", 40)+strconv.Itoa(i)), nil, 0o600); err != nil {
+			return err
+		}
+	}
+	for i := range 300 {
+		if err := os.Remove(filepath.Join(dir, strings.Repeat("n", 40)+strconv.Itoa(i))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
