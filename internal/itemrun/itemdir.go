@@ -28,22 +28,19 @@ import (
 // kept. A retry runs in a fresh directory, as it may run on another
 // agent. Jobs of handler steps only make no directory.
 //
-// Making and removing a directory is a step's dearest bookkeeping: with
-// every slot doing both in one parent directory, the kernel's lock on it
-// made mkdir and rmdir cost more CPU than the agent's whole pipeline
-// (docs/benchmarks.md, "Shell steps against xargs -P"). So one goroutine
-// per agent does them, out of the slots' way: it makes a few fresh,
-// empty spare directories ahead (<WorkDir>/jetfleet-items/.spare.*), which
-// make renames to the item's name, and removes finished items'
-// directories after the slot has gone on.
-//
-// Making and removing cost more than renaming, above all beside many
-// processes starting (docs/benchmarks.md): where a subreaper sees to it
-// that no process of a step outlives the step, a successful item's
-// directory that its steps left empty, private and plain (the mode and
-// owner of a fresh one, no extended attributes or ACLs, one block) is
-// renamed back into a spare rather than removed. The next item cannot
-// tell it from a fresh one.
+// Making and removing a directory was a shell step's dearest
+// bookkeeping: every slot doing both in one parent directory, beside many
+// processes starting, cost an agent more CPU than the rest of the item
+// (docs/benchmarks.md, "An item's directory without a mkdir and an
+// rmdir"); a rename costs next to nothing. So one goroutine per agent
+// makes a few fresh, empty spare directories ahead
+// (<WorkDir>/jetfleet-items/.spare.*), make renames one to the item's
+// name, and the goroutine removes finished items' directories after the
+// slot has gone on. Where a subreaper sees to it that no process of a
+// step outlives the step, a successful item's directory that its steps
+// left empty, private and plain (the mode and owner of a fresh one, no
+// extended attributes or ACLs, one block) is renamed back into a spare
+// rather than removed: the next item cannot tell it from a fresh one.
 
 const (
 	itemDirsName   = "jetfleet-items"
