@@ -46,3 +46,45 @@ func TestStepLeavesNoProcess(t *testing.T) {
 			"%s: process %d survived its step, or its zombie was not reaped", item, pid)
 	}
 }
+
+// With the agent a child subreaper, an item's directory its steps leave
+// empty serves a later item (.spare.r*, itemdir.go), and every item still
+// starts in an empty, private directory of its own: two slots, 40 items
+// that each find their directory empty and 0700, write in it, and empty
+// it again; some loosen its mode, so theirs is removed, not reused.
+func TestReusedItemDirectoriesAreFresh(t *testing.T) {
+	t.Parallel()
+	srv := fleettest.RunServer(t)
+	startCoordinator(t, srv.URL(), coordinator.Config{})
+	work := t.TempDir()
+	startAgent(t, srv.URL(), agent.Config{Name: "a1", Reaper: agent.ReaperSteps, Concurrency: 2, WorkDir: work}, nil)
+	cl := client(t, srv)
+	var items []string
+	for i := range 40 {
+		items = append(items, fmt.Sprintf(`{"id": "i%d"}`, i))
+	}
+	id := submit(t, cl, `{"id": "reuse", "items": [`+strings.Join(items, ",")+`],
+		"agent_template": [
+			{"shell": "test -z \"$(ls -A)\" && test \"$(stat -c %a .)\" = 700 && echo ${item_id} > mine", "retry_config": {"attempts": 1}},
+			{"shell": "test \"$(cat mine)\" = ${item_id} && rm mine && case ${item_id} in i1?) chmod 755 .;; esac"}
+		]}`)
+	st := waitJob(t, cl, id, 60*time.Second)
+	require.EqualValues(t, 40, st.Succeeded, "%+v", st)
+	// The job may be seen done a moment before its last directory goes.
+	reused := 0
+	require.Eventually(t, func() bool {
+		entries, err := os.ReadDir(work + "/jetfleet-items")
+		require.NoError(t, err)
+		reused = 0
+		for _, e := range entries {
+			if !strings.HasPrefix(e.Name(), ".spare.") {
+				return false
+			}
+			if strings.HasPrefix(e.Name(), ".spare.r") {
+				reused++
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "only spares are left")
+	require.NotZero(t, reused, "the last items' directories wait as spares")
+}

@@ -256,6 +256,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopReaper()
+	defer a.dirs.close() // after the last item: consume waits for them
+	// Only when no process of a step outlives it may its emptied directory
+	// serve another item (itemdir.go).
+	a.dirs.recycle.Store(shell.Subreaping())
 
 	names, err := messages.NewNames(a.cfg.Prefix)
 	if err != nil {

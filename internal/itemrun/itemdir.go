@@ -3,12 +3,17 @@ package itemrun
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -22,38 +27,242 @@ import (
 // Config.KeepFailedBytes, and only the Config.KeepFailed most recent are
 // kept. A retry runs in a fresh directory, as it may run on another
 // agent. Jobs of handler steps only make no directory.
+//
+// Making and removing a directory was a shell step's dearest
+// bookkeeping: every slot doing both in one parent directory, beside many
+// processes starting, cost an agent more CPU than the rest of the item
+// (docs/benchmarks.md, "An item's directory without a mkdir and an
+// rmdir"); a rename costs next to nothing. So one goroutine per agent
+// makes a few fresh, empty spare directories ahead
+// (<WorkDir>/jetfleet-items/.spare.*), make renames one to the item's
+// name, and the goroutine removes finished items' directories after the
+// slot has gone on. Where a subreaper sees to it that no process of a
+// step outlives the step, a successful item's directory that its steps
+// left empty, private and plain (the mode and owner of a fresh one, no
+// extended attributes or ACLs, one block) is renamed back into a spare
+// rather than removed: the next item cannot tell it from a fresh one.
 
 const (
 	itemDirsName   = "jetfleet-items"
 	failedDirsName = "jetfleet-failed"
+	// spareDirPrefix names the spares; a leading dot keeps them out of a
+	// plain ls.
+	spareDirPrefix = ".spare."
+	// spareDirs is how many spares the worker keeps made ahead, or,
+	// where items' directories are reused, spareLow; goneDirs is how many
+	// finished directories may wait for it, beyond which a slot removes
+	// its item's directory itself.
+	spareDirs = 16
+	spareLow  = 2
+	goneDirs  = 256
 )
 
 // itemDirs makes, removes and keeps item directories. It is safe for
-// concurrent use.
+// concurrent use; close stops its worker.
 type itemDirs struct {
 	base, failed string
 	keep         int
 	keepBytes    int64
 	mu           sync.Mutex // serialises keeping and pruning
 	last         time.Time  // the last kept directory's time, under mu
-	once         sync.Once
+	once         sync.Once  // makes base and starts the worker
 	err          error
+
+	// spares are directories made ahead by the worker; gone are finished
+	// ones it removes. closing guards working and closed: a directory is
+	// only sent to gone while the worker runs and drains it.
+	spares  chan string
+	gone    chan string
+	want    chan struct{} // a spare was taken
+	closing sync.RWMutex
+	working bool
+	closed  bool
+	noSpare atomic.Bool // renames here cannot refuse an existing name
+	// recycle: emptied directories may become spares (set by Run when
+	// the process is a subreaper); fresh is the mode and owner of a
+	// directory made here, 0 until one is.
+	recycle atomic.Bool
+	fresh   atomic.Pointer[dirOwner]
+	quit    chan struct{}
+	worker  sync.WaitGroup
 }
 
 func newItemDirs(workDir string, keep int, keepBytes int64) *itemDirs {
 	if workDir == "" {
 		workDir, _ = os.Getwd()
 	}
-	return &itemDirs{base: filepath.Join(workDir, itemDirsName), failed: filepath.Join(workDir, failedDirsName), keep: keep, keepBytes: keepBytes}
+	return &itemDirs{base: filepath.Join(workDir, itemDirsName), failed: filepath.Join(workDir, failedDirsName), keep: keep, keepBytes: keepBytes,
+		spares: make(chan string, spareDirs), gone: make(chan string, goneDirs), want: make(chan struct{}, 1), quit: make(chan struct{})}
 }
 
-// make creates a fresh directory for an item of job.
+// make creates a fresh directory for an item of job: a spare renamed to
+// the item's name, or, when there is none, one made here.
 func (d *itemDirs) make(job, itemID string) (string, error) {
-	d.once.Do(func() { d.err = os.MkdirAll(d.base, 0o700) })
+	d.once.Do(d.start)
 	if d.err != nil {
 		return "", d.err
 	}
-	return os.MkdirTemp(d.base, dirPrefix(job, itemID))
+	prefix := dirPrefix(job, itemID)
+	select {
+	case d.want <- struct{}{}:
+	default:
+	}
+	select {
+	case spare := <-d.spares:
+		// Spares are dropped where renames cannot refuse an existing name.
+		for range 4 {
+			dir := filepath.Join(d.base, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+			err := renameNoReplace(spare, dir)
+			if err == nil {
+				return dir, nil
+			}
+			if !errors.Is(err, fs.ErrExist) {
+				if errors.Is(err, syscall.EINVAL) || errors.Is(err, errors.ErrUnsupported) {
+					d.noSpare.Store(true) // this file system has no RENAME_NOREPLACE
+				}
+				break
+			}
+		}
+		d.remove(spare)
+	default:
+	}
+	return d.mkdirTemp(prefix)
+}
+
+// mkdirTemp makes a directory under base, and notes a fresh one's mode
+// and owner.
+func (d *itemDirs) mkdirTemp(prefix string) (string, error) {
+	dir, err := os.MkdirTemp(d.base, prefix)
+	if err == nil && d.fresh.Load() == nil {
+		if o, ok := ownerOf(dir); ok {
+			d.fresh.Store(&o)
+		}
+	}
+	return dir, err
+}
+
+// reuse makes dir a spare if it can serve another item as a fresh one
+// would, and says whether it did.
+func (d *itemDirs) reuse(dir string) bool {
+	fresh := d.fresh.Load()
+	if !d.recycle.Load() || d.noSpare.Load() || fresh == nil || !emptyLike(dir, *fresh) {
+		return false
+	}
+	d.closing.RLock()
+	defer d.closing.RUnlock()
+	if !d.working || d.closed {
+		return false
+	}
+	spare := filepath.Join(d.base, spareDirPrefix+"r"+strconv.FormatUint(uint64(rand.Uint32()), 10))
+	if renameNoReplace(dir, spare) != nil {
+		return false
+	}
+	select {
+	case d.spares <- spare:
+	default: // as many spares as items: one is too many
+		select {
+		case d.gone <- spare:
+		default:
+			_ = os.Remove(spare)
+		}
+	}
+	return true
+}
+
+// start makes base and, where renames can refuse an existing name,
+// starts the worker. Spares an agent that did not stop left there are
+// removed first (only empty ones: a spare holds nothing).
+func (d *itemDirs) start() {
+	if d.err = os.MkdirAll(d.base, 0o700); d.err != nil || !renameNoReplaceWorks {
+		return
+	}
+	if entries, err := os.ReadDir(d.base); err == nil {
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), spareDirPrefix) {
+				_ = syscall.Rmdir(filepath.Join(d.base, e.Name()))
+			}
+		}
+	}
+	d.closing.Lock()
+	defer d.closing.Unlock()
+	if !d.closed {
+		d.working = true
+		d.worker.Add(1)
+		go d.work()
+	}
+}
+
+// work keeps spares made ahead and removes finished directories until
+// close; then it removes what waits and its spares.
+func (d *itemDirs) work() {
+	defer d.worker.Done()
+	for {
+		target := spareDirs
+		if d.recycle.Load() {
+			target = spareLow
+		}
+		for !d.noSpare.Load() && len(d.spares) < target {
+			// A failure (a full disk) is tried again after the next take
+			// or removal: make makes its own meanwhile.
+			spare, err := d.mkdirTemp(spareDirPrefix)
+			if err != nil {
+				break
+			}
+			select {
+			case d.spares <- spare:
+				continue
+			default: // filled by reuse meanwhile
+				_ = os.Remove(spare)
+			}
+			break
+		}
+		select {
+		case <-d.want:
+		case dir := <-d.gone:
+			_ = os.RemoveAll(dir)
+		case <-d.quit:
+			for {
+				select {
+				case dir := <-d.gone:
+					_ = os.RemoveAll(dir)
+				case dir := <-d.spares:
+					_ = os.Remove(dir)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// remove removes dir, by the worker unless it is behind or stopped.
+func (d *itemDirs) remove(dir string) {
+	d.closing.RLock()
+	if d.working && !d.closed {
+		select {
+		case d.gone <- dir:
+			d.closing.RUnlock()
+			return
+		default:
+		}
+	}
+	d.closing.RUnlock()
+	_ = os.RemoveAll(dir)
+}
+
+// close stops the worker once it has removed the directories sent to it
+// and its spares. The directories of items that end later are removed by
+// their slots.
+func (d *itemDirs) close() {
+	d.closing.Lock()
+	if d.closed {
+		d.closing.Unlock()
+		return
+	}
+	d.closed = true
+	d.closing.Unlock()
+	close(d.quit)
+	d.worker.Wait()
 }
 
 // dirPrefix is a readable, bounded, path-safe name for an item: its job
@@ -75,11 +284,11 @@ func dirPrefix(job, itemID string) string {
 
 // done removes dir, or keeps it when failed (within the bounds).
 func (d *itemDirs) done(dir string, failed bool) {
-	if dir == "" {
+	if dir == "" || !failed && d.reuse(dir) {
 		return
 	}
 	if !failed || d.keep <= 0 || dirSize(dir, d.keepBytes) > d.keepBytes {
-		_ = os.RemoveAll(dir)
+		d.remove(dir)
 		return
 	}
 	d.mu.Lock()

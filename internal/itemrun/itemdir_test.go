@@ -1,10 +1,14 @@
 package itemrun
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -12,6 +16,7 @@ import (
 func TestItemDirsKeepBounds(t *testing.T) {
 	work := t.TempDir()
 	d := newItemDirs(work, 2, 100)
+	defer d.close()
 	var made []string
 	for i := range 4 {
 		dir, err := d.make("job/1", "item "+strings.Repeat("x", 100)+string(rune('a'+i)))
@@ -22,11 +27,11 @@ func TestItemDirsKeepBounds(t *testing.T) {
 		made = append(made, dir)
 	}
 	d.done(made[0], false)
-	require.NoDirExists(t, made[0], "a delivery that did not fail leaves nothing")
+	requireGone(t, made[0], "a delivery that did not fail leaves nothing")
 
 	require.NoError(t, os.WriteFile(filepath.Join(made[1], "big"), make([]byte, 101), 0o600))
 	d.done(made[1], true)
-	require.NoDirExists(t, made[1], "above KeepFailedBytes: removed")
+	requireGone(t, made[1], "above KeepFailedBytes: removed")
 
 	d.done(made[2], true)
 	d.done(made[3], true)
@@ -47,8 +52,178 @@ func TestItemDirsKeepBounds(t *testing.T) {
 	require.Contains(t, names, filepath.Base(another))
 
 	none := newItemDirs(t.TempDir(), -1, 100)
+	defer none.close()
 	dir, err := none.make("j", "i")
 	require.NoError(t, err)
 	none.done(dir, true)
-	require.NoDirExists(t, dir, "KeepFailed < 0 keeps none")
+	requireGone(t, dir, "KeepFailed < 0 keeps none")
+}
+
+// requireGone waits for the worker to remove dir.
+func requireGone(t *testing.T, dir, msg string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, err := os.Lstat(dir)
+		return os.IsNotExist(err)
+	}, 10*time.Second, time.Millisecond, msg)
+}
+
+// spareNames lists the spares under work's item directories.
+func spareNames(t *testing.T, work string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(work, itemDirsName))
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), spareDirPrefix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// The worker makes spares ahead; an item's directory is one of them
+// renamed, and is as fresh as one made for it: empty and private,
+// whatever the items before left in theirs. Closing
+// removes the spares and the directories waiting for removal; items that
+// end later have theirs removed at once. Empty spares an agent left
+// behind are removed when the next starts.
+func TestItemDirsSpares(t *testing.T) {
+	work := t.TempDir()
+	base := filepath.Join(work, itemDirsName)
+	require.NoError(t, os.MkdirAll(filepath.Join(base, spareDirPrefix+"left"), 0o700))
+	require.NoError(t, os.MkdirAll(filepath.Join(base, spareDirPrefix+"full"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(base, spareDirPrefix+"full", "f"), nil, 0o600))
+
+	d := newItemDirs(work, 2, 100)
+	first, err := d.make("job", "first")
+	require.NoError(t, err)
+	require.NoDirExists(t, filepath.Join(base, spareDirPrefix+"left"), "an empty spare of an agent gone")
+	require.DirExists(t, filepath.Join(base, spareDirPrefix+"full"), "not a spare of ours: never removed")
+	require.NoError(t, os.RemoveAll(filepath.Join(base, spareDirPrefix+"full")))
+	require.Eventually(t, func() bool { return len(spareNames(t, work)) == spareDirs }, 10*time.Second, time.Millisecond,
+		"the worker keeps spares made ahead")
+
+	for i := range 3 * spareDirs {
+		dir, err := d.make("job", "item-"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.Equal(t, base, filepath.Dir(dir))
+		require.True(t, strings.HasPrefix(filepath.Base(dir), dirPrefix("job", "item-"+strconv.Itoa(i))), "named after the item: %s", dir)
+		fi, err := os.Stat(dir)
+		require.NoError(t, err)
+		require.Equal(t, os.ModeDir|0o700, fi.Mode(), "private")
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Empty(t, entries, "fresh")
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "left"), []byte("x"), 0o600))
+		d.done(dir, false)
+		requireGone(t, dir, "removed when the item ends")
+	}
+
+	pending, err := d.make("job", "pending")
+	require.NoError(t, err)
+	d.done(pending, false)
+	d.close()
+	require.NoDirExists(t, pending, "removed before close returns")
+	require.Empty(t, spareNames(t, work), "close removes the spares")
+	d.close() // idempotent
+
+	late, err := d.make("job", "late")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(late, "f"), nil, 0o600))
+	d.done(late, false)
+	require.NoDirExists(t, late, "after close, removed by the slot")
+	d.done(first, false)
+	require.NoDirExists(t, first)
+	entries, err := os.ReadDir(base)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
+// Where no process of a step outlives it, a successful item's directory
+// that its steps left as they found it (empty, the mode and owner of a
+// fresh one, no extended attributes) becomes a spare for another item
+// rather than being removed; anything else is removed. A failed item's
+// is never reused.
+func TestItemDirsRecycle(t *testing.T) {
+	work := t.TempDir()
+	d := newItemDirs(work, 2, 100)
+	defer d.close()
+	recycled := func() int {
+		n := 0
+		for _, name := range spareNames(t, work) {
+			if strings.HasPrefix(name, spareDirPrefix+"r") {
+				n++
+			}
+		}
+		return n
+	}
+	plain, err := d.make("job", "plain")
+	require.NoError(t, err)
+	d.done(plain, false)
+	requireGone(t, plain, "not recycled unless Run says so")
+	require.Zero(t, recycled())
+
+	d.recycle.Store(true)
+	xattr, err := d.make("job", "xattr")
+	require.NoError(t, err)
+	if err := syscall.Setxattr(xattr, "user.note", []byte("x"), 0); err == nil {
+		d.done(xattr, false)
+		requireGone(t, xattr, "extended attributes: removed")
+		require.Zero(t, recycled())
+	}
+	for name, change := range map[string]func(dir string) error{
+		"a file":     func(dir string) error { return os.WriteFile(filepath.Join(dir, "f"), nil, 0o600) },
+		"a subdir":   func(dir string) error { return os.Mkdir(filepath.Join(dir, "sub"), 0o700) },
+		"its mode":   func(dir string) error { return os.Chmod(dir, 0o755) },
+		"a symlink":  func(dir string) error { return errors.Join(os.Remove(dir), os.Symlink(t.TempDir(), dir)) },
+		"a big list": func(dir string) error { return growAndEmpty(dir) },
+	} {
+		dir, err := d.make("job", name)
+		require.NoError(t, err)
+		require.NoError(t, change(dir), name)
+		d.done(dir, false)
+		requireGone(t, dir, name+": removed")
+		require.Zero(t, recycled(), name)
+	}
+	failed, err := d.make("job", "failed")
+	require.NoError(t, err)
+	d.done(failed, true)
+	require.NoDirExists(t, failed)
+	require.Zero(t, recycled(), "a failed item's directory is kept, not reused")
+
+	touched, err := d.make("job", "touched")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(touched, "f"), nil, 0o600))
+	require.NoError(t, os.Remove(filepath.Join(touched, "f")))
+	d.done(touched, false)
+	require.NoDirExists(t, touched, "gone at once under its name")
+	require.Equal(t, 1, recycled(), "emptied by its steps: a spare")
+
+	for i := range 2*spareDirs + 2 {
+		dir, err := d.make("job", "next-"+strconv.Itoa(i))
+		require.NoError(t, err)
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Empty(t, entries)
+		fi, err := os.Stat(dir)
+		require.NoError(t, err)
+		require.Equal(t, os.ModeDir|0o700, fi.Mode())
+	}
+	require.Zero(t, recycled(), "the spare served an item")
+}
+
+// growAndEmpty makes dir grow past one block, then empties it.
+func growAndEmpty(dir string) error {
+	for i := range 300 {
+		if err := os.WriteFile(filepath.Join(dir, strings.Repeat("n", 40)+strconv.Itoa(i)), nil, 0o600); err != nil {
+			return err
+		}
+	}
+	for i := range 300 {
+		if err := os.Remove(filepath.Join(dir, strings.Repeat("n", 40)+strconv.Itoa(i))); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -123,6 +123,10 @@ func EnableSubreaper(mode ReapMode) error {
 	return nil
 }
 
+// Subreaping reports whether [EnableSubreaper] has made the process a
+// child subreaper: from then on no process a step started outlives it.
+func Subreaping() bool { return currentReaper() != nil }
+
 // currentReaper returns the subreaper, nil when not enabled.
 func currentReaper() *reaper {
 	reaperMu.Lock()

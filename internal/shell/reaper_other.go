@@ -16,3 +16,6 @@ func EnableSubreaper(mode ReapMode) error {
 
 // Reap returns at once outside Linux.
 func Reap(ctx context.Context) {}
+
+// Subreaping is false outside Linux.
+func Subreaping() bool { return false }

@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"io"
 	"sync"
 	"unicode/utf8"
 )
@@ -46,6 +47,31 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 		w.full = true
 	}
 	return n, nil
+}
+
+// copyBufs are ReadFrom's buffers.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// ReadFrom writes what it reads from r until EOF, through a pooled buffer:
+// os/exec copies a step's output pipe with io.Copy, which would otherwise
+// allocate 32 KiB for each stream of each step: 64 KiB of garbage per step.
+func (w *tailWriter) ReadFrom(r io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	var n int64
+	for {
+		m, err := r.Read(*bp)
+		if m > 0 {
+			_, _ = w.Write((*bp)[:m])
+			n += int64(m)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // String returns the kept bytes, oldest first. When older bytes were

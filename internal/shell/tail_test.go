@@ -1,6 +1,8 @@
 package shell
 
 import (
+	"errors"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -67,3 +69,32 @@ func TestTailWriterRandom(t *testing.T) {
 		}
 	}
 }
+
+// ReadFrom, which io.Copy uses (os/exec copies output pipes with it),
+// keeps and counts what Write would, and passes a read error on.
+func TestTailWriterReadFrom(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, size := range []int{0, 5, 8 << 10, 100 << 10} {
+		b := make([]byte, size)
+		for i := range b {
+			b[i] = 'a' + byte(rng.IntN(26))
+		}
+		w := newTailWriter(1000)
+		n, err := io.Copy(w, struct{ io.Reader }{strings.NewReader(string(b))}) // no WriterTo: ReadFrom is used
+		require.NoError(t, err)
+		require.Equal(t, int64(size), n)
+		require.Equal(t, int64(size), w.Total())
+		require.Equal(t, string(b[max(0, size-1000):]), w.String())
+	}
+	boom := errors.New("boom")
+	w := newTailWriter(10)
+	n, err := w.ReadFrom(io.MultiReader(strings.NewReader("abc"), errReader{boom}))
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, int64(3), n)
+	require.Equal(t, "abc", w.String())
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
