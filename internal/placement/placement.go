@@ -1,0 +1,206 @@
+// Package placement moves consumers off a replica that stopped applying
+// its stream's writes.
+//
+// A consumer reads its stream from the replica on its leader's node. On a
+// node whose JetStream store is full (max_file_store reached) the replicas
+// apply nothing their leaders send, and the node stands for no election;
+// stream leaders there step down at their next write, but a consumer led
+// there keeps delivering from its node's replica, which no longer grows:
+// the work, the parked retries sourced back and the results stop reaching
+// their readers while the other two nodes, a quorum, take every write. A
+// node cut off the cluster looks the same from its leaders' side.
+//
+// Sweep asks each stream's leader for its replicas: one that has not
+// answered the leader for StaleAfter is stale. Each consumer of that
+// stream led from a stale replica's node is moved: a replicated one steps
+// down (the leader's stepdown API; the stale node stands for no election
+// while full), an ephemeral one on a single replica (an ordered consumer:
+// the coordinator's results reader, a KV watch) is deleted, and its owner
+// makes it again from where it was (nats.go's ordered consumer does), on a
+// node picked at random. A durable single-replica consumer is left alone.
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Defaults of Config.
+const (
+	// DefaultInterval is how often Run sweeps.
+	DefaultInterval = 5 * time.Second
+	// DefaultStaleAfter is how long a replica has not answered its stream
+	// leader before its consumers are moved: raft heartbeats go every
+	// second, and the server calls a replica not current after 10 s.
+	DefaultStaleAfter = 5 * time.Second
+)
+
+// Config says which streams to watch and how.
+type Config struct {
+	// JetStream is the connection's JetStream context (its API prefix or
+	// domain is honoured).
+	JetStream jetstream.JetStream
+	// Streams returns the names of the streams to watch; called at every
+	// sweep.
+	Streams func() []string
+	// Interval is how often Run sweeps. Defaults to DefaultInterval.
+	Interval time.Duration
+	// StaleAfter: a replica silent for this long is stale. Defaults to
+	// DefaultStaleAfter.
+	StaleAfter time.Duration
+	// Log receives one line per consumer moved. Defaults to zerolog.Nop().
+	Log *zerolog.Logger
+}
+
+// Move is one consumer moved off a stale replica.
+type Move struct {
+	Stream, Consumer string
+	// From is the stale node that led it.
+	From string
+	// Deleted is true for an ephemeral single-replica consumer, which was
+	// deleted; false for a replicated one, which stepped down.
+	Deleted bool
+}
+
+// Run sweeps every Interval until ctx ends. It returns ctx's error.
+func Run(ctx context.Context, cfg Config) error {
+	every := cfg.Interval
+	if every <= 0 {
+		every = DefaultInterval
+	}
+	log := zerolog.Nop()
+	if cfg.Log != nil {
+		log = *cfg.Log
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, every)
+		moves, err := Sweep(sctx, cfg)
+		cancel()
+		for _, m := range moves {
+			how := "stepped down"
+			if m.Deleted {
+				how = "deleted (its owner makes it again elsewhere)"
+			}
+			log.Warn().Str("stream", m.Stream).Str("consumer", m.Consumer).Str("node", m.From).
+				Msg("consumer led from a replica that applies nothing (a full store, or a node cut off): " + how)
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Debug().Err(err).Msg("placement sweep")
+		}
+	}
+}
+
+// Sweep moves, once, the consumers of cfg's streams that are led from a
+// stale replica's node, and reports what it moved. A stream that cannot
+// be read is skipped; the errors met are joined.
+func Sweep(ctx context.Context, cfg Config) ([]Move, error) {
+	staleAfter := cfg.StaleAfter
+	if staleAfter <= 0 {
+		staleAfter = DefaultStaleAfter
+	}
+	var moves []Move
+	var errs []error
+	for _, name := range cfg.Streams() {
+		s, err := cfg.JetStream.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stream %s: %w", name, err))
+			continue
+		}
+		stale := staleReplicas(s.CachedInfo().Cluster, staleAfter)
+		if len(stale) == 0 {
+			continue
+		}
+		lister := s.ListConsumers(ctx)
+		for ci := range lister.Info() {
+			if ci.Cluster == nil || !stale[ci.Cluster.Leader] {
+				continue
+			}
+			m := Move{Stream: name, Consumer: ci.Name, From: ci.Cluster.Leader}
+			switch {
+			case len(ci.Cluster.Replicas) > 0:
+				err = stepDown(ctx, cfg.JetStream, name, ci.Name)
+			case ci.Config.Durable == "":
+				m.Deleted = true
+				err = s.DeleteConsumer(ctx, ci.Name)
+			default:
+				continue // a durable on one replica has nowhere to go
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("consumer %s > %s: %w", name, ci.Name, err))
+				continue
+			}
+			moves = append(moves, m)
+		}
+		if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+			errs = append(errs, fmt.Errorf("stream %s's consumers: %w", name, err))
+		}
+	}
+	return moves, errors.Join(errs...)
+}
+
+// staleReplicas names the replicas of ci (as its leader sees them) that
+// have not answered the leader for staleAfter and are not known offline.
+func staleReplicas(ci *jetstream.ClusterInfo, staleAfter time.Duration) map[string]bool {
+	if ci == nil || ci.Leader == "" {
+		return nil
+	}
+	var stale map[string]bool
+	for _, p := range ci.Replicas {
+		if p == nil || p.Current || p.Offline || p.Active < staleAfter {
+			continue
+		}
+		if stale == nil {
+			stale = map[string]bool{}
+		}
+		stale[p.Name] = true
+	}
+	return stale
+}
+
+// stepDown asks consumer's leader to step down
+// ($JS.API.CONSUMER.LEADER.STEPDOWN.<stream>.<consumer>).
+func stepDown(ctx context.Context, js jetstream.JetStream, stream, consumer string) error {
+	msg, err := js.Conn().RequestWithContext(ctx, apiPrefix(js)+"CONSUMER.LEADER.STEPDOWN."+stream+"."+consumer, nil)
+	if err != nil {
+		return err
+	}
+	var resp struct {
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return fmt.Errorf("stepdown reply: %w", err)
+	}
+	if resp.Error != nil {
+		return resp.Error
+	}
+	return nil
+}
+
+// apiPrefix is the subject prefix of js's JetStream API requests.
+func apiPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	}
+	return jetstream.DefaultAPIPrefix
+}
