@@ -10,8 +10,11 @@
 // their readers while the other two nodes, a quorum, take every write. A
 // node cut off the cluster looks the same from its leaders' side.
 //
-// Sweep asks each stream's leader for its replicas: one that has not
-// answered the leader for StaleAfter is stale. Each consumer of that
+// A Sweeper asks each stream's leader for its replicas: one that has not
+// answered the leader for StaleAfter is stale. A leader elected after the
+// node filled has never heard from it, and reports it as not current with
+// no time since it was last heard (zero): such a replica is stale once
+// the sweeps have seen it so, under the same leader, for StaleAfter. Each consumer of that
 // stream led from a stale replica's node is moved: a replicated one steps
 // down (the leader's stepdown API; the stale node stands for no election
 // while full), an ephemeral one on a single replica (an ordered consumer:
@@ -69,8 +72,24 @@ type Move struct {
 	Deleted bool
 }
 
+// Sweeper moves consumers off stale replicas (Sweep). It remembers, from
+// one sweep to the next, the replicas a leader has never heard from. Not
+// safe for concurrent use.
+type Sweeper struct {
+	cfg Config
+	// Now is the sweeper's clock. Defaults to time.Now.
+	Now func() time.Time
+	// unheard: stream/leader/replica -> when a sweep first saw the leader
+	// report the replica as never heard from.
+	unheard map[string]time.Time
+}
+
+// NewSweeper returns a Sweeper of cfg.
+func NewSweeper(cfg Config) *Sweeper { return &Sweeper{cfg: cfg} }
+
 // Run sweeps every Interval until ctx ends. It returns ctx's error.
 func Run(ctx context.Context, cfg Config) error {
+	sw := NewSweeper(cfg)
 	every := cfg.Interval
 	if every <= 0 {
 		every = DefaultInterval
@@ -88,7 +107,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-t.C:
 		}
 		sctx, cancel := context.WithTimeout(ctx, every)
-		moves, err := Sweep(sctx, cfg)
+		moves, err := sw.Sweep(sctx)
 		cancel()
 		for _, m := range moves {
 			how := "stepped down"
@@ -104,14 +123,21 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
-// Sweep moves, once, the consumers of cfg's streams that are led from a
+// Sweep moves, once, the consumers of the streams that are led from a
 // stale replica's node, and reports what it moved. A stream that cannot
 // be read is skipped; the errors met are joined.
-func Sweep(ctx context.Context, cfg Config) ([]Move, error) {
+func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
+	cfg := sw.cfg
 	staleAfter := cfg.StaleAfter
 	if staleAfter <= 0 {
 		staleAfter = DefaultStaleAfter
 	}
+	now := time.Now
+	if sw.Now != nil {
+		now = sw.Now
+	}
+	seen := sw.unheard
+	sw.unheard = map[string]time.Time{}
 	var moves []Move
 	var errs []error
 	for _, name := range cfg.Streams() {
@@ -123,7 +149,22 @@ func Sweep(ctx context.Context, cfg Config) ([]Move, error) {
 			errs = append(errs, fmt.Errorf("stream %s: %w", name, err))
 			continue
 		}
-		stale := staleReplicas(s.CachedInfo().Cluster, staleAfter)
+		ci := s.CachedInfo().Cluster
+		stale := staleReplicas(ci, staleAfter)
+		for _, r := range unheardReplicas(ci) {
+			key := name + "/" + ci.Leader + "/" + r
+			first, ok := seen[key]
+			if !ok {
+				first = now()
+			}
+			sw.unheard[key] = first
+			if now().Sub(first) >= staleAfter {
+				if stale == nil {
+					stale = map[string]bool{}
+				}
+				stale[r] = true
+			}
+		}
 		if len(stale) == 0 {
 			continue
 		}
@@ -172,6 +213,22 @@ func staleReplicas(ci *jetstream.ClusterInfo, staleAfter time.Duration) map[stri
 		stale[p.Name] = true
 	}
 	return stale
+}
+
+// unheardReplicas names the replicas of ci that its leader has never heard
+// from since it was elected: not current, no time since last heard, not
+// known offline.
+func unheardReplicas(ci *jetstream.ClusterInfo) []string {
+	if ci == nil || ci.Leader == "" {
+		return nil
+	}
+	var names []string
+	for _, p := range ci.Replicas {
+		if p != nil && !p.Current && !p.Offline && p.Active == 0 {
+			names = append(names, p.Name)
+		}
+	}
+	return names
 }
 
 // stepDown asks consumer's leader to step down

@@ -106,10 +106,11 @@ func TestSweepMovesAConsumerOffAFullNode(t *testing.T) {
 	})
 
 	var moves []Move
+	sw := NewSweeper(Config{JetStream: js, Streams: func() []string { return []string{"WORK"} }})
 	fleettest.WaitFor(t, time.Minute, func() error {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		m, err := Sweep(sctx, Config{JetStream: js, Streams: func() []string { return []string{"WORK"} }})
+		m, err := sw.Sweep(sctx)
 		moves = append(moves, m...)
 		if len(moves) == 0 {
 			return fmt.Errorf("nothing moved yet (%v)", err)
@@ -137,4 +138,15 @@ func TestSweepMovesAConsumerOffAFullNode(t *testing.T) {
 		require.NoError(t, m.Ack())
 	}
 	require.Equal(t, []string{"item"}, got, "the item stored while n2 was full is delivered")
+}
+
+func TestUnheardReplicas(t *testing.T) {
+	ci := &jetstream.ClusterInfo{Leader: "n0", Replicas: []*jetstream.PeerInfo{
+		{Name: "n1", Current: true},                         // heard, current
+		{Name: "n2", Lag: 900},                              // never heard since n0 was elected
+		{Name: "n3", Lag: 2, Active: 10 * time.Millisecond}, // heard a moment ago
+		{Name: "n4", Offline: true},
+	}}
+	require.Equal(t, []string{"n2"}, unheardReplicas(ci))
+	require.Nil(t, unheardReplicas(&jetstream.ClusterInfo{Replicas: ci.Replicas}), "no leader")
 }
