@@ -244,6 +244,11 @@ func TestStoreFullOneNodeOfThree(t *testing.T) {
 	t.Logf("node n2's store full after %d MiB: %d bytes used of %d", mib, storeUsed(t, c, 2), smallStore)
 
 	close(f.release)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("leaders at the failure: %s", leaders(t, c))
+		}
+	})
 	at := status(t, f.cl, id).Done()
 	start := time.Now()
 	f.requireEnd(t, id)

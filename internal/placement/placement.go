@@ -14,13 +14,17 @@
 // answered the leader for StaleAfter is stale. A leader elected after the
 // node filled has never heard from it, and reports it as not current with
 // no time since it was last heard (zero): such a replica is stale once
-// the sweeps have seen it so, under the same leader, for StaleAfter. Each consumer of that
-// stream led from a stale replica's node is moved: a replicated one steps
-// down (the leader's stepdown API; the stale node stands for no election
-// while full), an ephemeral one on a single replica (an ordered consumer:
-// the coordinator's results reader, a KV watch) is deleted, and its owner
-// makes it again from where it was (nats.go's ordered consumer does), on a
-// node picked at random. A durable single-replica consumer is left alone.
+// the sweeps have seen it so, under the same leader, for StaleAfter. A node
+// with a stale replica of any stream is stale for every stream: a stream
+// led from it that takes no write keeps its leader there (and a consumer
+// led from there delivers from that leader's old copy of another stream's
+// sources). Each stream led from a stale node steps down, and each
+// consumer led from one is moved: a replicated one steps down (the stale
+// node stands for no election while full), an ephemeral one on a single
+// replica (an ordered consumer: the coordinator's results reader, a KV
+// watch) is deleted, and its owner makes it again from where it was
+// (nats.go's ordered consumer does), on a node picked at random. A durable
+// single-replica consumer is left alone.
 package placement
 
 import (
@@ -62,8 +66,9 @@ type Config struct {
 	Log *zerolog.Logger
 }
 
-// Move is one consumer moved off a stale replica.
+// Move is one consumer, or one stream's leader, moved off a stale node.
 type Move struct {
+	// Consumer is "" for the stream's own leader, which stepped down.
 	Stream, Consumer string
 	// From is the stale node that led it.
 	From string
@@ -110,12 +115,15 @@ func Run(ctx context.Context, cfg Config) error {
 		moves, err := sw.Sweep(sctx)
 		cancel()
 		for _, m := range moves {
-			how := "stepped down"
+			what, how := "consumer", "stepped down"
+			if m.Consumer == "" {
+				what = "stream"
+			}
 			if m.Deleted {
 				how = "deleted (its owner makes it again elsewhere)"
 			}
 			log.Warn().Str("stream", m.Stream).Str("consumer", m.Consumer).Str("node", m.From).
-				Msg("consumer led from a replica that applies nothing (a full store, or a node cut off): " + how)
+				Msg(what + " led from a node that applies nothing (a full store, or a node cut off): " + how)
 		}
 		if err != nil && ctx.Err() == nil {
 			log.Debug().Err(err).Msg("placement sweep")
@@ -140,6 +148,17 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 	sw.unheard = map[string]time.Time{}
 	var moves []Move
 	var errs []error
+	// First the stale nodes, as any stream's leader sees them: a node
+	// that applies nothing does so for every stream it holds. A stream
+	// whose leader is on that node and takes no write keeps its leader
+	// there, and reports its replicas current.
+	stale := map[string]bool{}
+	type held struct {
+		name string
+		s    jetstream.Stream
+		ci   *jetstream.ClusterInfo
+	}
+	var streams []held
 	for _, name := range cfg.Streams() {
 		s, err := cfg.JetStream.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -150,7 +169,13 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 			continue
 		}
 		ci := s.CachedInfo().Cluster
-		stale := staleReplicas(ci, staleAfter)
+		if ci == nil || len(ci.Replicas) == 0 {
+			continue // one replica: nowhere to move to
+		}
+		streams = append(streams, held{name, s, ci})
+		for r := range staleReplicas(ci, staleAfter) {
+			stale[r] = true
+		}
 		for _, r := range unheardReplicas(ci) {
 			key := name + "/" + ci.Leader + "/" + r
 			first, ok := seen[key]
@@ -159,38 +184,46 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 			}
 			sw.unheard[key] = first
 			if now().Sub(first) >= staleAfter {
-				if stale == nil {
-					stale = map[string]bool{}
-				}
 				stale[r] = true
 			}
 		}
-		if len(stale) == 0 {
-			continue
+	}
+	if len(stale) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	for _, h := range streams {
+		if stale[h.ci.Leader] {
+			err := request(ctx, cfg.JetStream, "STREAM.LEADER.STEPDOWN."+h.name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("stream %s: %w", h.name, err))
+			} else {
+				moves = append(moves, Move{Stream: h.name, From: h.ci.Leader})
+			}
 		}
-		lister := s.ListConsumers(ctx)
+		lister := h.s.ListConsumers(ctx)
 		for ci := range lister.Info() {
 			if ci.Cluster == nil || !stale[ci.Cluster.Leader] {
 				continue
 			}
-			m := Move{Stream: name, Consumer: ci.Name, From: ci.Cluster.Leader}
+			m := Move{Stream: h.name, Consumer: ci.Name, From: ci.Cluster.Leader}
+			var err error
 			switch {
 			case len(ci.Cluster.Replicas) > 0:
-				err = stepDown(ctx, cfg.JetStream, name, ci.Name)
+				err = request(ctx, cfg.JetStream, "CONSUMER.LEADER.STEPDOWN."+h.name+"."+ci.Name)
 			case ci.Config.Durable == "":
 				m.Deleted = true
-				err = s.DeleteConsumer(ctx, ci.Name)
+				err = request(ctx, cfg.JetStream, "CONSUMER.DELETE."+h.name+"."+ci.Name)
 			default:
 				continue // a durable on one replica has nowhere to go
 			}
 			if err != nil {
-				errs = append(errs, fmt.Errorf("consumer %s > %s: %w", name, ci.Name, err))
+				errs = append(errs, fmt.Errorf("consumer %s > %s: %w", h.name, ci.Name, err))
 				continue
 			}
 			moves = append(moves, m)
 		}
 		if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-			errs = append(errs, fmt.Errorf("stream %s's consumers: %w", name, err))
+			errs = append(errs, fmt.Errorf("stream %s's consumers: %w", h.name, err))
 		}
 	}
 	return moves, errors.Join(errs...)
@@ -231,10 +264,13 @@ func unheardReplicas(ci *jetstream.ClusterInfo) []string {
 	return names
 }
 
-// stepDown asks consumer's leader to step down
-// ($JS.API.CONSUMER.LEADER.STEPDOWN.<stream>.<consumer>).
-func stepDown(ctx context.Context, js jetstream.JetStream, stream, consumer string) error {
-	msg, err := js.Conn().RequestWithContext(ctx, apiPrefix(js)+"CONSUMER.LEADER.STEPDOWN."+stream+"."+consumer, nil)
+// request makes one JetStream API request (a stepdown, a delete) and
+// returns its error, waiting at most requestWait: the leader asked may be
+// cut off and never answer.
+func request(ctx context.Context, js jetstream.JetStream, api string) error {
+	ctx, cancel := context.WithTimeout(ctx, requestWait)
+	defer cancel()
+	msg, err := js.Conn().RequestWithContext(ctx, apiPrefix(js)+api, nil)
 	if err != nil {
 		return err
 	}
@@ -242,13 +278,16 @@ func stepDown(ctx context.Context, js jetstream.JetStream, stream, consumer stri
 		Error *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return fmt.Errorf("stepdown reply: %w", err)
+		return fmt.Errorf("%s reply: %w", api, err)
 	}
 	if resp.Error != nil {
 		return resp.Error
 	}
 	return nil
 }
+
+// requestWait bounds one stepdown or delete.
+const requestWait = 2 * time.Second
 
 // apiPrefix is the subject prefix of js's JetStream API requests.
 func apiPrefix(js jetstream.JetStream) string {

@@ -76,7 +76,7 @@ func TestSweepMovesAConsumerOffAFullNode(t *testing.T) {
 		}
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		_ = stepDown(sctx, js, "WORK", "agents")
+		_ = request(sctx, js, "CONSUMER.LEADER.STEPDOWN.WORK.agents")
 		return fmt.Errorf("led from %s", info.Cluster.Leader)
 	})
 	// n2 full: 1 MiB chunks into another R3 stream until it is past its limit.
@@ -117,7 +117,7 @@ func TestSweepMovesAConsumerOffAFullNode(t *testing.T) {
 		}
 		return nil
 	})
-	require.Equal(t, Move{Stream: "WORK", Consumer: "agents", From: "n2"}, moves[0])
+	require.Contains(t, moves, Move{Stream: "WORK", Consumer: "agents", From: "n2"})
 	fleettest.WaitFor(t, time.Minute, func() error {
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
