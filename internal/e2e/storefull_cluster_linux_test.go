@@ -138,12 +138,21 @@ func (f *storeFullFleet) requireEnd(t *testing.T, id string) {
 func (f *storeFullFleet) requireStreams(t *testing.T, id string) {
 	t.Helper()
 	doomed := fullDoomed()
+	// Read until every result is seen: an ordered consumer placed on the
+	// node that was full reads its copy, which may still be catching up
+	// (and the leader's placement sweep deletes a reader there meanwhile).
 	ok := map[int64]bool{}
-	for _, res := range jobResults(t, f.c.JS(), id) {
-		if res.Outcome == messages.OutcomeSucceeded {
-			ok[res.Index] = true
+	fleettest.WaitFor(t, time.Minute, func() error {
+		for _, res := range jobResults(t, f.c.JS(), id) {
+			if res.Outcome == messages.OutcomeSucceeded {
+				ok[res.Index] = true
+			}
 		}
-	}
+		if len(ok) < fullItems-doomed {
+			return fmt.Errorf("%d distinct items with a successful result, want %d", len(ok), fullItems-doomed)
+		}
+		return nil
+	})
 	require.Len(t, ok, fullItems-doomed, "distinct items with a successful result")
 	items := map[string]int{}
 	for _, e := range dlqEntries(t, f.cl, id) {

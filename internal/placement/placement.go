@@ -157,6 +157,8 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 		name string
 		s    jetstream.Stream
 		ci   *jetstream.ClusterInfo
+		// own: the stale nodes as this stream's leader reports them
+		own map[string]bool
 	}
 	var streams []held
 	for _, name := range cfg.Streams() {
@@ -172,8 +174,11 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 		if ci == nil || len(ci.Replicas) == 0 {
 			continue // one replica: nowhere to move to
 		}
-		streams = append(streams, held{name, s, ci})
-		for r := range staleReplicas(ci, staleAfter) {
+		own := staleReplicas(ci, staleAfter)
+		if own == nil {
+			own = map[string]bool{}
+		}
+		for r := range own {
 			stale[r] = true
 		}
 		for _, r := range unheardReplicas(ci) {
@@ -184,9 +189,10 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 			}
 			sw.unheard[key] = first
 			if now().Sub(first) >= staleAfter {
-				stale[r] = true
+				stale[r], own[r] = true, true
 			}
 		}
+		streams = append(streams, held{name, s, ci, own})
 	}
 	if len(stale) == 0 {
 		return nil, errors.Join(errs...)
@@ -210,7 +216,10 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 			switch {
 			case len(ci.Cluster.Replicas) > 0:
 				err = request(ctx, cfg.JetStream, "CONSUMER.LEADER.STEPDOWN."+h.name+"."+ci.Name)
-			case ci.Config.Durable == "":
+			case ci.Config.Durable == "" && h.own[ci.Cluster.Leader]:
+				// Deleted only where this stream's own leader finds
+				// the node's copy silent: the consumer's reader would
+				// get an old copy, and gets it anew elsewhere.
 				m.Deleted = true
 				err = request(ctx, cfg.JetStream, "CONSUMER.DELETE."+h.name+"."+ci.Name)
 			default:
