@@ -304,6 +304,8 @@ func (c *Coordinator) storeFullErr() error {
 		if err := c.lease.WriteErr(); natsconn.StoreFull(err) {
 			return err
 		}
+		// A lease write stored since a submission's refusal: room again.
+		c.submitFull.ForgetBefore(c.lease.Stored())
 	}
 	return c.submitFull.Err()
 }

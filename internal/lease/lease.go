@@ -102,6 +102,17 @@ type Lease struct {
 	// unanswered writes that follow it (full).
 	writeErr error
 	full     natsconn.FullStore
+	// stored is when a write of the key was last seen stored: this
+	// process's, or another's (a revision that changed).
+	stored time.Time
+}
+
+// Stored returns when a write of the lease key was last seen stored, by
+// this process or another: the store had room then. Zero before any.
+func (l *Lease) Stored() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stored
 }
 
 // WriteErr returns the error of the last write of the lease (a take or a
@@ -130,6 +141,9 @@ func (l *Lease) wrote(err error) {
 		err = full // still full: the stream has had no leader since
 	}
 	l.writeErr = err
+	if err == nil {
+		l.stored = time.Now()
+	}
 }
 
 // othersWrote forgets a refusal of this process's writes for want of
@@ -139,6 +153,7 @@ func (l *Lease) othersWrote() {
 	l.full.Forget()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.stored = time.Now()
 	if natsconn.StoreFull(l.writeErr) {
 		l.writeErr = nil
 	}

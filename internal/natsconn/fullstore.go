@@ -1,6 +1,9 @@
 package natsconn
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // FullStore remembers that JetStream refused a write for want of room
 // (StoreFull), through the unanswered writes that follow it: a stream
@@ -11,7 +14,8 @@ import "sync"
 // ready; safe for concurrent use.
 type FullStore struct {
 	mu  sync.Mutex
-	err error // the refusal, nil when none is remembered
+	err error     // the refusal, nil when none is remembered
+	at  time.Time // when it was observed
 }
 
 // Observe records the outcome of one write.
@@ -20,7 +24,7 @@ func (f *FullStore) Observe(err error) {
 	defer f.mu.Unlock()
 	switch {
 	case StoreFull(err):
-		f.err = err
+		f.err, f.at = err, time.Now()
 	case f.err != nil && ClusterLoss(err):
 		// Still full, most likely: the stream has had no leader since.
 	default:
@@ -40,5 +44,15 @@ func (f *FullStore) Err() error {
 func (f *FullStore) Forget() {
 	f.mu.Lock()
 	f.err = nil
+	f.mu.Unlock()
+}
+
+// ForgetBefore forgets a refusal observed before t: a write was stored at
+// t, by another process (a lease renewal another coordinator wrote).
+func (f *FullStore) ForgetBefore(t time.Time) {
+	f.mu.Lock()
+	if f.err != nil && f.at.Before(t) {
+		f.err = nil
+	}
 	f.mu.Unlock()
 }

@@ -3,6 +3,7 @@ package natsconn
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -30,5 +31,17 @@ func TestFullStore(t *testing.T) {
 	require.NoError(t, f.Err(), "the stream answered: it has a leader again")
 	f.Observe(full)
 	f.Forget()
+	require.NoError(t, f.Err())
+}
+
+// A refusal is forgotten by a write stored after it, not by one before.
+func TestFullStoreForgetBefore(t *testing.T) {
+	full := &jetstream.APIError{Code: 500, ErrorCode: errCodeInsufficientResources}
+	var f FullStore
+	before := time.Now().Add(-time.Minute)
+	f.Observe(full)
+	f.ForgetBefore(before)
+	require.Equal(t, full, f.Err())
+	f.ForgetBefore(time.Now().Add(time.Second))
 	require.NoError(t, f.Err())
 }
