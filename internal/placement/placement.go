@@ -24,7 +24,9 @@
 // replica (an ordered consumer: the coordinator's results reader, a KV
 // watch) is deleted, and its owner makes it again from where it was
 // (nats.go's ordered consumer does), on a node picked at random. A durable
-// single-replica consumer is left alone.
+// single-replica consumer is left alone, and so is a group with no quorum
+// of nodes that are not stale (every node full): a stepdown there would
+// only leave it without a leader.
 package placement
 
 import (
@@ -198,7 +200,7 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 		return nil, errors.Join(errs...)
 	}
 	for _, h := range streams {
-		if stale[h.ci.Leader] {
+		if stale[h.ci.Leader] && movable(h.ci, stale) {
 			err := request(ctx, cfg.JetStream, "STREAM.LEADER.STEPDOWN."+h.name)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("stream %s: %w", h.name, err))
@@ -215,8 +217,11 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 			var err error
 			switch {
 			case len(ci.Cluster.Replicas) > 0:
+				if !movable(ci.Cluster, stale) {
+					continue
+				}
 				err = request(ctx, cfg.JetStream, "CONSUMER.LEADER.STEPDOWN."+h.name+"."+ci.Name)
-			case ci.Config.Durable == "" && h.own[ci.Cluster.Leader]:
+			case ci.Config.Durable == "" && h.own[ci.Cluster.Leader] && movable(h.ci, stale):
 				// Deleted only where this stream's own leader finds
 				// the node's copy silent: the consumer's reader would
 				// get an old copy, and gets it anew elsewhere.
@@ -255,6 +260,24 @@ func staleReplicas(ci *jetstream.ClusterInfo, staleAfter time.Duration) map[stri
 		stale[p.Name] = true
 	}
 	return stale
+}
+
+// movable reports whether a group (a stream's or a consumer's: its leader
+// and replicas) led from a stale node has a quorum of others that are not
+// stale, which can elect a leader once it steps down. When every node is
+// full (each leader's followers silent) none has: a stepdown would only
+// leave the group without a leader.
+func movable(ci *jetstream.ClusterInfo, stale map[string]bool) bool {
+	if ci == nil || len(ci.Replicas) == 0 {
+		return false
+	}
+	peers, good := 1+len(ci.Replicas), 0
+	for _, p := range ci.Replicas {
+		if p != nil && !stale[p.Name] && !p.Offline {
+			good++
+		}
+	}
+	return good >= peers/2+1
 }
 
 // unheardReplicas names the replicas of ci that its leader has never heard

@@ -150,3 +150,10 @@ func TestUnheardReplicas(t *testing.T) {
 	require.Equal(t, []string{"n2"}, unheardReplicas(ci))
 	require.Nil(t, unheardReplicas(&jetstream.ClusterInfo{Replicas: ci.Replicas}), "no leader")
 }
+
+func TestMovable(t *testing.T) {
+	ci := &jetstream.ClusterInfo{Leader: "n2", Replicas: []*jetstream.PeerInfo{{Name: "n0"}, {Name: "n1"}}}
+	require.True(t, movable(ci, map[string]bool{"n2": true}), "n0 and n1 elect")
+	require.False(t, movable(ci, map[string]bool{"n2": true, "n1": true}), "n0 alone is no quorum")
+	require.False(t, movable(&jetstream.ClusterInfo{Leader: "n2"}, map[string]bool{"n2": true}), "one replica")
+}
