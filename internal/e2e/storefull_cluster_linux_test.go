@@ -326,7 +326,9 @@ func TestStoreFullWholeCluster(t *testing.T) {
 	cancel()
 	t.Logf("status: %v", err)
 	// The agents say why their writes fail: the first write to each
-	// stream is refused for want of room (later ones go unanswered).
+	// stream is refused for want of room (later ones go unanswered); an
+	// agent's presence, rewritten every interval, is one of them, whether
+	// or not the work consumer still delivers.
 	fleettest.WaitFor(t, 30*time.Second, func() error {
 		var refused float64
 		for _, reg := range f.aregs {

@@ -327,7 +327,7 @@ func (a *Agent) finalize(ctx context.Context, it *item) {
 // (docs/deploy.md, "A full store"): the item is kept and the write tried
 // again, as for any failed write, and the count says why.
 func (a *Agent) noteStoreFull(write string, err error) {
-	if natsconn.StoreFull(err) {
+	if natsconn.StoreFull(err) && a.metrics != nil {
 		a.metrics.storeFull.WithLabelValues(write).Inc()
 	}
 }

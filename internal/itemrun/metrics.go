@@ -68,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		storeFull: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jetfleet_agent_store_full_total",
-			Help: "Writes JetStream refused for want of room (max_file_store reached), by what was written (results, park, dlq, state, budget); each is tried again later, nothing is dropped.",
+			Help: "Writes JetStream refused for want of room (max_file_store reached), by what was written (results, park, dlq, state, budget, presence); each is tried again later, nothing is dropped.",
 		}, []string{"write"}),
 		budgetDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jetfleet_agent_budget_denials_total", Help: "Retries denied by the job or item retry budget, by reason.",

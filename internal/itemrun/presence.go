@@ -132,6 +132,7 @@ func (p *presence) start(runCtx context.Context) (stop func()) {
 			if err == nil {
 				p.observeServerTime(ctx, kv, key)
 			}
+			p.a.noteStoreFull("presence", err)
 			switch {
 			case err != nil && !failing:
 				p.a.log.Warn().Err(err).Msg("agent presence write failed; retrying every interval")
