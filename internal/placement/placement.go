@@ -263,8 +263,9 @@ func staleReplicas(ci *jetstream.ClusterInfo, staleAfter time.Duration) map[stri
 }
 
 // movable reports whether a group (a stream's or a consumer's: its leader
-// and replicas) led from a stale node has a quorum of others that are not
-// stale, which can elect a leader once it steps down. When every node is
+// and replicas) has a quorum of nodes that are not stale: one led from a
+// stale node can then elect another leader once it steps down, and an
+// ordered consumer deleted there is made again on a stream that answers. When every node is
 // full (each leader's followers silent) none has: a stepdown would only
 // leave the group without a leader.
 func movable(ci *jetstream.ClusterInfo, stale map[string]bool) bool {
@@ -272,6 +273,9 @@ func movable(ci *jetstream.ClusterInfo, stale map[string]bool) bool {
 		return false
 	}
 	peers, good := 1+len(ci.Replicas), 0
+	if ci.Leader != "" && !stale[ci.Leader] {
+		good++ // a stream led from a node with room, whose consumer is elsewhere
+	}
 	for _, p := range ci.Replicas {
 		if p != nil && !stale[p.Name] && !p.Offline {
 			good++

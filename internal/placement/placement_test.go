@@ -156,4 +156,6 @@ func TestMovable(t *testing.T) {
 	require.True(t, movable(ci, map[string]bool{"n2": true}), "n0 and n1 elect")
 	require.False(t, movable(ci, map[string]bool{"n2": true, "n1": true}), "n0 alone is no quorum")
 	require.False(t, movable(&jetstream.ClusterInfo{Leader: "n2"}, map[string]bool{"n2": true}), "one replica")
+	led := &jetstream.ClusterInfo{Leader: "n0", Replicas: []*jetstream.PeerInfo{{Name: "n1"}, {Name: "n2"}}}
+	require.True(t, movable(led, map[string]bool{"n2": true}), "the leader n0 and n1 are a quorum")
 }
