@@ -76,6 +76,12 @@ report=$lib_report
 : >"$report"
 
 # probe_during LABEL SECONDS [PROBE FLAGS]: status probes in the background for SECONDS.
+# A probe run fails when the done count goes back (status must never go
+# back, docs/design.md), and, with --max-gap, when status goes unanswered
+# longer than that: 25 s, the 20 s fault and 5 s to answer again. How many
+# single 3 s probes fail meanwhile is reported, not bounded: it measures
+# how fast a coordinator takes over on this machine (5 s at a load average
+# of 1-3, 18 s at 30), which other work on the machine decides.
 probe_during() {
   local label=$1 secs=$2; shift 2
   check operator probe "$job" --label "$label" --for "${secs}s" "$@" >>"$report" 2>"$work/probe-$label.err" &
@@ -107,7 +113,7 @@ disconnect_for() {
 check operator wait "$job" --done $((items * 5 / 100)) --timeout 5m
 coord=$(leading_coordinator)
 say "fault 1 (pause): docker pause $coord, the leading coordinator, for 12 s"
-probe_during pause 30
+probe_during pause 30 --max-gap 25s
 docker pause "$(compose ps -q "$coord")" >/dev/null
 echo "pause: lease taken over after $(takeover "$coord")" >>"$report"
 sleep 8 # the pause lasts 12 s or more, the takeover's wait included
@@ -118,21 +124,21 @@ check operator wait "$job" --done $((items * 15 / 100)) --timeout 5m
 meta=$(monitor leader $monitoring)
 node=nats-1; [ "$meta" = nats-1 ] && node=nats-2
 say "fault 2 (node): $node (not the meta leader, $meta) cut off the cluster network for 20 s"
-probe_during node 35
+probe_during node 35 --max-gap 25s
 disconnect_for "$node" "$clusternet" "$node-cluster" 20
 probe_result node
 
 check operator wait "$job" --done $((items * 30 / 100)) --timeout 5m
 meta=$(monitor leader $monitoring)
 say "fault 3 (meta): the meta leader, $meta, cut off the cluster network for 20 s"
-probe_during meta 35
+probe_during meta 35 --max-gap 25s
 disconnect_for "$meta" "$clusternet" "$meta-cluster" 20
 probe_result meta
 
 check operator wait "$job" --done $((items * 45 / 100)) --timeout 5m
 coord=$(leading_coordinator)
 say "fault 4 (clients): the leading coordinator, $coord, cut off the clients' network for 20 s"
-probe_during clients 35
+probe_during clients 35 --max-gap 25s
 ( sleep 1; echo "clients: lease taken over after $(takeover "$coord")" >>"$report" ) &
 disconnect_for "$coord" "$net" "" 20
 probe_result clients
@@ -147,7 +153,7 @@ docker start "$(compose ps -q nats-1)" "$(compose ps -q nats-2)" "$(compose ps -
 probe_result killall
 
 say "fault 6 (disk-node): nats-3's store filled (512MB), the others' not (640MB)"
-probe_during disk-node 40
+probe_during disk-node 40 --max-gap 25s
 fill=$(check submitter fill --mib 120 --timeout 3m)
 echo "disk-node: $fill" >>"$report"
 say "  $fill; the job must move on while nats-3 is full"
@@ -157,17 +163,22 @@ probe_result disk-node
 
 say "fault 7 (disk-all): every node's store filled"
 # Store-full answers are what status should give meanwhile: the probe
-# counts them as failures, so none is too many here; going back is not.
-check operator probe "$job" --label disk-all --for 80s --max-failures 1000 >>"$report" 2>"$work/probe-disk-all.err" &
+# counts them as failures, and no answer comes while the store is full, so
+# only going back fails it here.
+check operator probe "$job" --label disk-all --for 80s >>"$report" 2>"$work/probe-disk-all.err" &
 probe_pid=$!
 fill=$(check submitter fill --until-full --full-for 5s --timeout 3m)
 echo "disk-all: $fill" >>"$report"
 say "  $fill"
 printf 'id: refused-%s\npool: default\nagent_template:\n  - name: work\n    shell: "true"\nitems:\n  - {id: a}\n' "$job" >"$work/refused.yaml"
-# Never accepted; refused with store_full (or, once every stream leader has
-# stepped down on its full node, unavailable until the client gives up).
+# Never accepted, and refused with store_full: also once the intake
+# stream's leader has stepped down (a coordinator whose own write was
+# refused for want of room says so while its writes go unanswered).
 if fleetctl submitter submit /work/refused.yaml --timeout 20s >"$work/refused.out" 2>&1; then
   echo "compose-faults: a submission was accepted while the store was full" >&2; cat "$work/refused.out" >&2; exit 1
+fi
+if ! grep -q 'store full' "$work/refused.out"; then
+  echo "compose-faults: the submission was refused, but not with store_full:" >&2; cat "$work/refused.out" >&2; exit 1
 fi
 echo "disk-all: submission refused: $(tail -1 "$work/refused.out")" >>"$report"
 fleetctl operator status "$job" --timeout 10s >"$work/full-status.out" 2>&1 || true
@@ -189,7 +200,7 @@ check operator wait "$job" --timeout 10m
 say "job ended"
 lib_audit "$job" "$items" 120s
 if [ -n "$probe_failed" ]; then
-  echo "compose-faults: more than 2 status probes failed, or counts went back, during:$probe_failed" >&2
+  echo "compose-faults: status went back, or went unanswered past its bound, during:$probe_failed" >&2
   exit 1
 fi
 status=0

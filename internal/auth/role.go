@@ -163,6 +163,12 @@ func (j js) own(stream string) []string {
 		j.api("CONSUMER.DURABLE.CREATE", stream) + ".>",
 		j.api("CONSUMER.LIST", stream),
 		j.api("CONSUMER.NAMES", stream),
+		// Moving a consumer off a replica that applies nothing (a node
+		// whose store is full), and the stream's own leader there: they
+		// step down (internal/placement; an ordered consumer there is
+		// deleted, as browse allows).
+		j.api("CONSUMER.LEADER.STEPDOWN", stream) + ".*",
+		j.api("STREAM.LEADER.STEPDOWN", stream),
 	}
 	s = append(s, j.read(stream)...)
 	s = append(s, j.browse(stream)...)

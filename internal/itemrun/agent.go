@@ -43,7 +43,9 @@ type Agent struct {
 	// fencedLog logs at most one "state changed under us" line per
 	// fencedLogPeriod (link.go).
 	fencedLog zerolog.Logger
-	tr        tracing.Tracer // spans (tracing.go); off when zero
+	// ackWait is the work consumer's AckWait (stillHeld); 0 unknown.
+	ackWait time.Duration
+	tr      tracing.Tracer // spans (tracing.go); off when zero
 
 	// httpc is the http steps' client, made on first use (internal/httpstep's Guard).
 	httpOnce sync.Once
@@ -357,6 +359,7 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	if info.Config.MaxDeliver > 0 {
 		a.maxDeliver = uint64(info.Config.MaxDeliver)
 	}
+	a.ackWait = info.Config.AckWait
 	a.hb = a.cfg.Heartbeat
 	if a.hb == 0 {
 		a.hb = info.Config.AckWait / 3

@@ -230,6 +230,17 @@ func (a *Agent) persist(ctx context.Context, it *item) (saved, fenced bool) {
 	switch {
 	case err == nil:
 		return true, false
+	case isFenced(err) && a.stillHeld(it):
+		// No other agent can hold this delivery yet: the state was read
+		// from a replica behind the bucket's leader (a direct get; a
+		// replica on a node whose store is full applies nothing), and the
+		// revision it gave is not the last. Stepping aside would leave the
+		// item to its AckWait, and the next delivery could read the same
+		// replica; naked, it comes back at once and reads again.
+		a.fencedLog.Warn().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).
+			Msg("item state read from a replica behind its leader; delivering the item again to read it anew (more such lines within 30s are not logged)")
+		a.nakDelay(it, staleStateDelay)
+		return false, true
 	case isFenced(err):
 		a.fencedLog.Warn().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).
 			Msg("item state changed under us: another agent holds the item; stepping aside (more such lines within 30s are not logged)")
@@ -242,6 +253,20 @@ func (a *Agent) persist(ctx context.Context, it *item) (saved, fenced bool) {
 	ev.Err(err).Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Msg("cannot persist the item state")
 	a.noteStoreFull("state", err)
 	return false, false
+}
+
+// staleStateDelay is the delayed nak of a delivery whose state was read
+// from a replica behind the leader (persist).
+const staleStateDelay = 200 * time.Millisecond
+
+// stillHeld reports whether no other agent can hold it's delivery yet: it
+// was taken from the pull loop less than a third of the consumer's AckWait
+// ago, by this process's own clock (the server redelivers a message only
+// after AckWait, which starts when the server sends it; a buffered message
+// waits far less than the rest, docs/jetstream.md §9). A compare-and-set
+// of the item's state refused so early was not another agent's doing.
+func (a *Agent) stillHeld(it *item) bool {
+	return a.ackWait > 0 && !it.t0.IsZero() && a.cfg.hooks.Clock.Now().Sub(it.t0) < a.ackWait/3
 }
 
 // claim asks the job's retry budget for a unit for the item. ok is false
@@ -302,7 +327,7 @@ func (a *Agent) finalize(ctx context.Context, it *item) {
 // (docs/deploy.md, "A full store"): the item is kept and the write tried
 // again, as for any failed write, and the count says why.
 func (a *Agent) noteStoreFull(write string, err error) {
-	if natsconn.StoreFull(err) {
+	if natsconn.StoreFull(err) && a.metrics != nil {
 		a.metrics.storeFull.WithLabelValues(write).Inc()
 	}
 }

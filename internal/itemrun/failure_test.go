@@ -299,6 +299,15 @@ func TestFailurePath(t *testing.T) {
 			want:  want{msg: "", claims: []int{1}},
 		},
 		{
+			name: "fenced within a third of AckWait: the state came from a lagging replica, delivered again at once", steps: `[{"handler":"fail"}]`,
+			delivery: 2, before: &wire.ItemState{StepAttempt: 1, Retries: 1},
+			setup: func(f *failureAgent) {
+				f.a.ackWait = 30 * time.Second // no other agent can hold a delivery taken a moment ago
+				f.items.writeErr = jetstream.ErrKeyRevisionMismatch
+			},
+			want: want{msg: "nak 200ms", claims: []int{1}},
+		},
+		{
 			name: "fenced give-up: steps aside too", steps: oneStep,
 			delivery: 2, before: &wire.ItemState{},
 			setup: func(f *failureAgent) { f.items.writeErr = jetstream.ErrKeyRevisionMismatch },

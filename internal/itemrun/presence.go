@@ -130,10 +130,10 @@ func (p *presence) start(runCtx context.Context) (stop func()) {
 		failing := false
 		for {
 			err := p.put(kv, key)
-			p.a.noteStoreFull("presence", err)
 			if err == nil {
 				p.observeServerTime(ctx, kv, key)
 			}
+			p.a.noteStoreFull("presence", err)
 			switch {
 			case err != nil && !failing:
 				p.a.log.Warn().Err(err).Msg("agent presence write failed; retrying every interval")

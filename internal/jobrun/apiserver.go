@@ -241,7 +241,9 @@ func (s *apiServer) keepServing(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if s.c.cutOff.ObserveConn(s.c.nc, err) {
+		// A full store leaves writes unanswered as a cut-off server does,
+		// on every server alike: no reason to move then.
+		if s.c.storeFullErr() == nil && s.c.cutOff.ObserveConn(s.c.nc, err) {
 			// A server cut off the cluster keeps its clients: leave it.
 			s.c.log.Warn().Err(err).Str("server", s.c.nc.ConnectedUrlRedacted()).Msg("the server seems cut off the cluster; reconnecting to another")
 		}

@@ -112,9 +112,11 @@ type Provision struct {
 	// are each pool's dead-letter quota (its stream FLEET_DLQ_<pool>; the
 	// DLQ stream that sources them has no such limit): a pool at its quota
 	// has its dead-letter publishes refused and its agents retry later,
-	// other pools are not affected. Defaults: 30d / 256 MiB / unlimited.
-	// MaxBytes is reserved from the account's JetStream storage, for each
-	// pool, when its stream is created.
+	// other pools are not affected. Defaults: 30d / 16 MiB / unlimited.
+	// DLQMaxBytes is reserved of each node's max_file_store, for each pool,
+	// when its stream is created (docs/dlq.md, "Each pool's quota is
+	// reserved"): MaxPools times it must fit there beside the fleet's data.
+	// -1 reserves nothing (no byte quota: bound the pool by DLQMaxMsgs).
 	DLQMaxAge   time.Duration
 	DLQMaxBytes int64
 	DLQMaxMsgs  int64

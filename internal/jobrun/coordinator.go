@@ -115,6 +115,9 @@ type Coordinator struct {
 	pauses     *pause.View
 	releaseNow chan struct{}
 	lease      *lease.Lease
+	// submitFull remembers the intake's refusal of a submission for want
+	// of room (storeFullErr).
+	submitFull natsconn.FullStore
 	// fail ends Run with an error (the intake lost its connection).
 	fail context.CancelCauseFunc
 	// components run in every leadership term (OnLeader).
@@ -880,6 +883,12 @@ func (c *Coordinator) ensurePools(ctx context.Context, pool string, routes map[s
 	}
 	for _, p := range pools {
 		err := c.pools.ensure(ctx, p)
+		if errors.Is(err, provision.ErrDLQReservation) {
+			// The error names the quota, what is reserved already and
+			// the ways out (docs/dlq.md, "Each pool's quota is reserved").
+			c.log.Error().Err(err).Str("pool", p).Msg("no dead-letter stream for the pool: its agents dead-letter into the DLQ stream itself")
+			continue
+		}
 		if errors.Is(err, provision.ErrParkStream) {
 			c.log.Warn().Err(err).Str("pool", p).Msg("no park stream for the pool; its agents retry in delayed naks")
 			continue

@@ -141,6 +141,9 @@ func (c *Coordinator) submitAs(ctx context.Context, data []byte, team string) (a
 		return nil, invalidSpec(problems)
 	}
 	if fe, err := c.pools.check(ctx, jobspec.WithDefaults(spec).Pool); err != nil {
+		if e := c.fullRefusal(err); e != nil {
+			return nil, e
+		}
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	} else if fe != nil {
 		return nil, invalidSpec([]messages.FieldError{*fe})
@@ -160,6 +163,9 @@ func (c *Coordinator) submitAs(ctx context.Context, data []byte, team string) (a
 		}
 		after = rev
 	} else if !errors.Is(err, errNoJob) {
+		if e := c.fullRefusal(err); e != nil {
+			return nil, e
+		}
 		return nil, apiErr(messages.CodeInternal, err.Error())
 	}
 	if why := c.openJobsFull(); why != "" {
@@ -183,11 +189,9 @@ func (c *Coordinator) submitAs(ctx context.Context, data []byte, team string) (a
 	ctx, span := c.traceAPISubmit(ctx, spec.ID)
 	defer span.End()
 	ack, err := c.js.PublishMsg(ctx, c.submissionMsg(ctx, body), jetstream.WithMsgID(submissionID(spec.ID, body, after)))
-	if natsconn.StoreFull(err) {
-		// Refused, not stored: the client is told so at once (docs/deploy.md,
-		// "A full store").
-		c.metrics.storeFull.Set(1)
-		return nil, apiErr(messages.CodeStoreFull, fmt.Sprintf("store full: the submission was not stored: %v", err))
+	c.submitFull.Observe(err)
+	if e := c.fullRefusal(err); e != nil {
+		return nil, e
 	}
 	if err != nil {
 		// Unavailable when this coordinator's server is cut off the
@@ -201,6 +205,26 @@ func (c *Coordinator) submitAs(ctx context.Context, data []byte, team string) (a
 		}
 	}
 	return messages.SubmitReply{JobID: spec.ID, Existing: ack.Duplicate, State: state}, nil
+}
+
+// fullRefusal is the API error of a submission whose read or write failed
+// for want of room, or nil: refused by JetStream (natsconn.StoreFull), or
+// unanswered after such a refusal of this coordinator's writes
+// (storeFullErr: the stream has had no leader since, as no node without
+// room stands for election). Either way nothing was stored, and the
+// submitter is told why, not a bare "unavailable" (docs/deploy.md, "A full
+// store").
+func (c *Coordinator) fullRefusal(err error) *messages.APIError {
+	if natsconn.StoreFull(err) {
+		c.metrics.storeFull.Set(1)
+		return apiErr(messages.CodeStoreFull, fmt.Sprintf("store full: the submission was not stored: %v", err))
+	}
+	if full := c.storeFullErr(); full != nil && natsconn.ClusterLoss(err) {
+		c.metrics.storeFull.Set(1)
+		return apiErr(messages.CodeStoreFull, fmt.Sprintf(
+			"store full: the submission was not stored: JetStream refused a write for want of room (%v) and has stored none since (%v); submit it again once there is room (the same id makes one job)", full, err))
+	}
+	return nil
 }
 
 // jobIDProblem checks a request's job_id: required, and a valid job id
@@ -252,14 +276,29 @@ func (c *Coordinator) apiStatus(ctx context.Context, data []byte) (any, *message
 	return c.apiStatusHere(ctx, data)
 }
 
-// noteStoreFull sets the store-full gauge from the lease's last write: a
-// full store refuses it as it refuses every write.
+// noteStoreFull sets the store-full gauge from the lease's last write (a
+// full store refuses it as it refuses every write) and the intake's last
+// answer to a submission.
 func (c *Coordinator) noteStoreFull() {
 	full := 0.0
-	if c.lease != nil && natsconn.StoreFull(c.lease.WriteErr()) {
+	if c.storeFullErr() != nil {
 		full = 1
 	}
 	c.metrics.storeFull.Set(full)
+}
+
+// storeFullErr returns JetStream's refusal of a write for want of room,
+// when the lease's writes or the submissions' have had nothing since but
+// unanswered writes (natsconn.FullStore), or nil.
+func (c *Coordinator) storeFullErr() error {
+	if c.lease != nil {
+		if err := c.lease.WriteErr(); natsconn.StoreFull(err) {
+			return err
+		}
+		// A lease write stored since a submission's refusal: room again.
+		c.submitFull.ForgetBefore(c.lease.Stored())
+	}
+	return c.submitFull.Err()
 }
 
 // unavailableOr is the API error of a failed read or write: "unavailable" when

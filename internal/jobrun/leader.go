@@ -113,6 +113,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 	c.goTerm("leader status", func() error { return c.serveLeaderStatus(ctx) })
 	c.goTerm("schedules", func() error { return c.schedules.Run(ctx) })
 	c.goTerm("held-item releases", func() error { return c.runReleases(ctx) })
+	c.goTerm("placement", func() error { return c.runPlacement(ctx) })
 	for _, comp := range c.components {
 		c.goTerm(comp.name, func() error { return comp.run(ctx) })
 	}

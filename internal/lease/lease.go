@@ -30,6 +30,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvcas"
+	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -97,14 +98,32 @@ type Lease struct {
 	lastOK time.Time // when the write that last succeeded was sent (while leading)
 	// writeErr is the error of the last write of the key (a take or a
 	// renewal) that failed for another reason than a conflict; nil once
-	// one succeeds.
+	// one succeeds. A refusal for want of room is kept over the
+	// unanswered writes that follow it (full).
 	writeErr error
+	full     natsconn.FullStore
+	// stored is when a write of the key was last seen stored: this
+	// process's, or another's (a revision that changed).
+	stored time.Time
+}
+
+// Stored returns when a write of the lease key was last seen stored, by
+// this process or another: the store had room then. Zero before any.
+func (l *Lease) Stored() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stored
 }
 
 // WriteErr returns the error of the last write of the lease (a take or a
 // renewal) that failed other than by losing a race, or nil when the last
 // write succeeded: why no coordinator may lead (a full store, a cut-off
-// server).
+// server). A full store refuses the first write for want of room
+// (natsconn.StoreFull) and then leaves the writes unanswered, as a
+// cut-off server does: its stream leader steps down and no node without
+// room stands for election. So once a write was refused for want of room,
+// WriteErr keeps that refusal through the unanswered writes that follow,
+// until a write succeeds or fails otherwise.
 func (l *Lease) WriteErr() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -115,9 +134,29 @@ func (l *Lease) wrote(err error) {
 	if kvcas.IsConflict(err) {
 		return
 	}
+	l.full.Observe(err)
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if full := l.full.Err(); full != nil {
+		err = full // still full: the stream has had no leader since
+	}
 	l.writeErr = err
-	l.mu.Unlock()
+	if err == nil {
+		l.stored = time.Now()
+	}
+}
+
+// othersWrote forgets a refusal of this process's writes for want of
+// room: another holder's write of the key was stored since, so the store
+// has room again.
+func (l *Lease) othersWrote() {
+	l.full.Forget()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stored = time.Now()
+	if natsconn.StoreFull(l.writeErr) {
+		l.writeErr = nil
+	}
 }
 
 // New validates cfg and returns a lease.
@@ -229,6 +268,9 @@ func (l *Lease) campaign(ctx context.Context) (rev uint64, since time.Time, err 
 			l.set(false, v.Holder)
 			now := l.cfg.Clock.Now()
 			if cur != seenRev {
+				if seenRev != 0 {
+					l.othersWrote()
+				}
 				seenRev, seenAt = cur, now
 			} else if now.Sub(seenAt) >= l.cfg.TTL {
 				l.log.Info().Str("previous", v.Holder).Dur("silent", now.Sub(seenAt)).Msg("lease expired; taking it")

@@ -28,7 +28,12 @@ const (
 	DefaultWorkDupWindow = 10 * time.Minute
 	DefaultRetention     = 7 * 24 * time.Hour
 	DefaultDLQMaxAge     = 30 * 24 * time.Hour
-	DefaultDLQMaxBytes   = 256 << 20
+	// DefaultDLQMaxBytes is each pool's dead-letter quota. JetStream
+	// reserves a stream's MaxBytes of every node that stores it, up front
+	// (docs/dlq.md, "Each pool's quota is reserved"): at 16 MiB the 100
+	// pools that --max-pools allows reserve 1.6 GB of each node's
+	// max_file_store (deploy's 8 GB).
+	DefaultDLQMaxBytes = 16 << 20
 	// DefaultUploadsTTL is how long an upload waits in the uploads bucket
 	// for its job to be accepted (the coordinator deletes it then).
 	DefaultUploadsTTL = 24 * time.Hour
@@ -562,11 +567,18 @@ func EnsurePoolPermitted(ctx context.Context, js jetstream.JetStream, n messages
 	if err := ensurePark(ctx, js, n, pool, c); err != nil {
 		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ParkStream(pool), err)
 	}
+	// A dead-letter stream the servers cannot reserve room for
+	// (ErrDLQReservation) leaves the pool's agents dead-lettering into the
+	// DLQ stream itself; the reduce store and the specs bucket, which
+	// reserve nothing, are made all the same.
+	var dlqErr error
 	if may(ctx, wire.PoolDLQStream(n, pool)) {
 		if err := ensureStream(ctx, js, PoolDLQStream(n, pool, c)); err != nil {
-			return cons, fmt.Errorf("%w %s: %w", ErrParkStream, wire.PoolDLQStream(n, pool), err)
-		}
-		if err := ensureSource(ctx, js, n.DLQStream(), dlqSource(n, pool)); err != nil {
+			dlqErr = fmt.Errorf("%w %s: %w", ErrParkStream, wire.PoolDLQStream(n, pool), reservationErr(ctx, js, pool, c, err))
+			if !errors.Is(dlqErr, ErrDLQReservation) {
+				return cons, dlqErr
+			}
+		} else if err := ensureSource(ctx, js, n.DLQStream(), dlqSource(n, pool)); err != nil {
 			return cons, fmt.Errorf("%w %s: %w", ErrParkStream, wire.PoolDLQStream(n, pool), err)
 		}
 	}
@@ -575,15 +587,15 @@ func EnsurePoolPermitted(ctx context.Context, js jetstream.JetStream, n messages
 	reduce := ObjectStoreStream(n, ReduceStore(n, pool, c))
 	reduce.AllowRollup = true
 	if err := ensureStream(ctx, js, reduce); err != nil {
-		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.ReduceBucket(pool), err)
+		return cons, errors.Join(dlqErr, fmt.Errorf("%w %s: %w", ErrParkStream, n.ReduceBucket(pool), err))
 	}
 	if !may(ctx, "KV_"+n.SpecsBucket(pool)) {
-		return cons, nil
+		return cons, dlqErr
 	}
 	if _, err := EnsureSpecs(ctx, js, n, pool, c); err != nil {
-		return cons, fmt.Errorf("%w %s: %w", ErrParkStream, n.SpecsBucket(pool), err)
+		return cons, errors.Join(dlqErr, fmt.Errorf("%w %s: %w", ErrParkStream, n.SpecsBucket(pool), err))
 	}
-	return cons, nil
+	return cons, dlqErr
 }
 
 // ensurePark creates pool's park stream and adds it to the work stream's

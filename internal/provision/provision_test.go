@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -199,5 +200,41 @@ func TestEnsurePoolPermittedSkipsWhatThePermissionsDoNotName(t *testing.T) {
 	_, err = js.Stream(ctx, names.ParkStream("default"))
 	require.NoError(t, err)
 	_, err = js.Stream(ctx, "OBJ_"+names.ReduceBucket("default"))
+	require.NoError(t, err)
+}
+
+// Each pool's dead-letter stream reserves its quota of the server's
+// max_file_store when the pool is made. A pool that no longer fits is
+// refused with an error that names the quota, what the account reserves
+// already and the ways out; its reduce store and specs bucket, which
+// reserve nothing, are made all the same, and so are the earlier pools'.
+func TestEnsurePoolNamesTheDLQReservation(t *testing.T) {
+	const quota = 16 << 20
+	srv := fleettest.RunServer(t, fleettest.WithConfig(func(o *server.Options) { o.JetStreamMaxStore = 56 << 20 }))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := messages.MustNames("")
+	cfg := provision.Config{DLQMaxBytes: quota}
+	js := srv.JS()
+	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
+	for _, pool := range []string{"a", "b", "c"} {
+		_, err := provision.EnsurePool(ctx, js, names, pool, cfg)
+		require.NoError(t, err, "pool %s: 3 x 16 MiB fit in 56 MiB", pool)
+	}
+	_, err := provision.EnsurePool(ctx, js, names, "d", cfg)
+	require.ErrorIs(t, err, provision.ErrDLQReservation)
+	require.ErrorIs(t, err, provision.ErrParkStream, "the coordinator logs it and goes on")
+	for _, want := range []string{"FLEET_DLQ_d", "DLQMaxBytes = 16 MiB", "max_file_store", "reserve 48 MiB already", "--dlq-max-bytes", "--max-pools"} {
+		require.Contains(t, err.Error(), want)
+	}
+	_, err = js.Stream(ctx, wire.PoolDLQStream(names, "d"))
+	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
+	_, err = js.Stream(ctx, "KV_"+names.SpecsBucket("d"))
+	require.NoError(t, err, "the specs bucket reserves nothing: made all the same")
+	_, err = js.Stream(ctx, names.ParkStream("d"))
+	require.NoError(t, err)
+
+	// No byte quota (-1): nothing reserved, the pool is made.
+	_, err = provision.EnsurePool(ctx, js, names, "e", provision.Config{DLQMaxBytes: -1, DLQMaxMsgs: 10_000})
 	require.NoError(t, err)
 }

@@ -1,0 +1,161 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+)
+
+func TestStaleReplicas(t *testing.T) {
+	tests := []struct {
+		name string
+		ci   *jetstream.ClusterInfo
+		want map[string]bool
+	}{
+		{name: "no cluster", ci: nil},
+		{name: "no leader", ci: &jetstream.ClusterInfo{Replicas: []*jetstream.PeerInfo{{Name: "n1", Active: time.Minute}}}},
+		{name: "current replicas", ci: &jetstream.ClusterInfo{Leader: "n0", Replicas: []*jetstream.PeerInfo{
+			{Name: "n1", Current: true, Active: 100 * time.Millisecond}, {Name: "n2", Current: true},
+		}}},
+		{name: "behind, answering", ci: &jetstream.ClusterInfo{Leader: "n0", Replicas: []*jetstream.PeerInfo{
+			{Name: "n1", Lag: 40, Active: 300 * time.Millisecond},
+		}}},
+		{name: "silent (a full store)", ci: &jetstream.ClusterInfo{Leader: "n0", Replicas: []*jetstream.PeerInfo{
+			{Name: "n1", Current: true}, {Name: "n2", Lag: 900, Active: 6 * time.Second},
+		}}, want: map[string]bool{"n2": true}},
+		{name: "known offline", ci: &jetstream.ClusterInfo{Leader: "n0", Replicas: []*jetstream.PeerInfo{
+			{Name: "n2", Offline: true, Active: time.Minute},
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, staleReplicas(tt.ci, DefaultStaleAfter))
+		})
+	}
+}
+
+// A durable consumer led from a node whose store is full delivers nothing
+// stored after the node filled (its replica there applies nothing); the
+// sweep steps it down, the node stands for no election, and the consumer,
+// led from another node, delivers what was stored meanwhile.
+func TestSweepMovesAConsumerOffAFullNode(t *testing.T) {
+	const small = 24 << 20
+	c := fleettest.RunCluster(t, 3, fleettest.WithConfig(func(o *server.Options) {
+		if o.ServerName == "n2" {
+			o.JetStreamMaxStore = small
+		}
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	js := c.JS()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "WORK", Subjects: []string{"work.>"}, Replicas: 3})
+	require.NoError(t, err)
+	cons, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "agents", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	// The consumer led from n2.
+	fleettest.WaitFor(t, time.Minute, func() error {
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		info, err := cons.Info(ictx)
+		if err != nil {
+			return err
+		}
+		switch info.Cluster.Leader {
+		case "n2":
+			return nil
+		case "":
+			return errors.New("no leader")
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_ = request(sctx, js, "CONSUMER.LEADER.STEPDOWN.WORK.agents")
+		return fmt.Errorf("led from %s", info.Cluster.Leader)
+	})
+	// n2 full: 1 MiB chunks into another R3 stream until it is past its limit.
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "FILLER", Subjects: []string{"filler"}, Replicas: 3})
+	require.NoError(t, err)
+	blob := make([]byte, 1<<20)
+	fleettest.WaitFor(t, time.Minute, func() error {
+		jsz, err := c.Server(2).Jsz(&server.JSzOptions{})
+		if err != nil {
+			return err
+		}
+		if jsz.Store > small {
+			return nil
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, _ = js.Publish(pctx, "filler", blob)
+		return fmt.Errorf("n2 stores %d bytes", jsz.Store)
+	})
+	// Stored after n2 filled (the stream's leader, if on n2, steps down
+	// at the first refusal).
+	fleettest.WaitFor(t, time.Minute, func() error {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := js.Publish(pctx, "work.a", []byte("item"))
+		return err
+	})
+
+	var moves []Move
+	sw := NewSweeper(Config{JetStream: js, Streams: func() []string { return []string{"WORK"} }})
+	fleettest.WaitFor(t, time.Minute, func() error {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		m, err := sw.Sweep(sctx)
+		moves = append(moves, m...)
+		if len(moves) == 0 {
+			return fmt.Errorf("nothing moved yet (%v)", err)
+		}
+		return nil
+	})
+	require.Contains(t, moves, Move{Stream: "WORK", Consumer: "agents", From: "n2"})
+	fleettest.WaitFor(t, time.Minute, func() error {
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		info, err := cons.Info(ictx)
+		if err != nil {
+			return err
+		}
+		if l := info.Cluster.Leader; l == "" || l == "n2" {
+			return fmt.Errorf("led from %q", l)
+		}
+		return nil
+	})
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	require.NoError(t, err)
+	var got []string
+	for m := range batch.Messages() {
+		got = append(got, string(m.Data()))
+		require.NoError(t, m.Ack())
+	}
+	require.Equal(t, []string{"item"}, got, "the item stored while n2 was full is delivered")
+}
+
+func TestUnheardReplicas(t *testing.T) {
+	ci := &jetstream.ClusterInfo{Leader: "n0", Replicas: []*jetstream.PeerInfo{
+		{Name: "n1", Current: true},                         // heard, current
+		{Name: "n2", Lag: 900},                              // never heard since n0 was elected
+		{Name: "n3", Lag: 2, Active: 10 * time.Millisecond}, // heard a moment ago
+		{Name: "n4", Offline: true},
+	}}
+	require.Equal(t, []string{"n2"}, unheardReplicas(ci))
+	require.Nil(t, unheardReplicas(&jetstream.ClusterInfo{Replicas: ci.Replicas}), "no leader")
+}
+
+func TestMovable(t *testing.T) {
+	ci := &jetstream.ClusterInfo{Leader: "n2", Replicas: []*jetstream.PeerInfo{{Name: "n0"}, {Name: "n1"}}}
+	require.True(t, movable(ci, map[string]bool{"n2": true}), "n0 and n1 elect")
+	require.False(t, movable(ci, map[string]bool{"n2": true, "n1": true}), "n0 alone is no quorum")
+	require.False(t, movable(&jetstream.ClusterInfo{Leader: "n2"}, map[string]bool{"n2": true}), "one replica")
+	led := &jetstream.ClusterInfo{Leader: "n0", Replicas: []*jetstream.PeerInfo{{Name: "n1"}, {Name: "n2"}}}
+	require.True(t, movable(led, map[string]bool{"n2": true}), "the leader n0 and n1 are a quorum")
+}
