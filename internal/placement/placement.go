@@ -86,9 +86,11 @@ type Sweeper struct {
 	cfg Config
 	// Now is the sweeper's clock. Defaults to time.Now.
 	Now func() time.Time
-	// unheard: stream/leader/replica -> when a sweep first saw the leader
-	// report the replica as never heard from.
-	unheard map[string]time.Time
+	// behind: stream/leader/replica -> since when sweeps have seen the
+	// leader report the replica behind, and how far behind it was then.
+	behind map[string]behindSince
+	// touched: the keys of behind seen by the current sweep.
+	touched map[string]bool
 }
 
 // NewSweeper returns a Sweeper of cfg.
@@ -138,16 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 // be read is skipped; the errors met are joined.
 func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 	cfg := sw.cfg
-	staleAfter := cfg.StaleAfter
-	if staleAfter <= 0 {
-		staleAfter = DefaultStaleAfter
-	}
-	now := time.Now
-	if sw.Now != nil {
-		now = sw.Now
-	}
-	seen := sw.unheard
-	sw.unheard = map[string]time.Time{}
+	sw.touched = map[string]bool{}
 	var moves []Move
 	var errs []error
 	// First the stale nodes, as any stream's leader sees them: a node
@@ -176,25 +169,16 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 		if ci == nil || len(ci.Replicas) == 0 {
 			continue // one replica: nowhere to move to
 		}
-		own := staleReplicas(ci, staleAfter)
-		if own == nil {
-			own = map[string]bool{}
-		}
+		own := sw.staleOf(name, ci)
 		for r := range own {
 			stale[r] = true
 		}
-		for _, r := range unheardReplicas(ci) {
-			key := name + "/" + ci.Leader + "/" + r
-			first, ok := seen[key]
-			if !ok {
-				first = now()
-			}
-			sw.unheard[key] = first
-			if now().Sub(first) >= staleAfter {
-				stale[r], own[r] = true, true
-			}
-		}
 		streams = append(streams, held{name, s, ci, own})
+	}
+	for key := range sw.behind {
+		if !sw.touched[key] {
+			delete(sw.behind, key) // current again, or its leader moved
+		}
 	}
 	if len(stale) == 0 {
 		return nil, errors.Join(errs...)
@@ -284,20 +268,67 @@ func movable(ci *jetstream.ClusterInfo, stale map[string]bool) bool {
 	return good >= peers/2+1
 }
 
-// unheardReplicas names the replicas of ci that its leader has never heard
-// from since it was elected: not current, no time since last heard, not
-// known offline.
-func unheardReplicas(ci *jetstream.ClusterInfo) []string {
+// staleOf returns the stale replicas of stream name, whose group ci is:
+// those its leader has not heard from for StaleAfter, and those it has
+// reported behind, never catching up, for StaleAfter (over this sweep and
+// earlier ones).
+func (sw *Sweeper) staleOf(name string, ci *jetstream.ClusterInfo) map[string]bool {
+	staleAfter := sw.cfg.StaleAfter
+	if staleAfter <= 0 {
+		staleAfter = DefaultStaleAfter
+	}
+	now := time.Now
+	if sw.Now != nil {
+		now = sw.Now
+	}
+	own := staleReplicas(ci, staleAfter)
+	if own == nil {
+		own = map[string]bool{}
+	}
+	if sw.behind == nil {
+		sw.behind = map[string]behindSince{}
+	}
+	for _, p := range behindReplicas(ci) {
+		key := name + "/" + ci.Leader + "/" + p.Name
+		b, ok := sw.behind[key]
+		if !ok || p.Lag < b.lag {
+			b = behindSince{first: now(), lag: p.Lag} // new, or catching up: count anew
+		}
+		sw.behind[key] = b
+		if sw.touched != nil {
+			sw.touched[key] = true
+		}
+		if now().Sub(b.first) >= staleAfter {
+			own[p.Name] = true
+		}
+	}
+	return own
+}
+
+// behindSince is a replica seen behind its leader: since when, and how far
+// behind it was then.
+type behindSince struct {
+	first time.Time
+	lag   uint64
+}
+
+// behindReplicas are the replicas of ci that its leader reports behind
+// (not current) and not known offline. One seen behind for StaleAfter,
+// never catching up (its lag never smaller than when first seen), is
+// stale even if it answers now and then: a node whose store is full
+// answers some heartbeats and applies nothing, and a node its leader has
+// never heard from since its election looks the same.
+func behindReplicas(ci *jetstream.ClusterInfo) []*jetstream.PeerInfo {
 	if ci == nil || ci.Leader == "" {
 		return nil
 	}
-	var names []string
+	var out []*jetstream.PeerInfo
 	for _, p := range ci.Replicas {
-		if p != nil && !p.Current && !p.Offline && p.Active == 0 {
-			names = append(names, p.Name)
+		if p != nil && !p.Current && !p.Offline {
+			out = append(out, p)
 		}
 	}
-	return names
+	return out
 }
 
 // request makes one JetStream API request (a stepdown, a delete) and

@@ -60,10 +60,20 @@ func TestSweepMovesAConsumerOffAFullNode(t *testing.T) {
 	require.NoError(t, err)
 	cons, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "agents", AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)
-	// The consumer led from n2.
+	// The consumer led from n2, the stream from another node: what this
+	// test moves is the consumer (a stream led from the full node is
+	// TestStoreFullOneNodeOfThree's case, in internal/e2e).
 	fleettest.WaitFor(t, time.Minute, func() error {
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
+		si, err := s.Info(ictx)
+		if err != nil {
+			return err
+		}
+		if l := si.Cluster.Leader; l == "" || l == "n2" {
+			_ = request(ictx, js, "STREAM.LEADER.STEPDOWN.WORK")
+			return fmt.Errorf("stream led from %q", l)
+		}
 		info, err := cons.Info(ictx)
 		if err != nil {
 			return err
@@ -113,7 +123,7 @@ func TestSweepMovesAConsumerOffAFullNode(t *testing.T) {
 		m, err := sw.Sweep(sctx)
 		moves = append(moves, m...)
 		if len(moves) == 0 {
-			return fmt.Errorf("nothing moved yet (%v)", err)
+			return fmt.Errorf("nothing moved yet (%v); %s", err, clusterView(ctx, js, cons))
 		}
 		return nil
 	})
@@ -140,15 +150,74 @@ func TestSweepMovesAConsumerOffAFullNode(t *testing.T) {
 	require.Equal(t, []string{"item"}, got, "the item stored while n2 was full is delivered")
 }
 
-func TestUnheardReplicas(t *testing.T) {
+// clusterView describes who leads the WORK stream and its consumer and
+// how each leader sees its replicas: what a failed wait reports.
+func clusterView(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer) string {
+	view := func(ci *jetstream.ClusterInfo) string {
+		if ci == nil {
+			return "no cluster info"
+		}
+		out := "leader " + ci.Leader
+		for _, p := range ci.Replicas {
+			out += fmt.Sprintf(", %s current=%t active=%s lag=%d offline=%t", p.Name, p.Current, p.Active, p.Lag, p.Offline)
+		}
+		return out
+	}
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ictx, "WORK")
+	if err != nil {
+		return "stream: " + err.Error()
+	}
+	info, err := cons.Info(ictx)
+	if err != nil {
+		return "stream " + view(s.CachedInfo().Cluster) + "; consumer: " + err.Error()
+	}
+	return "stream " + view(s.CachedInfo().Cluster) + "; consumer " + view(info.Cluster)
+}
+
+func TestBehindReplicas(t *testing.T) {
 	ci := &jetstream.ClusterInfo{Leader: "n0", Replicas: []*jetstream.PeerInfo{
-		{Name: "n1", Current: true},                         // heard, current
+		{Name: "n1", Current: true},                         // current
 		{Name: "n2", Lag: 900},                              // never heard since n0 was elected
-		{Name: "n3", Lag: 2, Active: 10 * time.Millisecond}, // heard a moment ago
+		{Name: "n3", Lag: 2, Active: 10 * time.Millisecond}, // heard a moment ago, behind
 		{Name: "n4", Offline: true},
 	}}
-	require.Equal(t, []string{"n2"}, unheardReplicas(ci))
-	require.Nil(t, unheardReplicas(&jetstream.ClusterInfo{Replicas: ci.Replicas}), "no leader")
+	var names []string
+	for _, p := range behindReplicas(ci) {
+		names = append(names, p.Name)
+	}
+	require.Equal(t, []string{"n2", "n3"}, names)
+	require.Nil(t, behindReplicas(&jetstream.ClusterInfo{Replicas: ci.Replicas}), "no leader")
+}
+
+// A replica that stays behind for StaleAfter is stale, whether or not its
+// leader hears from it now and then (a full node answers some heartbeats);
+// one whose lag shrinks is catching up and starts its count anew.
+func TestSweepCountsReplicasThatStayBehind(t *testing.T) {
+	now := time.Unix(1000, 0)
+	sw := &Sweeper{Now: func() time.Time { return now }}
+	info := func(lag uint64, active time.Duration) *jetstream.ClusterInfo {
+		return &jetstream.ClusterInfo{Leader: "n0", Replicas: []*jetstream.PeerInfo{
+			{Name: "n1", Current: true}, {Name: "n2", Lag: lag, Active: active},
+		}}
+	}
+	steps := []struct {
+		after  time.Duration
+		ci     *jetstream.ClusterInfo
+		stale  bool
+		reason string
+	}{
+		{0, info(4, 0), false, "first seen behind"},
+		{2 * time.Second, info(4, 300*time.Millisecond), false, "heard, still behind"},
+		{2 * time.Second, info(3, 0), false, "caught up a little: counted anew"},
+		{3 * time.Second, info(5, 100*time.Millisecond), false, "3 s behind since"},
+		{2 * time.Second, info(5, 0), true, "5 s behind, never catching up"},
+	}
+	for _, st := range steps {
+		now = now.Add(st.after)
+		require.Equal(t, st.stale, sw.staleOf("WORK", st.ci)["n2"], st.reason)
+	}
 }
 
 func TestMovable(t *testing.T) {
