@@ -165,15 +165,17 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		// releaseNow: a resume asks the leader to move held items back.
 		releaseNow: make(chan struct{}, 1),
 	}
-	c.pools.c = c
 	c.denials = natsconn.WatchDenials(nc)
+	c.streams.js = js
+	c.pools = poolSet{js: js, names: names, denials: c.denials, streams: &c.streams,
+		prov: cfg.Provision.config(), configured: cfg.Pools, maxPools: cfg.MaxPools}
 	c.opener = expand.NewOpener(cfg.InputDir, js)
 	c.tr = tracing.New(cfg.TracerProvider)
 	c.metrics = newMetrics(cfg.Registerer, c.totalInFlight)
-	c.dlq = newDLQService(c)
+	c.dlq = newDLQService(dlqDeps{nc: nc, js: js, names: names, clock: cfg.hooks.Clock, log: c.log,
+		reopen: c.reopenForReplay, route: c.routeReplay, signer: c.signer(), registerer: cfg.Registerer})
 	c.schedules = scheduler.New(scheduler.Config{JetStream: js, Names: names, Jobs: scheduleJobs{c},
 		Clock: cfg.hooks.Clock, Logger: c.log, MaxPerPool: cfg.MaxSchedulesPerPool})
-	c.streams.js = js
 	c.retention = retention.New(retention.Config{JetStream: js, Names: names, Jobs: retentionJobs{c}, Streams: &c.streams,
 		Clock: cfg.hooks.Clock, Logger: c.log, Cleaned: c.metrics.jobsCleaned, Pruned: c.metrics.jobsPruned,
 		JobRetention: cfg.JobRetention, CleanupInterval: cfg.CleanupInterval,

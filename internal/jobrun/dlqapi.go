@@ -7,6 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/replay"
@@ -36,7 +42,6 @@ const (
 // dlqService serves the dlq.* endpoints and the monitor; the replays run
 // in internal/replay.
 type dlqService struct {
-	c       *Coordinator
 	insp    *dlq.Inspector
 	rep     *dlq.Replayer
 	metrics *dlq.Metrics
@@ -45,15 +50,30 @@ type dlqService struct {
 	pools   map[string]*poolsLoad // finished jobs' item pools, for replays (origin.go)
 }
 
-func newDLQService(c *Coordinator) *dlqService {
-	pageBytes := int(c.nc.MaxPayload()) - 64<<10
+// dlqDeps are what the DLQ service is built from: the connection, the
+// coordinator's clock and logger, and the coordinator's part of a replay
+// (reopening a job, routing an entry, signing what it publishes).
+type dlqDeps struct {
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	names      messages.Names
+	clock      clock.Clock
+	log        zerolog.Logger
+	reopen     dlq.ReopenFunc
+	route      dlq.RouteFunc
+	signer     dlq.SignFunc
+	registerer prometheus.Registerer
+}
+
+func newDLQService(d dlqDeps) *dlqService {
+	pageBytes := int(d.nc.MaxPayload()) - 64<<10
 	if pageBytes < 64<<10 {
 		pageBytes = 64 << 10
 	}
-	s := &dlqService{c: c, pools: map[string]*poolsLoad{}}
-	s.insp = dlq.NewInspector(c.js, c.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(c.cfg.hooks.Clock.Now), dlq.WithScanLimit(DLQScanLimit))
-	s.rep = dlq.NewReplayer(c.js, c.names, s.insp, dlq.WithReopen(c.reopenForReplay), dlq.WithRoute(c.routeReplay), dlq.WithLogger(c.log), dlq.WithSigner(c.signer()))
-	s.metrics = dlq.NewMetrics(c.cfg.Registerer)
+	s := &dlqService{pools: map[string]*poolsLoad{}}
+	s.insp = dlq.NewInspector(d.js, d.names, dlq.WithPageBytes(pageBytes), dlq.WithNow(d.clock.Now), dlq.WithScanLimit(DLQScanLimit))
+	s.rep = dlq.NewReplayer(d.js, d.names, s.insp, dlq.WithReopen(d.reopen), dlq.WithRoute(d.route), dlq.WithLogger(d.log), dlq.WithSigner(d.signer))
+	s.metrics = dlq.NewMetrics(d.registerer)
 	return s
 }
 

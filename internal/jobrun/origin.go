@@ -190,7 +190,7 @@ func (r *jobRunner) admits(res *messages.Result, origin string) bool {
 // is routed to by its job. An entry an agent wrote is replayed only when
 // the agent's pool is that pool.
 func (c *Coordinator) routeReplay(ctx context.Context, e *messages.DLQEntry, origin string) (string, error) {
-	p, err := c.dlq.poolsOf(ctx, e.JobID)
+	p, err := c.poolsOf(ctx, e.JobID)
 	if err != nil {
 		return "", err
 	}
@@ -220,13 +220,32 @@ type poolsLoad struct {
 // poolsOf returns the pools of job's items: its runner's, or, when the job
 // has no runner (it finished), built from its record once per replay
 // without reopening the job (dropped when the replay releases the job).
-func (s *dlqService) poolsOf(ctx context.Context, job string) (*itemPools, error) {
-	if r := s.c.runner(job); r != nil {
+func (c *Coordinator) poolsOf(ctx context.Context, job string) (*itemPools, error) {
+	if r := c.runner(job); r != nil {
 		if p := r.itemPoolsReady(ctx); p != nil {
 			return p, nil
 		}
 		return nil, ctx.Err()
 	}
+	return c.dlq.finishedPools(ctx, job, c.loadItemPools)
+}
+
+// loadItemPools builds the pools of a finished job's items from its
+// record, unless a replay may not reopen it.
+func (c *Coordinator) loadItemPools(ctx context.Context, job string) (*itemPools, error) {
+	if err := c.replayable(ctx, job); err != nil {
+		return nil, err
+	}
+	rec, err := c.store.get(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	return buildItemPools(ctx, c.opener, rec, c.log.With().Str("job_id", job).Logger()), nil
+}
+
+// finishedPools returns the pools of a finished job's items, built by load
+// once per replay.
+func (s *dlqService) finishedPools(ctx context.Context, job string, load func(context.Context, string) (*itemPools, error)) (*itemPools, error) {
 	s.poolsMu.Lock()
 	l, ok := s.pools[job]
 	if !ok {
@@ -237,15 +256,7 @@ func (s *dlqService) poolsOf(ctx context.Context, job string) (*itemPools, error
 	if !ok {
 		func() {
 			defer close(l.done)
-			if l.err = s.c.replayable(ctx, job); l.err != nil {
-				return
-			}
-			rec, err := s.c.store.get(ctx, job)
-			if err != nil {
-				l.err = err
-				return
-			}
-			l.p = buildItemPools(ctx, s.c.opener, rec, s.c.log.With().Str("job_id", job).Logger())
+			l.p, l.err = load(ctx, job)
 		}()
 		if l.err != nil && !errors.Is(l.err, dlq.ErrNotReplayable) {
 			s.poolsMu.Lock()

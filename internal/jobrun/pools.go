@@ -25,7 +25,15 @@ import (
 
 // poolSet knows the work stream's pools. Safe for concurrent use.
 type poolSet struct {
-	c *Coordinator
+	js      jetstream.JetStream
+	names   messages.Names
+	denials *natsconn.Denials
+	streams *streamCache
+	prov    provision.Config
+	// configured are Config.Pools, always allowed; maxPools is
+	// Config.MaxPools.
+	configured []string
+	maxPools   int
 
 	mu sync.Mutex
 	// known holds the pools seen on the server or ensured, with when.
@@ -47,8 +55,7 @@ const poolsFresh = time.Minute
 // MaxPools is negative, or a new one when the work stream already has
 // MaxPools pools. A nil problem means the pool may be used.
 func (p *poolSet) check(ctx context.Context, pool string) (*messages.FieldError, error) {
-	cfg := p.c.cfg
-	if slices.Contains(cfg.Pools, pool) {
+	if slices.Contains(p.configured, pool) {
 		return nil, nil
 	}
 	if ok, err := p.permittedPool(ctx, pool); err != nil {
@@ -56,11 +63,11 @@ func (p *poolSet) check(ctx context.Context, pool string) (*messages.FieldError,
 	} else if !ok {
 		return &messages.FieldError{Field: "pool", Message: fmt.Sprintf(
 			"pool %q is not provisioned: the coordinator's NATS permissions do not cover its park stream %s (fleetctl auth init --pools lists the fleet's pools)",
-			pool, p.c.names.ParkStream(pool))}, nil
+			pool, p.names.ParkStream(pool))}, nil
 	}
-	if cfg.MaxPools < 0 {
+	if p.maxPools < 0 {
 		return &messages.FieldError{Field: "pool", Message: fmt.Sprintf(
-			"pool %q is not one of the configured pools (%s); the coordinator accepts no other (--max-pools -1)", pool, strings.Join(cfg.Pools, ", "))}, nil
+			"pool %q is not one of the configured pools (%s); the coordinator accepts no other (--max-pools -1)", pool, strings.Join(p.configured, ", "))}, nil
 	}
 	p.mu.Lock()
 	_, ok := p.known[pool]
@@ -75,14 +82,14 @@ func (p *poolSet) check(ctx context.Context, pool string) (*messages.FieldError,
 	if slices.Contains(pools, pool) {
 		return nil, nil
 	}
-	if len(pools) >= cfg.MaxPools {
+	if len(pools) >= p.maxPools {
 		shown := pools
 		if len(shown) > 10 {
 			shown = shown[:10]
 		}
 		return &messages.FieldError{Field: "pool", Message: fmt.Sprintf(
 			"pool %q would be a new pool; the work stream has %d already (%s…), the limit is %d (--max-pools): use an existing pool",
-			pool, len(pools), strings.Join(shown, ", "), cfg.MaxPools)}, nil
+			pool, len(pools), strings.Join(shown, ", "), p.maxPools)}, nil
 	}
 	return nil, nil
 }
@@ -102,7 +109,7 @@ func (p *poolSet) permittedPool(ctx context.Context, pool string) (bool, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, poolProbeTimeout)
 	defer cancel()
-	_, err := p.c.denials.Request(ctx, apiPrefix(p.c.js)+"STREAM.INFO."+p.c.names.ParkStream(pool), nil)
+	_, err := p.denials.Request(ctx, apiPrefix(p.js)+"STREAM.INFO."+p.names.ParkStream(pool), nil)
 	switch {
 	case errors.Is(err, natsconn.ErrDenied):
 		ok = false
@@ -128,10 +135,10 @@ func (p *poolSet) permittedPool(ctx context.Context, pool string) (bool, error) 
 // keys re-issued and reloaded grant them later. Any answer but a refusal
 // (the info, "not found", a timeout) counts as permitted, and the caller's
 // own request then says what it is.
-func (c *Coordinator) mayUse(ctx context.Context, stream string) bool {
+func (p *poolSet) mayUse(ctx context.Context, stream string) bool {
 	ctx, cancel := context.WithTimeout(ctx, poolProbeTimeout)
 	defer cancel()
-	return c.denials.StreamPermitted(ctx, apiPrefix(c.js), stream)
+	return p.denials.StreamPermitted(ctx, apiPrefix(p.js), stream)
 }
 
 // poolProbeTimeout bounds permittedPool's request when the server neither
@@ -153,11 +160,11 @@ func apiPrefix(js jetstream.JetStream) string {
 
 // list reads the work stream's pools from its consumers' names.
 func (p *poolSet) list(ctx context.Context) ([]string, error) {
-	s, err := p.c.stream(ctx, p.c.names.WorkStream())
+	s, err := p.streams.Stream(ctx, p.names.WorkStream())
 	if err != nil {
 		return nil, err
 	}
-	prefix := p.c.names.AgentsConsumer("")
+	prefix := p.names.AgentsConsumer("")
 	lister := s.ConsumerNames(ctx)
 	var pools []string
 	for name := range lister.Name() {
@@ -191,7 +198,7 @@ func (p *poolSet) ensure(ctx context.Context, pool string) error {
 	if ok && time.Since(at) < poolsFresh {
 		return nil
 	}
-	if _, err := provision.EnsurePoolPermitted(ctx, p.c.js, p.c.names, pool, p.c.cfg.Provision.config(), p.c.mayUse); err != nil {
+	if _, err := provision.EnsurePoolPermitted(ctx, p.js, p.names, pool, p.prov, p.mayUse); err != nil {
 		return err
 	}
 	p.mu.Lock()
