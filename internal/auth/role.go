@@ -215,11 +215,11 @@ func RolePermissions(role Role, names messages.Names, pools ...string) (Permissi
 			j.api("INFO"),
 			names.JobsSubmitSubject(), names.WorkFilter(), names.ResultsFilter(), names.DLQFilter(), names.EventsFilter(),
 			// Followers forward status requests to the leader
-			// (pkg/coordinator/apiserver.go).
+			// (internal/api/jobs.go).
 			names.Prefix + ".api._leader.>",
 			// A coordinator that cannot reach the cluster asks whether
 			// another does before it stops serving
-			// (pkg/coordinator/apiserver.go).
+			// (internal/api/health.go).
 			names.Prefix + ".api._healthy",
 		}
 		for _, b := range ownedObjectStores(names) {

@@ -1,7 +1,7 @@
 // Package endpoint holds what the coordinator's API services share: the
 // signature of an endpoint of the jetfleet micro service, the strict
 // decoding of its request and its error replies. It owns no endpoint and
-// no subject: internal/jobrun serves them.
+// no subject: internal/api serves them.
 package endpoint
 
 import (

@@ -298,7 +298,7 @@ func TestStatusSaysHowFreshItIs(t *testing.T) {
 	// Through the API, the follower forwards to the leader: the live
 	// counts, whichever coordinator the request reaches.
 	for range 10 {
-		reply, e := c2.apiStatus(ctx, []byte(`{"job_id":"fresh"}`))
+		reply, e := c2.apiEndpoints().All()[messages.EndpointJobsStatus](ctx, []byte(`{"job_id":"fresh"}`))
 		require.Nil(t, e)
 		require.Equal(t, messages.StatusFromRunner, reply.(messages.StatusReply).Status.Source)
 		st, err := cl.Status(ctx, "fresh")
@@ -431,7 +431,7 @@ func TestSingleServerCoordinatorStaysOnItsServer(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	var checks atomic.Int64
 	// Checks, past the cut-off detector's run (each failed check after
-	// the second also asks the other coordinators, for othersWait).
+	// the second also asks the other coordinators, for api.OthersWait).
 	const enough = 6
 	failed := make(chan struct{}) // closed at the enough-th failed check
 	var coord *Coordinator

@@ -43,12 +43,12 @@ const intakeConsumer = "coordinator"
 // start it with Run. Its methods are safe for concurrent use.
 type Coordinator struct {
 	// probe, when set (tests), replaces the API's check that the
-	// coordinator reaches the cluster (apiserver.go).
+	// coordinator reaches the cluster (api.go).
 	probe func(context.Context) error
 	// testEndpoints, set by tests before Run, are served beside the API's.
 	testEndpoints map[string]endpointFunc
 	// cutOff notices, from failing health checks, a server cut off the
-	// cluster (apiserver.go).
+	// cluster (internal/api).
 	cutOff natsconn.CutOff
 	// denials turns the server's refusals of the coordinator's requests
 	// into answers (pools.go).
@@ -87,7 +87,7 @@ type Coordinator struct {
 	tr tracing.Tracer
 
 	metrics *metrics
-	dlq     *dlqService // dlq.* endpoints, replays, DLQ metrics (dlqapi.go)
+	dlq     *dlqService // the DLQ's inspector, replayer, metrics (dlqapi.go)
 	// schedules serves the schedules.* endpoints and fires the ticks
 	// while this coordinator leads (internal/scheduler).
 	schedules *scheduler.Scheduler
@@ -252,8 +252,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	c.fail = fail
-	api := newAPIServer(ctx, c)
-	if err := api.start(); err != nil {
+	server := c.newAPIServer(ctx)
+	if err := server.Start(); err != nil {
 		return err
 	}
 	c.agents = newAgentDirectory()
@@ -272,7 +272,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer c.bg.Done()
-		api.keepServing(ctx)
+		server.KeepServing(ctx)
 	}()
 	go func() {
 		defer c.bg.Done()
@@ -281,7 +281,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	// The API's subscriptions reach the server before Ready says so.
 	if err := c.nc.FlushTimeout(10 * time.Second); err != nil {
 		fail(nil)
-		api.close()
+		server.Close()
 		c.bg.Wait()
 		return fmt.Errorf("coordinator: %w", err)
 	}
@@ -290,7 +290,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 
 	_ = ls.Run(ctx, c.lead)
 	fail(nil)
-	api.close()
+	server.Close()
 	c.bg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err

@@ -9,18 +9,23 @@
 //   - publishing and results (publisher.go, priority.go, pools.go,
 //     results.go, reduce.go, origin.go): the work window, the pools' fair
 //     share, the results consumer, the reduce step;
-//   - the API (jobsapi.go, apiserver.go, dlqapi.go, index.go, agents.go): the
-//     jetfleet micro service's endpoints, the job index, the agents present;
+//   - the jobs' side of the API (jobsapi.go, api.go, index.go, agents.go):
+//     a submission's admission, the leader's status answer, the job index,
+//     the agents present, and the face of the jobs (apiJobs) that
+//     internal/api, which serves the jetfleet micro service, takes;
+//   - the DLQ service (dlqapi.go): the inspector, replayer and monitor of
+//     the dead letters, the item pools of finished jobs that replays route
+//     by;
 //   - the leader's services (leader.go, pause.go, budgets.go, breaker.go):
 //     the lease, pauses, budgets and breakers;
 //   - a DLQ replay's reopening of a job (replayreopen.go, reopen.go): the
 //     Replayer's ReopenFunc, which restarts or holds the job's runner;
 //   - the faces it gives the services that live in packages of their own
-//     (services.go): internal/scheduler (a schedule fires in its fire.go),
-//     internal/retention (settle cleanup, expiry, jobs.prune) and
-//     internal/replay (the replays' records and runs, their holds) each
-//     take only the interface of the jobs they need, never the
-//     Coordinator.
+//     (services.go, api.go): internal/scheduler (a schedule fires in its
+//     fire.go), internal/retention (settle cleanup, expiry, jobs.prune),
+//     internal/replay (the replays' records and runs, their holds) and
+//     internal/api (the API's server and endpoints) each take only the
+//     interface of the jobs they need, never the Coordinator.
 //
 // It may not be imported by pkg/client: a submitter imports nothing of
 // the daemons. Users import pkg/coordinator.

@@ -15,16 +15,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/api"
 	"github.com/jetfleet/jetfleet/internal/kvwatch"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // jobs.list bounds.
 const (
-	// DefaultListLimit is jobs.list's page size when the request sets none.
-	DefaultListLimit = 100
-	// MaxListLimit bounds jobs.list's page size.
-	MaxListLimit = 1000
+	// DefaultListLimit and MaxListLimit are jobs.list's page sizes
+	// (internal/api checks a request's).
+	DefaultListLimit = api.DefaultListLimit
+	MaxListLimit     = api.MaxListLimit
 	// listScanLimit bounds the jobs one jobs.list request examines when it
 	// filters by pool or text (the state filter has its own index): a page
 	// may then come back short, with a cursor to go on from.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/api"
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
@@ -110,7 +111,9 @@ func (c *Coordinator) lead(ctx context.Context) {
 	c.startDLQ(ctx)
 	c.goTerm("cancel requests", func() error { return c.followCancels(ctx) })
 	c.goTerm("adopt", func() error { c.adopt(ctx); return nil })
-	c.goTerm("leader status", func() error { return c.serveLeaderStatus(ctx) })
+	c.goTerm("leader status", func() error {
+		return api.ServeLeaderStatus(ctx, c.nc, c.cfg.Prefix, c.log, c.apiStatusHere)
+	})
 	c.goTerm("schedules", func() error { return c.schedules.Run(ctx) })
 	c.goTerm("held-item releases", func() error { return c.runReleases(ctx) })
 	c.goTerm("placement", func() error { return c.runPlacement(ctx) })

@@ -405,60 +405,6 @@ func (c *Coordinator) releaseJob(ctx context.Context, s jetstream.Stream, pool, 
 	return moved, flush()
 }
 
-// pauseEndpoints are the API's pause and resume endpoints.
-func (c *Coordinator) pauseEndpoints() map[string]endpointFunc {
-	return map[string]endpointFunc{
-		messages.EndpointJobsPause:   c.apiJobPause(c.JobPause),
-		messages.EndpointJobsResume:  c.apiJobPause(c.JobResume),
-		messages.EndpointPoolsPause:  c.apiPoolPause(c.PoolPause),
-		messages.EndpointPoolsResume: c.apiPoolPause(c.PoolResume),
-	}
-}
-
-func (c *Coordinator) apiJobPause(fn func(context.Context, string) (*messages.JobStatus, error)) endpointFunc {
-	return func(ctx context.Context, data []byte) (any, *messages.APIError) {
-		req, e := decodeJobRequest(data)
-		if e != nil {
-			return nil, e
-		}
-		st, err := fn(ctx, req.JobID)
-		if errors.Is(err, errNoJob) && c.accepted(ctx, req.JobID) {
-			st, err = fn(ctx, req.JobID)
-		}
-		switch {
-		case errors.Is(err, errNoJob):
-			return nil, &messages.APIError{Code: messages.CodeNotFound, Field: "job_id", Message: fmt.Sprintf("no job %q", req.JobID)}
-		case errors.Is(err, errJobFinished):
-			return nil, &messages.APIError{Code: messages.CodeConflict, Field: "job_id", Message: fmt.Sprintf("job %q already ended (%s)", req.JobID, st.State)}
-		case errors.Is(err, errMapEnded):
-			return nil, &messages.APIError{Code: messages.CodeConflict, Field: "job_id", Message: fmt.Sprintf("job %q has run its map phase (%s): nothing is left to pause", req.JobID, st.MapReason)}
-		case err != nil:
-			return nil, apiErr(messages.CodeInternal, err.Error())
-		}
-		return messages.StatusReply{Status: st}, nil
-	}
-}
-
-func (c *Coordinator) apiPoolPause(fn func(context.Context, string) (*messages.PoolPauseReply, error)) endpointFunc {
-	return func(ctx context.Context, data []byte) (any, *messages.APIError) {
-		var req messages.PoolRequest
-		if e := decodeRequest(data, &req); e != nil {
-			return nil, e
-		}
-		if req.Pool == "" {
-			return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "pool", Message: "required"}
-		}
-		if err := messages.ValidPool(req.Pool); err != nil {
-			return nil, &messages.APIError{Code: messages.CodeBadRequest, Field: "pool", Message: err.Error()}
-		}
-		reply, err := fn(ctx, req.Pool)
-		if err != nil {
-			return nil, apiErr(messages.CodeInternal, err.Error())
-		}
-		return reply, nil
-	}
-}
-
 // dropPause deletes job id's pause key, if any (a delete marker, which
 // the watches see).
 func (c *Coordinator) dropPause(ctx context.Context, id string) {

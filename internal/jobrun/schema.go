@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/wire"
@@ -20,21 +19,6 @@ var schemaHeader = strconv.Itoa(messages.SchemaVersion)
 // schema version waits before its next delivery, which a coordinator of
 // that release may take.
 const newerSubmissionDelay = 30 * time.Second
-
-// requestSchema refuses an API request of a newer schema version than
-// this coordinator reads with the code unavailable, so that the client
-// asks again and another coordinator (of the newer release) may answer.
-// A bad header names itself.
-func requestSchema(hdr nats.Header) *messages.APIError {
-	v, err := wire.SchemaOfHeader(hdr.Get(messages.HeaderSchema))
-	if err != nil {
-		return apiErr(messages.CodeBadRequest, err.Error())
-	}
-	if err := v.Check("the request"); err != nil {
-		return apiErr(messages.CodeUnavailable, err.Error()+"; another coordinator may answer")
-	}
-	return nil
-}
 
 // leaveNewerSubmission leaves a durable submission of a newer schema
 // version for a coordinator of that release: a delayed nak, never a

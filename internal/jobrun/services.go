@@ -52,7 +52,7 @@ func (c *Coordinator) JobPrune(ctx context.Context, req messages.PruneRequest) (
 type scheduleJobs struct{ c *Coordinator }
 
 func (j scheduleJobs) Submit(ctx context.Context, spec []byte) *messages.APIError {
-	_, e := j.c.apiSubmit(ctx, spec)
+	_, e := j.c.submitAs(ctx, spec, "")
 	return e
 }
 

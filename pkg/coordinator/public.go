@@ -5,6 +5,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetfleet/jetfleet/internal/api"
 	"github.com/jetfleet/jetfleet/internal/jobrun"
 )
 
@@ -55,11 +56,11 @@ const (
 const (
 	DefaultSweepInterval      = jobrun.DefaultSweepInterval
 	DefaultDLQMonitorInterval = jobrun.DefaultDLQMonitorInterval
-	DefaultDLQPageSize        = jobrun.DefaultDLQPageSize
+	DefaultDLQPageSize        = api.DefaultDLQPageSize
 	DLQScanLimit              = jobrun.DLQScanLimit
 	DLQEventsJob              = jobrun.DLQEventsJob
-	DefaultReplayWait         = jobrun.DefaultReplayWait
-	MaxReplayWait             = jobrun.MaxReplayWait
+	DefaultReplayWait         = api.DefaultReplayWait
+	MaxReplayWait             = api.MaxReplayWait
 )
 
 // Defaults and bounds of the API: deadlines, health checks, list pages.
@@ -71,7 +72,7 @@ const (
 	DefaultHealthFailures   = jobrun.DefaultHealthFailures
 	DefaultListLimit        = jobrun.DefaultListLimit
 	MaxListLimit            = jobrun.MaxListLimit
-	LeaderStatusWait        = jobrun.LeaderStatusWait
+	LeaderStatusWait        = api.LeaderStatusWait
 )
 
 // Coordinator runs jobs for one prefix: it serves the API, and while it
