@@ -24,6 +24,7 @@ import (
 	"github.com/jetfleet/jetfleet/internal/lease"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/pause"
+	"github.com/jetfleet/jetfleet/internal/poolset"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/replay"
 	"github.com/jetfleet/jetfleet/internal/retention"
@@ -50,16 +51,13 @@ type Coordinator struct {
 	// cutOff notices, from failing health checks, a server cut off the
 	// cluster (internal/api).
 	cutOff natsconn.CutOff
-	// denials turns the server's refusals of the coordinator's requests
-	// into answers (pools.go).
-	denials *natsconn.Denials
-	cfg     Config
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	names   messages.Names
-	log     zerolog.Logger
-	store   *jobStore
-	index   *jobIndex // job summaries for jobs.list (index.go)
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	names  messages.Names
+	log    zerolog.Logger
+	store  *jobStore
+	index  *jobIndex // job summaries for jobs.list (index.go)
 	// agents are the handlers present agents announce (agents.go).
 	agents *agentDirectory
 	budget *budget.Budget
@@ -73,8 +71,8 @@ type Coordinator struct {
 	// read (tests: a crash or a panic during expansion).
 	beforeCount func(job string)
 
-	// pools knows the work stream's pools (pools.go).
-	pools poolSet
+	// pools knows the work stream's pools (internal/poolset).
+	pools *poolset.Set
 	// slots counts the durable submissions being accepted (pools.go).
 	slots openSlots
 	// priorities counts the jobs publishing in each pool by priority
@@ -165,10 +163,11 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		// releaseNow: a resume asks the leader to move held items back.
 		releaseNow: make(chan struct{}, 1),
 	}
-	c.denials = natsconn.WatchDenials(nc)
 	c.streams.js = js
-	c.pools = poolSet{js: js, names: names, denials: c.denials, streams: &c.streams,
-		prov: cfg.Provision.config(), configured: cfg.Pools, maxPools: cfg.MaxPools}
+	// The denials turn the server's refusals of the coordinator's
+	// requests into answers.
+	c.pools = poolset.New(poolset.Config{JetStream: js, Names: names, Denials: natsconn.WatchDenials(nc), Streams: &c.streams,
+		Provision: cfg.Provision.config(), Configured: cfg.Pools, MaxPools: cfg.MaxPools})
 	c.opener = expand.NewOpener(cfg.InputDir, js)
 	c.tr = tracing.New(cfg.TracerProvider)
 	c.metrics = newMetrics(cfg.Registerer, c.totalInFlight)
@@ -739,7 +738,7 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 	// A pool the job may not use is refused first: it needs no read of
 	// the job's record (reject makes sure it overwrites no accepted job).
 	eff := jobspec.WithDefaults(spec)
-	fe, err := c.pools.check(ctx, eff.Pool)
+	fe, err := c.pools.Check(ctx, eff.Pool)
 	if err != nil {
 		return err
 	}
@@ -884,7 +883,7 @@ func (c *Coordinator) ensurePools(ctx context.Context, pool string, routes map[s
 		}
 	}
 	for _, p := range pools {
-		err := c.pools.ensure(ctx, p)
+		err := c.pools.Ensure(ctx, p)
 		if errors.Is(err, provision.ErrDLQReservation) {
 			// The error names the quota, what is reserved already and
 			// the ways out (docs/dlq.md, "Each pool's quota is reserved").

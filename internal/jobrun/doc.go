@@ -2,13 +2,14 @@
 // face: it owns a job from its submission to its end and the services of a
 // leadership term.
 //
-//   - intake (coordinator.go, admit.go, input.go, intakewait.go): accepting,
-//     validating and recording a submitted job;
+//   - intake (coordinator.go, admit.go, input.go, intakewait.go, pools.go):
+//     accepting, validating and recording a submitted job, the open jobs'
+//     limit; which pools a job may name is internal/poolset's;
 //   - the job state machine (job.go, phase.go, policy.go, notbefore.go):
 //     where a job's state changes, its step policy, its not-before time;
-//   - publishing and results (publisher.go, priority.go, pools.go,
-//     results.go, reduce.go, origin.go): the work window, the pools' fair
-//     share, the results consumer, the reduce step;
+//   - publishing and results (publisher.go, priority.go, results.go,
+//     reduce.go, origin.go): the work window, the pools' fair share, the
+//     results consumer, the reduce step;
 //   - the jobs' side of the API (jobsapi.go, api.go, index.go, agents.go):
 //     a submission's admission, the leader's status answer, the job index,
 //     the agents present, and the face of the jobs (apiJobs) that

@@ -44,7 +44,7 @@ func (c *Coordinator) submitAs(ctx context.Context, data []byte, team string) (a
 	if problems := c.handlerProblems(ctx, spec); len(problems) > 0 {
 		return nil, invalidSpec(problems)
 	}
-	if fe, err := c.pools.check(ctx, jobspec.WithDefaults(spec).Pool); err != nil {
+	if fe, err := c.pools.Check(ctx, jobspec.WithDefaults(spec).Pool); err != nil {
 		if e := c.fullRefusal(err); e != nil {
 			return nil, e
 		}

@@ -284,7 +284,7 @@ func (c *Coordinator) runReleases(ctx context.Context) error {
 // releaseHeld moves back every held copy whose job and pool are not
 // paused, pool by pool.
 func (c *Coordinator) releaseHeld(ctx context.Context) {
-	pools, err := c.pools.list(ctx)
+	pools, err := c.pools.List(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn().Err(err).Msg("cannot list the pools to release held items; trying again")

@@ -37,11 +37,7 @@ func (c *Coordinator) fleetStreams() []string {
 		names = append(names, "OBJ_"+oc.Bucket)
 	}
 	pools := slices.Clone(c.cfg.Pools)
-	c.pools.mu.Lock()
-	for p := range c.pools.known {
-		pools = append(pools, p)
-	}
-	c.pools.mu.Unlock()
+	pools = append(pools, c.pools.Known()...)
 	slices.Sort(pools)
 	for _, p := range slices.Compact(pools) {
 		names = append(names, c.names.ParkStream(p), wire.PoolDLQStream(c.names, p),

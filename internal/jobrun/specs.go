@@ -39,7 +39,7 @@ func (s *specBuckets) bucket(ctx context.Context, c *Coordinator, pool string) (
 	if ok {
 		return kv, nil
 	}
-	if !c.pools.mayUse(ctx, "KV_"+c.names.SpecsBucket(pool)) {
+	if !c.pools.MayUse(ctx, "KV_"+c.names.SpecsBucket(pool)) {
 		return nil, errSpecsDenied
 	}
 	kv, err := c.js.KeyValue(ctx, c.names.SpecsBucket(pool))
