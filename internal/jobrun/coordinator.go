@@ -14,11 +14,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/intake"
 	"github.com/jetfleet/jetfleet/internal/jspub"
 	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/lease"
@@ -28,7 +28,6 @@ import (
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/replay"
 	"github.com/jetfleet/jetfleet/internal/retention"
-	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/scheduler"
 	"github.com/jetfleet/jetfleet/internal/tracing"
 	"github.com/jetfleet/jetfleet/internal/wire"
@@ -36,9 +35,6 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
-
-// intakeConsumer is the durable consumer of the jobs stream.
-const intakeConsumer = "coordinator"
 
 // Coordinator accepts, publishes and tracks jobs. Build it with New and
 // start it with Run. Its methods are safe for concurrent use.
@@ -65,16 +61,15 @@ type Coordinator struct {
 	// budgetKV is the budget bucket (a rejected job's leftover budget is
 	// deleted when its id is taken again).
 	budgetKV jetstream.KeyValue
-	// intakeErrs remembers why durable submissions failed (intakeOne).
-	intakeErrs intakeErrors
 	// beforeCount, when set, runs before a durable submission's items are
 	// read (tests: a crash or a panic during expansion).
 	beforeCount func(job string)
 
 	// pools knows the work stream's pools (internal/poolset).
 	pools *poolset.Set
-	// slots counts the durable submissions being accepted (pools.go).
-	slots openSlots
+	// intake takes in the durable submissions and counts the open jobs
+	// (internal/intake, intake.go).
+	intake *intake.Intake
 	// priorities counts the jobs publishing in each pool by priority
 	// (priority.go).
 	priorities priorities
@@ -170,6 +165,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		Provision: cfg.Provision.config(), Configured: cfg.Pools, MaxPools: cfg.MaxPools})
 	c.opener = expand.NewOpener(cfg.InputDir, js)
 	c.tr = tracing.New(cfg.TracerProvider)
+	c.intake = c.newIntake()
 	c.metrics = newMetrics(cfg.Registerer, c.totalInFlight)
 	c.dlq = newDLQService(dlqDeps{nc: nc, js: js, names: names, clock: cfg.hooks.Clock, log: c.log,
 		reopen: c.reopenForReplay, route: c.routeReplay, signer: c.signer(), registerer: cfg.Registerer})
@@ -428,309 +424,22 @@ func (c *Coordinator) totalInFlight() float64 {
 	return float64(n)
 }
 
-// intakeAckWait is the intake consumer's AckWait: how long a submission
-// stays with a coordinator that stopped answering for it (heartbeats keep
-// a long acceptance alive). A variable for tests.
-var intakeAckWait = 30 * time.Second
-
-// The intake takes in every submission it pulls, within intakeReadAhead
-// bytes (each counted as at least intakeMinWeight), so that a slow
-// submission (a large input to count) or a burst of bad ones holds back
-// no other: those refused for what they are (a bad spec, a pool they may
-// not use) are written by at most intakeRefusals at a time, leaving the
-// server's time to the good ones, and at most intakeWorkers are accepted
-// at once. The pulls ahead hold at most intakeReadAhead bytes too.
-const (
-	intakeWorkers   = 64
-	intakeRefusals  = 16
-	intakeReadAhead = 64 << 20
-	intakeMinWeight = 16 << 10
-)
-
-// intake consumes the durable jobs stream, up to intakeWorkers
-// submissions at a time; submissions that name the same job id are
-// accepted one after the other (intakeLocks).
-func (c *Coordinator) intake(ctx context.Context) error {
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.names.JobsStream(), jetstream.ConsumerConfig{
-		Durable:     intakeConsumer,
-		Description: "jetfleet coordinator intake",
-		AckPolicy:   jetstream.AckExplicitPolicy,
-		AckWait:     intakeAckWait,
-	})
-	if err != nil {
-		return fmt.Errorf("coordinator: intake consumer: %w", err)
-	}
-	// Pulled by bytes: submissions may be as large as MaxSpecBytes.
-	it, err := cons.Messages(jetstream.PullMaxBytes(intakeReadAhead), jetstream.PullExpiry(natsconn.PullExpiry), jetstream.PullHeartbeat(natsconn.PullHeartbeat))
-	if err != nil {
-		return fmt.Errorf("coordinator: intake: %w", err)
-	}
-	defer it.Stop()
-	defer context.AfterFunc(ctx, it.Stop)()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	var locks intakeLocks
-	refusals := make(chan struct{}, intakeRefusals)
-	held := semaphore.NewWeighted(intakeReadAhead)
-	accepting := make(chan struct{}, intakeWorkers)
-	for {
-		m, err := it.Next()
-		if err != nil {
-			switch {
-			case ctx.Err() != nil:
-				return nil
-			case c.nc.IsClosed():
-				return fmt.Errorf("coordinator: intake: %w", natsconn.Lost(c.nc))
-			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
-				return nil
-			}
-			c.log.Warn().Err(err).Msg("intake pull failed")
-			continue
-		}
-		// The submissions being taken in hold at most intakeReadAhead
-		// bytes between them, each at least intakeMinWeight (a larger
-		// one, that much alone).
-		size := min(max(int64(len(m.Data())), intakeMinWeight), intakeReadAhead)
-		if err := held.Acquire(ctx, size); err != nil {
-			return nil // shutting down: unacknowledged, it comes back
-		}
-		wg.Add(1)
-		t := c.slots.ticket()
-		go func() {
-			defer wg.Done()
-			defer held.Release(size)
-			defer c.slots.drop(t) // let the next in, whatever happened
-			c.intakeOne(ctx, m, t, &locks, refusals, accepting)
-		}()
-	}
-}
-
-// intakeKey is the job id a durable submission names, or its stream
-// sequence when it names none: submissions with the same key are accepted
-// one at a time.
-func intakeKey(m jetstream.Msg) string {
-	var probe struct {
-		ID string `json:"id"`
-	}
-	if json.Unmarshal(m.Data(), &probe) == nil && probe.ID != "" {
-		return probe.ID
-	}
-	if md, err := m.Metadata(); err == nil {
-		return "#" + strconv.FormatUint(md.Sequence.Stream, 10)
-	}
-	return ""
-}
-
-// intakeLocks serialises the acceptance of submissions that share a key.
-// Safe for concurrent use.
-type intakeLocks struct {
-	mu   sync.Mutex
-	held map[string]*intakeLock
-}
-
-type intakeLock struct {
-	mu    sync.Mutex
-	users int
-}
-
-// lock waits until no other submission with key is being accepted; the
-// returned func lets the next one go.
-func (l *intakeLocks) lock(key string) (unlock func()) {
-	l.mu.Lock()
-	if l.held == nil {
-		l.held = map[string]*intakeLock{}
-	}
-	e := l.held[key]
-	if e == nil {
-		e = &intakeLock{}
-		l.held[key] = e
-	}
-	e.users++
-	l.mu.Unlock()
-	e.mu.Lock()
-	return func() {
-		e.mu.Unlock()
-		l.mu.Lock()
-		if e.users--; e.users == 0 {
-			delete(l.held, key)
-		}
-		l.mu.Unlock()
-	}
-}
-
-// intakeOne accepts one durable submission, or rejects it. A submission
-// that fails to be accepted IntakeMaxDeliveries times — an error each
-// time, or a coordinator that died while accepting it (out of memory, a
-// crash), which would otherwise repeat after every restart — is recorded
-// as rejected with the reason, and never tried again.
-//
-// A submission refused for what it is (a bad spec, a pool it may not use)
-// is refused at once, with no open slot, among at most intakeRefusals
-// refusals written at a time; any other waits for its turn (intakeGate):
-// t is its place in the intake's queue (openSlots.ticket), and
-// submissions that name the same job id (locks) are accepted one at a
-// time.
-func (c *Coordinator) intakeOne(ctx context.Context, m jetstream.Msg, t uint64, locks *intakeLocks, refusals, accepting chan struct{}) {
-	if c.leaveNewerSubmission(m) {
-		return
-	}
-	ctx, span := c.traceAccept(ctx, m.Headers())
-	defer span.End()
-	var seq, delivered uint64 = 0, 1
-	if md, err := m.Metadata(); err == nil {
-		seq, delivered = md.Sequence.Stream, md.NumDelivered
-		clock.Observe(c.cfg.hooks.Clock, md.Timestamp)
-	}
-	stop := inProgress(m, intakeAckWait/3)
-	defer stop()
-	maxTries := uint64(c.cfg.IntakeMaxDeliveries)
-	g := intakeGate{refusals: refusals, enter: func() (func(), error) {
-		release, err := c.waitOpenSlot(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case accepting <- struct{}{}:
-		case <-ctx.Done():
-			release()
-			return nil, ctx.Err()
-		}
-		unlock := locks.lock(intakeKey(m))
-		return func() { unlock(); <-accepting; release() }, nil
-	}}
-	if delivered <= maxTries {
-		err := c.safeAccept(ctx, m.Data(), seq, g)
-		if err == nil {
-			c.intakeErrs.forget(seq)
-			_ = m.Ack()
-			return
-		}
-		if ctx.Err() != nil {
-			return // shutting down: the next coordinator tries again
-		}
-		c.intakeErrs.set(seq, err)
-		c.log.Error().Err(err).Uint64("stream_seq", seq).Uint64("num_delivered", delivered).Msg("accepting job failed")
-		if delivered < maxTries {
-			_ = m.NakWithDelay(intakeBackoff.Delay(int(delivered), 0, nil))
-			return
-		}
-	}
-	why := "the coordinator stopped or died while accepting it (out of memory?)"
-	if last := c.intakeErrs.get(seq); last != "" {
-		why = last
-	}
-	tries := min(delivered, maxTries)
-	problems := []messages.FieldError{{Message: fmt.Sprintf("not accepted after %d attempts: %s", tries, why)}}
-	if err := c.reject(ctx, seq, rejectedID(m.Data(), seq, c.cfg.MaxSpecBytes), problems, c.cfg.hooks.Clock.Now()); err != nil {
-		c.log.Error().Err(err).Uint64("stream_seq", seq).Msg("recording the rejection failed; will retry")
-		_ = m.NakWithDelay(5 * time.Second)
-		return
-	}
-	c.intakeErrs.forget(seq)
-	_ = m.Ack()
-}
-
-// intakeBackoff spaces the deliveries of a submission that failed to be
-// accepted: 2s doubling to a minute.
-var intakeBackoff = retry.Exponential(2*time.Second, time.Minute)
-
-// safeAccept is accept; a panic there (a bug some spec found) counts as a
-// failed attempt, so the submission ends rejected with the reason.
-func (c *Coordinator) safeAccept(ctx context.Context, data []byte, seq uint64, g intakeGate) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Uint64("stream_seq", seq).Msg("accepting a job panicked")
-			err = fmt.Errorf("internal error: %v", p)
-		}
-	}()
-	return c.accept(ctx, data, seq, g)
-}
-
-// intakeGate is how a durable submission's acceptance waits: enter waits
-// for its turn (an open slot, and its job id's; the returned func ends
-// it), refusals bounds the rejections written at once. The zero gate
-// waits for nothing.
-type intakeGate struct {
-	enter    func() (leave func(), err error)
-	refusals chan struct{}
-}
-
-// refuse writes a rejection among the gate's refusals.
-func (g intakeGate) refuse(ctx context.Context, reject func() error) error {
-	if g.refusals != nil {
-		select {
-		case g.refusals <- struct{}{}:
-			defer func() { <-g.refusals }()
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return reject()
-}
-
-// inProgress tells the server every interval that m is still being worked
-// on, until the returned func is called.
-func inProgress(m jetstream.Msg, every time.Duration) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	}()
-	return func() { close(done) }
-}
-
-// intakeErrors remembers why recent submissions failed, for the reason of
-// their rejection. Safe for concurrent use.
-type intakeErrors struct {
-	mu sync.Mutex
-	m  map[uint64]string
-}
-
-func (e *intakeErrors) set(seq uint64, err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.m == nil || len(e.m) > 1000 {
-		e.m = map[uint64]string{}
-	}
-	e.m[seq] = err.Error()
-}
-
-func (e *intakeErrors) get(seq uint64) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.m[seq]
-}
-
-func (e *intakeErrors) forget(seq uint64) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.m, seq)
-}
-
 // accept turns one durable submission into a job. A returned error means
 // "retry later" (NATS trouble); a submission that fails a check is
 // recorded as rejected with its problems. It applies every check the API
 // applies (admitSpec), and those only the items can answer (countItems).
-func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g intakeGate) error {
+func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g intake.Gate) error {
 	now := c.cfg.hooks.Clock.Now()
 	spec, problems := c.admitSpec(data)
 	if spec == nil {
-		return g.refuse(ctx, func() error { return c.reject(ctx, seq, rejectedID(data, seq, c.cfg.MaxSpecBytes), problems, now) })
+		return g.Refuse(ctx, func() error { return c.reject(ctx, seq, rejectedID(data, seq, c.cfg.MaxSpecBytes), problems, now) })
 	}
 	if len(problems) > 0 {
 		id := spec.ID
 		if id == "" {
 			id = "rejected-" + strconv.FormatUint(seq, 10)
 		}
-		return g.refuse(ctx, func() error { return c.reject(ctx, seq, id, problems, now) })
+		return g.Refuse(ctx, func() error { return c.reject(ctx, seq, id, problems, now) })
 	}
 	if spec.ID == "" {
 		spec.ID = "job-" + strconv.FormatUint(seq, 10)
@@ -746,15 +455,13 @@ func (c *Coordinator) accept(ctx context.Context, data []byte, seq uint64, g int
 		fe = c.teamProblem(eff) // a team's job on its team's pools only (teams.go)
 	}
 	if fe != nil {
-		return g.refuse(ctx, func() error { return c.rejectTeam(ctx, seq, spec.ID, spec.Team, []messages.FieldError{*fe}, now) })
+		return g.Refuse(ctx, func() error { return c.rejectTeam(ctx, seq, spec.ID, spec.Team, []messages.FieldError{*fe}, now) })
 	}
-	if g.enter != nil {
-		leave, err := g.enter()
-		if err != nil {
-			return err
-		}
-		defer leave()
+	leave, err := g.Enter()
+	if err != nil {
+		return err
 	}
+	defer leave()
 	// An existing job makes this an idempotent resubmission, unless it was
 	// rejected: then the id is free and this submission replaces it.
 	prev, rev, err := c.store.getRev(ctx, spec.ID)

@@ -2,9 +2,11 @@
 // face: it owns a job from its submission to its end and the services of a
 // leadership term.
 //
-//   - intake (coordinator.go, admit.go, input.go, intakewait.go, pools.go):
-//     accepting, validating and recording a submitted job, the open jobs'
-//     limit; which pools a job may name is internal/poolset's;
+//   - a submission's acceptance (coordinator.go's accept, admit.go,
+//     input.go, intakewait.go, intake.go): validating and recording a
+//     submitted job; the durable intake's consumer, its order and the open
+//     jobs' limit are internal/intake's, which pools a job may name
+//     internal/poolset's;
 //   - the job state machine (job.go, phase.go, policy.go, notbefore.go):
 //     where a job's state changes, its step policy, its not-before time;
 //   - publishing and results (publisher.go, priority.go, results.go,
@@ -22,11 +24,12 @@
 //   - a DLQ replay's reopening of a job (replayreopen.go, reopen.go): the
 //     Replayer's ReopenFunc, which restarts or holds the job's runner;
 //   - the faces it gives the services that live in packages of their own
-//     (services.go, api.go): internal/scheduler (a schedule fires in its
-//     fire.go), internal/retention (settle cleanup, expiry, jobs.prune),
-//     internal/replay (the replays' records and runs, their holds) and
-//     internal/api (the API's server and endpoints) each take only the
-//     interface of the jobs they need, never the Coordinator.
+//     (services.go, api.go, intake.go): internal/scheduler (a schedule
+//     fires in its fire.go), internal/retention (settle cleanup, expiry,
+//     jobs.prune), internal/replay (the replays' records and runs, their
+//     holds), internal/api (the API's server and endpoints) and
+//     internal/intake (the durable intake) each take only the interface
+//     of the jobs they need, never the Coordinator.
 //
 // It may not be imported by pkg/client: a submitter imports nothing of
 // the daemons. Users import pkg/coordinator.

@@ -20,7 +20,7 @@ func (c *Coordinator) accepted(ctx context.Context, id string) bool {
 		// The intake is asked first: when it holds nothing, every
 		// submission stored before this call has been taken in, and the
 		// read that follows sees its record.
-		held := c.intakeHolds(ctx)
+		held := c.intake.Holds(ctx)
 		if _, err := c.store.get(ctx, id); err == nil {
 			return true
 		}
@@ -33,15 +33,4 @@ func (c *Coordinator) accepted(ctx context.Context, id string) bool {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// intakeHolds reports whether the intake consumer has submissions it has
-// not acknowledged (false when its state cannot be read).
-func (c *Coordinator) intakeHolds(ctx context.Context) bool {
-	cons, err := c.js.Consumer(ctx, c.names.JobsStream(), intakeConsumer)
-	if err != nil {
-		return false
-	}
-	info := cons.CachedInfo()
-	return info.NumPending > 0 || info.NumAckPending > 0
 }

@@ -121,7 +121,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 		c.goTerm(comp.name, func() error { return comp.run(ctx) })
 	}
 	c.goTerm("intake", func() error {
-		if err := c.intake(ctx); err != nil && ctx.Err() == nil {
+		if err := c.intake.Run(ctx); err != nil && ctx.Err() == nil {
 			c.fail(err) // the connection is gone: Run returns it
 		}
 		return nil

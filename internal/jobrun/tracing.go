@@ -34,12 +34,6 @@ func (c *Coordinator) submissionMsg(ctx context.Context, body []byte) *nats.Msg 
 	return m
 }
 
-// traceAccept starts the span of a submission's acceptance, a child of
-// the trace context the submission carries.
-func (c *Coordinator) traceAccept(ctx context.Context, h nats.Header) (context.Context, trace.Span) {
-	return c.tr.Start(tracing.Extract(ctx, h), tracing.SpanAccept, trace.SpanKindConsumer)
-}
-
 // traceAccepted records the accepted job on the acceptance span and in
 // its record.
 func traceAccepted(ctx context.Context, rec *wire.JobRecord) {

@@ -1,4 +1,4 @@
-package jobrun
+package intake
 
 import (
 	"context"
@@ -8,17 +8,12 @@ import (
 	"time"
 )
 
-// How many jobs may be open at once (docs/security.md, "Limits"): each
-// open job is a runner, bounded so that no submitter can make the
-// coordinator hold an unbounded number of them. Which pools a job may
-// name is internal/poolset's.
-
-// openJobs is the number of jobs pending or running, as the index knows,
+// OpenJobs is the number of jobs pending or running (Jobs.Unfinished),
 // and the durable submissions being accepted (each may become one).
-func (c *Coordinator) openJobs() int {
-	c.slots.mu.Lock()
-	defer c.slots.mu.Unlock()
-	return c.index.unfinishedCount() + c.slots.accepting
+func (in *Intake) OpenJobs() int {
+	in.slots.mu.Lock()
+	defer in.slots.mu.Unlock()
+	return in.cfg.Jobs.Unfinished() + in.slots.accepting
 }
 
 // openSlots lets durable submissions into acceptance while fewer than
@@ -80,14 +75,6 @@ func (o *openSlots) wake() {
 	o.changed = make(chan struct{})
 }
 
-// openJobsFull says why no job may be accepted now ("" if one may).
-func (c *Coordinator) openJobsFull() string {
-	if n := c.openJobs(); n >= c.cfg.MaxOpenJobs {
-		return fmt.Sprintf("%d jobs are open (pending or running); the limit is %d (--max-open-jobs): submit again when some have finished", n, c.cfg.MaxOpenJobs)
-	}
-	return ""
-}
-
 // openSlotPoll is how often a durable submission waiting for the number
 // of open jobs to drop under the limit looks again.
 var openSlotPoll = time.Second
@@ -98,18 +85,18 @@ var openSlotPoll = time.Second
 // stream and are accepted in order as jobs finish. It
 // logs once per wait. The returned func gives the slot back once the
 // submission is a job (the index counts it then) or refused.
-func (c *Coordinator) waitOpenSlot(ctx context.Context, t uint64) (release func(), err error) {
-	o := &c.slots
+func (in *Intake) waitOpenSlot(ctx context.Context, t uint64) (release func(), err error) {
+	o := &in.slots
 	logged := false
 	for {
 		o.mu.Lock()
-		n := c.index.unfinishedCount() + o.accepting
-		if (len(o.waiting) == 0 || o.waiting[0] == t) && n < c.cfg.MaxOpenJobs {
+		n := in.cfg.Jobs.Unfinished() + o.accepting
+		if (len(o.waiting) == 0 || o.waiting[0] == t) && n < in.cfg.MaxOpenJobs {
 			o.accepting++
 			o.leave(t)
 			o.mu.Unlock()
 			if logged {
-				c.log.Info().Msg("open jobs under the limit again; durable submissions are accepted")
+				in.log.Info().Msg("open jobs under the limit again; durable submissions are accepted")
 			}
 			return func() {
 				o.mu.Lock()
@@ -124,8 +111,8 @@ func (c *Coordinator) waitOpenSlot(ctx context.Context, t uint64) (release func(
 		}
 		changed := o.changed
 		o.mu.Unlock()
-		if !logged && n >= c.cfg.MaxOpenJobs {
-			c.log.Warn().Str("reason", fmt.Sprintf("%d jobs are open (pending or running); the limit is %d (--max-open-jobs)", n, c.cfg.MaxOpenJobs)).
+		if !logged && n >= in.cfg.MaxOpenJobs {
+			in.log.Warn().Str("reason", fmt.Sprintf("%d jobs are open (pending or running); the limit is %d (--max-open-jobs)", n, in.cfg.MaxOpenJobs)).
 				Msg("open jobs at the limit; durable submissions wait in the jobs stream")
 			logged = true
 		}
