@@ -59,6 +59,7 @@ type Config struct {
 	// StoreFull returns JetStream's refusal of the coordinator's writes
 	// for want of room, or nil: checks that fail then do not move the
 	// connection to another server. Checked is called after every check.
+	// Both may be nil.
 	StoreFull func() error
 	Checked   func()
 	// CutOff notices, from failing checks, a server cut off the cluster;
@@ -99,6 +100,12 @@ type Server struct {
 func NewServer(ctx context.Context, cfg Config) *Server {
 	if cfg.CutOff == nil {
 		cfg.CutOff = &natsconn.CutOff{}
+	}
+	if cfg.StoreFull == nil {
+		cfg.StoreFull = func() error { return nil }
+	}
+	if cfg.Checked == nil {
+		cfg.Checked = func() {}
 	}
 	return &Server{cfg: cfg, ctx: ctx, slots: make(chan struct{}, cfg.Concurrency)}
 }
