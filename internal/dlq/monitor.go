@@ -204,7 +204,7 @@ func (m *Monitor) noteFound(pool string) {
 func MissingPoolProblem(n messages.Names, pool string) string {
 	return fmt.Sprintf("pool %s has agents and no dead-letter stream %s: the coordinator could not make it, most often because the servers cannot reserve its quota (--dlq-max-bytes) of each node's max_file_store (the coordinator's log at the job's acceptance names the numbers). "+
 		"Its dead letters have no quota of their own, and agents whose keys name only their pool's stream (fleetctl auth init) cannot dead-letter: they keep those items and the job does not finish. "+
-		"Raise max_file_store, lower --dlq-max-bytes or use fewer pools; the stream is made when the pool's next job is accepted or a coordinator starts with it in --pools",
+		"Raise max_file_store, lower --dlq-max-bytes or use fewer pools; the leading coordinator makes the stream once there is room (docs/dlq.md)",
 		pool, wire.PoolDLQStream(n, pool))
 }
 
