@@ -303,6 +303,20 @@ func runDLQStats(ctx context.Context, env *cliEnv, args []string) int {
 			fmt.Fprintln(w, "WARNING: past 80% of its limit; at the limit agents cannot dead-letter and keep items parked")
 		}
 	}
+	for _, p := range st.Pools {
+		if p.Problem != "" {
+			fmt.Fprintf(w, "pool %s: NO DEAD-LETTER STREAM: %s\n", p.Pool, p.Problem)
+			continue
+		}
+		fmt.Fprintf(w, "pool %s: %d entries, %s", p.Pool, p.Messages, bytesText(p.Bytes))
+		if p.MaxBytes > 0 {
+			fmt.Fprintf(w, " of %s", bytesText(uint64(p.MaxBytes)))
+		}
+		if p.MaxBytes > 0 || p.MaxMessages > 0 {
+			fmt.Fprintf(w, ", %.1f%% of its quota", 100*p.FillRatio)
+		}
+		fmt.Fprintln(w)
+	}
 	printCounts(w, "by job", st.ByJob, nil)
 	printCounts(w, "by reason", st.ByReason, nil)
 	printCounts(w, "by error class", st.ByErrorClass, nil)

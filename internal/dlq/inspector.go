@@ -537,10 +537,15 @@ func (in *Inspector) Stats(ctx context.Context, f messages.DLQFilter) (*messages
 }
 
 // PoolStates returns each pool's dead letters against its quota, in pool
-// order.
+// order; a pool with agents and no dead-letter stream has only Pool and
+// Problem set.
 func (in *Inspector) PoolStates(ctx context.Context) ([]messages.DLQStreamState, error) {
 	var out []messages.DLQStreamState
-	err := eachPoolStream(ctx, in.js, in.names, func(pool string, info *jetstream.StreamInfo) {
+	err := eachPool(ctx, in.js, in.names, true, func(pool string, info *jetstream.StreamInfo) {
+		if info == nil {
+			out = append(out, messages.DLQStreamState{Pool: pool, Problem: MissingPoolProblem(in.names, pool)})
+			return
+		}
 		s := streamState(info)
 		s.Pool = pool
 		out = append(out, *s)

@@ -21,6 +21,9 @@ type Metrics struct {
 	// its quota (labelled by pool: as many as the fleet's pools).
 	PoolBytes     *prometheus.GaugeVec
 	PoolFillRatio *prometheus.GaugeVec
+	// PoolMissing is 1 for a pool that has agents and no dead-letter
+	// stream (its quota could not be reserved), 0 once it has one.
+	PoolMissing *prometheus.GaugeVec
 }
 
 // NewMetrics returns the DLQ metrics, registered on reg unless it is nil.
@@ -53,9 +56,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PoolFillRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "jetfleet_dlq_pool_fill_ratio", Help: "A pool's dead letters over its quota (messages or bytes, whichever is larger): at 1 its agents keep the items they would dead-letter.",
 		}, []string{"pool"}),
+		PoolMissing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jetfleet_dlq_pool_stream_missing", Help: "1 for a pool that has agents and no dead-letter stream (its quota could not be reserved): its dead letters have no quota, and agents that may publish only to it keep those items.",
+		}, []string{"pool"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DeadLettered, m.Depth, m.Bytes, m.FillRatio, m.OldestAge, m.Replayed, m.ReplaysInProgress, m.PoolBytes, m.PoolFillRatio)
+		reg.MustRegister(m.DeadLettered, m.Depth, m.Bytes, m.FillRatio, m.OldestAge, m.Replayed, m.ReplaysInProgress, m.PoolBytes, m.PoolFillRatio, m.PoolMissing)
 	}
 	return m
 }

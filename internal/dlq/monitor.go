@@ -36,7 +36,9 @@ type MonitorConfig struct {
 	WarnThreshold float64
 	// OnWarn is called (after the warning is logged) once each time the fill
 	// ratio rises to WarnThreshold or above; it is armed again once the
-	// ratio falls below it.
+	// ratio falls below it. It is called too, with Usage.Problem set, once
+	// each time a pool is found with agents and no dead-letter stream
+	// (CheckPools), armed again once the stream exists.
 	OnWarn func(Usage)
 	// Logger defaults to zerolog.Nop().
 	Logger zerolog.Logger
@@ -60,6 +62,9 @@ type Monitor struct {
 
 	mu    sync.Mutex
 	above map[string]bool // by stream: at or above the threshold at the last check
+	// missing: by pool, the checks in a row that found the pool with
+	// agents and no dead-letter stream.
+	missing map[string]int
 }
 
 // NewMonitor returns a monitor setting m's metrics.
@@ -70,7 +75,7 @@ func NewMonitor(js jetstream.JetStream, names messages.Names, m *Metrics, cfg Mo
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Monitor{js: js, names: names, metrics: m, cfg: cfg, above: map[string]bool{},
+	return &Monitor{js: js, names: names, metrics: m, cfg: cfg, above: map[string]bool{}, missing: map[string]int{},
 		log: cfg.Logger.With().Str("component", "dlq_monitor").Logger()}
 }
 
@@ -100,10 +105,24 @@ func (m *Monitor) Check(ctx context.Context) (*Usage, error) {
 
 // CheckPools reads every pool's dead-letter stream once, sets the pool
 // gauges, and warns for each pool whose fill ratio has just reached the
-// threshold. It returns the pools' usage, by pool name.
+// threshold. A pool that has agents (its work consumer) and no
+// dead-letter stream at two checks in a row (not one being provisioned)
+// is reported with Usage.Problem set, counted in the missing gauge, and
+// warned about once. It returns the pools' usage, by pool name.
 func (m *Monitor) CheckPools(ctx context.Context) ([]Usage, error) {
 	var out []Usage
-	err := eachPoolStream(ctx, m.js, m.names, func(pool string, info *jetstream.StreamInfo) {
+	seen := map[string]bool{}
+	err := eachPool(ctx, m.js, m.names, true, func(pool string, info *jetstream.StreamInfo) {
+		seen[pool] = true
+		if info == nil {
+			u := Usage{DLQStreamState: messages.DLQStreamState{Pool: pool, Problem: MissingPoolProblem(m.names, pool)}}
+			if m.noteMissing(pool) {
+				m.metrics.PoolMissing.WithLabelValues(pool).Set(1)
+			}
+			out = append(out, u)
+			return
+		}
+		m.noteFound(pool)
 		u := m.usage(info)
 		u.Pool = pool
 		m.metrics.PoolBytes.WithLabelValues(pool).Set(float64(u.Bytes))
@@ -111,12 +130,94 @@ func (m *Monitor) CheckPools(ctx context.Context) ([]Usage, error) {
 		m.warn(info.Config.Name, u)
 		out = append(out, *u)
 	})
+	if err == nil {
+		m.mu.Lock()
+		for pool := range m.missing {
+			if !seen[pool] { // its consumer is gone
+				delete(m.missing, pool)
+				m.metrics.PoolMissing.DeleteLabelValues(pool)
+			}
+		}
+		m.mu.Unlock()
+	}
 	return out, err
+}
+
+// missingChecks is how many checks in a row must find a pool's
+// dead-letter stream missing before it counts: the coordinator makes a
+// pool's work consumer first and its dead-letter stream right after.
+const missingChecks = 2
+
+// noteMissing counts one more check that found pool with agents and no
+// dead-letter stream, and reports whether the pool now counts as
+// missing; the first time it does, it logs why and calls OnWarn.
+func (m *Monitor) noteMissing(pool string) bool {
+	m.mu.Lock()
+	m.missing[pool]++
+	n := m.missing[pool]
+	m.mu.Unlock()
+	if n < missingChecks {
+		return false
+	}
+	if n == missingChecks {
+		u := Usage{DLQStreamState: messages.DLQStreamState{Pool: pool, Problem: MissingPoolProblem(m.names, pool)}}
+		m.log.Error().Str("pool", pool).Msg(u.Problem)
+		if m.cfg.OnWarn != nil {
+			m.cfg.OnWarn(u)
+		}
+	}
+	return true
+}
+
+// MissingPools names the pools the last checks found with agents and no
+// dead-letter stream (missingChecks in a row), in pool order.
+func (m *Monitor) MissingPools() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for pool, n := range m.missing {
+		if n >= missingChecks {
+			out = append(out, pool)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// noteFound clears what noteMissing counted of pool, whose dead-letter
+// stream exists.
+func (m *Monitor) noteFound(pool string) {
+	m.mu.Lock()
+	n, ok := m.missing[pool]
+	delete(m.missing, pool)
+	m.mu.Unlock()
+	if ok {
+		m.metrics.PoolMissing.WithLabelValues(pool).Set(0)
+		if n >= missingChecks {
+			m.log.Info().Str("pool", pool).Msg("the pool's dead-letter stream exists now: its dead letters have their quota")
+		}
+	}
+}
+
+// MissingPoolProblem says what is wrong with pool, which has agents and
+// no dead-letter stream, and what to do (docs/dlq.md).
+func MissingPoolProblem(n messages.Names, pool string) string {
+	return fmt.Sprintf("pool %s has agents and no dead-letter stream %s: the coordinator could not make it, most often because the servers cannot reserve its quota (--dlq-max-bytes) of each node's max_file_store (the coordinator's log at the job's acceptance names the numbers). "+
+		"Its dead letters have no quota of their own, and agents whose keys name only their pool's stream (fleetctl auth init) cannot dead-letter: they keep those items and the job does not finish. "+
+		"Raise max_file_store, lower --dlq-max-bytes or use fewer pools; the leading coordinator makes the stream once there is room (docs/dlq.md)",
+		pool, wire.PoolDLQStream(n, pool))
 }
 
 // eachPoolStream calls fn with every pool's dead-letter stream, in pool
 // order.
 func eachPoolStream(ctx context.Context, js jetstream.JetStream, n messages.Names, fn func(pool string, info *jetstream.StreamInfo)) error {
+	return eachPool(ctx, js, n, false, fn)
+}
+
+// eachPool is eachPoolStream, and with withMissing, fn is also called
+// with a nil info for each pool that has agents (its work consumer) and
+// no dead-letter stream.
+func eachPool(ctx context.Context, js jetstream.JetStream, n messages.Names, withMissing bool, fn func(pool string, info *jetstream.StreamInfo)) error {
 	var pools []string
 	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(wire.PoolDLQStreamsFilter(n)))
 	for name := range names.Name() {
@@ -126,10 +227,28 @@ func eachPoolStream(ctx context.Context, js jetstream.JetStream, n messages.Name
 	}
 	var errs []error
 	if err := names.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-		errs = append(errs, fmt.Errorf("dlq: pools' dead-letter streams: %w", err))
+		// Without the list no pool can be called missing.
+		return fmt.Errorf("dlq: pools' dead-letter streams: %w", err)
 	}
-	slices.Sort(pools)
-	for _, pool := range pools {
+	var agents []string
+	if withMissing {
+		var err error
+		if agents, err = poolsWithAgents(ctx, js, n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	all := slices.Clone(pools)
+	for _, pool := range agents {
+		if !slices.Contains(pools, pool) {
+			all = append(all, pool)
+		}
+	}
+	slices.Sort(all)
+	for _, pool := range all {
+		if !slices.Contains(pools, pool) {
+			fn(pool, nil)
+			continue
+		}
 		stream, err := js.Stream(ctx, wire.PoolDLQStream(n, pool))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("dlq: stream %s: %w", wire.PoolDLQStream(n, pool), err))
@@ -138,6 +257,29 @@ func eachPoolStream(ctx context.Context, js jetstream.JetStream, n messages.Name
 		fn(pool, stream.CachedInfo())
 	}
 	return errors.Join(errs...)
+}
+
+// poolsWithAgents names the pools whose work consumer exists (the
+// coordinator makes it when it provisions the pool).
+func poolsWithAgents(ctx context.Context, js jetstream.JetStream, n messages.Names) ([]string, error) {
+	s, err := js.Stream(ctx, n.WorkStream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dlq: stream %s: %w", n.WorkStream(), err)
+	}
+	var pools []string
+	lister := s.ConsumerNames(ctx)
+	for name := range lister.Name() {
+		if pool, ok := strings.CutPrefix(name, n.AgentsConsumer("")); ok && messages.ValidPool(pool) == nil {
+			pools = append(pools, pool)
+		}
+	}
+	if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return nil, fmt.Errorf("dlq: the work stream's pools: %w", err)
+	}
+	return pools, nil
 }
 
 func (m *Monitor) usage(info *jetstream.StreamInfo) *Usage {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
@@ -92,4 +93,60 @@ func value(t *testing.T, g prometheus.Gauge) float64 {
 	var m dto.Metric
 	require.NoError(t, g.Write(&m))
 	return m.GetGauge().GetValue()
+}
+
+// A pool whose dead-letter stream the server cannot reserve its quota for
+// has agents (its work consumer) and no stream: the monitor reports it
+// after two checks in a row, with why and what to do, sets its gauge,
+// warns once, and lets it go once the stream exists; dlq stats lists it.
+func TestMonitorReportsAPoolWithoutItsDeadLetterStream(t *testing.T) {
+	srv := fleettest.RunServer(t, fleettest.WithConfig(func(o *server.Options) { o.JetStreamMaxStore = 56 << 20 }))
+	ctx := testCtx(t, 30*time.Second)
+	js := srv.JS()
+	cfg := provision.Config{DLQMaxBytes: 16 << 20}
+	require.NoError(t, provision.Ensure(ctx, js, names, cfg))
+	for _, pool := range []string{"a", "b", "c"} {
+		_, err := provision.EnsurePool(ctx, js, names, pool, cfg)
+		require.NoError(t, err)
+	}
+	_, err := provision.EnsurePool(ctx, js, names, "d", cfg)
+	require.ErrorIs(t, err, provision.ErrDLQReservation)
+
+	m := dlq.NewMetrics(prometheus.NewRegistry())
+	var warned []dlq.Usage
+	mon := dlq.NewMonitor(js, names, m, dlq.MonitorConfig{OnWarn: func(u dlq.Usage) { warned = append(warned, u) }})
+	check := func() dlq.Usage {
+		pools, err := mon.CheckPools(ctx)
+		require.NoError(t, err)
+		require.Len(t, pools, 4)
+		require.Equal(t, "d", pools[3].Pool)
+		return pools[3]
+	}
+	u := check()
+	require.Contains(t, u.Problem, "no dead-letter stream FLEET_DLQ_d")
+	require.Empty(t, warned, "one check: the coordinator may be making it")
+	require.Zero(t, value(t, m.PoolMissing.WithLabelValues("d")))
+	check()
+	require.Len(t, warned, 1)
+	require.Equal(t, "d", warned[0].Pool)
+	for _, want := range []string{"--dlq-max-bytes", "max_file_store", "keep those items"} {
+		require.Contains(t, warned[0].Problem, want)
+	}
+	require.EqualValues(t, 1, value(t, m.PoolMissing.WithLabelValues("d")))
+	check()
+	require.Len(t, warned, 1, "still missing: no second warning")
+
+	states, err := dlq.NewInspector(js, names).PoolStates(ctx)
+	require.NoError(t, err)
+	require.Len(t, states, 4)
+	require.Equal(t, messages.DLQStreamState{Pool: "d", Problem: u.Problem}, states[3])
+	require.Empty(t, states[0].Problem)
+
+	// The operator's fix: a smaller quota; the pool is provisioned again.
+	_, err = provision.EnsurePool(ctx, js, names, "d", provision.Config{DLQMaxBytes: 4 << 20})
+	require.NoError(t, err)
+	u = check()
+	require.Empty(t, u.Problem)
+	require.EqualValues(t, 4<<20, u.MaxBytes)
+	require.Zero(t, value(t, m.PoolMissing.WithLabelValues("d")))
 }

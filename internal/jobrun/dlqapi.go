@@ -76,6 +76,10 @@ func (c *Coordinator) startDLQ(ctx context.Context) {
 	mon := dlq.NewMonitor(c.js, c.names, c.dlq.metrics, dlq.MonitorConfig{
 		Logger: c.log, Now: c.cfg.hooks.Clock.Now, CountSince: time.Now(),
 		OnWarn: func(u dlq.Usage) {
+			if u.Problem != "" {
+				c.event(DLQEventsJob, messages.DLQPoolMissingEvent(u.DLQStreamState))
+				return
+			}
 			c.event(DLQEventsJob, messages.DLQNearlyFullEvent(u.DLQStreamState))
 		},
 	})
@@ -93,15 +97,18 @@ func (c *Coordinator) startDLQ(ctx context.Context) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.keepDLQSources(ctx, interval)
+		c.keepDLQSources(ctx, interval, mon)
 	}()
 }
 
 // keepDLQSources keeps the DLQ stream's configuration, its pools'
 // dead-letter streams as sources above all, while this coordinator leads:
 // a coordinator of the previous release that starts meanwhile sets it its
-// own way (provision.EnsureDLQ). One warning per run of failures.
-func (c *Coordinator) keepDLQSources(ctx context.Context, interval time.Duration) {
+// own way (provision.EnsureDLQ). One warning per run of failures. It also
+// provisions again each pool the monitor finds without its dead-letter
+// stream, so that the stream is made once the operator has made room for
+// its quota (docs/dlq.md).
+func (c *Coordinator) keepDLQSources(ctx context.Context, interval time.Duration, mon *dlq.Monitor) {
 	failing := false
 	tick := time.NewTicker(interval) // the DLQ monitor's pace (dlq.Monitor.Run)
 	defer tick.Stop()
@@ -118,6 +125,11 @@ func (c *Coordinator) keepDLQSources(ctx context.Context, interval time.Duration
 			failing = true
 		case err == nil:
 			failing = false
+		}
+		for _, pool := range mon.MissingPools() {
+			if err := c.pools.ensure(ctx, pool); err != nil && ctx.Err() == nil {
+				c.log.Debug().Err(err).Str("pool", pool).Msg("the pool's dead-letter stream still cannot be made")
+			}
 		}
 	}
 }

@@ -255,6 +255,9 @@ type DLQStreamState struct {
 	MaxAgeMS    int64 `json:"max_age_ms"`
 	// FillRatio is the larger of messages/max_messages and bytes/max_bytes.
 	FillRatio float64 `json:"fill_ratio"`
+	// Problem is set for a pool that has agents but no dead-letter stream
+	// (its quota could not be reserved): what is wrong and what to do.
+	Problem string `json:"problem,omitempty"`
 }
 
 // DLQReplayRequest starts a replay (dlq.replay).

@@ -174,6 +174,10 @@ type ReduceCompletedEvent ReduceStatus
 // set), passed 80% of a limit or of the pool's quota.
 type DLQNearlyFullEvent DLQStreamState
 
+// DLQPoolMissingEvent: a pool has agents but no dead-letter stream (Pool
+// and Problem set): its quota could not be reserved.
+type DLQPoolMissingEvent DLQStreamState
+
 // DLQReplayStartedEvent, DLQReplayProgressEvent and DLQReplayFinishedEvent:
 // a replay started, handled another batch of entries, and ended.
 type (
@@ -196,6 +200,7 @@ func (ErrorBatchEvent) eventName() string           { return "ErrorBatch" }
 func (ReduceStartedEvent) eventName() string        { return "ReduceStarted" }
 func (ReduceCompletedEvent) eventName() string      { return "ReduceCompleted" }
 func (DLQNearlyFullEvent) eventName() string        { return "DLQNearlyFull" }
+func (DLQPoolMissingEvent) eventName() string       { return "DLQPoolMissing" }
 func (DLQReplayStartedEvent) eventName() string     { return "DLQReplayStarted" }
 func (DLQReplayProgressEvent) eventName() string    { return "DLQReplayProgress" }
 func (DLQReplayFinishedEvent) eventName() string    { return "DLQReplayFinished" }
@@ -214,6 +219,7 @@ func (ErrorBatchEvent) eventToken() string           { return EventErrorBatch }
 func (ReduceStartedEvent) eventToken() string        { return EventReduce }
 func (ReduceCompletedEvent) eventToken() string      { return EventReduce }
 func (DLQNearlyFullEvent) eventToken() string        { return EventDLQ }
+func (DLQPoolMissingEvent) eventToken() string       { return EventDLQ }
 func (DLQReplayStartedEvent) eventToken() string     { return EventReplay }
 func (DLQReplayProgressEvent) eventToken() string    { return EventReplay }
 func (DLQReplayFinishedEvent) eventToken() string    { return EventReplay }

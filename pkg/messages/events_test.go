@@ -31,6 +31,7 @@ func TestEventPayloads(t *testing.T) {
 		{ReduceStartedEvent{}, "ReduceStarted", EventReduce, []string{"results_object", "successful", "failed", "items", "dead_lettered", "skipped", "not_run"}, true},
 		{ReduceCompletedEvent{}, "ReduceCompleted", EventReduce, []string{"state", "generation"}, false},
 		{DLQNearlyFullEvent{}, "DLQNearlyFull", EventDLQ, []string{"messages", "bytes", "max_messages", "max_bytes", "max_age_ms", "fill_ratio"}, true},
+		{DLQPoolMissingEvent{Pool: "p", Problem: "x"}, "DLQPoolMissing", EventDLQ, []string{"pool", "messages", "bytes", "max_messages", "max_bytes", "max_age_ms", "fill_ratio", "problem"}, true},
 		{DLQReplayStartedEvent{}, "DLQReplayStarted", EventReplay, []string{"matched", "replayed", "failed", "skipped", "filter"}, false},
 		{DLQReplayProgressEvent{}, "DLQReplayProgress", EventReplay, []string{"matched", "replayed", "failed", "skipped", "filter"}, false},
 		{DLQReplayFinishedEvent{}, "DLQReplayFinished", EventReplay, []string{"matched", "replayed", "failed", "skipped", "filter"}, false},

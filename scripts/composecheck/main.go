@@ -14,6 +14,7 @@
 //	                                                  # status probes during a fault: failures, counts going back, resume time
 //	composecheck fill [--mib N] [--until-full]        # store 1 MiB chunks in the uploads object store (the disk faults)
 //	composecheck free                                 # purge what fill stored (the coordinator's role)
+//	composecheck group STREAM URL...                  # each node's view of a stream's leader and replicas
 //
 // Connection flags and environment are the binaries' (--server/NATS_URL,
 // --nkey/NATS_NKEY, --tls-ca/NATS_TLS_CA). wait needs a role that reads
@@ -80,6 +81,8 @@ func main() {
 		err = free(ctx, os.Args[2:])
 	case "healthy":
 		err = healthy(ctx, os.Args[2:])
+	case "group":
+		err = group(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -922,21 +925,102 @@ func free(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	stream := "OBJ_" + messages.MustNames(os.Getenv("FLEET_PREFIX")).UploadsBucket()
-	for {
-		s, err := js.Stream(ctx, stream)
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		// Each attempt on its own deadline: a purge is answered by the
+		// stream's leader once applied, and a request made while the
+		// stream has no leader (or to a leader that loses its term before
+		// the purge commits) is never answered.
+		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+		s, err := js.Stream(actx, stream)
 		if err == nil {
-			err = s.Purge(ctx, jetstream.WithPurgeSubject(fillSubject()))
+			err = s.Purge(actx, jetstream.WithPurgeSubject(fillSubject()))
 		}
+		acancel()
 		if err == nil {
-			fmt.Println("purged what fill stored")
+			fmt.Printf("purged what fill stored (attempt %d, %s)\n", attempt, time.Since(start).Round(100*time.Millisecond))
 			return nil
 		}
+		fmt.Fprintf(os.Stderr, "free: +%s attempt %d: %v\n", time.Since(start).Round(100*time.Millisecond), attempt, err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("free: %w", err)
+			return fmt.Errorf("free: %d attempts in %s: %w", attempt, *timeout, err)
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// group prints how each node (its monitoring URL) sees one stream's raft
+// group: its leader, and each replica's current, lag and last contact,
+// so that a stream without a leader can be told apart from one led from a
+// node that applies nothing.
+func group(ctx context.Context, args []string) error {
+	if len(args) < 2 {
+		return errors.New("group: STREAM URL...")
+	}
+	name := args[0]
+	client := &http.Client{Timeout: 3 * time.Second}
+	for _, u := range args[1:] {
+		line, err := groupOf(ctx, client, u, name)
+		if err != nil {
+			line = err.Error()
+		}
+		fmt.Printf("%s: %s\n", u, line)
+	}
+	return nil
+}
+
+// groupOf is one node's view of stream name's group (see group).
+func groupOf(ctx context.Context, client *http.Client, u, name string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(u, "/")+"/jsz?accounts=true&streams=true", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var jsz struct {
+		Name     string `json:"server_name"`
+		Accounts []struct {
+			Streams []struct {
+				Name    string  `json:"name"`
+				State   replica `json:"state"`
+				Cluster *struct {
+					Leader   string `json:"leader"`
+					Replicas []struct {
+						Name    string `json:"name"`
+						Current bool   `json:"current"`
+						Offline bool   `json:"offline"`
+						Active  int64  `json:"active"`
+						Lag     uint64 `json:"lag"`
+					} `json:"replicas"`
+				} `json:"cluster"`
+			} `json:"stream_detail"`
+		} `json:"account_details"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
+		return "", err
+	}
+	for _, a := range jsz.Accounts {
+		for _, s := range a.Streams {
+			if s.Name != name {
+				continue
+			}
+			line := fmt.Sprintf("%s holds %d messages (last seq %d)", jsz.Name, s.State.Msgs, s.State.LastSeq)
+			if s.Cluster == nil {
+				return line + ", no cluster info", nil
+			}
+			line += fmt.Sprintf(", leader %q", s.Cluster.Leader)
+			for _, r := range s.Cluster.Replicas {
+				line += fmt.Sprintf("; %s current=%t offline=%t lag=%d active=%s", r.Name, r.Current, r.Offline, r.Lag,
+					time.Duration(r.Active).Round(time.Millisecond))
+			}
+			return line, nil
+		}
+	}
+	return jsz.Name + " holds no copy", nil
 }
 
 // loadAverage is the machine's 1-minute load average (Linux), or "?".
