@@ -127,7 +127,7 @@ func (c *Coordinator) keepDLQSources(ctx context.Context, interval time.Duration
 			failing = false
 		}
 		for _, pool := range mon.MissingPools() {
-			if err := c.pools.ensure(ctx, pool); err != nil && ctx.Err() == nil {
+			if err := c.pools.Ensure(ctx, pool); err != nil && ctx.Err() == nil {
 				c.log.Debug().Err(err).Str("pool", pool).Msg("the pool's dead-letter stream still cannot be made")
 			}
 		}
