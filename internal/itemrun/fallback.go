@@ -44,7 +44,9 @@ type fixRun struct {
 // holds the step's limit, which covers the fallback's runs too.
 func (a *Agent) runFixing(ctx context.Context, it *item, i, attempt int) (out string, f *retry.Failure, dur time.Duration) {
 	it.fixed = nil
-	out, f, dur = a.runStep(ctx, it, i, attempt)
+	if out, f, dur = a.runStep(ctx, it, i, attempt); f == nil {
+		return out, f, dur
+	}
 	fa := it.set.policies[i].OnFailure()
 	for run := 1; f != nil && fa.Reruns(); run++ {
 		if ctx.Err() != nil || retry.IsPermanent(f.Err) || it.deadline.Passed(a.cfg.hooks.Clock.Now()) {
