@@ -18,9 +18,11 @@ import (
 )
 
 // Prodigy's on_failure handlers: a claude handler with max_attempts (the
-// step's attempts, then the handler, a stand-in CLI here, with the
-// failed step's output), a string handler (a shell command), a list of
-// shell commands, and true (the item goes on). Each item ends succeeded.
+// step's runs in one delivery, the handler, a stand-in CLI here, after
+// each failed run with its output; it fixes nothing, and its success after
+// the last run lets the item go on), a string handler (a shell command), a
+// list of shell commands, and true (the item goes on). Each item ends
+// succeeded.
 func TestProdigyOnFailureForms(t *testing.T) {
 	t.Parallel() // its own server; no rate, share or fault timing
 	bin, calls, out := t.TempDir(), t.TempDir(), t.TempDir()
@@ -59,7 +61,7 @@ commands:
 	require.Equal(t, 2, strings.Count(string(tries), "try"), "max_attempts: 2 runs the step twice")
 	got, err := os.ReadFile(filepath.Join(calls, "calls"))
 	require.NoError(t, err)
-	require.Equal(t, "--print\n/fix-warnings standard lint: 3 warnings\n", string(got), "the claude handler ran once, with the prompt")
+	require.Equal(t, strings.Repeat("--print\n/fix-warnings standard lint: 3 warnings\n", 2), string(got), "the claude handler ran after each failed run, with the prompt")
 	handlers, err := os.ReadFile(filepath.Join(out, "handlers"))
 	require.NoError(t, err)
 	require.Equal(t, "string-handler\nlist-1\nlist-2\n", string(handlers))

@@ -104,7 +104,7 @@ func (a *Agent) stepEnds(ctx context.Context, it *item, i, attempt int, att mess
 		var fbOut string
 		var fbErr error
 		if fa.NeedsFallback() {
-			fbOut, fbErr = a.runFallback(ctx, it, i, attempt)
+			fbOut, fbErr = a.fallbackOutcome(ctx, it, i, attempt)
 		}
 		if v = v.OnFailure(fa, fbOut, fbErr); v.Kind == failure.EndGiveUp {
 			v = a.itemFailed(ctx, it, v, class)

@@ -249,6 +249,40 @@ func TestFailurePath(t *testing.T) {
 				dlq: true, final: messages.OutcomeDeadLettered, decisions: []string{"give_up"}, attempt: 1},
 		},
 		{
+			name: "a fallback that reruns its step runs after each failed run; its last outcome decides", steps: `[{"handler":"fail","retry_config":{"attempts":1,"on_failure":{"fallback":{"command":"echo fixing","max_attempts":3}}}}]`,
+			want: want{msg: "ack", result: messages.OutcomeSucceeded, output: "fixing\n"},
+			check: func(t *testing.T, f *failureAgent, _ *job) {
+				require.Equal(t, 3.0, counter(t, f.reg, "jetfleet_agent_attempts_total", "result", "failure"), "three failed runs")
+				require.Equal(t, 4, f.pub.result(t).Attempts, "three failed runs recorded, then the success the fallback made (as without reruns: 1 + 1)")
+			},
+		},
+		{
+			name: "a rerun that succeeds: the step succeeds in the same delivery", steps: `[{"handler":"fixable","retry_config":{"attempts":1,"on_failure":{"fallback":{"command":"echo fixing","max_attempts":3}}}}]`,
+			setup: func(f *failureAgent) {
+				var calls int
+				f.a.Handle("fixable", func(context.Context, *Call) (any, error) {
+					if calls++; calls == 1 {
+						return nil, errBoom
+					}
+					return "done", nil
+				})
+			},
+			want: want{msg: "ack", result: messages.OutcomeSucceeded, output: "done"},
+			check: func(t *testing.T, f *failureAgent, _ *job) {
+				require.Equal(t, 2, f.pub.result(t).Attempts, "a failed run and the rerun")
+			},
+		},
+		{
+			name: "a failed fallback is followed by another run", steps: `[{"handler":"fail","retry_config":{"attempts":1,"on_failure":{"fallback":{"command":"exit 3","max_attempts":2}}}}]`,
+			want: want{msg: "term", result: messages.OutcomeDeadLettered, reason: messages.ReasonAttempts, errorHas: "fallback: exit status 3",
+				dlq: true, final: messages.OutcomeDeadLettered, decisions: []string{"rerun", "give_up"}, attempt: 1},
+		},
+		{
+			name: "handler_failure_fatal: a failed fallback ends the runs and the step's attempts", steps: `[{"handler":"fail","retry_config":{"attempts":3,"on_failure":{"fallback":{"command":"exit 3","max_attempts":3,"handler_failure_fatal":true}}}}]`,
+			want: want{msg: "term", result: messages.OutcomeDeadLettered, reason: messages.ReasonPermanent, errorHas: "boom (handler_failure_fatal: its fallback failed)",
+				dlq: true, final: messages.OutcomeDeadLettered, decisions: []string{"give_up"}, attempt: 1},
+		},
+		{
 			name: "on_item_failure dlq", steps: oneStep, errorPolicy: `{"on_item_failure":"dlq"}`,
 			want: want{msg: "term", result: messages.OutcomeDeadLettered, reason: messages.ReasonAttempts,
 				dlq: true, final: messages.OutcomeDeadLettered, decisions: []string{"give_up"}, attempt: 1},

@@ -189,6 +189,6 @@ func (p *presence) observeServerTime(ctx context.Context, kv jetstream.KeyValue,
 // The capabilities an agent announces (messages.AgentPresence): the step
 // kinds it runs, and claude when it has Claude Code's CLI.
 var (
-	stepCapabilities = []string{messages.CapabilityForeach, messages.CapabilityHandlers, messages.CapabilityWriteFile}
-	withClaude       = []string{messages.CapabilityClaude, messages.CapabilityForeach, messages.CapabilityHandlers, messages.CapabilityWriteFile}
+	stepCapabilities = []string{messages.CapabilityFallbackRuns, messages.CapabilityForeach, messages.CapabilityHandlers, messages.CapabilityWriteFile}
+	withClaude       = []string{messages.CapabilityClaude, messages.CapabilityFallbackRuns, messages.CapabilityForeach, messages.CapabilityHandlers, messages.CapabilityWriteFile}
 )

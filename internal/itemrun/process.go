@@ -18,7 +18,6 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvcas"
-	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/secret"
 	"github.com/jetfleet/jetfleet/internal/shell"
@@ -93,6 +92,9 @@ type item struct {
 	// ${shell.output} (capture.go).
 	justRan *string
 	outBuf  [1]string
+	// fixed is the outcome of the fallback run after the current step's
+	// last failed run (fallback.go); nil when none ran.
+	fixed *fixRun
 }
 
 // carried is the step an item gave up at in an earlier generation and the
@@ -494,7 +496,7 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 		if f = lf; f == nil {
 			f = a.runLimited(ctx, lt, func() *retry.Failure {
 				var rf *retry.Failure
-				out, rf, dur = a.runStep(ctx, it, i, attempt)
+				out, rf, dur = a.runFixing(ctx, it, i, attempt) // runStep, and its fallback's reruns (fallback.go)
 				if rf == nil {
 					rf = a.capture(it, i, out, dur)
 				}
@@ -956,42 +958,6 @@ func lookupIn(env []string) func(string) (string, bool) {
 		}
 		return "", false
 	}
-}
-
-// runFallback runs step i's fallback command. It takes the step's limit
-// like the step does, waiting for it in the agent for up to the step's
-// timeout (the failure path cannot send the item back to wait).
-func (a *Agent) runFallback(ctx context.Context, it *item, i, attempt int) (string, error) {
-	// ${shell.output} is the failed run's output, stdout then stderr, as
-	// Prodigy gives its handlers.
-	failed := strings.TrimRight(it.ran.stdout, "\n")
-	if it.ran.stderr != "" {
-		failed = strings.TrimRight(failed+"\n"+it.ran.stderr, "\n")
-	}
-	it.justRan = &failed
-	defer func() { it.justRan = nil }()
-	timeout := it.deadline.Bound(a.cfg.hooks.Clock.Now(), a.stepTimeout(it.set.steps[i].Timeout.D()))
-	var t *limit.Ticket
-	if q, has, err := a.limitRequest(it, &it.set.steps[i]); err != nil {
-		return "", err
-	} else if has {
-		q.MaxWait = timeout
-		if t, _, err = a.limits.Acquire(ctx, q); err != nil {
-			return "", fmt.Errorf("fallback: limit %q: %w", q.Label, err)
-		} else if t == nil {
-			return "", fmt.Errorf("fallback: limit %q: no token or slot within %s", q.Label, timeout)
-		}
-	}
-	var out string
-	f := a.runLimited(ctx, t, func() *retry.Failure {
-		var rf *retry.Failure
-		out, rf = a.runHandlers(ctx, it, it.set.fallbacks[i], timeout, attempt)
-		return rf
-	})
-	if f != nil {
-		return "", f.Error()
-	}
-	return out, nil
 }
 
 // runCustom runs error_policy.on_item_failure's custom step with the failed

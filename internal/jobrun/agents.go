@@ -233,6 +233,10 @@ func capabilityField(field string, s *messages.Step, need string) string {
 		return field + ".retry_config.on_failure.fallback.fail_workflow"
 	case need == messages.CapabilityHandlers:
 		return field + ".on_exit_code"
+	case need == messages.CapabilityFallbackRuns && s.RetryConfig.OnFailure.MaxAttempts > 1:
+		return field + ".retry_config.on_failure.fallback.max_attempts"
+	case need == messages.CapabilityFallbackRuns:
+		return field + ".retry_config.on_failure.fallback.timeout"
 	}
 	return field + "." + need
 }
@@ -244,6 +248,7 @@ func capabilityMissing(pool, need string) string {
 	}
 	return fmt.Sprintf("no agent of pool %q runs %s (agents before v0.4.0 do not: upgrade the pool's agents)", pool, map[string]string{
 		messages.CapabilityWriteFile: "write_file steps", messages.CapabilityForeach: "foreach steps",
-		messages.CapabilityHandlers: "on_exit_code handlers, fallbacks with fail_workflow or fallbacks of several steps",
+		messages.CapabilityHandlers:     "on_exit_code handlers, fallbacks with fail_workflow or fallbacks of several steps",
+		messages.CapabilityFallbackRuns: "fallbacks that rerun their step (max_attempts) or have a timeout of their own",
 	}[need])
 }

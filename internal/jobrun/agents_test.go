@@ -143,3 +143,35 @@ func TestStepKindsFollowTheAgentsCapabilities(t *testing.T) {
 	d.apply(presenceEntry{key: wire.AgentKey("default", "new"), value: b, op: jetstream.KeyValuePut})
 	require.Empty(t, c.handlerProblems(context.Background(), spec))
 }
+
+// A fallback that reruns its step (max_attempts) or has its own timeout
+// needs agents that announce fallback_runs: agents without it would run
+// the fallback once, with the step's timeout, so the job is refused with
+// the field.
+func TestFallbackRunsFollowTheAgentsCapabilities(t *testing.T) {
+	d := newAgentDirectory()
+	c := &Coordinator{agents: d}
+	fallback := func(of messages.OnFailure) messages.Step {
+		of.Action, of.Fallback = messages.OnFailureFallback, "touch fixed"
+		return messages.Step{Shell: "test -f fixed", RetryConfig: &messages.RetryConfig{OnFailure: &of}}
+	}
+	spec := &messages.JobSpec{AgentTemplate: []messages.Step{
+		fallback(messages.OnFailure{}),
+		fallback(messages.OnFailure{MaxAttempts: 3}),
+		fallback(messages.OnFailure{Timeout: messages.Duration(time.Minute)}),
+	}}
+	b, _ := json.Marshal(messages.AgentPresence{Name: "older", Pool: "default",
+		Capabilities: []string{messages.CapabilityForeach, messages.CapabilityHandlers, messages.CapabilityWriteFile}})
+	d.apply(presenceEntry{key: wire.AgentKey("default", "older"), value: b, op: jetstream.KeyValuePut})
+	var fields []string
+	for _, p := range c.handlerProblems(context.Background(), spec) {
+		fields = append(fields, p.Field)
+		require.Contains(t, p.Message, "fallbacks that rerun their step")
+	}
+	require.Equal(t, []string{"agent_template[1].retry_config.on_failure.fallback.max_attempts",
+		"agent_template[2].retry_config.on_failure.fallback.timeout"}, fields)
+
+	b, _ = json.Marshal(messages.AgentPresence{Name: "new", Pool: "default", Capabilities: []string{messages.CapabilityFallbackRuns}})
+	d.apply(presenceEntry{key: wire.AgentKey("default", "new"), value: b, op: jetstream.KeyValuePut})
+	require.Empty(t, c.handlerProblems(context.Background(), spec))
+}

@@ -17,6 +17,10 @@
 //     handler its step's capture (a step that fails captures nothing in
 //     jetfleet).
 //
+// HandlerOptions reads the options of a step's on_failure handler
+// (max_attempts, handler_failure_fatal, timeout, ...) for jobspec, which
+// rewrites the handler itself into the step's fallback.
+//
 // Paths in a Result are relative to the step. It is pure and safe for
 // concurrent use on distinct trees.
 package prodigystep

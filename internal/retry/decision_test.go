@@ -291,7 +291,9 @@ func TestFailureAction(t *testing.T) {
 		{"nil is stop", nil, FailureAction{Action: messages.OnFailureStop}, false},
 		{"stop", &messages.OnFailure{Action: "stop"}, FailureAction{Action: messages.OnFailureStop}, false},
 		{"continue", &messages.OnFailure{Action: "continue"}, FailureAction{Action: messages.OnFailureContinue}, false},
-		{"fallback", &messages.OnFailure{Action: "fallback", Fallback: "save.sh"}, FailureAction{Action: messages.OnFailureFallback, Fallback: "save.sh"}, false},
+		{"fallback", &messages.OnFailure{Action: "fallback", Fallback: "save.sh"}, FailureAction{Action: messages.OnFailureFallback, Fallback: "save.sh", Runs: 1}, false},
+		{"fallback that reruns its step", &messages.OnFailure{Action: "fallback", Fallback: "fix.sh", MaxAttempts: 3, HandlerFailureFatal: true, Timeout: messages.Duration(time.Minute)},
+			FailureAction{Action: messages.OnFailureFallback, Fallback: "fix.sh", Runs: 3, HandlerFatal: true, Timeout: time.Minute}, false},
 		{"fallback without command", &messages.OnFailure{Action: "fallback"}, FailureAction{Action: messages.OnFailureStop}, true},
 		{"unknown", &messages.OnFailure{Action: "explode"}, FailureAction{Action: messages.OnFailureStop}, true},
 	}
@@ -305,6 +307,7 @@ func TestFailureAction(t *testing.T) {
 			}
 			require.Equal(t, tt.want, a)
 			require.Equal(t, tt.want.Action == messages.OnFailureFallback, a.NeedsFallback())
+			require.Equal(t, tt.want.Runs > 1, a.Reruns())
 		})
 	}
 }

@@ -21,11 +21,15 @@ const (
 	// MaxItems bounds the elements of a foreach, listed or read from its
 	// command's output: above it the step fails (or is refused, listed).
 	MaxItems = 10000
+	// MaxFallbackRuns bounds a fallback's max_attempts: the runs of its
+	// step in one delivery.
+	MaxFallbackRuns = 100
 )
 
 // Needs returns the capabilities step st itself needs (not those of the
 // steps nested in it): claude (a claude step or fallback), write_file,
-// foreach, and handlers (on_exit_code, a fallback with fail_workflow).
+// foreach, handlers (on_exit_code, a fallback with fail_workflow), and
+// fallback_runs (a fallback that reruns its step or has its own timeout).
 func Needs(st *messages.Step) []string {
 	var out []string
 	if st.Claude != "" {
@@ -43,6 +47,9 @@ func Needs(st *messages.Step) []string {
 	}
 	if len(st.OnExitCode) > 0 || rc != nil && rc.OnFailure != nil && (rc.OnFailure.FailWorkflow || len(rc.OnFailure.Steps) > 0) {
 		out = append(out, messages.CapabilityHandlers)
+	}
+	if rc != nil && rc.OnFailure != nil && (rc.OnFailure.MaxAttempts > 1 || rc.OnFailure.Timeout > 0) {
+		out = append(out, messages.CapabilityFallbackRuns)
 	}
 	return out
 }
@@ -94,8 +101,11 @@ func sortedCodes(m map[string]messages.Step) []string {
 	return codes
 }
 
-// fallbackSteps is the path of a fallback's steps in a step.
-const fallbackSteps = "retry_config.on_failure.fallback.steps"
+// fallbackPath is the path of a step's fallback, fallbackSteps of its steps.
+const (
+	fallbackPath  = "retry_config.on_failure.fallback"
+	fallbackSteps = fallbackPath + ".steps"
+)
 
 // Problem is a problem found by Check, its Field relative to the step.
 type Problem = messages.FieldError
@@ -138,6 +148,13 @@ func Check(st *messages.Step) []Problem {
 		addf("on_exit_code", "only on shell and claude steps (a command that exits with a code)")
 	}
 	if rc := st.RetryConfig; rc != nil && rc.OnFailure != nil {
+		of := rc.OnFailure
+		if of.MaxAttempts < 0 || of.MaxAttempts > MaxFallbackRuns {
+			addf(fallbackPath+".max_attempts", "must be 1 to %d (the step's runs in one delivery), got %d", MaxFallbackRuns, of.MaxAttempts)
+		}
+		if of.Timeout < 0 {
+			addf(fallbackPath+".timeout", "must not be negative, got %s", of.Timeout)
+		}
 		for i := range rc.OnFailure.Steps {
 			hp, h := messages.IndexPath(fallbackSteps, i), &rc.OnFailure.Steps[i]
 			if h.Handler != "" || h.WriteFile != nil {

@@ -2,6 +2,7 @@ package stepkind
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -25,6 +26,12 @@ func TestNeeds(t *testing.T) {
 		{"foreach", messages.Step{Foreach: &messages.Foreach{}}, []string{messages.CapabilityForeach}},
 		{"on_exit_code", messages.Step{Shell: "x", OnExitCode: map[string]messages.Step{"1": {Shell: "y"}}}, []string{messages.CapabilityHandlers}},
 		{"fail_workflow", messages.Step{Shell: "x", RetryConfig: fb(false, true)}, []string{messages.CapabilityHandlers}},
+		{"a fallback that reruns its step", messages.Step{Shell: "x", RetryConfig: &messages.RetryConfig{OnFailure: &messages.OnFailure{
+			Action: messages.OnFailureFallback, Fallback: "fix", MaxAttempts: 2}}}, []string{messages.CapabilityFallbackRuns}},
+		{"a fallback with a timeout", messages.Step{Shell: "x", RetryConfig: &messages.RetryConfig{OnFailure: &messages.OnFailure{
+			Action: messages.OnFailureFallback, Fallback: "fix", Timeout: messages.Duration(time.Second)}}}, []string{messages.CapabilityFallbackRuns}},
+		{"max_attempts 1 runs once", messages.Step{Shell: "x", RetryConfig: &messages.RetryConfig{OnFailure: &messages.OnFailure{
+			Action: messages.OnFailureFallback, Fallback: "fix", MaxAttempts: 1}}}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { require.Equal(t, c.want, Needs(&c.st)) })
@@ -63,6 +70,11 @@ func TestCheck(t *testing.T) {
 		{"bad exit codes", messages.Step{Shell: "x", OnExitCode: map[string]messages.Step{"256": {Shell: "a"}, "01": {Shell: "a"}, "x": {Shell: "a"}}},
 			[]string{"on_exit_code.01", "on_exit_code.256", "on_exit_code.x"}},
 		{"exit codes of a handler step", messages.Step{Handler: "h", OnExitCode: map[string]messages.Step{"1": {Shell: "a"}}}, []string{"on_exit_code"}},
+		{"fallback runs", messages.Step{Shell: "x", RetryConfig: &messages.RetryConfig{OnFailure: &messages.OnFailure{
+			Action: messages.OnFailureFallback, Fallback: "fix", MaxAttempts: MaxFallbackRuns, Timeout: messages.Duration(time.Second)}}}, nil},
+		{"fallback runs out of bounds", messages.Step{Shell: "x", RetryConfig: &messages.RetryConfig{OnFailure: &messages.OnFailure{
+			Action: messages.OnFailureFallback, Fallback: "fix", MaxAttempts: MaxFallbackRuns + 1, Timeout: -1}}},
+			[]string{"retry_config.on_failure.fallback.max_attempts", "retry_config.on_failure.fallback.timeout"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

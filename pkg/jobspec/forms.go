@@ -285,9 +285,12 @@ func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) bool 
 			Command *string `json:"command"`
 			Claude  *string `json:"claude"`
 			// CommitRequired: the fallback must leave a new commit.
-			CommitRequired bool            `json:"commit_required"`
-			FailWorkflow   bool            `json:"fail_workflow"` // the step fails after the fallback
-			Steps          []messages.Step `json:"steps"`         // shell and claude steps in turn
+			CommitRequired bool              `json:"commit_required"`
+			FailWorkflow   bool              `json:"fail_workflow"` // the step fails after the fallback
+			Steps          []messages.Step   `json:"steps"`         // shell and claude steps in turn
+			MaxAttempts    int               `json:"max_attempts"`  // the step's runs, the fallback between
+			Fatal          bool              `json:"handler_failure_fatal"`
+			Timeout        messages.Duration `json:"timeout"`
 		}
 		if val != nil {
 			d.value(kp, val, reflect.ValueOf(&p).Elem())
@@ -301,7 +304,7 @@ func decodeOnFailureHook(d *decoder, path string, v any, rv reflect.Value) bool 
 		case p.Claude != nil:
 			f.Fallback, f.Claude = *p.Claude, true
 		}
-		f.CommitRequired, f.FailWorkflow, f.Steps = p.CommitRequired, p.FailWorkflow, p.Steps
+		f.CommitRequired, f.FailWorkflow, f.Steps, f.MaxAttempts, f.HandlerFailureFatal, f.Timeout = p.CommitRequired, p.FailWorkflow, p.Steps, p.MaxAttempts, p.Fatal, p.Timeout
 	default:
 		d.typeErr(path, `stop, continue or {fallback: {command: "..."}}`, v)
 		return false

@@ -330,19 +330,24 @@ func (rw *rewrite) prodigyStep(p string, st map[string]any) {
 	for _, n := range r.Renames {
 		rw.steps = append(rw.steps, rename{from: messages.JoinPath(p, n.From), to: messages.JoinPath(wp, n.To)})
 	}
+	rw.merge(wp, r)
+	fe, _ := st["foreach"].(map[string]any)
+	body, _ := fe["do"].([]any)
+	for i, b := range body {
+		if bm, ok := b.(map[string]any); ok {
+			rw.step(messages.IndexPath(messages.JoinPath(p, "foreach.do"), i), bm)
+		}
+	}
+}
+
+// merge adds what internal/prodigystep found at wp (its paths relative to wp).
+func (rw *rewrite) merge(wp string, r *prodigystep.Result) {
 	for _, l := range []struct {
 		to   *[]messages.FieldError
 		from []messages.FieldError
 	}{{&rw.notes, r.Notes}, {&rw.warnings, r.Warnings}, {&rw.problems, r.Problems}} {
 		for _, f := range l.from {
 			*l.to = append(*l.to, messages.FieldError{Field: messages.JoinPath(wp, f.Field), Message: f.Message})
-		}
-	}
-	fe, _ := st["foreach"].(map[string]any)
-	body, _ := fe["do"].([]any)
-	for i, b := range body {
-		if bm, ok := b.(map[string]any); ok {
-			rw.step(messages.IndexPath(messages.JoinPath(p, "foreach.do"), i), bm)
 		}
 	}
 }

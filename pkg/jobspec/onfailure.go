@@ -1,7 +1,7 @@
 package jobspec
 
 import (
-	"encoding/json"
+	"maps"
 	"strings"
 
 	"github.com/jetfleet/jetfleet/internal/prodigystep"
@@ -16,13 +16,15 @@ import (
 //     as Prodigy reads it) a claude one;
 //   - a list of shell commands: one fallback running them in turn, stopping
 //     at the first that fails;
-//   - {shell: ...} or {claude: ...}, with max_attempts (max_retries): the
-//     step's attempts, commit_required (the fallback must leave a commit),
-//     fail_workflow (true: the step fails after the fallback); or
-//     {commands: [...]}, a list as above.
+//   - {shell: ...}, {claude: ...} or {commands: [...]} (a list as above),
+//     with options (internal/prodigystep.HandlerOptions): max_attempts
+//     (max_retries), the step's runs in one delivery, the fallback after
+//     each failed one; commit_required (the fallback must leave a
+//     commit); fail_workflow (true: the step fails after the fallback);
+//     handler_failure_fatal; timeout.
 //
-// The fallback runs once, when the step has used its attempts; if it
-// succeeds the item goes on with the next step.
+// The fallback runs when the step gives up (and between its runs, with
+// max_attempts); if it succeeds the item goes on with the next step.
 func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
 	of, ok := st["on_failure"]
 	if !ok {
@@ -45,7 +47,7 @@ func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
 	}
 	canon := messages.JoinPath(p, "retry_config.on_failure")
 	var kind, text, from string // kind: "command" (shell) or "claude"
-	commitRequired := false
+	var opts map[string]any     // the handler's options (handlerObject)
 	switch x := of.(type) {
 	case bool:
 		if x {
@@ -68,7 +70,7 @@ func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
 		}
 		from = op
 	case map[string]any:
-		kind, text, from, commitRequired, ok = rw.handlerObject(op, wp, x, rc)
+		kind, text, from, opts, ok = rw.handlerObject(op, wp, x)
 		if !ok {
 			return
 		}
@@ -84,17 +86,12 @@ func (rw *rewrite) stepOnFailure(p string, st map[string]any) {
 	if kind == "steps" {
 		fb = map[string]any{"steps": prodigystep.HandlerSteps(of)}
 		rw.notef(wp, "holds a claude command: its commands run in turn as the fallback's steps, stopping at the first that fails")
-		if commitRequired {
+		if opts["commit_required"] == true {
 			rw.addf(wp, "not yet: commit_required with a list of handler commands that holds a claude command")
 			return
 		}
 	}
-	if commitRequired {
-		fb["commit_required"] = true
-	}
-	if om, _ := of.(map[string]any); om["fail_workflow"] == true {
-		fb["fail_workflow"] = true
-	}
+	maps.Copy(fb, opts)
 	rc["on_failure"] = map[string]any{messages.OnFailureFallback: fb}
 	rw.steps = append(rw.steps,
 		rename{from: canon + ".fallback." + kind, to: from},
@@ -158,67 +155,36 @@ func (rw *rewrite) handlerList(wp string, list []any) (kind, text string, ok boo
 	return "command", "set -e\n" + strings.Join(cmds, "\n"), true
 }
 
-// handlerObject reads {shell | claude, max_attempts (max_retries),
-// fail_workflow: false, commit_required}.
-func (rw *rewrite) handlerObject(op, wp string, m map[string]any, rc map[string]any) (kind, text, from string, commitRequired, ok bool) {
-	for _, k := range sortedKeys(m) {
-		kp := messages.JoinPath(wp, k)
-		switch k {
-		case "shell", "claude":
-		case "max_attempts", "max_retries":
-			n, isNum := m[k].(json.Number)
-			v, err := n.Int64()
-			if !isNum || err != nil || v < 1 || v > 10000 {
-				rw.addf(kp, "expected a number of attempts from 1 to 10000, got %v", m[k])
-				return "", "", "", false, false
-			}
-			if a, given := rc["attempts"].(json.Number); !given || a == "1" {
-				rc["attempts"] = n
-				rw.notef(kp, "%s: the step's retry_config.attempts (its fallback runs once, after the last attempt, where Prodigy runs its handler before each retry)", n)
-			}
-		case "commit_required":
-			b, isBool := m[k].(bool)
-			if !isBool {
-				rw.addf(kp, "expected true or false, got %v", m[k])
-				return "", "", "", false, false
-			}
-			commitRequired = b
-		case "fail_workflow":
-			if _, isBool := m[k].(bool); !isBool {
-				rw.addf(kp, "expected true or false, got %v", m[k])
-				return "", "", "", false, false
-			} else if m[k] == true {
-				rw.notef(kp, "true: the step fails after its handler runs, whatever the handler's outcome: the item fails, and error_policy decides what follows (a standard workflow's job fails)")
-			}
-		case "commands":
-		case "strategy":
-			rw.warnf(kp, "has no effect: the handler's commands run in turn whatever the strategy")
-		default:
-			rw.addf(kp, "not yet: a step's on_failure takes shell, claude or commands, max_attempts, commit_required, fail_workflow and strategy")
-			return "", "", "", false, false
-		}
+// handlerObject reads {shell | claude | commands} and the handler's
+// options (internal/prodigystep.HandlerOptions), the fields they set on
+// the fallback in opts.
+func (rw *rewrite) handlerObject(op, wp string, m map[string]any) (kind, text, from string, opts map[string]any, ok bool) {
+	opts, r := prodigystep.HandlerOptions(m)
+	rw.merge(wp, r)
+	if len(r.Problems) > 0 {
+		return "", "", "", nil, false
 	}
 	sh, hasShell := m["shell"]
 	cl, hasClaude := m["claude"]
 	if list, isList := m["commands"].([]any); isList && !hasShell && !hasClaude {
 		kind, text, ok = rw.handlerList(messages.JoinPath(wp, "commands"), list)
-		return kind, text, messages.JoinPath(op, "commands"), commitRequired, ok
+		return kind, text, messages.JoinPath(op, "commands"), opts, ok
 	}
 	switch {
 	case hasShell && hasClaude:
 		rw.addf(wp, "not yet: both shell and claude in one handler (a fallback is one command)")
 	case hasClaude:
 		if s, isStr := cl.(string); isStr {
-			return "claude", s, messages.JoinPath(op, "claude"), commitRequired, true
+			return "claude", s, messages.JoinPath(op, "claude"), opts, true
 		}
 		rw.addf(messages.JoinPath(wp, "claude"), "expected a string, got %v", cl)
 	case hasShell:
 		if s, isStr := sh.(string); isStr {
-			return "command", s, messages.JoinPath(op, "shell"), commitRequired, true
+			return "command", s, messages.JoinPath(op, "shell"), opts, true
 		}
 		rw.addf(messages.JoinPath(wp, "shell"), "expected a string, got %v", sh)
 	default:
 		rw.addf(wp, `a step's on_failure handler needs shell or claude: {shell: "..."} or {claude: "..."}`)
 	}
-	return "", "", "", false, false
+	return "", "", "", nil, false
 }

@@ -27,7 +27,8 @@ func TestProdigyStepKinds(t *testing.T) {
 	require.Equal(t, "/tidy '${shell.output}'", of.Fallback, "the step's own capture is its output in its handler")
 	require.True(t, of.Claude)
 	require.True(t, of.FailWorkflow)
-	require.Equal(t, 2, *steps[1].RetryConfig.Attempts)
+	require.Equal(t, 2, of.MaxAttempts, "max_attempts: the step's runs in one delivery, its handler between")
+	require.Equal(t, 1, *steps[1].RetryConfig.Attempts)
 
 	fe := steps[2].Foreach
 	require.Equal(t, []string{"alpha", "beta", "gamma"}, fe.Items)

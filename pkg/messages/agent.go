@@ -48,15 +48,18 @@ type AgentPresence struct {
 
 // Capabilities an agent announces: CapabilityClaude when it runs claude
 // steps (it has Claude Code's CLI); CapabilityWriteFile and
-// CapabilityForeach for those step kinds, and CapabilityHandlers for
+// CapabilityForeach for those step kinds, CapabilityHandlers for
 // on_exit_code handlers, fallbacks with fail_workflow and fallbacks of
-// several steps (agents before
-// v0.4.0 announce none of them).
+// several steps (agents before v0.4.0 announce none of them), and
+// CapabilityFallbackRuns for fallbacks that rerun their step
+// (OnFailure.MaxAttempts) or have a timeout of their own (older agents
+// would ignore both).
 const (
-	CapabilityClaude    = "claude"
-	CapabilityWriteFile = "write_file"
-	CapabilityForeach   = "foreach"
-	CapabilityHandlers  = "handlers"
+	CapabilityClaude       = "claude"
+	CapabilityWriteFile    = "write_file"
+	CapabilityForeach      = "foreach"
+	CapabilityHandlers     = "handlers"
+	CapabilityFallbackRuns = "fallback_runs"
 )
 
 // AgentStats is the data of an agent's status endpoint in its micro

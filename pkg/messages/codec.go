@@ -129,7 +129,8 @@ func (m *Matcher) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes "stop", "continue", {"fallback": {"command": ...}}
-// or {"fallback": {"claude": ...}}.
+// or {"fallback": {"claude": ...}}, the fallback's options beside its
+// command.
 func (f OnFailure) MarshalJSON() ([]byte, error) {
 	if f.Action == OnFailureFallback {
 		key := "command"
@@ -146,6 +147,15 @@ func (f OnFailure) MarshalJSON() ([]byte, error) {
 		if f.FailWorkflow {
 			p["fail_workflow"] = true
 		}
+		if f.MaxAttempts > 1 {
+			p["max_attempts"] = f.MaxAttempts
+		}
+		if f.HandlerFailureFatal {
+			p["handler_failure_fatal"] = true
+		}
+		if f.Timeout > 0 {
+			p["timeout"] = f.Timeout
+		}
 		return json.Marshal(map[string]map[string]any{OnFailureFallback: p})
 	}
 	return json.Marshal(f.Action)
@@ -154,13 +164,17 @@ func (f OnFailure) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads what MarshalJSON writes.
 func (f *OnFailure) UnmarshalJSON(data []byte) error {
 	var p struct {
-		Command, Claude string
-		CommitRequired  bool `json:"commit_required"`
-		FailWorkflow    bool `json:"fail_workflow"`
-		Steps           []Step
+		Command, Claude     string
+		CommitRequired      bool `json:"commit_required"`
+		FailWorkflow        bool `json:"fail_workflow"`
+		Steps               []Step
+		MaxAttempts         int      `json:"max_attempts"`
+		HandlerFailureFatal bool     `json:"handler_failure_fatal"`
+		Timeout             Duration `json:"timeout"`
 	}
 	name, _, err := variant(data, "step failure action", &p)
-	*f = OnFailure{Action: name, Fallback: p.Command, CommitRequired: p.CommitRequired, FailWorkflow: p.FailWorkflow, Steps: p.Steps}
+	*f = OnFailure{Action: name, Fallback: p.Command, CommitRequired: p.CommitRequired, FailWorkflow: p.FailWorkflow, Steps: p.Steps,
+		MaxAttempts: p.MaxAttempts, HandlerFailureFatal: p.HandlerFailureFatal, Timeout: p.Timeout}
 	if p.Claude != "" && p.Command == "" {
 		f.Fallback, f.Claude = p.Claude, true
 	}

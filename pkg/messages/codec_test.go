@@ -28,6 +28,8 @@ func TestCanonicalForms(t *testing.T) {
 		{"matcher exit codes", Matcher{ExitCodes: []int{1, 137}}, `{"exit_code":[1,137]}`},
 		{"on_failure stop", OnFailure{Action: OnFailureStop}, `"stop"`},
 		{"on_failure fallback", OnFailure{Action: OnFailureFallback, Fallback: "save ${item_id}"}, `{"fallback":{"command":"save ${item_id}"}}`},
+		{"on_failure fallback that reruns its step", OnFailure{Action: OnFailureFallback, Fallback: "touch fixed", MaxAttempts: 3, HandlerFailureFatal: true, Timeout: MustDuration("30s")},
+			`{"fallback":{"command":"touch fixed","handler_failure_fatal":true,"max_attempts":3,"timeout":"30s"}}`},
 		{"item failure dlq", ItemFailureAction{Action: ItemFailureDLQ}, `"dlq"`},
 		{"item failure custom", ItemFailureAction{Action: ItemFailureCustom, Custom: &Step{Handler: "notify", With: map[string]any{"to": "ops"}}},
 			`{"custom":{"handler":"notify","with":{"to":"ops"}}}`},

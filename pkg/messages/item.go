@@ -79,7 +79,9 @@ type Attempt struct {
 	Message    string `json:"message,omitempty"`
 	ExitCode   *int   `json:"exit_code,omitempty"`
 	TimedOut   bool   `json:"timed_out,omitempty"`
-	// Decision is what followed: retry, snooze, give_up, continue, fallback.
+	// Decision is what followed: retry, snooze, give_up, continue,
+	// fallback, or rerun (the step's fallback ran and the step ran again
+	// in the same delivery: OnFailure.MaxAttempts).
 	Decision string `json:"decision,omitempty"`
 	// DelayMS is the backoff chosen after this attempt, when retrying.
 	DelayMS int64 `json:"delay_ms,omitempty"`

@@ -401,6 +401,20 @@ type OnFailure struct {
 	// stopping at the first that fails (Prodigy's list of handler
 	// commands with a claude command in it).
 	Steps []Step
+	// MaxAttempts above 1 runs the step up to that many times in one
+	// delivery, the fallback after each failed run (Prodigy's on_failure
+	// max_attempts: fix, then check the fix): the step succeeds when a
+	// run does; after its last failed run the fallback's outcome decides
+	// as above. Defaults to 1: the fallback runs once, when the step
+	// gives up. Agents announce CapabilityFallbackRuns.
+	MaxAttempts int
+	// HandlerFailureFatal: a failed fallback between runs ends the
+	// reruns, and the step gives up at once (Prodigy's
+	// handler_failure_fatal); otherwise the step runs again.
+	HandlerFailureFatal bool
+	// Timeout bounds each run of the fallback instead of the step's
+	// timeout. Defaults to the step's.
+	Timeout Duration
 }
 
 // Item failure actions of the workflow error policy.
