@@ -248,13 +248,19 @@ func (s *Store) Take(ctx context.Context, key, pool string, inline *messages.Lim
 // given back, and the outcome applied. A record deleted since is left
 // deleted.
 func (s *Store) Release(ctx context.Context, key, agent string, slots int, o Outcome, lease time.Duration) error {
+	return s.release(ctx, key, agent, slots, 0, o, lease)
+}
+
+// release is Release, also giving back unused tokens the agent leased and
+// no call used (Record.GiveBack).
+func (s *Store) release(ctx context.Context, key, agent string, slots, unused int, o Outcome, lease time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
 	_, err := s.s.Update(ctx, s.spentKey(key), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
 		if !cur.Exists {
 			return cur.Value, false, nil
 		}
-		return cur.Value.Release(s.now(), agent, slots, o, lease).withWriter(id), true, nil
+		return cur.Value.Release(s.now(), agent, slots, o, lease).GiveBack(unused).withWriter(id), true, nil
 	})
 	if err != nil {
 		return fmt.Errorf("limit %s: %w", key, err)
