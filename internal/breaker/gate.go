@@ -14,23 +14,12 @@ import (
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvstate"
 	"github.com/jetfleet/jetfleet/internal/retry"
-	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-// Bounds of the breaker's KV traffic.
-const (
-	// opTimeout bounds one KV request.
-	opTimeout = 5 * time.Second
-	// updateTimeout bounds one update, its conflicts and retried
-	// failures included.
-	updateTimeout = 10 * time.Second
-	// maxRounds bounds the compare-and-set rounds of one update.
-	maxRounds = 200
-)
-
-// conflictBackoff spaces an update's compare-and-set rounds: 1ms doubling
-// to 50ms, each delay jittered by ±50 %.
-var conflictBackoff = retry.Exponential(time.Millisecond, 50*time.Millisecond).WithJitter(messages.JitterProportional, 0.5)
+// bounds bound the breaker's KV traffic: a request within 5 s, an update
+// (its conflicts and retried failures included) within 10 s, its rounds
+// spaced from 1 ms doubling to 50 ms.
+var bounds = kvstate.Bounded(5*time.Second, 10*time.Second, 50*time.Millisecond)
 
 // Record is the stored value: the state plus the id of the write that
 // stored it, by which a writer whose reply was lost recognises its own
@@ -88,13 +77,10 @@ func NewGate(js jetstream.JetStream, kv jetstream.KeyValue, pool string, clk clo
 			}
 			return rec, nil
 		},
-		WrittenBy:       func(rec Record, id string) bool { return rec.Writer == id },
-		OpTimeout:       opTimeout,
-		ConflictBackoff: conflictBackoff,
-		ErrorBackoff:    conflictBackoff,
-		MaxRounds:       maxRounds,
-		MaxKeys:         4096, // jobs are few; bound the cache anyway
-		Logger:          log,
+		WrittenBy: func(rec Record, id string) bool { return rec.Writer == id },
+		Bounds:    bounds,
+		MaxKeys:   4096, // jobs are few; bound the cache anyway
+		Logger:    log,
 	})
 	if err != nil {
 		return nil, err
@@ -154,11 +140,9 @@ func (g *Gate) key(k string) string { return g.pool + "." + k }
 // whose reply was lost and whose state another agent has overwritten since
 // is decided again: a probe slot it took is then written off after the
 // timeout, never granted twice. Conflicts and transient failures are
-// retried for at most updateTimeout.
+// retried for at most bounds.UpdateTimeout.
 func (g *Gate) Update(ctx context.Context, job string,
 	fn func(now time.Time, st retry.BreakerState) retry.BreakerState) (from, to retry.BreakerState, err error) {
-	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
-	defer cancel()
 	c, err := g.store.Update(ctx, g.key(job), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
 		st := cur.Value.BreakerState
 		next := fn(g.clock.Now().Round(0), st) // no monotonic reading: it is stored

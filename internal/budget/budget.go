@@ -82,8 +82,8 @@ func New(kv jetstream.KeyValue, opts ...Option) (*Budget, error) {
 				m.remaining.WithLabelValues(job).Set(float64(e.Value.Remaining()))
 			}
 		},
-		OpTimeout: o.opTimeout,
-		Logger:    b.log,
+		Bounds: kvstate.Bounds{OpTimeout: o.opTimeout},
+		Logger: b.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("budget: %w", err)

@@ -240,13 +240,22 @@ map:
 
 // An agent killed while it runs the setup leaves the setup item to
 // another after AckWait, which runs it again from its first step.
+//
+// The crash timeout is calmProvision's 30 s, not testProvision's 2 s: an
+// agent sends InProgress only while a step runs, and on a loaded machine
+// the rest of a delivery (reading the job before the step; reporting the
+// result and waiting for its PubAck before the ack, after it) took more
+// than 2 s, a live agent's delivery came back, and the setup ran three
+// times. The victim's delivery still comes back only through AckWait, up
+// to 30 s after its last InProgress; the test waits for it, in parallel
+// with the others.
 func TestSetupSurvivesAgentKill(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
 	srv := fleettest.RunServer(t)
-	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(testProvision)})
+	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision)})
 	agentCfg := func(name string) agent.Config {
-		return testhooks.WithAgent(agent.Config{Name: name, Concurrency: 4, WorkDir: t.TempDir()}, testhooks.Agent{Provision: testProvision})
+		return testhooks.WithAgent(agent.Config{Name: name, Concurrency: 4, WorkDir: t.TempDir()}, testhooks.Agent{Provision: calmProvision})
 	}
 	victim := startAgent(t, srv.URL(), agentCfg("victim"), nil)
 	cl := client(t, srv)
@@ -271,7 +280,7 @@ map:
 	require.NoError(t, os.WriteFile(filepath.Join(out, "go"), nil, 0o600))
 	startAgent(t, srv.URL(), agentCfg("heir"), nil)
 
-	st := waitJob(t, cl, id, 60*time.Second)
+	st := waitJob(t, cl, id, 90*time.Second) // AckWait and the runs
 	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
 	require.EqualValues(t, 2, st.Succeeded)
 	require.Equal(t, "heir", st.Setup.Agent)

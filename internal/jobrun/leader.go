@@ -132,16 +132,32 @@ func (c *Coordinator) lead(ctx context.Context) {
 	c.log.Info().Msg("leadership term over")
 }
 
+// Pacing of startHub. A new leader often starts its term just after a
+// node was cut off, while the results stream's replicas elect a leader in
+// place of one on that node (a raft election timeout, 4-9 s in
+// nats-server 2.15): a request sent before the election is never answered.
+// The first attempt therefore gives up after hubAttempt, not the
+// JetStream API's 5 s, each further one a hubAttempt later than the last
+// (up to 5 s: a loaded machine may need that long), and the next follows
+// within hubBackoff, so that the hub starts a second or two after the
+// election rather than up to 5 s after it; status waits for that
+// (TestCutOffCoordinatorHandsOver).
+const hubAttempt = time.Second
+
+var hubBackoff = []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond}
+
 // startHub starts the term's results hub (results.go), trying again
 // until it starts or ctx ends: no runner can start without it.
 func (c *Coordinator) startHub(ctx context.Context) (*resultsHub, error) {
 	for fails := 0; ; fails++ {
 		clk := c.cfg.hooks.Clock
-		hub, err := startResults(ctx, c.js, c.names, c.log, func(t time.Time) { clock.Observe(clk, t) })
+		actx, cancel := context.WithTimeout(ctx, min(time.Duration(fails+1)*hubAttempt, 5*time.Second))
+		hub, err := startResults(actx, c.js, c.names, c.log, func(t time.Time) { clock.Observe(clk, t) })
+		cancel()
 		if err == nil {
 			return hub, nil
 		}
-		d := catchUpBackoff[min(fails, len(catchUpBackoff)-1)]
+		d := hubBackoff[min(fails, len(hubBackoff)-1)]
 		c.log.Error().Err(err).Dur("delay", d).Msg("cannot follow the results stream; trying again")
 		select {
 		case <-ctx.Done():

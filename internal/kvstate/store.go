@@ -72,8 +72,26 @@ type Config[T any] struct {
 	// replaces an older one (read, written or watched), in revision order,
 	// under the Store's lock: it must be quick and must not call the Store.
 	Observe func(key string, e Entry[T])
+	// Bounds bound the Store's requests and Updates ([Bounded] for state
+	// on a hot path).
+	Bounds
+	// MaxKeys bounds the tracked keys: past it the cache is emptied (0: no
+	// bound; Forget keys that are done with).
+	MaxKeys int
+	// Logger receives debug lines about failed writes. Defaults to
+	// zerolog.Nop().
+	Logger zerolog.Logger
+}
+
+// Bounds bound a Store's KV traffic. The zero Bounds are the defaults:
+// DefaultOpTimeout, the Conflict… and Error… backoffs, and an Update
+// bounded by its context alone.
+type Bounds struct {
 	// OpTimeout bounds one KV request. Defaults to DefaultOpTimeout.
 	OpTimeout time.Duration
+	// UpdateTimeout bounds one Update, its conflicts and retried failures
+	// included (0: its context alone).
+	UpdateTimeout time.Duration
 	// ConflictBackoff spaces the rounds after a conflict or a stale read;
 	// ErrorBackoff after a failed request. Default to the Conflict… and
 	// Error… constants, with equal jitter.
@@ -81,12 +99,19 @@ type Config[T any] struct {
 	// MaxRounds bounds the rounds of one Update (0: until its context
 	// ends).
 	MaxRounds int
-	// MaxKeys bounds the tracked keys: past it the cache is emptied (0: no
-	// bound; Forget keys that are done with).
-	MaxKeys int
-	// Logger receives debug lines about failed writes. Defaults to
-	// zerolog.Nop().
-	Logger zerolog.Logger
+}
+
+// BoundedRounds bounds the rounds of an Update under [Bounded].
+const BoundedRounds = 200
+
+// Bounded are the bounds of state on a hot path, whose callers must hear
+// back in bounded time whatever KV does (a circuit breaker, a limit): a
+// request within op, an Update within update and BoundedRounds rounds,
+// the rounds spaced from 1 ms doubling up to backoffMax, each delay
+// jittered by ±50 %, after a conflict and a failed request alike.
+func Bounded(op, update, backoffMax time.Duration) Bounds {
+	b := retry.Exponential(time.Millisecond, backoffMax).WithJitter(messages.JitterProportional, 0.5)
+	return Bounds{OpTimeout: op, UpdateTimeout: update, ConflictBackoff: b, ErrorBackoff: b, MaxRounds: BoundedRounds}
 }
 
 // Entry is a key's value at a revision.
@@ -163,9 +188,9 @@ func New[T any](cfg Config[T]) (*Store[T], error) {
 	if cfg.KV == nil {
 		return nil, errors.New("kvstate: Config.KV is nil")
 	}
-	if cfg.OpTimeout < 0 || cfg.MaxRounds < 0 || cfg.MaxKeys < 0 {
-		return nil, fmt.Errorf("kvstate: Config.OpTimeout (%v), MaxRounds (%d) and MaxKeys (%d) must not be negative",
-			cfg.OpTimeout, cfg.MaxRounds, cfg.MaxKeys)
+	if cfg.OpTimeout < 0 || cfg.UpdateTimeout < 0 || cfg.MaxRounds < 0 || cfg.MaxKeys < 0 {
+		return nil, fmt.Errorf("kvstate: Config.OpTimeout (%v), UpdateTimeout (%v), MaxRounds (%d) and MaxKeys (%d) must not be negative",
+			cfg.OpTimeout, cfg.UpdateTimeout, cfg.MaxRounds, cfg.MaxKeys)
 	}
 	if cfg.Decode == nil {
 		cfg.Decode = func(data []byte) (T, error) {
@@ -285,13 +310,18 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (e Entry[T], cre
 // carrying its id is seen (see the package documentation). It returns when
 // a value is written or decide writes nothing, with decide's error, with
 // an error retrying will not fix (a missing bucket, a value that does not
-// decode), or when ctx ends, the Store closes or Config.MaxRounds rounds
-// are used. It tracks key.
+// decode), or when ctx ends, the Store closes, Config.UpdateTimeout passes
+// or Config.MaxRounds rounds are used. It tracks key.
 func (s *Store[T]) Update(ctx context.Context, key string, decide Decide[T]) (Change[T], error) {
 	if s.cfg.WrittenBy == nil {
 		return Change[T]{}, errors.New("kvstate: Update needs Config.WrittenBy")
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	var cancel context.CancelFunc
+	if s.cfg.UpdateTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.UpdateTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
 

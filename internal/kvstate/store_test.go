@@ -124,7 +124,7 @@ func testConcurrent(t *testing.T, e server, midRun func(context.Context) error) 
 		js, kv := connect(t, e)
 		// A short request timeout on three nodes: a request in flight at
 		// the step-down gets no answer, and its write is in doubt.
-		s := newStore(t, kvstate.Config[counter]{KV: kv, JetStream: js, Watch: p%2 == 0, OpTimeout: 300 * time.Millisecond})
+		s := newStore(t, kvstate.Config[counter]{KV: kv, JetStream: js, Watch: p%2 == 0, Bounds: kvstate.Bounds{OpTimeout: 300 * time.Millisecond}})
 		stores = append(stores, s)
 		for range workers {
 			wg.Go(func() {
@@ -335,4 +335,27 @@ func testCreateAndErrors(t *testing.T, e server) {
 	require.ErrorIs(t, err, kvstate.ErrClosed)
 	_, err = kvstate.New(kvstate.Config[counter]{})
 	require.ErrorContains(t, err, "Config.KV")
+}
+
+// Bounded bounds an Update in time and in rounds: a key that another
+// writer changes before every write of this one ends the Update with the
+// deadline after UpdateTimeout, or with ErrRounds after BoundedRounds.
+func TestBoundedUpdate(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	newBucket(t, srv.JS(), 1)
+	js, kv := connect(t, srv)
+	ctx := testCtx(t, 30*time.Second)
+	contended := func(cur kvstate.Entry[counter], id string) (counter, bool, error) {
+		_, err := kv.Put(ctx, "k", []byte(`{"n": 0}`)) // another writer, first: a conflict every round
+		return cur.Value.add(id), true, err
+	}
+	s := newStore(t, kvstate.Config[counter]{KV: kv, JetStream: js, Bounds: kvstate.Bounded(time.Second, 300*time.Millisecond, 5*time.Millisecond)})
+	start := time.Now()
+	_, err := s.Update(ctx, "k", contended)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 10*time.Second)
+	s = newStore(t, kvstate.Config[counter]{KV: kv, JetStream: js, Bounds: kvstate.Bounded(time.Second, time.Minute, time.Microsecond)})
+	_, err = s.Update(ctx, "k", contended)
+	require.ErrorIs(t, err, kvstate.ErrRounds)
+	require.ErrorContains(t, err, fmt.Sprintf("%d rounds", kvstate.BoundedRounds))
 }

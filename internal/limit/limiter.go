@@ -61,6 +61,12 @@ type Limiter struct {
 	// which runs under the store's lock and so must not take mu (held
 	// while waiting for lk.mu, which is held across a take).
 	wakers sync.Map
+	// bg counts the writes under way in the background (refills, spare
+	// slots given back), which Close waits for; returning is held for
+	// reading by each return of spare slots (returnSpare, also from their
+	// timers), and for writing by Close to wait for those under way.
+	bg        sync.WaitGroup
+	returning sync.RWMutex
 }
 
 // local is one limit's state in the agent.
@@ -72,6 +78,11 @@ type local struct {
 	// expires.
 	tokens  int
 	expires time.Time
+	// unused are leased tokens no caller used (expired, or held without a
+	// slot to use them with: Limiter.unusable), to give back to the limit
+	// with the agent's next write of it (Record.GiveBack), so that the
+	// record counts calls, not tokens leased.
+	unused int
 	// notBefore: a take was refused; none is asked before then.
 	notBefore time.Time
 	// demand counts the callers that entered Acquire in the BatchWindow
@@ -122,9 +133,11 @@ type local struct {
 	// refused take made the store forget its cached copy.
 	seen atomic.Int64
 	last atomic.Pointer[Record]
-	// users counts the callers between Acquire and Release (the entry is
-	// dropped at 0).
-	users int
+	// users counts the callers in Acquire (the entry is dropped at 0,
+	// when it holds no spare slot nor unexpired token); dropped is set
+	// then: a call that ends keeps no slot in it.
+	users   int
+	dropped bool
 }
 
 // NewLimiter returns the limiter of agent (its id: where its slots are
@@ -153,7 +166,7 @@ func (l *Limiter) changed(key string, r Record) {
 	if r.held(now, l.agent) > 0 && (r.OthersWaiting(now, l.agent) || r.Roomy(now) < 0) && lk.returning.CompareAndSwap(false, true) {
 		// Another agent waits, or the limit filled up: the slots this
 		// agent holds for its callers to come go back now.
-		go l.returnSpare(key, lk, true)
+		l.bg.Go(func() { l.returnSpare(key, lk, true) })
 	}
 	if r.Concurrency > 0 && r.InFlight(now) >= r.Concurrency {
 		return
@@ -277,6 +290,9 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 			if lk.rate > 0 {
 				batch = lk.batchSize()
 			}
+			// Tokens leased before that no caller can use go back with
+			// this take (none is lost if it fails: never given back twice).
+			unused := lk.unusable(now)
 			// With a spare slot only tokens are asked for; without one, a
 			// slot and more for the callers expected (granted while the
 			// limit is roomy).
@@ -285,7 +301,7 @@ func (l *Limiter) Acquire(ctx context.Context, q Acquire) (*Ticket, time.Duratio
 				extra = lk.demandAhead() - 1
 			}
 			took := time.Now()
-			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease, More: lk.waiting > 1, Extra: extra})
+			g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: batch, Slot: !spare, Lease: q.Lease, More: lk.waiting > 1, Extra: extra, Return: unused})
 			lk.observe(time.Since(took))
 			l.metrics.take(q.Label)
 			if err != nil {
@@ -357,7 +373,23 @@ func (l *Limiter) refillAhead(q Acquire, lk *local) {
 	}
 	n := lk.batchSize()
 	lk.refilling = true
-	go l.refill(q, lk, n)
+	unused := lk.unusable(l.clock.Now())
+	l.bg.Go(func() { l.refill(q, lk, n, unused) })
+}
+
+// unusable takes out the leased tokens that no caller can use, with those
+// set aside before (lk.unused), for the caller to give back in its next
+// write of the limit: expired ones, and, for a limit with a cap, every one
+// while the agent holds no spare slot (a call needs a slot with its token,
+// and a take of a slot brings its own). lk.mu is held.
+func (lk *local) unusable(now time.Time) int {
+	if lk.tokens > 0 && (!now.Before(lk.expires) || lk.capped && lk.spare == 0) {
+		lk.unused += lk.tokens
+		lk.tokens = 0
+	}
+	n := lk.unused
+	lk.unused = 0
+	return n
 }
 
 // batchSize is how many tokens a take leases: one for each caller waiting
@@ -392,13 +424,13 @@ func (lk *local) observe(d time.Duration) {
 }
 
 // refill takes n tokens for lk's callers to come and adds them to the
-// lease, which it renews for batchTTL. It wakes the callers waiting for
-// it whatever its outcome.
-func (l *Limiter) refill(q Acquire, lk *local, n int) {
+// lease, which it renews for batchTTL, giving back unused ones. It wakes
+// the callers waiting for it whatever its outcome.
+func (l *Limiter) refill(q Acquire, lk *local, n, unused int) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	took := time.Now()
-	g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: n, Lease: q.Lease})
+	g, rec, err := l.store.Take(ctx, q.Key, q.Pool, q.Inline, Request{Agent: l.agent, Tokens: n, Lease: q.Lease, Return: unused})
 	l.metrics.take(q.Label)
 	lk.mu.Lock()
 	lk.observe(time.Since(took))
@@ -407,15 +439,24 @@ func (l *Limiter) refill(q Acquire, lk *local, n int) {
 	if err == nil {
 		lk.rate, lk.capped, lk.adaptive = rec.Rate(), rec.Concurrency > 0, rec.Adaptive
 	}
+	stranded := 0
 	if granted {
 		now := l.clock.Now()
 		if !now.Before(lk.expires) {
-			lk.tokens = 0
+			lk.unused, lk.tokens = lk.unused+lk.tokens, 0
 		}
 		lk.tokens, lk.expires, lk.batch = lk.tokens+g.Tokens, now.Add(batchTTL), g.Tokens
+		if lk.capped && lk.spare == 0 && lk.waiting == 0 {
+			// The spare slots went back while the take was on its way,
+			// and no caller waits to take one: its tokens go back too.
+			stranded = lk.unusable(now)
+		}
 	}
 	lk.mu.Unlock()
 	lk.kick()
+	if stranded > 0 {
+		_ = l.store.release(ctx, q.Key, l.agent, 0, stranded, Neutral, q.Lease)
+	}
 }
 
 // done ends a caller's wait on lk: the last waiter gives back the spare
@@ -423,19 +464,20 @@ func (l *Limiter) refill(q Acquire, lk *local, n int) {
 func (l *Limiter) done(ctx context.Context, q Acquire, lk *local) {
 	lk.mu.Lock()
 	lk.waiting--
-	n := 0
+	n, unused := 0, 0
 	if lk.waiting == 0 && lk.spare > 0 {
 		if l.mayKeep(lk) {
 			l.keepSpare(q.Key, lk, q.Lease) // for the callers to come
 		} else {
 			n, lk.spare = lk.spare, 0
+			unused = lk.unusable(l.clock.Now())
 		}
 	}
 	lk.mu.Unlock()
 	if n > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
-		_ = l.store.Release(ctx, q.Key, l.agent, n, Neutral, q.Lease) // or its lease ends them
+		_ = l.store.release(ctx, q.Key, l.agent, n, unused, Neutral, q.Lease) // or its lease ends them
 	}
 }
 
@@ -474,12 +516,14 @@ func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 		lk.mu.Unlock()
 	}
 	if !waiting {
-		kept := false
+		kept, unused := false, 0
 		if lk != nil {
 			lk.mu.Lock()
 			if kept = l.mayKeep(lk); kept {
 				lk.spare++
 				l.keepSpare(t.key, lk, t.lease)
+			} else {
+				unused = lk.unusable(l.clock.Now())
 			}
 			lk.mu.Unlock()
 			if kept {
@@ -492,7 +536,7 @@ func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 		case kept:
 			return nil
 		}
-		return l.store.Release(ctx, t.key, l.agent, 1, o, t.lease)
+		return l.store.release(ctx, t.key, l.agent, 1, unused, o, t.lease)
 	}
 	// The view must be recent to hand over without a request: an older one
 	// may miss another agent waiting.
@@ -507,11 +551,14 @@ func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 		}
 		outcome = false
 	}
+	unused := 0
 	if kept {
 		lk.mu.Lock()
 		if lk.waiting > 0 {
 			lk.spare++ // the waiter's take asks only for a token
 			kept = false
+		} else {
+			unused = lk.unusable(l.clock.Now())
 		}
 		lk.mu.Unlock()
 		lk.kick()
@@ -519,9 +566,9 @@ func (l *Limiter) Release(ctx context.Context, t *Ticket, o Outcome) error {
 	switch {
 	case kept && local && outcome:
 		// The waiters left meanwhile: the slot goes back after all.
-		return l.store.Release(ctx, t.key, l.agent, 1, o, t.lease)
+		return l.store.release(ctx, t.key, l.agent, 1, unused, o, t.lease)
 	case kept:
-		return l.store.Release(ctx, t.key, l.agent, 1, Neutral, t.lease)
+		return l.store.release(ctx, t.key, l.agent, 1, unused, Neutral, t.lease)
 	case local && outcome:
 		return l.store.Release(ctx, t.key, l.agent, 0, o, t.lease)
 	}
@@ -550,6 +597,7 @@ func (l *Limiter) leave(key string, lk *local) {
 	if lk.users--; lk.users == 0 && l.keys[key] == lk {
 		lk.mu.Lock()
 		idle := (lk.tokens == 0 || !l.clock.Now().Before(lk.expires)) && lk.spare == 0 && lk.spareTimer == nil
+		lk.dropped = idle
 		lk.mu.Unlock()
 		if idle {
 			delete(l.keys, key)
@@ -559,13 +607,15 @@ func (l *Limiter) leave(key string, lk *local) {
 }
 
 // mayKeep reports whether a slot the agent holds may stay the agent's for
-// its callers to come rather than go back to the limit: the agent's view
+// its callers to come rather than go back to the limit: lk is still the
+// limit's entry (a slot kept in a dropped one would be seen by no caller,
+// nor by Close), the agent's view
 // of the limit is recent (handoffFresh) and shows it roomy (Record.Roomy)
 // with no other agent waiting. lk.mu is held.
 func (l *Limiter) mayKeep(lk *local) bool {
 	rec := lk.last.Load()
 	now := l.store.Now()
-	return rec != nil && now.Sub(time.Unix(0, lk.seen.Load())) <= handoffFresh &&
+	return !lk.dropped && rec != nil && now.Sub(time.Unix(0, lk.seen.Load())) <= handoffFresh &&
 		rec.Roomy(now) >= 0 && !rec.OthersWaiting(now, l.agent)
 }
 
@@ -583,6 +633,8 @@ func (l *Limiter) keepSpare(key string, lk *local, lease time.Duration) {
 // one write: all of them when now is set, else once none has been used
 // for spareIdle (it waits again otherwise).
 func (l *Limiter) returnSpare(key string, lk *local, now bool) {
+	l.returning.RLock()
+	defer l.returning.RUnlock()
 	if now {
 		defer lk.returning.Store(false)
 	}
@@ -598,16 +650,21 @@ func (l *Limiter) returnSpare(key string, lk *local, now bool) {
 		lk.spareTimer.Stop()
 		lk.spareTimer = nil
 	}
+	if now {
+		lk.unused, lk.tokens = lk.unused+lk.tokens, 0 // all of them: the agent stops, or the limit is wanted
+	}
+	unused := lk.unusable(l.clock.Now())
 	lk.mu.Unlock()
-	if n > 0 {
+	if n > 0 || unused > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		defer cancel()
-		_ = l.store.Release(ctx, key, l.agent, n, Neutral, lease) // or their lease ends them
+		_ = l.store.release(ctx, key, l.agent, n, unused, Neutral, lease) // or their lease ends them
 	}
 	l.mu.Lock()
 	if lk.users == 0 && l.keys[key] == lk {
 		lk.mu.Lock()
 		gone := lk.spare == 0 && lk.spareTimer == nil && (lk.tokens == 0 || !l.clock.Now().Before(lk.expires))
+		lk.dropped = gone
 		lk.mu.Unlock()
 		if gone {
 			delete(l.keys, key)
@@ -617,10 +674,13 @@ func (l *Limiter) returnSpare(key string, lk *local, now bool) {
 	l.mu.Unlock()
 }
 
-// Close gives the slots the agent holds for its callers back to their
-// limits and stops their timers. Calls still running keep their slots
-// until they release them. Safe to call more than once.
+// Close waits for the takes and releases under way in the background,
+// then gives the slots the agent holds for its callers, and the tokens it
+// leased for them, back to their limits and stops their timers. Calls
+// still running keep their slots until they release them. Safe to call
+// more than once.
 func (l *Limiter) Close() {
+	l.bg.Wait()
 	l.mu.Lock()
 	keys := make(map[string]*local, len(l.keys))
 	for k, lk := range l.keys {
@@ -630,6 +690,8 @@ func (l *Limiter) Close() {
 	for k, lk := range keys {
 		l.returnSpare(k, lk, true)
 	}
+	l.returning.Lock() // a timer's return under way has written
+	l.returning.Unlock()
 }
 
 // Metrics are the limiter's Prometheus metrics, labelled by limit name

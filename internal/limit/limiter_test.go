@@ -190,3 +190,52 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return sum
 }
+
+// The record counts calls, not tokens leased: a take leases tokens for the
+// agent's callers to come, and those no caller used (a capped limit's
+// tokens beyond the slots the agent got, a batch that expired) go back to
+// the limit, and out of its count, with the agent's next write. Two agents
+// of 16 callers on a limit of 400/s and 6 slots (the slots bind: a take
+// would lease 4 tokens for its waiting callers, who have 1 slot): once the
+// limiters close, the record counts exactly the calls made and holds no
+// slot.
+func TestLimiterCountsCallsNotLeasedTokens(t *testing.T) {
+	srv := fleettest.RunServer(t)
+	s := newStore(t, srv)
+	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Rate: 400, Burst: 80, Concurrency: 6})
+	require.NoError(t, err)
+	var calls atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var limiters []*limit.Limiter
+	for a := range 2 {
+		l := limit.NewLimiter(newStore(t, srv), string(rune('a'+a)), nil, nil)
+		limiters = append(limiters, l)
+		for range 16 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					// Not ctx: a take it ended on its way would be in doubt.
+					tk, _, err := l.Acquire(context.Background(), limit.Acquire{Key: limit.NamedKey("db"), Label: "db", Lease: 10 * time.Second, MaxWait: time.Second})
+					require.NoError(t, err)
+					if tk == nil {
+						continue
+					}
+					calls.Add(1)
+					time.Sleep(5 * time.Millisecond)
+					require.NoError(t, l.Release(context.Background(), tk, limit.Success))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, l := range limiters {
+		l.Close()
+	}
+	rec, _, err := s.Get(context.Background(), limit.NamedKey("db"))
+	require.NoError(t, err)
+	t.Logf("%d calls; the record counts %d", calls.Load(), rec.Stats.Calls+rec.Stats.PrevCalls)
+	require.Positive(t, calls.Load())
+	require.Equal(t, int(calls.Load()), rec.Stats.Calls+rec.Stats.PrevCalls, "calls counted once each, leased tokens not")
+	require.Zero(t, rec.InFlight(time.Now()), "every slot back: %+v", rec)
+}

@@ -286,6 +286,9 @@ type Request struct {
 	// agent for its callers to come: granted only while no other agent
 	// waits and at least half of the cap stays free (Record.Take).
 	Extra int
+	// Return gives back tokens that the agent's earlier takes leased and
+	// no call used (Record.GiveBack), before the take is decided.
+	Return int
 }
 
 // Grant is a take's answer. Nothing is granted unless the first token and
@@ -312,17 +315,21 @@ func (g Grant) Granted() bool { return g.Tokens > 0 }
 
 // Take decides a take at now: r's next value and the grant.
 func (r Record) Take(now time.Time, q Request) (Record, Grant) {
-	r = r.normalize(now)
+	r = r.normalize(now).GiveBack(q.Return)
+	given := q.Return > 0 // a write even if nothing is granted
 	slot := q.Slot && r.Concurrency > 0
 	if slot && (r.InFlight(now) >= r.Concurrency || r.Behind(now, q.Agent)) {
 		r, changed := r.wants(now, q.Agent)
-		return r, Grant{Full: true, changed: changed}
+		return r, Grant{Full: true, changed: changed || given}
 	}
 	g := Grant{Tokens: 1, Slot: slot}
+	if slot && q.Extra > 0 && !r.OthersWaiting(now, q.Agent) {
+		g.Extra = max(0, min(q.Extra, r.Roomy(now)-1))
+	}
 	if r.LimitConfig.Rate > 0 {
 		have := math.Floor(r.Tokens + 1e-9)
 		if have < 1 {
-			return r, Grant{Wait: time.Duration(math.Ceil((1 - r.Tokens) / r.Rate() * float64(time.Second)))}
+			return r, Grant{Wait: time.Duration(math.Ceil((1 - r.Tokens) / r.Rate() * float64(time.Second))), changed: given}
 		}
 		g.Tokens = int(min(have, float64(max(q.Tokens, 1))))
 		r.Tokens = max(0, r.Tokens-float64(g.Tokens))
@@ -331,9 +338,6 @@ func (r Record) Take(now time.Time, q Request) (Record, Grant) {
 		r = r.Renew(now, q.Agent, q.Lease) // the agent's spare slots stay leased while it takes tokens
 	}
 	if slot {
-		if q.Extra > 0 && !r.OthersWaiting(now, q.Agent) {
-			g.Extra = max(0, min(q.Extra, r.Roomy(now)-1))
-		}
 		hs := make(map[string]Holder, len(r.Holders)+1)
 		for a, h := range r.Holders {
 			hs[a] = h
@@ -351,6 +355,24 @@ func (r Record) Take(now time.Time, q Request) (Record, Grant) {
 	}
 	r.Stats.Calls += g.Tokens
 	return r, g
+}
+
+// GiveBack puts n tokens that a take leased and no call used back into
+// the bucket (up to its burst) and out of the calls counted (this
+// minute's, then the last one's). The bucket is then as if they had never
+// been taken: whatever refilled while they were out is capped at the
+// burst as it would have been, so a limit never grants more for it.
+func (r Record) GiveBack(n int) Record {
+	if n <= 0 {
+		return r
+	}
+	if r.LimitConfig.Rate > 0 {
+		r.Tokens = min(r.burst(), r.Tokens+float64(n))
+	}
+	cur := min(n, r.Stats.Calls)
+	r.Stats.Calls -= cur
+	r.Stats.PrevCalls -= min(n-cur, r.Stats.PrevCalls)
+	return r
 }
 
 // Outcome is how a call that held a limit ended, for adaptation.

@@ -296,3 +296,22 @@ func TestTakeLeasesExtraSlotsWhileRoomy(t *testing.T) {
 		require.LessOrEqual(t, r.InFlight(t0), 3)
 	}
 }
+
+// Tokens given back go into the bucket, up to the burst, and out of the
+// calls counted: the record is as if they had never been taken.
+func TestGiveBack(t *testing.T) {
+	r := Record{}.Configure(t0, cfg(1000, 110, 0, false)) // holds 10
+	r, g := r.Take(t0, Request{Agent: "a", Tokens: 4})
+	require.Equal(t, 4, g.Tokens)
+	r, g = r.Take(t0, Request{Agent: "a", Tokens: 1, Return: 3}) // three of the four unused
+	require.Equal(t, 1, g.Tokens)
+	require.InDelta(t, 8, r.Tokens, 1e-9, "10 - 4 + 3 - 1")
+	require.Equal(t, 2, r.Stats.Calls, "two calls: one token of each take")
+	// Refilled to the burst meanwhile: what comes back is capped as it would have been.
+	r = r.GiveBack(1).normalize(t0.Add(time.Second))
+	require.InDelta(t, r.burst(), r.Tokens, 1e-9)
+	require.Equal(t, 1, r.Stats.Calls)
+	r = r.GiveBack(5)
+	require.InDelta(t, r.burst(), r.Tokens, 1e-9, "never past the burst")
+	require.Zero(t, r.Stats.Calls, "never below zero")
+}

@@ -189,7 +189,7 @@ func (s *Store) share(ctx context.Context, key string, inline *messages.LimitCon
 			s.bg.Add(1)
 			go func() {
 				defer s.bg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				ctx, cancel := context.WithTimeout(context.Background(), bounds.OpTimeout)
 				defer cancel()
 				s.readView(ctx, key, cfg)
 			}()
@@ -231,7 +231,7 @@ const maxViews = 10_000
 
 // readShare reads the limit's configuration and the other pools' shares.
 func (s *Store) readShare(ctx context.Context, key string, inline *messages.LimitConfig) (messages.LimitConfig, error) {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	ctx, cancel := context.WithTimeout(ctx, bounds.OpTimeout)
 	defer cancel()
 	var cfg messages.LimitConfig
 	var weights map[string]int

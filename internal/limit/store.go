@@ -15,7 +15,6 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/kvstate"
-	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -59,16 +58,10 @@ func KeyName(key string) (name string, named bool) {
 	return key, false
 }
 
-// Bounds of the store's KV traffic.
-const (
-	opTimeout     = 2 * time.Second
-	updateTimeout = 5 * time.Second
-	maxRounds     = 200
-)
-
-// casBackoff spaces a take's compare-and-set rounds: 1ms doubling to
-// 20ms, jittered by ±50 %.
-var casBackoff = retry.Exponential(time.Millisecond, 20*time.Millisecond).WithJitter(messages.JitterProportional, 0.5)
+// bounds bound the store's KV traffic: a request within 2 s, a take,
+// release or renewal (its conflicts and retried failures included) within
+// 5 s, its rounds spaced from 1 ms doubling to 20 ms.
+var bounds = kvstate.Bounded(2*time.Second, 5*time.Second, 20*time.Millisecond)
 
 // Store reads and writes limit records in the limits bucket by
 // compare-and-set (internal/kvstate). It is safe for concurrent use.
@@ -133,13 +126,10 @@ func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, clk clock.Clock, lo
 				st.notify(st.limitKey(key), e.Value)
 			}
 		},
-		WrittenBy:       func(r Record, id string) bool { return slices.Contains(r.Writers, id) },
-		OpTimeout:       opTimeout,
-		ConflictBackoff: casBackoff,
-		ErrorBackoff:    casBackoff,
-		MaxRounds:       maxRounds,
-		MaxKeys:         100_000,
-		Logger:          log.With().Str("component", "limit").Logger(),
+		WrittenBy: func(r Record, id string) bool { return slices.Contains(r.Writers, id) },
+		Bounds:    bounds,
+		MaxKeys:   100_000,
+		Logger:    log.With().Str("component", "limit").Logger(),
 	})
 	if err != nil {
 		return nil, err
@@ -209,7 +199,7 @@ func (s *Store) now() time.Time { return s.clock.Now().Round(0) }
 // (Store.share), read from the named limit's record, which the store
 // never writes.
 func (s *Store) Take(ctx context.Context, key, pool string, inline *messages.LimitConfig, q Request) (Grant, Record, error) {
-	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
+	ctx, cancel := context.WithTimeout(ctx, bounds.UpdateTimeout) // the share's first read too
 	defer cancel()
 	used := false
 	if s.pool != "" {
@@ -248,13 +238,17 @@ func (s *Store) Take(ctx context.Context, key, pool string, inline *messages.Lim
 // given back, and the outcome applied. A record deleted since is left
 // deleted.
 func (s *Store) Release(ctx context.Context, key, agent string, slots int, o Outcome, lease time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
-	defer cancel()
+	return s.release(ctx, key, agent, slots, 0, o, lease)
+}
+
+// release is Release, also giving back unused tokens the agent leased and
+// no call used (Record.GiveBack).
+func (s *Store) release(ctx context.Context, key, agent string, slots, unused int, o Outcome, lease time.Duration) error {
 	_, err := s.s.Update(ctx, s.spentKey(key), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
 		if !cur.Exists {
 			return cur.Value, false, nil
 		}
-		return cur.Value.Release(s.now(), agent, slots, o, lease).withWriter(id), true, nil
+		return cur.Value.Release(s.now(), agent, slots, o, lease).GiveBack(unused).withWriter(id), true, nil
 	})
 	if err != nil {
 		return fmt.Errorf("limit %s: %w", key, err)
@@ -267,8 +261,6 @@ func (s *Store) Release(ctx context.Context, key, agent string, slots int, o Out
 // that the slot stays the agent's for that call. A record deleted since is
 // left deleted (nothing kept).
 func (s *Store) Handover(ctx context.Context, key, agent string, o Outcome, lease time.Duration) (kept bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
-	defer cancel()
 	_, err = s.s.Update(ctx, s.spentKey(key), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
 		if !cur.Exists {
 			kept = false
@@ -302,8 +294,6 @@ func (s *Store) SetShares(ctx context.Context, name string, cfg messages.LimitCo
 			return Record{}, fmt.Errorf("limit %s: shares: pool %s: weight %d, want 1 to %d", name, p, w, MaxShareWeight)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
-	defer cancel()
 	c, err := s.s.Update(ctx, NamedKey(name), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
 		r := cur.Value.Configure(s.now(), cfg)
 		if weights != nil {
@@ -378,8 +368,6 @@ func (s *Store) Now() time.Time { return s.now() }
 
 // Renew extends agent's lease on its slots of the limit under key.
 func (s *Store) Renew(ctx context.Context, key, agent string, lease time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
-	defer cancel()
 	_, err := s.s.Update(ctx, s.spentKey(key), func(cur kvstate.Entry[Record], id string) (Record, bool, error) {
 		if _, held := cur.Value.Holders[agent]; !cur.Exists || !held {
 			return cur.Value, false, nil
