@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,6 +60,7 @@ type reaper struct {
 	shells       map[int]int       // pids of running steps' shells (os/exec waits for them): count
 	active       map[string]bool   // tokens of running steps
 	adopted      map[procID]string // orphans seen alive: the token of their step ("" = none)
+	swept        time.Time         // when the last sweep's pass over /proc began
 
 	// Steps that end together share one pass over /proc (collectShared):
 	// pend holds the requests waiting for the next pass, passing is set
@@ -66,8 +68,10 @@ type reaper struct {
 	passMu  sync.Mutex
 	pend    []*collectReq
 	passing bool
-	// collects counts the collect passes run (tests).
-	collects atomic.Int64
+	// collects counts the collect passes run, sweepPasses the sweeps'
+	// passes (tests).
+	collects    atomic.Int64
+	sweepPasses atomic.Int64
 }
 
 // collectReq is one step's request for a collect pass, and its answer.
@@ -301,20 +305,26 @@ func (r *reaper) leftNothing(token string, pgid int) bool {
 	if mode == ReapSteps && token != "" {
 		return !r.anyOfStep(unknown, token, pgid)
 	}
+	// Asked again after the starts under way: a shell not yet recorded is
+	// recorded then, and one that its Run reaped between the read and the
+	// look at the shells is gone from the list.
+	r.waitStarts()
+	again, ok := r.notShells(buf[:0], unknown)
+	return ok && len(again) == 0
+}
+
+// waitStarts waits until the starts of steps' shells under way now have
+// ended: their pids recorded, or the starts failed.
+func (r *reaper) waitStarts() {
 	r.mu.Lock()
 	starting := make([]chan struct{}, 0, len(r.starts))
 	for done := range r.starts {
 		starting = append(starting, done)
 	}
 	r.mu.Unlock()
-	if len(starting) == 0 {
-		return false
-	}
 	for _, done := range starting {
 		<-done
 	}
-	again, ok := r.notShells(buf[:0], unknown)
-	return ok && len(again) == 0
 }
 
 // anyOfStep reports whether one of pids is a child of this process that
@@ -504,6 +514,8 @@ func (r *reaper) sweep() {
 	}
 	procs, children, unlock := r.lockChildren()
 	defer unlock()
+	r.swept = time.Now()
+	r.sweepPasses.Add(1)
 	seen := make(map[procID]bool, len(children))
 	for _, c := range children {
 		seen[c.id] = true
@@ -543,20 +555,95 @@ func (r *reaper) sweep() {
 // orphans of steps, which are the main thread's children (see
 // leftNothing), on the ones it has adopted, and with ReapAll on every dead
 // child, which a wait that reaps nothing finds whatever thread started it.
+//
+// That wait names one dead child. When it is a running step's shell (each
+// one is dead for a moment before its Run reaps it, and sends the SIGCHLD
+// that wakes the sweep), the orphans are still all in the main thread's
+// children, but a dead child another thread started could be behind it:
+// the pass that would reap that one runs at most every hiddenGap, not on
+// every step's exit.
 func (r *reaper) quiet() bool {
 	r.mu.Lock()
 	all, adopted := r.mode == ReapAll, len(r.adopted)
 	r.mu.Unlock()
-	if adopted > 0 || all && deadChild() {
+	if adopted > 0 {
 		return false
+	}
+	if all {
+		switch other, shell := r.deadChildren(); {
+		case other:
+			return false
+		case shell && r.claimHiddenPass():
+			return false
+		}
 	}
 	return r.leftNothing("", 0)
 }
 
-// deadChild reports whether a child of this process, of any of its
-// threads, has exited and is not reaped yet (true too when that cannot be
-// told). It reaps nothing (WNOWAIT).
-func deadChild() bool {
+// deadChildren tells what the dead child that a wait names is: a running
+// step's shell, or another (other). A pid not known as a shell may be one
+// whose start is not yet recorded (asked again once the starts under way
+// have ended) or one that its Run has reaped and forgotten since the wait
+// named it (then the wait is asked again).
+func (r *reaper) deadChildren() (other, shell bool) {
+	for range maxLooks {
+		pid, dead := deadChild()
+		switch {
+		case !dead:
+			return false, false
+		case pid <= 0:
+			return true, false
+		case r.isShell(pid):
+			return false, true
+		}
+		r.waitStarts()
+		switch {
+		case r.isShell(pid):
+			return false, true
+		case stillDead(pid):
+			return true, false
+		}
+	}
+	return true, false
+}
+
+// maxLooks bounds deadChildren's waits: each one after the first found a
+// shell reaped by its Run in between.
+const maxLooks = 8
+
+// claimHiddenPass reports whether a sweep that sees only a step's shell
+// dead makes the pass anyway (the last pass began hiddenGap ago or more),
+// and if so marks it begun, so that sweeps running at once make it once.
+func (r *reaper) claimHiddenPass() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if now.Sub(r.swept) < hiddenGap {
+		return false
+	}
+	r.swept = now
+	return true
+}
+
+// hiddenGap is how often, at most, a ReapAll sweep makes a pass over /proc
+// only because a dead step's shell hides the other dead children from the
+// wait that names one (see quiet): a dead child that is neither a step's
+// shell nor an orphan (one the program started and has not waited for)
+// stays a zombie up to about this much longer.
+const hiddenGap = time.Second
+
+// isShell reports whether pid is a running step's shell.
+func (r *reaper) isShell(pid int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.shells[pid] > 0
+}
+
+// deadChild returns a child of this process, of any of its threads, that
+// has exited and is not reaped yet; dead is false when there is none, and
+// pid is 0 when dead is true but the child cannot be told. It reaps
+// nothing (WNOWAIT).
+func deadChild() (pid int, dead bool) {
 	for {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
@@ -564,12 +651,39 @@ func deadChild() bool {
 		case errors.Is(err, syscall.EINTR):
 			continue
 		case errors.Is(err, syscall.ECHILD):
-			return false // no child at all
+			return 0, false // no child at all
 		case err != nil:
-			return true
+			return 0, true
 		}
-		return info.Signo != 0 // zero: none waitable (kernel_waitid)
+		if info.Signo == 0 {
+			return 0, false // none waitable (kernel_waitid)
+		}
+		return siginfoPid(&info), true
 	}
+}
+
+// stillDead reports whether pid is a child of this process that has
+// exited and is not reaped yet. It reaps nothing (WNOWAIT).
+func stillDead(pid int) bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		return err == nil && info.Signo != 0
+	}
+}
+
+// siginfoPid is si_pid of a siginfo_t that waitid filled: it follows
+// si_signo, si_errno and si_code, and on 64-bit systems the padding that
+// aligns the union holding it (__ARCH_SI_PREAMBLE_SIZE).
+func siginfoPid(info *unix.Siginfo) int {
+	off := 3 * unsafe.Sizeof(int32(0))
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		off = 4 * unsafe.Sizeof(int32(0))
+	}
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off)))
 }
 
 // lockChildren reads /proc, then stops steps from starting and returns
