@@ -55,8 +55,10 @@ type reaper struct {
 	mode ReapMode
 	self int
 	// childrenPath is the main thread's children file, "" when the
-	// kernel has none (see leftNothing).
+	// kernel has none (see leftNothing); childrenFd is it open, for
+	// good: each read at offset 0 lists the children anew (seq_file).
 	childrenPath string
+	childrenFd   int
 	shells       map[int]int       // pids of running steps' shells (os/exec waits for them): count
 	active       map[string]bool   // tokens of running steps
 	adopted      map[procID]string // orphans seen alive: the token of their step ("" = none)
@@ -117,8 +119,8 @@ func EnableSubreaper(mode ReapMode) error {
 		self := os.Getpid()
 		theReap = &reaper{self: self, shells: map[int]int{}, starts: map[chan struct{}]struct{}{}, active: map[string]bool{}, adopted: map[procID]string{}}
 		path := "/proc/" + strconv.Itoa(self) + "/task/" + strconv.Itoa(self) + "/children"
-		if _, ok := readChildren(path, nil); ok {
-			theReap.childrenPath = path
+		if fd, ok := openChildren(path); ok {
+			theReap.childrenPath, theReap.childrenFd = path, fd
 		}
 	}
 	theReap.mu.Lock()
@@ -357,7 +359,7 @@ func (r *reaper) anyOfStep(pids []int, token string, pgid int) bool {
 // fs/proc/array.c), which two reads together do not.
 func (r *reaper) notShells(buf []byte, only []int) (unknown []int, ok bool) {
 	for range 2 {
-		pids, ok := readChildren(r.childrenPath, buf)
+		pids, ok := readChildren(r.childrenFd, buf)
 		if !ok {
 			return nil, false
 		}
@@ -376,22 +378,32 @@ func (r *reaper) notShells(buf []byte, only []int) (unknown []int, ok bool) {
 // hundred children without growing.
 const childrenBufSize = 4096
 
-// readChildren reads a children file (pids separated by spaces) with plain
-// system calls, appending to buf, and returns the pids.
-func readChildren(path string, buf []byte) ([]int, bool) {
+// openChildren opens a children file and checks that it reads.
+func openChildren(path string) (int, bool) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	for errors.Is(err, syscall.EINTR) {
 		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	}
 	if err != nil {
-		return nil, false
+		return -1, false
 	}
-	defer func() { _ = syscall.Close(fd) }()
+	if _, ok := readChildren(fd, nil); !ok {
+		_ = syscall.Close(fd)
+		return -1, false
+	}
+	return fd, true
+}
+
+// readChildren reads the open children file fd (pids separated by
+// spaces) from its start, appending to buf, and returns the pids. Reads
+// at an offset (pread) need no open and close each time, and goroutines
+// reading at once do not move each other's offset.
+func readChildren(fd int, buf []byte) ([]int, bool) {
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		n, err := syscall.Pread(fd, buf[len(buf):cap(buf)], int64(len(buf)))
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
