@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -641,8 +642,11 @@ func (r *reaper) claimHiddenPass() bool {
 // only because a dead step's shell hides the other dead children from the
 // wait that names one (see quiet): a dead child that is neither a step's
 // shell nor an orphan (one the program started and has not waited for)
-// stays a zombie up to about this much longer.
-const hiddenGap = time.Second
+// stays a zombie up to about this much longer. A pass reads every
+// process's stat file: on a busy machine with hundreds of processes, some
+// milliseconds of CPU; at one a second it was still 8 % of an agent's CPU
+// in a bench-shell profile at load average 40.
+const hiddenGap = 10 * time.Second
 
 // isShell reports whether pid is a running step's shell.
 func (r *reaper) isShell(pid int) bool {
@@ -910,3 +914,39 @@ func descendants(procs []proc, pid int) []procID {
 	}
 	return out
 }
+
+// Output runs cmd and returns its standard output, as cmd.Output does but
+// without the standard error in an *exec.ExitError. A subreaper with
+// ReapAll reaps every dead child it does not know: Output makes cmd's
+// process known to it, as a step's shell is, from before its start until
+// cmd.Wait has reaped it, so that its exit status is never stolen (the
+// wait would fail with ECHILD). For child processes of the program other
+// than steps, such as the git commands of commit_required.
+func Output(cmd *exec.Cmd) ([]byte, error) {
+	r := currentReaper()
+	if r == nil {
+		return cmd.Output()
+	}
+	if cmd.Stdout != nil {
+		return nil, errors.New("shell: Output: Stdout already set")
+	}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	starting := r.startBegins()
+	err := cmd.Start()
+	if err == nil {
+		r.started(cmd.Process.Pid)
+	}
+	r.startEnds(starting)
+	if err != nil {
+		return nil, err
+	}
+	outputStarted(cmd.Process.Pid)
+	err = cmd.Wait()
+	r.endStep("", cmd.Process.Pid)
+	return out.Bytes(), err
+}
+
+// outputStarted is called by Output between the start and the wait (tests
+// sweep there).
+var outputStarted = func(pid int) {}

@@ -297,3 +297,27 @@ func TestDeadChildFindsAZombie(t *testing.T) {
 	_, dead = deadChild()
 	require.False(t, dead)
 }
+
+// TestOutputUnderReapAll: a command the program runs with Output keeps its
+// exit status and its output though a sweep that reaps every dead child it
+// does not know runs while the command is dead and not yet waited for.
+func TestOutputUnderReapAll(t *testing.T) {
+	if os.Getenv(envReapMode) == "" {
+		t.Parallel()
+		runHelper(t, "TestOutputUnderReapAll", "all")
+		return
+	}
+	r := currentReaper()
+	require.NotNil(t, r)
+	outputStarted = func(pid int) {
+		require.Eventually(t, func() bool { return isZombie(pid) }, 5*time.Second, time.Millisecond)
+		r.sweep()
+		require.True(t, isZombie(pid), "the sweep reaped it")
+	}
+	defer func() { outputStarted = func(int) {} }()
+	out, err := Output(exec.Command("sh", "-c", "echo out; exit 3"))
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 3, ee.ExitCode())
+	require.Equal(t, "out\n", string(out))
+}
