@@ -346,8 +346,26 @@ func (r *reaper) anyOfStep(pids []int, token string, pgid int) bool {
 		r.mu.Lock()
 		owner, adopted := r.adopted[p.id]
 		r.mu.Unlock()
-		if adopted && owner == token || !p.zombie && stepToken(pid) == token {
+		if adopted && owner == token {
 			return true
+		}
+		if !p.zombie {
+			// An empty environment may be one being replaced: between the
+			// new program's memory and its environment, an exec shows
+			// none. A step's shell being started is asked about once its
+			// start has ended; any other such child makes the pass, which
+			// reads it again later.
+			tok, ok := readStepToken(pid)
+			if !ok {
+				r.waitStarts()
+				if q, alive := readProc(pid); !alive || q.id != p.id || q.ppid != r.self || r.isShell(pid) {
+					continue // reaped since, or a step's shell
+				}
+				tok, ok = readStepToken(pid)
+			}
+			if !ok || tok == token {
+				return true
+			}
 		}
 	}
 	return false
@@ -883,17 +901,24 @@ func atoi(b []byte) (int, bool) {
 
 // stepToken reads EnvStepToken from the environment pid was started with.
 func stepToken(pid int) string {
+	tok, _ := readStepToken(pid)
+	return tok
+}
+
+// readStepToken is stepToken; ok is false when the environment could not
+// be read or was empty.
+func readStepToken(pid int) (token string, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return ""
+	if err != nil || len(b) == 0 {
+		return "", false
 	}
 	prefix := []byte(EnvStepToken + "=")
 	for _, kv := range bytes.Split(b, []byte{0}) {
 		if v, ok := bytes.CutPrefix(kv, prefix); ok {
-			return string(v)
+			return string(v), true
 		}
 	}
-	return ""
+	return "", true
 }
 
 // descendants returns the processes below pid.

@@ -259,7 +259,9 @@ func TestReapAllSweepsPastStepsShells(t *testing.T) {
 	steps.Wait()
 	cancel()
 	sweeps.Wait()
-	limit := 1 + int64(time.Since(start)/hiddenGap) // one per hiddenGap begun
+	// One per hiddenGap begun, and room for a rare race of a shell's
+	// start or reap with a sweep's look; before, about one per step.
+	limit := 3 + int64(time.Since(start)/hiddenGap)
 	require.LessOrEqual(t, r.sweepPasses.Load(), limit, "sweeps made a pass for steps' shells")
 
 	// A dead child that is no step's shell is reaped by the next sweep.
