@@ -25,13 +25,17 @@ N=600
 RUNS=3
 AGENTS=2
 CONC=16
+PPROF=
+PPROF_SECONDS=2
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) N=$2; shift 2 ;;
     -runs) RUNS=$2; shift 2 ;;
     -agents) AGENTS=$2; shift 2 ;;
     -concurrency) CONC=$2; shift 2 ;;
-    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-concurrency C]" >&2; exit 2 ;;
+    -pprof) PPROF=$(mkdir -p "$2" && cd "$2" && pwd); export BENCH_PPROF=1; shift 2 ;;
+    -pprof-seconds) PPROF_SECONDS=$2; shift 2 ;;
+    *) echo "usage: $0 [-n N] [-runs R] [-agents A] [-concurrency C] [-pprof DIR [-pprof-seconds S]]" >&2; exit 2 ;;
   esac
 done
 SLOTS=$((AGENTS * CONC))
@@ -64,6 +68,15 @@ for step in "true" "sleep 0.05"; do
     job="$work/job-$r.json"
     jq -n --arg id "shell-$r-$RANDOM" --arg step "$step" --argjson n "$N" \
       '{id: $id, items: [range(0; $n) | {id: ("i" + tostring)}], agent_template: [{shell: $step}]}' >"$job"
+    profs=()
+    if [ -n "$PPROF" ]; then
+      names=(server coordinator)
+      for i in $(seq "$AGENTS"); do names+=("agent-$i"); done
+      for i in "${!names[@]}"; do
+        curl -sf -o "$PPROF/${step%% *}-$r-${names[$i]}.pprof" "http://127.0.0.1:$((pprof_port + i))/debug/pprof/profile?seconds=$PPROF_SECONDS" &
+        profs+=("$!")
+      done
+    fi
     a0=$(ticks "${pids[@]:2}")
     s0=$(ticks "${pids[0]}" "${pids[1]}")
     t0=$(now)
@@ -71,6 +84,7 @@ for step in "true" "sleep 0.05"; do
     t1=$(now)
     acpu=$(perItem $(($(ticks "${pids[@]:2}") - a0)))
     scpu=$(perItem $(($(ticks "${pids[0]}" "${pids[1]}") - s0)))
+    [ ${#profs[@]} -eq 0 ] || wait "${profs[@]}" || true
     f=$(echo "$N / ($t1 - $t0)" | bc -l)
     fs+=("$f")
     printf "%-11s run %d: xargs -P %d %6.1f/s   jetfleet %6.1f/s   overhead %5.1f ms/item   CPU ms/item: xargs %.2f, agents %.2f + server/coordinator %.2f   load %s\n" \

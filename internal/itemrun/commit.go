@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetfleet/jetfleet/internal/retry"
+	"github.com/jetfleet/jetfleet/internal/shell"
 )
 
 // A step with commit_required (Prodigy's) must leave a new commit in its
@@ -28,12 +29,12 @@ func gitHead(ctx context.Context, dir string, env []string) (head string, checko
 	defer cancel()
 	inside := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--is-inside-work-tree")
 	inside.Env = env
-	if out, err := inside.Output(); err != nil || strings.TrimSpace(string(out)) != "true" {
+	if out, err := shell.Output(inside); err != nil || strings.TrimSpace(string(out)) != "true" {
 		return "", false
 	}
 	rev := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--verify", "-q", "HEAD")
 	rev.Env = env
-	out, err := rev.Output()
+	out, err := shell.Output(rev) // a subreaper does not take its exit status
 	if err != nil {
 		return "", true
 	}

@@ -140,10 +140,22 @@ type jobCache struct {
 	mu     sync.Mutex
 	m      map[string]*job
 	ended  map[string]time.Time // jobs whose map phase ended (map_ended events), and when
+	// loading holds the loads under way: the items of a new job arrive on
+	// every slot at once, and each decoding the spec (with inline items,
+	// megabytes) would hold each slot as long as all of them together.
+	loading map[string]*jobLoad
+}
+
+// jobLoad is one load of a job under way; j and err are set when done is
+// closed.
+type jobLoad struct {
+	done chan struct{}
+	j    *job
+	err  error
 }
 
 func newJobCache(kv recordGetter, leader leaderGet) *jobCache {
-	return &jobCache{kv: kv, leader: leader, m: map[string]*job{}, ended: map[string]time.Time{}}
+	return &jobCache{kv: kv, leader: leader, m: map[string]*job{}, ended: map[string]time.Time{}, loading: map[string]*jobLoad{}}
 }
 
 // markEnded records that a job's map phase ended: its first-generation
@@ -193,21 +205,46 @@ func (c *jobCache) isEnded(id string) bool {
 	return ok
 }
 
+// get returns the job, loading it if it is not in the cache. Callers
+// asking for a job while it loads wait for that load.
 func (c *jobCache) get(ctx context.Context, id string) (*job, error) {
-	c.mu.Lock()
-	j, ok := c.m[id]
-	c.mu.Unlock()
-	if ok {
-		return j, nil
-	}
 	if messages.ValidToken(id) != nil {
 		return nil, errJobNotFound // and never a key sent to the server
 	}
+	c.mu.Lock()
+	j, ok := c.m[id]
+	l, waiting := c.loading[id]
+	if !ok && !waiting {
+		l = &jobLoad{done: make(chan struct{})}
+		c.loading[id] = l
+	}
+	c.mu.Unlock()
+	switch {
+	case ok:
+		return j, nil
+	case waiting:
+		select {
+		case <-l.done:
+			return l.j, l.err
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	l.j, l.err = c.loadJob(ctx, id)
+	c.mu.Lock()
+	delete(c.loading, id)
+	c.mu.Unlock()
+	close(l.done)
+	return l.j, l.err
+}
+
+// loadJob loads and compiles the job and puts it in the cache.
+func (c *jobCache) loadJob(ctx context.Context, id string) (*job, error) {
 	ld, err := c.load(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	j, err = compileJob(id, ld.spec)
+	j, err := compileJob(id, ld.spec)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package itemrun
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,4 +50,57 @@ func TestJobCacheForgetsTheEndOfAnEarlierJobOfTheSameID(t *testing.T) {
 	_, err = c.get(ctx, "j")
 	require.NoError(t, err)
 	require.False(t, c.isEnded("j"))
+}
+
+// The items of a new job arrive on every slot at once: the job is read
+// and compiled once, and every slot asking meanwhile gets that load.
+func TestJobCacheLoadsANewJobOnce(t *testing.T) {
+	data := recordOf(t, "j", true)
+	release := make(chan struct{})
+	var reads atomic.Int64
+	c := newJobCache(&laggingReplica{}, func(context.Context, string) ([]byte, uint64, error) {
+		reads.Add(1)
+		<-release
+		return data, 1, nil
+	})
+	const slots = 16
+	got := make(chan *job, slots)
+	for range slots {
+		go func() {
+			j, err := c.get(t.Context(), "j")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- j
+		}()
+	}
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.loading["j"] != nil
+	}, 5*time.Second, time.Millisecond)
+	close(release)
+	first := <-got
+	require.NotNil(t, first)
+	for range slots - 1 {
+		require.Same(t, first, <-got)
+	}
+	require.EqualValues(t, 1, reads.Load())
+
+	// A waiter whose context ends stops waiting.
+	release = make(chan struct{})
+	c.forget("j")
+	loaded := make(chan struct{})
+	go func() { defer close(loaded); _, _ = c.get(t.Context(), "j") }()
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.loading["j"] != nil
+	}, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := c.get(ctx, "j")
+	require.ErrorIs(t, err, context.Canceled)
+	close(release)
+	<-loaded
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 )
 
 // EnableSubreaper needs Linux; elsewhere it returns an error wrapping
@@ -19,3 +20,6 @@ func Reap(ctx context.Context) {}
 
 // Subreaping is false outside Linux.
 func Subreaping() bool { return false }
+
+// Output is cmd.Output outside Linux, where no subreaper reaps.
+func Output(cmd *exec.Cmd) ([]byte, error) { return cmd.Output() }

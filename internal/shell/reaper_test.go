@@ -225,23 +225,101 @@ func TestCleanupWithoutAPass(t *testing.T) {
 	}
 }
 
+// TestReapAllSweepsPastStepsShells: with ReapAll, sweeps while steps end
+// at a high rate make a pass over /proc only as often as hiddenGap allows,
+// not each time a step's shell is dead before its Run reaps it, and still
+// reap a dead child no step owns at once.
+func TestReapAllSweepsPastStepsShells(t *testing.T) {
+	if os.Getenv(envReapMode) == "" {
+		t.Parallel()
+		runHelper(t, "TestReapAllSweepsPastStepsShells", "all")
+		return
+	}
+	r := currentReaper()
+	require.NotNil(t, r)
+	if r.childrenPath == "" {
+		t.Skip("no /proc/<pid>/task/<tid>/children on this kernel: every sweep makes a pass")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var sweeps sync.WaitGroup
+	sweeps.Go(func() {
+		for ctx.Err() == nil {
+			r.sweep()
+		}
+	})
+	start := time.Now()
+	var steps sync.WaitGroup
+	for i := range 64 {
+		steps.Go(func() {
+			if res := Run(t.Context(), Command{Script: "true"}); res.Failed() {
+				t.Errorf("step %d: %s", i, res.Message())
+			}
+		})
+	}
+	steps.Wait()
+	cancel()
+	sweeps.Wait()
+	// One per hiddenGap begun, and room for a rare race of a shell's
+	// start or reap with a sweep's look; before, about one per step.
+	limit := 3 + int64(time.Since(start)/hiddenGap)
+	require.LessOrEqual(t, r.sweepPasses.Load(), limit, "sweeps made a pass for steps' shells")
+
+	// A dead child that is no step's shell is reaped by the next sweep.
+	cmd := exec.Command("sh", "-c", "exit 0")
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool { return isZombie(cmd.Process.Pid) }, 5*time.Second, time.Millisecond)
+	r.sweep()
+	require.True(t, reaped(cmd.Process.Pid), "the dead child was left")
+	_ = cmd.Wait() // ECHILD: ReapAll took it
+}
+
 // deadChild finds an exited child that no one has reaped, whichever
-// thread started it, and reaps nothing itself.
+// thread started it, names it, and reaps nothing itself.
 func TestDeadChildFindsAZombie(t *testing.T) {
 	if os.Getenv(envReapMode) == "" {
 		t.Parallel()
 		runHelper(t, "TestDeadChildFindsAZombie", "steps")
 		return
 	}
-	require.False(t, deadChild(), "no child yet")
+	_, dead := deadChild()
+	require.False(t, dead, "no child yet")
 	cmd := exec.Command("sh", "-c", "exit 3")
 	require.NoError(t, cmd.Start())
 	require.Eventually(t, func() bool { return isZombie(cmd.Process.Pid) }, 5*time.Second, time.Millisecond)
-	require.True(t, deadChild())
-	require.True(t, deadChild(), "the first look reaped it")
+	pid, dead := deadChild()
+	require.True(t, dead)
+	require.Equal(t, cmd.Process.Pid, pid)
+	pid, dead = deadChild()
+	require.True(t, dead, "the first look reaped it")
+	require.Equal(t, cmd.Process.Pid, pid)
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 3, ee.ExitCode(), "its status was lost")
-	require.False(t, deadChild())
+	_, dead = deadChild()
+	require.False(t, dead)
+}
+
+// TestOutputUnderReapAll: a command the program runs with Output keeps its
+// exit status and its output though a sweep that reaps every dead child it
+// does not know runs while the command is dead and not yet waited for.
+func TestOutputUnderReapAll(t *testing.T) {
+	if os.Getenv(envReapMode) == "" {
+		t.Parallel()
+		runHelper(t, "TestOutputUnderReapAll", "all")
+		return
+	}
+	r := currentReaper()
+	require.NotNil(t, r)
+	outputStarted = func(pid int) {
+		require.Eventually(t, func() bool { return isZombie(pid) }, 5*time.Second, time.Millisecond)
+		r.sweep()
+		require.True(t, isZombie(pid), "the sweep reaped it")
+	}
+	defer func() { outputStarted = func(int) {} }()
+	out, err := Output(exec.Command("sh", "-c", "echo out; exit 3"))
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 3, ee.ExitCode())
+	require.Equal(t, "out\n", string(out))
 }

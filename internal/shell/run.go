@@ -74,18 +74,25 @@ func (c Command) withDefaults() Command {
 	return c
 }
 
-// check finds what exec would refuse with a bare EINVAL, or report as a
-// failure of "fork/exec /bin/sh".
-func (c Command) check() error {
-	if c.Dir != "" {
-		fi, err := os.Stat(c.Dir)
-		if err != nil {
-			return fmt.Errorf("working directory: %w", err)
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("working directory %s: not a directory", c.Dir)
-		}
+// checkDir finds a working directory that exec would report as a failure
+// of "fork/exec /bin/sh" (asked only once a start failed: a stat per step
+// is a system call on every step's way to its start).
+func (c Command) checkDir() error {
+	if c.Dir == "" {
+		return nil
 	}
+	fi, err := os.Stat(c.Dir)
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("working directory %s: not a directory", c.Dir)
+	}
+	return nil
+}
+
+// check finds what exec would refuse with a bare EINVAL.
+func (c Command) check() error {
 	if strings.IndexByte(c.Script, 0) >= 0 {
 		return fmt.Errorf("%w in the script", ErrNUL)
 	}

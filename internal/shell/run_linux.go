@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -55,6 +56,9 @@ func Run(ctx context.Context, c Command) Result {
 	cmd.Env = append([]string{}, c.Env...) // never nil: nil would pass the agent's environment
 	cmd.Dir = c.Dir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if null, err := devNull(); err == nil {
+		cmd.Stdin = null // else os/exec opens it
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = c.KillGrace
 
@@ -78,6 +82,9 @@ func Run(ctx context.Context, c Command) Result {
 		if r != nil {
 			r.endStep(token, 0)
 		}
+		if derr := c.checkDir(); derr != nil {
+			err = derr
+		}
 		res.Err = startError(err)
 		res.Duration = time.Since(start)
 		return res
@@ -87,10 +94,9 @@ func Run(ctx context.Context, c Command) Result {
 	exited := make(chan error, 1)
 	go func() { exited <- waitExited(pgid) }()
 
-	stopBeat := make(chan struct{})
-	var beats sync.WaitGroup
+	var beats *heartbeat
 	if c.Heartbeat != nil {
-		beats.Go(func() { heartbeat(c.Heartbeat, c.HeartbeatInterval, stopBeat) })
+		beats = startHeartbeat(c.Heartbeat, c.HeartbeatInterval)
 	}
 
 	var timeoutC <-chan time.Time
@@ -132,8 +138,9 @@ func Run(ctx context.Context, c Command) Result {
 	if r != nil {
 		res.Killed = r.cleanup(token, pgid, c.KillGrace)
 	}
-	close(stopBeat)
-	beats.Wait()
+	if beats != nil {
+		beats.stop()
+	}
 
 	err = cmd.Wait()
 	if r != nil {
@@ -157,6 +164,11 @@ func Run(ctx context.Context, c Command) Result {
 	// and *exec.ExitError are described by the fields above.
 	return res
 }
+
+// devNull is /dev/null opened once for every step's stdin: os/exec would
+// open and close it for each. A child gets its own copy of the descriptor;
+// this one is never closed.
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
 
 // maxArgLen is Linux's MAX_ARG_STRLEN (32 pages of 4 KiB): the longest
 // single argument or NAME=value string exec accepts, NUL included.
@@ -187,20 +199,39 @@ func waitExited(pid int) error {
 	}
 }
 
-func heartbeat(beat func(), every time.Duration, stop <-chan struct{}) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			select {
-			case <-stop: // the process ended while the tick was pending
-				return
-			default:
-			}
-			beat()
-		}
+// heartbeat calls beat every interval from a timer until stop: no
+// goroutine waits for a step's heartbeats between them.
+type heartbeat struct {
+	beat    func()
+	every   time.Duration
+	mu      sync.Mutex // held while beat runs
+	stopped bool
+	t       *time.Timer
+}
+
+func startHeartbeat(beat func(), every time.Duration) *heartbeat {
+	h := &heartbeat{beat: beat, every: every}
+	h.mu.Lock()
+	h.t = time.AfterFunc(every, h.fire)
+	h.mu.Unlock()
+	return h
+}
+
+func (h *heartbeat) fire() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return // the process ended while the timer fired
 	}
+	h.beat()
+	h.t.Reset(h.every) // after the beat: never two at once
+}
+
+// stop ends the heartbeats once a beat under way has returned: none is
+// called after it.
+func (h *heartbeat) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	h.t.Stop()
 }
