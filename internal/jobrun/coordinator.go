@@ -40,7 +40,7 @@ import (
 // start it with Run. Its methods are safe for concurrent use.
 type Coordinator struct {
 	// probe, when set (tests), replaces the API's check that the
-	// coordinator reaches the cluster (api.go).
+	// coordinator reaches the cluster (apijobs.go).
 	probe func(context.Context) error
 	// testEndpoints, set by tests before Run, are served beside the API's.
 	testEndpoints map[string]endpointFunc
@@ -80,7 +80,7 @@ type Coordinator struct {
 	tr tracing.Tracer
 
 	metrics *metrics
-	dlq     *dlqService // the DLQ's inspector, replayer, metrics (dlqapi.go)
+	dlq     *dlqService // the DLQ's inspector, replayer, metrics (dlqservice.go)
 	// schedules serves the schedules.* endpoints and fires the ticks
 	// while this coordinator leads (internal/scheduler).
 	schedules *scheduler.Scheduler

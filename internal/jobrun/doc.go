@@ -12,11 +12,11 @@
 //   - publishing and results (publisher.go, priority.go, results.go,
 //     reduce.go, origin.go): the work window, the pools' fair share, the
 //     results consumer, the reduce step;
-//   - the jobs' side of the API (jobsapi.go, api.go, index.go, agents.go):
+//   - the jobs' side of the API (submit.go, apijobs.go, index.go, agents.go):
 //     a submission's admission, the leader's status answer, the job index,
 //     the agents present, and the face of the jobs (apiJobs) that
 //     internal/api, which serves the jetfleet micro service, takes;
-//   - the DLQ service (dlqapi.go): the inspector, replayer and monitor of
+//   - the DLQ service (dlqservice.go): the inspector, replayer and monitor of
 //     the dead letters, the item pools of finished jobs that replays route
 //     by;
 //   - the leader's services (leader.go, pause.go, budgets.go, breaker.go):
@@ -24,7 +24,7 @@
 //   - a DLQ replay's reopening of a job (replayreopen.go, reopen.go): the
 //     Replayer's ReopenFunc, which restarts or holds the job's runner;
 //   - the faces it gives the services that live in packages of their own
-//     (services.go, api.go, intake.go): internal/scheduler (a schedule
+//     (services.go, apijobs.go, intake.go): internal/scheduler (a schedule
 //     fires in its fire.go), internal/retention (settle cleanup, expiry,
 //     jobs.prune), internal/replay (the replays' records and runs, their
 //     holds), internal/api (the API's server and endpoints) and
