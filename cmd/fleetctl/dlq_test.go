@@ -101,6 +101,7 @@ func listJSON(t *testing.T, url string, args ...string) []messages.DLQEntryRef {
 // their history, inspected with list/get/stats/export, then
 // "fleetctl dlq replay --job J" after the fix: 200 succeeded, no entries.
 func TestDLQReplayThroughTheCLI(t *testing.T) {
+	t.Parallel()
 	url, client := dlqFleet(t)
 	const n, bad = 200, 30
 	dir := brokenJob(t, url, "cli-thirty", n, func(i int) bool { return i%6 == 0 && i < 6*bad })
@@ -180,6 +181,7 @@ func TestDLQReplayThroughTheCLI(t *testing.T) {
 // Ctrl-C during a replay cancels it on the coordinator and prints the
 // exact count; running the command again replays the rest.
 func TestDLQReplayCtrlCAndPurge(t *testing.T) {
+	t.Parallel()
 	url, client := dlqFleet(t)
 	const n = 12
 	dir := brokenJob(t, url, "cli-cancel", n, func(int) bool { return true })
@@ -232,6 +234,7 @@ func TestDLQReplayCtrlCAndPurge(t *testing.T) {
 }
 
 func TestDLQBadInput(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -254,6 +257,7 @@ func TestDLQBadInput(t *testing.T) {
 }
 
 func TestParseWhen(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for in, want := range map[string]time.Time{
 		"":                     {},

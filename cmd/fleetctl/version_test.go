@@ -15,6 +15,7 @@ import (
 )
 
 func TestVersionFlag(t *testing.T) {
+	t.Parallel()
 	code, out, _ := cli(t, "", "--version")
 	require.Equal(t, exitOK, code)
 	require.Equal(t, "fleetctl "+version.Get().String()+"\n", out)
@@ -23,6 +24,7 @@ func TestVersionFlag(t *testing.T) {
 // fleetctl version lists the coordinator (its micro service info) and
 // every agent (its presence), each with its build.
 func TestVersionListsTheFleet(t *testing.T) {
+	t.Parallel()
 	f := fleettest.RunFleet(t, nil, fleettest.WithAgents(2),
 		fleettest.WithAgentConfig(func(i int, c *agent.Config) {
 			c.Name = fmt.Sprintf("a%d", i)

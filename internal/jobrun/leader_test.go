@@ -67,6 +67,7 @@ func startCoordWith(t *testing.T, srv *fleettest.Server, holder string, tr *term
 // the leader carries out); when the leader stops, the other takes over
 // and its components run.
 func TestFollowerAnswersAndTakesOver(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	tr := &terms{active: map[string]bool{}}
 	a, pa := startCoordWith(t, srv, "a", tr)

@@ -95,6 +95,7 @@ func waitEnd(t *testing.T, cl *Client, id string) *messages.JobStatus {
 // between dead_lettered and succeeded, and rebuilding them from the results
 // stream gives the same numbers.
 func TestReplayReopensAFinishedJob(t *testing.T) {
+	t.Parallel()
 	fleettest.VerifyNoLeaks(t)
 	srv := fleettest.RunServer(t)
 	// Runners stop following finished jobs at once, so each replay restarts one.
@@ -178,6 +179,7 @@ func TestReplayReopensAFinishedJob(t *testing.T) {
 
 // A replay of entries whose job no longer exists fails them and keeps them.
 func TestReplayOfAnUnknownJobFails(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	_, p := startCoord(t, srv, Config{})
 	defer p.stop(t)
@@ -199,6 +201,7 @@ func TestReplayOfAnUnknownJobFails(t *testing.T) {
 }
 
 func TestDLQAPIValidation(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	_, p := startCoord(t, srv, Config{})
 	defer p.stop(t)
