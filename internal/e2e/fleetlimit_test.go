@@ -308,7 +308,7 @@ func (d *downstream) windowRate(from, to time.Time) float64 {
 // the limit's rate) would show nothing the test asserts.
 func TestLimitAdaptiveOutage(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 30 s run")
+		t.Skip("a 31 s run")
 	}
 	srv := fleettest.RunServer(t)
 	startCoordinator(t, srv.URL(), coordinator.Config{Provision: coordinator.Provision(calmProvision), HTTPAllow: loopback})
