@@ -95,7 +95,6 @@ func waitEnd(t *testing.T, cl *Client, id string) *messages.JobStatus {
 // between dead_lettered and succeeded, and rebuilding them from the results
 // stream gives the same numbers.
 func TestReplayReopensAFinishedJob(t *testing.T) {
-	t.Parallel()
 	fleettest.VerifyNoLeaks(t)
 	srv := fleettest.RunServer(t)
 	// Runners stop following finished jobs at once, so each replay restarts one.
