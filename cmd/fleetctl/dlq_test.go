@@ -179,7 +179,10 @@ func TestDLQReplayThroughTheCLI(t *testing.T) {
 }
 
 // Ctrl-C during a replay cancels it on the coordinator and prints the
-// exact count; running the command again replays the rest.
+// exact count; running the command again replays the rest. The replay runs
+// at 1 entry a second, so that the 12 take 12 s and the Ctrl-C, sent once
+// 2 are replayed, lands some 10 s before the end however loaded the
+// machine (at 5/s, 2.4 s in all, a loaded run saw all 12 replayed first).
 func TestDLQReplayCtrlCAndPurge(t *testing.T) {
 	t.Parallel()
 	url, client := dlqFleet(t)
@@ -194,7 +197,7 @@ func TestDLQReplayCtrlCAndPurge(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, errOut := cliCtx(ctx, url, "dlq", "replay", "--job", "cli-cancel", "--rate", "5")
+		code, out, errOut := cliCtx(ctx, url, "dlq", "replay", "--job", "cli-cancel", "--rate", "1")
 		done <- result{code, out, errOut}
 	}()
 	fleettest.WaitFor(t, 30*time.Second, func() error {
