@@ -287,15 +287,15 @@ func TestStoreFullOneNodeOfThree(t *testing.T) {
 // lease's write), results, parked retries, dead letters and budget claims
 // wait. Once there is room the job ends with exact counts.
 func TestStoreFullWholeCluster(t *testing.T) {
-	// Its own cluster, and the store is full when the nodes' usage says
-	// so, not after some time without an answer alone (which a loaded
-	// machine can give a cluster with room): it runs beside others.
-	t.Parallel()
+	// Alone: beside the package's other tests, TestStoreFullOneNodeOfThree
+	// among them, a loaded machine's cluster did not store its 160 MiB in
+	// 2 minutes.
 	const id = "full-all"
 	c := fleettest.RunCluster(t, 3, fleettest.WithConfig(func(o *server.Options) { o.JetStreamMaxStore = smallStore }))
 	f := startStoreFullFleet(t, c, id)
 	// Full: every chunk refused or unanswered for 3 s, and a node's store
-	// used beyond its limit less a chunk. The first refusal says
+	// used beyond its limit less a chunk (3 s of unanswered chunks alone a
+	// loaded machine can give a cluster with room). The first refusal says
 	// insufficient resources when the stream's leader is over its limit;
 	// when only its followers are, they drop what it sends and chunks go
 	// unanswered from the start.
