@@ -30,6 +30,7 @@ func cliEnvMap(t *testing.T, env map[string]string, args ...string) (code int, s
 }
 
 func TestAuthInitWritesFilesOnce(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "auth")
 	code, out, errOut := cliEnvMap(t, nil, "auth", "init", dir, "--pools", "default,gpu", "--tls", "--server-dir", "/etc/nats/auth")
 	require.Equal(t, exitOK, code, errOut)
@@ -51,6 +52,7 @@ func TestAuthInitWritesFilesOnce(t *testing.T) {
 }
 
 func TestAuthPermissionsJSON(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := cliEnvMap(t, nil, "auth", "permissions", "submitter", "--json")
 	require.Equal(t, exitOK, code, errOut)
 	var p struct {
@@ -70,6 +72,7 @@ func TestAuthPermissionsJSON(t *testing.T) {
 // its role may not run says "permission denied" at once instead of
 // waiting out its 30s request timeout.
 func TestCommandsOnASecuredFleet(t *testing.T) {
+	t.Parallel()
 	srv, res := authtest.RunServer(t, auth.Options{TLS: true, TLSHosts: []string{"127.0.0.1"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	seed := func(user string) nats.Option {

@@ -27,6 +27,7 @@ func runBackoffCLI(t *testing.T, doc string, args ...string) (code int, stdout, 
 }
 
 func TestBackoffPlanJSONTimelines(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		doc  string
@@ -94,6 +95,7 @@ func TestBackoffPlanJSONTimelines(t *testing.T) {
 }
 
 func TestBackoffPlanSeededJitter(t *testing.T) {
+	t.Parallel()
 	doc := "attempts: 6\njitter: true\njitter_factor: 0.3\n"
 	code, a, _ := runBackoffCLI(t, doc, "--json", "--seed", "42")
 	require.Equal(t, exitOK, code)
@@ -117,6 +119,7 @@ func TestBackoffPlanSeededJitter(t *testing.T) {
 }
 
 func TestBackoffPlanTable(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runBackoffCLI(t, "attempts: 10\nretry_budget: 5s\ninitial_delay: 1s\n")
 	require.Equal(t, exitOK, code, stderr)
 	require.Contains(t, stdout, "policy:  exponential base 2, initial 1s, max 30s, 10 attempts, no jitter, retry budget 5s")
@@ -140,6 +143,7 @@ func TestBackoffPlanTable(t *testing.T) {
 }
 
 func TestBackoffPlanBadInput(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		doc    string
@@ -168,6 +172,7 @@ func TestBackoffPlanBadInput(t *testing.T) {
 }
 
 func TestBackoffUsage(t *testing.T) {
+	t.Parallel()
 	run := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
 		code := runCLI(context.Background(), &cliEnv{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}, args)
@@ -192,6 +197,7 @@ func TestBackoffUsage(t *testing.T) {
 // initial_delay: 1m with the default max_delay is capped, not refused: the
 // plan retries every 30s and says why.
 func TestBackoffPlanCapsInitialDelay(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runBackoffCLI(t, "attempts: 4\ninitial_delay: 1m\n", "--json")
 	require.Equal(t, exitOK, code, stderr)
 	require.Equal(t, `{"delays_ms":[30000,30000,30000],"total_delay_ms":90000,"retries":3,"stopped_by":"attempts"}`+"\n", stdout)
@@ -204,6 +210,7 @@ func TestBackoffPlanCapsInitialDelay(t *testing.T) {
 // `backoff plan --json` for every worked timeline of the source documents,
 // with their run times and agent timeouts (internal/seedcases).
 func TestBackoffPlanSeedTimelines(t *testing.T) {
+	t.Parallel()
 	for _, tl := range seedcases.Timelines() {
 		t.Run(tl.Name(), func(t *testing.T) {
 			args := []string{"--json"}
@@ -235,6 +242,7 @@ func TestBackoffPlanSeedTimelines(t *testing.T) {
 // The source documents' agent timeout example, as backoff plan prints it:
 // what the delays leave for the runs, and where runs of 40s end the item.
 func TestBackoffPlanAgentTimeout(t *testing.T) {
+	t.Parallel()
 	doc := "attempts: 6\nbackoff: fibonacci\ninitial_delay: 10s\n"
 	code, stdout, stderr := runBackoffCLI(t, doc, "--agent-timeout", "5m")
 	require.Equal(t, exitOK, code, stderr)

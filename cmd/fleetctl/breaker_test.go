@@ -10,6 +10,7 @@ import (
 )
 
 func TestBreakerLine(t *testing.T) {
+	t.Parallel()
 	opened := time.Date(2026, 5, 1, 12, 0, 3, 412e6, time.Local)
 	for _, tc := range []struct {
 		name string

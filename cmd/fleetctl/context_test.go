@@ -53,6 +53,7 @@ const natsContextSave = `{
 // server that wants the context's user; the selected context serves when
 // none is named; a flag overrides the context.
 func TestStatusWithANatsContext(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t,
 		fleettest.WithConfig(func(o *server.Options) { o.Username, o.Password = "alice", "s3cret" }),
 		fleettest.WithConnectOptions(nats.UserInfo("alice", "s3cret")))

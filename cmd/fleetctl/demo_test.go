@@ -14,6 +14,7 @@ import (
 // server, run every item to an outcome, dead-letter some (that is part of
 // the show, not a failure) and say nothing alarming on stderr.
 func TestDemoRunsToASummary(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := cli(t, "", "demo", "--items", "60", "--agents", "2", "--json")
 	require.Equal(t, exitOK, code, errOut)
 	var st messages.JobStatus
@@ -29,6 +30,7 @@ func TestDemoRunsToASummary(t *testing.T) {
 }
 
 func TestDemoSummaryForPeople(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := cli(t, "", "demo", "--items", "20", "--agents", "1")
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, out, "jetfleet demo: 20 items, 1 agents")

@@ -101,6 +101,7 @@ func listJSON(t *testing.T, url string, args ...string) []messages.DLQEntryRef {
 // their history, inspected with list/get/stats/export, then
 // "fleetctl dlq replay --job J" after the fix: 200 succeeded, no entries.
 func TestDLQReplayThroughTheCLI(t *testing.T) {
+	t.Parallel()
 	url, client := dlqFleet(t)
 	const n, bad = 200, 30
 	dir := brokenJob(t, url, "cli-thirty", n, func(i int) bool { return i%6 == 0 && i < 6*bad })
@@ -178,8 +179,12 @@ func TestDLQReplayThroughTheCLI(t *testing.T) {
 }
 
 // Ctrl-C during a replay cancels it on the coordinator and prints the
-// exact count; running the command again replays the rest.
+// exact count; running the command again replays the rest. The replay runs
+// at 1 entry a second, so that the 12 take 12 s and the Ctrl-C, sent once
+// 2 are replayed, lands some 10 s before the end however loaded the
+// machine (at 5/s, 2.4 s in all, a loaded run saw all 12 replayed first).
 func TestDLQReplayCtrlCAndPurge(t *testing.T) {
+	t.Parallel()
 	url, client := dlqFleet(t)
 	const n = 12
 	dir := brokenJob(t, url, "cli-cancel", n, func(int) bool { return true })
@@ -192,7 +197,7 @@ func TestDLQReplayCtrlCAndPurge(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, errOut := cliCtx(ctx, url, "dlq", "replay", "--job", "cli-cancel", "--rate", "5")
+		code, out, errOut := cliCtx(ctx, url, "dlq", "replay", "--job", "cli-cancel", "--rate", "1")
 		done <- result{code, out, errOut}
 	}()
 	fleettest.WaitFor(t, 30*time.Second, func() error {
@@ -232,6 +237,7 @@ func TestDLQReplayCtrlCAndPurge(t *testing.T) {
 }
 
 func TestDLQBadInput(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -254,6 +260,7 @@ func TestDLQBadInput(t *testing.T) {
 }
 
 func TestParseWhen(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for in, want := range map[string]time.Time{
 		"":                     {},

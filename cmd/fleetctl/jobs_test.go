@@ -45,6 +45,7 @@ func writeSpec(t *testing.T, body string) string {
 }
 
 func TestRunPrintsCountsThatAddUp(t *testing.T) {
+	t.Parallel()
 	path := writeSpec(t, `
 id: cli-run
 items: [{id: a}, {id: b}, {id: c}, {id: d}]
@@ -64,6 +65,7 @@ agent_template:
 }
 
 func TestJobCommandsAgainstAFleet(t *testing.T) {
+	t.Parallel()
 	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}
 	f := fleettest.RunFleet(t, agent.Builtins(),
 		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) {
@@ -157,6 +159,7 @@ func TestJobCommandsAgainstAFleet(t *testing.T) {
 // file again after the input changed leaves the accepted job's input as it
 // was.
 func TestSubmitUploadsTheInputOncePerSubmission(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunFleet(t, agent.Builtins(),
 		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) { c.StatusInterval = 20 * time.Millisecond })).Server
 	ctx := context.Background()
@@ -208,6 +211,7 @@ func TestSubmitUploadsTheInputOncePerSubmission(t *testing.T) {
 // fleetctl run reads local inputs itself (its coordinator is in-process):
 // beside the job file, or anywhere by absolute path.
 func TestRunReadsLocalInputs(t *testing.T) {
+	t.Parallel()
 	elsewhere := filepath.Join(t.TempDir(), "far.json")
 	require.NoError(t, os.WriteFile(elsewhere, []byte(`[{"id": "x"}, {"id": "y"}]`), 0o644))
 	path := writeSpec(t, "id: run-near\ninput: near.json\nagent_template: [{handler: noop}]\n")
@@ -232,6 +236,7 @@ func TestRunReadsLocalInputs(t *testing.T) {
 // always fails with a network error retry twice, where its attempts: 10
 // alone would retry 9 times.
 func TestRunReadsTheCoordinatorsEnvironment(t *testing.T) {
+	t.Parallel()
 	path := writeSpec(t, `
 id: cli-ad44-env
 items: [{id: a}]
@@ -265,6 +270,7 @@ agent_template:
 // agents read env files and file secrets beside the job file; an unknown
 // profile is refused, naming it.
 func TestRunProfile(t *testing.T) {
+	t.Parallel()
 	path := writeSpec(t, `
 id: cli-profile
 items: [{id: a}]
@@ -300,6 +306,7 @@ agent_template:
 
 // validate --explain says where each env variable comes from.
 func TestValidateExplainsTheEnvironment(t *testing.T) {
+	t.Parallel()
 	path := writeSpec(t, `
 items: [{id: a}]
 env:
@@ -319,6 +326,7 @@ agent_template:
 
 // submit --profile refuses an unknown profile before connecting.
 func TestSubmitUnknownProfile(t *testing.T) {
+	t.Parallel()
 	path := writeSpec(t, "items: [{id: a}]\nprofiles: {dev: {MODE: d}}\nagent_template: [{shell: 'echo $MODE'}]\n")
 	code, out, errOut := cli(t, "", "submit", path, "--profile", "prod")
 	require.Equal(t, exitUsage, code)

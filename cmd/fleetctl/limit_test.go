@@ -10,6 +10,7 @@ import (
 )
 
 func TestLimitCommands(t *testing.T) {
+	t.Parallel()
 	url, _ := dlqFleet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -62,6 +63,7 @@ func TestLimitCommands(t *testing.T) {
 }
 
 func TestParseShares(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, in string
 		want     map[string]int

@@ -18,6 +18,7 @@ import (
 )
 
 func TestPauseCommands(t *testing.T) {
+	t.Parallel()
 	f := fleettest.RunFleet(t, agent.Builtins(),
 		fleettest.WithCoordinatorConfig(func(c *coordinator.Config) { c.StatusInterval = 20 * time.Millisecond }))
 	url := f.Server.URL()

@@ -17,6 +17,7 @@ import (
 )
 
 func TestScheduleCommands(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	prov := provision.Config{AckWait: 2 * time.Second, DLQMaxBytes: 64 << 20}

@@ -287,6 +287,7 @@ retry_budget: 10
 `
 
 func TestSimulateCommand(t *testing.T) {
+	t.Parallel()
 	path := writeSpec(t, simulateSpec)
 	dir := t.TempDir()
 	svg, png := filepath.Join(dir, "out.svg"), filepath.Join(dir, "out.png")
@@ -355,6 +356,7 @@ func TestSimulateCommand(t *testing.T) {
 
 // Bad input exits 2 and names the flag, or the field, at fault.
 func TestSimulateBadInput(t *testing.T) {
+	t.Parallel()
 	path := writeSpec(t, simulateSpec)
 	remote := writeSpec(t, "input: objstore://inputs/items.json\nagent_template: [{handler: x}]\n")
 	tests := []struct {

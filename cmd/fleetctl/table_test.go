@@ -41,6 +41,7 @@ func requireAligned(t *testing.T, out string, lines, n int) {
 }
 
 func TestJobListAlignsWideValues(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	jobs := []messages.JobStatus{
 		{ID: "a", State: messages.StateRunning, Items: 3, SubmittedAt: at},
@@ -54,6 +55,7 @@ func TestJobListAlignsWideValues(t *testing.T) {
 }
 
 func TestDLQListAlignsWideValues(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	entry := func(seq uint64, job, item, sig, errText string) messages.DLQEntryRef {
 		return messages.DLQEntryRef{Seq: seq, Entry: messages.DLQEntry{
@@ -78,6 +80,7 @@ func TestDLQListAlignsWideValues(t *testing.T) {
 }
 
 func TestCut(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, "abc", cut("abc", 3))
 	require.Equal(t, "ab…", cut("abcd", 3))
 	require.Equal(t, "éé…", cut("éééé", 3), "cut on a rune boundary")
@@ -88,6 +91,7 @@ func TestCut(t *testing.T) {
 // Terminal escapes and Unicode format characters in user data cannot
 // drive the terminal or reorder what a line shows.
 func TestCellNeutralisesEscapesAndFormatCharacters(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, in, want string }{
 		{"ESC and BEL", "a\x1b[2Jb\x07c", "a [2Jb c"},
 		{"C1 control", "a\u009bb", "a b"},

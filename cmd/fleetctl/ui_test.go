@@ -35,6 +35,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestUIServesUntilInterrupted(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -87,6 +88,7 @@ func TestUIServesUntilInterrupted(t *testing.T) {
 }
 
 func TestUIRefusesARemoteAddressUnlessAllowed(t *testing.T) {
+	t.Parallel()
 	code, _, errOut := cli(t, "nats://127.0.0.1:1", "ui", "--listen", "0.0.0.0:8080")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, "--allow-remote")

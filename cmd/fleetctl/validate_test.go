@@ -34,6 +34,7 @@ func writeValidateFiles(t *testing.T, files map[string]string) string {
 }
 
 func TestValidateBadExample(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := runValidateCLI(t, "../../examples/validate-bad.yaml")
 	require.Equal(t, exitUsage, code)
 	require.Equal(t, `id (line 7): invalid character ' ' at offset 7 (allowed: letters, digits, '-', '_')
@@ -51,6 +52,7 @@ retry_budget (line 27): percentage must be between 0% and 100%, got 150%
 }
 
 func TestValidateJSONOutput(t *testing.T) {
+	t.Parallel()
 	dir := writeValidateFiles(t, map[string]string{
 		"good.yaml": "items: [{id: a, dc: eu}, {id: b, dc: us}, {id: c, dc: eu}]\ngroup_by: ${item.dc}\nagent_template: [{shell: x}, {handler: h}]\n",
 		"bad.json":  "{\n  \"items\": [1],\n  \"agent_template\": [{\"shell\": \"x\", \"timeout\": \"5\"}],\n  \"max_parallel\": -2\n}\n",
@@ -77,6 +79,7 @@ func TestValidateJSONOutput(t *testing.T) {
 }
 
 func TestValidateInputFile(t *testing.T) {
+	t.Parallel()
 	dir := writeValidateFiles(t, map[string]string{
 		"items.json":     `{"items": [{"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "d"}]}`,
 		"dup-items.json": `[{"id": "a"}, {"id": "a"}]`,
@@ -116,6 +119,7 @@ func TestValidateInputFile(t *testing.T) {
 }
 
 func TestValidateUsageAndUnreadable(t *testing.T) {
+	t.Parallel()
 	code, _, errOut := runValidateCLI(t)
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, "usage: fleetctl validate FILE [--json]")
@@ -148,6 +152,7 @@ func TestValidateUsageAndUnreadable(t *testing.T) {
 // TestValidateExamples: every example job in examples/ is valid, except
 // the one that shows what validate reports.
 func TestValidateExamples(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../examples/*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
@@ -164,6 +169,7 @@ func TestValidateExamples(t *testing.T) {
 // with the step's field path and line, and the message's suggestion is
 // itself valid.
 func TestValidateShellPositions(t *testing.T) {
+	t.Parallel()
 	dir := writeValidateFiles(t, map[string]string{
 		"arith.yaml": "items: [{id: a, size: 10}]\nagent_template:\n  - shell: echo start\n  - shell: 'if (( ${item.size} > 5 )); then resize ${item.id}; fi'\n",
 		"fixed.yaml": "items: [{id: a, size: 10}]\nagent_template:\n  - shell: echo start\n" +
@@ -182,6 +188,7 @@ func TestValidateShellPositions(t *testing.T) {
 // A spec whose initial_delay is above max_delay is valid (every delay is
 // capped at max_delay); validate warns, in text and in JSON.
 func TestValidateWarnsOfACappedInitialDelay(t *testing.T) {
+	t.Parallel()
 	dir := writeValidateFiles(t, map[string]string{
 		"capped.yaml": "items: [1]\nagent_template:\n  - shell: x\n    retry_config: {initial_delay: 1m}\n",
 	})
@@ -201,6 +208,7 @@ func TestValidateWarnsOfACappedInitialDelay(t *testing.T) {
 // with the items of the input files they name counted; the claude
 // fallback of 001's example is refused by field; --explain says what Prodigy's layout means.
 func TestValidateSeedExamples(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join("..", "..", "pkg", "jobspec", "testdata", "seeds")
 	for _, name := range []string{
 		"002-integration.yaml", "003-command-level-configuration.yaml", "003-command-level-example.yaml",

@@ -240,3 +240,32 @@ func refusedRequest(t *testing.T, nc *nats.Conn, perm <-chan error, subject stri
 	cancel()
 	require.ErrorIs(t, <-answered, context.Canceled, "%s: no answer", subject)
 }
+
+// refusedWrite runs write, a publish the server must refuse, and returns
+// once the connection reports the permissions violation, which must name
+// want: the server drops a refused publish, so no answer follows it, and
+// waiting out the write's timeout would show nothing more. A write that
+// succeeds, or no violation within 5 s, fails.
+func refusedWrite(t *testing.T, perm <-chan error, what, want string, write func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	written := make(chan error, 1)
+	go func() { written <- write(ctx) }()
+	select {
+	case v := <-perm:
+		require.Contains(t, v.Error(), want, what)
+		cancel()
+		require.Error(t, <-written, "%s: written", what)
+	case err := <-written:
+		require.Error(t, err, "%s: written", what)
+		select {
+		case v := <-perm:
+			require.Contains(t, v.Error(), want, what)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no permissions violation", what)
+		}
+	case <-ctx.Done():
+		t.Fatalf("%s: no permissions violation", what)
+	}
+}

@@ -69,6 +69,7 @@ map:
 // A job with claude steps whose pool has agents, none with the CLI, is
 // refused at submission with the step's field.
 func TestClaudeStepsNeedAnAgentWithTheCLI(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "no-claude")
 	f := fleettest.RunFleet(t, nil, fleettest.WithAgentConfig(func(_ int, cfg *agent.Config) { cfg.ClaudeCommand = missing }))
 	_, err := f.Client.JobSubmit(t.Context(), []byte(`{"items": [{"id": "x"}], "agent_template": [{"shell": "true"}, {"claude": "/fix"}]}`))

@@ -236,8 +236,10 @@ func TestDLQFilteredDryRunAndInterruptedReplays(t *testing.T) {
 	require.EqualValues(t, per, rs.Replayed)
 	require.Equal(t, map[string]int64{"rate_limit": per}, classesOf(dlqEntries(t, cl, id)))
 
-	// Interrupted: paced at 5/s and cancelled after a few, then run again.
-	rs, err = cl.DLQReplay(ctx, messages.DLQReplayRequest{DLQFilter: messages.DLQFilter{JobID: id}, Rate: 5})
+	// Interrupted: paced at 1/s and cancelled after a few, then run again.
+	// At 1/s the cancel has some 7 s before the replay's end (at 5/s, 2 s
+	// in all, a loaded -race run saw all of them replayed first).
+	rs, err = cl.DLQReplay(ctx, messages.DLQReplayRequest{DLQFilter: messages.DLQFilter{JobID: id}, Rate: 1})
 	require.NoError(t, err)
 	require.Equal(t, messages.ReplayRunning, rs.State)
 	fleettest.WaitFor(t, 30*time.Second, func() error {

@@ -53,6 +53,7 @@ func recorded(t *testing.T, calls string) []string {
 // in the body is called once per element; a list with parallel runs each
 // element once too.
 func TestForeachOverCommandLines(t *testing.T) {
+	t.Parallel()
 	srv, calls := stepsFleet(t)
 	cl := client(t, srv)
 	spec, err := jobspec.ToJSON([]byte(`name: foreach-lines
@@ -85,6 +86,7 @@ commands:
 // with continue_on_error every element runs and the step succeeds, its
 // output saying which element failed, as Prodigy counts them.
 func TestForeachFailures(t *testing.T) {
+	t.Parallel()
 	srv, _ := stepsFleet(t)
 	cl := client(t, srv)
 	body := `
@@ -115,6 +117,7 @@ func TestForeachFailures(t *testing.T) {
 // the step: a failed step stays failed; a succeeded one's handler reads its
 // output as ${shell.output} (and as the variable the step captures).
 func TestOnExitCode(t *testing.T) {
+	t.Parallel()
 	srv, calls := stepsFleet(t)
 	cl := client(t, srv)
 	marks := t.TempDir()
@@ -148,6 +151,7 @@ commands:
 // fails (the standard workflow's job with it); with fail_workflow: false a
 // handler that succeeds lets the workflow go on.
 func TestOnFailureFailWorkflow(t *testing.T) {
+	t.Parallel()
 	srv, _ := stepsFleet(t)
 	cl := client(t, srv)
 	for _, fail := range []bool{true, false} {
@@ -186,6 +190,7 @@ commands:
 // A job using a step kind that no agent of its pool announces is refused
 // at submission with the field, as an unknown handler is.
 func TestStepKindsNeedCapableAgents(t *testing.T) {
+	t.Parallel()
 	f := fleettest.RunFleet(t, nil)
 	_, err := f.Client.JobSubmit(t.Context(), []byte(`{"pool": "default", "items": [{"id": "x"}], "agent_template": [{"shell": "true"}, {"foreach": {"items": ["a"], "do": [{"shell": "true"}]}}]}`))
 	require.NoError(t, err, "this tree's agents run foreach steps")
@@ -195,6 +200,7 @@ func TestStepKindsNeedCapableAgents(t *testing.T) {
 // turn when the step gives up, each reading the failed run's output; when
 // they succeed the workflow goes on.
 func TestHandlerListWithClaude(t *testing.T) {
+	t.Parallel()
 	srv, calls := stepsFleet(t)
 	cl := client(t, srv)
 	marks := t.TempDir()

@@ -70,6 +70,7 @@ commands:
 // A claude fallback needs an agent with Claude Code's CLI, as a claude
 // step does: refused at submission with its field when none has it.
 func TestClaudeFallbackNeedsAnAgentWithTheCLI(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "no-claude")
 	f := fleettest.RunFleet(t, nil, fleettest.WithAgentConfig(func(_ int, cfg *agent.Config) { cfg.ClaudeCommand = missing }))
 	_, err := f.Client.JobSubmit(t.Context(), []byte(`{"items": [{"id": "x"}], "agent_template": [{"shell": "false", "retry_config": {"on_failure": {"fallback": {"claude": "/fix"}}}}]}`))

@@ -52,6 +52,7 @@ func (l *lockedBuffer) Bytes() []byte {
 // The computed env values (a command's, a condition's) are resolved on
 // the agent, and a variable with a sensitive name is masked in outputs.
 func TestSecretsNeverLeave(t *testing.T) {
+	t.Parallel()
 	const (
 		envSecret  = "tok-5f3a9c1e-ENVSECRET"
 		fileSecret = "file-8d1e77b2-FILESECRET"
@@ -175,6 +176,7 @@ reduce:
 // env when it reads the submission (max_parallel's ${PAR} among them), and
 // refuses an unknown one, naming it.
 func TestProfileThroughTheAPI(t *testing.T) {
+	t.Parallel()
 	f := fleettest.RunFleet(t, nil, fleettest.WithCoordinatorConfig(func(c *coordinator.Config) {
 		c.Provision = coordinator.Provision(calmProvision)
 	}))

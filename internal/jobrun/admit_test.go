@@ -17,6 +17,7 @@ import (
 // A record over the limit sheds its error report, least frequent
 // signatures first, and keeps every failure counted.
 func TestFitRecordShedsTheReport(t *testing.T) {
+	t.Parallel()
 	rec := &wire.JobRecord{Spec: &messages.JobSpec{ID: "j"}, Status: messages.JobStatus{ID: "j", State: messages.StateRunning}}
 	var total int64
 	for i := range 200 {
@@ -48,6 +49,7 @@ func TestFitRecordShedsTheReport(t *testing.T) {
 }
 
 func TestBoundProblems(t *testing.T) {
+	t.Parallel()
 	ps := make([]messages.FieldError, 250)
 	for i := range ps {
 		ps[i] = messages.FieldError{Field: fmt.Sprintf("items[%d]", i), Message: strings.Repeat("x", 5000)}
@@ -62,6 +64,7 @@ func TestBoundProblems(t *testing.T) {
 }
 
 func TestCountProblemPaths(t *testing.T) {
+	t.Parallel()
 	itemErr := &expand.ItemError{Index: 17, ID: "abc", Err: errors.New("too big")}
 	inline := &messages.JobSpec{Items: []json.RawMessage{[]byte(`1`)}}
 	require.Equal(t, messages.FieldError{Field: "items[17]", Message: "too big"}, countProblem(inline, itemErr))
@@ -77,6 +80,7 @@ func TestCountProblemPaths(t *testing.T) {
 // The Nats-Msg-Id of a submission: identical specs share it, a corrected
 // spec or a resubmission after a rejection does not.
 func TestSubmissionID(t *testing.T) {
+	t.Parallel()
 	a := submissionID("j", []byte(`{"id":"j","x":1}`), 0)
 	require.Equal(t, a, submissionID("j", []byte(`{"id":"j","x":1}`), 0))
 	require.NotEqual(t, a, submissionID("j", []byte(`{"id":"j","x":2}`), 0))
@@ -85,6 +89,7 @@ func TestSubmissionID(t *testing.T) {
 }
 
 func TestWorkSizeBoundsTheMessage(t *testing.T) {
+	t.Parallel()
 	it := expand.Item{Index: 123456, ID: "id \"with\" <escapes> & \x01", Group: "eu", Raw: json.RawMessage(`{"a": [1, 2, 3]}`)}
 	wi := wire.WorkItem{JobID: "job-1", ItemID: it.ID, Index: it.Index, Group: it.Group, Payload: it.Raw,
 		CorrelationID: "job-1:123456", Generation: 0}

@@ -35,6 +35,7 @@ func put(pool, name string, handlers ...string) presenceEntry {
 }
 
 func TestHandlerProblemsFollowThePresentAgents(t *testing.T) {
+	t.Parallel()
 	d := newAgentDirectory()
 	c := &Coordinator{agents: d}
 	spec := &messages.JobSpec{
@@ -78,6 +79,7 @@ func TestHandlerProblemsFollowThePresentAgents(t *testing.T) {
 // UnreachableAfter of its intervals; a stopping agent is not listed, nor
 // one of another pool. The longest silent comes first.
 func TestUnreachableAgents(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	d := newAgentDirectory()
 	at := func(pool, name string, interval, ago time.Duration, stopping bool) presenceEntry {
@@ -100,6 +102,7 @@ func TestUnreachableAgents(t *testing.T) {
 // A claude step needs an agent of the pool that announces the claude
 // capability (Claude Code's CLI).
 func TestClaudeStepsFollowTheAgentsCapabilities(t *testing.T) {
+	t.Parallel()
 	d := newAgentDirectory()
 	c := &Coordinator{agents: d}
 	spec := &messages.JobSpec{AgentTemplate: []messages.Step{{Shell: "true"}, {Claude: "/fix ${item.path}"}}}
@@ -119,6 +122,7 @@ func TestClaudeStepsFollowTheAgentsCapabilities(t *testing.T) {
 // agent of the pool that does: a pool of agents before v0.4.0, which
 // announce none, refuses such a job with the field, nested steps included.
 func TestStepKindsFollowTheAgentsCapabilities(t *testing.T) {
+	t.Parallel()
 	d := newAgentDirectory()
 	c := &Coordinator{agents: d}
 	spec := &messages.JobSpec{AgentTemplate: []messages.Step{

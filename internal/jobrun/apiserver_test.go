@@ -311,6 +311,7 @@ func TestStatusSaysHowFreshItIs(t *testing.T) {
 // an earlier as_of (a coordinator answering from an older record) is
 // skipped.
 func TestWaitNeverGoesBack(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	base := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	at := func(s int) *time.Time { t := base.Add(time.Duration(s) * time.Second); return &t }
@@ -409,6 +410,7 @@ func TestNoCoordinatorIsNoResponders(t *testing.T) {
 // leader's, just started) has counted only part of them: status comes
 // from the record until it has caught up.
 func TestStatusOfAReplayingRunnerComesFromTheRecord(t *testing.T) {
+	t.Parallel()
 	recData, err := json.Marshal(wire.JobRecord{Status: messages.JobStatus{ID: "j", State: messages.StateRunning, Items: 10, Succeeded: 7}})
 	require.NoError(t, err)
 	c := &Coordinator{cfg: Config{}.WithDefaults(), runners: map[string]*jobRunner{},

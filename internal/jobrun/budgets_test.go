@@ -18,6 +18,7 @@ import (
 // items, b 1: 8 and 2 of 10) and carries over what was spent (7, all
 // within a's share). A job that has its shares is left alone.
 func TestMigrateBudgetMovesALegacyKey(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

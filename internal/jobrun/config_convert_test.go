@@ -40,6 +40,7 @@ func fillDistinct(t *testing.T, v any) {
 // every field, and the defaults the public Config fills are the internal
 // package's.
 func TestSettingsConvertFieldForField(t *testing.T) {
+	t.Parallel()
 	var p Provision
 	fillDistinct(t, &p)
 	pc := p.config()

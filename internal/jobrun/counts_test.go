@@ -19,6 +19,7 @@ import (
 // count, and the runner's phase and the record agree. Each history is
 // then driven to its end, where the same holds.
 func TestCountsAddUpAtEveryEnd(t *testing.T) {
+	t.Parallel()
 	outcomes := []string{ok, dead, skip, messages.OutcomeFailed}
 	for seed := range uint64(400) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -148,6 +149,7 @@ func checkPhaseAndCounts(t *testing.T, r *jobRunner, step int) {
 // counts in its group too, and a reopen of a not_run item takes nothing
 // from its group: not_run items were never in a group's counts.
 func TestLateResultCountsInItsGroup(t *testing.T) {
+	t.Parallel()
 	groups := map[string]int64{"a": 2, "b": 2}
 	r := testRunner(t, &messages.JobSpec{BestEffort: &messages.BestEffort{MinGroups: 1, LateResults: "update"}}, 4, groups)
 	item := func(i int, g, outcome string) *messages.Result {

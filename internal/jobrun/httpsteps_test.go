@@ -16,6 +16,7 @@ import (
 // the field; with an allow-list, any host outside it is, and what it lists
 // is accepted. Names other than localhost wait for the agent's check.
 func TestHTTPStepTargetsRefusedAtSubmission(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	spec := func(id, url string, where string) []byte {
 		step := `{"handler": "http", "with": {"url": "` + url + `"}}`

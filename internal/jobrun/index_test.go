@@ -44,6 +44,7 @@ func pageAll(t *testing.T, x *jobIndex, req messages.ListRequest) []string {
 }
 
 func TestIndexPagesNewestFirstExactlyOnce(t *testing.T) {
+	t.Parallel()
 	x := newJobIndex()
 	for i := range 250 {
 		x.put(1, job(i, messages.StateSucceeded))
@@ -76,6 +77,7 @@ func TestIndexPagesNewestFirstExactlyOnce(t *testing.T) {
 }
 
 func TestIndexCursorSurvivesInsertsAndDeletes(t *testing.T) {
+	t.Parallel()
 	x := newJobIndex()
 	for i := range 20 {
 		x.put(1, job(i, messages.StateSucceeded))
@@ -94,6 +96,7 @@ func TestIndexCursorSurvivesInsertsAndDeletes(t *testing.T) {
 }
 
 func TestIndexStateFilterFollowsStateChanges(t *testing.T) {
+	t.Parallel()
 	x := newJobIndex()
 	for i := range 30 {
 		x.put(1, job(i, messages.StateRunning))
@@ -120,6 +123,7 @@ func TestIndexStateFilterFollowsStateChanges(t *testing.T) {
 }
 
 func TestIndexTextAndPoolFiltersAreBounded(t *testing.T) {
+	t.Parallel()
 	x := newJobIndex()
 	x.scanLimit = 50
 	for i := range 400 {
@@ -143,6 +147,7 @@ func TestIndexTextAndPoolFiltersAreBounded(t *testing.T) {
 }
 
 func TestIndexRejectsForeignCursors(t *testing.T) {
+	t.Parallel()
 	x := newJobIndex()
 	for _, c := range []string{"!!", "bm90LWEtY3Vyc29y", encodeCursorRaw("12.bad id")} {
 		_, err := x.list(messages.ListRequest{Cursor: c})
@@ -156,6 +161,7 @@ func encodeCursorRaw(s string) string { return base64.RawURLEncoding.EncodeToStr
 // jobs bucket holds records it did not write (written before it started,
 // and while it runs), and a job it accepted itself.
 func TestJobsListPagesFromTheIndex(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	ctx := context.Background()
 	_, p := startCoord(t, srv, Config{})

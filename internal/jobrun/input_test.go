@@ -48,6 +48,7 @@ func submitErr(t *testing.T, cl *Client, spec string) *messages.APIError {
 // error that names the field and reveals nothing about the filesystem, on
 // the API and on the durable intake alike. A file inside it is served.
 func TestFileInputsAreConfinedToTheInputDir(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	base := t.TempDir()
 	inputs, secretDir := filepath.Join(base, "inputs"), filepath.Join(base, "secret")
@@ -120,6 +121,7 @@ func TestFileInputsAreConfinedToTheInputDir(t *testing.T) {
 // match is refused with the field named, and inputs from any other bucket
 // (another job's input, its reduce input) are refused.
 func TestUploadsAreCopiedWhenTheJobIsAccepted(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	_, p := startCoord(t, srv, Config{})
 	defer p.stop(t)
@@ -216,6 +218,7 @@ func mustKV(t *testing.T, srv *fleettest.Server, bucket string) jetstream.KeyVal
 }
 
 func TestCheckInputNamesTheField(t *testing.T) {
+	t.Parallel()
 	c := &Coordinator{cfg: Config{InputDir: "/srv/inputs"}, names: messages.MustNames("")}
 	for _, tt := range []struct{ ref, want string }{
 		{"items.json", ""},

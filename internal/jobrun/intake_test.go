@@ -75,6 +75,7 @@ func TestIntakeRejectsWhatKeepsKillingTheCoordinator(t *testing.T) {
 // failed attempt: the submission ends rejected with it, the coordinator
 // goes on.
 func TestIntakeSurvivesAPanic(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	c, err := New(srv.Connect(t), Config{Provision: Provision(testProv), StatusInterval: 20 * time.Millisecond, IntakeMaxDeliveries: 2})
 	require.NoError(t, err)

@@ -20,6 +20,7 @@ import (
 // internal/e2e), one after it stays in the results stream and changes
 // nothing, even under late_results: update.
 func TestLateResultWindowExpires(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	names := messages.MustNames("")
 	ctx := context.Background()

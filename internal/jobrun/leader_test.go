@@ -66,7 +66,7 @@ func startCoordWith(t *testing.T, srv *fleettest.Server, holder string, tr *term
 // run; the other answers the API (status, list, a durable cancel that
 // the leader carries out); when the leader stops, the other takes over
 // and its components run.
-func TestFollowerAnswersAndTakesOver(t *testing.T) {
+func TestFollowerAnswersAndTakesOver(t *testing.T) { // alone: its leases last 1 s
 	srv := fleettest.RunServer(t)
 	tr := &terms{active: map[string]bool{}}
 	a, pa := startCoordWith(t, srv, "a", tr)

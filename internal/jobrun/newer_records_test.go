@@ -43,6 +43,7 @@ func (l *lockedBuffer) count(s string) int {
 // cancels the job nor deletes the request; one of this version, written
 // after it, is carried out as before.
 func TestCancelRequestOfANewerSchemaIsLeftAlone(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	var logs lockedBuffer
 	c, err := New(srv.Connect(t), Config{Provision: Provision(testProv), StatusInterval: 20 * time.Millisecond, Holder: "a", Logger: zerolog.New(&logs)})
@@ -101,6 +102,7 @@ func TestCancelRequestOfANewerSchemaIsLeftAlone(t *testing.T) {
 // release (docs/contract.md §8). A mark this coordinator writes names its
 // schema version.
 func TestPauseMarkOfANewerSchemaIsNotDeleted(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	var logs lockedBuffer
 	c, err := New(srv.Connect(t), Config{Provision: Provision(testProv), Holder: "a", Logger: zerolog.New(&logs)})

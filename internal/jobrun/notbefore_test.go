@@ -15,6 +15,7 @@ import (
 // coordinator restart, and starts no earlier than its time; then it runs
 // to the end.
 func TestNotBeforeHoldsAcrossARestart(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	_, p := startCoord(t, srv, Config{})
 	a := startEchoAgent(t, srv)
@@ -49,6 +50,7 @@ func TestNotBeforeHoldsAcrossARestart(t *testing.T) {
 }
 
 func TestNotBeforeCancelWhileScheduled(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	_, p := startCoord(t, srv, Config{})
 	defer p.stop(t)

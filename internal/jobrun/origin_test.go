@@ -18,6 +18,7 @@ import (
 // Each item may be reported by the pool it was routed to (or by the
 // coordinator) and by no other; a reduce by the job's pool.
 func TestItemPoolsFollowTheRoutes(t *testing.T) {
+	t.Parallel()
 	items := []json.RawMessage{
 		json.RawMessage(`{"id": "a", "r": "gpu"}`), json.RawMessage(`{"id": "b", "r": "eu"}`),
 		json.RawMessage(`{"id": "c", "r": "arm"}`), json.RawMessage(`{"id": "d", "r": "gpu"}`),
@@ -55,6 +56,7 @@ func TestItemPoolsFollowTheRoutes(t *testing.T) {
 // admits: agents report their pool's items only; reopen markers and the
 // coordinator's own results come from the coordinator.
 func TestAdmits(t *testing.T) {
+	t.Parallel()
 	r := testRunner(t, &messages.JobSpec{Pool: "cpu"}, 3, nil)
 	r.pools = buildItemPools(context.Background(), nil, &r.rec, zerolog.Nop())
 	ok := &messages.Result{Index: 1, Outcome: messages.OutcomeSucceeded}

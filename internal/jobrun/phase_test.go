@@ -20,6 +20,7 @@ var (
 // Every (phase, trigger) pair: the legal ones move to the phase of
 // docs/jobs.md's diagram, every other one is refused and changes nothing.
 func TestLifecycleTransitions(t *testing.T) {
+	t.Parallel()
 	legal := map[[2]string]phase{
 		{"replaying", "caught_up"}:          phaseMapping,
 		{"replaying", "caught_up_reducing"}: phaseReducing,
@@ -62,6 +63,7 @@ func TestLifecycleTransitions(t *testing.T) {
 // What a transition records besides the phase: live, the map's end and
 // the round.
 func TestLifecycleFacts(t *testing.T) {
+	t.Parallel()
 	var l lifecycle
 	require.False(t, l.deciding(), "nothing is decided while replaying")
 	l.catchUp(false)
@@ -108,6 +110,7 @@ func TestLifecycleFacts(t *testing.T) {
 // The late-result window: a hold buys one more window, a reopen cancels
 // the wait, and a runner that exited cannot be held.
 func TestLateWindow(t *testing.T) {
+	t.Parallel()
 	fired := make(chan time.Time)
 	var started []time.Duration
 	newWait := func() *lateWait {
@@ -170,6 +173,7 @@ func TestLateWindow(t *testing.T) {
 // runner exits and the hold fails, so the replay starts a new runner):
 // never a successful hold on a runner that exits.
 func TestReopenDuringLingerRace(t *testing.T) {
+	t.Parallel()
 	for i := range 200 {
 		r := testRunner(t, &messages.JobSpec{}, 1, nil)
 		r.apply(res(0, ok))
@@ -197,6 +201,7 @@ func TestReopenDuringLingerRace(t *testing.T) {
 
 // The run loop does the map end's work and the finish's once per round.
 func TestLoopDue(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		fire           []trigger
 		mapEnd, finish bool
@@ -285,6 +290,7 @@ func runnerIn(t *testing.T, p phase, reduce bool) *jobRunner {
 // A stop (cancel, or an error-policy stop) in each phase: taken while
 // the map phase runs, refused once it ended; the counts add up after it.
 func TestStopInEachPhase(t *testing.T) {
+	t.Parallel()
 	for _, p := range allPhases {
 		for _, reduce := range []bool{false, true} {
 			if p == phaseReducing && !reduce {
@@ -328,6 +334,7 @@ func TestStopInEachPhase(t *testing.T) {
 // A coordinator shutdown in each phase: the runner exits whatever its
 // phase, decides nothing more, and cannot be held.
 func TestShutdownInEachPhase(t *testing.T) {
+	t.Parallel()
 	for _, p := range allPhases {
 		t.Run(p.String(), func(t *testing.T) {
 			r := runnerIn(t, p, true)

@@ -32,6 +32,7 @@ const (
 )
 
 func TestRunnerPolicies(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		policy     *messages.ErrorPolicy
@@ -75,6 +76,7 @@ func TestRunnerPolicies(t *testing.T) {
 }
 
 func TestRunnerBestEffort(t *testing.T) {
+	t.Parallel()
 	groups := map[string]int64{"a": 2, "b": 2, "c": 2}
 	item := func(i int, g, outcome string) *messages.Result {
 		r := res(i, outcome)
@@ -145,6 +147,7 @@ func TestRunnerBestEffort(t *testing.T) {
 }
 
 func TestBestEffortClamp(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		req, groups   int
 		want          int
@@ -169,6 +172,7 @@ func TestBestEffortClamp(t *testing.T) {
 }
 
 func TestRunnerReopen(t *testing.T) {
+	t.Parallel()
 	r := testRunner(t, &messages.JobSpec{}, 3, nil)
 	r.apply(res(0, ok))
 	r.apply(res(1, dead))

@@ -14,6 +14,7 @@ import (
 // too_many and says why; a durable submission waits in the jobs stream
 // and is accepted once a job ends.
 func TestOpenJobsLimit(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	_, p := startCoord(t, srv, Config{MaxOpenJobs: 2})
 	defer p.stop(t)
@@ -47,6 +48,7 @@ func TestOpenJobsLimit(t *testing.T) {
 // other is refused naming the field, through the API and the durable
 // intake alike. With MaxPools negative only the configured pools are.
 func TestPoolLimit(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	_, p := startCoord(t, srv, Config{MaxPools: 2, Pools: []string{"conf"}})
 	cl, err := NewClient(srv.Conn(), "")

@@ -7,6 +7,7 @@ import (
 )
 
 func TestShare(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		limit  int64
@@ -30,6 +31,7 @@ func TestShare(t *testing.T) {
 }
 
 func TestPrioritiesTop(t *testing.T) {
+	t.Parallel()
 	var ps priorities
 	require.Equal(t, 0, ps.top([]string{"default"}), "none publishing")
 	low := ps.add([]string{"default"}, 5)
@@ -52,6 +54,7 @@ func TestPrioritiesTop(t *testing.T) {
 // a batch's queue is full at a sixteenth of JobQueue while a job four
 // priorities higher publishes, and at all of it again after.
 func TestQueueShareFollowsPriorities(t *testing.T) {
+	t.Parallel()
 	var ps priorities
 	pools := []string{"default"}
 	q := queue{limit: 1000, share: func(limit int64) int64 { return share(limit, 5, ps.top(pools)) }}

@@ -170,6 +170,7 @@ func runPublisher(t *testing.T, p *publisher) error {
 // Items go out in input order, a batch at a time, each to its pool's
 // subject with its dedupe id; the cursor ends past the last.
 func TestPublisherPublishesInOrder(t *testing.T) {
+	t.Parallel()
 	js, job := &fakeStream{}, &fakeJob{}
 	p := testPublisher(t, &messages.JobSpec{Items: inlineItems(7, nil)}, js, job)
 	require.NoError(t, runPublisher(t, p))
@@ -185,6 +186,7 @@ func TestPublisherPublishesInOrder(t *testing.T) {
 
 // A group routed to a pool of its name is published there.
 func TestPublisherRoutesGroups(t *testing.T) {
+	t.Parallel()
 	js, job := &fakeStream{}, &fakeJob{}
 	spec := &messages.JobSpec{Pool: "cpu", GroupBy: "${item.region}", Items: inlineItems(4, func(i int) string {
 		return fmt.Sprintf(`"region": %q`, []string{"eu", "us"}[i%2])
@@ -199,6 +201,7 @@ func TestPublisherRoutesGroups(t *testing.T) {
 // A restarted job publishes from its cursor, skipping items that have an
 // outcome already, and moves the cursor past them.
 func TestPublisherResumesFromTheCursor(t *testing.T) {
+	t.Parallel()
 	js := &fakeStream{}
 	job := &fakeJob{cursor: 2, published: 2, done: map[int64]bool{0: true, 1: true, 3: true, 6: true}}
 	p := testPublisher(t, &messages.JobSpec{Items: inlineItems(7, nil)}, js, job)
@@ -216,6 +219,7 @@ func TestPublisherResumesFromTheCursor(t *testing.T) {
 // max_parallel: never more items out without an outcome than the window,
 // and the window is filled as outcomes come in.
 func TestPublisherKeepsTheWindow(t *testing.T) {
+	t.Parallel()
 	const items, limit = 25, 4
 	var (
 		mu               sync.Mutex
@@ -263,6 +267,7 @@ func TestPublisherKeepsTheWindow(t *testing.T) {
 
 // A full window and a cancelled context: the publisher returns ctx's error.
 func TestPublisherWaitIsCancellable(t *testing.T) {
+	t.Parallel()
 	job := &fakeJob{}
 	p := testPublisher(t, &messages.JobSpec{MaxParallel: 2, Items: inlineItems(5, nil)}, &fakeStream{}, job)
 	p.batch = 1
@@ -282,6 +287,7 @@ func TestPublisherWaitIsCancellable(t *testing.T) {
 
 // Publishing stops once the map phase ended.
 func TestPublisherStopsWhenTheMapEnds(t *testing.T) {
+	t.Parallel()
 	for _, limit := range []int{0, 10} {
 		js, job := &fakeStream{}, &fakeJob{endAt: 3}
 		p := testPublisher(t, &messages.JobSpec{MaxParallel: limit, Items: inlineItems(9, nil)}, js, job)
@@ -295,6 +301,7 @@ func TestPublisherStopsWhenTheMapEnds(t *testing.T) {
 // Publishes a full stream refuses are sent again after a backoff that
 // doubles up to its cap; the batch counts once.
 func TestPublisherRetriesRefusedPublishes(t *testing.T) {
+	t.Parallel()
 	full := errors.New("nats: maximum messages exceeded")
 	js := &fakeStream{refuse: func(m *nats.Msg, try int) error {
 		if m.Header.Get(messages.HeaderMsgID) == wire.WorkMsgID("j", "i1", 0) && try <= 7 {
@@ -324,6 +331,7 @@ func TestPublisherRetriesRefusedPublishes(t *testing.T) {
 // An item over the server's max_payload can never be published: the
 // publisher fails (the job ends with input_error) instead of retrying.
 func TestPublisherFailsOnMaxPayload(t *testing.T) {
+	t.Parallel()
 	job := &fakeJob{}
 	p := testPublisher(t, &messages.JobSpec{Items: inlineItems(2, nil)}, &fakeStream{reject: nats.ErrMaxPayload}, job)
 	err := runPublisher(t, p)
@@ -333,6 +341,7 @@ func TestPublisherFailsOnMaxPayload(t *testing.T) {
 }
 
 func TestWindow(t *testing.T) {
+	t.Parallel()
 	require.False(t, window{0}.full(1000, 1000), "0: no bound")
 	require.False(t, window{3}.full(1, 1))
 	require.True(t, window{3}.full(2, 1))
@@ -348,6 +357,7 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 
 // encodeWork writes what json.Marshal writes, whichever way it takes.
 func TestEncodeWorkIsJSONMarshal(t *testing.T) {
+	t.Parallel()
 	for _, it := range []expand.Item{
 		{Index: 0, ID: "item-1", Raw: json.RawMessage(`{"id":"item-1","n":[1,2.5e3,null,true]}`)},
 		{Index: 12, ID: "a", Group: "eu", Raw: json.RawMessage(`"x"`)},
@@ -370,6 +380,7 @@ func TestEncodeWorkIsJSONMarshal(t *testing.T) {
 // publisher stops at the limit; once the server says they left the stream
 // (parked: no outcome) it publishes more.
 func TestPublisherKeepsTheFairShare(t *testing.T) {
+	t.Parallel()
 	const items, limit = 10, 3
 	now := func(time.Duration) <-chan time.Time { // the recheck is due at once
 		c := make(chan time.Time, 1)

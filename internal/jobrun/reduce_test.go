@@ -54,6 +54,7 @@ func mapResultsRunner(t *testing.T, items, gen int) *jobRunner {
 // The map results keep, per item, its latest generation's result, in
 // input order, as one JSON array.
 func TestWriteMapResults(t *testing.T) {
+	t.Parallel()
 	r := mapResultsRunner(t, 5, 1)
 	r.outcome[3] = ocNotRun // not in the file
 	var buf bytes.Buffer

@@ -178,6 +178,7 @@ func TestReplayReopensAFinishedJob(t *testing.T) {
 
 // A replay of entries whose job no longer exists fails them and keeps them.
 func TestReplayOfAnUnknownJobFails(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	_, p := startCoord(t, srv, Config{})
 	defer p.stop(t)
@@ -199,6 +200,7 @@ func TestReplayOfAnUnknownJobFails(t *testing.T) {
 }
 
 func TestDLQAPIValidation(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	_, p := startCoord(t, srv, Config{})
 	defer p.stop(t)

@@ -19,6 +19,7 @@ import (
 // arriving: each item counts once, and the results stream keeps one
 // consumer per leader.
 func TestResultsCatchUpThenFollowWithoutDoubleCounting(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	_, p1 := startCoord(t, srv, Config{})
 	cl, err := NewClient(srv.Conn(), "")

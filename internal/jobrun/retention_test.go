@@ -115,6 +115,7 @@ func (x *retentionFixture) left(t *testing.T, job string) map[string]uint64 {
 // record says when, keeps its counts, and a second pass changes nothing.
 // A job with a dead letter waits until its last one leaves the DLQ.
 func TestRetentionCleansUpSettledJobs(t *testing.T) {
+	t.Parallel()
 	f := &flaky{seen: map[string]bool{}, dead: map[string]bool{"i1": true}}
 	x := newRetentionFixture(t, f)
 	ctx := context.Background()
@@ -178,6 +179,7 @@ func TestRetentionCleansUpSettledJobs(t *testing.T) {
 // A cleanup interrupted after it began (a crash) is finished by the next
 // pass; meanwhile the job is already refused to replays.
 func TestRetentionResumesAnInterruptedCleanup(t *testing.T) {
+	t.Parallel()
 	f := &flaky{seen: map[string]bool{}}
 	x := newRetentionFixture(t, f)
 	ctx := context.Background()
@@ -223,6 +225,7 @@ func TestRetentionResumesAnInterruptedCleanup(t *testing.T) {
 // index, so jobs.list and jobs.status no longer know it, and its events
 // and submission go with it.
 func TestPruneExpiredJobs(t *testing.T) {
+	t.Parallel()
 	f := &flaky{seen: map[string]bool{}}
 	x := newRetentionFixture(t, f)
 	ctx := context.Background()

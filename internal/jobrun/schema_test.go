@@ -20,6 +20,7 @@ import (
 // it. Results of this version (and those without "v", from before v0.4.0)
 // count as ever.
 func TestNewerResultsAreLeftUncounted(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	names := messages.MustNames("")
 	ctx := context.Background()
@@ -81,6 +82,7 @@ func TestNewerResultsAreLeftUncounted(t *testing.T) {
 // unavailable, so that its client asks again; one of this version, or
 // without the header (before v0.4.0), is answered.
 func TestNewerRequestIsAnsweredUnavailable(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	names := messages.MustNames("")
 	_, p := startCoord(t, srv, Config{})

@@ -20,6 +20,7 @@ import (
 // job of the coordinator, and the run's state is that job's, so that the
 // next tick finds it running and is skipped.
 func TestSchedulesRunJobsOfTheCoordinator(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clock.NewManual(t0)

@@ -17,6 +17,7 @@ import (
 // of another team is not routed there (it stays on the job's pool), one
 // named after a pool of the team is. Its record and status name the team.
 func TestTeamJobsRouteToTheTeamsPoolsOnly(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -90,6 +90,7 @@ func TestWithStoreDir(t *testing.T) {
 }
 
 func TestClusterR3SurvivesNodeLoss(t *testing.T) {
+	t.Parallel() // its own cluster; the package checks for leaks once, at its end
 	c := natstest.RunCluster(t, 3)
 	ctx := ctxT(t, 60*time.Second)
 	js := c.JS()
@@ -154,6 +155,7 @@ func TestClusterR3SurvivesNodeLoss(t *testing.T) {
 // A node cut off the cluster (WithPartitions) keeps its clients, whose
 // JetStream writes then fail; the others go on; healed, it rejoins.
 func TestCutNodeKeepsItsClientsButLosesTheCluster(t *testing.T) {
+	t.Parallel() // its own cluster; the package checks for leaks once, at its end
 	c := natstest.RunCluster(t, 3, natstest.WithPartitions(), natstest.WithConfig(func(o *server.Options) {
 		o.Cluster.PingInterval = 250 * time.Millisecond
 		o.Cluster.MaxPingsOut = 3

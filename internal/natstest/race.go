@@ -1,0 +1,6 @@
+//go:build race
+
+package natstest
+
+// raceEnabled says the binary was built with -race.
+const raceEnabled = true
