@@ -22,16 +22,8 @@ import (
 const intakeHostile = 1500
 
 // intakeGoodWithin bounds how long the good submission may wait behind
-// them: 5 s. Under the race detector the embedded server, which runs in
-// the test's process, is instrumented too and writes the 1,500 rejections
-// about four times slower (5.1-5.3 s were measured on a loaded 2-core
-// machine): the bound is then 20 s.
-func intakeGoodWithin() time.Duration {
-	if raceEnabled {
-		return 20 * time.Second
-	}
-	return 5 * time.Second
-}
+// them. Alone it waits 1.4 s on a 2-core machine.
+const intakeGoodWithin = 5 * time.Second
 
 // A submitter cannot jam the intake. The coordinator is told nothing but
 // its key: the pools it accepts are those `auth init --pools` provisioned,
@@ -41,6 +33,14 @@ func intakeGoodWithin() time.Duration {
 // hostile one is rejected with the reason, no consumer is made for their
 // pools, and the API refuses such a submission at once, naming the field.
 func TestIntakeCannotBeJammed(t *testing.T) { // alone: it times the intake
+	if raceEnabled {
+		// Under the race detector the embedded server in this process is
+		// instrumented too, and in go test -race ./... the package shares
+		// two cores with internal/e2e's: the 1,500 rejections then took
+		// anywhere from 5 s to over 20 s. .ci/run runs this test without
+		// -race, after the race run.
+		t.Skip("timed: run without -race")
+	}
 	s := runSecured(t, auth.Options{Pools: []string{"poola", "poolb"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -75,7 +75,7 @@ func TestIntakeCannotBeJammed(t *testing.T) { // alone: it times the intake
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, "pool", ae.Field, "%+v", ae)
 	require.Contains(t, ae.Message, `pool "evil" is not provisioned`)
-	require.Less(t, time.Since(start), intakeGoodWithin(), "the API waited for a timeout")
+	require.Less(t, time.Since(start), intakeGoodWithin, "the API waited for a timeout")
 
 	var acks []jetstream.PubAckFuture
 	for i := range intakeHostile {
@@ -103,7 +103,7 @@ func TestIntakeCannotBeJammed(t *testing.T) { // alone: it times the intake
 			require.NotEqual(t, messages.StateRejected, st.State, "%+v", st.Problems)
 			break
 		}
-		if since := time.Since(stored); since > intakeGoodWithin() {
+		if since := time.Since(stored); since > intakeGoodWithin {
 			t.Fatalf("the good submission was not accepted %s after it was stored, behind %d hostile ones", since, intakeHostile)
 		}
 		time.Sleep(20 * time.Millisecond)
