@@ -6,6 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -208,10 +211,85 @@ func TestCutOffCoordinatorHandsOver(t *testing.T) {
 
 	c.Heal(2)
 	close(open)
-	st := waitJob(t, cl, id, 2*time.Minute)
+	st := waitJobOr(t, cl, id, 2*time.Minute, func() { dumpStall(t, c, observer, id) })
 	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
 	require.EqualValues(t, n, st.Succeeded, "every item counted once: %+v", st)
 	require.LessOrEqual(t, gap, maxCutOffStatusGap, "status answered through the cut")
+}
+
+// dumpStall logs, for a job that did not end, what the work and results
+// streams and their consumers hold (which side stalled: the agents' pull,
+// or the leader's reading of results; as each node sees them, and as the
+// leaders answer), and writes every goroutine's stack to a file in the
+// temporary directory (its name is logged). Once in 5 runs the job stayed
+// at 88 of 1,600 after the heal, with no error logged (docs/benchmarks.md,
+// the quiet pair of internal/e2e).
+func dumpStall(t *testing.T, c *fleettest.Cluster, js jetstream.JetStream, job string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names := messages.MustNames("")
+	if s, err := js.Stream(ctx, names.ResultsStream()); err == nil {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(names.JobResultsFilter(job)))
+		if err == nil {
+			var n uint64
+			for _, k := range info.State.Subjects {
+				n += k
+			}
+			t.Logf("stall: results messages of job %s stored: %d (a message may hold a batch of results)", job, n)
+		}
+	}
+	// Each node's own replicas and consumers: a replica that lags, or a
+	// consumer on one, shows here and not in the leader's answers.
+	for i := range 3 {
+		jsz, err := c.Server(i).Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true})
+		if err != nil {
+			t.Logf("stall: node %d: %v", i, err)
+			continue
+		}
+		for _, acc := range jsz.AccountDetails {
+			for _, sd := range acc.Streams {
+				if sd.Name != names.WorkStream() && sd.Name != names.ResultsStream() {
+					continue
+				}
+				leader := ""
+				if sd.Cluster != nil {
+					leader = sd.Cluster.Leader
+				}
+				t.Logf("stall: node %d: stream %s (leader %q): msgs %d, last %d", i, sd.Name, leader, sd.State.Msgs, sd.State.LastSeq)
+				for _, ci := range sd.Consumer {
+					cl := ""
+					if ci.Cluster != nil {
+						cl = ci.Cluster.Leader
+					}
+					t.Logf("stall: node %d: consumer %s/%s (leader %q): delivered %d, ack floor %d, num_pending %d, num_ack_pending %d, num_waiting %d",
+						i, sd.Name, ci.Name, cl, ci.Delivered.Stream, ci.AckFloor.Stream, ci.NumPending, ci.NumAckPending, ci.NumWaiting)
+				}
+			}
+		}
+	}
+	for _, sn := range []string{names.WorkStream(), names.ResultsStream()} {
+		s, err := js.Stream(ctx, sn)
+		if err != nil {
+			t.Logf("stall: stream %s: %v", sn, err)
+			continue
+		}
+		st := s.CachedInfo().State
+		t.Logf("stall: stream %s: msgs %d, first %d, last %d, consumers %d", sn, st.Msgs, st.FirstSeq, st.LastSeq, st.Consumers)
+		infos := s.ListConsumers(ctx)
+		for ci := range infos.Info() {
+			t.Logf("stall: consumer %s/%s: delivered %d, ack floor %d, num_pending %d, num_ack_pending %d, num_waiting %d, redelivered %d",
+				sn, ci.Name, ci.Delivered.Stream, ci.AckFloor.Stream, ci.NumPending, ci.NumAckPending, ci.NumWaiting, ci.NumRedelivered)
+		}
+		if err := infos.Err(); err != nil {
+			t.Logf("stall: consumers of %s: %v", sn, err)
+		}
+	}
+	buf := make([]byte, 64<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	f := filepath.Join(os.TempDir(), fmt.Sprintf("cutoff-stall-%d.txt", time.Now().UnixNano()))
+	if err := os.WriteFile(f, buf, 0o644); err == nil {
+		t.Logf("stall: goroutines in %s", f)
+	}
 }
 
 // maxCutOffStatusGap bounds how long status goes unanswered when the

@@ -155,10 +155,20 @@ func submit(t testing.TB, c *jfclient.Client, spec string) string {
 // waitJob waits for the job to end and checks that its counts add up.
 func waitJob(t testing.TB, c *jfclient.Client, id string, timeout time.Duration) *messages.JobStatus {
 	t.Helper()
+	return waitJobOr(t, c, id, timeout, nil)
+}
+
+// waitJobOr is waitJob that calls stalled, if not nil, when the job does
+// not end in time (to log what the fleet holds).
+func waitJobOr(t testing.TB, c *jfclient.Client, id string, timeout time.Duration, stalled func()) *messages.JobStatus {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last *messages.JobStatus
 	st, err := c.JobWait(ctx, id, 20*time.Millisecond, func(s *messages.JobStatus) { last = s })
+	if err != nil && stalled != nil {
+		stalled()
+	}
 	require.NoError(t, err, "job %s did not end; last status %+v", id, last)
 	require.Equal(t, st.Items, st.Succeeded+st.DeadLettered+st.Skipped+st.NotRun+st.Failed, "counts must add up: %+v", st)
 	return st

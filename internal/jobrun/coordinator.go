@@ -44,6 +44,9 @@ type Coordinator struct {
 	probe func(context.Context) error
 	// testEndpoints, set by tests before Run, are served beside the API's.
 	testEndpoints map[string]endpointFunc
+	// replica, when set (tests), is the results stream as the catch-ups
+	// read it (results.go): one a lagging replica serves.
+	replica func(jetstream.Stream) jetstream.Stream
 	// cutOff notices, from failing health checks, a server cut off the
 	// cluster (internal/api).
 	cutOff natsconn.CutOff

@@ -155,6 +155,9 @@ func (c *Coordinator) startHub(ctx context.Context) (*resultsHub, error) {
 		hub, err := startResults(actx, c.js, c.names, c.log, func(t time.Time) { clock.Observe(clk, t) })
 		cancel()
 		if err == nil {
+			if c.replica != nil {
+				hub.stream = c.replica(hub.stream)
+			}
 			return hub, nil
 		}
 		d := hubBackoff[min(fails, len(hubBackoff)-1)]

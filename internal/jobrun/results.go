@@ -263,10 +263,23 @@ func (h *resultsHub) catchUp(ctx context.Context, t *tracked) error {
 		t.applied = md.Sequence.Stream
 		t.r.runPending()
 		t.r.wakeUp()
-		if md.NumPending == 0 {
-			// Everything stored is read, though target may have gone (a
-			// purge): only what the hub skipped is still to come.
-			target = min(target, t.applied)
+		if md.NumPending == 0 && t.applied < target {
+			// The consumer's server holds nothing more of the job's, and
+			// target is not reached: the results were purged, or that
+			// server's replica lags the stream's leader. An ordered
+			// consumer has one replica, placed on any server of the
+			// stream's (nats-server's createGroupForConsumer), and counts
+			// pending from what that replica holds: one just back from a
+			// cut-off holds less for a while. Ending here would lose the
+			// results between its end and where the hub started, and the
+			// job would wait for them for good. The leader says which: the
+			// catch-up reads on to what it still holds, as the replica
+			// catches up (TestResultsCatchUpReadsPastALaggingReplica).
+			last, err := h.lastSeq(ctx, subj, t.r.log)
+			if err != nil {
+				return err
+			}
+			target = min(target, last)
 		}
 	}
 }

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
@@ -63,4 +66,126 @@ func TestResultsCatchUpThenFollowWithoutDoubleCounting(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A leader's catch-up whose ordered consumer sits on a replica that lags
+// the stream's leader (one back from a cut-off: an ordered consumer has
+// one replica, on any server of the stream's) reads on until it has what
+// the leader holds: that replica's "nothing pending" does not end it. It
+// did once, and the results between the replica's end and the hub's start
+// were never counted: the job stayed at 88 of 1,600 for good
+// (TestCutOffCoordinatorHandsOver).
+func TestResultsCatchUpReadsPastALaggingReplica(t *testing.T) {
+	t.Parallel()
+	srv := fleettest.RunServer(t)
+	_, p1 := startCoord(t, srv, Config{})
+	cl, err := NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+	const items, held = 200, 50
+	nums := make([]string, items)
+	for i := range nums {
+		nums[i] = fmt.Sprint(i)
+	}
+	_, err = cl.Submit(context.Background(), []byte(`{"id": "lag", "pool": "idle", "items": [`+strings.Join(nums, ",")+`], "agent_template": [{"handler": "noop"}]}`))
+	require.NoError(t, err)
+	waitState(t, cl, "lag", messages.StateRunning)
+	js := srv.JS()
+	publish := func(from, to int) {
+		for i := from; i < to; i++ {
+			data, _ := json.Marshal(messages.Result{JobID: "lag", ItemID: fmt.Sprint(i), Index: int64(i), Outcome: messages.OutcomeSucceeded})
+			_, err := js.Publish(context.Background(), "fleet.results.idle.lag", data)
+			require.NoError(t, err)
+		}
+	}
+	publish(0, items-held)
+	p1.stop(t)
+	// The next leader's catch-up reads through a replica that holds the
+	// first held results only, until the test lets it catch up; the last
+	// held results come meanwhile, to the hub.
+	r := &laggingReplica{held: held, asked: make(chan struct{}), caughtUp: make(chan struct{})}
+	startCoordConfig(t, srv, Config{}, func(c *Coordinator) {
+		c.replica = func(s jetstream.Stream) jetstream.Stream { return &laggingStream{Stream: s, r: r} }
+	})
+	publish(items-held, items)
+	select {
+	case <-r.asked:
+	case <-time.After(20 * time.Second):
+		st, _ := cl.Status(context.Background(), "lag")
+		t.Fatalf("the catch-up stopped at the lagging replica's end: it did not ask for more; status %+v", st)
+	}
+	close(r.caughtUp)
+	st := waitState(t, cl, "lag", messages.StateSucceeded)
+	require.Equal(t, int64(items), st.Succeeded)
+}
+
+// laggingReplica is what a catch-up's consumer sees of a replica that has
+// stored the first held messages only: the held-th says nothing is
+// pending, and the next is delivered once caughtUp is closed. asked is
+// closed when the next is asked for.
+type laggingReplica struct {
+	held      int
+	asked     chan struct{}
+	caughtUp  chan struct{}
+	delivered atomic.Int64
+	once      sync.Once
+}
+
+type laggingStream struct {
+	jetstream.Stream
+	r *laggingReplica
+}
+
+func (s *laggingStream) OrderedConsumer(ctx context.Context, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	c, err := s.Stream.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &laggingConsumer{Consumer: c, r: s.r}, nil
+}
+
+type laggingConsumer struct {
+	jetstream.Consumer
+	r *laggingReplica
+}
+
+func (c *laggingConsumer) Messages(opts ...jetstream.PullMessagesOpt) (jetstream.MessagesContext, error) {
+	it, err := c.Consumer.Messages(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &laggingMessages{MessagesContext: it, r: c.r}, nil
+}
+
+type laggingMessages struct {
+	jetstream.MessagesContext
+	r *laggingReplica
+}
+
+func (it *laggingMessages) Next(opts ...jetstream.NextOpt) (jetstream.Msg, error) {
+	r := it.r
+	if r.delivered.Load() >= int64(r.held) {
+		r.once.Do(func() { close(r.asked) })
+		<-r.caughtUp
+	}
+	m, err := it.MessagesContext.Next(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if r.delivered.Add(1) == int64(r.held) {
+		return laggingMsg{m}, nil
+	}
+	return m, nil
+}
+
+// laggingMsg is the held-th message: the replica has nothing after it.
+type laggingMsg struct{ jetstream.Msg }
+
+func (m laggingMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	md, err := m.Msg.Metadata()
+	if err != nil {
+		return nil, err
+	}
+	c := *md
+	c.NumPending = 0
+	return &c, nil
 }
