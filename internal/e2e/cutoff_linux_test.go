@@ -204,17 +204,19 @@ func TestCutOffCoordinatorHandsOver(t *testing.T) {
 	})
 	require.Less(t, status(t, cl, id).Succeeded, int64(n), "the job must still run when it resumes")
 	gap := stop()
+	elections, lastElected := elected()
+	bound := max(lastElected, lease.DefaultTTL) + cutOffStatusSlack
 	t.Logf("node 2 (meta leader then: node %d) cut off with the leading coordinator on it: %s wrote the lease after %s (lease TTL %s), "+
 		"coord-a moved to %s after %s, the job counted a result again after %s; status went unanswered for %s at most; "+
-		"leaders elected off node 2 after: %s",
-		meta, newHolder, takeover, lease.DefaultTTL, ncA.ConnectedServerName(), moved, resumed, gap.Round(10*time.Millisecond), elected())
+		"leaders elected off node 2 after: %s (status's bound: %s)",
+		meta, newHolder, takeover, lease.DefaultTTL, ncA.ConnectedServerName(), moved, resumed, gap.Round(10*time.Millisecond), elections, bound)
 
 	c.Heal(2)
 	close(open)
 	st := waitJobOr(t, cl, id, 2*time.Minute, func() { dumpStall(t, c, observer, id) })
 	require.Equal(t, messages.StateSucceeded, st.State, "%+v", st)
 	require.EqualValues(t, n, st.Succeeded, "every item counted once: %+v", st)
-	require.LessOrEqual(t, gap, maxCutOffStatusGap, "status answered through the cut")
+	require.LessOrEqual(t, gap, bound, "status answered through the cut, within %s of the last election off node 2 (or of the lease's TTL)", cutOffStatusSlack)
 }
 
 // dumpStall logs, for a job that did not end, what the work and results
@@ -292,27 +294,25 @@ func dumpStall(t *testing.T, c *fleettest.Cluster, js jetstream.JetStream, job s
 	}
 }
 
-// maxCutOffStatusGap bounds how long status goes unanswered when the
-// leading coordinator's node is cut off. Only a leader whose results hub
-// runs answers it, and the new leader waits for raft elections among the
-// two nodes left, for each group node 2 led: the control bucket's stream
-// (the lease is read and written there), the results stream (the hub),
-// the meta group (consumers). An election comes 4-9 s after the group's
-// last heartbeat from its leader (nats-server 2.15's election timeout;
-// the test logs each: 3.3-10.5 s after the cut at load 16-35). After the
-// control bucket's: up to a lease renewal interval (1 s) until the
-// contender reads the lease again and takes it. After the results
-// stream's: up to a second until the hub's next attempt (jobrun's
-// hubAttempt). Then a status request's own 1 s timeout (answerGaps), and
-// a second for a loaded machine: 9 + 1 + 1 + 1 + 1 s. Measured at load
-// 16-35: 4.5-9.5 s with the stream leaders where they fell (5 runs); with
-// the results and jobs streams moved to node 2 first, up to 11.4 s before
-// the hub's attempts were bounded (a request sent before the election
-// waited the JetStream API's 5 s), 6.8-8.9 s after, and once 13.6 s: the
-// other coordinator took the control bucket's election for its own
-// server being cut off and moved its connection, which this bound does
-// not cover.
-const maxCutOffStatusGap = 13 * time.Second
+// cutOffStatusSlack bounds how long status goes unanswered, when the
+// leading coordinator's node is cut off, after the later of two things
+// jetfleet does not decide: the last raft election among the groups node 2
+// led (nats-server 2.15 elects 4-9 s after a leader's last heartbeat, and
+// later on a loaded machine: up to 10.5 s seen beside the scale tests),
+// and the lease's TTL (when node 2 led none of the control bucket, the
+// results stream or the meta group, coord-b takes the lease once it
+// expires). Only a leader whose results hub runs answers status. After
+// those: up to a lease renewal interval (1 s) until the contender reads
+// the lease again and takes it, up to a second until the hub's next
+// attempt (jobrun's hubAttempt), a status request's own 1 s timeout
+// (answerGaps), and a second for a loaded machine. Measured at load
+// 16-35: 4.5-9.5 s in all with the stream leaders where they fell; once
+// 13.6 s, when the other coordinator took the control bucket's election
+// for its own server being cut off and moved its connection. The bound
+// was an absolute 13 s until a fresh CI machine running the scale tests
+// beside it went past it: the elections are the server's, and are
+// measured, not bounded, here.
+const cutOffStatusSlack = 4 * time.Second
 
 // startAgentOn is startAgent on a connection of the test's making.
 func startAgentOn(t *testing.T, nc *nats.Conn, cfg agent.Config, handlers map[string]agent.HandlerFunc) {
@@ -381,8 +381,9 @@ func (l leaders2) elsewhere(group string) bool {
 }
 
 // watch polls, from since, for each group's leader off node 2; the
-// returned func stops it and says when each was elected.
-func (l leaders2) watch(since time.Time) func() string {
+// returned func stops it and says when each was elected, and when the
+// last of those elected so far was.
+func (l leaders2) watch(since time.Time) func() (string, time.Duration) {
 	at := make([]time.Duration, len(l.groups))
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -400,13 +401,15 @@ func (l leaders2) watch(since time.Time) func() string {
 			}
 		}
 	}()
-	return func() string {
+	return func() (string, time.Duration) {
 		close(done)
 		<-stopped
 		var out []string
+		var last time.Duration
 		for i, g := range l.groups {
 			out = append(out, fmt.Sprintf("%s %s", g, at[i]))
+			last = max(last, at[i])
 		}
-		return strings.Join(out, ", ")
+		return strings.Join(out, ", "), last
 	}
 }
