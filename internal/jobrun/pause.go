@@ -162,15 +162,22 @@ func (c *Coordinator) putPause(ctx context.Context, key string) error {
 	return nil
 }
 
-// waitPaused polls the job's status until done says so, the job ends, or
-// pauseWait passes; it returns the status as it is then.
+// waitPaused polls the job's stored record until done says so, the job
+// ends, or pauseWait passes; it returns the job's status then. It reads the
+// record, not the leader's live status: the runner moves its live status
+// first and writes the record just after, and jobs.list (and a follower's
+// status) answer from the record: a pause that returned must show in the
+// list filtered by state.
 func (c *Coordinator) waitPaused(ctx context.Context, id string, done func(*messages.JobStatus) bool) (*messages.JobStatus, error) {
 	wctx, cancel := context.WithTimeout(ctx, pauseWait)
 	defer cancel()
 	for {
-		st, err := c.Status(wctx, id)
-		if err == nil && (done(st) || messages.TerminalState(st.State)) {
-			return st, nil
+		rec, err := c.store.getFromLeader(wctx, id)
+		if err == nil && (done(&rec.Status) || messages.TerminalState(rec.Status.State)) {
+			if st, err := c.Status(wctx, id); err == nil {
+				return st, nil // as new as the record, with the live counts
+			}
+			return &rec.Status, nil
 		}
 		select {
 		case <-wctx.Done():
@@ -180,7 +187,7 @@ func (c *Coordinator) waitPaused(ctx context.Context, id string, done func(*mess
 			if err != nil {
 				return nil, err
 			}
-			return st, nil // the leader moves it when it can
+			return c.Status(ctx, id) // the leader moves it when it can
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
