@@ -48,6 +48,7 @@ func TestCutOffCoordinatorHandsOver(t *testing.T) {
 		// without -race.
 		t.Skip("timed fault: run without -race")
 	}
+	t.Parallel()
 	const n, id = 1600, "cutoff"
 	// Routes are given up after 3 missed pings 500 ms apart, as the
 	// compose cluster does after 3 missed pings 2 s apart.
@@ -323,6 +324,9 @@ func startAgentOn(t *testing.T, nc *nats.Conn, cfg agent.Config, handlers map[st
 		}
 	})
 	cfg.ShutdownTimeout = 5 * time.Second
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = t.TempDir()
+	}
 	cfg.Logger = testLogger(t).With().Str("proc", cfg.Name).Logger()
 	a := agent.New(nc, cfg).HandleBuiltins()
 	for name, fn := range handlers {

@@ -125,6 +125,11 @@ func startAgentLogged(t testing.TB, url string, cfg agent.Config, log zerolog.Lo
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 5 * time.Second
 	}
+	if cfg.WorkDir == "" {
+		// Not the package's directory (the default, the working
+		// directory): failed items' directories are kept there.
+		cfg.WorkDir = t.TempDir()
+	}
 	cfg.Logger = log
 	a := agent.New(nc, cfg).HandleBuiltins()
 	for name, fn := range handlers {
