@@ -36,6 +36,7 @@ import (
 // coordinator restarted with an 8 MiB quota), the leading coordinator
 // makes the stream by itself, the item is dead-lettered and the job ends.
 func TestPoolWithoutItsDeadLetterStream(t *testing.T) {
+	t.Parallel()
 	o := auth.Options{Pools: []string{"poola", "poolb"}}
 	srv, res := authtest.RunServer(t, o, fleettest.WithConfig(func(so *server.Options) { so.JetStreamMaxStore = 64 << 20 }))
 	s := &secured{srv: srv, res: res, names: messages.MustNames(o.Prefix), refused: make(chan error, 1024)}

@@ -38,6 +38,7 @@ import (
 // purges the forged entries, which frees the pool's quota, the item is
 // dead-lettered and its job ends failed.
 func TestDeadLetterQuotaIsPerPool(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"poola", "poolb"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -256,6 +256,7 @@ func TestRolesAreRefusedTheRest(t *testing.T) {
 // no other: not _INBOX.>, not another user's prefix. Meanwhile a job runs
 // to the end, its clients' replies arriving in their own inboxes.
 func TestInboxesArePrivate(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"default", "gpu"}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -50,6 +50,7 @@ func refusedCount(t *testing.T, reg *prometheus.Registry, reason string) float64
 // claims. With the generated permissions and real agents, the jobs then
 // run to the end with exact counts.
 func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{Pools: []string{"default", "gpu"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

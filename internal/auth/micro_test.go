@@ -19,6 +19,7 @@ import (
 // operator's `nats micro stats jetfleet-agent` reaches it, and the agent
 // is refused nothing.
 func TestAgentServesMicroUnderItsRole(t *testing.T) {
+	t.Parallel()
 	s := runSecured(t, auth.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -34,6 +34,7 @@ import (
 //     server refuses it the job records (where the errors are) and the
 //     other pool's specs.
 func TestTeamsSeeOnlyTheirOwnJobs(t *testing.T) {
+	t.Parallel()
 	teams := map[string][]string{"red": {"poola"}, "blue": {"poolb"}}
 	s := runSecured(t, auth.Options{Pools: []string{"poola", "poolb"}, Teams: teams})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

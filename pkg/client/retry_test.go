@@ -30,6 +30,7 @@ func answerStatus(m *nats.Msg) {
 // (paused) does not make status wait: the request is sent again to every
 // coordinator, and one that serves answers.
 func TestStatusAsksEveryCoordinatorWhenOneDoesNotAnswer(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	paused, live := srv.Connect(t), srv.Connect(t)
 	_, err := paused.QueueSubscribe("fleet.api.jobs.status", "q", func(*nats.Msg) {})
@@ -52,6 +53,7 @@ func TestStatusAsksEveryCoordinatorWhenOneDoesNotAnswer(t *testing.T) {
 // "unavailable"): the request is sent again, and a coordinator that serves
 // answers, as in a rolling upgrade (docs/deploy.md, "Upgrades").
 func TestStatusAsksAgainWhenAStoppingCoordinatorAnswersCanceled(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	stopping, live := srv.Connect(t), srv.Connect(t)
 	var sub *nats.Subscription
@@ -96,6 +98,7 @@ func TestStatusAsksAgainWhenAStoppingCoordinatorAnswersCanceled(t *testing.T) {
 // first attempt late (slow, not gone) is heard even though the request was
 // sent again meanwhile.
 func TestStatusTakesALateAnswerToAnEarlierAttempt(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	slow := srv.Connect(t)
 	var mu sync.Mutex
@@ -130,6 +133,7 @@ func TestStatusTakesALateAnswerToAnEarlierAttempt(t *testing.T) {
 // ("unavailable"), with the same id: one job. A spec with no id gets one
 // from the client.
 func TestSubmitSentAgainCarriesTheSameID(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	nc := srv.Connect(t)
 	var mu sync.Mutex
@@ -166,6 +170,7 @@ func TestSubmitSentAgainCarriesTheSameID(t *testing.T) {
 }
 
 func TestWithJobID(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, in, want string }{
 		{"has an id", `{"id":"x","items":[]}`, `{"id":"x","items":[]}`},
 		{"empty id", `{"id":"","items":[]}`, `{"id":"ID","items":[]}`},
@@ -193,6 +198,7 @@ func TestWithJobID(t *testing.T) {
 // coordinators are on the other nodes) moves to another server and gets
 // its answer there (WithFailover).
 func TestStatusMovesOffACutOffServer(t *testing.T) {
+	t.Parallel()
 	c := fleettest.RunCluster(t, 3, fleettest.WithPartitions(), fleettest.WithConfig(func(o *server.Options) {
 		o.Cluster.PingInterval = 500 * time.Millisecond
 		o.Cluster.MaxPingsOut = 3
@@ -238,7 +244,7 @@ func TestStatusMovesOffACutOffServer(t *testing.T) {
 // once the routes are back. The client knows only that server, so moving
 // is no way out here.
 func TestStatusWaitsForTheRoutesToForm(t *testing.T) {
-	fleettest.VerifyNoLeaks(t)
+	fleettest.VerifyNoLeaks(t) // alone: it counts every goroutine of the process
 	c := fleettest.RunCluster(t, 3, fleettest.WithPartitions(), fleettest.WithConfig(func(o *server.Options) {
 		o.Cluster.PingInterval = 500 * time.Millisecond
 		o.Cluster.MaxPingsOut = 3
@@ -293,7 +299,7 @@ func TestStatusWaitsForTheRoutesToForm(t *testing.T) {
 // (nats.go), up to its Timeout: Status still returns by the end of its
 // context, not once the dial gives up.
 func TestStatusReturnsByItsDeadlineWhileTheConnectionDials(t *testing.T) {
-	fleettest.VerifyNoLeaks(t)
+	fleettest.VerifyNoLeaks(t) // alone: it counts every goroutine of the process
 	srv := fleettest.RunServer(t)
 	// A server that takes connections and never says a word (a node
 	// being restarted, a silent network).
@@ -342,7 +348,7 @@ func TestStatusReturnsByItsDeadlineWhileTheConnectionDials(t *testing.T) {
 // NoCoordinatorWait: no responders means no one got it, so a change is not
 // made twice. A coordinator that answers is asked once, whatever it says.
 func TestCallWaitsForACoordinatorToServe(t *testing.T) {
-	fleettest.VerifyNoLeaks(t)
+	fleettest.VerifyNoLeaks(t) // alone: it counts every goroutine of the process
 	srv := fleettest.RunServer(t)
 	cl, err := New(srv.Conn(), "")
 	require.NoError(t, err)
