@@ -505,7 +505,12 @@ func TestLimitConcurrencyAgreesWithSimulator(t *testing.T) {
 	sim := float64(r.Attempts-1) / (r.Duration - step).Seconds()
 	t.Logf("fleet %.1f calls/s, at most %d in flight, runs of %s on average; simulated %.1f calls/s; cap / run %.1f/s",
 		fleet, ds.maxInFlight, step, sim, cap/step.Seconds())
-	require.InEpsilon(t, cap/step.Seconds(), sim, 0.1, "the simulator's rate is the cap's")
+	// A waiting agent asks again once per SlotPoll while the cap is full
+	// (the simulator runs the fleet's own limiter code), so how much of a
+	// handover a run waits depends on where the step's length falls
+	// between polls: over steps of 100-112 ms the simulator gave 0.895-1.012
+	// of cap / step (0.895 at the 104 ms a loaded run measured).
+	require.InEpsilon(t, cap/step.Seconds(), sim, 0.12, "the simulator's rate is the cap's")
 	// The fleet loses a little to each handover of a slot between agents
 	// (a KV round trip, and the other agent's next poll), which the
 	// simulator models only as the poll: under a loaded -race run the
