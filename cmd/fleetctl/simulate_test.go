@@ -96,6 +96,7 @@ func TestSimulateAgreesWithAFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a fleet for seconds")
 	}
+	t.Parallel()
 	const (
 		agents      = 2
 		concurrency = 10
