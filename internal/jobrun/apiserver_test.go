@@ -390,6 +390,7 @@ func TestStatusAsksAgainWhenACoordinatorDoesNotAnswer(t *testing.T) {
 // context, and the error is also a no-responders one, which
 // natsconn.ClusterLoss counts.
 func TestNoCoordinatorIsNoResponders(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	cl, err := NewClient(srv.Conn(), "")
 	require.NoError(t, err)

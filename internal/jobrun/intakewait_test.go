@@ -16,6 +16,7 @@ import (
 // answering "no job"; while the intake holds nothing, a job nobody
 // submitted is not found at once.
 func TestCancelAndPauseWaitForTheIntake(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	_, p := startCoord(t, srv, Config{MaxOpenJobs: 1})
 	defer p.stop(t)
