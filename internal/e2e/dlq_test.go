@@ -139,6 +139,16 @@ func TestDLQThirtyOfTwoHundredReplayed(t *testing.T) {
 		require.Equal(t, "retry", e.Attempts[0].Decision)
 		require.Equal(t, "give_up", e.Attempts[1].Decision)
 	}
+	// The coordinator counts an entry once the DLQ stream has sourced it
+	// from the pool's dead-letter stream and its monitor has read it: a
+	// replay that removed it first (under -race the count stood at 15 of
+	// 30 when the replay began) would leave it uncounted.
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		if n := counterWith(t, reg, "jetfleet_dlq_dead_lettered_total", "reason", messages.ReasonAttempts); n != bad {
+			return fmt.Errorf("%v dead letters counted, want %d", n, bad)
+		}
+		return nil
+	})
 
 	m.fixAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
