@@ -164,6 +164,13 @@ func TestLeaderDiesMidExpansion(t *testing.T) {
 	go func() { _ = c1.Run(ctx1); close(done1) }()
 	t.Cleanup(func() { close(release); <-done1 })
 	<-c1.Ready()
+	// c1 leads before c2 starts: the expansion to be cut is c1's.
+	fleettest.WaitFor(t, 10*time.Second, func() error {
+		if !c1.IsLeader() {
+			return errors.New("c1 does not lead yet")
+		}
+		return nil
+	})
 	tr := &terms{active: map[string]bool{}}
 	c2, p2 := startCoordWith(t, srv, "c2", tr)
 	defer p2.stop(t)
@@ -172,7 +179,13 @@ func TestLeaderDiesMidExpansion(t *testing.T) {
 
 	_, err = srv.JS().Publish(context.Background(), "fleet.jobs.submit", []byte(`{"id": "mid", "items": [1, 2, 3, 4], "agent_template": [{"handler": "echo"}]}`))
 	require.NoError(t, err)
-	<-expanding
+	select {
+	case <-expanding:
+	case <-time.After(30 * time.Second):
+		// Not a hang: c1 lost its 1 s lease (a loaded machine can delay
+		// its renewals that long) and c2 expanded the job.
+		t.Fatalf("c1 never expanded the submission (c1 leads: %v, c2 leads: %v)", c1.IsLeader(), c2.IsLeader())
+	}
 	require.True(t, c1.IsLeader())
 	c1.nc.Close() // as dead as a killed process, to the server
 	cancel1()
