@@ -51,6 +51,13 @@ func (n *node) start() error {
 	for _, fn := range n.cfg.configure {
 		fn(o)
 	}
+	if n.port == 0 && o.Port == server.RANDOM_PORT {
+		p, err := freePorts(1)
+		if err != nil {
+			return err
+		}
+		n.port = p[0]
+	}
 	if n.port != 0 {
 		o.Port = n.port // a restart keeps the client port, so clients reconnect
 	}
@@ -105,30 +112,8 @@ func (n *node) url() string {
 	return fmt.Sprintf("nats://127.0.0.1:%d", n.port)
 }
 
-// freePorts reserves k distinct free TCP ports on 127.0.0.1. The ports are
-// released before returning, so another process could take one in between;
-// start then fails with a clear error.
-func freePorts(k int) ([]int, error) {
-	ls := make([]net.Listener, 0, k)
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, k)
-	for range k {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("fleettest: reserving a port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // FreePort returns a free TCP port on 127.0.0.1 for a server a test starts
-// itself (released before returning; see freePorts).
+// itself (see freePorts).
 func FreePort(t testing.TB) int {
 	t.Helper()
 	ports, err := freePorts(1)
