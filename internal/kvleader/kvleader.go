@@ -105,10 +105,16 @@ func AnyStored(ctx context.Context, js jetstream.JetStream, stream, subject stri
 }
 
 // StoredAfter reports whether stream holds a message on subject (a filter)
-// after seq and not after bound, asking the stream's leader.
+// after seq and not after bound, asking the stream's leader. A ctx without
+// a deadline gets js's default timeout, as nats.go's own API calls do.
 func StoredAfter(ctx context.Context, js jetstream.JetStream, stream, subject string, seq, bound uint64) (bool, error) {
 	if seq >= bound {
 		return false, nil
+	}
+	if _, ok := ctx.Deadline(); !ok && js.Options().DefaultTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, js.Options().DefaultTimeout)
+		defer cancel()
 	}
 	resp, err := msgGet(ctx, js.Conn(), msgGetAPI(js, stream), msgGetRequest{Seq: seq + 1, NextBySubj: subject})
 	switch {
