@@ -356,7 +356,8 @@ func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, exam
 			}
 		}
 		// bound is the leader's: a consumer's replica that lags it and
-		// says nothing is pending does not end the scan (ReadOn).
+		// says nothing is pending does not end the scan
+		// (kvleader.ReadOn); the idle wait above bounds the wait for it.
 		more, err := kvleader.ReadOn(ctx, in.js, in.names.DLQStream(), subject, md, bound)
 		if err != nil {
 			return bound, fmt.Errorf("dlq: scan: %w", err)

@@ -154,9 +154,10 @@ func (r *jobRunner) resultsSource() resultSource {
 		}
 		defer it.Stop()
 		// to is the leader's: the read goes on to it even when the
-		// consumer's replica lags and says nothing is pending (ReadOn), a
-		// reduce on part of the results being wrong for good. A replica
-		// that delivers nothing for resultsReadIdle fails the read, and
+		// consumer's replica lags and says nothing is pending
+		// (kvleader.ReadOn), as a reduce on part of the results would be
+		// wrong for good. A replica that delivers nothing for
+		// resultsReadIdle while the leader holds more fails the read, and
 		// startReduce reads again with a new consumer.
 		seen := max(from, 1) - 1
 		for {

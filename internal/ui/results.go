@@ -258,8 +258,8 @@ func (c *statsCache) evictLocked() {
 
 // readSubject calls fn for the messages on subject of stream (of js) after
 // sequence after, up to bound (which the stream's leader held), stopping
-// after limit messages or at deadline. It returns
-// the last sequence read and how many messages up to bound were left.
+// after limit messages or at deadline. It returns the last sequence read
+// and how many messages up to bound were left.
 func readSubject(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, subject string, after, bound uint64, limit int, deadline time.Time, fn func(data []byte, stored time.Time)) (uint64, uint64, error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, InactiveThreshold: 30 * time.Second}
 	if after > 0 {
@@ -305,7 +305,7 @@ func readSubject(ctx context.Context, js jetstream.JetStream, stream jetstream.S
 		fn(m.Data(), md.Timestamp)
 		// bound is the leader's: a consumer's replica that lags it and
 		// says nothing is pending does not end the read before the
-		// deadline (ReadOn).
+		// deadline (kvleader.ReadOn).
 		more, err := kvleader.ReadOn(ctx, js, name, subject, md, bound)
 		if err != nil {
 			return lastSeq, bound - lastSeq, fmt.Errorf("reading %s: %w", subject, err)
