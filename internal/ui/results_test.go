@@ -55,3 +55,43 @@ func TestReadSubjectReadsPastALaggingReplica(t *testing.T) {
 	require.Zero(t, r.left)
 	require.Len(t, got, msgs)
 }
+
+// A read whose bound the leader no longer holds (the rest was deleted since
+// it was taken) ends where the replica's messages end, without waiting for
+// the replica.
+func TestReadSubjectEndsWhereTheLeaderHoldsNoMore(t *testing.T) {
+	t.Parallel()
+	const msgs, held = 20, 5
+	srv := natstest.RunServer(t)
+	ctx := context.Background()
+	js := srv.JS()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RESULTS", Subjects: []string{"results.>"}})
+	require.NoError(t, err)
+	for i := range msgs {
+		_, err := js.Publish(ctx, "results.a", fmt.Append(nil, i))
+		require.NoError(t, err)
+	}
+	for seq := uint64(held + 1); seq <= msgs; seq++ {
+		require.NoError(t, s.DeleteMsg(ctx, seq))
+	}
+	lag := natstest.NewLaggingReplica(held)
+	type read struct {
+		last, left uint64
+		err        error
+	}
+	done := make(chan read, 1)
+	go func() {
+		last, left, err := readSubject(ctx, js, lag.Stream(s), "results.a", 0, msgs, msgs, time.Now().Add(time.Hour), func([]byte, time.Time) {})
+		done <- read{last, left, err}
+	}()
+	var r read
+	select {
+	case r = <-done:
+	case <-lag.Asked():
+		lag.CatchUp()
+		t.Fatal("the read waited for messages the leader no longer holds")
+	}
+	require.NoError(t, r.err)
+	require.Equal(t, uint64(held), r.last)
+	require.Zero(t, r.left)
+}
