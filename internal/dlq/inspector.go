@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -313,9 +314,9 @@ func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, exam
 			}
 			if errors.Is(err, context.DeadlineExceeded) {
 				// Nothing came: the entries still to see may have been deleted.
-				more, err := in.moreAfter(ctx, stream, subject, lastSeen, bound)
+				more, err := kvleader.StoredAfter(ctx, in.js, in.names.DLQStream(), subject, lastSeen, bound)
 				if err != nil {
-					return bound, err
+					return bound, fmt.Errorf("dlq: scan: %w", err)
 				}
 				if !more {
 					return bound, nil
@@ -354,23 +355,17 @@ func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, exam
 				}
 			}
 		}
-		if seq >= bound || md.NumPending == 0 {
+		// bound is the leader's: a consumer's replica that lags it and
+		// says nothing is pending does not end the scan
+		// (kvleader.ReadOn); the idle wait above bounds the wait for it.
+		more, err := kvleader.ReadOn(ctx, in.js, in.names.DLQStream(), subject, md, bound)
+		if err != nil {
+			return bound, fmt.Errorf("dlq: scan: %w", err)
+		}
+		if !more {
 			return bound, nil
 		}
 	}
-}
-
-// moreAfter reports whether the stream still holds an entry on subject
-// after seq and not after bound.
-func (in *Inspector) moreAfter(ctx context.Context, stream jetstream.Stream, subject string, seq, bound uint64) (bool, error) {
-	m, err := stream.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject(subject))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("dlq: scan: %w", err)
-	}
-	return m.Sequence <= bound, nil
 }
 
 func msgSize(m jetstream.Msg) int {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -30,6 +31,37 @@ func seed(t *testing.T, f *fleet) {
 		e.Reason = messages.ReasonPermanent
 		f.write(t, e)
 	}
+}
+
+// A scan reads up to the last entry the stream's leader held when it began,
+// even when its ordered consumer sits on a replica that lags the leader
+// and says nothing is pending before then: a list would otherwise miss
+// entries, and a purge leave them.
+func TestInspectorScanReadsPastALaggingReplica(t *testing.T) {
+	f := newFleet(t, provision.Config{})
+	seed(t, f)
+	ctx := testCtx(t, 30*time.Second)
+	lag := natstest.NewLaggingReplica(5)
+	in := dlq.NewInspector(lag.JetStream(f.js, names.DLQStream()), names)
+	type listed struct {
+		page *dlq.Page
+		err  error
+	}
+	done := make(chan listed, 1)
+	go func() {
+		page, err := in.List(ctx, messages.DLQFilter{})
+		done <- listed{page, err}
+	}()
+	select {
+	case <-lag.Asked():
+	case l := <-done:
+		t.Fatalf("the scan ended (%v) without reading past the lagging replica", l.err)
+	}
+	lag.CatchUp()
+	l := <-done
+	require.NoError(t, l.err)
+	require.Len(t, l.page.Entries, 12, "every entry, not only the 5 the replica held")
+	require.False(t, l.page.More)
 }
 
 func TestInspectorListGetAndPaging(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/wire"
@@ -152,22 +153,43 @@ func (r *jobRunner) resultsSource() resultSource {
 			return err
 		}
 		defer it.Stop()
+		// to is the leader's: the read goes on to it even when the
+		// consumer's replica lags and says nothing is pending
+		// (kvleader.ReadOn), as a reduce on part of the results would be
+		// wrong for good. A replica that delivers nothing for
+		// resultsReadIdle while the leader holds more fails the read, and
+		// startReduce reads again with a new consumer.
+		seen := max(from, 1) - 1
 		for {
-			m, err := it.Next(jetstream.NextContext(ctx))
+			wctx, cancel := context.WithTimeout(ctx, resultsReadIdle)
+			m, err := it.Next(jetstream.NextContext(wctx))
+			cancel()
 			if err != nil {
-				return err
+				if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+					return err
+				}
+				more, err := kvleader.StoredAfter(ctx, r.c.js, r.c.names.ResultsStream(), subj, seen, to)
+				if err != nil || !more {
+					return err // nil: the rest was deleted meanwhile
+				}
+				return fmt.Errorf("reading the job's results: nothing after stream sequence %d for %s, the stream holds more up to %d", seen, resultsReadIdle, to)
 			}
 			md, err := m.Metadata()
 			if err != nil {
 				continue
 			}
-			fn(md.Sequence.Stream, m.Subject(), m.Data())
-			if md.Sequence.Stream >= to || md.NumPending == 0 {
-				return nil
+			seen = md.Sequence.Stream
+			fn(seen, m.Subject(), m.Data())
+			if more, err := kvleader.ReadOn(ctx, r.c.js, r.c.names.ResultsStream(), subj, md, to); err != nil || !more {
+				return err
 			}
 		}
 	}
 }
+
+// resultsReadIdle bounds the wait for the next of a job's results when the
+// stream's leader holds it (a lagging replica catching up).
+const resultsReadIdle = 10 * time.Second
 
 // writeMapResults writes the JSON array of the map results to w: per item
 // with a counted outcome, in input order, its latest generation's last

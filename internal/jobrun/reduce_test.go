@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -69,6 +71,40 @@ func TestWriteMapResults(t *testing.T) {
 	buf.Reset()
 	require.NoError(t, mapResultsRunner(t, 3, 0).writeMapResults(context.Background(), &buf, synthResults(0, 1, 1), 64))
 	require.Equal(t, "[]", buf.String())
+}
+
+// The map results are read up to the last result the stream's leader
+// holds, even when the read's ordered consumer sits on a replica that lags
+// the leader and says nothing is pending before then: the reduce would
+// otherwise run on part of the job's results.
+func TestWriteMapResultsReadsPastALaggingReplica(t *testing.T) {
+	t.Parallel()
+	const items, held = 200, 50
+	srv := fleettest.RunServer(t)
+	r := mapResultsRunner(t, items, 0)
+	ctx := context.Background()
+	_, err := srv.JS().CreateStream(ctx, jetstream.StreamConfig{Name: r.c.names.ResultsStream(), Subjects: []string{r.c.names.ResultsFilter()}})
+	require.NoError(t, err)
+	for i := range items {
+		data, _ := json.Marshal(messages.Result{JobID: "j", ItemID: fmt.Sprint(i), Index: int64(i), Outcome: messages.OutcomeSucceeded})
+		_, err := srv.JS().Publish(ctx, "fleet.results.default.j", data)
+		require.NoError(t, err)
+	}
+	lag := fleettest.NewLaggingReplica(held)
+	r.c.js = lag.JetStream(srv.JS(), r.c.names.ResultsStream())
+	var buf bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- r.writeMapResults(ctx, &buf, r.resultsSource(), 1<<20) }()
+	select {
+	case <-lag.Asked():
+	case err := <-done:
+		t.Fatalf("writing the map results ended (%v) without reading past the lagging replica", err)
+	}
+	lag.CatchUp()
+	require.NoError(t, <-done)
+	var outs []messages.MapOutput
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &outs))
+	require.Len(t, outs, items, "every item's result, not only the %d the replica held", held)
 }
 
 // Issue #23, case 8: writing the map results holds one window of outputs,

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -263,23 +264,32 @@ func (h *resultsHub) catchUp(ctx context.Context, t *tracked) error {
 		t.applied = md.Sequence.Stream
 		t.r.runPending()
 		t.r.wakeUp()
-		if md.NumPending == 0 && t.applied < target {
-			// The consumer's server holds nothing more of the job's, and
-			// target is not reached: the results were purged, or that
-			// server's replica lags the stream's leader. An ordered
-			// consumer has one replica, placed on any server of the
-			// stream's (nats-server's createGroupForConsumer), and counts
-			// pending from what that replica holds: one just back from a
-			// cut-off holds less for a while. Ending here would lose the
-			// results between its end and where the hub started, and the
-			// job would wait for them for good. The leader says which: the
-			// catch-up reads on to what it still holds, as the replica
-			// catches up (TestResultsCatchUpReadsPastALaggingReplica).
-			last, err := h.lastSeq(ctx, subj, t.r.log)
-			if err != nil {
-				return err
-			}
-			target = min(target, last)
+		// The consumer's replica may lag the stream's leader and say
+		// nothing is pending short of target (kvleader.ReadOn): ending
+		// there would lose the results between its end and where the hub
+		// started, and the job would wait for them for good. The catch-up
+		// reads on to what the leader still holds, as the replica catches
+		// up (TestResultsCatchUpReadsPastALaggingReplica).
+		more, err := h.readOn(ctx, subj, md, target, t.r.log)
+		if err != nil {
+			return err
+		}
+		if !more {
+			target = min(target, t.applied) // reached, or the rest up to it was purged
+		}
+	}
+}
+
+// readOn is kvleader.ReadOn on the results stream, tried again after NATS
+// errors until ctx ends.
+func (h *resultsHub) readOn(ctx context.Context, subj string, md *jetstream.MsgMetadata, target uint64, log zerolog.Logger) (bool, error) {
+	for fails := 0; ; {
+		more, err := kvleader.ReadOn(ctx, h.js, h.names.ResultsStream(), subj, md, target)
+		if err == nil {
+			return more, nil
+		}
+		if err := h.wait(ctx, &fails, log, fmt.Errorf("results of %s after %d: %w", subj, md.Sequence.Stream, err)); err != nil {
+			return false, err
 		}
 	}
 }

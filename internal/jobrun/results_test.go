@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
@@ -102,90 +99,16 @@ func TestResultsCatchUpReadsPastALaggingReplica(t *testing.T) {
 	// The next leader's catch-up reads through a replica that holds the
 	// first held results only, until the test lets it catch up; the last
 	// held results come meanwhile, to the hub.
-	r := &laggingReplica{held: held, asked: make(chan struct{}), caughtUp: make(chan struct{})}
-	startCoordConfig(t, srv, Config{}, func(c *Coordinator) {
-		c.replica = func(s jetstream.Stream) jetstream.Stream { return &laggingStream{Stream: s, r: r} }
-	})
+	lag := fleettest.NewLaggingReplica(held)
+	startCoordConfig(t, srv, Config{}, func(c *Coordinator) { c.replica = lag.Stream })
 	publish(items-held, items)
 	select {
-	case <-r.asked:
+	case <-lag.Asked():
 	case <-time.After(20 * time.Second):
 		st, _ := cl.Status(context.Background(), "lag")
 		t.Fatalf("the catch-up stopped at the lagging replica's end: it did not ask for more; status %+v", st)
 	}
-	close(r.caughtUp)
+	lag.CatchUp()
 	st := waitState(t, cl, "lag", messages.StateSucceeded)
 	require.Equal(t, int64(items), st.Succeeded)
-}
-
-// laggingReplica is what a catch-up's consumer sees of a replica that has
-// stored the first held messages only: the held-th says nothing is
-// pending, and the next is delivered once caughtUp is closed. asked is
-// closed when the next is asked for.
-type laggingReplica struct {
-	held      int
-	asked     chan struct{}
-	caughtUp  chan struct{}
-	delivered atomic.Int64
-	once      sync.Once
-}
-
-type laggingStream struct {
-	jetstream.Stream
-	r *laggingReplica
-}
-
-func (s *laggingStream) OrderedConsumer(ctx context.Context, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
-	c, err := s.Stream.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &laggingConsumer{Consumer: c, r: s.r}, nil
-}
-
-type laggingConsumer struct {
-	jetstream.Consumer
-	r *laggingReplica
-}
-
-func (c *laggingConsumer) Messages(opts ...jetstream.PullMessagesOpt) (jetstream.MessagesContext, error) {
-	it, err := c.Consumer.Messages(opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &laggingMessages{MessagesContext: it, r: c.r}, nil
-}
-
-type laggingMessages struct {
-	jetstream.MessagesContext
-	r *laggingReplica
-}
-
-func (it *laggingMessages) Next(opts ...jetstream.NextOpt) (jetstream.Msg, error) {
-	r := it.r
-	if r.delivered.Load() >= int64(r.held) {
-		r.once.Do(func() { close(r.asked) })
-		<-r.caughtUp
-	}
-	m, err := it.MessagesContext.Next(opts...)
-	if err != nil {
-		return nil, err
-	}
-	if r.delivered.Add(1) == int64(r.held) {
-		return laggingMsg{m}, nil
-	}
-	return m, nil
-}
-
-// laggingMsg is the held-th message: the replica has nothing after it.
-type laggingMsg struct{ jetstream.Msg }
-
-func (m laggingMsg) Metadata() (*jetstream.MsgMetadata, error) {
-	md, err := m.Msg.Metadata()
-	if err != nil {
-		return nil, err
-	}
-	c := *md
-	c.NumPending = 0
-	return &c, nil
 }

@@ -1,5 +1,6 @@
 // Package kvleader reads KV keys, and whether a stream holds a subject,
-// from the stream leader.
+// from the stream leader; and says whether a read of a subject with an
+// ordered consumer must go on (ReadOn).
 //
 // KeyValue.Get uses direct gets, which any replica may answer; on R3 a
 // lagging follower can serve a value older than a write that was already
@@ -101,6 +102,56 @@ func AnyStored(ctx context.Context, js jetstream.JetStream, stream, subject stri
 		return false, resp.Error
 	}
 	return resp.Message != nil, nil
+}
+
+// StoredAfter reports whether stream holds a message on subject (a filter)
+// after seq and not after bound, asking the stream's leader. A ctx without
+// a deadline gets js's default timeout, as nats.go's own API calls do.
+func StoredAfter(ctx context.Context, js jetstream.JetStream, stream, subject string, seq, bound uint64) (bool, error) {
+	if seq >= bound {
+		return false, nil
+	}
+	if _, ok := ctx.Deadline(); !ok && js.Options().DefaultTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, js.Options().DefaultTimeout)
+		defer cancel()
+	}
+	resp, err := msgGet(ctx, js.Conn(), msgGetAPI(js, stream), msgGetRequest{Seq: seq + 1, NextBySubj: subject})
+	switch {
+	case err != nil:
+		return false, err
+	case resp.Error != nil && resp.Error.ErrorCode == errCodeMessageNotFound:
+		return false, nil
+	case resp.Error != nil:
+		return false, resp.Error
+	case resp.Message == nil:
+		return false, errors.New("empty STREAM.MSG.GET response")
+	}
+	return resp.Message.Sequence <= bound, nil
+}
+
+// ReadOn reports whether a read of subject (a filter) of stream with an
+// ordered consumer, which has just been handed the message md describes,
+// must go on to reach bound: a sequence the stream's leader held when the
+// read began (its last message on subject, or the stream's last).
+//
+// The consumer's NumPending does not say so. An ordered consumer has one
+// replica, placed on any server of the stream's (nats-server's
+// createGroupForConsumer), and counts pending from what that replica
+// holds: one just back from a cut-off holds less for a while. So when it
+// says nothing is pending short of bound, the leader says whether a message
+// remains up to bound (purged or deleted meanwhile, or never there): the
+// read goes on, and the consumer delivers it once its replica has it. The
+// caller bounds how long it waits for that.
+func ReadOn(ctx context.Context, js jetstream.JetStream, stream, subject string, md *jetstream.MsgMetadata, bound uint64) (bool, error) {
+	seq := md.Sequence.Stream
+	switch {
+	case seq >= bound:
+		return false, nil
+	case md.NumPending > 0:
+		return true, nil
+	}
+	return StoredAfter(ctx, js, stream, subject, seq, bound)
 }
 
 // msgGetRequest is a STREAM.MSG.GET request: the last message on a subject,

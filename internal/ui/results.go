@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
@@ -225,7 +226,7 @@ func (c *statsCache) get(ctx context.Context, job string, start time.Time) (stat
 	}
 	deadline := time.Now().Add(resultsTimePerRequest)
 	var decoded []messages.Result
-	lastSeq, left, err := readSubject(ctx, stream, subject, s.upTo, last.Sequence, resultsPerRequest, deadline, func(data []byte, _ time.Time) {
+	lastSeq, left, err := readSubject(ctx, c.js, stream, subject, s.upTo, last.Sequence, resultsPerRequest, deadline, func(data []byte, _ time.Time) {
 		// One result or an agent's batch; an undecodable message has none.
 		decoded, _ = wire.DecodeResults(data, decoded)
 		for i := range decoded {
@@ -255,10 +256,11 @@ func (c *statsCache) evictLocked() {
 	}
 }
 
-// readSubject calls fn for the messages on subject after sequence after,
-// up to bound, stopping after limit messages or at deadline. It returns
-// the last sequence read and how many messages up to bound were left.
-func readSubject(ctx context.Context, stream jetstream.Stream, subject string, after, bound uint64, limit int, deadline time.Time, fn func(data []byte, stored time.Time)) (uint64, uint64, error) {
+// readSubject calls fn for the messages on subject of stream (of js) after
+// sequence after, up to bound (which the stream's leader held), stopping
+// after limit messages or at deadline. It returns the last sequence read
+// and how many messages up to bound were left.
+func readSubject(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, subject string, after, bound uint64, limit int, deadline time.Time, fn func(data []byte, stored time.Time)) (uint64, uint64, error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, InactiveThreshold: 30 * time.Second}
 	if after > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
@@ -280,6 +282,7 @@ func readSubject(ctx context.Context, stream jetstream.Stream, subject string, a
 		return after, 0, fmt.Errorf("reading %s: %w", subject, err)
 	}
 	defer it.Stop()
+	name := stream.CachedInfo().Config.Name
 	lastSeq := after
 	for n := 0; n < limit && time.Now().Before(deadline); n++ {
 		wctx, cancel := context.WithDeadline(ctx, deadline)
@@ -300,7 +303,14 @@ func readSubject(ctx context.Context, stream jetstream.Stream, subject string, a
 		}
 		lastSeq = md.Sequence.Stream
 		fn(m.Data(), md.Timestamp)
-		if lastSeq >= bound || md.NumPending == 0 {
+		// bound is the leader's: a consumer's replica that lags it and
+		// says nothing is pending does not end the read before the
+		// deadline (kvleader.ReadOn).
+		more, err := kvleader.ReadOn(ctx, js, name, subject, md, bound)
+		if err != nil {
+			return lastSeq, bound - lastSeq, fmt.Errorf("reading %s: %w", subject, err)
+		}
+		if !more {
 			return lastSeq, 0, nil
 		}
 	}
@@ -333,7 +343,7 @@ func breakerHistory(ctx context.Context, js jetstream.JetStream, names messages.
 		return nil, false, err
 	}
 	var out []breakerChange
-	_, left, err := readSubject(ctx, stream, subject, 0, last.Sequence, breakerScan, time.Now().Add(resultsTimePerRequest), func(data []byte, stored time.Time) {
+	_, left, err := readSubject(ctx, js, stream, subject, 0, last.Sequence, breakerScan, time.Now().Add(resultsTimePerRequest), func(data []byte, stored time.Time) {
 		var ev messages.Event
 		if json.Unmarshal(data, &ev) != nil {
 			return
