@@ -39,10 +39,15 @@ import (
 // slot has gone on. Where a subreaper sees to it that no process of a
 // step outlives the step, a successful item's directory that its steps
 // left empty, private and plain (the mode and owner of a fresh one, no
-// extended attributes or ACLs, one block) is renamed back into a spare
-// rather than removed: the next item cannot tell it from a fresh one. The
-// worker checks and renames it too, after the slot has gone on (handBack);
-// until then it keeps the finished item's name, so no item runs in it.
+// extended attributes or ACLs, one block) becomes a spare rather than
+// being removed: the next item cannot tell it from a fresh one. The
+// worker checks it after the slot has gone on (handBack), and it keeps the
+// finished item's name as a spare until make renames it to the next
+// item's: no item runs in it unchecked, and it is renamed once per item.
+// (When the worker is behind or stopped, the slot checks it and renames
+// it to a .spare.r* name, as before.) An agent killed outright leaves
+// its spares of either kind behind; only .spare.* ones are removed at the
+// next start.
 
 const (
 	itemDirsName   = "jetfleet-items"
@@ -197,9 +202,21 @@ func (d *itemDirs) handBack(dir string) bool {
 	return d.reuse(dir)
 }
 
-// takeBack makes a directory handed back a spare, or removes it.
+// takeBack makes a directory handed back a spare if it can serve another
+// item as a fresh one would, and removes it otherwise. A spare keeps the
+// finished item's name until make renames it to the next item's: one
+// rename per item, not two. Renames in one parent directory are not
+// free when 16 slots and the worker make them at once (they take the
+// parent's lock in turn).
 func (d *itemDirs) takeBack(dir string) {
-	if !d.reuse(dir) {
+	fresh := d.fresh.Load()
+	if fresh == nil || !emptyLike(dir, *fresh) {
+		_ = os.RemoveAll(dir)
+		return
+	}
+	select {
+	case d.spares <- dir:
+	default: // as many spares as items: one is too many
 		_ = os.RemoveAll(dir)
 	}
 }
