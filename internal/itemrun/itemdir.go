@@ -45,9 +45,8 @@ import (
 // finished item's name as a spare until make renames it to the next
 // item's: no item runs in it unchecked, and it is renamed once per item.
 // (When the worker is behind or stopped, the slot checks it and renames
-// it to a .spare.r* name, as before.) An agent killed outright leaves
-// its spares of either kind behind; only .spare.* ones are removed at the
-// next start.
+// it to a .spare.r* name, as before.) The worker renames the spares left
+// under an item's name to .spare.r* names at most tidySpares later.
 
 const (
 	itemDirsName   = "jetfleet-items"
@@ -86,6 +85,9 @@ type itemDirs struct {
 	working bool
 	closed  bool
 	noSpare atomic.Bool // renames here cannot refuse an existing name
+	// tidyAfter is how long a spare waits under a finished item's name
+	// before the worker renames it to a .spare.r* name (tests shorten it).
+	tidyAfter time.Duration
 	// recycle: emptied directories may become spares (set by Run when
 	// the process is a subreaper); fresh is the mode and owner of a
 	// directory made here, 0 until one is.
@@ -100,7 +102,7 @@ func newItemDirs(workDir string, keep int, keepBytes int64) *itemDirs {
 		workDir, _ = os.Getwd()
 	}
 	return &itemDirs{base: filepath.Join(workDir, itemDirsName), failed: filepath.Join(workDir, failedDirsName), keep: keep, keepBytes: keepBytes,
-		spares: make(chan string, spareDirs), gone: make(chan string, goneDirs), back: make(chan string, goneDirs), want: make(chan struct{}, 1), quit: make(chan struct{})}
+		spares: make(chan string, spareDirs), gone: make(chan string, goneDirs), back: make(chan string, goneDirs), tidyAfter: tidySpares, want: make(chan struct{}, 1), quit: make(chan struct{})}
 }
 
 // make creates a fresh directory for an item of job: a spare renamed to
@@ -203,21 +205,55 @@ func (d *itemDirs) handBack(dir string) bool {
 }
 
 // takeBack makes a directory handed back a spare if it can serve another
-// item as a fresh one would, and removes it otherwise. A spare keeps the
-// finished item's name until make renames it to the next item's: one
-// rename per item, not two. Renames in one parent directory are not
-// free when 16 slots and the worker make them at once (they take the
-// parent's lock in turn).
-func (d *itemDirs) takeBack(dir string) {
+// item as a fresh one would, and removes it otherwise; it reports whether
+// it made a spare. A spare keeps the finished item's name until make
+// renames it to the next item's: one rename per item, not two. Renames in
+// one parent directory are not free when 16 slots and the worker make
+// them at once (they take the parent's lock in turn).
+func (d *itemDirs) takeBack(dir string) bool {
 	fresh := d.fresh.Load()
 	if fresh == nil || !emptyLike(dir, *fresh) {
 		_ = os.RemoveAll(dir)
-		return
+		return false
 	}
 	select {
 	case d.spares <- dir:
+		return true
 	default: // as many spares as items: one is too many
 		_ = os.RemoveAll(dir)
+		return false
+	}
+}
+
+// tidySpares is how long, at most, a spare keeps a finished item's name
+// (tidy): at most spareDirs renames this often, next to one per item.
+const tidySpares = time.Second
+
+// tidy renames the spares that have a finished item's name to .spare.r*
+// names: a directory under an item's name is an item's, running or
+// failed, to whoever looks, and a .spare.* one left by an agent that did
+// not stop is removed at the next start.
+func (d *itemDirs) tidy() {
+	for range len(d.spares) {
+		var dir string
+		select {
+		case dir = <-d.spares:
+		default:
+			return // taken meanwhile
+		}
+		if !strings.HasPrefix(filepath.Base(dir), spareDirPrefix) {
+			spare := filepath.Join(d.base, spareDirPrefix+"r"+strconv.FormatUint(uint64(rand.Uint32()), 10))
+			if renameNoReplace(dir, spare) != nil {
+				_ = os.RemoveAll(dir)
+				continue
+			}
+			dir = spare
+		}
+		select {
+		case d.spares <- dir:
+		default:
+			_ = os.Remove(dir)
+		}
 	}
 }
 
@@ -248,12 +284,18 @@ func (d *itemDirs) start() {
 // close; then it removes what waits and its spares.
 func (d *itemDirs) work() {
 	defer d.worker.Done()
+	var tidy <-chan time.Time // set while a spare has an item's name
+	takeBack := func(dir string) {
+		if d.takeBack(dir) && tidy == nil {
+			tidy = time.After(d.tidyAfter)
+		}
+	}
 	for {
 		// Directories handed back first: each may spare a mkdir below.
 		for taken := true; taken; {
 			select {
 			case dir := <-d.back:
-				d.takeBack(dir)
+				takeBack(dir)
 			default:
 				taken = false
 			}
@@ -280,7 +322,10 @@ func (d *itemDirs) work() {
 		select {
 		case <-d.want:
 		case dir := <-d.back:
-			d.takeBack(dir)
+			takeBack(dir)
+		case <-tidy:
+			tidy = nil
+			d.tidy()
 		case dir := <-d.gone:
 			_ = os.RemoveAll(dir)
 		case <-d.quit:

@@ -148,6 +148,7 @@ func TestItemDirsSpares(t *testing.T) {
 func TestItemDirsRecycle(t *testing.T) {
 	work := t.TempDir()
 	d := newItemDirs(work, 2, 100)
+	d.tidyAfter = time.Hour // spares keep their items' names (TestItemDirsTidy)
 	defer d.close()
 	recycled := func() int {
 		n := 0
@@ -263,4 +264,32 @@ func TestItemDirsHandBack(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(work, itemDirsName))
 	require.NoError(t, err)
 	require.Empty(t, entries)
+}
+
+// A spare left under a finished item's name is renamed to a .spare.r*
+// name after a while: only items' own directories have items' names, and
+// an agent that did not stop leaves only .spare.* ones behind.
+func TestItemDirsTidy(t *testing.T) {
+	work := t.TempDir()
+	d := newItemDirs(work, 2, 100)
+	d.recycle.Store(true)
+	d.tidyAfter = time.Millisecond
+	defer d.close()
+	dir, err := d.make("job", "tidy")
+	require.NoError(t, err)
+	d.done(dir, false)
+	require.Eventually(t, func() bool {
+		for _, name := range spareNames(t, work) {
+			if strings.HasPrefix(name, spareDirPrefix+"r") {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, time.Millisecond, "renamed to a spare's name")
+	require.NoDirExists(t, dir)
+	entries, err := os.ReadDir(filepath.Join(work, itemDirsName))
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.True(t, strings.HasPrefix(e.Name(), spareDirPrefix), "only spares: %s", e.Name())
+	}
 }
