@@ -57,6 +57,25 @@ func TestWatchExitLeavesTheZombie(t *testing.T) {
 	}
 }
 
+// TestWatchExitOfAZombie: a process that has exited before the wait
+// begins (a step of `true` often has) is seen at once, and left for its
+// own wait.
+func TestWatchExitOfAZombie(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "exit 3")
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool { return isZombie(cmd.Process.Pid) }, 5*time.Second, time.Millisecond)
+	select {
+	case err := <-watchExit(cmd.Process.Pid):
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("exit not seen")
+	}
+	require.True(t, stillDead(cmd.Process.Pid), "the wait reaped it")
+	var ee *exec.ExitError
+	require.ErrorAs(t, cmd.Wait(), &ee, "its status was lost")
+	require.Equal(t, 3, ee.ExitCode())
+}
+
 // TestWatchExitParksNoThread: waits for running processes park their
 // goroutines in the netpoller, not a thread each in waitid.
 func TestWatchExitParksNoThread(t *testing.T) {
