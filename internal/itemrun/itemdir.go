@@ -181,12 +181,12 @@ func (d *itemDirs) reuse(dir string) bool {
 
 // handBack gives a successful item's directory to the worker, which
 // makes it a spare if it can serve another item as a fresh one would
-// (reuse) and removes it otherwise; false when it is not to be reused
-// (done removes it). The check and the rename are done off the slot, which
-// goes on to its next item meanwhile: they were about a seventh of an
-// agent's CPU on shell steps, all of it between one item's end and the
-// next one's start. While the worker is behind or stopped, the slot checks
-// the directory itself.
+// (takeBack) and removes it otherwise; false when it is not to be reused
+// (done removes it). The check is done off the slot, which goes on to its
+// next item meanwhile: with the rename back into a spare it was about a
+// seventh of an agent's CPU on shell steps, all of it between one item's
+// end and the next one's start. While the worker is behind or stopped,
+// the slot checks the directory itself (reuse).
 func (d *itemDirs) handBack(dir string) bool {
 	if !d.recycle.Load() || d.noSpare.Load() || d.fresh.Load() == nil {
 		return false
