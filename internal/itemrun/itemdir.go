@@ -39,8 +39,14 @@ import (
 // slot has gone on. Where a subreaper sees to it that no process of a
 // step outlives the step, a successful item's directory that its steps
 // left empty, private and plain (the mode and owner of a fresh one, no
-// extended attributes or ACLs, one block) is renamed back into a spare
-// rather than removed: the next item cannot tell it from a fresh one.
+// extended attributes or ACLs, one block) becomes a spare rather than
+// being removed: the next item cannot tell it from a fresh one. The
+// worker checks it after the slot has gone on (handBack), and it keeps the
+// finished item's name as a spare until make renames it to the next
+// item's: no item runs in it unchecked, and it is renamed once per item.
+// (When the worker is behind or stopped, the slot checks it and renames
+// it to a .spare.r* name, as before.) The worker renames the spares left
+// under an item's name to .spare.r* names at most tidySpares later.
 
 const (
 	itemDirsName   = "jetfleet-items"
@@ -73,11 +79,15 @@ type itemDirs struct {
 	// only sent to gone while the worker runs and drains it.
 	spares  chan string
 	gone    chan string
+	back    chan string   // finished items' directories to reuse, checked by the worker
 	want    chan struct{} // a spare was taken
 	closing sync.RWMutex
 	working bool
 	closed  bool
 	noSpare atomic.Bool // renames here cannot refuse an existing name
+	// tidyAfter is how long a spare waits under a finished item's name
+	// before the worker renames it to a .spare.r* name (tests shorten it).
+	tidyAfter time.Duration
 	// recycle: emptied directories may become spares (set by Run when
 	// the process is a subreaper); fresh is the mode and owner of a
 	// directory made here, 0 until one is.
@@ -92,7 +102,7 @@ func newItemDirs(workDir string, keep int, keepBytes int64) *itemDirs {
 		workDir, _ = os.Getwd()
 	}
 	return &itemDirs{base: filepath.Join(workDir, itemDirsName), failed: filepath.Join(workDir, failedDirsName), keep: keep, keepBytes: keepBytes,
-		spares: make(chan string, spareDirs), gone: make(chan string, goneDirs), want: make(chan struct{}, 1), quit: make(chan struct{})}
+		spares: make(chan string, spareDirs), gone: make(chan string, goneDirs), back: make(chan string, goneDirs), tidyAfter: tidySpares, want: make(chan struct{}, 1), quit: make(chan struct{})}
 }
 
 // make creates a fresh directory for an item of job: a spare renamed to
@@ -169,6 +179,84 @@ func (d *itemDirs) reuse(dir string) bool {
 	return true
 }
 
+// handBack gives a successful item's directory to the worker, which
+// makes it a spare if it can serve another item as a fresh one would
+// (takeBack) and removes it otherwise; false when it is not to be reused
+// (done removes it). The check is done off the slot, which goes on to its
+// next item meanwhile: with the rename back into a spare it was about a
+// seventh of an agent's CPU on shell steps, all of it between one item's
+// end and the next one's start. While the worker is behind or stopped,
+// the slot checks the directory itself (reuse).
+func (d *itemDirs) handBack(dir string) bool {
+	if !d.recycle.Load() || d.noSpare.Load() || d.fresh.Load() == nil {
+		return false
+	}
+	d.closing.RLock()
+	if d.working && !d.closed {
+		select {
+		case d.back <- dir:
+			d.closing.RUnlock()
+			return true
+		default:
+		}
+	}
+	d.closing.RUnlock()
+	return d.reuse(dir)
+}
+
+// takeBack makes a directory handed back a spare if it can serve another
+// item as a fresh one would, and removes it otherwise; it reports whether
+// it made a spare. A spare keeps the finished item's name until make
+// renames it to the next item's: one rename per item, not two. Renames in
+// one parent directory are not free when 16 slots and the worker make
+// them at once (they take the parent's lock in turn).
+func (d *itemDirs) takeBack(dir string) bool {
+	fresh := d.fresh.Load()
+	if fresh == nil || !emptyLike(dir, *fresh) {
+		_ = os.RemoveAll(dir)
+		return false
+	}
+	select {
+	case d.spares <- dir:
+		return true
+	default: // as many spares as items: one is too many
+		_ = os.RemoveAll(dir)
+		return false
+	}
+}
+
+// tidySpares is how long, at most, a spare keeps a finished item's name
+// (tidy): at most spareDirs renames this often, next to one per item.
+const tidySpares = time.Second
+
+// tidy renames the spares that have a finished item's name to .spare.r*
+// names: a directory under an item's name is an item's, running or
+// failed, to whoever looks, and a .spare.* one left by an agent that did
+// not stop is removed at the next start.
+func (d *itemDirs) tidy() {
+	for range len(d.spares) {
+		var dir string
+		select {
+		case dir = <-d.spares:
+		default:
+			return // taken meanwhile
+		}
+		if !strings.HasPrefix(filepath.Base(dir), spareDirPrefix) {
+			spare := filepath.Join(d.base, spareDirPrefix+"r"+strconv.FormatUint(uint64(rand.Uint32()), 10))
+			if renameNoReplace(dir, spare) != nil {
+				_ = os.RemoveAll(dir)
+				continue
+			}
+			dir = spare
+		}
+		select {
+		case d.spares <- dir:
+		default:
+			_ = os.Remove(dir)
+		}
+	}
+}
+
 // start makes base and, where renames can refuse an existing name,
 // starts the worker. Spares an agent that did not stop left there are
 // removed first (only empty ones: a spare holds nothing).
@@ -196,7 +284,22 @@ func (d *itemDirs) start() {
 // close; then it removes what waits and its spares.
 func (d *itemDirs) work() {
 	defer d.worker.Done()
+	var tidy <-chan time.Time // set while a spare has an item's name
+	takeBack := func(dir string) {
+		if d.takeBack(dir) && tidy == nil {
+			tidy = time.After(d.tidyAfter)
+		}
+	}
 	for {
+		// Directories handed back first: each may spare a mkdir below.
+		for taken := true; taken; {
+			select {
+			case dir := <-d.back:
+				takeBack(dir)
+			default:
+				taken = false
+			}
+		}
 		target := spareDirs
 		if d.recycle.Load() {
 			target = spareLow
@@ -218,11 +321,18 @@ func (d *itemDirs) work() {
 		}
 		select {
 		case <-d.want:
+		case dir := <-d.back:
+			takeBack(dir)
+		case <-tidy:
+			tidy = nil
+			d.tidy()
 		case dir := <-d.gone:
 			_ = os.RemoveAll(dir)
 		case <-d.quit:
 			for {
 				select {
+				case dir := <-d.back:
+					_ = os.RemoveAll(dir)
 				case dir := <-d.gone:
 					_ = os.RemoveAll(dir)
 				case dir := <-d.spares:
@@ -284,7 +394,7 @@ func dirPrefix(job, itemID string) string {
 
 // done removes dir, or keeps it when failed (within the bounds).
 func (d *itemDirs) done(dir string, failed bool) {
-	if dir == "" || !failed && d.reuse(dir) {
+	if dir == "" || !failed && d.handBack(dir) {
 		return
 	}
 	if !failed || d.keep <= 0 || dirSize(dir, d.keepBytes) > d.keepBytes {

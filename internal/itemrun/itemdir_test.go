@@ -148,6 +148,7 @@ func TestItemDirsSpares(t *testing.T) {
 func TestItemDirsRecycle(t *testing.T) {
 	work := t.TempDir()
 	d := newItemDirs(work, 2, 100)
+	d.tidyAfter = time.Hour // spares keep their items' names (TestItemDirsTidy)
 	defer d.close()
 	recycled := func() int {
 		n := 0
@@ -196,9 +197,12 @@ func TestItemDirsRecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(touched, "f"), nil, 0o600))
 	require.NoError(t, os.Remove(filepath.Join(touched, "f")))
+	spares := len(d.spares)
+	require.Greater(t, spares, spareLow, "the worker makes none meanwhile")
 	d.done(touched, false)
-	require.NoDirExists(t, touched, "gone at once under its name")
-	require.Equal(t, 1, recycled(), "emptied by its steps: a spare")
+	require.Eventually(t, func() bool { return len(d.spares) == spares+1 }, 10*time.Second, time.Millisecond,
+		"emptied by its steps: a spare")
+	require.DirExists(t, touched, "a spare under its item's name")
 
 	for i := range 2*spareDirs + 2 {
 		dir, err := d.make("job", "next-"+strconv.Itoa(i))
@@ -210,7 +214,8 @@ func TestItemDirsRecycle(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, os.ModeDir|0o700, fi.Mode())
 	}
-	require.Zero(t, recycled(), "the spare served an item")
+	require.NoDirExists(t, touched, "the spare served an item")
+	require.Zero(t, recycled(), "the worker renames no spare")
 }
 
 // growAndEmpty makes dir grow past one block, then empties it.
@@ -226,4 +231,65 @@ func growAndEmpty(dir string) error {
 		}
 	}
 	return nil
+}
+
+// A successful item's directory is handed back to the worker, which
+// checks it and makes it a spare after the slot has gone on: until then
+// it keeps the item's name, and a directory handed back and not yet
+// checked when the agent stops is removed by close. Once the worker has
+// stopped, the slot removes its item's directory itself.
+func TestItemDirsHandBack(t *testing.T) {
+	work := t.TempDir()
+	d := newItemDirs(work, 2, 100)
+	d.recycle.Store(true)
+	var dirs []string
+	for i := range 2 * spareDirs {
+		dir, err := d.make("job", "item-"+strconv.Itoa(i))
+		require.NoError(t, err)
+		dirs = append(dirs, dir)
+	}
+	for _, dir := range dirs {
+		d.done(dir, false)
+	}
+	d.close()
+	for _, dir := range dirs {
+		require.NoDirExists(t, dir, "removed or made a spare before close returns")
+	}
+	require.Empty(t, spareNames(t, work), "close removes the spares")
+
+	late, err := d.make("job", "late")
+	require.NoError(t, err)
+	d.done(late, false)
+	require.NoDirExists(t, late, "after close, removed by the slot")
+	entries, err := os.ReadDir(filepath.Join(work, itemDirsName))
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
+// A spare left under a finished item's name is renamed to a .spare.r*
+// name after a while: only items' own directories have items' names, and
+// an agent that did not stop leaves only .spare.* ones behind.
+func TestItemDirsTidy(t *testing.T) {
+	work := t.TempDir()
+	d := newItemDirs(work, 2, 100)
+	d.recycle.Store(true)
+	d.tidyAfter = time.Millisecond
+	defer d.close()
+	dir, err := d.make("job", "tidy")
+	require.NoError(t, err)
+	d.done(dir, false)
+	require.Eventually(t, func() bool {
+		for _, name := range spareNames(t, work) {
+			if strings.HasPrefix(name, spareDirPrefix+"r") {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, time.Millisecond, "renamed to a spare's name")
+	require.NoDirExists(t, dir)
+	entries, err := os.ReadDir(filepath.Join(work, itemDirsName))
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.True(t, strings.HasPrefix(e.Name(), spareDirPrefix), "only spares: %s", e.Name())
+	}
 }

@@ -2,7 +2,6 @@ package shell
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,8 +9,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Run runs c.Script with /bin/sh -c in a process group of its own, stdin
@@ -91,8 +88,7 @@ func Run(ctx context.Context, c Command) Result {
 	}
 	pgid := cmd.Process.Pid // Setpgid with Pgid 0: the group is named after the shell
 
-	exited := make(chan error, 1)
-	go func() { exited <- waitExited(pgid) }()
+	exited := watchExit(pgid)
 
 	var beats *heartbeat
 	if c.Heartbeat != nil {
@@ -186,17 +182,6 @@ func checkArgLen(c Command) error {
 		}
 	}
 	return nil
-}
-
-// waitExited blocks until the process pid has exited, without reaping it.
-func waitExited(pid int) error {
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, syscall.EINTR) {
-			return err
-		}
-	}
 }
 
 // heartbeat calls beat every interval from a timer until stop: no
