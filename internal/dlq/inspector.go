@@ -148,12 +148,13 @@ func (in *Inspector) awaitPools(ctx context.Context, dlqStream jetstream.Stream)
 	defer cancel()
 	for {
 		behind := false
-		_ = eachPoolStream(wctx, in.js, in.names, func(pool string, info *jetstream.StreamInfo) {
+		err := eachPoolStream(wctx, in.js, in.names, func(pool string, info *jetstream.StreamInfo) {
 			if behind || info.State.Msgs == 0 {
 				return
 			}
 			di, err := dlqStream.Info(wctx, jetstream.WithSubjectFilter(in.names.DLQSubject(pool, "*")))
 			if err != nil {
+				behind = true // unknown: ask again
 				return
 			}
 			var sourced uint64
@@ -162,6 +163,12 @@ func (in *Inspector) awaitPools(ctx context.Context, dlqStream jetstream.Stream)
 			}
 			behind = sourced < info.State.Msgs
 		})
+		// A pool whose streams could not be listed or read may be behind:
+		// ask again (a loaded server answered a replay's count with none of
+		// the entries its job had just dead-lettered).
+		if err != nil {
+			behind = true
+		}
 		if !behind {
 			return
 		}
