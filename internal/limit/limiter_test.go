@@ -40,6 +40,7 @@ func newStore(t *testing.T, srv *fleettest.Server) *limit.Store {
 // each call lasts 20 ms. The slots stay in use: the calls complete at a
 // good part of 6/20ms, and never more than 6 run at once.
 func TestLimiterConcurrency(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	s := newStore(t, srv)
 	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Concurrency: 6})
@@ -54,6 +55,7 @@ func TestLimiterConcurrency(t *testing.T) {
 
 // The same with a rate of 40/s, burst 10: the rate binds.
 func TestLimiterRateAndConcurrency(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	s := newStore(t, srv)
 	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
@@ -69,6 +71,7 @@ func TestLimiterRateAndConcurrency(t *testing.T) {
 // next caller: once the second waits, the first gives slots back until
 // they are spread evenly, so neither starves.
 func TestLimiterFairBetweenAgents(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	s := newStore(t, srv)
 	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
@@ -200,6 +203,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // limiters close, the record counts exactly the calls made and holds no
 // slot.
 func TestLimiterCountsCallsNotLeasedTokens(t *testing.T) {
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	s := newStore(t, srv)
 	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Rate: 400, Burst: 80, Concurrency: 6})
