@@ -1,6 +1,8 @@
 package natstest
 
 import (
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -49,4 +51,25 @@ func VerifyNoLeaks(t testing.TB, opts ...goleak.Option) {
 		}
 		goleak.VerifyNone(t, opts...)
 	})
+}
+
+// VerifyMain runs m's tests and then checks, as VerifyNoLeaks does for one
+// test, that no goroutine outlives them; it exits with the tests' code, or
+// 1 for a leak. It is VerifyNoLeaks for a whole package, whose tests can
+// then run in parallel: a per-test check sees its neighbours' goroutines.
+// A leak fails the package without naming the test.
+func VerifyMain(m *testing.M, opts ...goleak.Option) {
+	code := m.Run()
+	if code == 0 {
+		opts = append(append([]goleak.Option{IgnoreServerGoroutines()}, ignoreOrphanedStore()...), opts...)
+		deadline := time.Now().Add(leakWait)
+		for goleak.Find(opts...) != nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines outlived the package's tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

