@@ -223,14 +223,15 @@ func (f *haFleet) killFollower() {
 	}
 }
 
-// answerGaps polls ask until stop is closed, and returns the longest time
-// between two answers.
+// answerGaps polls ask until stop is called, and returns the longest time
+// without an answer: between two answers, or from the last answer (or the
+// start) to the stop, so that an outage nothing answered counts whole.
 func answerGaps(ask func(ctx context.Context) error) (stop func() time.Duration) {
 	done := make(chan struct{})
 	var longest atomic.Int64
 	var wg sync.WaitGroup
+	last := time.Now() // the goroutine's until stop, then stop's
 	wg.Go(func() {
-		last := time.Now()
 		for {
 			select {
 			case <-done:
@@ -251,7 +252,7 @@ func answerGaps(ask func(ctx context.Context) error) (stop func() time.Duration)
 	return func() time.Duration {
 		close(done)
 		wg.Wait()
-		return time.Duration(longest.Load())
+		return max(time.Duration(longest.Load()), time.Since(last))
 	}
 }
 
