@@ -92,42 +92,42 @@ func (r Reader) GetStamped(ctx context.Context, key string) (data []byte, rev ui
 // asking the stream's leader: a lagging replica's wrong "none" would make a
 // caller skip data that is there.
 func AnyStored(ctx context.Context, js jetstream.JetStream, stream, subject string) (bool, error) {
-	resp, err := msgGet(ctx, js.Conn(), msgGetAPI(js, stream), msgGetRequest{Seq: 1, NextBySubj: subject})
-	switch {
-	case err != nil:
-		return false, err
-	case resp.Error != nil && resp.Error.ErrorCode == errCodeMessageNotFound:
-		return false, nil
-	case resp.Error != nil:
-		return false, resp.Error
-	}
-	return resp.Message != nil, nil
+	_, ok, err := nextStored(ctx, js, stream, subject, 1)
+	return ok, err
 }
 
 // StoredAfter reports whether stream holds a message on subject (a filter)
-// after seq and not after bound, asking the stream's leader. A ctx without
-// a deadline gets js's default timeout, as nats.go's own API calls do.
+// after seq and not after bound, asking the stream's leader.
 func StoredAfter(ctx context.Context, js jetstream.JetStream, stream, subject string, seq, bound uint64) (bool, error) {
 	if seq >= bound {
 		return false, nil
 	}
-	if _, ok := ctx.Deadline(); !ok && js.Options().DefaultTimeout > 0 {
+	next, ok, err := nextStored(ctx, js, stream, subject, seq+1)
+	return ok && next <= bound, err
+}
+
+// nextStored is the sequence of the first message on subject (a filter) at
+// or after from, as the stream's leader holds it (ok=false: none). A ctx
+// without a deadline gets js's default timeout, as nats.go's own API calls
+// do.
+func nextStored(ctx context.Context, js jetstream.JetStream, stream, subject string, from uint64) (seq uint64, ok bool, err error) {
+	if _, has := ctx.Deadline(); !has && js.Options().DefaultTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, js.Options().DefaultTimeout)
 		defer cancel()
 	}
-	resp, err := msgGet(ctx, js.Conn(), msgGetAPI(js, stream), msgGetRequest{Seq: seq + 1, NextBySubj: subject})
+	resp, err := msgGet(ctx, js.Conn(), msgGetAPI(js, stream), msgGetRequest{Seq: from, NextBySubj: subject})
 	switch {
 	case err != nil:
-		return false, err
+		return 0, false, err
 	case resp.Error != nil && resp.Error.ErrorCode == errCodeMessageNotFound:
-		return false, nil
+		return 0, false, nil
 	case resp.Error != nil:
-		return false, resp.Error
+		return 0, false, resp.Error
 	case resp.Message == nil:
-		return false, errors.New("empty STREAM.MSG.GET response")
+		return 0, false, errors.New("empty STREAM.MSG.GET response")
 	}
-	return resp.Message.Sequence <= bound, nil
+	return resp.Message.Sequence, true, nil
 }
 
 // ReadOn reports whether a read of subject (a filter) of stream with an
