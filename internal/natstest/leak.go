@@ -43,14 +43,24 @@ const leakWait = 15 * time.Second
 // for them before it fails.
 func VerifyNoLeaks(t testing.TB, opts ...goleak.Option) {
 	t.Helper()
-	opts = append(append([]goleak.Option{goleak.IgnoreCurrent(), IgnoreServerGoroutines()}, ignoreOrphanedStore()...), opts...)
+	opts = append([]goleak.Option{goleak.IgnoreCurrent()}, opts...)
 	t.Cleanup(func() {
-		deadline := time.Now().Add(leakWait)
-		for goleak.Find(opts...) != nil && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
+		if err := findLeaks(opts...); err != nil {
+			t.Error(err)
 		}
-		goleak.VerifyNone(t, opts...)
 	})
+}
+
+// findLeaks waits up to leakWait for the goroutines opts (and what
+// IgnoreServerGoroutines and ignoreOrphanedStore allow) do not ignore to
+// end, and returns goleak's report of those still running.
+func findLeaks(opts ...goleak.Option) error {
+	opts = append(append([]goleak.Option{IgnoreServerGoroutines()}, ignoreOrphanedStore()...), opts...)
+	deadline := time.Now().Add(leakWait)
+	for goleak.Find(opts...) != nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return goleak.Find(opts...)
 }
 
 // VerifyMain runs m's tests and then checks, as VerifyNoLeaks does for one
@@ -61,12 +71,7 @@ func VerifyNoLeaks(t testing.TB, opts ...goleak.Option) {
 func VerifyMain(m *testing.M, opts ...goleak.Option) {
 	code := m.Run()
 	if code == 0 {
-		opts = append(append([]goleak.Option{IgnoreServerGoroutines()}, ignoreOrphanedStore()...), opts...)
-		deadline := time.Now().Add(leakWait)
-		for goleak.Find(opts...) != nil && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if err := goleak.Find(opts...); err != nil {
+		if err := findLeaks(opts...); err != nil {
 			fmt.Fprintf(os.Stderr, "goroutines outlived the package's tests: %v\n", err)
 			code = 1
 		}

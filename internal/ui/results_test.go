@@ -19,15 +19,8 @@ import (
 func TestReadSubjectReadsPastALaggingReplica(t *testing.T) {
 	t.Parallel()
 	const msgs, held = 20, 5
-	srv := natstest.RunServer(t)
 	ctx := context.Background()
-	js := srv.JS()
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RESULTS", Subjects: []string{"results.>"}})
-	require.NoError(t, err)
-	for i := range msgs {
-		_, err := js.Publish(ctx, "results.a", fmt.Append(nil, i))
-		require.NoError(t, err)
-	}
+	js, s := resultsStream(t, msgs)
 	lag := natstest.NewLaggingReplica(held)
 	type read struct {
 		last, left uint64
@@ -62,15 +55,8 @@ func TestReadSubjectReadsPastALaggingReplica(t *testing.T) {
 func TestReadSubjectEndsWhereTheLeaderHoldsNoMore(t *testing.T) {
 	t.Parallel()
 	const msgs, held = 20, 5
-	srv := natstest.RunServer(t)
 	ctx := context.Background()
-	js := srv.JS()
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RESULTS", Subjects: []string{"results.>"}})
-	require.NoError(t, err)
-	for i := range msgs {
-		_, err := js.Publish(ctx, "results.a", fmt.Append(nil, i))
-		require.NoError(t, err)
-	}
+	js, s := resultsStream(t, msgs)
 	for seq := uint64(held + 1); seq <= msgs; seq++ {
 		require.NoError(t, s.DeleteMsg(ctx, seq))
 	}
@@ -94,4 +80,18 @@ func TestReadSubjectEndsWhereTheLeaderHoldsNoMore(t *testing.T) {
 	require.NoError(t, r.err)
 	require.Equal(t, uint64(held), r.last)
 	require.Zero(t, r.left)
+}
+
+// resultsStream is a server with a stream RESULTS holding n messages on
+// results.a (sequences 1 to n).
+func resultsStream(t *testing.T, n int) (jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	js := natstest.RunServer(t).JS()
+	s, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "RESULTS", Subjects: []string{"results.>"}})
+	require.NoError(t, err)
+	for i := range n {
+		_, err := js.Publish(context.Background(), "results.a", fmt.Append(nil, i))
+		require.NoError(t, err)
+	}
+	return js, s
 }
