@@ -79,7 +79,10 @@ type Agent struct {
 	// published batches to the ack loop (batch.go).
 	results chan pendingResult
 	naks    *nakPacer // delayed naks, sent on ticks (nakpace.go); nil: at once
-	acks    chan pendingAck
+	// localRetries holds short retries until they run again here (localretry.go);
+	// nil: every retry is a delayed nak.
+	localRetries *localRetries
+	acks         chan pendingAck
 	// prefetch sizes the buffer of work messages (pull.go).
 	prefetch *prefetch
 	hb       time.Duration
@@ -425,6 +428,9 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	a.prefetch = newPrefetch(a.cfg)
 	a.states = newStateCache(stateCacheSize)
 	a.naks = newNakPacer()
+	if a.cfg.LocalRetryMax > 0 {
+		a.localRetries = newLocalRetries()
+	}
 	a.results = make(chan pendingResult, 4*a.cfg.ResultBatch)
 	a.acks = make(chan pendingAck, 64)
 	return nil
@@ -555,6 +561,9 @@ func (a *Agent) consume(ctx context.Context, cons jetstream.Consumer) error {
 	}
 
 	pullErr := a.pull(ctx, cons, buf, taken)
+	if a.localRetries != nil {
+		a.localRetries.close() // what waits is naked; a retry from now on is a delayed nak
+	}
 	close(buf)
 	close(stopSpares)
 

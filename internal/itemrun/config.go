@@ -64,6 +64,9 @@ const (
 	// MinParkAfter bounds ParkAfter from below: a message schedule fires
 	// no sooner than 250 ms after the server last looked.
 	MinParkAfter = time.Second
+	// DefaultLocalRetryMax is the longest retry delay an agent waits out
+	// itself before it runs the item again (Config.LocalRetryMax).
+	DefaultLocalRetryMax = time.Second
 	// DefaultLimitLease is how long a limit's concurrency slot stays held
 	// after its agent stops renewing it (it died), and DefaultLimitWait
 	// how long a run waits in the agent for a limit's token or slot
@@ -222,6 +225,14 @@ type Config struct {
 	// than naked with the delay. Defaults to DefaultParkAfter (5s);
 	// negative: never park.
 	ParkAfter time.Duration
+	// LocalRetryMax is the longest retry or snooze delay after which the
+	// agent runs the item again itself (a local retry), rather than naking
+	// it with the delay for any agent of the pool to take (localretry.go):
+	// the state is written first as for any retry, and at most three local
+	// retries follow each other. It applies only while the delivery is far
+	// from its AckWait. Defaults to DefaultLocalRetryMax (1s); negative:
+	// every retry is a delayed nak.
+	LocalRetryMax time.Duration
 	// LimitLease is how long a step's limit slot stays held when its
 	// agent stops renewing it (renewed every third of it while the step
 	// runs). Defaults to DefaultLimitLease (30s).
@@ -311,6 +322,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.LimitWait == 0 {
 		c.LimitWait = DefaultLimitWait
+	}
+	if c.LocalRetryMax == 0 {
+		c.LocalRetryMax = DefaultLocalRetryMax
 	}
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter

@@ -216,10 +216,32 @@ func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, 
 		a.park(ctx, it)
 		return
 	}
+	if saved && a.retriesLocally(it, delay) && a.localRetries.add(localRetryOf(it), delay) {
+		a.metrics.localRetries.Inc() // short: the delay waits in the agent (localretry.go)
+		return
+	}
 	if saved && a.states != nil {
 		a.states.put(it.md.Sequence.Stream, cachedState{key: it.key, rev: it.rev, delivered: it.md.NumDelivered, st: it.st})
 	}
 	a.nakDelay(it, delay)
+}
+
+// retriesLocally reports whether the retry of it after delay runs on this
+// agent (localretry.go): the delay is short, the local retries in a row
+// fewer than maxLocalRetries, and the retry is due within a third of
+// AckWait of the delivery's start, so that its heartbeats begin in time.
+func (a *Agent) retriesLocally(it *item, delay time.Duration) bool {
+	return a.localRetries != nil && delay <= a.cfg.LocalRetryMax && it.localRetries < maxLocalRetries &&
+		a.ackWait > 0 && a.cfg.hooks.Clock.Now().Add(delay).Sub(it.reset) < a.ackWait/3
+}
+
+// localRetryOf is it's delivery, to run again after its state was written.
+func localRetryOf(it *item) *localRetry {
+	m := it.m
+	if r, ok := m.(*localRetry); ok {
+		m = r.Msg
+	}
+	return &localRetry{Msg: m, md: it.md, wi: it.wi, st: it.st, rev: it.rev, key: it.key, n: it.localRetries + 1, reset: it.reset}
 }
 
 // persist saves the item's state. fenced reports a conflict: another agent
@@ -266,7 +288,8 @@ const staleStateDelay = 200 * time.Millisecond
 // waits far less than the rest, docs/jetstream.md §9). A compare-and-set
 // of the item's state refused so early was not another agent's doing.
 func (a *Agent) stillHeld(it *item) bool {
-	return a.ackWait > 0 && !it.t0.IsZero() && a.cfg.hooks.Clock.Now().Sub(it.t0) < a.ackWait/3
+	start := cmp.Or(it.reset, it.t0)
+	return a.ackWait > 0 && !start.IsZero() && a.cfg.hooks.Clock.Now().Sub(start) < a.ackWait/3
 }
 
 // claim asks the job's retry budget for a unit for the item. ok is false

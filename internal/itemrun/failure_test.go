@@ -43,6 +43,8 @@ type failureAgent struct {
 	dlq      *fakeDLQ
 	pub      *fakePub
 	breakers *fakeBreakers
+	// localDelays are the delays of the local retries queued (localRetries).
+	localDelays []time.Duration
 }
 
 const testMaxDeliver = 5
@@ -72,6 +74,18 @@ func newFailureAgent(t *testing.T) *failureAgent {
 		return nil, errBoom
 	})
 	return f
+}
+
+// localRetries lets the agent retry short delays itself (localretry.go),
+// its consumer's AckWait being ackWait; the delays it waits are recorded
+// in f.localDelays, and none ever comes due.
+func (f *failureAgent) localRetries(ackWait time.Duration) {
+	f.a.ackWait, f.a.cfg.LocalRetryMax = ackWait, time.Second
+	f.a.localRetries = newLocalRetries()
+	f.a.localRetries.afterFunc = func(d time.Duration, _ func()) interface{ Stop() bool } {
+		f.localDelays = append(f.localDelays, d)
+		return &gatedTimer{}
+	}
 }
 
 // job compiles a job of steps (a JSON agent_template) and error policy (a
@@ -177,6 +191,23 @@ func TestFailurePath(t *testing.T) {
 			name: "retry of a redelivery: the budget is asked with the item's retries", steps: `[{"handler":"fail","retry_config":{"initial_delay":"2s","attempts":5}}]`,
 			delivery: 2, before: &wire.ItemState{StepAttempt: 1, Retries: 1, StepFirstFailure: t0.Add(-time.Minute), StepDelaySpent: messages.Duration(2 * time.Second), LastDelay: messages.Duration(2 * time.Second)},
 			want: want{msg: "nak 4s", decisions: []string{"retry"}, attempt: 2, retries: 2, claims: []int{1}, metric: "retry"},
+		},
+		{
+			name: "short retry: state saved, then it waits in the agent, the message left alone", steps: `[{"handler":"fail","retry_config":{"initial_delay":"100ms"}}]`,
+			setup: func(f *failureAgent) { f.localRetries(30 * time.Second) },
+			check: func(t *testing.T, f *failureAgent, _ *job) {
+				require.Equal(t, 1.0, counter(t, f.reg, "jetfleet_agent_local_retries_total"))
+				require.Equal(t, []time.Duration{100 * time.Millisecond}, f.localDelays)
+			},
+			want: want{msg: "", decisions: []string{"retry"}, attempt: 1, retries: 1, claims: []int{0}, metric: "retry"},
+		},
+		{
+			name: "short retry late in its AckWait: a delayed nak", steps: `[{"handler":"slow-fail","retry_config":{"initial_delay":"100ms"}}]`,
+			setup: func(f *failureAgent) { f.localRetries(3 * time.Second) }, // the run took half of AckWait
+			check: func(t *testing.T, f *failureAgent, _ *job) {
+				require.Zero(t, counter(t, f.reg, "jetfleet_agent_local_retries_total"))
+			},
+			want: want{msg: "nak 100ms", decisions: []string{"retry"}, attempt: 1, retries: 1, claims: []int{0}, metric: "retry"},
 		},
 		{
 			name: "snooze: nothing counted or claimed", steps: `[{"handler":"snooze"}]`,

@@ -8,9 +8,11 @@ import (
 
 // metrics are the agent's Prometheus metrics; no item ids as labels.
 type metrics struct {
-	items        *prometheus.CounterVec
-	attempts     *prometheus.CounterVec
-	retries      *prometheus.CounterVec
+	items    *prometheus.CounterVec
+	attempts *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	// Retries run again by this agent after their delay (localretry.go).
+	localRetries prometheus.Counter
 	retryDelay   prometheus.Histogram
 	stepDuration *prometheus.HistogramVec
 	inFlight     prometheus.Gauge
@@ -47,8 +49,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "jetfleet_agent_attempts_total", Help: "Step attempts, by result (success, failure, cancelled).",
 		}, []string{"result"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jetfleet_agent_retries_total", Help: "Redeliveries requested after a failure, by kind (retry, snooze).",
+			Name: "jetfleet_agent_retries_total", Help: "Retries after a failure (a delayed nak, a park or a local retry), by kind (retry, snooze, item).",
 		}, []string{"kind"}),
+		localRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jetfleet_agent_local_retries_total", Help: "Retries and snoozes this agent ran again itself after their delay (at most --local-retry-max), without a delayed nak; also counted in retries_total.",
+		}),
 		retryDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "jetfleet_agent_retry_delay_seconds", Help: "Backoff delays chosen for retries.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
@@ -102,7 +107,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.shellSteps = m.stepDuration.WithLabelValues("shell")
 	if reg != nil {
 		reg.MustRegister(m.items, m.attempts, m.retries, m.retryDelay, m.stepDuration, m.inFlight, m.deadLettered, m.dlqFailures, m.storeFull, m.budgetDenied)
-		reg.MustRegister(m.limitWaits, m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled, m.resultMessages, m.parked)
+		reg.MustRegister(m.limitWaits, m.breakerParked, m.breakerTransitions, m.breakerFailedFast, m.leftoversKilled, m.resultMessages, m.parked, m.localRetries)
 	}
 	return m
 }

@@ -50,6 +50,12 @@ type item struct {
 	rev uint64 // revision of the item's state key; 0 = none read or written
 	key string // the item's key in the items bucket: see itemKey
 	t0  time.Time
+	// reset is when this agent took the delivery (its AckWait began at
+	// most a buffer's wait before); a local retry keeps its delivery's.
+	reset time.Time
+	// localRetries counts the local retries in a row that led to this run
+	// (localretry.go).
+	localRetries int
 
 	// breaker is the job's circuit breaker for this delivery (zero: none),
 	// stepBreaker the current step's own for its current run.
@@ -164,53 +170,24 @@ func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot
 // nothing, leaving the message to its current holder.
 func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot, free func()) {
 	it := &item{m: m, t0: a.cfg.hooks.Clock.Now(), hb: slot, free: free}
+	it.reset = it.t0
 	ctx = a.traceItem(ctx, it)
 	defer a.endItemTrace(it)
-	md, err := m.Metadata()
-	if err != nil {
-		a.log.Error().Err(err).Msg("message without metadata; terminated")
-		_ = m.Term()
+	again, isLocal := m.(*localRetry)
+	if isLocal {
+		// Checked and decoded when it was delivered (localretry.go).
+		it.md, it.wi, it.reset = again.md, again.wi, again.reset
+	} else if !a.admit(ctx, it) {
 		return
 	}
-	it.md = md
-	clock.Observe(a.cfg.hooks.Clock, md.Timestamp) // the server's time (docs/design.md, "Clocks")
-	if err := wire.DecodeWorkItem(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
-		// A newer release's item may not decode here: it is left, not poison.
-		if a.leaveNewer(it, wire.PeekSchema(m.Data()).Check("the work item")) {
-			return
-		}
-		a.poison(ctx, it, messages.ReasonPoison, err)
-		return
-	}
-	if a.leaveNewer(it, it.wi.V.Check("the work item")) {
-		return
-	}
-	if err := checkWorkItem(a.names, m.Subject(), &it.wi); err != nil {
-		a.poison(ctx, it, messages.ReasonPoison, err)
-		return
-	}
-	if next := m.Headers().Get(wire.HeaderScheduleNext); next != "" && next != wire.ScheduleNextPurge {
-		// Agents park with schedules that fire once: a repeating one
-		// was published by hand, to run the item over and over.
-		a.refuse(it, "fired by a repeating schedule")
-		return
-	}
-	if v := a.cfg.WorkVerifier; v != nil {
-		sig, err := wire.DecodeSig(it.wi.Sig)
-		if err == nil {
-			err = v.Verify(it.wi.SignedBytes(a.cfg.Pool), sig)
-		}
-		if err != nil || it.wi.Sig == "" {
-			a.refuseUnsigned(ctx, it)
-			return
-		}
-	}
+	md := it.md
 	// Built only for a warning: a logger context costs allocations per item.
 	log := func() *zerolog.Logger {
 		l := a.log.With().Str("job_id", it.wi.JobID).Str("item_id", it.wi.ItemID).Uint64("num_delivered", md.NumDelivered).Logger()
 		return &l
 	}
 
+	var err error
 	it.job, err = a.jobs.get(ctx, it.wi.JobID)
 	if errors.Is(err, errJobNotFound) {
 		a.poison(ctx, it, messages.ReasonJobGone, fmt.Errorf("job %q not found", it.wi.JobID))
@@ -269,7 +246,9 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot, free
 
 	it.st = wire.ItemState{JobID: it.wi.JobID, ItemID: it.wi.ItemID, Generation: it.wi.Generation}
 	it.carry = carriedAttempts(&it.wi)
-	if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 || it.wi.Held > 0 {
+	if isLocal {
+		it.st, it.rev, it.key, it.localRetries = again.st, again.rev, again.key, again.n
+	} else if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 || it.wi.Held > 0 {
 		if err := a.loadState(ctx, it); err != nil {
 			if a.leaveNewer(it, err) {
 				return
@@ -296,6 +275,53 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot, free
 	}
 	defer func() { a.dirs.done(it.dir, it.failedRun) }()
 	a.runSteps(ctx, it)
+}
+
+// admit reads a delivery's metadata and work item and checks that the item
+// may run here. A delivery it refuses is dealt with (poison, left for a
+// newer release, terminated): process returns.
+func (a *Agent) admit(ctx context.Context, it *item) bool {
+	m := it.m
+	md, err := m.Metadata()
+	if err != nil {
+		a.log.Error().Err(err).Msg("message without metadata; terminated")
+		_ = m.Term()
+		return false
+	}
+	it.md = md
+	clock.Observe(a.cfg.hooks.Clock, md.Timestamp) // the server's time (docs/design.md, "Clocks")
+	if err := wire.DecodeWorkItem(m.Data(), &it.wi); err != nil || it.wi.JobID == "" || it.wi.ItemID == "" {
+		// A newer release's item may not decode here: it is left, not poison.
+		if a.leaveNewer(it, wire.PeekSchema(m.Data()).Check("the work item")) {
+			return false
+		}
+		a.poison(ctx, it, messages.ReasonPoison, err)
+		return false
+	}
+	if a.leaveNewer(it, it.wi.V.Check("the work item")) {
+		return false
+	}
+	if err := checkWorkItem(a.names, m.Subject(), &it.wi); err != nil {
+		a.poison(ctx, it, messages.ReasonPoison, err)
+		return false
+	}
+	if next := m.Headers().Get(wire.HeaderScheduleNext); next != "" && next != wire.ScheduleNextPurge {
+		// Agents park with schedules that fire once: a repeating one
+		// was published by hand, to run the item over and over.
+		a.refuse(it, "fired by a repeating schedule")
+		return false
+	}
+	if v := a.cfg.WorkVerifier; v != nil {
+		sig, err := wire.DecodeSig(it.wi.Sig)
+		if err == nil {
+			err = v.Verify(it.wi.SignedBytes(a.cfg.Pool), sig)
+		}
+		if err != nil || it.wi.Sig == "" {
+			a.refuseUnsigned(ctx, it)
+			return false
+		}
+	}
+	return true
 }
 
 // refuse drops a delivery no coordinator sent to this pool (a forgery: a

@@ -244,6 +244,10 @@ func (a *Agent) pull(ctx context.Context, cons jetstream.Consumer, buf chan<- je
 			held[0] = nil
 			held = held[1:]
 		case <-taken:
+		case <-a.localRetries.ready():
+			for _, r := range a.localRetries.take() {
+				held = append(held, r) // on to buf behind what is held already
+			}
 		case m := <-ps.in:
 			if !isStatus(m) {
 				// A work message says nothing of the request it answers (its

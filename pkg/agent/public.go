@@ -106,6 +106,7 @@ const (
 	MaxResultLinger         = itemrun.MaxResultLinger
 	DefaultParkAfter        = itemrun.DefaultParkAfter
 	MinParkAfter            = itemrun.MinParkAfter
+	DefaultLocalRetryMax    = itemrun.DefaultLocalRetryMax
 	DefaultLimitLease       = itemrun.DefaultLimitLease
 	DefaultLimitWait        = itemrun.DefaultLimitWait
 	MinLimitLease           = itemrun.MinLimitLease

@@ -1,0 +1,148 @@
+package itemrun
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
+	"github.com/jetfleet/jetfleet/internal/provision"
+	"github.com/jetfleet/jetfleet/pkg/client"
+	"github.com/jetfleet/jetfleet/pkg/coordinator"
+	"github.com/jetfleet/jetfleet/pkg/messages"
+)
+
+// gatedTimer is a timer of a test: it fires when the test calls fire, and
+// never on its own.
+type gatedTimer struct {
+	f       func()
+	stopped bool
+}
+
+func (g *gatedTimer) Stop() bool { g.stopped = true; return true }
+
+// A local retry waits until its timer fires, then is handed to the pull
+// loop in the order local retries came due; closing the queue naks what
+// waits with the delay it has left and what is due with the least delay,
+// and a local retry added after that is refused (the caller naks it).
+func TestLocalRetriesHandOverWhatIsDueAndNakTheRestAtClose(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); clock = clock.Add(d) }
+	var timers []*gatedTimer
+	var delays []time.Duration
+	q := newLocalRetries()
+	q.now = now
+	q.afterFunc = func(d time.Duration, f func()) interface{ Stop() bool } {
+		g := &gatedTimer{f: f}
+		timers, delays = append(timers, g), append(delays, d)
+		return g
+	}
+	sink := make(chan sentNak, 8)
+	msg := func(id int) *localRetry { return &localRetry{Msg: &sinkMsg{id: id, sink: sink}} }
+
+	r1, r2, r3 := msg(1), msg(2), msg(3)
+	require.True(t, q.add(r1, 10*time.Millisecond))
+	require.True(t, q.add(r2, 30*time.Millisecond))
+	require.True(t, q.add(r3, 500*time.Millisecond))
+	require.Equal(t, []time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 500 * time.Millisecond}, delays)
+	select {
+	case <-q.ready():
+		t.Fatal("ready before any timer fired")
+	default:
+	}
+	require.Empty(t, q.take())
+
+	advance(30 * time.Millisecond)
+	timers[1].f() // r2's timer first: due in the order the timers fire
+	timers[0].f()
+	<-q.ready()
+	require.Equal(t, []*localRetry{r2, r1}, q.take())
+	require.Empty(t, q.take(), "taken once")
+
+	r4 := msg(4)
+	require.True(t, q.add(r4, 20*time.Millisecond))
+	advance(20 * time.Millisecond)
+	timers[3].f() // due, not yet taken when the agent stops
+	advance(50 * time.Millisecond)
+	q.close()
+	got := map[int]time.Duration{}
+	for range 2 {
+		n := <-sink
+		got[n.msg] = n.delay
+	}
+	require.Equal(t, map[int]time.Duration{3: 400 * time.Millisecond, 4: time.Millisecond}, got,
+		"r3 waited 100 of its 500 ms; r4 was due: the least delay, never a bare nak")
+	require.True(t, timers[2].stopped)
+	timers[2].f() // a timer that fires after close changes nothing
+	require.Empty(t, q.take())
+	require.Empty(t, sink)
+
+	require.False(t, q.add(msg(5), 10*time.Millisecond), "closed: the caller naks")
+	var none *localRetries
+	require.Nil(t, none.ready(), "no queue: never ready")
+}
+
+// An agent that stops while a local retry waits gives the item back with
+// the delay it has left: another agent of the pool runs it, and not
+// before the delay. (AckWait is longer than the test may take: an item
+// not given back would never reach the second agent in time.)
+func TestLocalRetryWaitingAtShutdownGoesToAnotherAgent(t *testing.T) {
+	checkLeaks(t)
+	srv := fleettest.RunServer(t)
+	ctx := testCtx(t, 60*time.Second)
+	prov := provision.Config{AckWait: 5 * time.Minute}
+	co, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: coordinator.Provision(prov)})
+	require.NoError(t, err)
+	coCtx, stopCo := context.WithCancel(ctx)
+	coDone := make(chan error, 1)
+	go func() { coDone <- co.Run(coCtx) }()
+	defer func() { stopCo(); require.NoError(t, <-coDone) }()
+	<-co.Ready()
+
+	const delay = 800 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	failedAt := make(chan time.Time, 1)
+	first := New(srv.Connect(t), Config{Name: "first", Registerer: reg, ShutdownTimeout: 5 * time.Second}).
+		Handle("step", func(context.Context, *Call) (any, error) {
+			failedAt <- time.Now()
+			return nil, errors.New("downstream unavailable")
+		})
+	firstCtx, stopFirst := context.WithCancel(ctx)
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.Run(firstCtx) }()
+
+	cl, err := client.New(srv.Connect(t), "")
+	require.NoError(t, err)
+	_, err = cl.JobSubmit(ctx, []byte(`{"id": "handover", "items": [{"id": "x"}],
+		"agent_template": [{"handler": "step", "retry_config": {"attempts": 2, "backoff": "fixed", "initial_delay": "800ms"}}]}`))
+	require.NoError(t, err)
+	t1 := <-failedAt
+	require.Eventually(t, func() bool { return counter(t, reg, "jetfleet_agent_local_retries_total") == 1 },
+		10*time.Second, 5*time.Millisecond, "the retry waits in the first agent")
+	stopFirst()
+	require.NoError(t, <-firstDone)
+
+	ranAt := make(chan time.Time, 1)
+	second := New(srv.Connect(t), Config{Name: "second", ShutdownTimeout: 5 * time.Second}).
+		Handle("step", func(context.Context, *Call) (any, error) {
+			ranAt <- time.Now()
+			return "ok", nil
+		})
+	secondCtx, stopSecond := context.WithCancel(ctx)
+	secondDone := make(chan error, 1)
+	go func() { secondDone <- second.Run(secondCtx) }()
+	defer func() { stopSecond(); require.NoError(t, <-secondDone) }()
+
+	st, err := cl.JobWait(ctx, "handover", 20*time.Millisecond, nil)
+	require.NoError(t, err)
+	require.Equal(t, messages.StateSucceeded, st.State)
+	require.EqualValues(t, 1, st.Retries)
+	require.GreaterOrEqual(t, (<-ranAt).Sub(t1), delay, "never before the delay")
+}
