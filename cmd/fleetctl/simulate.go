@@ -97,6 +97,8 @@ type simulateFleetJSON struct {
 	Prefetch      int `json:"prefetch"`
 	MaxDeliver    int `json:"max_deliver"`
 	MaxAckPending int `json:"max_ack_pending"`
+	// LocalRetryMaxMS is the agents' local retry bound; negative: none.
+	LocalRetryMaxMS int64 `json:"local_retry_max_ms"`
 }
 
 type simulateDepJSON struct {
@@ -129,6 +131,7 @@ func runSimulate(ctx context.Context, env *cliEnv, args []string) int {
 	fs.IntVar(&cfg.Fleet.Prefetch, "prefetch", 0, "messages each agent buffers (default: what an agent's adaptive prefetch settles at for --step-duration)")
 	fs.IntVar(&cfg.Fleet.MaxDeliver, "max-deliver", simulate.DefaultMaxDeliver, "the work consumer's MaxDeliver (-1: unlimited)")
 	fs.IntVar(&cfg.Fleet.MaxAckPending, "max-ack-pending", simulate.DefaultMaxAckPending, "the work consumer's MaxAckPending (-1: unlimited)")
+	durationFlag(fs, &cfg.Fleet.LocalRetryMax, "local-retry-max", simulate.DefaultLocalRetryMax, "retries of at most this delay run again on their agent, as the agents' --local-retry-max (negative: every retry is a delayed nak)")
 	step := fs.String("step", "", "the step that calls the dependency: its name or 1-based number (default: the first)")
 	durationFlag(fs, &d.StepDuration, "step-duration", simulate.DefaultStepDuration, "how long a step run takes")
 	durationFlag(fs, &d.FailDuration, "fail-duration", 0, "how long a failed call takes (default: --step-duration)")
@@ -367,7 +370,7 @@ func simulateJSON(spec *messages.JobSpec, cfg *simulate.Config, s budget.Setting
 	rep := &simulateReport{
 		Job: spec.ID, Items: c.Items, Seed: c.Seed,
 		Fleet: simulateFleetJSON{Agents: c.Fleet.Agents, Concurrency: c.Fleet.Concurrency, Prefetch: c.Fleet.Prefetch,
-			MaxDeliver: c.Fleet.MaxDeliver, MaxAckPending: c.Fleet.MaxAckPending},
+			MaxDeliver: c.Fleet.MaxDeliver, MaxAckPending: c.Fleet.MaxAckPending, LocalRetryMaxMS: c.Fleet.LocalRetryMax.Milliseconds()},
 		Dependency: simulateDepJSON{
 			Step: d.Step, StepName: stepName(spec, d.Step), StepDurationMS: d.StepDuration.Milliseconds(),
 			FailDurationMS: d.FailDuration.Milliseconds(), OutageAtMS: d.OutageAt.Milliseconds(), OutageMS: d.Outage.Milliseconds(),

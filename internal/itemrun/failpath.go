@@ -228,10 +228,10 @@ func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, 
 
 // retriesLocally reports whether the retry of it after delay runs on this
 // agent (localretry.go): the delay is short, the local retries in a row
-// fewer than maxLocalRetries, and the retry is due within a third of
+// fewer than MaxLocalRetries, and the retry is due within a third of
 // AckWait of the delivery's start, so that its heartbeats begin in time.
 func (a *Agent) retriesLocally(it *item, delay time.Duration) bool {
-	return a.localRetries != nil && delay <= a.cfg.LocalRetryMax && it.localRetries < maxLocalRetries &&
+	return a.localRetries != nil && delay <= a.cfg.LocalRetryMax && it.localRetries < MaxLocalRetries &&
 		a.ackWait > 0 && a.cfg.hooks.Clock.Now().Add(delay).Sub(it.reset) < a.ackWait/3
 }
 

@@ -20,16 +20,16 @@ import (
 // it one stored message, the state write.
 //
 // A local retry is not a delivery: MaxDeliver does not count it, attempts
-// and the budgets do. At most maxLocalRetries follow each other; the next
+// and the budgets do. At most MaxLocalRetries follow each other; the next
 // retry is a delayed nak, which any agent of the pool may take, so that
 // failures that are this agent's own (a full disk, a missing tool) reach
 // another. If the agent dies while a local retry waits, AckWait brings
 // the message to another agent, which reads the state written before it.
 // At shutdown a waiting local retry is naked with the delay it has left.
 
-// maxLocalRetries is how many local retries may follow each other before
+// MaxLocalRetries is how many local retries may follow each other before
 // a retry goes back to the work stream.
-const maxLocalRetries = 3
+const MaxLocalRetries = 3
 
 // localRetry is a delivery waiting to run again on this agent: the
 // message, what its last run knew of it, and its state as written before

@@ -23,6 +23,8 @@ const (
 	DefaultMaxDeliver = provision.DefaultMaxDeliver
 	// DefaultMaxAckPending is the work consumer's MaxAckPending, as provisioned.
 	DefaultMaxAckPending = provision.DefaultMaxAckPending
+	// DefaultLocalRetryMax is the agents' local retry bound, as the agent's.
+	DefaultLocalRetryMax = agent.DefaultLocalRetryMax
 	// DefaultStepDuration is how long a step run takes.
 	DefaultStepDuration = 200 * time.Millisecond
 	// DefaultError is the message of a failed call to the dependency, and
@@ -117,6 +119,14 @@ type Fleet struct {
 	// before the item waits outside (a delayed nak), as the agent's
 	// Config.LimitWait. Defaults to 1s.
 	LimitWait time.Duration
+	// LocalRetryMax is the longest retry delay the agent waits out itself
+	// before it runs the item again, as the agent's Config.LocalRetryMax.
+	// Defaults to 1s; negative: every retry is a delayed nak.
+	LocalRetryMax time.Duration
+	// AckWait is the consumer's AckWait: a local retry is due within a
+	// third of it of its delivery (agent crashes are not modelled).
+	// Defaults to 30s.
+	AckWait time.Duration
 }
 
 // Dependency is the downstream called by one step of the job, and what goes
@@ -183,6 +193,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if f.LimitWait == 0 {
 		f.LimitWait = agent.DefaultLimitWait
+	}
+	if f.LocalRetryMax == 0 {
+		f.LocalRetryMax = DefaultLocalRetryMax
+	}
+	if f.AckWait == 0 {
+		f.AckWait = provision.DefaultAckWait
 	}
 	d := &c.Dependency
 	if d.StepDuration == 0 {

@@ -22,7 +22,10 @@
 //     retry, custom), max_failures, failure_threshold.
 //
 // The fleet's timing is modelled as jetfleet runs on JetStream: a retry is
-// a NakWithDelay redelivery; the server serves due redeliveries before new
+// a NakWithDelay redelivery, or a local retry when its delay is at most
+// Fleet.LocalRetryMax (it waits in its agent and goes to the back of that
+// agent's buffer when due, at most itemrun.MaxLocalRetries in a row,
+// spending no delivery); the server serves due redeliveries before new
 // messages, in the order they became due, to the waiting pull requests
 // round-robin; each agent pulls as its pull loop does (pkg/agent: a buffer
 // of Prefetch messages, refilled once its request has been served and it

@@ -11,6 +11,7 @@ const (
 	evDeadline                   // best_effort.deadline
 	evLimit                      // a run waiting in its agent for its step's limit asks again
 	evLimitKick                  // a run waiting in its agent is handed a slot another of its runs freed
+	evLocal                      // a local retry is due: back into its agent's buffer
 )
 
 // Outcomes of a step run, in event.run.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/failure"
+	"github.com/jetfleet/jetfleet/internal/itemrun"
 	"github.com/jetfleet/jetfleet/internal/limit"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/pkg/jobspec"
@@ -73,6 +74,8 @@ type itemState struct {
 	attempts     int32 // failed runs of the current step
 	retries      int32 // retries granted, all steps and whole-item runs together
 	deliveries   int32 // the message's NumDelivered
+	delivered    int64 // when the current delivery reached its agent + 1 (a local retry keeps it)
+	local        uint8 // local retries in a row since that delivery
 	run          int32 // whole-item run (error_policy retry), 1-based once set
 	step         int16
 	limitSince   int64 // when the run began waiting in its agent for the step's limit + 1; 0 = not waiting
@@ -90,6 +93,7 @@ const (
 	flagSettled                      // this delivery's breaker outcome is recorded
 	flagStepTicket                   // the current run was admitted by its step's own breaker, to settle
 	flagSlot                         // the current run holds a slot of the step's limit
+	flagLocal                        // the item waits in its agent as a local retry, or is in its buffer after one
 )
 
 // agentState is one agent as pkg/agent consumes (pkg/agent/pull.go):
@@ -308,6 +312,9 @@ func (s *sim) run(ctx context.Context) error {
 		switch e.kind {
 		case evReady:
 			s.rdq.push(e.item)
+		case evLocal:
+			s.agents[e.agent].buf.push(e.item)
+			s.pumps.push(e.agent)
 		case evDone:
 			s.stepDone(&e)
 		case evLimit, evLimitKick:
@@ -421,8 +428,13 @@ func (s *sim) slotFree(a int32) {
 // deliver is the agent's process: an item's delivery, on agent a.
 func (s *sim) deliver(a int32, it int32) {
 	st := &s.items[it]
-	st.deliveries++
-	s.res.Deliveries++
+	if st.flags&flagLocal != 0 {
+		st.flags &^= flagLocal // a local retry: the same delivery
+	} else {
+		st.deliveries++
+		s.res.Deliveries++
+		st.delivered, st.local = s.now+1, 0
+	}
 	if s.ended || st.flags&flagFinal != 0 {
 		// The job ended: the agent terminates the message (not_run).
 		s.release(st)
@@ -795,10 +807,10 @@ func (s *sim) stepEnds(a, it int32, f *failure.StepFailure, err error) {
 	switch v = v.OnFailure(sm.onFailure, "", nil); v.Kind {
 	case failure.EndSnooze:
 		s.res.Snoozes++
-		s.nak(it, v.Delay)
+		s.retryLater(a, it, v.Delay)
 		s.slotFree(a)
 	case failure.EndRetry:
-		s.nak(it, v.Delay)
+		s.retryLater(a, it, v.Delay)
 		s.slotFree(a)
 	case failure.EndContinue:
 		s.stepSucceeded(a, it)
@@ -889,7 +901,7 @@ func (s *sim) itemFailed(a, it int32, reason string, err error) {
 		st.step = 0
 		st.started = 0 // a new run: agent_timeout counts afresh
 		s.apply(st, retry.State{})
-		s.nak(it, v.Delay)
+		s.retryLater(a, it, v.Delay)
 	default: // failure.EndGiveUp, with the item's outcome
 		s.finish(st, v.Outcome, v.Reason)
 	}
@@ -955,6 +967,22 @@ func (s *sim) endMap(state, reason string) {
 	s.res.NotRun = s.n - s.done
 	s.res.State, s.res.Reason = state, reason
 	s.res.Duration = time.Duration(s.now)
+}
+
+// retryLater is the agent's retryLater after agent a's run of the item
+// failed: a short retry waits in a and goes back into its buffer when due
+// (a local retry: the same delivery, while the delivery is young and at
+// most itemrun.MaxLocalRetries in a row), any other is a delayed nak.
+func (s *sim) retryLater(a, it int32, d time.Duration) {
+	st := &s.items[it]
+	f := &s.cfg.Fleet
+	if d <= f.LocalRetryMax && int(st.local) < itemrun.MaxLocalRetries && s.now+int64(d)-(st.delivered-1) < int64(f.AckWait/3) {
+		st.local++
+		st.flags |= flagLocal
+		s.events.push(event{at: s.now + int64(d), kind: evLocal, item: it, agent: a})
+		return
+	}
+	s.nak(it, d)
 }
 
 // nak redelivers the item after d (at least 1 ms, as the agent's nakDelay).

@@ -319,6 +319,32 @@ func TestMaxDeliverBackstop(t *testing.T) {
 	require.Equal(t, int64(12), r.Deliveries)
 }
 
+// A short retry runs again on its agent and spends no delivery, as the
+// agent's local retries do: three in a row, then a delayed nak. With
+// MaxDeliver 3 an always-failing item runs 4 times on each of its first
+// two deliveries and once on the last (e2e's TestLastDeliveryGivesUp sees
+// the same on a real fleet); without local retries, once per delivery.
+func TestShortRetriesStayOnTheirAgent(t *testing.T) {
+	spec := parse(t, `
+agent_template:
+  - handler: call
+    retry_config: {attempts: 20, backoff: fixed, initial_delay: 10ms}
+retry_budget: 1000
+`)
+	cfg := simulate.Config{Spec: spec, Items: 2, Fleet: simulate.Fleet{Concurrency: 2, MaxDeliver: 3}, Dependency: outage}
+	r := run(t, cfg)
+	require.Equal(t, int64(2*(4+4+1)), r.Attempts)
+	require.Equal(t, int64(2*(3+1+3+1)), r.Retries)
+	require.Equal(t, int64(2*3), r.Deliveries)
+	require.Equal(t, map[string]int64{messages.ReasonMaxDeliveries: 2}, r.Reasons)
+
+	cfg.Fleet.LocalRetryMax = -1
+	r = run(t, cfg)
+	require.Equal(t, int64(2*3), r.Attempts)
+	require.Equal(t, int64(2*2), r.Retries)
+	require.Equal(t, int64(2*3), r.Deliveries)
+}
+
 func TestErrorPolicies(t *testing.T) {
 	base := `
 agent_template:
