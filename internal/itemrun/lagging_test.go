@@ -169,28 +169,13 @@ func TestLaggingReplicaLosesNoItem(t *testing.T) {
 	ctx := testCtx(t, 120*time.Second)
 	prov := provision.Config{Replicas: 3, AckWait: 30 * time.Second, MaxDeliver: 20, DLQMaxBytes: 16 << 20}
 	cnc := c.Connect(t)
-	co, err := coordinator.New(cnc, coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	coCtx, stopCo := context.WithCancel(ctx)
-	coDone := make(chan error, 1)
-	go func() { coDone <- co.Run(coCtx) }()
-	defer func() { stopCo(); require.NoError(t, <-coDone) }()
-	select {
-	case <-co.Ready():
-	case err := <-coDone:
-		t.Fatalf("coordinator exited: %v", err)
-	case <-ctx.Done():
-		t.Fatal("coordinator not ready")
-	}
+	runCoordinator(t, ctx, cnc, coordinator.Config{Provision: coordinator.Provision(prov), StatusInterval: 20 * time.Millisecond})
 	c.WaitForStreamLeader(t, "KV_"+testNames.JobsBucket())
 
 	replica := &laggingReplica{}
 	a := New(c.ConnectNode(t, 1), testhooks.WithAgent(Config{Name: "lagging", ShutdownTimeout: 5 * time.Second}, testhooks.Agent{Provision: prov})).HandleBuiltins()
 	a.jobsReplica = func(recordGetter) recordGetter { return replica }
-	agCtx, stopAgent := context.WithCancel(ctx)
-	agDone := make(chan error, 1)
-	go func() { agDone <- a.Run(agCtx) }()
-	defer func() { stopAgent(); require.NoError(t, <-agDone) }()
+	defer runAgent(t, ctx, a)()
 
 	const n = 200
 	items := make([]map[string]any, n)

@@ -72,12 +72,7 @@ func TestLocalRetriesHandOverWhatIsDueAndNakTheRestAtClose(t *testing.T) {
 	timers[3].f() // due, not yet taken when the agent stops
 	advance(50 * time.Millisecond)
 	q.close()
-	got := map[int]time.Duration{}
-	for range 2 {
-		n := <-sink
-		got[n.msg] = n.delay
-	}
-	require.Equal(t, map[int]time.Duration{3: 400 * time.Millisecond, 4: time.Millisecond}, got,
+	require.Equal(t, map[int]time.Duration{3: 400 * time.Millisecond, 4: time.Millisecond}, takeNaks(sink, 2),
 		"r3 waited 100 of its 500 ms; r4 was due: the least delay, never a bare nak")
 	require.True(t, timers[2].stopped)
 	timers[2].f() // a timer that fires after close changes nothing
@@ -98,13 +93,7 @@ func TestLocalRetryWaitingAtShutdownGoesToAnotherAgent(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	ctx := testCtx(t, 60*time.Second)
 	prov := provision.Config{AckWait: 5 * time.Minute}
-	co, err := coordinator.New(srv.Connect(t), coordinator.Config{Provision: coordinator.Provision(prov)})
-	require.NoError(t, err)
-	coCtx, stopCo := context.WithCancel(ctx)
-	coDone := make(chan error, 1)
-	go func() { coDone <- co.Run(coCtx) }()
-	defer func() { stopCo(); require.NoError(t, <-coDone) }()
-	<-co.Ready()
+	runCoordinator(t, ctx, srv.Connect(t), coordinator.Config{Provision: coordinator.Provision(prov)})
 
 	const delay = 800 * time.Millisecond
 	reg := prometheus.NewRegistry()
@@ -114,9 +103,7 @@ func TestLocalRetryWaitingAtShutdownGoesToAnotherAgent(t *testing.T) {
 			failedAt <- time.Now()
 			return nil, errors.New("downstream unavailable")
 		})
-	firstCtx, stopFirst := context.WithCancel(ctx)
-	firstDone := make(chan error, 1)
-	go func() { firstDone <- first.Run(firstCtx) }()
+	stopFirst := runAgent(t, ctx, first)
 
 	cl, err := client.New(srv.Connect(t), "")
 	require.NoError(t, err)
@@ -127,7 +114,6 @@ func TestLocalRetryWaitingAtShutdownGoesToAnotherAgent(t *testing.T) {
 	require.Eventually(t, func() bool { return counter(t, reg, "jetfleet_agent_local_retries_total") == 1 },
 		10*time.Second, 5*time.Millisecond, "the retry waits in the first agent")
 	stopFirst()
-	require.NoError(t, <-firstDone)
 
 	ranAt := make(chan time.Time, 1)
 	second := New(srv.Connect(t), Config{Name: "second", ShutdownTimeout: 5 * time.Second}).
@@ -135,10 +121,7 @@ func TestLocalRetryWaitingAtShutdownGoesToAnotherAgent(t *testing.T) {
 			ranAt <- time.Now()
 			return "ok", nil
 		})
-	secondCtx, stopSecond := context.WithCancel(ctx)
-	secondDone := make(chan error, 1)
-	go func() { secondDone <- second.Run(secondCtx) }()
-	defer func() { stopSecond(); require.NoError(t, <-secondDone) }()
+	defer runAgent(t, ctx, second)()
 
 	st, err := cl.JobWait(ctx, "handover", 20*time.Millisecond, nil)
 	require.NoError(t, err)

@@ -27,6 +27,16 @@ func (m *sinkMsg) NakWithDelay(d time.Duration) error {
 	return nil
 }
 
+// takeNaks waits for n naks on sink and returns their delays by message.
+func takeNaks(sink <-chan sentNak, n int) map[int]time.Duration {
+	got := map[int]time.Duration{}
+	for range n {
+		s := <-sink
+		got[s.msg] = s.delay
+	}
+	return got
+}
+
 // The pacer sends its naks together once a tick of the wall clock, each
 // with what is left of its delay (at least 1 ms: never a bare nak), and
 // once closed it sends what it holds and every later nak at once.
@@ -50,12 +60,7 @@ func TestNakPacerSendsOnTicksWithWhatIsLeftOfTheDelay(t *testing.T) {
 	advance(12 * time.Millisecond)
 	require.Empty(t, sink, "nothing before the tick")
 	tick <- clock
-	got := map[int]time.Duration{}
-	for range 2 {
-		n := <-sink
-		got[n.msg] = n.delay
-	}
-	require.Equal(t, map[int]time.Duration{1: 83 * time.Millisecond, 2: time.Millisecond}, got,
+	require.Equal(t, map[int]time.Duration{1: 83 * time.Millisecond, 2: time.Millisecond}, takeNaks(sink, 2),
 		"100 ms less the 17 ms waited; 2 ms less 12 ms is past: the least delay, not a bare nak")
 
 	p.nak(&sinkMsg{id: 3, sink: sink}, time.Second)

@@ -55,17 +55,7 @@ func TestFreshFleetsNeverStall(t *testing.T) {
 func runStallFleet(t *testing.T, jobs, items int) {
 	srv := fleettest.RunServer(t)
 	ctx := testCtx(t, 120*time.Second)
-	co, err := coordinator.New(srv.Connect(t), coordinator.Config{})
-	require.NoError(t, err)
-	coCtx, stopCo := context.WithCancel(ctx)
-	coDone := make(chan error, 1)
-	go func() { coDone <- co.Run(coCtx) }()
-	defer func() { stopCo(); require.NoError(t, <-coDone) }()
-	select {
-	case <-co.Ready():
-	case err := <-coDone:
-		t.Fatalf("coordinator exited: %v", err)
-	}
+	runCoordinator(t, ctx, srv.Connect(t), coordinator.Config{})
 	agCtx, stopAgents := context.WithCancel(ctx)
 	var agents sync.WaitGroup
 	defer func() { stopAgents(); agents.Wait() }()
@@ -160,17 +150,7 @@ func TestPullLosesNothingWhenTheConnectionFreezes(t *testing.T) {
 	srv := fleettest.RunServer(t)
 	proxy := newFreezeProxy(t, srv.URL())
 	ctx := testCtx(t, 60*time.Second)
-	co, err := coordinator.New(srv.Connect(t), coordinator.Config{})
-	require.NoError(t, err)
-	coCtx, stopCo := context.WithCancel(ctx)
-	coDone := make(chan error, 1)
-	go func() { coDone <- co.Run(coCtx) }()
-	defer func() { stopCo(); require.NoError(t, <-coDone) }()
-	select {
-	case <-co.Ready():
-	case err := <-coDone:
-		t.Fatalf("coordinator exited: %v", err)
-	}
+	runCoordinator(t, ctx, srv.Connect(t), coordinator.Config{})
 	nc, err := nats.Connect(proxy.url(), nats.MaxReconnects(-1))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)

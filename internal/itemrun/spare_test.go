@@ -1,7 +1,6 @@
 package itemrun
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -23,20 +22,11 @@ func TestBookkeepingWorkersAreReused(t *testing.T) {
 	checkLeaks(t)
 	srv := fleettest.RunServer(t)
 	ctx := testCtx(t, 60*time.Second)
-	co, err := coordinator.New(srv.Connect(t), coordinator.Config{})
-	require.NoError(t, err)
-	coCtx, stopCo := context.WithCancel(ctx)
-	coDone := make(chan error, 1)
-	go func() { coDone <- co.Run(coCtx) }()
-	defer func() { stopCo(); require.NoError(t, <-coDone) }()
-	<-co.Ready()
+	runCoordinator(t, ctx, srv.Connect(t), coordinator.Config{})
 
 	const conc, items = 4, 400
 	a := New(srv.Connect(t), Config{Name: "spare", Concurrency: conc, ShutdownTimeout: 5 * time.Second}).HandleBuiltins()
-	agCtx, stopAgent := context.WithCancel(ctx)
-	agDone := make(chan error, 1)
-	go func() { agDone <- a.Run(agCtx) }()
-	defer func() { stopAgent(); require.NoError(t, <-agDone) }()
+	defer runAgent(t, ctx, a)()
 
 	cl, err := client.New(srv.Connect(t), "")
 	require.NoError(t, err)
