@@ -50,8 +50,8 @@ type localRetry struct {
 	timer interface{ Stop() bool }
 }
 
-// localRetries holds local retries until they are due, then hands them to the pull
-// loop (ready, take). It is safe for concurrent use.
+// localRetries holds local retries until they are due, then hands them to
+// the pull loop (ready, take). It is safe for concurrent use.
 type localRetries struct {
 	now       func() time.Time
 	afterFunc func(time.Duration, func()) interface{ Stop() bool } // time.AfterFunc; a test's gate

@@ -165,8 +165,9 @@ func (a *Agent) safeProcessOn(ctx context.Context, m jetstream.Msg, slot *hbSlot
 	a.process(ctx, m, slot, free)
 }
 
-// process handles one delivery end to end. It never returns an error: every
-// path ends in an ack, a term, a delayed nak or (for a fenced-off zombie)
+// process handles one delivery end to end, or one local retry of it (m is
+// then a *localRetry). It never returns an error: every path ends in an
+// ack, a term, a delayed nak, a local retry or (for a fenced-off zombie)
 // nothing, leaving the message to its current holder.
 func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot, free func()) {
 	it := &item{m: m, t0: a.cfg.hooks.Clock.Now(), hb: slot, free: free}
