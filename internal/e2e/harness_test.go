@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -32,15 +33,59 @@ var testProvision = provision.Config{AckWait: 2 * time.Second, MaxDeliver: 50, D
 // would misread.
 var calmProvision = provision.Config{AckWait: 30 * time.Second, MaxDeliver: 50, DLQMaxBytes: 64 << 20}
 
+// testLogger is a process's logger in a test: with -v its lines go to the
+// test's log; without, the last failLogBytes of them are kept and printed
+// only if the test fails, so that a failure seen once says what the
+// coordinators and agents were doing.
 func testLogger(t testing.TB) zerolog.Logger {
-	if _, fuzz := t.(*testing.F); fuzz && testing.Verbose() {
-		// The fuzz target's goroutines must not log to the *testing.F.
-		return zerolog.New(os.Stderr).Level(zerolog.WarnLevel)
+	if _, fuzz := t.(*testing.F); fuzz {
+		if testing.Verbose() {
+			// The fuzz target's goroutines must not log to the *testing.F.
+			return zerolog.New(os.Stderr).Level(zerolog.WarnLevel)
+		}
+		return zerolog.Nop()
 	}
 	if testing.Verbose() {
 		return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	}
-	return zerolog.Nop()
+	w := &tailWriter{max: failLogBytes}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("what a process of the test logged last (%d bytes at most):\n%s", failLogBytes, w.String())
+		}
+	})
+	return zerolog.New(w).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+}
+
+// failLogBytes bounds what testLogger keeps of one process's log.
+const failLogBytes = 32 << 10
+
+// tailWriter keeps the last max bytes written to it, whole lines. It is
+// safe for concurrent use.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if len(w.buf) > 2*w.max {
+		cut := len(w.buf) - w.max
+		if i := bytes.IndexByte(w.buf[cut:], '\n'); i >= 0 {
+			cut += i + 1
+		}
+		w.buf = append(w.buf[:0], w.buf[cut:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.buf)
 }
 
 // proc is a coordinator or agent running on its own connection, so a test
