@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"testing"
 
 	"github.com/jetfleet/jetfleet/internal/natstest"
@@ -12,6 +11,5 @@ import (
 // agreement with a live fleet, which times calls against outage edges,
 // does not call t.Parallel and runs alone.
 func TestMain(m *testing.M) {
-	natstest.SetParallel(8)
-	os.Exit(m.Run())
+	natstest.MainParallel(m, 8)
 }

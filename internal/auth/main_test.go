@@ -1,7 +1,6 @@
 package auth_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/jetfleet/jetfleet/internal/natstest"
@@ -13,6 +12,5 @@ import (
 // CPU. TestIntakeCannotBeJammed and TestLimitSharesArePerPool time what
 // they measure and do not call t.Parallel: they run alone.
 func TestMain(m *testing.M) {
-	natstest.SetParallel(8)
-	os.Exit(m.Run())
+	natstest.MainParallel(m, 8)
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"testing"
 
 	"github.com/jetfleet/jetfleet/internal/natstest"
@@ -18,6 +17,5 @@ import (
 // slowest tests"). The tests that measure rates, shares or fault timings
 // do not call t.Parallel and still run alone.
 func TestMain(m *testing.M) {
-	natstest.SetParallel(8)
-	os.Exit(m.Run())
+	natstest.MainParallel(m, 8)
 }

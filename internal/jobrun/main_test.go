@@ -1,7 +1,6 @@
 package jobrun
 
 import (
-	"os"
 	"testing"
 
 	"github.com/jetfleet/jetfleet/internal/natstest"
@@ -12,6 +11,5 @@ import (
 // measure the heap, check for leaked goroutines or set a package variable
 // do not call t.Parallel and run alone.
 func TestMain(m *testing.M) {
-	natstest.SetParallel(8)
-	os.Exit(m.Run())
+	natstest.MainParallel(m, 8)
 }

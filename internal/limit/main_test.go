@@ -1,7 +1,6 @@
 package limit_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/jetfleet/jetfleet/internal/natstest"
@@ -10,6 +9,5 @@ import (
 // TestMain runs the package's four limiter tests side by side (each on its
 // own server, each mostly waiting out its 20 ms calls), not two at a time.
 func TestMain(m *testing.M) {
-	natstest.SetParallel(8)
-	os.Exit(m.Run())
+	natstest.MainParallel(m, 8)
 }

@@ -2,8 +2,10 @@ package natstest
 
 import (
 	"flag"
+	"os"
 	"runtime"
 	"strconv"
+	"testing"
 )
 
 // SetParallel makes n the default of -test.parallel, how many of a test
@@ -31,4 +33,11 @@ func SetParallel(n int) {
 	if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
 		panic(err)
 	}
+}
+
+// MainParallel is a TestMain that runs the package's tests with n of its
+// parallel tests at once (SetParallel), and exits with their outcome.
+func MainParallel(m *testing.M, n int) {
+	SetParallel(n)
+	os.Exit(m.Run())
 }
