@@ -2,6 +2,7 @@ package intake
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,15 +39,16 @@ func TestOpenSlotsLetSubmissionsInInOrder(t *testing.T) {
 	require.Equal(t, 2, in.OpenJobs(), "the running job and the one being accepted")
 
 	entered := make(chan uint64, 2)
+	var done sync.WaitGroup
 	for _, tk := range []uint64{t3, t2} { // t3 asks first, but t2 was taken first
-		go func() {
+		done.Go(func() {
 			release, err := in.waitOpenSlot(ctx, tk)
 			if err != nil {
 				return
 			}
 			entered <- tk
 			release()
-		}()
+		})
 	}
 	require.Eventually(t, func() bool { // both hold their place
 		in.slots.mu.Lock()
@@ -57,6 +59,7 @@ func TestOpenSlotsLetSubmissionsInInOrder(t *testing.T) {
 	release1() // t1's job was refused: its slot frees up
 	require.Equal(t, t2, <-entered, "the earlier ticket first")
 	require.Equal(t, t3, <-entered)
+	done.Wait() // t3's release, after it said it entered
 	require.Equal(t, 1, in.OpenJobs())
 }
 
