@@ -76,7 +76,9 @@ func (a *Agent) admitBreaker(ctx context.Context, it *item) bool {
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		_ = it.m.Nak() // shutdown: back unspent, as for a cancelled step
+		if a.writeLocal(it) {
+			_ = it.m.Nak() // shutdown: back unspent, as for a cancelled step
+		}
 		return false
 	case err != nil:
 		if a.lastDelivery(it) {

@@ -228,11 +228,18 @@ type Config struct {
 	// LocalRetryMax is the longest retry or snooze delay after which the
 	// agent runs the item again itself (a local retry), rather than naking
 	// it with the delay for any agent of the pool to take (localretry.go):
-	// the state is written first as for any retry, and at most three local
-	// retries follow each other. It applies only while the delivery is far
-	// from its AckWait. Defaults to DefaultLocalRetryMax (1s); negative:
-	// every retry is a delayed nak.
+	// the budget is claimed as for any retry, the item's state is written
+	// when the delivery leaves the agent, and at most three local retries
+	// follow each other. It applies only while the delivery is far from
+	// its AckWait. Defaults to DefaultLocalRetryMax (1s); negative: every
+	// retry is a delayed nak.
 	LocalRetryMax time.Duration
+	// LocalRetryDurable writes the item's state before each local retry,
+	// as before a delayed nak, rather than once as the delivery leaves
+	// the agent: an agent that dies between two local retries then loses
+	// no attempt from the count or the history (without it, up to three
+	// failed runs), for one stored message per retry.
+	LocalRetryDurable bool
 	// LimitLease is how long a step's limit slot stays held when its
 	// agent stops renewing it (renewed every third of it while the step
 	// runs). Defaults to DefaultLimitLease (30s).

@@ -205,6 +205,18 @@ func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, 
 	if park {
 		a.markPark(it, delay)
 	}
+	if !park && a.retriesLocally(it, delay) && !a.cfg.LocalRetryDurable {
+		// Short: the delay waits in the agent, and the state is written
+		// when the delivery leaves it (localretry.go).
+		it.unwritten = true
+		r := localRetryOf(it)
+		r.write = a.writeWaiting
+		if a.localRetries.add(r, delay) {
+			a.metrics.retries.WithLabelValues(kind).Inc()
+			a.metrics.localRetries.Inc()
+			return
+		}
+	}
 	saved, fenced := a.persist(ctx, it)
 	if fenced {
 		return
@@ -216,8 +228,8 @@ func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, 
 		a.park(ctx, it)
 		return
 	}
-	if saved && a.retriesLocally(it, delay) && a.localRetries.add(localRetryOf(it), delay) {
-		a.metrics.localRetries.Inc() // short: the delay waits in the agent (localretry.go)
+	if saved && a.cfg.LocalRetryDurable && a.retriesLocally(it, delay) && a.localRetries.add(localRetryOf(it), delay) {
+		a.metrics.localRetries.Inc() // short, its state written first
 		return
 	}
 	if saved && a.states != nil {
@@ -235,19 +247,46 @@ func (a *Agent) retriesLocally(it *item, delay time.Duration) bool {
 		a.ackWait > 0 && a.cfg.hooks.Clock.Now().Add(delay).Sub(it.reset) < a.ackWait/3
 }
 
-// localRetryOf is it's delivery, to run again after its state was written.
+// localRetryOf is it's delivery, to run again on this agent.
 func localRetryOf(it *item) *localRetry {
 	m := it.m
 	if r, ok := m.(*localRetry); ok {
 		m = r.Msg
 	}
-	return &localRetry{Msg: m, md: it.md, wi: it.wi, st: it.st, rev: it.rev, key: it.key, n: it.localRetries + 1, reset: it.reset}
+	return &localRetry{Msg: m, md: it.md, wi: it.wi, st: it.st, rev: it.rev, key: it.key, n: it.localRetries + 1,
+		reset: it.reset, unwritten: it.unwritten}
 }
+
+// writeWaiting writes the state of a local retry that leaves the agent
+// before it runs again (localRetry.flush).
+func (a *Agent) writeWaiting(r *localRetry) bool {
+	return a.writeLocal(&item{m: r.Msg, md: r.md, wi: r.wi, st: r.st, rev: r.rev, key: r.key, reset: r.reset, unwritten: true})
+}
+
+// writeLocal writes the state of an item whose local retries (localretry.go)
+// are not written yet, as its delivery leaves this agent: a nak, or its
+// agent's shutdown. It reports false when the write found that another
+// agent holds the item, which this one must then leave alone. A write that
+// fails otherwise still lets the nak go: the next delivery decides from the
+// state last written, without the runs of this one.
+func (a *Agent) writeLocal(it *item) bool {
+	if !it.unwritten {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), localWriteWait)
+	defer cancel()
+	_, fenced := a.persist(ctx, it)
+	return !fenced
+}
+
+// localWriteWait bounds writeLocal: at shutdown the connection may be going.
+const localWriteWait = 5 * time.Second
 
 // persist saves the item's state. fenced reports a conflict: another agent
 // holds the item now (this delivery outlived AckWait), and this one must
 // step aside without acking or naking.
 func (a *Agent) persist(ctx context.Context, it *item) (saved, fenced bool) {
+	it.unwritten = false // written now, or never: one try
 	err := a.saveState(ctx, it)
 	switch {
 	case err == nil:

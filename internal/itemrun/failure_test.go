@@ -45,6 +45,8 @@ type failureAgent struct {
 	breakers *fakeBreakers
 	// localDelays are the delays of the local retries queued (localRetries).
 	localDelays []time.Duration
+	// lastMsg is the work message of the last delivery.
+	lastMsg *recMsg
 }
 
 const testMaxDeliver = 5
@@ -125,6 +127,7 @@ func (f *failureAgent) deliverPark(t *testing.T, j *job, n uint64, park int) *re
 	close(f.a.results)
 	f.a.batchLoop() // publishes what it holds at once, the input being closed
 	f.a.ackLoop()   // the fake PubAcks are in: acks or terms at once
+	f.lastMsg = m
 	return m
 }
 
@@ -193,11 +196,41 @@ func TestFailurePath(t *testing.T) {
 			want: want{msg: "nak 4s", decisions: []string{"retry"}, attempt: 2, retries: 2, claims: []int{1}, metric: "retry"},
 		},
 		{
-			name: "short retry: state saved, then it waits in the agent, the message left alone", steps: `[{"handler":"fail","retry_config":{"initial_delay":"100ms"}}]`,
+			name: "short retry: it waits in the agent with its state unwritten, the message left alone; written when it leaves", steps: `[{"handler":"fail","retry_config":{"initial_delay":"100ms"}}]`,
 			setup: func(f *failureAgent) { f.localRetries(30 * time.Second) },
+			check: func(t *testing.T, f *failureAgent, j *job) {
+				require.Equal(t, 1.0, counter(t, f.reg, "jetfleet_agent_local_retries_total"))
+				require.Equal(t, []time.Duration{100 * time.Millisecond}, f.localDelays)
+				require.Len(t, f.a.localRetries.waiting, 1)
+				var r *localRetry
+				for r = range f.a.localRetries.waiting {
+				}
+				require.True(t, r.unwritten)
+				require.Equal(t, 1, r.st.StepAttempt)
+				require.Equal(t, 1, r.st.Retries)
+				require.Len(t, r.st.History, 1)
+
+				// The agent stops: the state is written, then the message naked.
+				f.a.localRetries.close()
+				st := f.state(t, j)
+				require.NotNil(t, st, "the state written as the retry left the agent")
+				require.Equal(t, 1, st.StepAttempt)
+				require.Equal(t, 1, st.Retries)
+				require.Len(t, st.History, 1)
+				require.Equal(t, "retry", st.History[0].Decision)
+				require.Contains(t, f.lastMsg.disposition(), "nak ")
+			},
+			want: want{msg: "", claims: []int{0}, metric: "retry"},
+		},
+		{
+			name: "short retry, LocalRetryDurable: state written first, then it waits in the agent", steps: `[{"handler":"fail","retry_config":{"initial_delay":"100ms"}}]`,
+			setup: func(f *failureAgent) { f.localRetries(30 * time.Second); f.a.cfg.LocalRetryDurable = true },
 			check: func(t *testing.T, f *failureAgent, _ *job) {
 				require.Equal(t, 1.0, counter(t, f.reg, "jetfleet_agent_local_retries_total"))
 				require.Equal(t, []time.Duration{100 * time.Millisecond}, f.localDelays)
+				for r := range f.a.localRetries.waiting {
+					require.False(t, r.unwritten)
+				}
 			},
 			want: want{msg: "", decisions: []string{"retry"}, attempt: 1, retries: 1, claims: []int{0}, metric: "retry"},
 		},

@@ -98,7 +98,9 @@ func (a *Agent) admitLimit(ctx context.Context, it *item, i int) (t *limit.Ticke
 		a.dropKilled(it) // the job was cancelled with kill while it waited
 		return nil, nil, false
 	case err != nil && ctx.Err() != nil:
-		_ = it.m.Nak() // shutdown: back unspent
+		if a.writeLocal(it) {
+			_ = it.m.Nak() // shutdown: back unspent
+		}
 		return nil, nil, false
 	case errors.Is(err, limit.ErrNotFound), errors.Is(err, limit.ErrWrongPool):
 		return nil, &retry.Failure{Err: fmt.Errorf("limit %q: %w", q.Label, err)}, true

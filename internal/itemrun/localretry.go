@@ -12,20 +12,26 @@ import (
 // Local retries (docs/retries.md §1, "Short retries stay on their agent"):
 // a retry or snooze whose delay is at most Config.LocalRetryMax is run
 // again by the agent whose run failed, without a delayed nak. As before
-// any retry, the budget is claimed and the item's state written first;
-// then the delivery waits in the agent, holding no slot, until its delay
-// is up, and goes into the agent's buffer behind the messages already
-// there. The server is spared the nak, the redelivery and, when the
-// redelivery would reach another agent, the state read: the retry costs
-// it one stored message, the state write.
+// any retry, the budget is claimed first; then the delivery waits in the
+// agent, holding no slot, until its delay is up, and goes into the
+// agent's buffer behind the messages already there. The item's state, as
+// it would have been written, travels with it (unwritten) and is written
+// when the delivery leaves the agent: before a nak (nakDelay, and the
+// Nak methods of a waiting localRetry), a give-up, a park or a hold. The
+// server is spared the state write, the nak, the redelivery and the state
+// read: the retry costs it nothing but its share of the budget's
+// coalesced compare-and-set. With Config.LocalRetryDurable the state is
+// written before each local retry instead.
 //
 // A local retry is not a delivery: MaxDeliver does not count it, attempts
 // and the budgets do. At most MaxLocalRetries follow each other; the next
 // retry is a delayed nak, which any agent of the pool may take, so that
 // failures that are this agent's own (a full disk, a missing tool) reach
 // another. If the agent dies while a local retry waits, AckWait brings
-// the message to another agent, which reads the state written before it.
-// At shutdown a waiting local retry is naked with the delay it has left.
+// the message to another agent, which reads the state last written: up
+// to MaxLocalRetries failed runs are missing from its count and history
+// (docs/retries.md §1.2). At shutdown a waiting local retry has its state
+// written and is naked with the delay it has left.
 
 // MaxLocalRetries is how many local retries may follow each other before
 // a retry goes back to the work stream.
@@ -48,6 +54,38 @@ type localRetry struct {
 	reset time.Time
 	due   time.Time
 	timer interface{ Stop() bool }
+	// unwritten: st holds runs of this delivery that are not in the
+	// items bucket yet. Whoever holds the delivery writes them before a
+	// nak (write, set by the agent): the retry's item once it runs again
+	// (process takes the flag over), this message while it waits.
+	unwritten bool
+	write     func(*localRetry) bool
+}
+
+// flush writes r's runs not written yet, and reports whether r may be
+// naked: false when another agent holds the item now.
+func (r *localRetry) flush() bool {
+	if !r.unwritten || r.write == nil {
+		return true
+	}
+	r.unwritten = false
+	return r.write(r)
+}
+
+// Nak hands the delivery back, its state written first.
+func (r *localRetry) Nak() error {
+	if !r.flush() {
+		return nil
+	}
+	return r.Msg.Nak()
+}
+
+// NakWithDelay hands the delivery back after d, its state written first.
+func (r *localRetry) NakWithDelay(d time.Duration) error {
+	if !r.flush() {
+		return nil
+	}
+	return r.Msg.NakWithDelay(d)
 }
 
 // localRetries holds local retries until they are due, then hands them to
@@ -128,9 +166,9 @@ func (q *localRetries) close() {
 	now := q.now()
 	for r := range waiting {
 		r.timer.Stop()
-		_ = nakNow(r.Msg, r.due.Sub(now))
+		_ = nakNow(r, r.due.Sub(now))
 	}
 	for _, r := range due {
-		_ = nakNow(r.Msg, 0)
+		_ = nakNow(r, 0)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -116,9 +117,11 @@ func TestLocalRetryWaitingAtShutdownGoesToAnotherAgent(t *testing.T) {
 	stopFirst()
 
 	ranAt := make(chan time.Time, 1)
+	attempt := make(chan int, 1)
 	second := New(srv.Connect(t), Config{Name: "second", ShutdownTimeout: 5 * time.Second}).
-		Handle("step", func(context.Context, *Call) (any, error) {
+		Handle("step", func(_ context.Context, c *Call) (any, error) {
 			ranAt <- time.Now()
+			attempt <- c.Attempt
 			return "ok", nil
 		})
 	defer runAgent(t, ctx, second)()
@@ -128,4 +131,62 @@ func TestLocalRetryWaitingAtShutdownGoesToAnotherAgent(t *testing.T) {
 	require.Equal(t, messages.StateSucceeded, st.State)
 	require.EqualValues(t, 1, st.Retries)
 	require.GreaterOrEqual(t, (<-ranAt).Sub(t1), delay, "never before the delay")
+	// The first agent wrote the state it held (the failed attempt) before
+	// it handed the message back: the second runs attempt 2, the last.
+	require.Equal(t, 2, <-attempt)
+}
+
+// Local retries write the item's state once, as the delivery leaves the
+// agent, and lose nothing on the way: an item whose every run fails, with
+// 6 attempts, runs 4 times in its first delivery (3 local retries, then
+// the 4th retry is a delayed nak: one state write) and twice in the next
+// (then it gives up: the second write). The dead letter holds all six
+// attempts, in order, and the job counts five retries.
+func TestLocalRetriesWriteTheStateAsTheDeliveryLeaves(t *testing.T) {
+	checkLeaks(t)
+	srv := fleettest.RunServer(t)
+	ctx := testCtx(t, 60*time.Second)
+	runCoordinator(t, ctx, srv.Connect(t), coordinator.Config{})
+	reg := prometheus.NewRegistry()
+	var (
+		mu   sync.Mutex
+		runs []int
+	)
+	a := New(srv.Connect(t), Config{Name: "a1", Registerer: reg}).
+		Handle("step", func(_ context.Context, c *Call) (any, error) {
+			mu.Lock()
+			runs = append(runs, c.Attempt)
+			mu.Unlock()
+			return nil, errors.New("downstream unavailable")
+		})
+	defer runAgent(t, ctx, a)()
+
+	cl, err := client.New(srv.Connect(t), "")
+	require.NoError(t, err)
+	_, err = cl.JobSubmit(ctx, []byte(`{"id": "writes", "items": [{"id": "x"}],
+		"agent_template": [{"handler": "step", "retry_config": {"attempts": 6, "backoff": "fixed", "initial_delay": "10ms"}}]}`))
+	require.NoError(t, err)
+	st, err := cl.JobWait(ctx, "writes", 20*time.Millisecond, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.DeadLettered, "%+v", st)
+	require.EqualValues(t, 5, st.Retries, "%+v", st)
+	mu.Lock()
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6}, runs)
+	mu.Unlock()
+	require.Equal(t, 4.0, counter(t, reg, "jetfleet_agent_local_retries_total"), "retries 1–3 local, the 4th a nak, the 5th local")
+
+	js, err := jetstream.New(srv.Connect(t))
+	require.NoError(t, err)
+	items, err := js.Stream(ctx, "KV_"+testNames.ItemsBucket())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, items.CachedInfo().State.LastSeq, "one state write as delivery 1 left the agent, one at the give-up")
+
+	dl, err := cl.DLQList(ctx, messages.DLQFilter{JobID: "writes"})
+	require.NoError(t, err)
+	require.Len(t, dl.Entries, 1)
+	var attempts []int
+	for _, h := range dl.Entries[0].Entry.Attempts {
+		attempts = append(attempts, h.Attempt)
+	}
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6}, attempts, "the dead letter's history")
 }

@@ -54,8 +54,10 @@ type item struct {
 	// most a buffer's wait before); a local retry keeps its delivery's.
 	reset time.Time
 	// localRetries counts the local retries in a row that led to this run
-	// (localretry.go).
+	// (localretry.go); unwritten: the state holds runs of this delivery not
+	// written yet, written when the delivery leaves the agent (writeLocal).
 	localRetries int
+	unwritten    bool
 
 	// breaker is the job's circuit breaker for this delivery (zero: none),
 	// stepBreaker the current step's own for its current run.
@@ -248,7 +250,8 @@ func (a *Agent) process(ctx context.Context, m jetstream.Msg, slot *hbSlot, free
 	it.st = wire.ItemState{JobID: it.wi.JobID, ItemID: it.wi.ItemID, Generation: it.wi.Generation}
 	it.carry = carriedAttempts(&it.wi)
 	if isLocal {
-		it.st, it.rev, it.key, it.localRetries = again.st, again.rev, again.key, again.n
+		it.st, it.rev, it.key, it.localRetries, it.unwritten = again.st, again.rev, again.key, again.n, again.unwritten
+		again.unwritten = false // the item writes them now (writeLocal)
 	} else if md.NumDelivered > 1 || it.wi.Generation > 0 || it.wi.Park > 0 || it.wi.Held > 0 {
 		if err := a.loadState(ctx, it); err != nil {
 			if a.leaveNewer(it, err) {
@@ -539,7 +542,9 @@ func (a *Agent) runSteps(ctx context.Context, it *item) {
 			return
 		case ctx.Err() != nil:
 			// Shutdown cancelled the step: hand the item back at once, unspent.
-			_ = it.m.Nak()
+			if a.writeLocal(it) {
+				_ = it.m.Nak()
+			}
 			a.metrics.attempts.WithLabelValues("cancelled").Inc()
 			return
 		case f == nil:
@@ -596,6 +601,9 @@ func (a *Agent) stepDone(it *item, out string) {
 
 // nakDelay naks with a delay; never a bare Nak for a failure (docs/jetstream.md §2).
 func (a *Agent) nakDelay(it *item, d time.Duration) {
+	if !a.writeLocal(it) {
+		return // another agent holds the item
+	}
 	if a.naks != nil {
 		a.naks.nak(it.m, d) // on the next tick (nakpace.go)
 		return

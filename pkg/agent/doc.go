@@ -12,7 +12,9 @@
 // consumer slot is held while it waits. Whichever agent receives the item
 // next resumes it at the failed step. A delay of Config.LocalRetryMax or
 // less waits in the agent instead, holding no slot, and the agent runs the
-// step again itself, up to three times in a row. An item that gives
+// step again itself, up to three times in a row; the state is then written
+// once, as the delivery leaves the agent (Config.LocalRetryDurable: before
+// each). An item that gives
 // up is dead-lettered (publish, PubAck, then Term) with its full history.
 // What follows a failed step run is decided by two pure verdicts
 // (internal/failure), which the outage simulator calls too; so is a run
