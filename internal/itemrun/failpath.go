@@ -205,7 +205,7 @@ func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, 
 	if park {
 		a.markPark(it, delay)
 	}
-	if !park && a.retriesLocally(it, delay) && !a.cfg.LocalRetryDurable {
+	if !park && a.retriesLocally(it, delay) && !a.localRetryWritesFirst(it) {
 		// Short: the delay waits in the agent, and the state is written
 		// when the delivery leaves it (localretry.go).
 		it.unwritten = true
@@ -228,7 +228,7 @@ func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, 
 		a.park(ctx, it)
 		return
 	}
-	if saved && a.cfg.LocalRetryDurable && a.retriesLocally(it, delay) && a.localRetries.add(localRetryOf(it), delay) {
+	if saved && a.localRetryWritesFirst(it) && a.retriesLocally(it, delay) && a.localRetries.add(localRetryOf(it), delay) {
 		a.metrics.localRetries.Inc() // short, its state written first
 		return
 	}
@@ -245,6 +245,18 @@ func (a *Agent) retryLater(ctx context.Context, it *item, att messages.Attempt, 
 func (a *Agent) retriesLocally(it *item, delay time.Duration) bool {
 	return a.localRetries != nil && delay <= a.cfg.LocalRetryMax && it.localRetries < MaxLocalRetries &&
 		a.ackWait > 0 && a.cfg.hooks.Clock.Now().Add(delay).Sub(it.reset) < a.ackWait/3
+}
+
+// localRetryWritesFirst reports whether a local retry of it writes the
+// item's state before it waits, as a delayed nak does, rather than as the
+// delivery leaves the agent: when the agent is told to
+// (Config.LocalRetryDurable), and when the item's state carries a bound on
+// time across agents (the job's agent_timeout, from the run's start; a
+// step's retry_budget, from the delays spent), which an agent crash must
+// not reset. What a crash may cost otherwise is up to MaxLocalRetries
+// failed runs missing from the item's count (docs/retries.md §1.2).
+func (a *Agent) localRetryWritesFirst(it *item) bool {
+	return a.cfg.LocalRetryDurable || it.job.spec.AgentTimeout.D() > 0 || it.set.timed
 }
 
 // localRetryOf is it's delivery, to run again on this agent.

@@ -235,6 +235,17 @@ func TestFailurePath(t *testing.T) {
 			want: want{msg: "", decisions: []string{"retry"}, attempt: 1, retries: 1, claims: []int{0}, metric: "retry"},
 		},
 		{
+			name: "short retry of a step with a retry_budget: state written first (the time spent survives a crash)", steps: `[{"handler":"fail","retry_config":{"initial_delay":"100ms","retry_budget":"10s"}}]`,
+			setup: func(f *failureAgent) { f.localRetries(30 * time.Second) },
+			check: func(t *testing.T, f *failureAgent, _ *job) {
+				require.Equal(t, 1.0, counter(t, f.reg, "jetfleet_agent_local_retries_total"))
+				for r := range f.a.localRetries.waiting {
+					require.False(t, r.unwritten)
+				}
+			},
+			want: want{msg: "", decisions: []string{"retry"}, attempt: 1, retries: 1, claims: []int{0}, metric: "retry"},
+		},
+		{
 			name: "short retry late in its AckWait: a delayed nak", steps: `[{"handler":"slow-fail","retry_config":{"initial_delay":"100ms"}}]`,
 			setup: func(f *failureAgent) { f.localRetries(3 * time.Second) }, // the run took half of AckWait
 			check: func(t *testing.T, f *failureAgent, _ *job) {

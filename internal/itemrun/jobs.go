@@ -72,6 +72,9 @@ type stepSet struct {
 	onSuccess []*command
 	// onExit are the steps' on_exit_code handlers by code (nil: none).
 	onExit []map[int]command
+	// timed: a step has a retry_budget, a bound on time spent that the
+	// item's state carries across agents (local retries write it at once).
+	timed bool
 }
 
 // command is a compiled shell command: its script, or why it cannot run
@@ -379,6 +382,9 @@ func compileSteps(id, field string, steps []messages.Step) (*stepSet, error) {
 			return nil, fmt.Errorf("agent: job %s: %s[%d].retry_config: %w", id, field, i, err)
 		}
 		s.policies = append(s.policies, p)
+		if _, ok := p.Budget(); ok {
+			s.timed = true
+		}
 		var t, fb wire.Template
 		if st.Shell != "" {
 			if t, err = wire.ParseTemplate(st.Shell); err != nil {
