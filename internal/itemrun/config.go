@@ -238,7 +238,8 @@ type Config struct {
 	// as before a delayed nak, rather than once as the delivery leaves
 	// the agent: an agent that dies between two local retries then loses
 	// no attempt from the count or the history (without it, up to three
-	// failed runs), for one stored message per retry.
+	// failed runs), for one stored message per retry. Items under an
+	// agent_timeout or a step retry_budget always do.
 	LocalRetryDurable bool
 	// LimitLease is how long a step's limit slot stays held when its
 	// agent stops renewing it (renewed every third of it while the step
