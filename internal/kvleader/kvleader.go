@@ -8,6 +8,17 @@
 // again and again. $JS.API.STREAM.MSG.GET is answered by the leader only,
 // and the leader has applied every acknowledged write, so a read after a
 // lost compare-and-set sees the write that won.
+//
+// One other server answers those requests too: a replica that believes its
+// group has no leader. A node whose store is full drops every entry its
+// leader sends, heartbeats included, so once the group elects a leader
+// after the node filled, the node never hears of it and believes the group
+// leaderless for as long as it stays full. Such a node answers
+// STREAM.MSG.GET at once with "JetStream system temporarily unavailable"
+// (10008), and STREAM.INFO with its own stale copy and no leader; when the
+// requester is connected to it, its answer comes first. The reads here
+// wait a moment for the leader's answer after such a one (leaderGrace):
+// see docs/deploy.md, "A full store".
 package kvleader
 
 import (
@@ -26,6 +37,17 @@ import (
 // errCodeMessageNotFound is JetStream's "no message found".
 const errCodeMessageNotFound = 10037
 
+// errCodeClusterNotAvail is JetStream's "JetStream system temporarily
+// unavailable": also what a replica that believes its group leaderless
+// answers a request only the leader should.
+const errCodeClusterNotAvail = 10008
+
+// leaderGrace is how long a read waits for the leader's answer after a
+// replica's answer without a leader came first. The leader answers within
+// milliseconds when there is one; when there is none (an election under
+// way) the read returns the replica's answer after this.
+const leaderGrace = time.Second
+
 // Reader reads one bucket's keys from its stream leader. It is safe for
 // concurrent use.
 type Reader struct {
@@ -43,6 +65,12 @@ func New(js jetstream.JetStream, bucket string) Reader {
 // msgGetAPI is the STREAM.MSG.GET subject of stream over js's connection,
 // honouring its API prefix or domain.
 func msgGetAPI(js jetstream.JetStream, stream string) string {
+	return apiPrefix(js) + "STREAM.MSG.GET." + stream
+}
+
+// apiPrefix is the prefix of js's JetStream API subjects, honouring its API
+// prefix or domain.
+func apiPrefix(js jetstream.JetStream) string {
 	o := js.Options()
 	prefix := jetstream.DefaultAPIPrefix
 	switch {
@@ -54,7 +82,7 @@ func msgGetAPI(js jetstream.JetStream, stream string) string {
 			prefix += "."
 		}
 	}
-	return prefix + "STREAM.MSG.GET." + stream
+	return prefix
 }
 
 // Get returns the key's last value and its revision. A key that never
@@ -186,5 +214,115 @@ func msgGet(ctx context.Context, nc *nats.Conn, api string, req msgGetRequest) (
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
 		return resp, fmt.Errorf("malformed STREAM.MSG.GET response: %w", err)
 	}
+	if resp.Error == nil || resp.Error.ErrorCode != errCodeClusterNotAvail {
+		return resp, nil
+	}
+	// Unavailable: the group has no leader, or a replica that believes so
+	// answered before the leader did (a node whose store is full). Ask
+	// again, and take the leader's answer if one comes.
+	data, err := leaderAnswer(ctx, nc, api, body, func(data []byte) bool {
+		var r msgGetResponse
+		return json.Unmarshal(data, &r) == nil && (r.Error == nil || r.Error.ErrorCode != errCodeClusterNotAvail)
+	})
+	if err != nil {
+		return resp, err
+	}
+	resp = msgGetResponse{}
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return resp, fmt.Errorf("malformed STREAM.MSG.GET response: %w", err)
+	}
 	return resp, nil
+}
+
+// StreamInfo is stream's info as its leader answers it: its last sequence
+// is that of the last write the stream acknowledged, whatever replica the
+// caller's server holds. jetstream's Stream takes the first answer, which
+// may come from a replica that believes the group has no leader and
+// answers from its own copy (one on a node whose store is full holds what
+// it had when it filled). After such an answer StreamInfo waits up to
+// leaderGrace for the leader's, and returns the replica's only if none
+// comes: the group may indeed have no leader.
+func StreamInfo(ctx context.Context, js jetstream.JetStream, stream string) (*jetstream.StreamInfo, error) {
+	if _, has := ctx.Deadline(); !has && js.Options().DefaultTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, js.Options().DefaultTimeout)
+		defer cancel()
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	if info := s.CachedInfo(); Led(info) {
+		return info, nil
+	}
+	data, err := leaderAnswer(ctx, js.Conn(), apiPrefix(js)+"STREAM.INFO."+stream, nil, func(data []byte) bool {
+		info, err := decodeStreamInfo(data)
+		return err == nil && Led(info)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return decodeStreamInfo(data)
+}
+
+// Led reports whether a stream's info came from a server that knows the
+// stream's leader: one not clustered, or a clustered one that names a
+// leader. A replica that believes the group has no leader answers with
+// none, from its own copy.
+func Led(info *jetstream.StreamInfo) bool {
+	return info != nil && (info.Cluster == nil || info.Cluster.Leader != "")
+}
+
+// decodeStreamInfo decodes a STREAM.INFO answer.
+func decodeStreamInfo(data []byte) (*jetstream.StreamInfo, error) {
+	var r struct {
+		jetstream.StreamInfo
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("malformed STREAM.INFO response: %w", err)
+	}
+	if r.Error != nil {
+		return nil, r.Error
+	}
+	return &r.StreamInfo, nil
+}
+
+// leaderAnswer sends body to api and returns the first answer that good
+// takes (the leader's, not that of a replica that believes the group has
+// no leader). It hears every server that answers: after the first answer
+// that good refuses it waits at most leaderGrace more for another, and
+// then returns the last one refused.
+func leaderAnswer(ctx context.Context, nc *nats.Conn, api string, body []byte, good func([]byte) bool) ([]byte, error) {
+	sub, err := nc.SubscribeSync(nc.NewRespInbox())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(api, sub.Subject, body); err != nil {
+		return nil, err
+	}
+	var refused []byte
+	wait := ctx
+	for {
+		msg, err := sub.NextMsgWithContext(wait)
+		switch {
+		case err != nil && refused != nil:
+			return refused, nil // no other answer within the grace
+		case err != nil:
+			return nil, err
+		case len(msg.Data) == 0 && msg.Header.Get("Status") == "503" && refused == nil:
+			return nil, nats.ErrNoResponders // no server took it
+		case len(msg.Data) == 0:
+			continue
+		case good(msg.Data):
+			return msg.Data, nil
+		}
+		if refused == nil {
+			var cancel context.CancelFunc
+			wait, cancel = context.WithTimeout(ctx, leaderGrace)
+			defer cancel()
+		}
+		refused = msg.Data
+	}
 }
