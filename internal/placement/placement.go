@@ -11,7 +11,13 @@
 // node cut off the cluster looks the same from its leaders' side.
 //
 // A Sweeper asks each stream's leader for its replicas: one that has not
-// answered the leader for StaleAfter is stale. A leader elected after the
+// answered the leader for StaleAfter is stale. Only the leader's answer
+// counts: a replica that believes its group has no leader answers a
+// stream info request too, from its own copy and naming no leader, and a
+// full node believes so of every group that elected a leader after it
+// filled (it drops the new leader's heartbeats). When its answer comes
+// first the sweep asks for the leader's (kvleader.StreamInfo), and a
+// stream for which none comes keeps what earlier sweeps saw of it. A leader elected after the
 // node filled has never heard from it, and reports it as not current with
 // no time since it was last heard (zero): such a replica is stale once
 // the sweeps have seen it so, under the same leader, for StaleAfter. A node
@@ -39,6 +45,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 )
 
 // Defaults of Config.
@@ -165,7 +173,18 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 			errs = append(errs, fmt.Errorf("stream %s: %w", name, err))
 			continue
 		}
-		ci := s.CachedInfo().Cluster
+		info := s.CachedInfo()
+		if !kvleader.Led(info) {
+			// A replica that believes the group has no leader answered
+			// first (a full node does, from its old copy, reporting
+			// itself current): ask for the leader's answer.
+			info, err = kvleader.StreamInfo(ctx, cfg.JetStream, name)
+			if err != nil || !kvleader.Led(info) {
+				sw.keep(name) // no leader heard: what was seen of it stands
+				continue
+			}
+		}
+		ci := info.Cluster
 		if ci == nil || len(ci.Replicas) == 0 {
 			continue // one replica: nowhere to move to
 		}
@@ -175,11 +194,7 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 		}
 		streams = append(streams, held{name, s, ci, own})
 	}
-	for key := range sw.behind {
-		if !sw.touched[key] {
-			delete(sw.behind, key) // current again, or its leader moved
-		}
-	}
+	sw.forget()
 	if len(stale) == 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -303,6 +318,27 @@ func (sw *Sweeper) staleOf(name string, ci *jetstream.ClusterInfo) map[string]bo
 		}
 	}
 	return own
+}
+
+// keep marks what the sweeps saw of stream name's replicas as seen by the
+// current sweep: its leader did not answer this one, and a sweep that
+// dropped it would count anew a replica behind for good.
+func (sw *Sweeper) keep(name string) {
+	for key := range sw.behind {
+		if strings.HasPrefix(key, name+"/") && sw.touched != nil {
+			sw.touched[key] = true
+		}
+	}
+}
+
+// forget drops the replicas the current sweep did not see behind: current
+// again, or their leader moved.
+func (sw *Sweeper) forget() {
+	for key := range sw.behind {
+		if !sw.touched[key] {
+			delete(sw.behind, key)
+		}
+	}
 }
 
 // behindSince is a replica seen behind its leader: since when, and how far
