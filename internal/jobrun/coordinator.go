@@ -47,6 +47,9 @@ type Coordinator struct {
 	// replica, when set (tests), is the results stream as the catch-ups
 	// read it (results.go): one a lagging replica serves.
 	replica func(jetstream.Stream) jetstream.Stream
+	// hubOpts, when set (tests), are the results hub's seams: the stream
+	// its own consumer reads, the clock of its watch (results.go).
+	hubOpts hubOptions
 	// cutOff notices, from failing health checks, a server cut off the
 	// cluster (internal/api).
 	cutOff natsconn.CutOff
