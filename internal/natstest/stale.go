@@ -15,9 +15,8 @@ import (
 // pending and staying alive. An ordered consumer has one replica, on a
 // server of the stream's picked at random: the first Placed consumers made
 // through Stream are placed on this replica (their info names its node as
-// their leader), later ones on a replica that applies every write. Only
-// Consume is covered (the results hub's way of reading). Safe for
-// concurrent use.
+// their leader), later ones on a replica that applies every write. Consume
+// and Messages are covered. Safe for concurrent use.
 type StaleReplica struct {
 	node     string
 	last     uint64
@@ -91,4 +90,33 @@ func (c *staleConsumer) Consume(handler jetstream.MessageHandler, opts ...jetstr
 		}
 		handler(m)
 	}, opts...)
+}
+
+func (c *staleConsumer) Messages(opts ...jetstream.PullMessagesOpt) (jetstream.MessagesContext, error) {
+	it, err := c.Consumer.Messages(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &staleMessages{MessagesContext: it, r: c.r}, nil
+}
+
+type staleMessages struct {
+	jetstream.MessagesContext
+	r *StaleReplica
+}
+
+// Next skips what the replica does not hold, until the call's context or
+// wait ends.
+func (it *staleMessages) Next(opts ...jetstream.NextOpt) (jetstream.Msg, error) {
+	for {
+		m, err := it.MessagesContext.Next(opts...)
+		if err != nil {
+			return nil, err
+		}
+		if md, err := m.Metadata(); err == nil && md.Sequence.Stream > it.r.last {
+			it.r.once.Do(func() { close(it.r.withheld) })
+			continue
+		}
+		return m, nil
+	}
 }
