@@ -2,7 +2,6 @@ package jobrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -532,15 +531,14 @@ func (h *resultsHub) readOn(ctx context.Context, subj string, md *jetstream.MsgM
 	}
 }
 
-// lastSeq is the stream sequence of subj's last message (0: none yet).
+// lastSeq is the stream sequence of subj's last message (0: none yet), as
+// the stream's leader holds it (kvleader.LastStored: a full node's replica
+// may answer first).
 func (h *resultsHub) lastSeq(ctx context.Context, subj string, log zerolog.Logger) (uint64, error) {
 	for fails := 0; ; {
-		m, err := h.stream.GetLastMsgForSubject(ctx, subj)
-		switch {
-		case err == nil:
-			return m.Sequence, nil
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-			return 0, nil
+		seq, err := kvleader.LastStored(ctx, h.js, h.names.ResultsStream(), subj)
+		if err == nil {
+			return seq, nil
 		}
 		if err := h.wait(ctx, &fails, log, fmt.Errorf("last result of %s: %w", subj, err)); err != nil {
 			return 0, err

@@ -134,6 +134,30 @@ func StoredAfter(ctx context.Context, js jetstream.JetStream, stream, subject st
 	return ok && next <= bound, err
 }
 
+// LastStored is the stream sequence of stream's last message on subject,
+// as the stream's leader holds it: 0 when it holds none. jetstream's
+// GetLastMsgForSubject takes the first answer, which a full node's replica
+// that believes the group leaderless gives at once, with an error.
+func LastStored(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
+	if _, has := ctx.Deadline(); !has && js.Options().DefaultTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, js.Options().DefaultTimeout)
+		defer cancel()
+	}
+	resp, err := msgGet(ctx, js.Conn(), msgGetAPI(js, stream), msgGetRequest{LastBySubj: subject})
+	switch {
+	case err != nil:
+		return 0, err
+	case resp.Error != nil && resp.Error.ErrorCode == errCodeMessageNotFound:
+		return 0, nil
+	case resp.Error != nil:
+		return 0, resp.Error
+	case resp.Message == nil:
+		return 0, errors.New("empty STREAM.MSG.GET response")
+	}
+	return resp.Message.Sequence, nil
+}
+
 // nextStored is the sequence of the first message on subject (a filter) at
 // or after from, as the stream's leader holds it (ok=false: none). A ctx
 // without a deadline gets js's default timeout, as nats.go's own API calls

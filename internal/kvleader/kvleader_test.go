@@ -132,3 +132,33 @@ func TestStoredAfterTakesTheLeadersAnswer(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, more)
 }
+
+// LastStored is the last sequence on a subject, 0 for none; a replica
+// without a leader that answers first does not make it fail.
+func TestLastStored(t *testing.T) {
+	t.Parallel()
+	srv := natstest.RunServer(t)
+	ctx := context.Background()
+	js := srv.JS()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+	require.NoError(t, err)
+	for _, subj := range []string{"s.a", "s.b", "s.a"} {
+		_, err := js.Publish(ctx, subj, nil)
+		require.NoError(t, err)
+	}
+	seq, err := kvleader.LastStored(ctx, js, "S", "s.a")
+	require.NoError(t, err)
+	require.EqualValues(t, 3, seq)
+	seq, err = kvleader.LastStored(ctx, js, "S", "s.none")
+	require.NoError(t, err)
+	require.Zero(t, seq)
+
+	fake, err := jetstream.NewWithAPIPrefix(srv.Connect(t), "FAKE.API")
+	require.NoError(t, err)
+	serve(t, srv, "FAKE.API.STREAM.MSG.GET.S",
+		[]byte(`{"error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}`),
+		[]byte(`{"message":{"subject":"s.a","seq":47,"time":"2026-11-29T06:00:00Z"}}`))
+	seq, err = kvleader.LastStored(ctx, fake, "S", "s.a")
+	require.NoError(t, err)
+	require.EqualValues(t, 47, seq)
+}
