@@ -10,15 +10,16 @@
 // lost compare-and-set sees the write that won.
 //
 // One other server answers those requests too: a replica that believes its
-// group has no leader. A node whose store is full drops every entry its
-// leader sends, heartbeats included, so once the group elects a leader
-// after the node filled, the node never hears of it and believes the group
-// leaderless for as long as it stays full. Such a node answers
-// STREAM.MSG.GET at once with "JetStream system temporarily unavailable"
-// (10008), and STREAM.INFO with its own stale copy and no leader; when the
-// requester is connected to it, its answer comes first. The reads here
-// wait a moment for the leader's answer after such a one (leaderGrace):
-// see docs/deploy.md, "A full store".
+// group has no leader. A node whose store is full drops every entry the
+// group's leader sends, heartbeats included; one that led the group and
+// stepped down (at its first write refused for want of room) never hears
+// of the leader elected after it, and believes the group leaderless for as
+// long as it stays full. Such a node answers STREAM.MSG.GET at once with
+// "JetStream system temporarily unavailable" (10008), and STREAM.INFO with
+// its own stale copy and no leader; when the requester is connected to it,
+// its answer comes first. The reads here wait a moment for the leader's
+// answer after such a one (leaderGrace): see docs/deploy.md, "A full
+// store".
 package kvleader
 
 import (

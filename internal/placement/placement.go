@@ -13,18 +13,20 @@
 // A Sweeper asks each stream's leader for its replicas: one that has not
 // answered the leader for StaleAfter is stale. Only the leader's answer
 // counts: a replica that believes its group has no leader answers a
-// stream info request too, from its own copy and naming no leader, and a
-// full node believes so of every group that elected a leader after it
-// filled (it drops the new leader's heartbeats). When its answer comes
-// first the sweep asks for the leader's (kvleader.StreamInfo), and a
-// stream for which none comes keeps what earlier sweeps saw of it. A leader elected after the
-// node filled has never heard from it, and reports it as not current with
-// no time since it was last heard (zero): such a replica is stale once
-// the sweeps have seen it so, under the same leader, for StaleAfter. A node
-// with a stale replica of any stream is stale for every stream: a stream
-// led from it that takes no write keeps its leader there (and a consumer
-// led from there delivers from that leader's old copy of another stream's
-// sources). Each stream led from a stale node steps down, and each
+// stream info request too, from its own copy, naming no leader and itself
+// current, and a full node that led a group and stepped down believes so
+// (it drops the heartbeats of the leader elected after it). When such an
+// answer comes first the sweep asks for the leader's (kvleader.StreamInfo),
+// and keeps what earlier sweeps saw of a stream whose leader does not
+// answer: forgetting it let the full node's answers, winning every other
+// sweep, keep the node from ever being found stale. A leader elected
+// after the node filled has never heard from it, and reports it as not
+// current with no time since it was last heard (zero): such a replica is
+// stale once the sweeps have seen it so, under the same leader, for
+// StaleAfter. A node with a stale replica of any stream is stale for every
+// stream: a stream led from it that takes no write keeps its leader there
+// (and a consumer led from there delivers from that leader's old copy of
+// another stream's sources). Each stream led from a stale node steps down, and each
 // consumer led from one is moved: a replicated one steps down (the stale
 // node stands for no election while full), an ephemeral one on a single
 // replica (an ordered consumer: the coordinator's results reader, a KV
@@ -32,7 +34,10 @@
 // (nats.go's ordered consumer does), on a node picked at random. A durable
 // single-replica consumer is left alone, and so is a group with no quorum
 // of nodes that are not stale (every node full): a stepdown there would
-// only leave it without a leader.
+// only leave it without a leader. The coordinator's results hub does not
+// wait for the sweep: it finds a consumer of its own that stopped
+// delivering from the stream leader's last sequence and makes it again
+// (internal/jobrun's results.go).
 package placement
 
 import (
