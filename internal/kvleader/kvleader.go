@@ -245,13 +245,10 @@ func msgGet(ctx context.Context, nc *nats.Conn, api string, req msgGetRequest) (
 	// Unavailable: the group has no leader, or a replica that believes so
 	// answered before the leader did (a node whose store is full). Ask
 	// again, and take the leader's answer if one comes.
-	data, err := leaderAnswer(ctx, nc, api, body, func(data []byte) bool {
+	data := leaderAnswer(ctx, nc, api, body, func(data []byte) bool {
 		var r msgGetResponse
 		return json.Unmarshal(data, &r) == nil && (r.Error == nil || r.Error.ErrorCode != errCodeClusterNotAvail)
-	})
-	if err != nil {
-		return resp, err
-	}
+	}, msg.Data)
 	resp = msgGetResponse{}
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return resp, fmt.Errorf("malformed STREAM.MSG.GET response: %w", err)
@@ -277,15 +274,16 @@ func StreamInfo(ctx context.Context, js jetstream.JetStream, stream string) (*je
 	if err != nil {
 		return nil, err
 	}
-	if info := s.CachedInfo(); Led(info) {
+	info := s.CachedInfo()
+	if Led(info) {
 		return info, nil
 	}
-	data, err := leaderAnswer(ctx, js.Conn(), apiPrefix(js)+"STREAM.INFO."+stream, nil, func(data []byte) bool {
+	data := leaderAnswer(ctx, js.Conn(), apiPrefix(js)+"STREAM.INFO."+stream, nil, func(data []byte) bool {
 		info, err := decodeStreamInfo(data)
 		return err == nil && Led(info)
-	})
-	if err != nil {
-		return nil, err
+	}, nil)
+	if data == nil {
+		return info, nil // no other answer: the first one
 	}
 	return decodeStreamInfo(data)
 }
@@ -313,40 +311,35 @@ func decodeStreamInfo(data []byte) (*jetstream.StreamInfo, error) {
 	return &r.StreamInfo, nil
 }
 
-// leaderAnswer sends body to api and returns the first answer that good
-// takes (the leader's, not that of a replica that believes the group has
-// no leader). It hears every server that answers: after the first answer
-// that good refuses it waits at most leaderGrace more for another, and
-// then returns the last one refused.
-func leaderAnswer(ctx context.Context, nc *nats.Conn, api string, body []byte, good func([]byte) bool) ([]byte, error) {
-	sub, err := nc.SubscribeSync(nc.NewRespInbox())
+// leaderAnswer sends body to api again, after the answer refused (one
+// that good refuses: a replica's that believes the group has no leader),
+// and returns the first answer that good takes (the leader's). It hears
+// every server that answers, for at most leaderGrace; then, or when no
+// server takes the request, it returns the last answer refused. So a read
+// whose first answer was refused costs at most leaderGrace more than it
+// did when it returned that answer.
+func leaderAnswer(ctx context.Context, nc *nats.Conn, api string, body []byte, good func([]byte) bool, refused []byte) []byte {
+	ctx, cancel := context.WithTimeout(ctx, leaderGrace)
+	defer cancel()
+	sub, err := nc.SubscribeSync(nats.NewInbox())
 	if err != nil {
-		return nil, err
+		return refused
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := nc.PublishRequest(api, sub.Subject, body); err != nil {
-		return nil, err
+		return refused
 	}
-	var refused []byte
-	wait := ctx
 	for {
-		msg, err := sub.NextMsgWithContext(wait)
+		msg, err := sub.NextMsgWithContext(ctx)
 		switch {
-		case err != nil && refused != nil:
-			return refused, nil // no other answer within the grace
 		case err != nil:
-			return nil, err
-		case len(msg.Data) == 0 && msg.Header.Get("Status") == "503" && refused == nil:
-			return nil, nats.ErrNoResponders // no server took it
+			return refused // no other answer within the grace
+		case len(msg.Data) == 0 && msg.Header.Get("Status") == "503":
+			return refused // no server took it
 		case len(msg.Data) == 0:
 			continue
 		case good(msg.Data):
-			return msg.Data, nil
-		}
-		if refused == nil {
-			var cancel context.CancelFunc
-			wait, cancel = context.WithTimeout(ctx, leaderGrace)
-			defer cancel()
+			return msg.Data
 		}
 		refused = msg.Data
 	}
