@@ -44,9 +44,29 @@ func (r *StaleReplica) Made() int { return int(r.made.Load()) }
 // message stored after its last: the replica does not hold it.
 func (r *StaleReplica) Withheld() <-chan struct{} { return r.withheld }
 
-// Stream is s whose ordered consumers are placed as the replica says.
+// Stream is s whose ordered consumers are placed as the replica says. Wrap
+// a JetStream's streams with JetStream.
 func (r *StaleReplica) Stream(s jetstream.Stream) jetstream.Stream {
 	return &staleStream{Stream: s, r: r}
+}
+
+// JetStream is js whose streams named name are read as the replica says.
+func (r *StaleReplica) JetStream(js jetstream.JetStream, name string) jetstream.JetStream {
+	return &staleJetStream{JetStream: js, r: r, name: name}
+}
+
+type staleJetStream struct {
+	jetstream.JetStream
+	r    *StaleReplica
+	name string
+}
+
+func (js *staleJetStream) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	s, err := js.JetStream.Stream(ctx, name)
+	if err != nil || name != js.name {
+		return s, err
+	}
+	return js.r.Stream(s), nil
 }
 
 type staleStream struct {
