@@ -183,17 +183,25 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 			// A replica that believes the group has no leader answered
 			// first (a full node does, from its old copy, reporting
 			// itself current): ask for the leader's answer.
-			info, err = kvleader.StreamInfo(ctx, cfg.JetStream, name)
-			if err != nil || !kvleader.Led(info) {
-				sw.keep(name) // no leader heard: what was seen of it stands
-				continue
+			if li, err := kvleader.StreamInfo(ctx, cfg.JetStream, name); err == nil {
+				info = li
 			}
 		}
 		ci := info.Cluster
 		if ci == nil || len(ci.Replicas) == 0 {
 			continue // one replica: nowhere to move to
 		}
-		own := sw.staleOf(name, ci)
+		var own map[string]bool
+		if kvleader.Led(info) {
+			own = sw.staleOf(name, ci)
+		} else {
+			// No leader heard: what earlier sweeps saw of its replicas
+			// stands, and this answer says nothing of them. Its
+			// consumers led from a node stale by the other streams'
+			// leaders still move (below).
+			sw.keep(name)
+			own = map[string]bool{}
+		}
 		for r := range own {
 			stale[r] = true
 		}
