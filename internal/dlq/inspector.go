@@ -251,16 +251,18 @@ func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, exam
 	var bound uint64
 	if f.JobID != "" {
 		subject = in.names.JobDLQFilter(f.JobID)
-		last, err := stream.GetLastMsgForSubject(ctx, subject)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return 0, nil
-		}
+		// The leader's bounds (internal/kvleader): a full node's replica
+		// may answer first, with an error or its old copy.
+		last, err := kvleader.LastStored(ctx, in.js, in.names.DLQStream(), subject)
 		if err != nil {
 			return 0, fmt.Errorf("dlq: last entry of %s: %w", f.JobID, err)
 		}
-		bound = last.Sequence
+		if last == 0 {
+			return 0, nil
+		}
+		bound = last
 	} else {
-		info, err := stream.Info(ctx)
+		info, err := kvleader.StreamInfo(ctx, in.js, in.names.DLQStream())
 		if err != nil {
 			return 0, fmt.Errorf("dlq: stream info: %w", err)
 		}
@@ -285,30 +287,45 @@ func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, exam
 		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 		cfg.OptStartTime = &start
 	}
-	cons, err := stream.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return 0, fmt.Errorf("dlq: scan consumer: %w", err)
-	}
 	// Entries are up to max_payload each: pull by bytes, and no more than
 	// two pages' worth when a page is bounded.
 	pull := natsconn.PullBytes
 	if in.pageBytes > 0 {
 		pull = min(pull, max(2*in.pageBytes, 2<<20))
 	}
-	it, err := cons.Messages(jetstream.PullMaxBytes(pull))
-	if err != nil {
-		return 0, fmt.Errorf("dlq: scan: %w", err)
-	}
-	defer func() {
+	var (
+		cons jetstream.Consumer
+		it   jetstream.MessagesContext
+	)
+	// closeIt stops the scan's consumer and removes it now rather than
+	// after its inactivity threshold: scans are frequent (every list call).
+	closeIt := func() {
+		if it == nil {
+			return
+		}
 		it.Stop()
-		// Scans are frequent (every list call): remove the consumer now
-		// rather than after its inactivity threshold.
 		if info := cons.CachedInfo(); info != nil {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			_ = stream.DeleteConsumer(dctx, info.Name)
 			cancel()
 		}
-	}()
+		cons, it = nil, nil
+	}
+	defer closeIt()
+	open := func() error {
+		var err error
+		if cons, err = stream.OrderedConsumer(ctx, cfg); err != nil {
+			return fmt.Errorf("dlq: scan consumer: %w", err)
+		}
+		if it, err = cons.Messages(jetstream.PullMaxBytes(pull)); err != nil {
+			it = nil
+			return fmt.Errorf("dlq: scan: %w", err)
+		}
+		return nil
+	}
+	if err := open(); err != nil {
+		return 0, err
+	}
 	var lastSeen uint64
 	matched := 0
 	for {
@@ -327,6 +344,19 @@ func (in *Inspector) scanEach(ctx context.Context, m *Matcher, upTo uint64, exam
 				}
 				if !more {
 					return bound, nil
+				}
+				// The leader holds more, and the consumer's replica (R1,
+				// placed at random) delivered nothing for idleWait: it
+				// may have stopped applying writes (a node whose store
+				// is full), and would keep the scan waiting until the
+				// request's deadline. Read on with a new consumer, from
+				// the entry after the last one seen.
+				closeIt()
+				if lastSeen > 0 {
+					cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = jetstream.DeliverByStartSequencePolicy, lastSeen+1, nil
+				}
+				if err := open(); err != nil {
+					return bound, err
 				}
 				continue
 			}

@@ -64,6 +64,28 @@ func TestInspectorScanReadsPastALaggingReplica(t *testing.T) {
 	require.False(t, l.page.More)
 }
 
+// A scan whose ordered consumer sits on a replica that applies nothing (a
+// node whose store is full: it holds the first 5 entries and never more,
+// says nothing is pending and stays alive) reads on with a new consumer
+// once nothing came for its idle wait while the leader holds more: it used
+// to wait on the stale one until the request's deadline, and dlq.list
+// timed out.
+func TestInspectorScanLeavesAReplicaThatAppliesNothing(t *testing.T) {
+	f := newFleet(t, provision.Config{})
+	seed(t, f)
+	ctx := testCtx(t, 30*time.Second)
+	stale := natstest.NewStaleReplica("n2", 5, 1)
+	in := dlq.NewInspector(stale.JetStream(f.js, names.DLQStream()), names, dlq.WithIdleWait(100*time.Millisecond))
+	page, err := in.List(ctx, messages.DLQFilter{})
+	require.NoError(t, err)
+	require.Len(t, page.Entries, 12, "every entry, not only the 5 the stale replica held")
+	for i, e := range page.Entries {
+		require.EqualValues(t, i+1, e.Seq, "each entry once, in order")
+	}
+	require.False(t, page.More)
+	require.Equal(t, 2, stale.Made(), "the stale one, and one made again elsewhere")
+}
+
 func TestInspectorListGetAndPaging(t *testing.T) {
 	f := newFleet(t, provision.Config{})
 	seed(t, f)

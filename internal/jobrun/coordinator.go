@@ -45,8 +45,12 @@ type Coordinator struct {
 	// testEndpoints, set by tests before Run, are served beside the API's.
 	testEndpoints map[string]endpointFunc
 	// replica, when set (tests), is the results stream as the catch-ups
-	// read it (results.go): one a lagging replica serves.
+	// and the setup's read read it (results.go, setup.go): one a lagging
+	// replica serves.
 	replica func(jetstream.Stream) jetstream.Stream
+	// hubOpts, when set (tests), are the results hub's seams: the stream
+	// its own consumer reads, the clock of its watch (results.go).
+	hubOpts hubOptions
 	// cutOff notices, from failing health checks, a server cut off the
 	// cluster (internal/api).
 	cutOff natsconn.CutOff

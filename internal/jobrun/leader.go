@@ -152,7 +152,7 @@ func (c *Coordinator) startHub(ctx context.Context) (*resultsHub, error) {
 	for fails := 0; ; fails++ {
 		clk := c.cfg.hooks.Clock
 		actx, cancel := context.WithTimeout(ctx, min(time.Duration(fails+1)*hubAttempt, 5*time.Second))
-		hub, err := startResults(actx, c.js, c.names, c.log, func(t time.Time) { clock.Observe(clk, t) })
+		hub, err := startResults(actx, c.js, c.names, c.log, func(t time.Time) { clock.Observe(clk, t) }, c.hubOpts)
 		cancel()
 		if err == nil {
 			if c.replica != nil {

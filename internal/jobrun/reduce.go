@@ -132,14 +132,16 @@ func (r *jobRunner) resultsSource() resultSource {
 		if err != nil {
 			return err
 		}
-		last, err := stream.GetLastMsgForSubject(ctx, subj)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil
-		}
+		// The leader's last (kvleader.LastStored: a full node's replica
+		// may answer first).
+		last, err := kvleader.LastStored(ctx, r.c.js, r.c.names.ResultsStream(), subj)
 		if err != nil {
 			return err
 		}
-		to = min(to, last.Sequence)
+		if last == 0 {
+			return nil
+		}
+		to = min(to, last)
 		if from > to {
 			return nil
 		}

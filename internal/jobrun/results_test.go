@@ -3,6 +3,7 @@ package jobrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jetfleet/jetfleet/internal/clock"
 	fleettest "github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -111,4 +113,78 @@ func TestResultsCatchUpReadsPastALaggingReplica(t *testing.T) {
 	lag.CatchUp()
 	st := waitState(t, cl, "lag", messages.StateSucceeded)
 	require.Equal(t, int64(items), st.Succeeded)
+}
+
+// The leader's results hub reads through an ordered consumer placed on a
+// replica that applies nothing (a node whose store is full): it delivers
+// none of the job's results, says nothing is pending and stays alive, so
+// it never resets itself. The hub, idle with a job open, sees the stream's
+// leader hold results it was not handed for hubStallAfter and makes its
+// consumer again, off that node (once more when the server places the new
+// one there too); the job ends with every item counted once. Before, the
+// job waited for the placement sweep to delete the consumer, which one
+// full node's own answers kept from happening for minutes
+// (TestStoreFullOneNodeOfThree, docs/deploy.md "A full store").
+func TestResultsHubLeavesAReplicaThatAppliesNothing(t *testing.T) {
+	checkLeaks(t)
+	srv := fleettest.RunServer(t)
+	// The results stream is empty: the replica holds nothing the hub is to
+	// deliver, and the first two consumers are placed on it.
+	stale := fleettest.NewStaleReplica("n2", 0, 2)
+	clk := clock.NewManual(time.Now())
+	var coord *Coordinator
+	startCoordConfig(t, srv, Config{}, func(c *Coordinator) {
+		coord = c
+		c.hubOpts = hubOptions{follow: stale.Stream, clock: clk}
+	})
+	cl, err := NewClient(srv.Conn(), "")
+	require.NoError(t, err)
+	const items = 100
+	nums := make([]string, items)
+	for i := range nums {
+		nums[i] = fmt.Sprint(i)
+	}
+	_, err = cl.Submit(context.Background(), []byte(`{"id": "stale", "pool": "idle", "items": [`+strings.Join(nums, ",")+`], "agent_template": [{"handler": "noop"}]}`))
+	require.NoError(t, err)
+	waitState(t, cl, "stale", messages.StateRunning)
+	// The runner has caught up (on no results): from now on only the hub
+	// brings them.
+	var r *jobRunner
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		if r = coord.runner("stale"); r == nil {
+			return errors.New("no runner yet")
+		}
+		return nil
+	})
+	<-r.caughtUp
+	js := srv.JS()
+	for i := range items {
+		data, _ := json.Marshal(messages.Result{JobID: "stale", ItemID: fmt.Sprint(i), Index: int64(i), Outcome: messages.OutcomeSucceeded})
+		_, err := js.Publish(context.Background(), "fleet.results.idle.stale", data)
+		require.NoError(t, err)
+	}
+	select {
+	case <-stale.Withheld():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the hub's consumer was never handed a result")
+	}
+	st, err := cl.Status(context.Background(), "stale")
+	require.NoError(t, err)
+	require.Zero(t, st.Done(), "the replica held no result")
+	require.Equal(t, 1, stale.Made(), "no consumer made again before the watch looked")
+	// The watch's clock moves one check at a time until the job ends.
+	fleettest.WaitFor(t, 30*time.Second, func() error {
+		clk.Advance(hubCheckEvery)
+		st, err := cl.Status(context.Background(), "stale")
+		if err != nil {
+			return err
+		}
+		if st.State != messages.StateSucceeded {
+			return fmt.Errorf("state %s, %d done", st.State, st.Done())
+		}
+		return nil
+	})
+	st = waitState(t, cl, "stale", messages.StateSucceeded)
+	require.Equal(t, int64(items), st.Succeeded, "every item counted once")
+	require.Equal(t, 3, stale.Made(), "the first on the replica, one more placed there and made again, one elsewhere")
 }

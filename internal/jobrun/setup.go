@@ -3,7 +3,9 @@ package jobrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfleet/jetfleet/internal/expand"
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/wire"
@@ -276,17 +279,36 @@ func (c *Coordinator) publishSetup(ctx context.Context, rec wire.JobRecord, rev 
 
 // setupResult reads the job's results from the start until the setup
 // item's, from the job's pool; it blocks until one comes or ctx ends.
+//
+// Its ordered consumer has one replica, on a server of the stream's picked
+// at random, and one on a node that applies nothing (its store full) would
+// never deliver the setup's result while saying nothing is pending. So
+// when nothing comes for setupIdle while the stream's leader holds one of
+// the job's results past the last one read, the read fails, and runSetup
+// reads again with a new consumer (as reduce.go's read of the results
+// does).
 func (c *Coordinator) setupResult(ctx context.Context, rec wire.JobRecord) (*messages.Result, error) {
 	stream, err := c.js.Stream(ctx, c.names.ResultsStream())
 	if err != nil {
 		return nil, err
 	}
+	if c.replica != nil {
+		stream = c.replica(stream)
+	}
+	subj := c.names.JobResultsFilter(rec.Status.ID)
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{c.names.JobResultsFilter(rec.Status.ID)}, InactiveThreshold: resultsInactive,
+		FilterSubjects: []string{subj}, InactiveThreshold: resultsInactive,
 	})
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = stream.DeleteConsumer(dctx, info.Name)
+			cancel()
+		}
+	}()
 	it, err := cons.Messages(jetstream.PullMaxBytes(natsconn.PullBytes))
 	if err != nil {
 		return nil, err
@@ -294,10 +316,26 @@ func (c *Coordinator) setupResult(ctx context.Context, rec wire.JobRecord) (*mes
 	defer it.Stop()
 	pool := rec.Spec.Pool
 	var decoded []messages.Result
+	var seen uint64 // the stream sequence of the last message read
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		wctx, cancel := context.WithTimeout(ctx, setupIdle)
+		m, err := it.Next(jetstream.NextContext(wctx))
+		cancel()
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+				return nil, err
+			}
+			more, err := kvleader.StoredAfter(ctx, c.js, c.names.ResultsStream(), subj, seen, math.MaxUint64)
+			if err != nil {
+				return nil, err
+			}
+			if more {
+				return nil, fmt.Errorf("reading the setup's result: nothing after stream sequence %d for %s, while the stream's leader holds more", seen, setupIdle)
+			}
+			continue // the setup runs
+		}
+		if md, err := m.Metadata(); err == nil {
+			seen = md.Sequence.Stream
 		}
 		origin := wire.Origin(c.names, m.Subject())
 		decoded, _ = wire.DecodeResults(m.Data(), decoded)
@@ -315,6 +353,11 @@ func (c *Coordinator) setupResult(ctx context.Context, rec wire.JobRecord) (*mes
 		}
 	}
 }
+
+// setupIdle is how long setupResult waits for the next of the job's
+// results before it asks the stream's leader whether it holds one its
+// consumer has not delivered. A variable for tests.
+var setupIdle = 10 * time.Second
 
 // finishSetup completes the record of a job whose setup item reported
 // res: on success the setup's input is stored and the items counted (the

@@ -8,6 +8,18 @@
 // again and again. $JS.API.STREAM.MSG.GET is answered by the leader only,
 // and the leader has applied every acknowledged write, so a read after a
 // lost compare-and-set sees the write that won.
+//
+// One other server answers those requests too: a replica that believes its
+// group has no leader. A node whose store is full drops every entry the
+// group's leader sends, heartbeats included; one that led the group and
+// stepped down (at its first write refused for want of room) never hears
+// of the leader elected after it, and believes the group leaderless for as
+// long as it stays full. Such a node answers STREAM.MSG.GET at once with
+// "JetStream system temporarily unavailable" (10008), and STREAM.INFO with
+// its own stale copy and no leader; when the requester is connected to it,
+// its answer comes first. The reads here wait a moment for the leader's
+// answer after such a one (leaderGrace): see docs/deploy.md, "A full
+// store".
 package kvleader
 
 import (
@@ -26,6 +38,17 @@ import (
 // errCodeMessageNotFound is JetStream's "no message found".
 const errCodeMessageNotFound = 10037
 
+// errCodeClusterNotAvail is JetStream's "JetStream system temporarily
+// unavailable": also what a replica that believes its group leaderless
+// answers a request only the leader should.
+const errCodeClusterNotAvail = 10008
+
+// leaderGrace is how long a read waits for the leader's answer after a
+// replica's answer without a leader came first. The leader answers within
+// milliseconds when there is one; when there is none (an election under
+// way) the read returns the replica's answer after this.
+const leaderGrace = time.Second
+
 // Reader reads one bucket's keys from its stream leader. It is safe for
 // concurrent use.
 type Reader struct {
@@ -43,6 +66,12 @@ func New(js jetstream.JetStream, bucket string) Reader {
 // msgGetAPI is the STREAM.MSG.GET subject of stream over js's connection,
 // honouring its API prefix or domain.
 func msgGetAPI(js jetstream.JetStream, stream string) string {
+	return apiPrefix(js) + "STREAM.MSG.GET." + stream
+}
+
+// apiPrefix is the prefix of js's JetStream API subjects, honouring its API
+// prefix or domain.
+func apiPrefix(js jetstream.JetStream) string {
 	o := js.Options()
 	prefix := jetstream.DefaultAPIPrefix
 	switch {
@@ -54,7 +83,7 @@ func msgGetAPI(js jetstream.JetStream, stream string) string {
 			prefix += "."
 		}
 	}
-	return prefix + "STREAM.MSG.GET." + stream
+	return prefix
 }
 
 // Get returns the key's last value and its revision. A key that never
@@ -104,6 +133,30 @@ func StoredAfter(ctx context.Context, js jetstream.JetStream, stream, subject st
 	}
 	next, ok, err := nextStored(ctx, js, stream, subject, seq+1)
 	return ok && next <= bound, err
+}
+
+// LastStored is the stream sequence of stream's last message on subject,
+// as the stream's leader holds it: 0 when it holds none. jetstream's
+// GetLastMsgForSubject takes the first answer, which a full node's replica
+// that believes the group leaderless gives at once, with an error.
+func LastStored(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
+	if _, has := ctx.Deadline(); !has && js.Options().DefaultTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, js.Options().DefaultTimeout)
+		defer cancel()
+	}
+	resp, err := msgGet(ctx, js.Conn(), msgGetAPI(js, stream), msgGetRequest{LastBySubj: subject})
+	switch {
+	case err != nil:
+		return 0, err
+	case resp.Error != nil && resp.Error.ErrorCode == errCodeMessageNotFound:
+		return 0, nil
+	case resp.Error != nil:
+		return 0, resp.Error
+	case resp.Message == nil:
+		return 0, errors.New("empty STREAM.MSG.GET response")
+	}
+	return resp.Message.Sequence, nil
 }
 
 // nextStored is the sequence of the first message on subject (a filter) at
@@ -186,5 +239,108 @@ func msgGet(ctx context.Context, nc *nats.Conn, api string, req msgGetRequest) (
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
 		return resp, fmt.Errorf("malformed STREAM.MSG.GET response: %w", err)
 	}
+	if resp.Error == nil || resp.Error.ErrorCode != errCodeClusterNotAvail {
+		return resp, nil
+	}
+	// Unavailable: the group has no leader, or a replica that believes so
+	// answered before the leader did (a node whose store is full). Ask
+	// again, and take the leader's answer if one comes.
+	data := leaderAnswer(ctx, nc, api, body, func(data []byte) bool {
+		var r msgGetResponse
+		return json.Unmarshal(data, &r) == nil && (r.Error == nil || r.Error.ErrorCode != errCodeClusterNotAvail)
+	}, msg.Data)
+	resp = msgGetResponse{}
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return resp, fmt.Errorf("malformed STREAM.MSG.GET response: %w", err)
+	}
 	return resp, nil
+}
+
+// StreamInfo is stream's info as its leader answers it: its last sequence
+// is that of the last write the stream acknowledged, whatever replica the
+// caller's server holds. jetstream's Stream takes the first answer, which
+// may come from a replica that believes the group has no leader and
+// answers from its own copy (one on a node whose store is full holds what
+// it had when it filled). After such an answer StreamInfo waits up to
+// leaderGrace for the leader's, and returns the replica's only if none
+// comes: the group may indeed have no leader.
+func StreamInfo(ctx context.Context, js jetstream.JetStream, stream string) (*jetstream.StreamInfo, error) {
+	if _, has := ctx.Deadline(); !has && js.Options().DefaultTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, js.Options().DefaultTimeout)
+		defer cancel()
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	info := s.CachedInfo()
+	if Led(info) {
+		return info, nil
+	}
+	data := leaderAnswer(ctx, js.Conn(), apiPrefix(js)+"STREAM.INFO."+stream, nil, func(data []byte) bool {
+		info, err := decodeStreamInfo(data)
+		return err == nil && Led(info)
+	}, nil)
+	if data == nil {
+		return info, nil // no other answer: the first one
+	}
+	return decodeStreamInfo(data)
+}
+
+// Led reports whether a stream's info came from a server that knows the
+// stream's leader: one not clustered, or a clustered one that names a
+// leader. A replica that believes the group has no leader answers with
+// none, from its own copy.
+func Led(info *jetstream.StreamInfo) bool {
+	return info != nil && (info.Cluster == nil || info.Cluster.Leader != "")
+}
+
+// decodeStreamInfo decodes a STREAM.INFO answer.
+func decodeStreamInfo(data []byte) (*jetstream.StreamInfo, error) {
+	var r struct {
+		jetstream.StreamInfo
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("malformed STREAM.INFO response: %w", err)
+	}
+	if r.Error != nil {
+		return nil, r.Error
+	}
+	return &r.StreamInfo, nil
+}
+
+// leaderAnswer sends body to api again, after the answer refused (one
+// that good refuses: a replica's that believes the group has no leader),
+// and returns the first answer that good takes (the leader's). It hears
+// every server that answers, for at most leaderGrace; then, or when no
+// server takes the request, it returns the last answer refused. So a read
+// whose first answer was refused costs at most leaderGrace more than it
+// did when it returned that answer.
+func leaderAnswer(ctx context.Context, nc *nats.Conn, api string, body []byte, good func([]byte) bool, refused []byte) []byte {
+	ctx, cancel := context.WithTimeout(ctx, leaderGrace)
+	defer cancel()
+	sub, err := nc.SubscribeSync(nats.NewInbox())
+	if err != nil {
+		return refused
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(api, sub.Subject, body); err != nil {
+		return refused
+	}
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		switch {
+		case err != nil:
+			return refused // no other answer within the grace
+		case len(msg.Data) == 0 && msg.Header.Get("Status") == "503":
+			return refused // no server took it
+		case len(msg.Data) == 0:
+			continue
+		case good(msg.Data):
+			return msg.Data
+		}
+		refused = msg.Data
+	}
 }

@@ -11,14 +11,22 @@
 // node cut off the cluster looks the same from its leaders' side.
 //
 // A Sweeper asks each stream's leader for its replicas: one that has not
-// answered the leader for StaleAfter is stale. A leader elected after the
-// node filled has never heard from it, and reports it as not current with
-// no time since it was last heard (zero): such a replica is stale once
-// the sweeps have seen it so, under the same leader, for StaleAfter. A node
-// with a stale replica of any stream is stale for every stream: a stream
-// led from it that takes no write keeps its leader there (and a consumer
-// led from there delivers from that leader's old copy of another stream's
-// sources). Each stream led from a stale node steps down, and each
+// answered the leader for StaleAfter is stale. Only the leader's answer
+// counts: a replica that believes its group has no leader answers a
+// stream info request too, from its own copy, naming no leader and itself
+// current, and a full node that led a group and stepped down believes so
+// (it drops the heartbeats of the leader elected after it). When such an
+// answer comes first the sweep asks for the leader's (kvleader.StreamInfo),
+// and keeps what earlier sweeps saw of a stream whose leader does not
+// answer: forgetting it let the full node's answers, winning every other
+// sweep, keep the node from ever being found stale. A leader elected
+// after the node filled has never heard from it, and reports it as not
+// current with no time since it was last heard (zero): such a replica is
+// stale once the sweeps have seen it so, under the same leader, for
+// StaleAfter. A node with a stale replica of any stream is stale for every
+// stream: a stream led from it that takes no write keeps its leader there
+// (and a consumer led from there delivers from that leader's old copy of
+// another stream's sources). Each stream led from a stale node steps down, and each
 // consumer led from one is moved: a replicated one steps down (the stale
 // node stands for no election while full), an ephemeral one on a single
 // replica (an ordered consumer: the coordinator's results reader, a KV
@@ -26,7 +34,10 @@
 // (nats.go's ordered consumer does), on a node picked at random. A durable
 // single-replica consumer is left alone, and so is a group with no quorum
 // of nodes that are not stale (every node full): a stepdown there would
-// only leave it without a leader.
+// only leave it without a leader. The coordinator's results hub does not
+// wait for the sweep: it finds a consumer of its own that stopped
+// delivering from the stream leader's last sequence and makes it again
+// (internal/jobrun's results.go).
 package placement
 
 import (
@@ -39,6 +50,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/jetfleet/jetfleet/internal/kvleader"
 )
 
 // Defaults of Config.
@@ -165,21 +178,36 @@ func (sw *Sweeper) Sweep(ctx context.Context) ([]Move, error) {
 			errs = append(errs, fmt.Errorf("stream %s: %w", name, err))
 			continue
 		}
-		ci := s.CachedInfo().Cluster
+		info := s.CachedInfo()
+		if !kvleader.Led(info) {
+			// A replica that believes the group has no leader answered
+			// first (a full node does, from its old copy, reporting
+			// itself current): ask for the leader's answer.
+			if li, err := kvleader.StreamInfo(ctx, cfg.JetStream, name); err == nil {
+				info = li
+			}
+		}
+		ci := info.Cluster
 		if ci == nil || len(ci.Replicas) == 0 {
 			continue // one replica: nowhere to move to
 		}
-		own := sw.staleOf(name, ci)
+		var own map[string]bool
+		if kvleader.Led(info) {
+			own = sw.staleOf(name, ci)
+		} else {
+			// No leader heard: what earlier sweeps saw of its replicas
+			// stands, and this answer says nothing of them. Its
+			// consumers led from a node stale by the other streams'
+			// leaders still move (below).
+			sw.keep(name)
+			own = map[string]bool{}
+		}
 		for r := range own {
 			stale[r] = true
 		}
 		streams = append(streams, held{name, s, ci, own})
 	}
-	for key := range sw.behind {
-		if !sw.touched[key] {
-			delete(sw.behind, key) // current again, or its leader moved
-		}
-	}
+	sw.forget()
 	if len(stale) == 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -303,6 +331,27 @@ func (sw *Sweeper) staleOf(name string, ci *jetstream.ClusterInfo) map[string]bo
 		}
 	}
 	return own
+}
+
+// keep marks what the sweeps saw of stream name's replicas as seen by the
+// current sweep: its leader did not answer this one, and a sweep that
+// dropped it would count anew a replica behind for good.
+func (sw *Sweeper) keep(name string) {
+	for key := range sw.behind {
+		if strings.HasPrefix(key, name+"/") && sw.touched != nil {
+			sw.touched[key] = true
+		}
+	}
+}
+
+// forget drops the replicas the current sweep did not see behind: current
+// again, or their leader moved.
+func (sw *Sweeper) forget() {
+	for key := range sw.behind {
+		if !sw.touched[key] {
+			delete(sw.behind, key)
+		}
+	}
 }
 
 // behindSince is a replica seen behind its leader: since when, and how far

@@ -228,3 +228,44 @@ func TestMovable(t *testing.T) {
 	led := &jetstream.ClusterInfo{Leader: "n0", Replicas: []*jetstream.PeerInfo{{Name: "n1"}, {Name: "n2"}}}
 	require.True(t, movable(led, map[string]bool{"n2": true}), "the leader n0 and n1 are a quorum")
 }
+
+// A sweep that hears no leader's answer for a stream (the full node's own
+// answer came first, naming no leader, and the leader's did not come) keeps
+// what earlier sweeps saw of its replicas: it once dropped it, and a full
+// node that answered every other sweep was never seen behind for
+// StaleAfter in a row, so the coordinator's results reader stayed on it
+// for minutes (TestStoreFullOneNodeOfThree).
+func TestSweepKeepsAStreamItHeardNoLeaderFor(t *testing.T) {
+	now := time.Unix(1000, 0)
+	sw := &Sweeper{Now: func() time.Time { return now }}
+	behind := &jetstream.ClusterInfo{Leader: "n1", Replicas: []*jetstream.PeerInfo{
+		{Name: "n0", Current: true}, {Name: "n2", Lag: 49},
+	}}
+	// sweep is one sweep of FLEET_RESULTS: the leader's answer (ci), or
+	// none (nil).
+	sweep := func(ci *jetstream.ClusterInfo) bool {
+		sw.touched = map[string]bool{}
+		var own map[string]bool
+		if ci != nil {
+			own = sw.staleOf("FLEET_RESULTS", ci)
+		} else {
+			sw.keep("FLEET_RESULTS")
+		}
+		sw.forget()
+		return own["n2"]
+	}
+	require.False(t, sweep(behind), "first seen behind")
+	now = now.Add(5 * time.Second)
+	require.False(t, sweep(nil), "no leader heard")
+	now = now.Add(5 * time.Second)
+	require.True(t, sweep(behind), "behind for 10 s, the sweep between heard no leader")
+	// Another stream's records are not kept by this one's keep.
+	sw.touched = map[string]bool{}
+	sw.staleOf("FLEET_WORK", behind)
+	sw.touched = map[string]bool{}
+	sw.keep("FLEET_RESULTS")
+	sw.forget()
+	for key := range sw.behind {
+		require.NotContains(t, key, "FLEET_WORK/", "a stream seen current (not behind) is forgotten")
+	}
+}
