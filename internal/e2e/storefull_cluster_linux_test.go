@@ -241,7 +241,9 @@ func fill(t *testing.T, c *fleettest.Cluster, full func(err error) bool) int {
 // leaders step down at their next write. The other two are a quorum, and
 // the job finishes while the node is still full: the leading coordinator
 // moves every consumer led from the full node's replica, which no longer
-// grows, to another node (internal/placement), and an agent whose item
+// grows, to another node (internal/placement), its results hub leaves such
+// a replica by itself (internal/jobrun's results.go: it stalled here once
+// in some dozens of runs, docs/benchmarks.md), and an agent whose item
 // state came from that replica (a direct get) is not fenced by it (it
 // delivers the item again at once). Once the node has room it catches up,
 // and every node holds the same copy of every stream.
