@@ -276,12 +276,17 @@ func (a *Agent) writeWaiting(r *localRetry) bool {
 }
 
 // writeLocal writes the state of an item whose local retries (localretry.go)
-// are not written yet, as its delivery leaves this agent: a nak, or its
-// agent's shutdown. It reports false when the write found that another
-// agent holds the item, which this one must then leave alone. A write that
-// fails otherwise still lets the nak go: the next delivery decides from the
+// are not written yet, as its delivery leaves this agent: a nak, a hold, or
+// its agent's shutdown. The runs not written are the item's own, or, for a
+// local retry that has not come so far in process as to take them over,
+// its message's. It reports false when the write found that another agent
+// holds the item, which this one must then leave alone. A write that fails
+// otherwise still lets the nak go: the next delivery decides from the
 // state last written, without the runs of this one.
 func (a *Agent) writeLocal(it *item) bool {
+	if r, ok := it.m.(*localRetry); ok && !r.flush() {
+		return false
+	}
 	if !it.unwritten {
 		return true
 	}

@@ -36,7 +36,7 @@ func (a *Agent) holds(it *item) bool {
 // hold stores the item's held copy and acks the delivery; if the copy
 // cannot be stored the delivery comes back shortly.
 func (a *Agent) hold(ctx context.Context, it *item) {
-	if r, ok := it.m.(*localRetry); ok && !r.flush() {
+	if !a.writeLocal(it) {
 		return // another agent holds the item
 	}
 	wi := it.wi
