@@ -173,13 +173,19 @@ func TestItemDirsRecycle(t *testing.T) {
 		requireGone(t, xattr, "extended attributes: removed")
 		require.Zero(t, recycled())
 	}
-	for name, change := range map[string]func(dir string) error{
+	changes := map[string]func(dir string) error{
 		"a file":     func(dir string) error { return os.WriteFile(filepath.Join(dir, "f"), nil, 0o600) },
 		"a subdir":   func(dir string) error { return os.Mkdir(filepath.Join(dir, "sub"), 0o700) },
 		"its mode":   func(dir string) error { return os.Chmod(dir, 0o755) },
 		"a symlink":  func(dir string) error { return errors.Join(os.Remove(dir), os.Symlink(t.TempDir(), dir)) },
 		"a big list": func(dir string) error { return growAndEmpty(dir) },
-	} {
+	}
+	if !keepsGrownDirs(t, work) {
+		// A file system that shrinks an emptied directory (tmpfs) leaves
+		// nothing to tell a big list by, and nothing slow to reuse.
+		delete(changes, "a big list")
+	}
+	for name, change := range changes {
 		dir, err := d.make("job", name)
 		require.NoError(t, err)
 		require.NoError(t, change(dir), name)
@@ -219,6 +225,19 @@ func TestItemDirsRecycle(t *testing.T) {
 }
 
 // growAndEmpty makes dir grow past one block, then empties it.
+// keepsGrownDirs reports whether the file system under work keeps the
+// blocks of a directory that grew and was emptied, as ext4 does.
+func keepsGrownDirs(t *testing.T, work string) bool {
+	t.Helper()
+	dir, err := os.MkdirTemp(work, "grow")
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	require.NoError(t, growAndEmpty(dir))
+	info, err := os.Stat(dir)
+	require.NoError(t, err)
+	return info.Size() > dirBlock
+}
+
 func growAndEmpty(dir string) error {
 	for i := range 300 {
 		if err := os.WriteFile(filepath.Join(dir, strings.Repeat("n", 40)+strconv.Itoa(i)), nil, 0o600); err != nil {

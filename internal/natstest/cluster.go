@@ -41,7 +41,7 @@ func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	c := &Cluster{cfg: newConfig(opts)}
 	root := c.cfg.storeDir
 	if root == "" {
-		root = t.TempDir()
+		root = newStoreDir(t)
 	}
 	t.Cleanup(c.shutdown)
 	if c.cfg.partitions {

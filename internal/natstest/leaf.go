@@ -73,7 +73,7 @@ func RunLeaf(t testing.TB, hubAddr string, opts ...Option) *Leaf {
 		o.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: []*url.URL{link}}}
 	}}, cfg.configure...)
 	l := &Leaf{cfg: cfg, proxy: proxy}
-	l.node = &node{t: t, cfg: &l.cfg, name: "leaf", storeDir: t.TempDir()}
+	l.node = &node{t: t, cfg: &l.cfg, name: "leaf", storeDir: newStoreDir(t)}
 	if err := l.node.start(); err != nil {
 		proxy.close()
 		t.Fatal(err)

@@ -51,7 +51,8 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// WithStoreDir keeps JetStream files in dir instead of t.TempDir(). For a
+// WithStoreDir keeps JetStream files in dir instead of a fresh directory
+// (newStoreDir). For a
 // cluster, node i uses dir/<node name>.
 func WithStoreDir(dir string) Option {
 	return func(c *config) { c.storeDir = dir }

@@ -23,7 +23,8 @@ type Server struct {
 }
 
 // RunServer starts an embedded nats-server with JetStream on a random
-// localhost port, storing files in t.TempDir() (or WithStoreDir), waits
+// localhost port, storing files in a fresh directory (WithStoreDir, else
+// one on a memory file system when the machine has one: newStoreDir), waits
 // until it is ready and returns it with a connected client. The server and
 // every connection it handed out are closed when the test ends.
 func RunServer(t testing.TB, opts ...Option) *Server {
@@ -31,7 +32,7 @@ func RunServer(t testing.TB, opts ...Option) *Server {
 	cfg := newConfig(opts)
 	dir := cfg.storeDir
 	if dir == "" {
-		dir = t.TempDir()
+		dir = newStoreDir(t)
 	}
 	s := &Server{cfg: cfg}
 	s.node = &node{t: t, cfg: &s.cfg, name: "fleettest", storeDir: dir}

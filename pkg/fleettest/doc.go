@@ -9,11 +9,15 @@
 //		require.Equal(t, messages.StateSucceeded, st.State)
 //	}
 //
-// Servers listen on random localhost ports, keep their JetStream files in
-// t.TempDir() (unless [WithStoreDir] says otherwise) and are shut down, with
+// Servers listen on random localhost ports, keep their JetStream files in a
+// fresh directory (unless [WithStoreDir] says otherwise) and are shut down, with
 // every connection they handed out, when the test ends (t.Cleanup). Nothing
 // needs to be installed: the server is github.com/nats-io/nats-server/v2
-// linked into the test binary.
+// linked into the test binary. That directory is on /dev/shm when it is a
+// memory file system with 4 GiB free (the file store makes and deletes files
+// at a rate that costs a disk file system much CPU), else in t.TempDir();
+// the environment variable JETFLEET_TEST_STORE_ROOT names another parent
+// directory, or "tempdir" for t.TempDir(). It is removed when the test ends.
 //
 //	func TestPublish(t *testing.T) {
 //		srv := fleettest.RunServer(t)

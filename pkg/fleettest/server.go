@@ -46,7 +46,7 @@ func natsOptions(opts []Option) []natstest.Option {
 // look at. Defaults to the global account ("$G").
 func WithAccount(name string) Option { return Option{natstest.WithAccount(name)} }
 
-// WithStoreDir keeps JetStream files in dir instead of t.TempDir(). For a
+// WithStoreDir keeps JetStream files in dir instead of a fresh directory. For a
 // cluster, node i uses dir/<node name>.
 func WithStoreDir(dir string) Option { return Option{natstest.WithStoreDir(dir)} }
 
@@ -79,7 +79,7 @@ func WithPartitions() Option { return Option{natstest.WithPartitions()} }
 type Server struct{ s *natstest.Server }
 
 // RunServer starts an embedded nats-server with JetStream on a random
-// localhost port, storing files in t.TempDir() (or WithStoreDir), waits
+// localhost port, storing files in a fresh directory (or WithStoreDir), waits
 // until it is ready and returns it with a connected client. The server and
 // every connection it handed out are closed when the test ends.
 func RunServer(t testing.TB, opts ...Option) *Server {

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package natstest
+
+// memStoreRoot is "": outside Linux, stores stay in t.TempDir().
+func memStoreRoot() string { return "" }
