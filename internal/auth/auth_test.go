@@ -20,6 +20,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/auth/authtest"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/ui"
 	"github.com/jetfleet/jetfleet/internal/upload"
@@ -27,14 +28,13 @@ import (
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 // secured is an embedded server configured with the files auth.Init
 // writes, included from a server configuration the way a deployment does.
 type secured struct {
-	srv   *fleettest.Server
+	srv   *natstest.Server
 	res   *auth.Result
 	names messages.Names
 	// refused receives every permissions violation of every connection.
@@ -281,7 +281,7 @@ func TestRolesRunAJob(t *testing.T) {
 	must(err, "operator DLQ stream info")
 	// The agent's dead letters reach the DLQ stream from its pool's stream
 	// a moment after the job counted them.
-	fleettest.WaitFor(t, 10*time.Second, func() error {
+	natstest.WaitFor(t, 10*time.Second, func() error {
 		info, err := dlq.Info(ctx, jetstream.WithSubjectFilter(s.names.DLQSubject("default", "roles")))
 		must(err, "operator DLQ stream info by subject")
 		if got := info.State.Subjects[s.names.DLQSubject("default", "roles")]; got != uint64(roles.DeadLettered) {
@@ -356,7 +356,7 @@ func TestRolesRunAJob(t *testing.T) {
 	reply, err = sub.JobSubmit(ctx, []byte(`{"id": "slow", "items": [`+items(20)+`],
 		"agent_template": [{"handler": "sleep", "with": {"duration": "1m"}}]}`))
 	must(err, "submit slow")
-	fleettest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, 30*time.Second, func() error {
 		st, err := op.JobStatus(ctx, reply.JobID)
 		if err != nil {
 			return err

@@ -17,12 +17,12 @@ import (
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/auth/authtest"
 	"github.com/jetfleet/jetfleet/internal/jobrun"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -38,7 +38,7 @@ import (
 func TestPoolWithoutItsDeadLetterStream(t *testing.T) {
 	t.Parallel()
 	o := auth.Options{Pools: []string{"poola", "poolb"}}
-	srv, res := authtest.RunServer(t, o, fleettest.WithConfig(func(so *server.Options) { so.JetStreamMaxStore = 64 << 20 }))
+	srv, res := authtest.RunServer(t, o, natstest.WithConfig(func(so *server.Options) { so.JetStreamMaxStore = 64 << 20 }))
 	s := &secured{srv: srv, res: res, names: messages.MustNames(o.Prefix), refused: make(chan error, 1024)}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -93,7 +93,7 @@ func TestPoolWithoutItsDeadLetterStream(t *testing.T) {
 
 	// The agent starts once the pool has its consumer (the job is
 	// accepted).
-	fleettest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, 30*time.Second, func() error {
 		_, err := cjs.Consumer(ctx, names.WorkStream(), names.AgentsConsumer("poola"))
 		return err
 	})
@@ -106,7 +106,7 @@ func TestPoolWithoutItsDeadLetterStream(t *testing.T) {
 	go func() { adone <- aa.Run(actx) }()
 
 	// The item is kept, not lost; the operator is told why.
-	fleettest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, 30*time.Second, func() error {
 		if n := plainCounter(t, areg, "jetfleet_agent_dlq_publish_failures_total"); n < 1 {
 			return fmt.Errorf("%v failed dead-letter publishes", n)
 		}
@@ -145,7 +145,7 @@ func TestPoolWithoutItsDeadLetterStream(t *testing.T) {
 	info, err := cjs.Stream(ctx, wire.PoolDLQStream(names, "poola"))
 	require.NoError(t, err)
 	require.EqualValues(t, 8<<20, info.CachedInfo().Config.MaxBytes)
-	fleettest.WaitFor(t, 10*time.Second, func() error {
+	natstest.WaitFor(t, 10*time.Second, func() error {
 		if v := gauge(t, creg2, "jetfleet_dlq_pool_stream_missing", "pool", "poola"); v != 0 {
 			return fmt.Errorf("missing gauge %v", v)
 		}

@@ -16,12 +16,12 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/jobrun"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 	"github.com/jetfleet/jetfleet/pkg/retry"
 )
@@ -139,7 +139,7 @@ func TestDeadLetterQuotaIsPerPool(t *testing.T) {
 
 	// Pool poola's item is kept, not lost: its dead letter was refused,
 	// and the operator is told.
-	fleettest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, 30*time.Second, func() error {
 		if n := plainCounter(t, areg, "jetfleet_agent_dlq_publish_failures_total"); n < 1 {
 			return fmt.Errorf("%v failed dead-letter publishes", n)
 		}
@@ -154,7 +154,7 @@ func TestDeadLetterQuotaIsPerPool(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, gauge(t, creg, "jetfleet_dlq_pool_fill_ratio", "pool", "poola"), 0.8)
 	var stats *messages.DLQStats
-	fleettest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, 30*time.Second, func() error {
 		stats, err = op.DLQStats(ctx, messages.DLQFilter{})
 		if err != nil {
 			return err
@@ -184,7 +184,7 @@ func TestDeadLetterQuotaIsPerPool(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, messages.StateFailed, a.State, "%+v", a)
 	require.EqualValues(t, 1, a.DeadLettered, "%+v", a)
-	fleettest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, 30*time.Second, func() error {
 		states, err := op.DLQStats(ctx, messages.DLQFilter{})
 		if err != nil {
 			return err

@@ -20,12 +20,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -203,7 +203,7 @@ func TestForgedWorkIsRefused(t *testing.T) {
 	// finished, so the coordinator's purge of their parked retries is done
 	// (it runs before the finished state is written) and does not remove
 	// them. This takes a few seconds; the wait is long for a loaded CI run.
-	fleettest.WaitFor(t, 90*time.Second, func() error {
+	natstest.WaitFor(t, 90*time.Second, func() error {
 		if n := counter(t, regs["default"], "jetfleet_agent_items_total", "outcome", "refused"); n < 7 {
 			return fmt.Errorf("%v deliveries refused", n)
 		}
@@ -342,7 +342,7 @@ func TestMismatchedWorkKeysFailVisibly(t *testing.T) {
 	rs, err := op.DLQReplay(ctx, messages.DLQReplayRequest{DLQFilter: messages.DLQFilter{JobID: "keys", Reason: messages.ReasonBadSignature}, Wait: true})
 	require.NoError(t, err)
 	require.EqualValues(t, 3, rs.Replayed, "%+v", rs)
-	fleettest.WaitFor(t, 60*time.Second, func() error {
+	natstest.WaitFor(t, 60*time.Second, func() error {
 		st, err := sub.JobStatus(ctx, "keys")
 		if err != nil {
 			return err

@@ -13,12 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/auth"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -81,7 +81,7 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 	}
 	waitPublished := func(job string, n int64) {
 		t.Helper()
-		fleettest.WaitFor(t, 30*time.Second, func() error {
+		natstest.WaitFor(t, 30*time.Second, func() error {
 			st, err := sub.JobStatus(ctx, job)
 			if err != nil {
 				return err
@@ -122,7 +122,7 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 		pub(gjs, names.ResultSubject("gpu", "victim"), result("victim", fmt.Sprintf("i%d", i), i, messages.OutcomeSucceeded))
 	}
 	pub(gjs, names.ResultSubject("gpu", "routed"), result("routed", "b", 1, messages.OutcomeSucceeded))
-	fleettest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, 30*time.Second, func() error {
 		if n := refusedCount(t, reg, "wrong_pool"); n != 4 {
 			return fmt.Errorf("%v results refused", n)
 		}
@@ -166,7 +166,7 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 	reopen := result("victim", "i2", 2, messages.OutcomeReopened)
 	reopen.Generation = 1
 	pub(djs, names.ResultSubject("default", "victim"), reopen)
-	fleettest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, 30*time.Second, func() error {
 		if n := refusedCount(t, reg, "coordinator_only"); n != 1 {
 			return fmt.Errorf("%v markers refused", n)
 		}
@@ -198,7 +198,7 @@ func TestForgedOutcomesFromAnotherPoolAreIgnored(t *testing.T) {
 	// The replayed item ran in pool default, as generation 1.
 	rstream, err := cjs.Stream(ctx, names.ResultsStream())
 	require.NoError(t, err)
-	fleettest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, 30*time.Second, func() error {
 		m, err := rstream.GetLastMsgForSubject(ctx, names.ResultSubject("default", "victim"))
 		if err != nil {
 			return err

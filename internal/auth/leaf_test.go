@@ -18,11 +18,11 @@ import (
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/auth/authtest"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/pkg/agent"
 	"github.com/jetfleet/jetfleet/pkg/client"
 	"github.com/jetfleet/jetfleet/pkg/coordinator"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -98,19 +98,19 @@ func TestInitWritesALeaf(t *testing.T) {
 // only what site-b's agent may.
 func TestRoleKeysHoldThroughTheLeaf(t *testing.T) {
 	t.Parallel()
-	port := fleettest.FreePort(t)
+	port := natstest.FreePort(t)
 	srv, res := authtest.RunServer(t, auth.Options{Pools: []string{"default", "gpu"}, Leaves: []string{"site-b"}, JSDomain: "hub",
-		LeafHubURLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", port)}}, fleettest.WithLeafHub(port, "hub"))
+		LeafHubURLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", port)}}, natstest.WithLeafHub(port, "hub"))
 	parsed := authtest.LoadLeaf(t, res, "site-b")
 	// A user the leaf lets do anything, in the fleet's account.
-	open := fleettest.WithConfig(func(o *server.Options) {
+	open := natstest.WithConfig(func(o *server.Options) {
 		for _, acc := range o.Accounts {
 			if acc.Name == auth.DefaultAccount {
 				o.Users = append(o.Users, &server.User{Username: "open", Password: "open", Account: acc})
 			}
 		}
 	})
-	leaf := fleettest.RunLeaf(t, fmt.Sprintf("127.0.0.1:%d", port), authtest.LeafConfig(parsed), open)
+	leaf := natstest.RunLeaf(t, fmt.Sprintf("127.0.0.1:%d", port), authtest.LeafConfig(parsed), open)
 	s := &secured{srv: srv, res: res, names: messages.MustNames(""), refused: make(chan error, 1024)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -13,9 +13,9 @@ import (
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/jobrun"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/testhooks"
 	"github.com/jetfleet/jetfleet/pkg/client"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -58,7 +58,7 @@ func TestRetentionRunsWithTheRolesPermissions(t *testing.T) {
 	require.NoError(t, err)
 	clk.Advance(time.Hour)
 	// Once the job's runner has left (its late-result window is real).
-	fleettest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, 30*time.Second, func() error {
 		rs, err := coord.RetentionPass(ctx)
 		if err == nil && rs.Cleaned != 1 {
 			err = fmt.Errorf("not cleaned yet: %+v", rs)

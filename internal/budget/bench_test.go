@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 )
 
 // Run with scripts/bench-budget.sh, or:
@@ -97,7 +97,7 @@ func throughput(b *testing.B, claimers int, d time.Duration, claim func(ctx cont
 // then internal/budget (one process, coalescing), four processes of 16, and one
 // process with coalescing off.
 func BenchmarkBudgetContention(b *testing.B) {
-	srv := fleettest.RunServer(b)
+	srv := natstest.RunServer(b)
 	kv := newBucket(b, srv.JS(), 1)
 	ctx := testCtx(b, 10*time.Minute)
 	d := benchDuration(b)
@@ -195,7 +195,7 @@ func sumStats(procs []*budget.Budget) budget.Stats {
 // 50, from one process and from four; then 10,000 more failures on the
 // exhausted job. Grants must be exactly 50; writes after exhaustion 0.
 func BenchmarkBudgetStorm(b *testing.B) {
-	srv := fleettest.RunServer(b)
+	srv := natstest.RunServer(b)
 	kv := newBucket(b, srv.JS(), 1)
 	ctx := testCtx(b, 10*time.Minute)
 	const failures, total = 10_000, 50

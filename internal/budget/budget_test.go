@@ -18,7 +18,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/budget"
 	"github.com/jetfleet/jetfleet/internal/clock"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -50,7 +50,7 @@ func newBudget(t testing.TB, kv jetstream.KeyValue, opts ...budget.Option) *budg
 }
 
 func TestCreateIsIdempotent(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	ctx := testCtx(t, 10*time.Second)
 	b := newBudget(t, newBucket(t, srv.JS(), 1))
 
@@ -81,7 +81,7 @@ func TestCreateIsIdempotent(t *testing.T) {
 }
 
 func TestClaim(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	ctx := testCtx(t, 10*time.Second)
 	kv := newBucket(t, srv.JS(), 1)
 	b := newBudget(t, kv)
@@ -130,7 +130,7 @@ func TestClaim(t *testing.T) {
 }
 
 func TestClaimErrors(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	ctx := testCtx(t, 10*time.Second)
 	b := newBudget(t, newBucket(t, srv.JS(), 1))
 
@@ -159,7 +159,7 @@ func TestClaimErrors(t *testing.T) {
 // Another process exhausts the job: the watch tells this one, whose later
 // denials then cost neither a write nor a read.
 func TestExhaustionLearnedFromWatch(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	ctx := testCtx(t, 10*time.Second)
 	kvA := newBucket(t, srv.JS(), 1)
 	jsB, err := jetstream.New(srv.Connect(t))
@@ -174,7 +174,7 @@ func TestExhaustionLearnedFromWatch(t *testing.T) {
 	g, err := b.Claim(ctx, "shared", 0) // b now follows the job
 	require.NoError(t, err)
 	require.True(t, g.Granted)
-	fleettest.WaitFor(t, 5*time.Second, func() error {
+	natstest.WaitFor(t, 5*time.Second, func() error {
 		if !budget.Watching(b) {
 			return errors.New("watch not established")
 		}
@@ -189,7 +189,7 @@ func TestExhaustionLearnedFromWatch(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, g.Granted)
 
-	fleettest.WaitFor(t, 5*time.Second, func() error {
+	natstest.WaitFor(t, 5*time.Second, func() error {
 		if _, exhausted, _ := budget.Cached(b, "shared"); !exhausted {
 			return errors.New("b has not seen the exhaustion yet")
 		}
@@ -207,7 +207,7 @@ func TestExhaustionLearnedFromWatch(t *testing.T) {
 }
 
 func TestMetricsAndForget(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	ctx := testCtx(t, 10*time.Second)
 	reg := prometheus.NewRegistry()
 	kv := newBucket(t, srv.JS(), 1)
@@ -267,7 +267,7 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // The warning about the rewritten record is logged once a minute, not
 // once per claim, with the number held back.
 func TestLimitsComeFromTheJobNotTheBucket(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	ctx := testCtx(t, 10*time.Second)
 	kv := newBucket(t, srv.JS(), 1)
 	var logs tamperLog

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/budget"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 )
 
 // scenario is one run of the property: agents processes (Budget instances,
@@ -162,7 +162,7 @@ func scenarios(agents, workers int) []scenario {
 	}
 }
 
-type singleEnv struct{ srv *fleettest.Server }
+type singleEnv struct{ srv *natstest.Server }
 
 func (e singleEnv) agent(t *testing.T) jetstream.JetStream {
 	js, err := jetstream.New(e.srv.Connect(t))
@@ -171,14 +171,14 @@ func (e singleEnv) agent(t *testing.T) jetstream.JetStream {
 }
 
 func TestPropertySingleNode(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	newBucket(t, srv.JS(), 1)
 	for _, s := range scenarios(4, 16) {
 		t.Run(s.name, func(t *testing.T) { runScenario(t, singleEnv{srv}, s, nil) })
 	}
 }
 
-type clusterEnv struct{ c *fleettest.Cluster }
+type clusterEnv struct{ c *natstest.Cluster }
 
 func (e clusterEnv) agent(t *testing.T) jetstream.JetStream {
 	js, err := jetstream.New(e.c.Connect(t))
@@ -190,7 +190,7 @@ func (e clusterEnv) agent(t *testing.T) jetstream.JetStream {
 // behind WithJetStream, then the property on an R3 bucket with the bucket
 // stream's leader stepping down mid-run.
 func TestCluster(t *testing.T) {
-	c := fleettest.RunCluster(t, 3)
+	c := natstest.RunCluster(t, 3)
 	newBucket(t, c.JS(), 3)
 	c.WaitForStreamLeader(t, "KV_"+bucket)
 
@@ -215,7 +215,7 @@ func TestCluster(t *testing.T) {
 // a read costs the compare-and-set after it a conflict. Through the leader
 // (WithJetStream) there must be none; KV's direct get, which any replica
 // answers (the one local to the client first), is measured for comparison.
-func testReadFreshness(t *testing.T, c *fleettest.Cluster) {
+func testReadFreshness(t *testing.T, c *natstest.Cluster) {
 	ctx := testCtx(t, 60*time.Second)
 	const n = 300
 	value := func(consumed int) []byte {

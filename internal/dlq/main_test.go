@@ -13,14 +13,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/wire"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, fleettest.IgnoreServerGoroutines())
+	goleak.VerifyTestMain(m, natstest.IgnoreServerGoroutines())
 }
 
 var names = messages.MustNames("")
@@ -33,13 +33,13 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 
 // fleet is an embedded server with jetfleet's streams.
 type fleet struct {
-	srv *fleettest.Server
+	srv *natstest.Server
 	js  jetstream.JetStream
 }
 
 func newFleet(t testing.TB, prov provision.Config) *fleet {
 	t.Helper()
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	if prov.DLQMaxBytes == 0 {
 		prov.DLQMaxBytes = 64 << 20
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -51,7 +51,7 @@ func TestMonitorWarnsOncePerCrossing(t *testing.T) {
 	require.EqualValues(t, 7, u.Messages)
 	require.InDelta(t, 0.7, u.FillRatio, 1e-9)
 	require.Empty(t, warned)
-	fleettest.WaitFor(t, 10*time.Second, func() error {
+	natstest.WaitFor(t, 10*time.Second, func() error {
 		if _, err := mon.Check(ctx); err != nil {
 			return err
 		}
@@ -100,7 +100,7 @@ func value(t *testing.T, g prometheus.Gauge) float64 {
 // after two checks in a row, with why and what to do, sets its gauge,
 // warns once, and lets it go once the stream exists; dlq stats lists it.
 func TestMonitorReportsAPoolWithoutItsDeadLetterStream(t *testing.T) {
-	srv := fleettest.RunServer(t, fleettest.WithConfig(func(o *server.Options) { o.JetStreamMaxStore = 56 << 20 }))
+	srv := natstest.RunServer(t, natstest.WithConfig(func(o *server.Options) { o.JetStreamMaxStore = 56 << 20 }))
 	ctx := testCtx(t, 30*time.Second)
 	js := srv.JS()
 	cfg := provision.Config{DLQMaxBytes: 16 << 20}

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/wire"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -80,7 +80,7 @@ func TestSweepDeadLettersStrandedMessages(t *testing.T) {
 	publish(0)
 	require.Equal(t, seqs[0], deliveredSeq(fetch(5*time.Second)))
 	require.Equal(t, seqs[0], deliveredSeq(fetch(5*time.Second)), "redelivered after AckWait")
-	fleettest.WaitFor(t, 20*time.Second, func() error {
+	natstest.WaitFor(t, 20*time.Second, func() error {
 		if m := fetch(200 * time.Millisecond); m != nil {
 			return fmt.Errorf("delivered %d again", deliveredSeq(m))
 		}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/dlq"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/internal/provision"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
 )
 
 // An agent under role keys of the previous release, which name no pool
@@ -22,15 +22,15 @@ import (
 // far shorter than a publish's timeout (docs/deploy.md, "Upgrades").
 func TestWriterFallsBackWhenThePoolSubjectIsRefused(t *testing.T) {
 	t.Parallel()
-	srv := fleettest.RunServer(t,
-		fleettest.WithConfig(func(o *server.Options) {
+	srv := natstest.RunServer(t,
+		natstest.WithConfig(func(o *server.Options) {
 			o.Users = append(o.Users,
 				&server.User{Username: "admin", Password: "admin"},
 				&server.User{Username: "old", Password: "old", Permissions: &server.Permissions{
 					Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"fleet.dlqin.>"}},
 				}})
 		}),
-		fleettest.WithConnectOptions(nats.UserInfo("admin", "admin")))
+		natstest.WithConnectOptions(nats.UserInfo("admin", "admin")))
 	require.NoError(t, provision.Ensure(testCtx(t, 30*time.Second), srv.JS(), names, provision.Config{DLQMaxBytes: 64 << 20}))
 	_, err := provision.EnsurePool(testCtx(t, 30*time.Second), srv.JS(), names, "default", provision.Config{DLQMaxBytes: 64 << 20})
 	require.NoError(t, err)

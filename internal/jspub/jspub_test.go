@@ -12,10 +12,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jetfleet/jetfleet/internal/jspub"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, fleettest.IgnoreServerGoroutines()) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, natstest.IgnoreServerGoroutines()) }
 
 func msg(subject string, i int) *nats.Msg {
 	return &nats.Msg{Subject: subject, Data: []byte(fmt.Sprintf(`{"i":%d}`, i)),
@@ -23,7 +23,7 @@ func msg(subject string, i int) *nats.Msg {
 }
 
 func TestSend(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	ctx := context.Background()
 	// A stream that takes 10 messages, then refuses (DiscardNew), like a
 	// full work stream.
@@ -73,7 +73,7 @@ func TestSend(t *testing.T) {
 }
 
 func TestSendTimesOutMissingPubAcks(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	nc := srv.Conn()
 	// A plain subscriber takes the messages and never answers.
 	sub, err := nc.SubscribeSync("silent")
@@ -99,7 +99,7 @@ func TestSendTimesOutMissingPubAcks(t *testing.T) {
 }
 
 func TestSendEndsWithTheContext(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	sub, err := srv.Conn().SubscribeSync("silent")
 	require.NoError(t, err)
 	defer sub.Unsubscribe()
@@ -115,7 +115,7 @@ func TestSendEndsWithTheContext(t *testing.T) {
 // BenchmarkSend publishes batches of 512 through Send and through nats.go's
 // PublishMsgAsync with a PubAck timeout (what the coordinator used).
 func BenchmarkSend(b *testing.B) {
-	srv := fleettest.RunServer(b)
+	srv := natstest.RunServer(b)
 	ctx := context.Background()
 	_, err := srv.JS().CreateStream(ctx, jetstream.StreamConfig{Name: "W", Subjects: []string{"w.>"}, Storage: jetstream.MemoryStorage,
 		Retention: jetstream.LimitsPolicy, MaxMsgs: 100_000})

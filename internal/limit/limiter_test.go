@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/limit"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
-func newStore(t *testing.T, srv *fleettest.Server) *limit.Store {
+func newStore(t *testing.T, srv *natstest.Server) *limit.Store {
 	t.Helper()
 	nc, err := nats.Connect(srv.URL())
 	require.NoError(t, err)
@@ -41,7 +41,7 @@ func newStore(t *testing.T, srv *fleettest.Server) *limit.Store {
 // good part of 6/20ms, and never more than 6 run at once.
 func TestLimiterConcurrency(t *testing.T) {
 	t.Parallel()
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	s := newStore(t, srv)
 	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Concurrency: 6})
 	require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestLimiterConcurrency(t *testing.T) {
 // The same with a rate of 40/s, burst 10: the rate binds.
 func TestLimiterRateAndConcurrency(t *testing.T) {
 	t.Parallel()
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	s := newStore(t, srv)
 	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
 	require.NoError(t, err)
@@ -72,7 +72,7 @@ func TestLimiterRateAndConcurrency(t *testing.T) {
 // they are spread evenly, so neither starves.
 func TestLimiterFairBetweenAgents(t *testing.T) {
 	t.Parallel()
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	s := newStore(t, srv)
 	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Rate: 40, Burst: 10, Concurrency: 6})
 	require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestLimiterFairBetweenAgents(t *testing.T) {
 // hammer runs two limiters (agents, each with its own store and
 // connection) of 16 callers each, each call 20 ms, for d; the second
 // starts late. per counts each agent's calls.
-func hammer(t *testing.T, srv *fleettest.Server, d, late time.Duration) (calls, maxInFlight int64, per [2]int64) {
+func hammer(t *testing.T, srv *natstest.Server, d, late time.Duration) (calls, maxInFlight int64, per [2]int64) {
 	var inFlight, maxIn, n atomic.Int64
 	var perAgent [2]atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -132,7 +132,7 @@ func hammer(t *testing.T, srv *fleettest.Server, d, late time.Duration) (calls, 
 // call before slots were leased in batches); never more than the cap run
 // at once, and every slot is back once the limiters close.
 func TestLimiterLeasesSlotsOfARoomyCap(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	s := newStore(t, srv)
 	_, err := s.Set(context.Background(), "roomy", messages.LimitConfig{Concurrency: 1000})
 	require.NoError(t, err)
@@ -204,7 +204,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // slot.
 func TestLimiterCountsCallsNotLeasedTokens(t *testing.T) {
 	t.Parallel()
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	s := newStore(t, srv)
 	_, err := s.Set(context.Background(), "db", messages.LimitConfig{Rate: 400, Burst: 80, Concurrency: 6})
 	require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/clock"
 	"github.com/jetfleet/jetfleet/internal/limit"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
 
@@ -77,7 +77,7 @@ func TestShareKeys(t *testing.T) {
 
 // poolStore is a store of pool over the bucket limits, on its own
 // connection, with clock clk.
-func poolStore(t *testing.T, srv *fleettest.Server, pool string, clk clock.Clock) *limit.Store {
+func poolStore(t *testing.T, srv *natstest.Server, pool string, clk clock.Clock) *limit.Store {
 	t.Helper()
 	nc, err := nats.Connect(srv.URL())
 	require.NoError(t, err)
@@ -97,7 +97,7 @@ func poolStore(t *testing.T, srv *fleettest.Server, pool string, clk clock.Clock
 // has been idle for ShareIdle, pool a may hold all 4. The limit's record
 // keeps only its configuration.
 func TestSharesBetweenPools(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	ops := newStore(t, srv) // creates the bucket; the operator's store
 	ctx := context.Background()
 	_, err := ops.Set(ctx, "api", messages.LimitConfig{Concurrency: 4})

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 )
 
 // writeContext writes testdata/nats/context/prod.json (as `nats context
@@ -167,9 +167,9 @@ func TestContextErrorsNameTheField(t *testing.T) {
 
 // A context reaches a real server that wants its user and password.
 func TestConnectWithAContext(t *testing.T) {
-	srv := fleettest.RunServer(t,
-		fleettest.WithConfig(func(o *server.Options) { o.Username, o.Password = "alice", "s3cret" }),
-		fleettest.WithConnectOptions(nats.UserInfo("alice", "s3cret")))
+	srv := natstest.RunServer(t,
+		natstest.WithConfig(func(o *server.Options) { o.Username, o.Password = "alice", "s3cret" }),
+		natstest.WithConnectOptions(nats.UserInfo("alice", "s3cret")))
 	root := writeContext(t, "prod", map[string]any{"url": srv.URL(), "ca": ""}, true)
 	o, err := parse(t, map[string]string{"XDG_CONFIG_HOME": root}, true)
 	require.NoError(t, err)

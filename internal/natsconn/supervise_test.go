@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jetfleet/jetfleet/internal/natsconn"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 )
 
 // closeFromServer makes the server close nc for good: a subject longer
@@ -21,7 +21,7 @@ func closeFromServer(t *testing.T, nc *nats.Conn) {
 	t.Helper()
 	require.NoError(t, nc.Publish(strings.Repeat("x", 5000), nil))
 	_ = nc.Flush()
-	fleettest.WaitFor(t, 10*time.Second, func() error {
+	natstest.WaitFor(t, 10*time.Second, func() error {
 		if !nc.IsClosed() {
 			return errors.New("still open")
 		}
@@ -30,7 +30,7 @@ func closeFromServer(t *testing.T, nc *nats.Conn) {
 }
 
 func TestSupervisorReplacesAConnectionTheServerClosed(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var conns []*nats.Conn
@@ -69,7 +69,7 @@ func TestSupervisorReplacesAConnectionTheServerClosed(t *testing.T) {
 // A run that fails while its connection is open (a configuration error) is
 // reported once, not restarted.
 func TestSupervisorReturnsAFailureOnAnOpenConnection(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	runs := 0
 	boom := errors.New("boom")
 	err := natsconn.Supervisor{Options: natsconn.Options{URL: srv.URL()}}.Run(context.Background(),
@@ -79,7 +79,7 @@ func TestSupervisorReturnsAFailureOnAnOpenConnection(t *testing.T) {
 }
 
 func TestLostSaysWhy(t *testing.T) {
-	srv := fleettest.RunServer(t)
+	srv := natstest.RunServer(t)
 	nc, err := nats.Connect(srv.URL())
 	require.NoError(t, err)
 	closeFromServer(t, nc)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jetfleet/jetfleet/internal/auth"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
-	"github.com/jetfleet/jetfleet/pkg/fleettest"
+	"github.com/jetfleet/jetfleet/internal/natstest"
 )
 
 // LoadConfig parses a nats-server configuration that includes the files
@@ -41,7 +41,7 @@ func LoadConfig(t testing.TB, dir string) *server.Options {
 // RunServer writes o's files to a temporary directory (o.Dir is ignored)
 // and starts an embedded server with them. fleettest's own connection is
 // the coordinator's (it has $JS.API.INFO), plus the CA when TLS is on.
-func RunServer(t testing.TB, o auth.Options, opts ...fleettest.Option) (*fleettest.Server, *auth.Result) {
+func RunServer(t testing.TB, o auth.Options, opts ...natstest.Option) (*natstest.Server, *auth.Result) {
 	t.Helper()
 	o.Dir = t.TempDir()
 	res, err := auth.Init(o)
@@ -53,15 +53,15 @@ func RunServer(t testing.TB, o auth.Options, opts ...fleettest.Option) (*fleette
 	if res.TLS {
 		conn = append(conn, nats.RootCAs(filepath.Join(o.Dir, auth.CAFile)))
 	}
-	srv := fleettest.RunServer(t, append([]fleettest.Option{
-		fleettest.WithConfig(func(so *server.Options) {
+	srv := natstest.RunServer(t, append([]natstest.Option{
+		natstest.WithConfig(func(so *server.Options) {
 			so.Accounts, so.Nkeys, so.Users = parsed.Accounts, parsed.Nkeys, parsed.Users
 			if parsed.TLSConfig != nil {
 				so.TLS, so.TLSConfig, so.TLSTimeout = parsed.TLS, parsed.TLSConfig, parsed.TLSTimeout
 			}
 		}),
-		fleettest.WithAccount(auth.DefaultAccount),
-		fleettest.WithConnectOptions(conn...),
+		natstest.WithAccount(auth.DefaultAccount),
+		natstest.WithConnectOptions(conn...),
 	}, opts...)...)
 	return srv, res
 }
@@ -95,8 +95,8 @@ func LoadLeaf(t testing.TB, res *auth.Result, pool string) *server.Options {
 // LeafConfig returns a fleettest option that gives a leaf server (RunLeaf)
 // the accounts, users and link credentials of parsed (LoadLeaf), keeping
 // the link's URL (RunLeaf's proxy).
-func LeafConfig(parsed *server.Options) fleettest.Option {
-	return fleettest.WithConfig(func(so *server.Options) {
+func LeafConfig(parsed *server.Options) natstest.Option {
+	return natstest.WithConfig(func(so *server.Options) {
 		so.Accounts, so.Nkeys, so.Users = parsed.Accounts, parsed.Nkeys, parsed.Users
 		for i, r := range so.LeafNode.Remotes {
 			if i < len(parsed.LeafNode.Remotes) {
