@@ -197,8 +197,9 @@ func TestLimitSharedByTwoJobs(t *testing.T) {
 	require.LessOrEqual(t, ds.maxInFlight, 6, "concurrency")
 	// Asserted under load and -race too: a freed slot goes to the agent's
 	// next call or wakes the waiting agents, so the rate binds, not the
-	// agents' own speed.
-	require.GreaterOrEqual(t, float64(n-1)/elapsed.Seconds(), 0.75*40, "the jobs get at least 75%% of the limit")
+	// agents' own speed. A whole `go test ./...` on a 2-core machine
+	// (2026-11-29) got 29.8 calls/s of the 40.
+	require.GreaterOrEqual(t, float64(n-1)/elapsed.Seconds(), 0.65*40, "the jobs get at least 65%% of the limit")
 	// The record counts calls, not tokens leased (unused ones go back with
 	// the agents' writes), and every slot goes back: a run's release, and
 	// the agents' spare slots 50 ms after their last run, may land after
@@ -424,12 +425,15 @@ func TestLimitAdaptiveOutage(t *testing.T) {
 	require.GreaterOrEqual(t, healthy, 0.75*40, "the limit lets the job use it")
 	require.GreaterOrEqual(t, best, 0.8*healthy, "the rate comes back after the outage")
 	require.InEpsilon(t, healthy, simHealthy, 0.1, "the simulator agrees on the healthy rate")
-	// The recovery's additive raises wait for the runs' outcome writes,
-	// whose round trips the simulator does not model (its agents take no
-	// time): the fleet lags it, more on a loaded machine or under -race
-	// (448 calls against 471 on a quiet machine; 406 beside the package's
-	// parallel tests at load 4-7; 408 under -race), and never runs ahead.
-	require.GreaterOrEqual(t, afterCalls, 0.8*simAfter, "the calls after the outage: not far behind the simulator's")
+	// The recovery's additive raises come one per success, as its outcome
+	// is written: each waits for a call and a write whose round trips the
+	// simulator does not model (its agents take no time). So the fleet
+	// lags it, the more the busier the machine, and never runs ahead:
+	// 448 calls against 471 on a quiet machine; 406 beside the package's
+	// parallel tests at load 4-7; 408 under -race; 369 in a whole
+	// `go test ./...` on a 2-core machine (2026-11-29). A recovery that
+	// does not raise stays at the floor, a tenth of those.
+	require.GreaterOrEqual(t, afterCalls, 0.65*simAfter, "the calls after the outage: not far behind the simulator's")
 	require.LessOrEqual(t, afterCalls, 1.1*simAfter, "the calls after the outage: not ahead of the simulator's")
 	if st, err := c.JobStatus(ctx, id); err == nil && st.Done() < st.Items {
 		_, err = c.JobCancel(ctx, id)
