@@ -55,6 +55,21 @@ func newStoreDir(t testing.TB) string {
 	return dir
 }
 
+// MemoryStores reports whether the servers this package starts keep their
+// files on a memory file system (newStoreDir): writing a store full, or
+// many stores at once, then costs no disk time, so tests that do may run
+// beside others.
+func MemoryStores() bool {
+	switch root := os.Getenv(StoreRootEnv); root {
+	case "":
+		return memStoreRoot() != ""
+	case "tempdir":
+		return false
+	default:
+		return onMemoryFS(root)
+	}
+}
+
 var sweepOnce sync.Once
 
 // sweepStale removes the store directories under root that a test binary

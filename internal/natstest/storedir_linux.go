@@ -31,3 +31,9 @@ func memStoreRoot() string {
 	}
 	return root
 }
+
+// onMemoryFS reports whether dir is on a tmpfs.
+func onMemoryFS(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC
+}

@@ -51,3 +51,19 @@ func TestStoreDirRoot(t *testing.T) {
 		require.False(t, strings.HasPrefix(filepath.Base(dir), storeDirPrefix), dir)
 	})
 }
+
+// MemoryStores follows the choice of store directory.
+func TestMemoryStores(t *testing.T) {
+	t.Setenv(StoreRootEnv, "tempdir")
+	require.False(t, MemoryStores())
+	disk := t.TempDir()
+	t.Setenv(StoreRootEnv, disk)
+	require.Equal(t, onMemoryFS(disk), MemoryStores())
+	t.Setenv(StoreRootEnv, "")
+	require.Equal(t, memStoreRoot() != "", MemoryStores())
+	if root := memStoreRoot(); root != "" {
+		require.True(t, onMemoryFS(root))
+		t.Setenv(StoreRootEnv, root)
+		require.True(t, MemoryStores())
+	}
+}
