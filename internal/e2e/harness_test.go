@@ -215,7 +215,12 @@ func waitJobOr(t testing.TB, c *jfclient.Client, id string, timeout time.Duratio
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last *messages.JobStatus
-	st, err := c.JobWait(ctx, id, 20*time.Millisecond, func(s *messages.JobStatus) { last = s })
+	// JobWait hears of the end from the job's events; the status it reads
+	// every waitJobEvery is only for the failure message (and an end whose
+	// event was lost). Read every 20 ms, the package's status requests
+	// were a tenth of its CPU time: each is a subscription made and
+	// dropped on the server, and a status the coordinator builds.
+	st, err := c.JobWait(ctx, id, waitJobEvery, func(s *messages.JobStatus) { last = s })
 	if err != nil && stalled != nil {
 		stalled()
 	}
@@ -223,6 +228,9 @@ func waitJobOr(t testing.TB, c *jfclient.Client, id string, timeout time.Duratio
 	require.Equal(t, st.Items, st.Succeeded+st.DeadLettered+st.Skipped+st.NotRun+st.Failed, "counts must add up: %+v", st)
 	return st
 }
+
+// waitJobEvery is how often waitJob reads a running job's status.
+const waitJobEvery = time.Second
 
 // waitDone waits until at least n items of the job are done.
 func waitDone(t testing.TB, c *jfclient.Client, id string, n int64) {
