@@ -23,6 +23,10 @@ import (
 // cut as a slow consumer (a pull of 256 such entries at a time would have
 // the server queue 230 MB for one connection).
 func TestLargeDeadLettersDoNotCutTheCoordinator(t *testing.T) {
+	// Beside the others: it bounds no time and counts only its own
+	// server's slow consumers (under -race it takes 41 s, most of it
+	// decoding the entries, alone it held the package that long).
+	t.Parallel()
 	srv := fleettest.RunServer(t)
 	var mu sync.Mutex
 	var asyncErrs []error
