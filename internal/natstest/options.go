@@ -52,8 +52,7 @@ func newConfig(opts []Option) config {
 }
 
 // WithStoreDir keeps JetStream files in dir instead of a fresh directory
-// (newStoreDir). For a
-// cluster, node i uses dir/<node name>.
+// (newStoreDir). For a cluster, node i uses dir/<node name>.
 func WithStoreDir(dir string) Option {
 	return func(c *config) { c.storeDir = dir }
 }
