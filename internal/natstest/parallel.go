@@ -38,19 +38,19 @@ func SetParallel(n int) {
 
 // MainParallel is a TestMain that runs the package's tests with n of its
 // parallel tests at once (SetParallel) and a lazier garbage collector
-// (TestGCPercent), and exits with their outcome.
+// (testGCPercent), and exits with their outcome.
 func MainParallel(m *testing.M, n int) {
 	SetParallel(n)
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(TestGCPercent)
+		debug.SetGCPercent(testGCPercent)
 	}
 	os.Exit(m.Run())
 }
 
-// TestGCPercent is the GOGC MainParallel runs a package's tests with, unless
+// testGCPercent is the GOGC MainParallel runs a package's tests with, unless
 // the environment sets GOGC. A package of parallel fleets (servers,
 // coordinators, agents in one process) allocates fast and keeps a modest
 // heap: at Go's default of 100 the collector took a tenth of internal/e2e's
 // CPU time, and 300 saved 9 of its 78 CPU-seconds of user time. A test that
 // bounds the heap sets its own percent (debug.SetGCPercent) while it runs.
-const TestGCPercent = 300
+const testGCPercent = 300

@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// StoreRootEnv names the environment variable that chooses where a test
+// storeRootEnv names the environment variable that chooses where a test
 // server keeps its JetStream files when no WithStoreDir is given: a
 // directory, or "tempdir" for t.TempDir(). Unset, a memory file system is
 // used when the machine has one with room (memStoreRoot), else t.TempDir().
-const StoreRootEnv = "JETFLEET_TEST_STORE_ROOT"
+const storeRootEnv = "JETFLEET_TEST_STORE_ROOT"
 
 // storeDirPrefix starts the name of every store directory made outside
 // t.TempDir(), so that those a killed test binary left behind can be found.
@@ -33,7 +33,7 @@ const staleStoreAge = 6 * time.Hour
 // store limits are configured, not read off the file system.
 func newStoreDir(t testing.TB) string {
 	t.Helper()
-	root := os.Getenv(StoreRootEnv)
+	root := os.Getenv(storeRootEnv)
 	switch root {
 	case "tempdir":
 		return t.TempDir()
@@ -45,7 +45,7 @@ func newStoreDir(t testing.TB) string {
 	sweepOnce.Do(func() { sweepStale(root) })
 	dir, err := os.MkdirTemp(root, storeDirPrefix)
 	if err != nil {
-		t.Fatalf("natstest: a store directory under %s (%s): %v", root, StoreRootEnv, err)
+		t.Fatalf("natstest: a store directory under %s (%s): %v", root, storeRootEnv, err)
 	}
 	t.Cleanup(func() {
 		if err := os.RemoveAll(dir); err != nil {
@@ -60,7 +60,7 @@ func newStoreDir(t testing.TB) string {
 // many stores at once, then costs no disk time, so tests that do may run
 // beside others.
 func MemoryStores() bool {
-	switch root := os.Getenv(StoreRootEnv); root {
+	switch root := os.Getenv(storeRootEnv); root {
 	case "":
 		return memStoreRoot() != ""
 	case "tempdir":

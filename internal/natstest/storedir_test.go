@@ -31,7 +31,7 @@ func TestStoreDirRoot(t *testing.T) {
 	require.DirExists(t, young)
 	require.DirExists(t, other)
 
-	t.Setenv(StoreRootEnv, root)
+	t.Setenv(storeRootEnv, root)
 	var dir string
 	t.Run("server", func(t *testing.T) {
 		srv := RunServer(t)
@@ -44,7 +44,7 @@ func TestStoreDirRoot(t *testing.T) {
 	})
 	require.NoDirExists(t, dir, "removed when its test ends")
 
-	t.Setenv(StoreRootEnv, "tempdir")
+	t.Setenv(storeRootEnv, "tempdir")
 	t.Run("tempdir", func(t *testing.T) {
 		dir := RunServer(t).StoreDir()
 		require.NotEqual(t, root, filepath.Dir(dir))
@@ -54,16 +54,16 @@ func TestStoreDirRoot(t *testing.T) {
 
 // MemoryStores follows the choice of store directory.
 func TestMemoryStores(t *testing.T) {
-	t.Setenv(StoreRootEnv, "tempdir")
+	t.Setenv(storeRootEnv, "tempdir")
 	require.False(t, MemoryStores())
 	disk := t.TempDir()
-	t.Setenv(StoreRootEnv, disk)
+	t.Setenv(storeRootEnv, disk)
 	require.Equal(t, onMemoryFS(disk), MemoryStores())
-	t.Setenv(StoreRootEnv, "")
+	t.Setenv(storeRootEnv, "")
 	require.Equal(t, memStoreRoot() != "", MemoryStores())
 	if root := memStoreRoot(); root != "" {
 		require.True(t, onMemoryFS(root))
-		t.Setenv(StoreRootEnv, root)
+		t.Setenv(storeRootEnv, root)
 		require.True(t, MemoryStores())
 	}
 }
