@@ -74,15 +74,27 @@ type Intake struct {
 // New returns the intake of cfg; it asks the server nothing until Run.
 func New(cfg Config) *Intake { return &Intake{cfg: cfg, log: cfg.Logger} }
 
-// Holds reports whether the intake consumer has submissions it has not
-// acknowledged (false when its state cannot be read).
+// Holds reports whether the intake has submissions it has not
+// acknowledged: every submission stored before the call is either taken
+// in or counted here (false when the state cannot be read).
+//
+// The consumer's pending count alone would miss one: the server answers a
+// publish once the message is stored and tells the stream's consumers a
+// moment later, so a submission whose submit was just answered can be
+// stored and not yet pending. The stream's last sequence, read first,
+// covers it: a consumer that has not yet delivered that far holds it.
 func (in *Intake) Holds(ctx context.Context) bool {
-	cons, err := in.cfg.JetStream.Consumer(ctx, in.cfg.Names.JobsStream(), Consumer)
+	stream, err := in.cfg.JetStream.Stream(ctx, in.cfg.Names.JobsStream())
+	if err != nil {
+		return false
+	}
+	last := stream.CachedInfo().State.LastSeq
+	cons, err := stream.Consumer(ctx, Consumer)
 	if err != nil {
 		return false
 	}
 	info := cons.CachedInfo()
-	return info.NumPending > 0 || info.NumAckPending > 0
+	return info.NumPending > 0 || info.NumAckPending > 0 || info.Delivered.Stream < last
 }
 
 // The intake takes in every submission it pulls, within readAhead
