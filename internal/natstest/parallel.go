@@ -10,9 +10,9 @@ import (
 )
 
 // SetParallel makes n the default of -test.parallel, how many of a test
-// binary's parallel tests run at once, unless the command line sets it; the
-// race detector, which multiplies the CPU every test needs, keeps Go's
-// default (GOMAXPROCS). Call it from TestMain before m.Run.
+// binary's parallel tests run at once, unless the command line sets it;
+// under the race detector, which multiplies the CPU every test needs, at
+// most twice GOMAXPROCS (raceParallel). Call it from TestMain before m.Run.
 //
 // Tests that each run on their own embedded server spend most of their
 // time waiting on it (AckWait, a lease's TTL, a poll, a restart), not on
@@ -29,12 +29,19 @@ func SetParallel(n int) {
 		return
 	}
 	if raceEnabled {
-		n = runtime.GOMAXPROCS(0)
+		n = min(n, raceParallel*runtime.GOMAXPROCS(0))
 	}
 	if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
 		panic(err)
 	}
 }
+
+// raceParallel is how many parallel tests per GOMAXPROCS a binary built
+// with the race detector runs at once. Even there the fleets mostly wait:
+// internal/e2e under -race on 2 cores took 250 s with 2 at once and 172 s
+// with 4, using 1.1 cores of CPU (185 CPU-s); 8 at once gained nothing more
+// (167 s) and doubled the longest tests.
+const raceParallel = 2
 
 // MainParallel is a TestMain that runs the package's tests with n of its
 // parallel tests at once (SetParallel) and a lazier garbage collector
