@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/jetfleet/jetfleet/internal/provision"
 	"github.com/jetfleet/jetfleet/internal/wire"
 	"github.com/jetfleet/jetfleet/pkg/messages"
 )
@@ -345,13 +346,18 @@ func (m *Monitor) countEntries(ctx context.Context) (stop func(), err error) {
 	if since := m.cfg.CountSince; !since.IsZero() {
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
+	// The ordered consumer is added to the server on Consume, and the
+	// coordinator adds pools' sources to the DLQ stream meanwhile.
+	unlock := provision.LockStream(m.names.DLQStream())
 	cons, err := m.js.OrderedConsumer(ctx, m.names.DLQStream(), cfg)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("dlq: monitor consumer: %w", err)
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		m.metrics.DeadLettered.WithLabelValues(ReasonLabel(msg.Headers().Get(messages.HeaderReason))).Inc()
 	})
+	unlock()
 	if err != nil {
 		return nil, fmt.Errorf("dlq: monitor consumer: %w", err)
 	}

@@ -428,6 +428,8 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 	if s, err := js.Stream(ctx, sc.Name); err == nil && streamUnchanged(sc, s.CachedInfo().Config) {
 		return nil
 	}
+	unlock := LockStream(sc.Name)
+	defer unlock()
 	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("provision: stream %s: %w", sc.Name, err)
 	}
@@ -560,7 +562,9 @@ func EnsurePoolPermitted(ctx context.Context, js jetstream.JetStream, n messages
 	if may == nil {
 		may = func(context.Context, string) bool { return true }
 	}
+	unlock := LockStream(n.WorkStream())
 	cons, err := js.CreateOrUpdateConsumer(ctx, n.WorkStream(), WorkConsumer(n, pool, c))
+	unlock()
 	if err != nil {
 		return nil, fmt.Errorf("provision: consumer %s: %w", n.AgentsConsumer(pool), err)
 	}
@@ -626,7 +630,10 @@ func ensureSource(ctx context.Context, js jetstream.JetStream, stream string, sr
 			}
 		}
 		cfg.Sources = append(cfg.Sources, src)
-		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		unlock := LockStream(stream)
+		_, err = js.UpdateStream(ctx, cfg)
+		unlock()
+		if err != nil {
 			return err
 		}
 	}
@@ -644,7 +651,9 @@ func WaitPool(ctx context.Context, js jetstream.JetStream, n messages.Names, poo
 			return cons, nil
 		}
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			unlock := LockStream(n.WorkStream())
 			cons, err = js.CreateConsumer(ctx, n.WorkStream(), WorkConsumer(n, pool, c))
+			unlock()
 			if err == nil || errors.Is(err, jetstream.ErrConsumerExists) {
 				if err == nil {
 					return cons, nil

@@ -1,0 +1,53 @@
+package provision
+
+import "sync"
+
+// A stream's configuration must not change while a consumer is added to
+// it in the same process. nats-server 2.15.2 reads the stream's stored
+// configuration without its lock while it adds a consumer
+// (fileStore.ConsumerStore) and replaces it under the lock on an update
+// (fileStore.UpdateConfig): harmless in a server built without the race
+// detector (the name it reads is the same before and after), a data race
+// in one built with it, as every test's embedded server is. A fleet in one
+// process (the tests, the demo) has its coordinator add a pool's park
+// stream to the work stream's sources while its agents create their work
+// consumer, so provisioning takes LockStream around both.
+
+// streamLocks serialise, per stream name, provisioning's updates of a
+// stream with the consumers added to it in this process.
+var streamLocks struct {
+	mu sync.Mutex
+	m  map[string]*streamLock
+}
+
+type streamLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// LockStream holds off this process's provisioning updates of stream name
+// (and its other LockStream callers) until the returned func is called:
+// take it around adding a consumer to a stream provisioning may update
+// while the process runs (the work stream, the DLQ stream).
+func LockStream(name string) (unlock func()) {
+	streamLocks.mu.Lock()
+	if streamLocks.m == nil {
+		streamLocks.m = map[string]*streamLock{}
+	}
+	l := streamLocks.m[name]
+	if l == nil {
+		l = &streamLock{}
+		streamLocks.m[name] = l
+	}
+	l.users++
+	streamLocks.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		streamLocks.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(streamLocks.m, name)
+		}
+		streamLocks.mu.Unlock()
+	}
+}
