@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
+	"github.com/jetfleet/jetfleet/internal/keylock"
 	"github.com/jetfleet/jetfleet/internal/natsconn"
 	"github.com/jetfleet/jetfleet/internal/retry"
 	"github.com/jetfleet/jetfleet/internal/tracing"
@@ -113,7 +114,7 @@ const (
 
 // Run consumes the durable jobs stream, up to maxWorkers submissions at a
 // time, until ctx (the leader's term) ends; submissions that name the
-// same job id are accepted one after the other (keyLocks). It returns an
+// same job id are accepted one after the other (a keylock.Map). It returns an
 // error when the connection is lost.
 func (in *Intake) Run(ctx context.Context) error {
 	cons, err := in.cfg.JetStream.CreateOrUpdateConsumer(ctx, in.cfg.Names.JobsStream(), jetstream.ConsumerConfig{
@@ -134,7 +135,7 @@ func (in *Intake) Run(ctx context.Context) error {
 	defer context.AfterFunc(ctx, it.Stop)()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	var locks keyLocks
+	var locks keylock.Map
 	refusals := make(chan struct{}, maxRefusals)
 	held := semaphore.NewWeighted(readAhead)
 	accepting := make(chan struct{}, maxWorkers)
@@ -186,43 +187,6 @@ func key(m jetstream.Msg) string {
 	return ""
 }
 
-// keyLocks serialises the acceptance of submissions that share a key.
-// Safe for concurrent use.
-type keyLocks struct {
-	mu   sync.Mutex
-	held map[string]*keyLock
-}
-
-type keyLock struct {
-	mu    sync.Mutex
-	users int
-}
-
-// lock waits until no other submission with key is being accepted; the
-// returned func lets the next one go.
-func (l *keyLocks) lock(key string) (unlock func()) {
-	l.mu.Lock()
-	if l.held == nil {
-		l.held = map[string]*keyLock{}
-	}
-	e := l.held[key]
-	if e == nil {
-		e = &keyLock{}
-		l.held[key] = e
-	}
-	e.users++
-	l.mu.Unlock()
-	e.mu.Lock()
-	return func() {
-		e.mu.Unlock()
-		l.mu.Lock()
-		if e.users--; e.users == 0 {
-			delete(l.held, key)
-		}
-		l.mu.Unlock()
-	}
-}
-
 // one accepts one durable submission, or rejects it. A submission
 // that fails to be accepted MaxDeliveries times — an error each
 // time, or a coordinator that died while accepting it (out of memory, a
@@ -235,7 +199,7 @@ func (l *keyLocks) lock(key string) (unlock func()) {
 // t is its place in the intake's queue (openSlots.ticket), and
 // submissions that name the same job id (locks) are accepted one at a
 // time.
-func (in *Intake) one(ctx context.Context, m jetstream.Msg, t uint64, locks *keyLocks, refusals, accepting chan struct{}) {
+func (in *Intake) one(ctx context.Context, m jetstream.Msg, t uint64, locks *keylock.Map, refusals, accepting chan struct{}) {
 	if in.cfg.Jobs.LeaveNewer(m) {
 		return
 	}
@@ -261,7 +225,7 @@ func (in *Intake) one(ctx context.Context, m jetstream.Msg, t uint64, locks *key
 			release()
 			return nil, ctx.Err()
 		}
-		unlock := locks.lock(key(m))
+		unlock := locks.Lock(key(m))
 		return func() { unlock(); <-accepting; release() }, nil
 	}}
 	if delivered <= maxTries {

@@ -1,6 +1,6 @@
 package provision
 
-import "sync"
+import "github.com/jetfleet/jetfleet/internal/keylock"
 
 // A stream's configuration must not change while a consumer is added to
 // it in the same process. nats-server 2.15.2 reads the stream's stored
@@ -15,39 +15,10 @@ import "sync"
 
 // streamLocks serialise, per stream name, provisioning's updates of a
 // stream with the consumers added to it in this process.
-var streamLocks struct {
-	mu sync.Mutex
-	m  map[string]*streamLock
-}
-
-type streamLock struct {
-	mu    sync.Mutex
-	users int
-}
+var streamLocks keylock.Map
 
 // LockStream holds off this process's provisioning updates of stream name
 // (and its other LockStream callers) until the returned func is called:
 // take it around adding a consumer to a stream provisioning may update
 // while the process runs (the work stream, the DLQ stream).
-func LockStream(name string) (unlock func()) {
-	streamLocks.mu.Lock()
-	if streamLocks.m == nil {
-		streamLocks.m = map[string]*streamLock{}
-	}
-	l := streamLocks.m[name]
-	if l == nil {
-		l = &streamLock{}
-		streamLocks.m[name] = l
-	}
-	l.users++
-	streamLocks.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		streamLocks.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(streamLocks.m, name)
-		}
-		streamLocks.mu.Unlock()
-	}
-}
+func LockStream(name string) (unlock func()) { return streamLocks.Lock(name) }
