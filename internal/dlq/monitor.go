@@ -348,7 +348,7 @@ func (m *Monitor) countEntries(ctx context.Context) (stop func(), err error) {
 	}
 	// The ordered consumer is added to the server on Consume, and the
 	// coordinator adds pools' sources to the DLQ stream meanwhile.
-	unlock := provision.LockStream(m.names.DLQStream())
+	unlock := provision.LockStream(ctx, m.js, m.names.DLQStream())
 	cons, err := m.js.OrderedConsumer(ctx, m.names.DLQStream(), cfg)
 	if err != nil {
 		unlock()

@@ -425,11 +425,14 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n messages.Names, c Con
 
 // ensureStream creates or updates a stream unless it is configured as asked.
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
-	if s, err := js.Stream(ctx, sc.Name); err == nil && streamUnchanged(sc, s.CachedInfo().Config) {
-		return nil
+	s, err := js.Stream(ctx, sc.Name)
+	if err == nil {
+		if streamUnchanged(sc, s.CachedInfo().Config) {
+			return nil
+		}
+		// An update (a create has no consumers beside it).
+		defer lockStream(s.CachedInfo())()
 	}
-	unlock := LockStream(sc.Name)
-	defer unlock()
 	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("provision: stream %s: %w", sc.Name, err)
 	}
@@ -562,7 +565,7 @@ func EnsurePoolPermitted(ctx context.Context, js jetstream.JetStream, n messages
 	if may == nil {
 		may = func(context.Context, string) bool { return true }
 	}
-	unlock := LockStream(n.WorkStream())
+	unlock := LockStream(ctx, js, n.WorkStream())
 	cons, err := js.CreateOrUpdateConsumer(ctx, n.WorkStream(), WorkConsumer(n, pool, c))
 	unlock()
 	if err != nil {
@@ -630,7 +633,7 @@ func ensureSource(ctx context.Context, js jetstream.JetStream, stream string, sr
 			}
 		}
 		cfg.Sources = append(cfg.Sources, src)
-		unlock := LockStream(stream)
+		unlock := lockStream(s.CachedInfo())
 		_, err = js.UpdateStream(ctx, cfg)
 		unlock()
 		if err != nil {
@@ -651,7 +654,7 @@ func WaitPool(ctx context.Context, js jetstream.JetStream, n messages.Names, poo
 			return cons, nil
 		}
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			unlock := LockStream(n.WorkStream())
+			unlock := LockStream(ctx, js, n.WorkStream())
 			cons, err = js.CreateConsumer(ctx, n.WorkStream(), WorkConsumer(n, pool, c))
 			unlock()
 			if err == nil || errors.Is(err, jetstream.ErrConsumerExists) {
