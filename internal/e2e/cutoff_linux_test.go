@@ -347,7 +347,15 @@ func startAgentOn(t *testing.T, nc *nats.Conn, cfg agent.Config, handlers map[st
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	go func() {
+		err := a.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			// Said at once: the test would otherwise wait out its bound
+			// for items no agent runs.
+			t.Errorf("agent %s stopped: %v", cfg.Name, err)
+		}
+		done <- err
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -401,18 +401,26 @@ func (a *Agent) setup(ctx context.Context, cons jetstream.Consumer) error {
 	a.dlq = dw
 	// Checked whatever ParkAfter says: an agent that parks nothing itself
 	// still meets deliveries other agents' parked copies superseded.
-	parking, err := parkingAvailable(ctx, a.js, a.names, a.cfg.Pool)
+	pctx, cancel := context.WithTimeout(ctx, parkCheckTimeout)
+	parking, err := parkingAvailable(pctx, a.js, a.names, a.cfg.Pool)
+	cancel()
 	if err != nil {
-		return fmt.Errorf("agent: park stream: %w", err)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// Not known yet (a cluster still electing its leaders, a slow
+		// server): as if there were none, and looked for again when a
+		// retry would park or a parked copy's delivery comes (parkingOn).
+		a.log.Warn().Err(err).Msg("cannot tell yet whether the pool's park stream exists; looking again when a retry would park")
 	}
 	a.parking.Store(parking)
 	a.parkRecheck = func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // one stream info request
+		ctx, cancel := context.WithTimeout(context.Background(), parkCheckTimeout)
 		defer cancel()
 		ok, _ := parkingAvailable(ctx, a.js, a.names, a.cfg.Pool)
 		return ok
 	}
-	if !parking && a.cfg.ParkAfter > 0 {
+	if err == nil && !parking && a.cfg.ParkAfter > 0 {
 		a.log.Info().Msg("no park stream for the pool yet (the coordinator makes it with the pool's first job): long retries wait in delayed naks until it exists")
 	}
 	if a.breakers, err = a.openBreakers(ctx); err != nil {
@@ -444,13 +452,20 @@ func (a *Agent) waitKV(ctx context.Context, bucket string) (jetstream.KeyValue, 
 		if err == nil {
 			return kv, nil
 		}
-		if !errors.Is(err, jetstream.ErrBucketNotFound) && !natsconn.Unreachable(err) {
+		if !errors.Is(err, jetstream.ErrBucketNotFound) && !natsconn.Unreachable(err) && !requestTimedOut(ctx, err) {
 			return nil, fmt.Errorf("agent: bucket %s: %w", bucket, err)
 		}
 		if err := b.Wait(ctx); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// requestTimedOut reports whether err is a request's own timeout (no
+// answer in time: a cluster electing a leader, a slow server), not ctx's
+// end: worth asking again.
+func requestTimedOut(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
 }
 
 // waitKVBackoff spaces waitKV's tries: 100ms doubling to 2s.

@@ -40,6 +40,10 @@ func (a *Agent) parks(delay time.Duration) bool {
 	return a.cfg.ParkAfter > 0 && delay >= a.cfg.ParkAfter && a.parkingOn()
 }
 
+// parkCheckTimeout bounds a look for the park stream: one stream info
+// request.
+const parkCheckTimeout = 5 * time.Second
+
 // parkRecheckEvery spaces the looks for a park stream that did not exist.
 const parkRecheckEvery = 5 * time.Second
 
