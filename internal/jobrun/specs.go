@@ -84,28 +84,46 @@ func (c *Coordinator) writeSpecs(ctx context.Context, rec *wire.JobRecord) error
 	return nil
 }
 
-// ensureSpecs is writeSpecs for a runner about to start: tried a few times
-// (the job's items must not reach agents before their spec), then logged.
-// An agent that finds no spec for an item naks it and tries again later.
+// ensureSpecs is writeSpecs for a runner about to start: tried for up to
+// specsPatience (the job's items must not reach agents before their
+// spec), then logged. An agent that finds no spec for an item naks it and
+// tries again later.
+//
+// Each try is bounded by specTryTimeout, far below a request's default
+// 5 s: a write sent to a bucket whose stream is electing a leader (its
+// leader's node just cut off) goes unanswered, and the next try, a moment
+// after the election, is answered. With the default timeout a new
+// leader's runner waited up to 5 s past the election to start, and status,
+// which waits for the runner, with it (TestCutOffCoordinatorHandsOver).
 func (c *Coordinator) ensureSpecs(ctx context.Context, r *jobRunner, rec *wire.JobRecord) {
-	wait := 200 * time.Millisecond
-	for try := 0; ; try++ {
-		err := c.writeSpecs(ctx, rec)
+	giveUp := time.Now().Add(specsPatience)
+	for {
+		tctx, cancel := context.WithTimeout(ctx, specTryTimeout)
+		err := c.writeSpecs(tctx, rec)
+		cancel()
 		if err == nil || ctx.Err() != nil {
 			return
 		}
-		if try == 4 {
+		if time.Now().After(giveUp) {
 			r.log.Warn().Err(err).Msg("cannot write the job's spec for its pools' agents; they cannot run its items until it is written")
 			return
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
-			wait *= 2
+		case <-time.After(specTryEvery):
 		}
 	}
 }
+
+// How ensureSpecs tries: each try at most specTryTimeout, specTryEvery
+// apart, for specsPatience (about as long as five tries of a request's
+// default timeout took before).
+const (
+	specTryTimeout = time.Second
+	specTryEvery   = 250 * time.Millisecond
+	specsPatience  = 30 * time.Second
+)
 
 // removeSpecs deletes an expiring job's spec records.
 func (c *Coordinator) removeSpecs(ctx context.Context, rec *wire.JobRecord) error {
