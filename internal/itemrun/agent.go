@@ -452,20 +452,13 @@ func (a *Agent) waitKV(ctx context.Context, bucket string) (jetstream.KeyValue, 
 		if err == nil {
 			return kv, nil
 		}
-		if !errors.Is(err, jetstream.ErrBucketNotFound) && !natsconn.Unreachable(err) && !requestTimedOut(ctx, err) {
+		if !errors.Is(err, jetstream.ErrBucketNotFound) && !natsconn.Unreachable(err) && !natsconn.TimedOut(ctx, err) {
 			return nil, fmt.Errorf("agent: bucket %s: %w", bucket, err)
 		}
 		if err := b.Wait(ctx); err != nil {
 			return nil, err
 		}
 	}
-}
-
-// requestTimedOut reports whether err is a request's own timeout (no
-// answer in time: a cluster electing a leader, a slow server), not ctx's
-// end: worth asking again.
-func requestTimedOut(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
 }
 
 // waitKVBackoff spaces waitKV's tries: 100ms doubling to 2s.

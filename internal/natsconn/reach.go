@@ -2,8 +2,10 @@ package natsconn
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/jetfleet/jetfleet/internal/clock"
@@ -38,7 +40,7 @@ type Reacher struct {
 }
 
 // Reach calls try until it returns nil or an error other than Unreachable
-// (which it returns), or ctx ends (ctx's error). Between tries it waits
+// or TimedOut (which it returns), or ctx ends (ctx's error). Between tries it waits
 // ReachMin doubling to ReachMax. what names the calls in the log, e.g.
 // "work consumer agents-site-b".
 func (r Reacher) Reach(ctx context.Context, what string, try func(ctx context.Context) error) error {
@@ -50,7 +52,8 @@ func (r Reacher) Reach(ctx context.Context, what string, try func(ctx context.Co
 	var since, warned time.Time
 	for {
 		err := try(ctx)
-		if err == nil || !Unreachable(err) || ctx.Err() != nil {
+		timedOut := TimedOut(ctx, err)
+		if err == nil || !(Unreachable(err) || timedOut) || ctx.Err() != nil {
 			if err == nil && !since.IsZero() {
 				r.Logger.Info().Str("js_domain", r.Domain).Dur("after", now().Sub(since)).Msg("JetStream answers: " + what)
 			}
@@ -65,11 +68,28 @@ func (r Reacher) Reach(ctx context.Context, what string, try func(ctx context.Co
 		}
 		if warned.IsZero() || t.Sub(warned) >= ReachRepeat {
 			warned = t
+			hint := UnreachableHint(r.Domain)
+			if timedOut {
+				hint = timedOutHint
+			}
 			r.Logger.Warn().Err(err).Str("js_domain", r.Domain).Dur("down_for", t.Sub(since)).
-				Msg(what + ": " + UnreachableHint(r.Domain) + "; retrying with backoff")
+				Msg(what + ": " + hint + "; retrying with backoff")
 		}
 		if err := pauses.Wait(ctx); err != nil {
 			return err
 		}
 	}
 }
+
+// TimedOut reports whether err is a request's own timeout (no answer in
+// time), not the end of ctx: a cluster electing its leaders, a server slow
+// under load. Worth asking again.
+func TimedOut(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
+}
+
+// timedOutHint says what a request that went unanswered may mean. A
+// request the account's permissions deny also goes unanswered until its
+// timeout (the server tells only the connection's error handler).
+const timedOutHint = "no answer in time: check that the cluster has elected its leaders and is not overloaded, " +
+	"and that this account's permissions allow the JetStream API calls"

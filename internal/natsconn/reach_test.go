@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -74,4 +75,34 @@ func TestReachReturnsOtherErrors(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	err = natsconn.Reacher{}.Reach(ctx, "x", func(context.Context) error { cancel(); return jetstream.ErrJetStreamNotEnabled })
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// A request's own timeout (a cluster electing its leaders, a slow server)
+// is waited out too, with a warning that says what to check; the end of
+// ctx is not.
+func TestReachWaitsOutTimeouts(t *testing.T) {
+	var logs bytes.Buffer
+	clk := &fakeTime{now: time.Unix(1_700_000_000, 0)}
+	r := natsconn.Reacher{Logger: zerolog.New(&logs), Clock: clk, Now: func() time.Time { return clk.now }}
+	tries := 0
+	err := r.Reach(context.Background(), "provisioning streams and buckets", func(context.Context) error {
+		tries++
+		switch tries {
+		case 1:
+			return fmt.Errorf("provision: stream FLEET_WORK: %w", context.DeadlineExceeded)
+		case 2:
+			return nats.ErrTimeout
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, tries)
+	require.Len(t, clk.pauses, 2)
+	require.Contains(t, logs.String(), "no answer in time")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	err = natsconn.Reacher{}.Reach(ctx, "x", func(ctx context.Context) error { return ctx.Err() })
+	require.ErrorIs(t, err, context.DeadlineExceeded, "ctx's own end is returned")
 }
