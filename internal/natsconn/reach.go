@@ -40,9 +40,9 @@ type Reacher struct {
 }
 
 // Reach calls try until it returns nil or an error other than Unreachable
-// or TimedOut (which it returns), or ctx ends (ctx's error). Between tries it waits
-// ReachMin doubling to ReachMax. what names the calls in the log, e.g.
-// "work consumer agents-site-b".
+// or TimedOut (which it returns), or ctx ends (ctx's error). Between tries
+// it waits ReachMin doubling to ReachMax. what names the calls in the log,
+// e.g. "work consumer agents-site-b".
 func (r Reacher) Reach(ctx context.Context, what string, try func(ctx context.Context) error) error {
 	now := r.Now
 	if now == nil {
